@@ -1,0 +1,100 @@
+//! The config file exactly as written: serde types with `deny_unknown_fields`
+//! and spans, so that every later complaint can name a line.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub listener: Vec<Spanned<RawListener>>,
+    pub admin: Option<Spanned<RawAdmin>>,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub security: RawSecurity,
+    #[serde(default)]
+    pub shutdown: RawShutdown,
+    #[serde(default)]
+    pub log: RawLog,
+    #[serde(default)]
+    pub upstream: Vec<Spanned<RawUpstream>>,
+    #[serde(default)]
+    pub route: Vec<Spanned<RawRoute>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    pub name: Option<Spanned<String>>,
+    pub address: Spanned<String>,
+    pub tls: Option<Spanned<RawServerTls>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServerTls {
+    pub cert: Spanned<String>,
+    pub key: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub address: Spanned<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_request_body_bytes: Option<Spanned<i64>>,
+    pub max_response_body_bytes: Option<Spanned<i64>>,
+    pub max_header_bytes: Option<Spanned<i64>>,
+    pub header_read_timeout: Option<Spanned<String>>,
+    pub request_body_timeout: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<i64>>,
+    pub http2_max_concurrent_streams: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSecurity {
+    pub allowed_origins: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawShutdown {
+    pub drain_timeout: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    pub format: Option<Spanned<String>>,
+    pub level: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    pub id: Spanned<String>,
+    pub name: Spanned<String>,
+    pub url: Spanned<String>,
+    pub ca_file: Option<Spanned<String>>,
+    pub http2: Option<bool>,
+    pub connect_timeout: Option<Spanned<String>>,
+    pub response_timeout: Option<Spanned<String>>,
+    pub stream_idle_timeout: Option<Spanned<String>>,
+    pub pool_idle_timeout: Option<Spanned<String>>,
+    pub pool_max_idle_per_host: Option<Spanned<i64>>,
+    pub forward_authorization: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub path: Spanned<String>,
+    pub upstream: Spanned<String>,
+}

@@ -1,0 +1,175 @@
+//! Which headers cross the gateway, in each direction, and the forwarding
+//! headers it adds.
+
+use std::net::SocketAddr;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+pub static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+pub static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+pub static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+pub static FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+pub static X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) and the framing headers the gateway
+/// recomputes itself. `Host` is set from the upstream URL by the client.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == KEEP_ALIVE
+        || name == PROXY_CONNECTION
+        || name == header::PROXY_AUTHENTICATE
+        || name == header::PROXY_AUTHORIZATION
+        || name == header::TE
+        || name == header::TRAILER
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name == header::CONTENT_LENGTH
+        || name == header::HOST
+}
+
+/// Headers named in `Connection` are hop-by-hop for this hop only.
+fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect()
+}
+
+fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, also_drop: &[&HeaderName]) {
+    let listed = connection_listed(from);
+    for (name, value) in from {
+        if is_hop_by_hop(name) || listed.contains(name) || also_drop.contains(&name) {
+            continue;
+        }
+        to.append(name.clone(), value.clone());
+    }
+}
+
+/// What the client sent, minus hop-by-hop headers, plus forwarding headers.
+/// `Authorization` is kept only when the route says so: MCP forbids passing a
+/// client's token through to another server.
+pub fn upstream_request_headers(
+    client: &HeaderMap,
+    peer: SocketAddr,
+    tls: bool,
+    forward_authorization: bool,
+) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(client.len() + 4);
+    // Accept-Encoding is dropped so the upstream answers in a form the
+    // gateway can inspect.
+    let dropped: &[&HeaderName] = if forward_authorization {
+        &[&header::ACCEPT_ENCODING]
+    } else {
+        &[&header::ACCEPT_ENCODING, &header::AUTHORIZATION]
+    };
+    copy_end_to_end(client, &mut out, dropped);
+    let proto = if tls { "https" } else { "http" };
+    let ip = peer.ip();
+    let xff = match client.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prev) => format!("{prev}, {ip}"),
+        None => ip.to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        out.insert(X_FORWARDED_FOR.clone(), v);
+    }
+    out.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(if tls { "https" } else { "http" }));
+    let host = client.get(header::HOST).and_then(|h| h.to_str().ok());
+    if let Some(host) = client.get(header::HOST) {
+        out.insert(X_FORWARDED_HOST.clone(), host.clone());
+    }
+    // RFC 7239: IPv6 addresses are quoted and bracketed.
+    let for_node = if ip.is_ipv6() { format!("\"[{ip}]\"") } else { ip.to_string() };
+    let mut fwd = format!("for={for_node};proto={proto}");
+    if let Some(h) = host.filter(|h| h.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b';' && b != b',')) {
+        fwd.push_str(";host=");
+        fwd.push_str(h);
+    }
+    let fwd = match client.get(&FORWARDED).and_then(|v| v.to_str().ok()) {
+        Some(prev) => format!("{prev}, {fwd}"),
+        None => fwd,
+    };
+    if let Ok(v) = HeaderValue::from_str(&fwd) {
+        out.insert(FORWARDED.clone(), v);
+    }
+    out
+}
+
+/// What the upstream answered, minus hop-by-hop headers.
+pub fn client_response_headers(upstream: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(upstream.len() + 2);
+    copy_end_to_end(upstream, &mut out, &[]);
+    out
+}
+
+/// `Mcp-Name` (and `Mcp-Param-*`) values that are not plain printable ASCII
+/// travel as `=?base64?<base64 of UTF-8>?=`. Returns the decoded value, or
+/// `None` when the sentinel is there but the inside is not valid base64 UTF-8.
+pub fn decode_mcp_header_value(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    use base64::Engine;
+    let s = std::str::from_utf8(raw).ok()?;
+    match s.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+        Some(inner) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(inner)
+                .ok()?;
+            String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned)
+        }
+        None => Some(std::borrow::Cow::Borrowed(s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_and_connection_listed_headers_are_dropped() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret-hop"));
+        h.insert("x-secret-hop", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        h.insert("mcp-param-region", HeaderValue::from_static("eu"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer t"));
+        h.insert(header::HOST, HeaderValue::from_static("gw.example:8080"));
+        let peer: SocketAddr = "10.1.2.3:5555".parse().unwrap();
+        let out = upstream_request_headers(&h, peer, false, false);
+        assert!(out.get("x-secret-hop").is_none());
+        assert!(out.get("keep-alive").is_none());
+        assert!(out.get(header::TRANSFER_ENCODING).is_none());
+        assert!(out.get(header::AUTHORIZATION).is_none());
+        assert!(out.get(header::HOST).is_none());
+        assert_eq!(out["mcp-param-region"], "eu");
+        assert_eq!(out[&X_FORWARDED_FOR], "10.1.2.3");
+        assert_eq!(out[&FORWARDED], "for=10.1.2.3;proto=http;host=gw.example:8080");
+        let with_auth = upstream_request_headers(&h, peer, true, true);
+        assert_eq!(with_auth[header::AUTHORIZATION], "Bearer t");
+        assert_eq!(with_auth[&X_FORWARDED_PROTO], "https");
+    }
+
+    #[test]
+    fn forwarding_headers_append_to_earlier_hops() {
+        let mut h = HeaderMap::new();
+        h.insert(&X_FORWARDED_FOR, HeaderValue::from_static("1.1.1.1"));
+        h.insert(&FORWARDED, HeaderValue::from_static("for=1.1.1.1"));
+        let peer: SocketAddr = "[::1]:1".parse().unwrap();
+        let out = upstream_request_headers(&h, peer, false, false);
+        assert_eq!(out[&X_FORWARDED_FOR], "1.1.1.1, ::1");
+        assert_eq!(out[&FORWARDED], "for=1.1.1.1, for=\"[::1]\";proto=http");
+    }
+
+    #[test]
+    fn base64_header_values_decode() {
+        assert_eq!(decode_mcp_header_value(b"get_weather").as_deref(), Some("get_weather"));
+        assert_eq!(decode_mcp_header_value(b"=?base64?Y2Fmw6k=?=").as_deref(), Some("caf\u{e9}"));
+        assert_eq!(decode_mcp_header_value(b"=?base64?***?="), None);
+    }
+}

@@ -1,0 +1,183 @@
+//! The `portcullis` command: run, check, demo, demo-upstream.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use portcullis::config::{GatewayConfig, LogConfig, LogFormat};
+use portcullis::server::{shutdown_signal, RunningGateway};
+
+#[derive(Parser)]
+#[command(name = "portcullis", version, about = "An elicitation-aware reverse proxy for MCP (protocol 2026-07-28)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway with a config file.
+    Run {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Validate a config file (and the files it names); exit non-zero on any problem.
+    Check {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Start the built-in example MCP server and the gateway in front of it.
+    Demo {
+        /// Use this config instead of the shipped demo config.
+        #[arg(short, long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Where the example MCP server listens (the demo config routes to it).
+        #[arg(long, default_value = "127.0.0.1:9100")]
+        upstream: SocketAddr,
+    },
+    /// Run only the built-in example MCP server (for benchmarks and compose).
+    DemoUpstream {
+        #[arg(long, default_value = "127.0.0.1:9100")]
+        listen: SocketAddr,
+    },
+}
+
+fn init_logging(log: &LogConfig) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match log.format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+fn load(path: &Path) -> Result<GatewayConfig, ExitCode> {
+    GatewayConfig::load(path).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Check { config } => check(&config),
+            Command::Run { config } => match load(&config) {
+                Ok(c) => run(c, None).await,
+                Err(code) => code,
+            },
+            Command::Demo { config, upstream } => demo(config, upstream).await,
+            Command::DemoUpstream { listen } => demo_upstream(listen).await,
+        }
+    })
+}
+
+fn check(path: &Path) -> ExitCode {
+    match load(path) {
+        Ok(c) => {
+            println!(
+                "{}: ok ({} listener(s), {} upstream(s), {} route(s))",
+                path.display(),
+                c.listeners.len(),
+                c.upstreams.len(),
+                c.routes.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+async fn run(config: GatewayConfig, after_start: Option<Box<dyn FnOnce(&RunningGateway) + Send>>) -> ExitCode {
+    init_logging(&config.log);
+    let gateway = match RunningGateway::start(config).await {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(f) = after_start {
+        f(&gateway);
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down: no new connections; draining in-flight requests");
+    gateway.shutdown().await;
+    tracing::info!("stopped");
+    ExitCode::SUCCESS
+}
+
+async fn demo_upstream(listen: SocketAddr) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(portcullis::demo::upstream::serve(listener, rx));
+    eprintln!("demo MCP server on http://{listen}/mcp");
+    shutdown_signal().await;
+    let _ = tx.send(true);
+    let _ = server.await;
+    ExitCode::SUCCESS
+}
+
+async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
+    let config = match &config {
+        Some(path) => load(path),
+        None => GatewayConfig::parse(portcullis::demo::DEMO_CONFIG, Path::new("config/demo.toml")).map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }),
+    };
+    let config = match config {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let listener = match tokio::net::TcpListener::bind(upstream).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: the example MCP server cannot listen on {upstream}: {e} (free the port or pass --upstream)");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(portcullis::demo::upstream::serve(listener, rx));
+    let paths: Vec<String> = config.routes.keys().cloned().collect();
+    run(config, Some(Box::new(move |g: &RunningGateway| print_demo_help(g, &paths)))).await
+}
+
+fn print_demo_help(g: &RunningGateway, paths: &[String]) {
+    let Some(addr) = g.addrs.first() else { return };
+    let path = paths.iter().find(|p| p.contains("rooms")).or(paths.first()).cloned().unwrap_or_default();
+    let url = format!("http://{addr}{path}");
+    let h = "-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28'";
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}"#;
+    println!("\nPortcullis demo: gateway at {url} (example MCP server behind it)");
+    if let Some(admin) = g.admin_addr {
+        println!("metrics: http://{admin}/metrics   health: http://{admin}/healthz");
+    }
+    println!("\n# list the tools");
+    println!("curl -s {url} {h} -H 'Mcp-Method: tools/list' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{{meta}}}}}'");
+    println!("\n# book \"the big room\": the server asks which room (resultType input_required)");
+    println!("curl -s {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: book_room' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{{{meta},\"name\":\"book_room\",\"arguments\":{{\"hint\":\"the big room\"}}}}}}'");
+    println!("\n# answer it: same params plus inputResponses and the requestState from the answer above");
+    println!("curl -s {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: book_room' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{{{meta},\"name\":\"book_room\",\"arguments\":{{\"hint\":\"the big room\"}},\"inputResponses\":{{\"room\":{{\"action\":\"accept\",\"content\":{{\"room_id\":\"atrium\"}}}}}},\"requestState\":\"PASTE_requestState_HERE\"}}}}'");
+    println!("\n# a streamed answer: progress events, then the result (text/event-stream)");
+    println!("curl -sN {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: room_report' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}},\"progressToken\":\"p1\"}},\"name\":\"room_report\",\"arguments\":{{\"steps\":3}}}}}}'");
+    println!("\n# a refusal: the Mcp-Name header does not match the body");
+    println!("curl -si {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: get_room' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{{meta},\"name\":\"book_room\",\"arguments\":{{\"hint\":\"nook\"}}}}}}'");
+    println!("\nCtrl-C stops both.");
+}

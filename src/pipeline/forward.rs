@@ -1,0 +1,102 @@
+//! Phase: forward to the upstream. One pooled hyper client per upstream
+//! (keep-alive, HTTP/1.1 or HTTP/2, rustls), with connect and response-head
+//! timeouts, and failures sorted into the gateway's stable reasons.
+
+use std::error::Error as _;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::config::UpstreamRoute;
+use crate::refusal::{Reason, Refusal};
+
+/// A configured upstream and the connection pool that reaches it.
+pub struct UpstreamClient {
+    pub route: Arc<UpstreamRoute>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl UpstreamClient {
+    pub fn new(route: Arc<UpstreamRoute>) -> Result<Self, rustls::Error> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(route.connect_timeout));
+        http.set_keepalive(Some(std::time::Duration::from_secs(60)));
+        let tls = match &route.tls {
+            Some(cfg) => (**cfg).clone(),
+            // Plain-http upstream: the connector needs a config it never uses.
+            None => rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth(),
+        };
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(route.pool_idle_timeout)
+            .pool_max_idle_per_host(route.pool_max_idle_per_host)
+            .http2_only(route.http2)
+            .build(connector);
+        Ok(UpstreamClient { route, client })
+    }
+
+    /// Send the checked request body with the given headers; resolves when the
+    /// upstream's response head has arrived.
+    pub async fn send(&self, headers: HeaderMap, body: Bytes) -> Result<Response<Incoming>, Refusal> {
+        let mut req = Request::new(Full::new(body));
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = self.route.url.clone();
+        *req.headers_mut() = headers;
+        match tokio::time::timeout(self.route.response_timeout, self.client.request(req)).await {
+            Err(_) => Err(Refusal::new(
+                Reason::UpstreamTimeout,
+                format!("the upstream did not answer within {}", humantime::format_duration(self.route.response_timeout)),
+            )),
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(classify(&e)),
+        }
+    }
+}
+
+/// Sort a client error into a reason a person and a dashboard can act on.
+fn classify(e: &hyper_util::client::legacy::Error) -> Refusal {
+    if e.is_connect() {
+        let detail = e.source().map(|s| s.to_string()).unwrap_or_default();
+        return Refusal::new(Reason::UpstreamUnreachable, format!("could not connect to the upstream ({detail})"));
+    }
+    let mut source = e.source();
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() || h.is_closed() {
+                return Refusal::new(Reason::UpstreamConnectionClosed, "the upstream closed the connection before answering");
+            }
+            if h.is_parse() || h.is_parse_status() {
+                return Refusal::new(Reason::UpstreamBadResponse, "the upstream's answer is not valid HTTP");
+            }
+            if h.is_timeout() {
+                return Refusal::new(Reason::UpstreamTimeout, "the upstream did not answer in time");
+            }
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::UnexpectedEof) {
+                return Refusal::new(Reason::UpstreamConnectionClosed, "the upstream closed the connection before answering");
+            }
+        }
+        source = s.source();
+    }
+    Refusal::new(Reason::UpstreamBadResponse, "the upstream's answer could not be read")
+}

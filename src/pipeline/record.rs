@@ -1,0 +1,181 @@
+//! Phase: record. Prometheus metrics for every request, with labels drawn only
+//! from bounded sets: configured upstream ids, the spec's method names and the
+//! gateway's own outcome names. Nothing a client typed becomes a label.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+
+use crate::refusal::Reason;
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// MCP method names of 2026-07-28; anything else is counted as `other`.
+const KNOWN_METHODS: &[&str] = &[
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "completion/complete",
+    "logging/setLevel",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+];
+
+pub fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS.iter().find(|m| **m == method).copied().unwrap_or("other")
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    request_duration: HistogramVec,
+    upstream_duration: HistogramVec,
+    in_flight: IntGauge,
+    pub connections: IntGauge,
+    pub ready: AtomicBool,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Arc<Metrics>, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new("portcullis_requests_total", "MCP requests handled, by upstream, method and outcome (ok or a refusal reason)"),
+            &["upstream", "method", "outcome"],
+        )?;
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new("portcullis_request_duration_seconds", "Time from request head to the end of the response, as the client sees it")
+                .buckets(LATENCY_BUCKETS.to_vec()),
+            &["upstream"],
+        )?;
+        let upstream_duration = HistogramVec::new(
+            HistogramOpts::new("portcullis_upstream_duration_seconds", "Time from sending a request upstream to its response head")
+                .buckets(LATENCY_BUCKETS.to_vec()),
+            &["upstream"],
+        )?;
+        let in_flight = IntGauge::new("portcullis_in_flight_requests", "Requests being handled now")?;
+        let connections = IntGauge::new("portcullis_open_connections", "Client connections open now")?;
+        let build_info = IntGaugeVec::new(
+            Opts::new("portcullis_build_info", "Build information; always 1"),
+            &["version"],
+        )?;
+        build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(request_duration.clone()))?;
+        registry.register(Box::new(upstream_duration.clone()))?;
+        registry.register(Box::new(in_flight.clone()))?;
+        registry.register(Box::new(connections.clone()))?;
+        registry.register(Box::new(build_info))?;
+        Ok(Arc::new(Metrics {
+            registry,
+            requests,
+            request_duration,
+            upstream_duration,
+            in_flight,
+            connections,
+            ready: AtomicBool::new(false),
+        }))
+    }
+
+    /// Make a label set known at start so dashboards show zeros, not gaps.
+    pub fn register_upstream(&self, upstream: &str) {
+        let _ = self.request_duration.with_label_values(&[upstream]);
+        let _ = self.upstream_duration.with_label_values(&[upstream]);
+    }
+
+    pub fn observe_upstream(&self, upstream: &str, started: Instant) {
+        self.upstream_duration
+            .with_label_values(&[upstream])
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8192);
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+/// How a request ended, as counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Refused(Reason),
+    /// The client went away before the response was complete.
+    ClientCancelled,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Refused(r) => r.as_str(),
+            Outcome::ClientCancelled => "client_cancelled",
+        }
+    }
+}
+
+/// Counts one request from its start until its response body is finished or
+/// dropped; lives inside the response body so a stream is timed to its end.
+pub struct RequestRecord {
+    metrics: Arc<Metrics>,
+    started: Instant,
+    upstream: Option<Arc<str>>,
+    method: &'static str,
+    outcome: Outcome,
+    finished: bool,
+}
+
+impl RequestRecord {
+    pub fn start(metrics: Arc<Metrics>) -> Self {
+        metrics.in_flight.inc();
+        RequestRecord { metrics, started: Instant::now(), upstream: None, method: "none", outcome: Outcome::Ok, finished: false }
+    }
+
+    pub fn set_upstream(&mut self, id: Arc<str>) {
+        self.upstream = Some(id);
+    }
+
+    pub fn set_method(&mut self, method: &str) {
+        self.method = method_label(method);
+    }
+
+    pub fn set_outcome(&mut self, outcome: Outcome) {
+        self.outcome = outcome;
+    }
+
+    /// The response went out whole.
+    pub fn finish(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for RequestRecord {
+    fn drop(&mut self) {
+        self.metrics.in_flight.dec();
+        let outcome = if self.finished || self.outcome != Outcome::Ok { self.outcome } else { Outcome::ClientCancelled };
+        let upstream = self.upstream.as_deref().unwrap_or("none");
+        self.metrics.requests.with_label_values(&[upstream, self.method, outcome.label()]).inc();
+        self.metrics
+            .request_duration
+            .with_label_values(&[upstream])
+            .observe(self.started.elapsed().as_secs_f64());
+    }
+}

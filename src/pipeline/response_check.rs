@@ -1,0 +1,269 @@
+//! Phase: check the answer. Every JSON-RPC message the upstream sends back,
+//! whether a JSON body or one event of a stream, passes through
+//! [`ResponseContext::inspect`] exactly once, before the client sees it.
+//! A JSON body is held whole (up to the inspection limit); a stream is
+//! inspected and forwarded event by event as each one completes.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::value::RawValue;
+use tokio::time::Sleep;
+
+use super::body::ProxyBody;
+use super::sse::{event_for, SseError, SseFramer};
+use crate::config::UpstreamRoute;
+use crate::headers::{client_response_headers, X_ACCEL_BUFFERING};
+use crate::jsonrpc::{error_body, same_id, Message, MessageKind};
+use crate::refusal::{Reason, Refusal};
+
+/// What the response phase knows of the request it is checking answers to.
+pub struct ResponseContext {
+    pub request_id: Option<Box<RawValue>>,
+    pub request_kind: MessageKind,
+    pub upstream: Arc<UpstreamRoute>,
+    pub max_message_bytes: usize,
+}
+
+/// The decision on one message from the upstream.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Forward unchanged. `is_final` marks the response to the request, after
+    /// which nothing more is read from the upstream.
+    Forward { is_final: bool },
+    /// Refuse: the client gets this error instead, and the exchange ends.
+    Refuse(Refusal),
+}
+
+impl ResponseContext {
+    /// Inspect one JSON-RPC message from the upstream.
+    pub fn inspect(&self, message: &[u8]) -> Verdict {
+        let msg = match Message::parse(message) {
+            Ok(m) => m,
+            Err(e) => {
+                return Verdict::Refuse(Refusal::new(
+                    Reason::UpstreamBadResponse,
+                    format!("the upstream sent something that is not a JSON-RPC message ({e})"),
+                ))
+            }
+        };
+        match msg.kind {
+            MessageKind::Notification => Verdict::Forward { is_final: false },
+            // 2026-07-28 servers ask for input only through input_required
+            // results; a request on the stream would bypass that (and policy).
+            MessageKind::Request => Verdict::Refuse(Refusal::new(
+                Reason::UpstreamProtocolViolation,
+                "the upstream sent a server-to-client request; under protocol 2026-07-28 a server asks for input with an input_required result",
+            )),
+            MessageKind::Response => {
+                let ours = match (&msg.id, &self.request_id) {
+                    (Some(got), Some(want)) => same_id(got, want),
+                    // An error with a null id answers the request that could not be read.
+                    (None, _) => msg.error.is_some(),
+                    (Some(_), None) => false,
+                };
+                if ours {
+                    Verdict::Forward { is_final: true }
+                } else {
+                    Verdict::Refuse(Refusal::new(
+                        Reason::UpstreamProtocolViolation,
+                        "the upstream answered with the id of a different request",
+                    ))
+                }
+            }
+        }
+    }
+
+    fn error_bytes(&self, refusal: &Refusal) -> Bytes {
+        error_body(self.request_id.as_deref(), refusal, Some(&self.upstream.name))
+    }
+}
+
+fn content_type_essence(resp: &Response<Incoming>) -> String {
+    resp.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+fn bad_response(status: StatusCode, what: &str) -> Refusal {
+    Refusal::new(Reason::UpstreamBadResponse, format!("the upstream answered HTTP {} {what}", status.as_u16()))
+        .with_data("upstreamStatus", status.as_u16().into())
+}
+
+/// Check the upstream's response and build the one the client gets.
+pub async fn check(ctx: ResponseContext, resp: Response<Incoming>) -> Result<Response<ProxyBody>, Refusal> {
+    let status = resp.status();
+    if let Some(enc) = resp.headers().get(header::CONTENT_ENCODING) {
+        if !enc.as_bytes().eq_ignore_ascii_case(b"identity") {
+            return Err(bad_response(status, "with a compressed body, which cannot be inspected"));
+        }
+    }
+    let essence = content_type_essence(&resp);
+    let mut headers = client_response_headers(resp.headers());
+    match essence.as_str() {
+        "text/event-stream" if status.is_success() => {
+            headers.insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
+            headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-cache"));
+            let idle = ctx.upstream.stream_idle_timeout;
+            let body = SseBody::new(ctx, resp.into_body(), idle);
+            Ok(build(status, headers, ProxyBody::sse(body)))
+        }
+        "application/json" => {
+            let bytes = read_whole(&ctx, resp.into_body()).await?;
+            if bytes.is_empty() && ctx.request_kind == MessageKind::Notification && status.is_success() {
+                return Ok(build(status, headers, ProxyBody::empty()));
+            }
+            match ctx.inspect(&bytes) {
+                Verdict::Forward { .. } => Ok(build(status, headers, ProxyBody::full(bytes))),
+                Verdict::Refuse(r) if !status.is_success() => Err(bad_response(status, &format!("and its body was refused: {}", r.message))),
+                Verdict::Refuse(r) => Err(r),
+            }
+        }
+        _ if ctx.request_kind == MessageKind::Notification && status.is_success() => {
+            // 202 Accepted with no body is the normal answer to a notification.
+            Ok(build(status, headers, ProxyBody::empty()))
+        }
+        "" => Err(bad_response(status, "without a content type")),
+        other => Err(bad_response(status, &format!("with content type {other}, not a JSON-RPC message"))),
+    }
+}
+
+fn build(status: StatusCode, headers: http::HeaderMap, body: ProxyBody) -> Response<ProxyBody> {
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+async fn read_whole(ctx: &ResponseContext, body: Incoming) -> Result<Bytes, Refusal> {
+    let max = ctx.max_message_bytes;
+    let timeout = ctx.upstream.response_timeout;
+    match tokio::time::timeout(timeout, Limited::new(body, max).collect()).await {
+        Err(_) => Err(Refusal::new(Reason::UpstreamTimeout, "the upstream's response body did not arrive in time")),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(Refusal::new(
+            Reason::UpstreamResponseTooLarge,
+            format!("the upstream's response is larger than the inspection limit of {max} bytes"),
+        )),
+        Ok(Err(_)) => Err(Refusal::new(Reason::UpstreamConnectionClosed, "the upstream closed the connection in the middle of its response")),
+    }
+}
+
+/// An upstream event stream, inspected event by event. Ends after the final
+/// response, or with a JSON-RPC error event when anything goes wrong.
+pub struct SseBody {
+    ctx: ResponseContext,
+    upstream: Option<Incoming>,
+    framer: SseFramer,
+    out: std::collections::VecDeque<Bytes>,
+    idle: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+    refused: Option<Reason>,
+}
+
+impl SseBody {
+    fn new(ctx: ResponseContext, upstream: Incoming, idle_timeout: Duration) -> Self {
+        let framer = SseFramer::new(ctx.max_message_bytes);
+        SseBody {
+            ctx,
+            upstream: Some(upstream),
+            framer,
+            out: Default::default(),
+            idle: Box::pin(tokio::time::sleep(idle_timeout)),
+            idle_timeout,
+            refused: None,
+        }
+    }
+
+    pub fn refused(&self) -> Option<Reason> {
+        self.refused
+    }
+
+    /// End the stream with an error event and let go of the upstream, which
+    /// closes its connection: that is how MCP cancels the upstream request.
+    fn fail(&mut self, refusal: Refusal) {
+        self.refused = Some(refusal.reason);
+        self.out.push_back(event_for(&self.ctx.error_bytes(&refusal)));
+        self.upstream = None;
+    }
+
+    fn take_events(&mut self) {
+        loop {
+            match self.framer.next_event() {
+                Ok(None) => return,
+                Err(e) => {
+                    let reason = match e {
+                        SseError::TooLarge(_) => Reason::UpstreamResponseTooLarge,
+                        SseError::NotUtf8 => Reason::UpstreamBadResponse,
+                    };
+                    return self.fail(Refusal::new(reason, format!("the upstream's event stream was refused: {e}")));
+                }
+                Ok(Some(ev)) => {
+                    let Some(data) = ev.data.as_deref() else {
+                        self.out.push_back(ev.raw);
+                        continue;
+                    };
+                    match self.ctx.inspect(data.as_bytes()) {
+                        Verdict::Forward { is_final } => {
+                            self.out.push_back(ev.raw);
+                            if is_final {
+                                self.upstream = None;
+                                return;
+                            }
+                        }
+                        Verdict::Refuse(r) => return self.fail(r),
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        loop {
+            if let Some(b) = self.out.pop_front() {
+                return Poll::Ready(Some(b));
+            }
+            let Some(upstream) = self.upstream.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match Pin::new(upstream).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let deadline = tokio::time::Instant::now() + self.idle_timeout;
+                    self.idle.as_mut().reset(deadline);
+                    if let Ok(data) = frame.into_data() {
+                        self.framer.push(&data);
+                        self.take_events();
+                    }
+                }
+                Poll::Ready(Some(Err(_))) => self.fail(Refusal::new(
+                    Reason::UpstreamConnectionClosed,
+                    "the upstream closed the connection in the middle of its event stream",
+                )),
+                Poll::Ready(None) => self.fail(Refusal::new(
+                    Reason::UpstreamBadResponse,
+                    "the upstream ended its event stream without a response",
+                )),
+                Poll::Pending => {
+                    if self.idle.as_mut().poll(cx).is_ready() {
+                        let t = humantime::format_duration(self.idle_timeout);
+                        self.fail(Refusal::new(Reason::UpstreamTimeout, format!("the upstream's event stream was silent for {t}")));
+                    } else {
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
+    }
+}
+
+use std::future::Future;

@@ -1,0 +1,195 @@
+//! Splits a `text/event-stream` into whole events without changing a byte of
+//! them, so that an event the inspector passes is forwarded exactly as the
+//! upstream wrote it, and each event is handed on as soon as it is complete.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// One complete event: the raw bytes (including its terminating blank line)
+/// and the payload of its `data:` lines joined with `\n`, if it had any.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SseEvent {
+    pub raw: Bytes,
+    pub data: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SseError {
+    #[error("an event is larger than the inspection limit of {0} bytes")]
+    TooLarge(usize),
+    #[error("an event's data is not UTF-8")]
+    NotUtf8,
+}
+
+/// Incremental event splitter. Lines end in CRLF, LF or CR (per the HTML
+/// living standard's event stream grammar); an empty line ends an event.
+#[derive(Debug)]
+pub struct SseFramer {
+    buf: BytesMut,
+    /// Where scanning resumes; bytes before it hold no line end of interest.
+    scan: usize,
+    /// Start of the line being scanned.
+    line_start: usize,
+    max_event: usize,
+}
+
+impl SseFramer {
+    pub fn new(max_event: usize) -> Self {
+        SseFramer { buf: BytesMut::new(), scan: 0, line_start: 0, max_event }
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// Bytes held that do not yet form a whole event.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next whole event, if one is buffered.
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        loop {
+            let Some(rel) = memchr::memchr2(b'\n', b'\r', &self.buf[self.scan..]) else {
+                self.scan = self.buf.len();
+                return self.check_size();
+            };
+            let at = self.scan + rel;
+            let end = if self.buf[at] == b'\r' {
+                match self.buf.get(at + 1) {
+                    Some(b'\n') => at + 2,
+                    Some(_) => at + 1,
+                    // A CR at the end of what we have may be half of a CRLF.
+                    None => {
+                        self.scan = at;
+                        return self.check_size();
+                    }
+                }
+            } else {
+                at + 1
+            };
+            let empty_line = at == self.line_start;
+            self.scan = end;
+            self.line_start = end;
+            if empty_line {
+                let raw = self.buf.split_to(end).freeze();
+                self.scan = 0;
+                self.line_start = 0;
+                if raw.len() > self.max_event {
+                    return Err(SseError::TooLarge(self.max_event));
+                }
+                let data = data_of(&raw)?;
+                return Ok(Some(SseEvent { raw, data }));
+            }
+        }
+    }
+
+    fn check_size(&self) -> Result<Option<SseEvent>, SseError> {
+        if self.buf.len() > self.max_event {
+            Err(SseError::TooLarge(self.max_event))
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// The event's `data` field: every `data` line's value, joined with `\n`.
+fn data_of(raw: &[u8]) -> Result<Option<String>, SseError> {
+    let mut data: Option<String> = None;
+    let mut rest = raw;
+    while !rest.is_empty() {
+        let (line, next) = match memchr::memchr2(b'\n', b'\r', rest) {
+            Some(i) => {
+                let skip = if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') { 2 } else { 1 };
+                (&rest[..i], &rest[i + skip..])
+            }
+            None => (rest, &rest[rest.len()..]),
+        };
+        rest = next;
+        let (field, value) = match memchr::memchr(b':', line) {
+            Some(0) => continue, // comment
+            Some(i) => {
+                let mut v = &line[i + 1..];
+                if v.first() == Some(&b' ') {
+                    v.advance(1);
+                }
+                (&line[..i], v)
+            }
+            None => (line, &line[line.len()..]),
+        };
+        if field == b"data" {
+            let v = std::str::from_utf8(value).map_err(|_| SseError::NotUtf8)?;
+            match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(v);
+                }
+                None => data = Some(v.to_owned()),
+            }
+        }
+    }
+    Ok(data)
+}
+
+/// An event carrying one JSON-RPC message, in the form the gateway writes.
+pub fn event_for(message: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(message.len() + 24);
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(message);
+    out.extend_from_slice(b"\n\n");
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(input: &[&[u8]]) -> Vec<SseEvent> {
+        let mut f = SseFramer::new(1 << 20);
+        let mut out = Vec::new();
+        for chunk in input {
+            f.push(chunk);
+            while let Some(e) = f.next_event().unwrap() {
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn events_keep_their_bytes_and_join_data_lines() {
+        let ev = all(&[b"id: 1\nevent: message\ndata: {\"a\":\ndata: 1}\n\n: ping\n\n"]);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(&ev[0].raw[..], b"id: 1\nevent: message\ndata: {\"a\":\ndata: 1}\n\n");
+        assert_eq!(ev[0].data.as_deref(), Some("{\"a\":\n1}"));
+        assert_eq!(ev[1].data, None);
+    }
+
+    #[test]
+    fn every_line_ending_and_every_split_point_work() {
+        let stream: &[u8] = b"data:x\r\n\r\ndata: y\r\rdata:z\n\n";
+        for cut in 0..stream.len() {
+            let ev = all(&[&stream[..cut], &stream[cut..]]);
+            let data: Vec<_> = ev.iter().map(|e| e.data.clone().unwrap()).collect();
+            assert_eq!(data, ["x", "y", "z"], "cut at {cut}");
+            let joined: Vec<u8> = ev.iter().flat_map(|e| e.raw.to_vec()).collect();
+            assert_eq!(joined, stream);
+        }
+    }
+
+    #[test]
+    fn an_unfinished_event_waits_and_an_oversized_one_is_an_error() {
+        let mut f = SseFramer::new(16);
+        f.push(b"data: 12345");
+        assert_eq!(f.next_event().unwrap(), None);
+        f.push(b"678901234567890");
+        assert_eq!(f.next_event().unwrap_err(), SseError::TooLarge(16));
+    }
+
+    #[test]
+    fn data_without_colon_and_non_utf8() {
+        assert_eq!(all(&[b"data\n\n"])[0].data.as_deref(), Some(""));
+        let mut f = SseFramer::new(64);
+        f.push(b"data: \xff\n\n");
+        assert_eq!(f.next_event().unwrap_err(), SseError::NotUtf8);
+    }
+}

@@ -1,0 +1,187 @@
+//! Every way the gateway can refuse a message, with its stable reason string,
+//! JSON-RPC error code and HTTP status. The reason strings are a public contract
+//! (dashboards, alerts and client code match on them): add new ones, never rename.
+
+use std::fmt;
+
+use http::StatusCode;
+
+/// Stable, documented refusal reasons. `as_str` is what goes into `data.reason`
+/// and into the `outcome` label of the request metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    RouteNotFound,
+    MethodNotAllowed,
+    UnsupportedMediaType,
+    OriginNotAllowed,
+    BodyTooLarge,
+    RequestTimeout,
+    InvalidJson,
+    BatchNotSupported,
+    InvalidRequest,
+    HeaderMissing,
+    HeaderMismatch,
+    UnsupportedProtocolVersion,
+    UpstreamUnreachable,
+    UpstreamTimeout,
+    UpstreamBadResponse,
+    UpstreamConnectionClosed,
+    UpstreamResponseTooLarge,
+    UpstreamProtocolViolation,
+    ShuttingDown,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 19] = [
+        Reason::RouteNotFound,
+        Reason::MethodNotAllowed,
+        Reason::UnsupportedMediaType,
+        Reason::OriginNotAllowed,
+        Reason::BodyTooLarge,
+        Reason::RequestTimeout,
+        Reason::InvalidJson,
+        Reason::BatchNotSupported,
+        Reason::InvalidRequest,
+        Reason::HeaderMissing,
+        Reason::HeaderMismatch,
+        Reason::UnsupportedProtocolVersion,
+        Reason::UpstreamUnreachable,
+        Reason::UpstreamTimeout,
+        Reason::UpstreamBadResponse,
+        Reason::UpstreamConnectionClosed,
+        Reason::UpstreamResponseTooLarge,
+        Reason::UpstreamProtocolViolation,
+        Reason::ShuttingDown,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::RouteNotFound => "route_not_found",
+            Reason::MethodNotAllowed => "method_not_allowed",
+            Reason::UnsupportedMediaType => "unsupported_media_type",
+            Reason::OriginNotAllowed => "origin_not_allowed",
+            Reason::BodyTooLarge => "body_too_large",
+            Reason::RequestTimeout => "request_timeout",
+            Reason::InvalidJson => "invalid_json",
+            Reason::BatchNotSupported => "batch_not_supported",
+            Reason::InvalidRequest => "invalid_request",
+            Reason::HeaderMissing => "header_missing",
+            Reason::HeaderMismatch => "header_mismatch",
+            Reason::UnsupportedProtocolVersion => "unsupported_protocol_version",
+            Reason::UpstreamUnreachable => "upstream_unreachable",
+            Reason::UpstreamTimeout => "upstream_timeout",
+            Reason::UpstreamBadResponse => "upstream_bad_response",
+            Reason::UpstreamConnectionClosed => "upstream_connection_closed",
+            Reason::UpstreamResponseTooLarge => "upstream_response_too_large",
+            Reason::UpstreamProtocolViolation => "upstream_protocol_violation",
+            Reason::ShuttingDown => "shutting_down",
+        }
+    }
+
+    /// JSON-RPC error code. Codes the MCP spec defines are used where they fit;
+    /// the gateway's own refusals use -32000..-32019, which the spec leaves to
+    /// implementations (it reserves -32020..-32099 for itself).
+    pub const fn code(self) -> i64 {
+        match self {
+            Reason::InvalidJson => -32700,
+            Reason::BatchNotSupported
+            | Reason::InvalidRequest
+            | Reason::MethodNotAllowed
+            | Reason::UnsupportedMediaType => -32600,
+            Reason::HeaderMissing | Reason::HeaderMismatch => -32020,
+            Reason::UnsupportedProtocolVersion => -32022,
+            Reason::UpstreamUnreachable
+            | Reason::UpstreamTimeout
+            | Reason::UpstreamBadResponse
+            | Reason::UpstreamConnectionClosed
+            | Reason::UpstreamResponseTooLarge
+            | Reason::UpstreamProtocolViolation => -32001,
+            Reason::RouteNotFound => -32002,
+            Reason::OriginNotAllowed => -32003,
+            Reason::BodyTooLarge => -32004,
+            Reason::RequestTimeout => -32005,
+            Reason::ShuttingDown => -32006,
+        }
+    }
+
+    pub const fn status(self) -> StatusCode {
+        match self {
+            Reason::RouteNotFound => StatusCode::NOT_FOUND,
+            Reason::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Reason::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Reason::OriginNotAllowed => StatusCode::FORBIDDEN,
+            Reason::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Reason::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Reason::InvalidJson
+            | Reason::BatchNotSupported
+            | Reason::InvalidRequest
+            | Reason::HeaderMissing
+            | Reason::HeaderMismatch
+            | Reason::UnsupportedProtocolVersion => StatusCode::BAD_REQUEST,
+            Reason::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Reason::UpstreamUnreachable
+            | Reason::UpstreamBadResponse
+            | Reason::UpstreamConnectionClosed
+            | Reason::UpstreamResponseTooLarge
+            | Reason::UpstreamProtocolViolation => StatusCode::BAD_GATEWAY,
+            Reason::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refusal ready to be written as a JSON-RPC error. `message` is for a person;
+/// it must never contain a value the user typed, a secret, or upstream state.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct Refusal {
+    pub reason: Reason,
+    pub message: String,
+    /// Extra members of `error.data` (beside `reason` and `upstream`), e.g.
+    /// `supported` for -32022.
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Refusal {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
+        Refusal {
+            reason,
+            message: message.into(),
+            extra: None,
+        }
+    }
+
+    pub fn with_data(mut self, key: &str, value: serde_json::Value) -> Self {
+        self.extra
+            .get_or_insert_with(serde_json::Map::new)
+            .insert(key.to_owned(), value);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn reasons_are_unique_snake_case_and_codes_avoid_the_spec_reserved_range() {
+        let mut seen = HashSet::new();
+        for r in Reason::ALL {
+            let s = r.as_str();
+            assert!(seen.insert(s), "duplicate reason {s}");
+            assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{s}");
+            let code = r.code();
+            let spec_defined = matches!(code, -32700 | -32600 | -32020 | -32022);
+            assert!(
+                spec_defined || (-32019..=-32000).contains(&code),
+                "{s} uses {code}"
+            );
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Building rustls configurations from PEM files, once, at config load.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} holds no PEM certificate")]
+    NoCertificate { path: String },
+    #[error("{path} holds no PEM private key (PKCS#8, PKCS#1 or SEC1)")]
+    NoKey { path: String },
+    #[error("certificate/key rejected by rustls: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("CA certificate in {path} rejected: {message}")]
+    BadCa { path: String, message: String },
+}
+
+/// The crypto provider every TLS config in the process uses. Chosen explicitly
+/// so that the binary does not depend on which provider features other crates
+/// switch on.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn open(path: &Path) -> Result<BufReader<File>, TlsError> {
+    File::open(path).map(BufReader::new).map_err(|source| TlsError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Vec<_> = rustls_pemfile::certs(&mut open(path)?)
+        .collect::<Result<_, _>>()
+        .map_err(|source| TlsError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.display().to_string(),
+        });
+    }
+    Ok(certs)
+}
+
+pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    rustls_pemfile::private_key(&mut open(path)?)
+        .map_err(|source| TlsError::Read {
+            path: path.display().to_string(),
+            source,
+        })?
+        .ok_or_else(|| TlsError::NoKey {
+            path: path.display().to_string(),
+        })
+}
+
+/// Server side of a TLS listener, offering HTTP/2 and HTTP/1.1 over ALPN.
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let certs = load_certs(cert)?;
+    let key = load_key(key)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The webpki roots plus the system's, read once per process.
+fn public_roots() -> &'static rustls::RootCertStore {
+    static ROOTS: std::sync::OnceLock<rustls::RootCertStore> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        // A missing or unreadable system store is not fatal: the webpki roots
+        // and the configured CA still apply.
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+        roots
+    })
+}
+
+/// Client side for an https upstream: the webpki roots and the system's, plus
+/// an optional CA file of the operator's.
+pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let mut roots = public_roots().clone();
+    if let Some(path) = ca_file {
+        for cert in load_certs(path)? {
+            roots.add(cert).map_err(|e| TlsError::BadCa {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
