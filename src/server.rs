@@ -32,6 +32,8 @@ pub struct RunningGateway {
     pub admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    /// The admin listener outlives the drain so probes can watch it.
+    admin: Option<(watch::Sender<bool>, tokio::task::JoinHandle<()>)>,
     metrics: Arc<Metrics>,
 }
 
@@ -63,21 +65,22 @@ impl RunningGateway {
             addrs.push(listener.local_addr().map_err(|source| StartError::Bind { name: l.name.clone(), address: l.address, source })?);
             bound.push(BoundListener { name: l.name.clone(), listener, tls: l.tls.clone().map(TlsAcceptor::from) });
         }
-        let admin_addr = match config.admin {
+        let (admin_addr, admin) = match config.admin {
             Some(address) => {
                 let listener = bind(address, "admin").await?;
                 let addr = listener.local_addr().map_err(|source| StartError::Bind { name: "admin".into(), address, source })?;
-                tasks.spawn(crate::admin::serve(listener, metrics.clone(), rx.clone()));
-                Some(addr)
+                let (admin_tx, admin_rx) = watch::channel(false);
+                let task = tokio::spawn(crate::admin::serve(listener, metrics.clone(), admin_rx));
+                (Some(addr), Some((admin_tx, task)))
             }
-            None => None,
+            None => (None, None),
         };
         for (b, addr) in bound.into_iter().zip(&addrs) {
             tracing::info!(listener = %b.name, %addr, tls = b.tls.is_some(), "listening");
             tasks.spawn(accept::serve(b, gateway.clone(), config.limits, connections.clone(), rx.clone(), config.drain_timeout));
         }
         metrics.ready.store(true, Ordering::Relaxed);
-        Ok(RunningGateway { addrs, admin_addr, shutdown: tx, tasks, metrics })
+        Ok(RunningGateway { addrs, admin_addr, shutdown: tx, tasks, admin, metrics })
     }
 
     /// Stop accepting, report not-ready, and wait for in-flight requests (up to
@@ -86,6 +89,10 @@ impl RunningGateway {
         self.metrics.ready.store(false, Ordering::Relaxed);
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
+        if let Some((tx, task)) = self.admin.take() {
+            let _ = tx.send(true);
+            let _ = task.await;
+        }
     }
 }
 

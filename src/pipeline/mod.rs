@@ -79,7 +79,12 @@ impl Gateway {
         };
         let checked = match request_check::check_message(parts, bytes) {
             Ok(c) => c,
-            Err(Rejected { id, refusal }) => return refuse(record, id.as_deref(), &refusal, name),
+            Err(Rejected { id, method, refusal }) => {
+                if let Some(m) = method {
+                    record.set_method(&m);
+                }
+                return refuse(record, id.as_deref(), &refusal, name);
+            }
         };
         record.set_method(&checked.method);
 

@@ -46,12 +46,14 @@ pub struct CheckedRequest {
 #[derive(Debug)]
 pub struct Rejected {
     pub id: Option<Box<RawValue>>,
+    /// The body's method, when the body could be read that far.
+    pub method: Option<String>,
     pub refusal: Refusal,
 }
 
 impl From<Refusal> for Rejected {
     fn from(refusal: Refusal) -> Self {
-        Rejected { id: None, refusal }
+        Rejected { id: None, method: None, refusal }
     }
 }
 
@@ -70,7 +72,11 @@ pub fn check_head(parts: &Parts, allowed_origins: Option<&HashSet<String>>) -> R
             return Err(Refusal::new(Reason::OriginNotAllowed, "requests from this Origin are not allowed"));
         }
     }
-    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let mut content_types = parts.headers.get_all(header::CONTENT_TYPE).iter();
+    let content_type = content_types.next().and_then(|v| v.to_str().ok()).unwrap_or("");
+    if content_types.next().is_some() {
+        return Err(Refusal::new(Reason::UnsupportedMediaType, "Content-Type is given more than once"));
+    }
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if !essence.eq_ignore_ascii_case("application/json") {
         return Err(Refusal::new(
@@ -115,8 +121,19 @@ struct MetaView<'a> {
     protocol_version: Option<Cow<'a, str>>,
 }
 
+/// The single value of a header. A header given twice is refused: the
+/// upstream might read the other copy than the one the gateway checked.
+fn single<'h>(parts: &'h Parts, name: &http::HeaderName) -> Result<Option<&'h http::HeaderValue>, Refusal> {
+    let mut all = parts.headers.get_all(name).iter();
+    let first = all.next();
+    if all.next().is_some() {
+        return Err(Refusal::new(Reason::HeaderMismatch, format!("the {name} header is given more than once")));
+    }
+    Ok(first)
+}
+
 fn header_str<'h>(parts: &'h Parts, name: &http::HeaderName) -> Result<Option<&'h str>, Refusal> {
-    match parts.headers.get(name) {
+    match single(parts, name)? {
         None => Ok(None),
         Some(v) => v.to_str().map(Some).map_err(|_| Refusal::new(Reason::HeaderMismatch, format!("the {name} header is not printable ASCII"))),
     }
@@ -126,7 +143,7 @@ fn header_str<'h>(parts: &'h Parts, name: &http::HeaderName) -> Result<Option<&'
 pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Rejected> {
     let msg = Message::parse(&body).map_err(|e| Refusal::new(e.reason(), e.to_string()))?;
     let id: Option<Box<RawValue>> = msg.id.map(|r| r.to_owned());
-    let reject = |refusal: Refusal| Rejected { id: id.clone(), refusal };
+    let reject = |refusal: Refusal| Rejected { id: id.clone(), method: msg.method.as_deref().map(str::to_owned), refusal };
     if msg.kind == MessageKind::Response {
         return Err(reject(Refusal::new(
             Reason::InvalidRequest,
@@ -200,7 +217,7 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
         },
         None => None,
     };
-    match (parts.headers.get(&MCP_NAME), &body_name) {
+    match (single(&parts, &MCP_NAME).map_err(reject)?, &body_name) {
         (None, Some(_)) if target_member.is_some() => {
             return Err(reject(Refusal::new(Reason::HeaderMissing, format!("the Mcp-Name header is required on {method}"))));
         }

@@ -1,0 +1,283 @@
+//! Shared test harness: a gateway started in-process on 127.0.0.1, real
+//! upstream servers on loopback (scripted raw-TCP ones for hostile behaviour),
+//! and an HTTP client.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portcullis::config::GatewayConfig;
+use portcullis::server::RunningGateway;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub const VERSION: &str = "2026-07-28";
+
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Gateway config with one listener, an admin listener and one upstream
+/// routed at /mcp. `extra` is appended (more [[upstream]] or [limits]...).
+pub fn config_text(upstream_url: &str, upstream_extra: &str, extra: &str) -> String {
+    format!(
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+
+[admin]
+address = "127.0.0.1:0"
+
+[[upstream]]
+id = "test"
+name = "Test upstream"
+url = "{upstream_url}"
+connect_timeout = "1s"
+response_timeout = "2s"
+stream_idle_timeout = "2s"
+{upstream_extra}
+
+[[route]]
+path = "/mcp"
+upstream = "test"
+
+{extra}
+"#
+    )
+}
+
+pub async fn start_gateway(text: &str) -> RunningGateway {
+    install_crypto();
+    let config = GatewayConfig::parse(text, Path::new("test.toml")).expect("test config is valid");
+    RunningGateway::start(config).await.expect("gateway starts")
+}
+
+pub fn url(g: &RunningGateway) -> String {
+    format!("http://{}/mcp", g.addrs[0])
+}
+
+pub fn client() -> reqwest::Client {
+    install_crypto();
+    reqwest::Client::builder().timeout(Duration::from_secs(20)).build().expect("client")
+}
+
+/// A tools/call request body.
+pub fn call_body(id: &str, tool: &str, args: serde_json::Value) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": VERSION,
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+                "progressToken": format!("progress-{id}")
+            },
+            "name": tool, "arguments": args
+        }
+    })
+    .to_string()
+}
+
+/// POST a tools/call with consistent MCP headers.
+pub fn call(c: &reqwest::Client, url: &str, id: &str, tool: &str, args: serde_json::Value) -> reqwest::RequestBuilder {
+    call_with(c, url, id, tool, args, &[])
+}
+
+/// POST a tools/call whose headers are the consistent ones with `replace`
+/// applied: `(name, Some(value))` sets a header, `(name, None)` removes it.
+pub fn call_with(
+    c: &reqwest::Client,
+    url: &str,
+    id: &str,
+    tool: &str,
+    args: serde_json::Value,
+    replace: &[(&str, Option<&str>)],
+) -> reqwest::RequestBuilder {
+    let mut h = reqwest::header::HeaderMap::new();
+    for (k, v) in [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", VERSION),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+    ] {
+        h.insert(k, v.parse().unwrap());
+    }
+    for (k, v) in replace {
+        let name: reqwest::header::HeaderName = k.parse().unwrap();
+        match v {
+            Some(v) => {
+                h.insert(name, v.parse().unwrap());
+            }
+            None => {
+                h.remove(name);
+            }
+        }
+    }
+    c.post(url).headers(h).body(call_body(id, tool, args))
+}
+
+pub async fn json_of(resp: reqwest::Response) -> serde_json::Value {
+    let bytes = resp.bytes().await.expect("body");
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
+}
+
+/// One request as a scripted upstream received it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+}
+
+/// What a scripted upstream does on one connection after reading a request.
+#[derive(Debug, Clone)]
+pub enum Step {
+    Write(Vec<u8>),
+    Sleep(Duration),
+    /// Write; if the peer has gone, note it as a cancellation and stop.
+    WriteOrNoteCancel(Vec<u8>),
+    Close,
+}
+
+pub fn http_response(status: &str, content_type: &str, body: &str) -> Step {
+    Step::Write(
+        format!("HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes(),
+    )
+}
+
+pub fn sse_head() -> Step {
+    Step::Write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n".to_vec())
+}
+
+pub fn chunk(data: &str) -> Vec<u8> {
+    format!("{:x}\r\n{data}\r\n", data.len()).into_bytes()
+}
+
+pub fn sse_event(json: &str) -> Step {
+    Step::WriteOrNoteCancel(chunk(&format!("event: message\ndata: {json}\n\n")))
+}
+
+pub fn sse_end() -> Step {
+    Step::Write(b"0\r\n\r\n".to_vec())
+}
+
+type Script = Arc<dyn Fn(&Received) -> Vec<Step> + Send + Sync>;
+
+/// A real TCP server on 127.0.0.1 that reads HTTP/1.1 requests and answers
+/// each with a script of raw bytes, pauses and closes: the hostile upstream.
+#[derive(Clone)]
+pub struct ScriptedUpstream {
+    pub addr: SocketAddr,
+    pub received: Arc<Mutex<Vec<Received>>>,
+    pub cancellations: Arc<Mutex<u32>>,
+}
+
+impl ScriptedUpstream {
+    pub async fn start(script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let up = ScriptedUpstream { addr, received: Default::default(), cancellations: Default::default() };
+        let script: Script = Arc::new(script);
+        let state = up.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve_conn(stream, script.clone(), state.clone()));
+            }
+        });
+        up
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    pub fn requests(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    pub fn cancelled(&self) -> u32 {
+        *self.cancellations.lock().unwrap()
+    }
+}
+
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Received> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let len = head
+                .lines()
+                .find_map(|l| l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case("content-length")))
+                .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let mut chunk = [0u8; 8192];
+                let n = stream.read(&mut chunk).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = buf[end + 4..end + 4 + len].to_vec();
+            buf.drain(..end + 4 + len);
+            return Some(Received { head, body });
+        }
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn serve_conn(mut stream: TcpStream, script: Script, state: ScriptedUpstream) {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut stream, &mut buf).await {
+        state.received.lock().unwrap().push(req.clone());
+        for step in script(&req) {
+            match step {
+                Step::Write(b) => {
+                    if stream.write_all(&b).await.is_err() {
+                        return;
+                    }
+                }
+                Step::WriteOrNoteCancel(b) => {
+                    let gone = stream.write_all(&b).await.is_err() || stream.flush().await.is_err() || peer_closed(&mut stream).await;
+                    if gone {
+                        *state.cancellations.lock().unwrap() += 1;
+                        return;
+                    }
+                }
+                Step::Sleep(d) => tokio::time::sleep(d).await,
+                Step::Close => return,
+            }
+        }
+    }
+}
+
+/// The peer closed its side (EOF), seen without blocking.
+async fn peer_closed(stream: &mut TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(tokio::time::timeout(Duration::from_millis(20), stream.peek(&mut probe)).await, Ok(Ok(0)) | Ok(Err(_)))
+}
+
+/// A JSON-RPC result for request `id` (a JSON value as text).
+pub fn result_json(id: &str, result: serde_json::Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": serde_json::from_str::<serde_json::Value>(id).unwrap(), "result": result}).to_string()
+}
+
+/// The `id` member of a received JSON-RPC request, as JSON text.
+pub fn id_of(req: &Received) -> String {
+    let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+    v.get("id").map(|i| i.to_string()).unwrap_or_else(|| "null".into())
+}
