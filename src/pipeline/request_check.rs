@@ -22,13 +22,24 @@ use crate::refusal::{Reason, Refusal};
 /// Protocol versions the gateway understands and can police.
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
 
-/// The methods whose target travels in `Mcp-Name`, and where in params it is.
-fn name_member(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        _ => None,
-    }
+/// Where a method's target lives in params, for the `Mcp-Name` header.
+/// `required`: the spec makes the header mandatory for this method.
+struct NameMember {
+    member: &'static str,
+    required: bool,
+}
+
+fn name_member(method: &str) -> Option<NameMember> {
+    let (member, required) = match method {
+        "tools/call" | "prompts/get" => ("name", true),
+        "resources/read" => ("uri", true),
+        "resources/subscribe" | "resources/unsubscribe" => ("uri", false),
+        m if m.starts_with("tasks/") => ("taskId", false),
+        // Other methods carry no target: a stray Mcp-Name is forwarded
+        // unchecked, and nothing in the gateway reads it.
+        _ => return None,
+    };
+    Some(NameMember { member, required })
 }
 
 /// A request that passed every check, with what later phases need of it.
@@ -111,8 +122,20 @@ struct ParamsView<'a> {
     name: Option<&'a RawValue>,
     #[serde(default, borrow)]
     uri: Option<&'a RawValue>,
+    #[serde(default, rename = "taskId", borrow)]
+    task_id: Option<&'a RawValue>,
     #[serde(default, rename = "_meta", borrow)]
     meta: Option<MetaView<'a>>,
+}
+
+impl<'a> ParamsView<'a> {
+    fn member(&self, name: &str) -> Option<&'a RawValue> {
+        match name {
+            "name" => self.name,
+            "uri" => self.uri,
+            _ => self.task_id,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -136,6 +159,39 @@ fn header_str<'h>(parts: &'h Parts, name: &http::HeaderName) -> Result<Option<&'
     match single(parts, name)? {
         None => Ok(None),
         Some(v) => v.to_str().map(Some).map_err(|_| Refusal::new(Reason::HeaderMismatch, format!("the {name} header is not printable ASCII"))),
+    }
+}
+
+fn check_name(parts: &Parts, target: &NameMember, params: Option<&ParamsView<'_>>, method: &str) -> Result<(), Refusal> {
+    let raw = params.and_then(|p| p.member(target.member));
+    let body_name: Option<Cow<'_, str>> = match raw {
+        None => None,
+        Some(raw) => Some(
+            serde_json::from_str(raw.get())
+                .map_err(|_| Refusal::new(Reason::InvalidRequest, format!("params.{} must be a string", target.member)))?,
+        ),
+    };
+    match (single(parts, &MCP_NAME)?, body_name) {
+        (None, None) if target.required => {
+            Err(Refusal::new(Reason::InvalidRequest, format!("{method} needs params.{}", target.member)))
+        }
+        (None, Some(_)) if target.required => {
+            Err(Refusal::new(Reason::HeaderMissing, format!("the Mcp-Name header is required on {method}")))
+        }
+        (None, _) => Ok(()),
+        (Some(header), body) => {
+            let decoded = decode_mcp_header_value(header.as_bytes()).ok_or_else(|| {
+                Refusal::new(Reason::HeaderMismatch, "the Mcp-Name header is not valid (bad =?base64?...?= encoding)")
+            })?;
+            if body.as_deref() == Some(decoded.as_ref()) {
+                Ok(())
+            } else {
+                Err(Refusal::new(
+                    Reason::HeaderMismatch,
+                    format!("the Mcp-Name header does not match params.{} in the body", target.member),
+                ))
+            }
+        }
     }
 }
 
@@ -198,40 +254,9 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
         }
     }
 
-    // Mcp-Name: required where the method has a target; equal to it wherever given.
-    let body_target = |member: &str| -> Option<&RawValue> {
-        let p = params.as_ref()?;
-        if member == "uri" { p.uri } else { p.name }
-    };
-    let target_member = name_member(method);
-    let body_name = target_member
-        .and_then(body_target)
-        .or_else(|| params.as_ref().and_then(|p| p.name.or(p.uri)));
-    let body_name: Option<Cow<'_, str>> = match body_name {
-        Some(raw) => match serde_json::from_str::<Cow<'_, str>>(raw.get()) {
-            Ok(s) => Some(s),
-            Err(_) if target_member.is_some() => {
-                return Err(reject(Refusal::new(Reason::InvalidRequest, format!("params.{} must be a string", target_member.unwrap_or("name")))));
-            }
-            Err(_) => None,
-        },
-        None => None,
-    };
-    match (single(&parts, &MCP_NAME).map_err(reject)?, &body_name) {
-        (None, Some(_)) if target_member.is_some() => {
-            return Err(reject(Refusal::new(Reason::HeaderMissing, format!("the Mcp-Name header is required on {method}"))));
-        }
-        (None, None) if target_member.is_some() && msg.kind == MessageKind::Request => {
-            return Err(reject(Refusal::new(Reason::InvalidRequest, format!("{method} needs params.{}", target_member.unwrap_or("name")))));
-        }
-        (Some(raw), body) => {
-            let decoded = decode_mcp_header_value(raw.as_bytes())
-                .ok_or_else(|| reject(Refusal::new(Reason::HeaderMismatch, "the Mcp-Name header is not valid (bad =?base64?...?= encoding)")))?;
-            if body.as_deref() != Some(decoded.as_ref()) {
-                return Err(reject(Refusal::new(Reason::HeaderMismatch, "the Mcp-Name header does not match the name or uri in the body")));
-            }
-        }
-        _ => {}
+    // Mcp-Name: required where the spec says so; equal to the target wherever checked.
+    if let Some(target) = name_member(method) {
+        check_name(&parts, &target, params.as_ref(), method).map_err(reject)?;
     }
 
     let method = method.to_owned();
@@ -308,6 +333,26 @@ mod tests {
         assert!(check(&with(&[]), &escaped).is_ok());
         let cafe = CALL.replace("\"book_room\"", "\"caf\u{e9}\"");
         assert!(check(&with(&[("mcp-name", Some("=?base64?Y2Fmw6k=?="))]), &cafe).is_ok());
+    }
+
+    #[test]
+    fn mcp_name_follows_the_method_target() {
+        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let h = with(&[("mcp-method", Some("tools/list")), ("mcp-name", None)]);
+        assert!(check(&h, list).is_ok());
+        let task = r#"{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"taskId":"t-1"}}"#;
+        let h = with(&[("mcp-method", Some("tasks/get")), ("mcp-name", Some("t-1"))]);
+        assert!(check(&h, task).is_ok());
+        let h = with(&[("mcp-method", Some("tasks/get")), ("mcp-name", Some("t-2"))]);
+        assert_eq!(reason(check(&h, task)), Reason::HeaderMismatch);
+        let read = r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"uri":"file:///a"}}"#;
+        let h = with(&[("mcp-method", Some("resources/read")), ("mcp-name", Some("file:///a"))]);
+        assert!(check(&h, read).is_ok());
+        let h = with(&[("mcp-method", Some("resources/read")), ("mcp-name", None)]);
+        assert_eq!(reason(check(&h, read)), Reason::HeaderMissing);
+        let no_name = CALL.replace(",\"name\":\"book_room\"", "");
+        assert_eq!(reason(check(&with(&[("mcp-name", None)]), &no_name)), Reason::InvalidRequest);
+        assert_eq!(reason(check(&with(&[]), &no_name)), Reason::HeaderMismatch);
     }
 
     #[test]

@@ -1,0 +1,107 @@
+//! Criterion benchmarks of the per-message work on the request path: checking
+//! a request against its headers, and inspecting an upstream answer (JSON or
+//! SSE), each next to the cost of plainly parsing the same bytes.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use portcullis::config::GatewayConfig;
+use portcullis::jsonrpc::MessageKind;
+use portcullis::pipeline::request_check::check_message;
+use portcullis::pipeline::response_check::ResponseContext;
+use portcullis::pipeline::sse::SseFramer;
+use serde_json::json;
+
+const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}},"name":"get_room","arguments":{"room_id":"atrium"}}}"#;
+
+fn parts() -> http::request::Parts {
+    http::Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "get_room")
+        .body(())
+        .unwrap()
+        .into_parts()
+        .0
+}
+
+fn context() -> ResponseContext {
+    let text = "[[listener]]\naddress=\"127.0.0.1:0\"\n[[upstream]]\nid=\"b\"\nname=\"Bench\"\nurl=\"http://127.0.0.1:9/mcp\"\n[[route]]\npath=\"/mcp\"\nupstream=\"b\"\n";
+    let cfg = GatewayConfig::parse(text, Path::new("bench.toml")).unwrap();
+    ResponseContext {
+        request_id: Some(serde_json::value::RawValue::from_string("1".into()).unwrap()),
+        request_kind: MessageKind::Request,
+        upstream: Arc::clone(&cfg.upstreams[0]),
+        max_message_bytes: 8 << 20,
+    }
+}
+
+/// A `complete` tools/call result of about `size` bytes.
+fn complete_result(size: usize) -> Vec<u8> {
+    let rows: Vec<_> = (0..size / 64).map(|i| json!({"room": format!("room-{i}"), "seats": i, "free": i % 2 == 0})).collect();
+    let v = json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"type":"text","text":"rooms"}],"structuredContent":{"rooms":rows}}});
+    serde_json::to_vec(&v).unwrap()
+}
+
+fn input_required_5_fields() -> Vec<u8> {
+    let v = json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"contact":{"method":"elicitation/create","params":{"mode":"form","message":"Who should we send the booking to?","requestedSchema":{"type":"object","properties":{
+        "name":{"type":"string","title":"Name","maxLength":80},
+        "email":{"type":"string","format":"email","title":"Email"},
+        "seats":{"type":"integer","minimum":1,"maximum":40,"title":"Seats"},
+        "room":{"type":"string","title":"Room","oneOf":[{"const":"atrium","title":"Atrium"},{"const":"nook","title":"Nook"}]},
+        "catering":{"type":"boolean","title":"Catering","default":false}},"required":["name","email"]}}}},"requestState":"eyJ2IjoxLCJoaW50IjoidGhlIGJpZyByb29tIn0"}});
+    serde_json::to_vec(&v).unwrap()
+}
+
+fn request_check(c: &mut Criterion) {
+    let parts = parts();
+    let body = Bytes::from_static(CALL.as_bytes());
+    let mut g = c.benchmark_group("request_check");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("tools_call", |b| b.iter(|| check_message(black_box(parts.clone()), black_box(body.clone())).is_ok()));
+    g.bench_function("baseline_serde_value", |b| b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(CALL.as_bytes())).is_ok()));
+    g.finish();
+}
+
+fn response_check(c: &mut Criterion) {
+    let ctx = context();
+    let mut g = c.benchmark_group("response_check");
+    for (name, bytes) in [("complete_16k", complete_result(16 << 10)), ("input_required_5_fields", input_required_5_fields())] {
+        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        g.bench_function(format!("{name}/inspect"), |b| b.iter(|| ctx.inspect(black_box(&bytes))));
+        g.bench_function(format!("{name}/baseline_serde_value"), |b| {
+            b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(&bytes)).is_ok())
+        });
+    }
+    g.finish();
+}
+
+fn sse_framing(c: &mut Criterion) {
+    let event = b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1,\"total\":3}}\n\n";
+    let stream: Vec<u8> = event.iter().copied().cycle().take(event.len() * 64).collect();
+    let mut g = c.benchmark_group("sse");
+    g.throughput(Throughput::Bytes(stream.len() as u64));
+    g.bench_function("split_64_events_in_1k_chunks", |b| {
+        b.iter(|| {
+            let mut f = SseFramer::new(1 << 20);
+            let mut n = 0;
+            for chunk in stream.chunks(1024) {
+                f.push(chunk);
+                while let Ok(Some(_)) = f.next_event() {
+                    n += 1;
+                }
+            }
+            n
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, request_check, response_check, sse_framing);
+criterion_main!(benches);
