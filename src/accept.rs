@@ -79,7 +79,9 @@ pub async fn serve(
         let metrics = gateway.metrics().clone();
         match &bound.tls {
             None => {
-                let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                let conn = builder
+                    .serve_connection(TokioIo::new(stream), service)
+                    .into_owned();
                 let fut = graceful.watch(conn);
                 tokio::spawn(async move {
                     metrics.connections.inc();
@@ -94,12 +96,16 @@ pub async fn serve(
                 let watcher = graceful.watcher();
                 let handshake_timeout = limits.header_read_timeout;
                 tokio::spawn(async move {
-                    let Ok(Ok(tls_stream)) = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await else {
+                    let Ok(Ok(tls_stream)) =
+                        tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await
+                    else {
                         drop(permit);
                         return;
                     };
                     metrics.connections.inc();
-                    let conn = builder.serve_connection(TokioIo::new(tls_stream), service).into_owned();
+                    let conn = builder
+                        .serve_connection(TokioIo::new(tls_stream), service)
+                        .into_owned();
                     let _ = watcher.watch(conn).await;
                     metrics.connections.dec();
                     drop(permit);
@@ -108,7 +114,10 @@ pub async fn serve(
         }
     }
     drop(bound.listener);
-    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!(listener = %bound.name, "drain deadline passed; closing remaining connections");
     }
 }

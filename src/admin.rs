@@ -15,29 +15,47 @@ use tokio::sync::watch;
 
 use crate::pipeline::record::Metrics;
 
-fn text(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+fn text(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
 fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
-        r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "text/plain", "ok\n"),
         "/readyz" if metrics.is_ready() => text(StatusCode::OK, "text/plain", "ready\n"),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready\n"),
-        "/metrics" => text(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", metrics.render()),
-        _ => text(StatusCode::NOT_FOUND, "text/plain", "not found: try /healthz, /readyz or /metrics\n"),
+        "/metrics" => text(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics.render(),
+        ),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: try /healthz, /readyz or /metrics\n",
+        ),
     }
 }
 
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         let (stream, _) = tokio::select! {
             _ = shutdown.changed() => return,

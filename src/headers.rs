@@ -80,15 +80,25 @@ pub fn upstream_request_headers(
     if let Ok(v) = HeaderValue::from_str(&xff) {
         out.insert(X_FORWARDED_FOR.clone(), v);
     }
-    out.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(if tls { "https" } else { "http" }));
+    out.insert(
+        X_FORWARDED_PROTO.clone(),
+        HeaderValue::from_static(if tls { "https" } else { "http" }),
+    );
     let host = client.get(header::HOST).and_then(|h| h.to_str().ok());
     if let Some(host) = client.get(header::HOST) {
         out.insert(X_FORWARDED_HOST.clone(), host.clone());
     }
     // RFC 7239: IPv6 addresses are quoted and bracketed.
-    let for_node = if ip.is_ipv6() { format!("\"[{ip}]\"") } else { ip.to_string() };
+    let for_node = if ip.is_ipv6() {
+        format!("\"[{ip}]\"")
+    } else {
+        ip.to_string()
+    };
     let mut fwd = format!("for={for_node};proto={proto}");
-    if let Some(h) = host.filter(|h| h.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b';' && b != b',')) {
+    if let Some(h) = host.filter(|h| {
+        h.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b';' && b != b',')
+    }) {
         fwd.push_str(";host=");
         fwd.push_str(h);
     }
@@ -115,7 +125,10 @@ pub fn client_response_headers(upstream: &HeaderMap) -> HeaderMap {
 pub fn decode_mcp_header_value(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
     use base64::Engine;
     let s = std::str::from_utf8(raw).ok()?;
-    match s.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+    match s
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
         Some(inner) => {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(inner)
@@ -133,10 +146,16 @@ mod tests {
     #[test]
     fn hop_by_hop_and_connection_listed_headers_are_dropped() {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret-hop"));
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret-hop"),
+        );
         h.insert("x-secret-hop", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
         h.insert("mcp-param-region", HeaderValue::from_static("eu"));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer t"));
         h.insert(header::HOST, HeaderValue::from_static("gw.example:8080"));
@@ -149,7 +168,10 @@ mod tests {
         assert!(out.get(header::HOST).is_none());
         assert_eq!(out["mcp-param-region"], "eu");
         assert_eq!(out[&X_FORWARDED_FOR], "10.1.2.3");
-        assert_eq!(out[&FORWARDED], "for=10.1.2.3;proto=http;host=gw.example:8080");
+        assert_eq!(
+            out[&FORWARDED],
+            "for=10.1.2.3;proto=http;host=gw.example:8080"
+        );
         let with_auth = upstream_request_headers(&h, peer, true, true);
         assert_eq!(with_auth[header::AUTHORIZATION], "Bearer t");
         assert_eq!(with_auth[&X_FORWARDED_PROTO], "https");
@@ -168,8 +190,14 @@ mod tests {
 
     #[test]
     fn base64_header_values_decode() {
-        assert_eq!(decode_mcp_header_value(b"get_weather").as_deref(), Some("get_weather"));
-        assert_eq!(decode_mcp_header_value(b"=?base64?Y2Fmw6k=?=").as_deref(), Some("caf\u{e9}"));
+        assert_eq!(
+            decode_mcp_header_value(b"get_weather").as_deref(),
+            Some("get_weather")
+        );
+        assert_eq!(
+            decode_mcp_header_value(b"=?base64?Y2Fmw6k=?=").as_deref(),
+            Some("caf\u{e9}")
+        );
         assert_eq!(decode_mcp_header_value(b"=?base64?***?="), None);
     }
 }

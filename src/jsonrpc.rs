@@ -63,7 +63,9 @@ pub struct Message<'a> {
 pub enum MessageError {
     #[error("the body is not valid JSON: {0}")]
     InvalidJson(String),
-    #[error("batches (JSON arrays) are not supported by this transport; send one message per request")]
+    #[error(
+        "batches (JSON arrays) are not supported by this transport; send one message per request"
+    )]
     Batch,
     #[error("{0}")]
     Invalid(&'static str),
@@ -87,7 +89,10 @@ fn first_significant_byte(body: &[u8]) -> Option<u8> {
 
 /// A JSON-RPC id is a string or a number in MCP (never null, object or array).
 fn valid_id(raw: &RawValue) -> bool {
-    matches!(raw.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
+    matches!(
+        raw.get().as_bytes().first(),
+        Some(b'"' | b'-' | b'0'..=b'9')
+    )
 }
 
 impl<'a> Message<'a> {
@@ -124,9 +129,7 @@ impl<'a> Message<'a> {
         }
         if let Some(id) = env.id {
             if !valid_id(id) {
-                return Err(MessageError::Invalid(
-                    "\"id\" must be a string or a number",
-                ));
+                return Err(MessageError::Invalid("\"id\" must be a string or a number"));
             }
         }
         let method = match env.method {
@@ -236,7 +239,8 @@ mod tests {
 
     #[test]
     fn classifies_requests_notifications_and_responses() {
-        let r = Message::parse(br#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#).unwrap();
+        let r = Message::parse(br#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#)
+            .unwrap();
         assert_eq!(r.kind, MessageKind::Request);
         assert_eq!(r.id_json(), "7");
         let n = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#).unwrap();
@@ -253,24 +257,39 @@ mod tests {
 
     #[test]
     fn duplicate_known_keys_are_refused() {
-        let e = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#).unwrap_err();
+        let e =
+            Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#).unwrap_err();
         assert_eq!(e.reason(), Reason::InvalidJson);
-        let e = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","met\u0068od":"b"}"#).unwrap_err();
+        let e = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","met\u0068od":"b"}"#)
+            .unwrap_err();
         assert_eq!(e.reason(), Reason::InvalidJson);
     }
 
     #[test]
     fn bad_shapes_get_their_own_reason() {
         assert_eq!(Message::parse(b"[{}]").unwrap_err(), MessageError::Batch);
-        assert_eq!(Message::parse(b"  ").unwrap_err().reason(), Reason::InvalidJson);
-        assert_eq!(Message::parse(b"{\"jsonrpc\":").unwrap_err().reason(), Reason::InvalidJson);
-        assert_eq!(Message::parse(b"42").unwrap_err().reason(), Reason::InvalidRequest);
-        assert_eq!(Message::parse(b"nope").unwrap_err().reason(), Reason::InvalidJson);
+        assert_eq!(
+            Message::parse(b"  ").unwrap_err().reason(),
+            Reason::InvalidJson
+        );
+        assert_eq!(
+            Message::parse(b"{\"jsonrpc\":").unwrap_err().reason(),
+            Reason::InvalidJson
+        );
+        assert_eq!(
+            Message::parse(b"42").unwrap_err().reason(),
+            Reason::InvalidRequest
+        );
+        assert_eq!(
+            Message::parse(b"nope").unwrap_err().reason(),
+            Reason::InvalidJson
+        );
         let null_id = Message::parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap_err();
         assert_eq!(null_id.reason(), Reason::InvalidRequest);
         let old = Message::parse(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#).unwrap_err();
         assert_eq!(old.reason(), Reason::InvalidRequest);
-        let both = Message::parse(br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#).unwrap_err();
+        let both =
+            Message::parse(br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#).unwrap_err();
         assert_eq!(both.reason(), Reason::InvalidRequest);
     }
 
@@ -278,7 +297,10 @@ mod tests {
     fn deep_nesting_is_an_error_not_a_stack_overflow() {
         let mut body = br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"#.to_vec();
         body.extend(std::iter::repeat(b'[').take(100_000));
-        assert_eq!(Message::parse(&body).unwrap_err().reason(), Reason::InvalidJson);
+        assert_eq!(
+            Message::parse(&body).unwrap_err().reason(),
+            Reason::InvalidJson
+        );
     }
 
     #[test]
@@ -301,7 +323,8 @@ mod tests {
         assert_eq!(v["error"]["data"]["reason"], "upstream_timeout");
         assert_eq!(v["error"]["data"]["upstream"], "Rooms");
         assert_eq!(v["error"]["data"]["x"], 1);
-        let v: serde_json::Value = serde_json::from_slice(&error_body(None, &refusal, None)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&error_body(None, &refusal, None)).unwrap();
         assert!(v["id"].is_null());
     }
 }

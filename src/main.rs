@@ -9,7 +9,11 @@ use portcullis::config::{GatewayConfig, LogConfig, LogFormat};
 use portcullis::server::{shutdown_signal, RunningGateway};
 
 #[derive(Parser)]
-#[command(name = "portcullis", version, about = "An elicitation-aware reverse proxy for MCP (protocol 2026-07-28)")]
+#[command(
+    name = "portcullis",
+    version,
+    about = "An elicitation-aware reverse proxy for MCP (protocol 2026-07-28)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,7 +50,9 @@ enum Command {
 fn init_logging(log: &LogConfig) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match log.format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -62,7 +68,10 @@ fn load(path: &Path) -> Result<GatewayConfig, ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -98,7 +107,10 @@ fn check(path: &Path) -> ExitCode {
     }
 }
 
-async fn run(config: GatewayConfig, after_start: Option<Box<dyn FnOnce(&RunningGateway) + Send>>) -> ExitCode {
+async fn run(
+    config: GatewayConfig,
+    after_start: Option<Box<dyn FnOnce(&RunningGateway) + Send>>,
+) -> ExitCode {
     init_logging(&config.log);
     let gateway = match RunningGateway::start(config).await {
         Ok(g) => g,
@@ -137,10 +149,11 @@ async fn demo_upstream(listen: SocketAddr) -> ExitCode {
 async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
     let config = match &config {
         Some(path) => load(path),
-        None => GatewayConfig::parse(portcullis::demo::DEMO_CONFIG, Path::new("config/demo.toml")).map_err(|e| {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }),
+        None => GatewayConfig::parse(portcullis::demo::DEMO_CONFIG, Path::new("config/demo.toml"))
+            .map_err(|e| {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }),
     };
     let config = match config {
         Ok(c) => c,
@@ -156,12 +169,23 @@ async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
     let (_tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(portcullis::demo::upstream::serve(listener, rx));
     let paths: Vec<String> = config.routes.keys().cloned().collect();
-    run(config, Some(Box::new(move |g: &RunningGateway| print_demo_help(g, &paths)))).await
+    run(
+        config,
+        Some(Box::new(move |g: &RunningGateway| {
+            print_demo_help(g, &paths)
+        })),
+    )
+    .await
 }
 
 fn print_demo_help(g: &RunningGateway, paths: &[String]) {
     let Some(addr) = g.addrs.first() else { return };
-    let path = paths.iter().find(|p| p.contains("rooms")).or(paths.first()).cloned().unwrap_or_default();
+    let path = paths
+        .iter()
+        .find(|p| p.contains("rooms"))
+        .or(paths.first())
+        .cloned()
+        .unwrap_or_default();
     let url = format!("http://{addr}{path}");
     let h = "-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28'";
     let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}"#;
@@ -173,7 +197,9 @@ fn print_demo_help(g: &RunningGateway, paths: &[String]) {
     println!("curl -s {url} {h} -H 'Mcp-Method: tools/list' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{{meta}}}}}'");
     println!("\n# book \"the big room\": the server asks which room (resultType input_required)");
     println!("curl -s {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: book_room' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{{{meta},\"name\":\"book_room\",\"arguments\":{{\"hint\":\"the big room\"}}}}}}'");
-    println!("\n# answer it: same params plus inputResponses and the requestState from the answer above");
+    println!(
+        "\n# answer it: same params plus inputResponses and the requestState from the answer above"
+    );
     println!("curl -s {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: book_room' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{{{meta},\"name\":\"book_room\",\"arguments\":{{\"hint\":\"the big room\"}},\"inputResponses\":{{\"room\":{{\"action\":\"accept\",\"content\":{{\"room_id\":\"atrium\"}}}}}},\"requestState\":\"PASTE_requestState_HERE\"}}}}'");
     println!("\n# a streamed answer: progress events, then the result (text/event-stream)");
     println!("curl -sN {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: room_report' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}},\"progressToken\":\"p1\"}},\"name\":\"room_report\",\"arguments\":{{\"steps\":3}}}}}}'");

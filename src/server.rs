@@ -18,7 +18,11 @@ use crate::pipeline::Gateway;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot listen on {address} ({name}): {source}")]
-    Bind { name: String, address: SocketAddr, source: std::io::Error },
+    Bind {
+        name: String,
+        address: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("metrics registry: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("upstream TLS setup: {0}")]
@@ -38,7 +42,11 @@ pub struct RunningGateway {
 }
 
 async fn bind(address: SocketAddr, name: &str) -> Result<TcpListener, StartError> {
-    let bind_err = |source| StartError::Bind { name: name.to_owned(), address, source };
+    let bind_err = |source| StartError::Bind {
+        name: name.to_owned(),
+        address,
+        source,
+    };
     let socket = match address {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
         SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
@@ -62,13 +70,25 @@ impl RunningGateway {
         let mut addrs = Vec::new();
         for l in &config.listeners {
             let listener = bind(l.address, &l.name).await?;
-            addrs.push(listener.local_addr().map_err(|source| StartError::Bind { name: l.name.clone(), address: l.address, source })?);
-            bound.push(BoundListener { name: l.name.clone(), listener, tls: l.tls.clone().map(TlsAcceptor::from) });
+            addrs.push(listener.local_addr().map_err(|source| StartError::Bind {
+                name: l.name.clone(),
+                address: l.address,
+                source,
+            })?);
+            bound.push(BoundListener {
+                name: l.name.clone(),
+                listener,
+                tls: l.tls.clone().map(TlsAcceptor::from),
+            });
         }
         let (admin_addr, admin) = match config.admin {
             Some(address) => {
                 let listener = bind(address, "admin").await?;
-                let addr = listener.local_addr().map_err(|source| StartError::Bind { name: "admin".into(), address, source })?;
+                let addr = listener.local_addr().map_err(|source| StartError::Bind {
+                    name: "admin".into(),
+                    address,
+                    source,
+                })?;
                 let (admin_tx, admin_rx) = watch::channel(false);
                 let task = tokio::spawn(crate::admin::serve(listener, metrics.clone(), admin_rx));
                 (Some(addr), Some((admin_tx, task)))
@@ -77,10 +97,24 @@ impl RunningGateway {
         };
         for (b, addr) in bound.into_iter().zip(&addrs) {
             tracing::info!(listener = %b.name, %addr, tls = b.tls.is_some(), "listening");
-            tasks.spawn(accept::serve(b, gateway.clone(), config.limits, connections.clone(), rx.clone(), config.drain_timeout));
+            tasks.spawn(accept::serve(
+                b,
+                gateway.clone(),
+                config.limits,
+                connections.clone(),
+                rx.clone(),
+                config.drain_timeout,
+            ));
         }
         metrics.ready.store(true, Ordering::Relaxed);
-        Ok(RunningGateway { addrs, admin_addr, shutdown: tx, tasks, admin, metrics })
+        Ok(RunningGateway {
+            addrs,
+            admin_addr,
+            shutdown: tx,
+            tasks,
+            admin,
+            metrics,
+        })
     }
 
     /// Stop accepting, report not-ready, and wait for in-flight requests (up to

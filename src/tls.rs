@@ -32,10 +32,12 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 fn open(path: &Path) -> Result<BufReader<File>, TlsError> {
-    File::open(path).map(BufReader::new).map_err(|source| TlsError::Read {
-        path: path.display().to_string(),
-        source,
-    })
+    File::open(path)
+        .map(BufReader::new)
+        .map_err(|source| TlsError::Read {
+            path: path.display().to_string(),
+            source,
+        })
 }
 
 pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {

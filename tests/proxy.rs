@@ -10,7 +10,10 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 fn ok_result(req: &Received) -> Vec<Step> {
-    let body = result_json(&id_of(req), json!({"resultType": "complete", "content": [{"type": "text", "text": "hi"}]}));
+    let body = result_json(
+        &id_of(req),
+        json!({"resultType": "complete", "content": [{"type": "text", "text": "hi"}]}),
+    );
     vec![http_response("200 OK", "application/json", &body)]
 }
 
@@ -27,32 +30,54 @@ async fn a_json_answer_passes_byte_for_byte_with_forwarding_headers() {
     })
     .await;
     let gw = gateway_for(&up).await;
-    let resp = call(&client(), &url(&gw), "a1", "get_room", json!({"room_id": "nook"}))
-        .header("authorization", "Bearer client-token")
-        .header("mcp-param-region", "eu")
-        .header("x-custom", "kept")
-        .header("proxy-authorization", "Basic x")
-        .send()
-        .await
-        .unwrap();
+    let resp = call(
+        &client(),
+        &url(&gw),
+        "a1",
+        "get_room",
+        json!({"room_id": "nook"}),
+    )
+    .header("authorization", "Bearer client-token")
+    .header("mcp-param-region", "eu")
+    .header("x-custom", "kept")
+    .header("proxy-authorization", "Basic x")
+    .send()
+    .await
+    .unwrap();
     assert_eq!(resp.status(), 200);
     let text = resp.text().await.unwrap();
     assert_eq!(text, "{ \"result\" : {\"resultType\":\"complete\",\"content\":[]}, \"jsonrpc\":\"2.0\",\"id\":\"a1\" }");
     let got = &up.requests()[0];
-    assert_eq!(got.body, call_body("a1", "get_room", json!({"room_id": "nook"})).into_bytes(), "body forwarded byte for byte");
+    assert_eq!(
+        got.body,
+        call_body("a1", "get_room", json!({"room_id": "nook"})).into_bytes(),
+        "body forwarded byte for byte"
+    );
     assert_eq!(got.header("mcp-param-region").as_deref(), Some("eu"));
     assert_eq!(got.header("x-custom").as_deref(), Some("kept"));
-    assert_eq!(got.header("authorization"), None, "client tokens are not passed through");
+    assert_eq!(
+        got.header("authorization"),
+        None,
+        "client tokens are not passed through"
+    );
     assert_eq!(got.header("proxy-authorization"), None);
     assert_eq!(got.header("x-forwarded-for").as_deref(), Some("127.0.0.1"));
-    assert!(got.header("forwarded").unwrap().starts_with("for=127.0.0.1;proto=http"));
+    assert!(got
+        .header("forwarded")
+        .unwrap()
+        .starts_with("for=127.0.0.1;proto=http"));
     assert_eq!(got.header("mcp-name").as_deref(), Some("get_room"));
     gw.shutdown().await;
 }
 
 #[tokio::test]
 async fn notifications_get_202_from_the_upstream() {
-    let up = ScriptedUpstream::start(|_| vec![Step::Write(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec())]).await;
+    let up = ScriptedUpstream::start(|_| {
+        vec![Step::Write(
+            b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec(),
+        )]
+    })
+    .await;
     let gw = gateway_for(&up).await;
     let resp = client()
         .post(url(&gw))
@@ -84,78 +109,266 @@ async fn transport_violations_get_their_documented_errors_and_never_reach_the_up
     let get = c.get(&u).send().await.unwrap();
     assert_eq!(get.headers()["allow"], "POST");
     let (s, v) = refusal(get).await;
-    assert_eq!((s, v["error"]["data"]["reason"].as_str()), (405, Some("method_not_allowed")));
+    assert_eq!(
+        (s, v["error"]["data"]["reason"].as_str()),
+        (405, Some("method_not_allowed"))
+    );
     let (s, _) = refusal(c.delete(&u).send().await.unwrap()).await;
     assert_eq!(s, 405);
 
     let batch = format!("[{}]", call_body("1", "get_room", json!({})));
-    let (s, v) = refusal(call(&c, &u, "1", "get_room", json!({})).body(batch).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["code"].as_i64(), v["error"]["data"]["reason"].as_str()), (400, Some(-32600), Some("batch_not_supported")));
+    let (s, v) = refusal(
+        call(&c, &u, "1", "get_room", json!({}))
+            .body(batch)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            s,
+            v["error"]["code"].as_i64(),
+            v["error"]["data"]["reason"].as_str()
+        ),
+        (400, Some(-32600), Some("batch_not_supported"))
+    );
 
-    let (s, v) = refusal(call_with(&c, &u, "1", "get_room", json!({}), &[("content-type", Some("text/plain"))]).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["data"]["reason"].as_str()), (415, Some("unsupported_media_type")));
+    let (s, v) = refusal(
+        call_with(
+            &c,
+            &u,
+            "1",
+            "get_room",
+            json!({}),
+            &[("content-type", Some("text/plain"))],
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["data"]["reason"].as_str()),
+        (415, Some("unsupported_media_type"))
+    );
 
-    let (s, v) = refusal(call(&c, &u, "1", "get_room", json!({})).body("{not json").send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["code"].as_i64(), v["error"]["data"]["reason"].as_str()), (400, Some(-32700), Some("invalid_json")));
+    let (s, v) = refusal(
+        call(&c, &u, "1", "get_room", json!({}))
+            .body("{not json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            s,
+            v["error"]["code"].as_i64(),
+            v["error"]["data"]["reason"].as_str()
+        ),
+        (400, Some(-32700), Some("invalid_json"))
+    );
 
-    let (s, v) = refusal(call_with(&c, &u, "h1", "get_room", json!({}), &[("mcp-name", Some("book_room"))]).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["code"].as_i64(), v["error"]["data"]["reason"].as_str()), (400, Some(-32020), Some("header_mismatch")));
+    let (s, v) = refusal(
+        call_with(
+            &c,
+            &u,
+            "h1",
+            "get_room",
+            json!({}),
+            &[("mcp-name", Some("book_room"))],
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            s,
+            v["error"]["code"].as_i64(),
+            v["error"]["data"]["reason"].as_str()
+        ),
+        (400, Some(-32020), Some("header_mismatch"))
+    );
     assert_eq!(v["id"], "h1", "the error answers the request's id");
     assert_eq!(v["error"]["data"]["upstream"], "Test upstream");
 
     let dup = call(&c, &u, "h3", "get_room", json!({})).header("mcp-name", "delete_everything");
     let (s, v) = refusal(dup.send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["code"].as_i64(), v["error"]["data"]["reason"].as_str()), (400, Some(-32020), Some("header_mismatch")), "a repeated Mcp-Name is refused");
+    assert_eq!(
+        (
+            s,
+            v["error"]["code"].as_i64(),
+            v["error"]["data"]["reason"].as_str()
+        ),
+        (400, Some(-32020), Some("header_mismatch")),
+        "a repeated Mcp-Name is refused"
+    );
 
-    let (s, v) = refusal(call_with(&c, &u, "h2", "get_room", json!({}), &[("mcp-method", Some("tools/list"))]).send().await.unwrap()).await;
+    let (s, v) = refusal(
+        call_with(
+            &c,
+            &u,
+            "h2",
+            "get_room",
+            json!({}),
+            &[("mcp-method", Some("tools/list"))],
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
     assert_eq!((s, v["error"]["code"].as_i64()), (400, Some(-32020)));
 
-    let (s, v) = refusal(call_with(&c, &u, "v1", "get_room", json!({}), &[("mcp-protocol-version", Some("2025-06-18"))]).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["code"].as_i64(), v["error"]["data"]["reason"].as_str()), (400, Some(-32022), Some("unsupported_protocol_version")));
+    let (s, v) = refusal(
+        call_with(
+            &c,
+            &u,
+            "v1",
+            "get_room",
+            json!({}),
+            &[("mcp-protocol-version", Some("2025-06-18"))],
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            s,
+            v["error"]["code"].as_i64(),
+            v["error"]["data"]["reason"].as_str()
+        ),
+        (400, Some(-32022), Some("unsupported_protocol_version"))
+    );
     assert_eq!(v["error"]["data"]["supported"], json!(["2026-07-28"]));
     assert_eq!(v["error"]["data"]["requested"], "2025-06-18");
 
     let big = "x".repeat(2 << 20);
-    let (s, v) = refusal(call(&c, &u, "1", "get_room", json!({"pad": big})).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["data"]["reason"].as_str()), (413, Some("body_too_large")));
+    let (s, v) = refusal(
+        call(&c, &u, "1", "get_room", json!({"pad": big}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["data"]["reason"].as_str()),
+        (413, Some("body_too_large"))
+    );
 
-    let (s, v) = refusal(call(&c, &format!("http://{}/elsewhere", gw.addrs[0]), "1", "get_room", json!({})).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["data"]["reason"].as_str()), (404, Some("route_not_found")));
+    let (s, v) = refusal(
+        call(
+            &c,
+            &format!("http://{}/elsewhere", gw.addrs[0]),
+            "1",
+            "get_room",
+            json!({}),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["data"]["reason"].as_str()),
+        (404, Some("route_not_found"))
+    );
 
-    assert!(up.requests().is_empty(), "nothing refused reached the upstream");
+    assert!(
+        up.requests().is_empty(),
+        "nothing refused reached the upstream"
+    );
     gw.shutdown().await;
 }
 
 #[tokio::test]
 async fn origin_allowlist_refuses_other_origins() {
     let up = ScriptedUpstream::start(ok_result).await;
-    let gw = start_gateway(&config_text(&up.url(), "", "[security]\nallowed_origins = [\"https://app.example.com\"]")).await;
+    let gw = start_gateway(&config_text(
+        &up.url(),
+        "",
+        "[security]\nallowed_origins = [\"https://app.example.com\"]",
+    ))
+    .await;
     let c = client();
-    let (s, v) = refusal(call(&c, &url(&gw), "1", "get_room", json!({})).header("origin", "https://evil.example").send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["data"]["reason"].as_str()), (403, Some("origin_not_allowed")));
-    let ok = call(&c, &url(&gw), "2", "get_room", json!({})).header("origin", "https://app.example.com").send().await.unwrap();
+    let (s, v) = refusal(
+        call(&c, &url(&gw), "1", "get_room", json!({}))
+            .header("origin", "https://evil.example")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["data"]["reason"].as_str()),
+        (403, Some("origin_not_allowed"))
+    );
+    let ok = call(&c, &url(&gw), "2", "get_room", json!({}))
+        .header("origin", "https://app.example.com")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
-    let no_origin = call(&c, &url(&gw), "3", "get_room", json!({})).send().await.unwrap();
-    assert_eq!(no_origin.status(), 200, "non-browser clients send no Origin");
+    let no_origin = call(&c, &url(&gw), "3", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        no_origin.status(),
+        200,
+        "non-browser clients send no Origin"
+    );
     assert_eq!(up.requests().len(), 2);
     gw.shutdown().await;
 }
 
-async fn expect_upstream_error(script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static, status: u16, reason: &str) {
+async fn expect_upstream_error(
+    script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static,
+    status: u16,
+    reason: &str,
+) {
     let up = ScriptedUpstream::start(script).await;
     let gw = gateway_for(&up).await;
     let c = client();
     let started = Instant::now();
-    let (s, v) = refusal(call(&c, &url(&gw), "f1", "get_room", json!({})).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["data"]["reason"].as_str()), (status, Some(reason)), "{v}");
+    let (s, v) = refusal(
+        call(&c, &url(&gw), "f1", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["data"]["reason"].as_str()),
+        (status, Some(reason)),
+        "{v}"
+    );
     assert_eq!(v["id"], "f1");
     assert!(started.elapsed() < Duration::from_secs(5));
     // The gateway keeps serving: a healthy upstream on the next request works.
     let good = ScriptedUpstream::start(ok_result).await;
     let gw2 = gateway_for(&good).await;
-    assert_eq!(call(&c, &url(&gw2), "f2", "get_room", json!({})).send().await.unwrap().status(), 200);
+    assert_eq!(
+        call(&c, &url(&gw2), "f2", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     // And the same gateway still answers (with the same error) rather than hanging.
-    let (s2, _) = refusal(call(&c, &url(&gw), "f3", "get_room", json!({})).send().await.unwrap()).await;
+    let (s2, _) = refusal(
+        call(&c, &url(&gw), "f3", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(s2, status);
     gw.shutdown().await;
     gw2.shutdown().await;
@@ -167,14 +380,32 @@ async fn upstream_down_is_upstream_unreachable() {
     let dead = format!("http://{}/mcp", listener.local_addr().unwrap());
     drop(listener);
     let gw = start_gateway(&config_text(&dead, "", "")).await;
-    let (s, v) = refusal(call(&client(), &url(&gw), "d1", "get_room", json!({})).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["code"].as_i64(), v["error"]["data"]["reason"].as_str()), (502, Some(-32001), Some("upstream_unreachable")));
+    let (s, v) = refusal(
+        call(&client(), &url(&gw), "d1", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            s,
+            v["error"]["code"].as_i64(),
+            v["error"]["data"]["reason"].as_str()
+        ),
+        (502, Some(-32001), Some("upstream_unreachable"))
+    );
     gw.shutdown().await;
 }
 
 #[tokio::test]
 async fn upstream_too_slow_is_upstream_timeout() {
-    expect_upstream_error(|_| vec![Step::Sleep(Duration::from_secs(4))], 504, "upstream_timeout").await;
+    expect_upstream_error(
+        |_| vec![Step::Sleep(Duration::from_secs(4))],
+        504,
+        "upstream_timeout",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -194,15 +425,42 @@ async fn upstream_closing_before_answering_is_connection_closed() {
 
 #[tokio::test]
 async fn upstream_invalid_json_is_bad_response() {
-    expect_upstream_error(|_| vec![http_response("200 OK", "application/json", "{\"jsonrpc\":\"2.0\",\"id\":")], 502, "upstream_bad_response").await;
+    expect_upstream_error(
+        |_| {
+            vec![http_response(
+                "200 OK",
+                "application/json",
+                "{\"jsonrpc\":\"2.0\",\"id\":",
+            )]
+        },
+        502,
+        "upstream_bad_response",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn upstream_html_error_page_is_bad_response_with_its_status() {
-    let up = ScriptedUpstream::start(|_| vec![http_response("500 Internal Server Error", "text/html", "<html><body>oops</body></html>")]).await;
+    let up = ScriptedUpstream::start(|_| {
+        vec![http_response(
+            "500 Internal Server Error",
+            "text/html",
+            "<html><body>oops</body></html>",
+        )]
+    })
+    .await;
     let gw = gateway_for(&up).await;
-    let (s, v) = refusal(call(&client(), &url(&gw), "e1", "get_room", json!({})).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["data"]["reason"].as_str()), (502, Some("upstream_bad_response")));
+    let (s, v) = refusal(
+        call(&client(), &url(&gw), "e1", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["data"]["reason"].as_str()),
+        (502, Some("upstream_bad_response"))
+    );
     assert_eq!(v["error"]["data"]["upstreamStatus"], 500);
     gw.shutdown().await;
 }
@@ -215,7 +473,13 @@ async fn upstream_json_rpc_errors_pass_through_with_their_status() {
     })
     .await;
     let gw = gateway_for(&up).await;
-    let (s, v) = refusal(call(&client(), &url(&gw), "u1", "nope", json!({})).send().await.unwrap()).await;
+    let (s, v) = refusal(
+        call(&client(), &url(&gw), "u1", "nope", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!((s, v["error"]["code"].as_i64()), (400, Some(-32602)));
     gw.shutdown().await;
 }
@@ -223,7 +487,13 @@ async fn upstream_json_rpc_errors_pass_through_with_their_status() {
 #[tokio::test]
 async fn upstream_answer_for_another_id_is_a_protocol_violation() {
     expect_upstream_error(
-        |_| vec![http_response("200 OK", "application/json", r#"{"jsonrpc":"2.0","id":"someone-else","result":{}}"#)],
+        |_| {
+            vec![http_response(
+                "200 OK",
+                "application/json",
+                r#"{"jsonrpc":"2.0","id":"someone-else","result":{}}"#,
+            )]
+        },
         502,
         "upstream_protocol_violation",
     )
@@ -234,12 +504,33 @@ async fn upstream_answer_for_another_id_is_a_protocol_violation() {
 async fn an_oversized_upstream_answer_is_refused_not_truncated() {
     let up = ScriptedUpstream::start(|req| {
         let text = "y".repeat(300_000);
-        vec![http_response("200 OK", "application/json", &result_json(&id_of(req), json!({"resultType":"complete","content":[{"type":"text","text":text}]})))]
+        vec![http_response(
+            "200 OK",
+            "application/json",
+            &result_json(
+                &id_of(req),
+                json!({"resultType":"complete","content":[{"type":"text","text":text}]}),
+            ),
+        )]
     })
     .await;
-    let gw = start_gateway(&config_text(&up.url(), "", "[limits]\nmax_response_body_bytes = 100000")).await;
-    let (s, v) = refusal(call(&client(), &url(&gw), "big", "get_room", json!({})).send().await.unwrap()).await;
-    assert_eq!((s, v["error"]["data"]["reason"].as_str()), (502, Some("upstream_response_too_large")));
+    let gw = start_gateway(&config_text(
+        &up.url(),
+        "",
+        "[limits]\nmax_response_body_bytes = 100000",
+    ))
+    .await;
+    let (s, v) = refusal(
+        call(&client(), &url(&gw), "big", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["data"]["reason"].as_str()),
+        (502, Some("upstream_response_too_large"))
+    );
     gw.shutdown().await;
 }
 
@@ -256,7 +547,11 @@ async fn read_events(resp: reqwest::Response, t0: Instant) -> Vec<(Duration, Str
         buf.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
         while let Some(end) = buf.find("\n\n") {
             let event: String = buf.drain(..end + 2).collect();
-            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
             if !data.is_empty() {
                 out.push((t0.elapsed(), data.join("\n")));
             }
@@ -274,23 +569,41 @@ async fn progress_events_reach_the_client_as_the_upstream_sends_them() {
             steps.push(sse_event(&progress("progress-s1", i)));
             steps.push(Step::Sleep(Duration::from_millis(400)));
         }
-        steps.push(sse_event(&result_json(&id, json!({"resultType":"complete","content":[]}))));
+        steps.push(sse_event(&result_json(
+            &id,
+            json!({"resultType":"complete","content":[]}),
+        )));
         steps.push(sse_end());
         steps
     })
     .await;
     let gw = gateway_for(&up).await;
     let t0 = Instant::now();
-    let resp = call(&client(), &url(&gw), "s1", "room_report", json!({})).send().await.unwrap();
+    let resp = call(&client(), &url(&gw), "s1", "room_report", json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     assert_eq!(resp.headers()["x-accel-buffering"], "no");
     let events = read_events(resp, t0).await;
     assert_eq!(events.len(), 4, "{events:?}");
     // Each progress event arrives about when it was sent, long before the end.
-    assert!(events[0].0 < Duration::from_millis(350), "first progress at {:?}", events[0].0);
-    assert!(events[1].0 < Duration::from_millis(750), "second progress at {:?}", events[1].0);
-    assert!(events[3].0 >= Duration::from_millis(1150), "final at {:?}", events[3].0);
+    assert!(
+        events[0].0 < Duration::from_millis(350),
+        "first progress at {:?}",
+        events[0].0
+    );
+    assert!(
+        events[1].0 < Duration::from_millis(750),
+        "second progress at {:?}",
+        events[1].0
+    );
+    assert!(
+        events[3].0 >= Duration::from_millis(1150),
+        "final at {:?}",
+        events[3].0
+    );
     assert!(events[0].1.contains("notifications/progress"));
     let last: serde_json::Value = serde_json::from_str(&events[3].1).unwrap();
     assert_eq!(last["id"], "s1");
@@ -308,8 +621,15 @@ async fn dropping_the_client_cancels_the_upstream_stream() {
         steps
     })
     .await;
-    let gw = start_gateway(&config_text(&up.url(), "", "").replace("stream_idle_timeout = \"2s\"", "stream_idle_timeout = \"30s\"")).await;
-    let resp = call(&client(), &url(&gw), "c1", "room_report", json!({})).send().await.unwrap();
+    let gw = start_gateway(&config_text(&up.url(), "", "").replace(
+        "stream_idle_timeout = \"2s\"",
+        "stream_idle_timeout = \"30s\"",
+    ))
+    .await;
+    let resp = call(&client(), &url(&gw), "c1", "room_report", json!({}))
+        .send()
+        .await
+        .unwrap();
     let mut stream = resp.bytes_stream();
     let first = stream.next().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
@@ -335,20 +655,41 @@ async fn a_server_to_client_request_on_the_stream_is_refused() {
     })
     .await;
     let gw = gateway_for(&up).await;
-    let events = read_events(call(&client(), &url(&gw), "r1", "room_report", json!({})).send().await.unwrap(), Instant::now()).await;
+    let events = read_events(
+        call(&client(), &url(&gw), "r1", "room_report", json!({}))
+            .send()
+            .await
+            .unwrap(),
+        Instant::now(),
+    )
+    .await;
     assert_eq!(events.len(), 2, "{events:?}");
     let err: serde_json::Value = serde_json::from_str(&events[1].1).unwrap();
     assert_eq!(err["id"], "r1");
-    assert_eq!(err["error"]["data"]["reason"], "upstream_protocol_violation");
-    assert!(!events.iter().any(|e| e.1.contains("password")), "the smuggled request never reaches the client");
+    assert_eq!(
+        err["error"]["data"]["reason"],
+        "upstream_protocol_violation"
+    );
+    assert!(
+        !events.iter().any(|e| e.1.contains("password")),
+        "the smuggled request never reaches the client"
+    );
     gw.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_stream_that_ends_without_a_response_gets_an_error_event() {
-    let up = ScriptedUpstream::start(|_| vec![sse_head(), sse_event(&progress("p", 1)), sse_end()]).await;
+    let up = ScriptedUpstream::start(|_| vec![sse_head(), sse_event(&progress("p", 1)), sse_end()])
+        .await;
     let gw = gateway_for(&up).await;
-    let events = read_events(call(&client(), &url(&gw), "n1", "room_report", json!({})).send().await.unwrap(), Instant::now()).await;
+    let events = read_events(
+        call(&client(), &url(&gw), "n1", "room_report", json!({}))
+            .send()
+            .await
+            .unwrap(),
+        Instant::now(),
+    )
+    .await;
     let err: serde_json::Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
     assert_eq!(err["error"]["data"]["reason"], "upstream_bad_response");
     assert_eq!(err["id"], "n1");
@@ -357,9 +698,24 @@ async fn a_stream_that_ends_without_a_response_gets_an_error_event() {
 
 #[tokio::test]
 async fn a_stream_cut_mid_event_gets_an_error_event() {
-    let up = ScriptedUpstream::start(|_| vec![sse_head(), sse_event(&progress("p", 1)), Step::Write(chunk("data: {\"jsonrpc\":")), Step::Close]).await;
+    let up = ScriptedUpstream::start(|_| {
+        vec![
+            sse_head(),
+            sse_event(&progress("p", 1)),
+            Step::Write(chunk("data: {\"jsonrpc\":")),
+            Step::Close,
+        ]
+    })
+    .await;
     let gw = gateway_for(&up).await;
-    let events = read_events(call(&client(), &url(&gw), "m1", "room_report", json!({})).send().await.unwrap(), Instant::now()).await;
+    let events = read_events(
+        call(&client(), &url(&gw), "m1", "room_report", json!({}))
+            .send()
+            .await
+            .unwrap(),
+        Instant::now(),
+    )
+    .await;
     let err: serde_json::Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
     assert_eq!(err["error"]["data"]["reason"], "upstream_connection_closed");
     gw.shutdown().await;
@@ -367,10 +723,28 @@ async fn a_stream_cut_mid_event_gets_an_error_event() {
 
 #[tokio::test]
 async fn a_silent_stream_times_out_with_an_error_event() {
-    let up = ScriptedUpstream::start(|_| vec![sse_head(), sse_event(&progress("p", 1)), Step::Sleep(Duration::from_secs(10))]).await;
-    let gw = start_gateway(&config_text(&up.url(), "", "").replace("stream_idle_timeout = \"2s\"", "stream_idle_timeout = \"500ms\"")).await;
+    let up = ScriptedUpstream::start(|_| {
+        vec![
+            sse_head(),
+            sse_event(&progress("p", 1)),
+            Step::Sleep(Duration::from_secs(10)),
+        ]
+    })
+    .await;
+    let gw = start_gateway(&config_text(&up.url(), "", "").replace(
+        "stream_idle_timeout = \"2s\"",
+        "stream_idle_timeout = \"500ms\"",
+    ))
+    .await;
     let t0 = Instant::now();
-    let events = read_events(call(&client(), &url(&gw), "t1", "room_report", json!({})).send().await.unwrap(), t0).await;
+    let events = read_events(
+        call(&client(), &url(&gw), "t1", "room_report", json!({}))
+            .send()
+            .await
+            .unwrap(),
+        t0,
+    )
+    .await;
     let err: serde_json::Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
     assert_eq!(err["error"]["data"]["reason"], "upstream_timeout");
     assert!(t0.elapsed() < Duration::from_secs(3));
@@ -382,13 +756,58 @@ async fn admin_endpoints_report_health_readiness_and_metrics() {
     let up = ScriptedUpstream::start(ok_result).await;
     let gw = gateway_for(&up).await;
     let c = client();
-    call(&c, &url(&gw), "1", "get_room", json!({})).send().await.unwrap().bytes().await.unwrap();
-    call_with(&c, &url(&gw), "2", "get_room", json!({}), &[("mcp-name", Some("x"))]).send().await.unwrap().bytes().await.unwrap();
+    call(&c, &url(&gw), "1", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    call_with(
+        &c,
+        &url(&gw),
+        "2",
+        "get_room",
+        json!({}),
+        &[("mcp-name", Some("x"))],
+    )
+    .send()
+    .await
+    .unwrap()
+    .bytes()
+    .await
+    .unwrap();
     let admin = gw.admin_addr.unwrap();
-    assert_eq!(c.get(format!("http://{admin}/healthz")).send().await.unwrap().status(), 200);
-    assert_eq!(c.get(format!("http://{admin}/readyz")).send().await.unwrap().status(), 200);
-    let metrics = c.get(format!("http://{admin}/metrics")).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains(r#"portcullis_requests_total{method="tools/call",outcome="ok",upstream="test"} 1"#), "{metrics}");
+    assert_eq!(
+        c.get(format!("http://{admin}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        c.get(format!("http://{admin}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let metrics = c
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            r#"portcullis_requests_total{method="tools/call",outcome="ok",upstream="test"} 1"#
+        ),
+        "{metrics}"
+    );
     assert!(metrics.contains(r#"portcullis_requests_total{method="tools/call",outcome="header_mismatch",upstream="test"} 1"#), "{metrics}");
     assert!(metrics.contains("portcullis_upstream_duration_seconds_bucket"));
     assert!(metrics.contains("portcullis_request_duration_seconds_count{upstream=\"test\"} 2"));
@@ -398,10 +817,17 @@ async fn admin_endpoints_report_health_readiness_and_metrics() {
 #[tokio::test]
 async fn a_slow_header_client_is_disconnected() {
     let up = ScriptedUpstream::start(ok_result).await;
-    let gw = start_gateway(&config_text(&up.url(), "", "[limits]\nheader_read_timeout = \"300ms\"")).await;
+    let gw = start_gateway(&config_text(
+        &up.url(),
+        "",
+        "[limits]\nheader_read_timeout = \"300ms\"",
+    ))
+    .await;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(gw.addrs[0]).await.unwrap();
-    s.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    s.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
     let mut buf = Vec::new();
     let t0 = Instant::now();
     let read = tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut buf)).await;
@@ -425,17 +851,37 @@ async fn shutdown_drains_in_flight_requests() {
     let in_flight = tokio::spawn({
         let c = c.clone();
         let u = u.clone();
-        async move { call(&c, &u, "slow", "get_room", json!({})).send().await.unwrap().status() }
+        async move {
+            call(&c, &u, "slow", "get_room", json!({}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let stopping = tokio::spawn(gw.shutdown());
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Not ready any more, and no new connections accepted.
-    let fresh = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().unwrap();
-    let readyz = fresh.get(format!("http://{admin}/readyz")).send().await.unwrap();
+    let fresh = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let readyz = fresh
+        .get(format!("http://{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(readyz.status(), 503, "readiness reports the drain");
-    assert!(fresh.post(&u).body("{}").send().await.is_err(), "a new connection was accepted while draining");
-    assert_eq!(in_flight.await.unwrap(), 200, "the in-flight request completed");
+    assert!(
+        fresh.post(&u).body("{}").send().await.is_err(),
+        "a new connection was accepted while draining"
+    );
+    assert_eq!(
+        in_flight.await.unwrap(),
+        200,
+        "the in-flight request completed"
+    );
     stopping.await.unwrap();
 }
 
@@ -443,8 +889,14 @@ async fn shutdown_drains_in_flight_requests() {
 async fn http2_clients_are_served() {
     let up = ScriptedUpstream::start(ok_result).await;
     let gw = gateway_for(&up).await;
-    let h2 = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
-    let resp = call(&h2, &url(&gw), "h2", "get_room", json!({})).send().await.unwrap();
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let resp = call(&h2, &url(&gw), "h2", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.version(), reqwest::Version::HTTP_2);
     assert_eq!(json_of(resp).await["id"], "h2");
     gw.shutdown().await;

@@ -25,12 +25,19 @@ fn pki() -> Pki {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "Portcullis test CA");
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Portcullis test CA");
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let leaf_key = KeyPair::generate().unwrap();
-    let leaf_params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let leaf_params =
+        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
     let leaf = leaf_params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
-    Pki { ca_pem: ca.pem(), leaf_pem: leaf.pem(), leaf_key_pem: leaf_key.serialize_pem() }
+    Pki {
+        ca_pem: ca.pem(),
+        leaf_pem: leaf.pem(),
+        leaf_key_pem: leaf_key.serialize_pem(),
+    }
 }
 
 fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
@@ -42,9 +49,16 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
 /// An https MCP upstream (hyper + rustls, HTTP/1.1 and HTTP/2 by ALPN).
 async fn tls_upstream(pki: &Pki) -> std::net::SocketAddr {
     install_crypto();
-    let certs = rustls_pemfile::certs(&mut pki.leaf_pem.as_bytes()).collect::<Result<Vec<_>, _>>().unwrap();
-    let key = rustls_pemfile::private_key(&mut pki.leaf_key_pem.as_bytes()).unwrap().unwrap();
-    let mut cfg = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).unwrap();
+    let certs = rustls_pemfile::certs(&mut pki.leaf_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls_pemfile::private_key(&mut pki.leaf_key_pem.as_bytes())
+        .unwrap()
+        .unwrap();
+    let mut cfg = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -53,16 +67,21 @@ async fn tls_upstream(pki: &Pki) -> std::net::SocketAddr {
         while let Ok((tcp, _)) = listener.accept().await {
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
                 let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
                     let body = req.into_body().collect().await.unwrap().to_bytes();
                     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
                     let out = json!({"jsonrpc":"2.0","id":v["id"],"result":{"resultType":"complete","content":[{"type":"text","text":"over tls"}]}});
                     let mut resp = hyper::Response::new(Full::new(Bytes::from(out.to_string())));
-                    resp.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                    resp.headers_mut()
+                        .insert("content-type", "application/json".parse().unwrap());
                     Ok::<_, Infallible>(resp)
                 });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tls), svc).await;
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
             });
         }
     });
@@ -78,26 +97,46 @@ async fn tls_listener_and_https_upstream_with_custom_ca() {
     let ca = write(dir.path(), "upstream-ca.pem", &upstream_pki.ca_pem);
     let cert = write(dir.path(), "gw.pem", &listener_pki.leaf_pem);
     let key = write(dir.path(), "gw.key", &listener_pki.leaf_key_pem);
-    let text = config_text(&format!("https://localhost:{}/mcp", up.port()), &format!("ca_file = \"{ca}\""), "")
-        .replace("address = \"127.0.0.1:0\"\n\n[admin]", &format!("address = \"127.0.0.1:0\"\ntls = {{ cert = \"{cert}\", key = \"{key}\" }}\n\n[admin]"));
+    let text = config_text(
+        &format!("https://localhost:{}/mcp", up.port()),
+        &format!("ca_file = \"{ca}\""),
+        "",
+    )
+    .replace(
+        "address = \"127.0.0.1:0\"\n\n[admin]",
+        &format!(
+            "address = \"127.0.0.1:0\"\ntls = {{ cert = \"{cert}\", key = \"{key}\" }}\n\n[admin]"
+        ),
+    );
     let gw = start_gateway(&text).await;
     let addr = gw.addrs[0];
 
     let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(listener_pki.ca_pem.as_bytes()).unwrap())
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(listener_pki.ca_pem.as_bytes()).unwrap(),
+        )
         .resolve("localhost", addr)
         .build()
         .unwrap();
     let gw_url = format!("https://localhost:{}/mcp", addr.port());
-    let resp = call(&client, &gw_url, "t1", "get_room", json!({})).send().await.unwrap();
+    let resp = call(&client, &gw_url, "t1", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.version(), reqwest::Version::HTTP_2, "ALPN offers h2");
     let v = json_of(resp).await;
     assert_eq!(v["result"]["content"][0]["text"], "over tls");
 
     // A client that does not trust the listener's CA cannot connect.
-    let untrusting = reqwest::Client::builder().resolve("localhost", addr).build().unwrap();
-    assert!(call(&untrusting, &gw_url, "t2", "get_room", json!({})).send().await.is_err());
+    let untrusting = reqwest::Client::builder()
+        .resolve("localhost", addr)
+        .build()
+        .unwrap();
+    assert!(call(&untrusting, &gw_url, "t2", "get_room", json!({}))
+        .send()
+        .await
+        .is_err());
     gw.shutdown().await;
 }
 
@@ -106,12 +145,26 @@ async fn an_https_upstream_outside_the_trusted_roots_is_unreachable() {
     let upstream_pki = pki();
     let up = tls_upstream(&upstream_pki).await;
     // No ca_file: the upstream's private CA is not trusted.
-    let gw = start_gateway(&config_text(&format!("https://localhost:{}/mcp", up.port()), "", "")).await;
-    let resp = call(&client(), &url(&gw), "t3", "get_room", json!({})).send().await.unwrap();
+    let gw = start_gateway(&config_text(
+        &format!("https://localhost:{}/mcp", up.port()),
+        "",
+        "",
+    ))
+    .await;
+    let resp = call(&client(), &url(&gw), "t3", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 502);
     let v = json_of(resp).await;
     assert_eq!(v["error"]["data"]["reason"], "upstream_unreachable");
-    assert!(v["error"]["message"].as_str().unwrap().contains("certificate"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("certificate"),
+        "{v}"
+    );
     gw.shutdown().await;
 }
 
@@ -119,7 +172,8 @@ async fn an_https_upstream_outside_the_trusted_roots_is_unreachable() {
 fn check_names_the_line_of_a_bad_certificate_path() {
     let text = config_text("http://127.0.0.1:9/mcp", "", "")
         .replace("address = \"127.0.0.1:0\"\n\n[admin]", "address = \"127.0.0.1:0\"\ntls = { cert = \"/nonexistent/cert.pem\", key = \"/nonexistent/key.pem\" }\n\n[admin]");
-    let err = portcullis::config::GatewayConfig::parse(&text, std::path::Path::new("gw.toml")).unwrap_err();
+    let err = portcullis::config::GatewayConfig::parse(&text, std::path::Path::new("gw.toml"))
+        .unwrap_err();
     assert_eq!(err.field, "listener[0].tls");
     assert_eq!(err.line, 4);
     assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");

@@ -133,7 +133,12 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
-    fn at(&self, span: Range<usize>, field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    fn at(
+        &self,
+        span: Range<usize>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
         let start = span.start.min(self.text.len());
         let before = &self.text[..start];
         let line = before.matches('\n').count() + 1;
@@ -147,10 +152,19 @@ impl Locator<'_> {
         }
     }
 
-    fn duration(&self, raw: &Option<Spanned<String>>, field: &str, default: Duration) -> Result<Duration, ConfigError> {
+    fn duration(
+        &self,
+        raw: &Option<Spanned<String>>,
+        field: &str,
+        default: Duration,
+    ) -> Result<Duration, ConfigError> {
         let Some(raw) = raw else { return Ok(default) };
         let d = humantime::parse_duration(raw.get_ref().trim()).map_err(|e| {
-            self.at(raw.span(), field, format!("not a duration ({e}); write e.g. \"500ms\", \"10s\", \"5m\""))
+            self.at(
+                raw.span(),
+                field,
+                format!("not a duration ({e}); write e.g. \"500ms\", \"10s\", \"5m\""),
+            )
         })?;
         if d.is_zero() {
             return Err(self.at(raw.span(), field, "must be greater than zero"));
@@ -158,7 +172,12 @@ impl Locator<'_> {
         Ok(d)
     }
 
-    fn positive(&self, raw: &Option<Spanned<i64>>, field: &str, default: usize) -> Result<usize, ConfigError> {
+    fn positive(
+        &self,
+        raw: &Option<Spanned<i64>>,
+        field: &str,
+        default: usize,
+    ) -> Result<usize, ConfigError> {
         let Some(raw) = raw else { return Ok(default) };
         usize::try_from(*raw.get_ref())
             .ok()
@@ -203,7 +222,12 @@ impl GatewayConfig {
     }
 }
 
-fn validate(raw: RawConfig, loc: &Locator<'_>, base: &Path, path: &Path) -> Result<GatewayConfig, ConfigError> {
+fn validate(
+    raw: RawConfig,
+    loc: &Locator<'_>,
+    base: &Path,
+    path: &Path,
+) -> Result<GatewayConfig, ConfigError> {
     let limits = limits(&raw.limits, loc)?;
     let listeners = listeners(&raw.listener, loc, base)?;
     let admin = match &raw.admin {
@@ -211,9 +235,16 @@ fn validate(raw: RawConfig, loc: &Locator<'_>, base: &Path, path: &Path) -> Resu
         None => None,
     };
     if let Some(admin) = admin {
-        if let Some(l) = listeners.iter().find(|l| l.address == admin && admin.port() != 0) {
+        if let Some(l) = listeners
+            .iter()
+            .find(|l| l.address == admin && admin.port() != 0)
+        {
             let span = raw.admin.as_ref().map(|a| a.span()).unwrap_or(0..0);
-            return Err(loc.at(span, "admin.address", format!("same address as listener \"{}\"", l.name)));
+            return Err(loc.at(
+                span,
+                "admin.address",
+                format!("same address as listener \"{}\"", l.name),
+            ));
         }
     }
     let allowed_origins = match &raw.security.allowed_origins {
@@ -221,18 +252,35 @@ fn validate(raw: RawConfig, loc: &Locator<'_>, base: &Path, path: &Path) -> Resu
         Some(list) => {
             let mut set = HashSet::new();
             for o in list.get_ref() {
-                let v = o.get_ref().trim().trim_end_matches('/').to_ascii_lowercase();
+                let v = o
+                    .get_ref()
+                    .trim()
+                    .trim_end_matches('/')
+                    .to_ascii_lowercase();
                 let uri: Result<Uri, _> = v.parse();
-                let ok = uri.as_ref().is_ok_and(|u| u.scheme().is_some() && u.host().is_some() && u.path() == "/");
+                let ok = uri
+                    .as_ref()
+                    .is_ok_and(|u| u.scheme().is_some() && u.host().is_some() && u.path() == "/");
                 if !ok && v != "null" {
-                    return Err(loc.at(o.span(), "security.allowed_origins", format!("\"{}\" is not an origin like \"https://app.example.com\"", o.get_ref())));
+                    return Err(loc.at(
+                        o.span(),
+                        "security.allowed_origins",
+                        format!(
+                            "\"{}\" is not an origin like \"https://app.example.com\"",
+                            o.get_ref()
+                        ),
+                    ));
                 }
                 set.insert(v);
             }
             Some(Arc::new(set))
         }
     };
-    let drain_timeout = loc.duration(&raw.shutdown.drain_timeout, "shutdown.drain_timeout", Duration::from_secs(30))?;
+    let drain_timeout = loc.duration(
+        &raw.shutdown.drain_timeout,
+        "shutdown.drain_timeout",
+        Duration::from_secs(30),
+    )?;
     let log = log_config(&raw.log, loc)?;
     let upstreams = upstreams(&raw.upstream, loc, base)?;
     let routes = routes(&raw.route, &upstreams, loc)?;
@@ -249,34 +297,89 @@ fn validate(raw: RawConfig, loc: &Locator<'_>, base: &Path, path: &Path) -> Resu
     })
 }
 
-fn socket_addr(raw: &Spanned<String>, field: &str, loc: &Locator<'_>) -> Result<SocketAddr, ConfigError> {
+fn socket_addr(
+    raw: &Spanned<String>,
+    field: &str,
+    loc: &Locator<'_>,
+) -> Result<SocketAddr, ConfigError> {
     raw.get_ref().trim().parse().map_err(|_| {
-        loc.at(raw.span(), field, format!("\"{}\" is not an address like \"127.0.0.1:8080\" or \"[::1]:8080\"", raw.get_ref()))
+        loc.at(
+            raw.span(),
+            field,
+            format!(
+                "\"{}\" is not an address like \"127.0.0.1:8080\" or \"[::1]:8080\"",
+                raw.get_ref()
+            ),
+        )
     })
 }
 
 fn limits(raw: &RawLimits, loc: &Locator<'_>) -> Result<Limits, ConfigError> {
     let d = Limits::default();
-    let max_header_bytes = loc.positive(&raw.max_header_bytes, "limits.max_header_bytes", d.max_header_bytes)?;
+    let max_header_bytes = loc.positive(
+        &raw.max_header_bytes,
+        "limits.max_header_bytes",
+        d.max_header_bytes,
+    )?;
     if max_header_bytes < 8192 {
-        let span = raw.max_header_bytes.as_ref().map(|s| s.span()).unwrap_or(0..0);
-        return Err(loc.at(span, "limits.max_header_bytes", "must be at least 8192 (HTTP/1.1 needs room for the request line and headers)"));
+        let span = raw
+            .max_header_bytes
+            .as_ref()
+            .map(|s| s.span())
+            .unwrap_or(0..0);
+        return Err(loc.at(
+            span,
+            "limits.max_header_bytes",
+            "must be at least 8192 (HTTP/1.1 needs room for the request line and headers)",
+        ));
     }
-    let streams = loc.positive(&raw.http2_max_concurrent_streams, "limits.http2_max_concurrent_streams", d.http2_max_concurrent_streams as usize)?;
+    let streams = loc.positive(
+        &raw.http2_max_concurrent_streams,
+        "limits.http2_max_concurrent_streams",
+        d.http2_max_concurrent_streams as usize,
+    )?;
     Ok(Limits {
-        max_request_body_bytes: loc.positive(&raw.max_request_body_bytes, "limits.max_request_body_bytes", d.max_request_body_bytes)?,
-        max_response_body_bytes: loc.positive(&raw.max_response_body_bytes, "limits.max_response_body_bytes", d.max_response_body_bytes)?,
+        max_request_body_bytes: loc.positive(
+            &raw.max_request_body_bytes,
+            "limits.max_request_body_bytes",
+            d.max_request_body_bytes,
+        )?,
+        max_response_body_bytes: loc.positive(
+            &raw.max_response_body_bytes,
+            "limits.max_response_body_bytes",
+            d.max_response_body_bytes,
+        )?,
         max_header_bytes,
-        header_read_timeout: loc.duration(&raw.header_read_timeout, "limits.header_read_timeout", d.header_read_timeout)?,
-        request_body_timeout: loc.duration(&raw.request_body_timeout, "limits.request_body_timeout", d.request_body_timeout)?,
-        max_connections: loc.positive(&raw.max_connections, "limits.max_connections", d.max_connections)?,
+        header_read_timeout: loc.duration(
+            &raw.header_read_timeout,
+            "limits.header_read_timeout",
+            d.header_read_timeout,
+        )?,
+        request_body_timeout: loc.duration(
+            &raw.request_body_timeout,
+            "limits.request_body_timeout",
+            d.request_body_timeout,
+        )?,
+        max_connections: loc.positive(
+            &raw.max_connections,
+            "limits.max_connections",
+            d.max_connections,
+        )?,
         http2_max_concurrent_streams: u32::try_from(streams).unwrap_or(u32::MAX),
     })
 }
 
-fn listeners(raw: &[Spanned<RawListener>], loc: &Locator<'_>, base: &Path) -> Result<Vec<ListenerConfig>, ConfigError> {
+fn listeners(
+    raw: &[Spanned<RawListener>],
+    loc: &Locator<'_>,
+    base: &Path,
+) -> Result<Vec<ListenerConfig>, ConfigError> {
     if raw.is_empty() {
-        return Err(loc.at(0..0, "listener", "no [[listener]] configured; add one with an address such as \"127.0.0.1:8080\""));
+        return Err(loc.at(
+            0..0,
+            "listener",
+            "no [[listener]] configured; add one with an address such as \"127.0.0.1:8080\"",
+        ));
     }
     let mut out = Vec::new();
     let mut names = HashSet::new();
@@ -284,22 +387,37 @@ fn listeners(raw: &[Spanned<RawListener>], loc: &Locator<'_>, base: &Path) -> Re
         let field = format!("listener[{i}]");
         let r = l.get_ref();
         let address = socket_addr(&r.address, &format!("{field}.address"), loc)?;
-        let name = r.name.as_ref().map(|n| n.get_ref().clone()).unwrap_or_else(|| format!("listener-{i}"));
+        let name = r
+            .name
+            .as_ref()
+            .map(|n| n.get_ref().clone())
+            .unwrap_or_else(|| format!("listener-{i}"));
         if !names.insert(name.clone()) {
-            return Err(loc.at(l.span(), format!("{field}.name"), format!("listener name \"{name}\" is used twice")));
+            return Err(loc.at(
+                l.span(),
+                format!("{field}.name"),
+                format!("listener name \"{name}\" is used twice"),
+            ));
         }
         if address.port() != 0 && out.iter().any(|o: &ListenerConfig| o.address == address) {
-            return Err(loc.at(r.address.span(), format!("{field}.address"), format!("{address} is used by another listener")));
+            return Err(loc.at(
+                r.address.span(),
+                format!("{field}.address"),
+                format!("{address} is used by another listener"),
+            ));
         }
-        let tls = match &r.tls {
-            None => None,
-            Some(t) => {
-                let t = t.get_ref();
-                let cert = resolve(base, t.cert.get_ref());
-                let key = resolve(base, t.key.get_ref());
-                Some(crate::tls::server_config(&cert, &key).map_err(|e| loc.at(t.cert.span(), format!("{field}.tls"), e.to_string()))?)
-            }
-        };
+        let tls =
+            match &r.tls {
+                None => None,
+                Some(t) => {
+                    let t = t.get_ref();
+                    let cert = resolve(base, t.cert.get_ref());
+                    let key = resolve(base, t.key.get_ref());
+                    Some(crate::tls::server_config(&cert, &key).map_err(|e| {
+                        loc.at(t.cert.span(), format!("{field}.tls"), e.to_string())
+                    })?)
+                }
+            };
         out.push(ListenerConfig { name, address, tls });
     }
     Ok(out)
@@ -311,7 +429,13 @@ fn log_config(raw: &RawLog, loc: &Locator<'_>) -> Result<LogConfig, ConfigError>
         Some(f) => match f.get_ref().as_str() {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
-            other => return Err(loc.at(f.span(), "log.format", format!("\"{other}\" is not one of \"text\", \"json\""))),
+            other => {
+                return Err(loc.at(
+                    f.span(),
+                    "log.format",
+                    format!("\"{other}\" is not one of \"text\", \"json\""),
+                ))
+            }
         },
     };
     let level = match &raw.level {
@@ -319,7 +443,13 @@ fn log_config(raw: &RawLog, loc: &Locator<'_>) -> Result<LogConfig, ConfigError>
         Some(l) => {
             let v = l.get_ref().clone();
             if v.parse::<tracing_subscriber::EnvFilter>().is_err() {
-                return Err(loc.at(l.span(), "log.level", format!("\"{v}\" is not a level or filter such as \"info\" or \"portcullis=debug\"")));
+                return Err(loc.at(
+                    l.span(),
+                    "log.level",
+                    format!(
+                        "\"{v}\" is not a level or filter such as \"info\" or \"portcullis=debug\""
+                    ),
+                ));
             }
             v
         }
@@ -328,38 +458,75 @@ fn log_config(raw: &RawLog, loc: &Locator<'_>) -> Result<LogConfig, ConfigError>
 }
 
 fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
-fn upstreams(raw: &[Spanned<RawUpstream>], loc: &Locator<'_>, base: &Path) -> Result<Vec<Arc<UpstreamRoute>>, ConfigError> {
+fn upstreams(
+    raw: &[Spanned<RawUpstream>],
+    loc: &Locator<'_>,
+    base: &Path,
+) -> Result<Vec<Arc<UpstreamRoute>>, ConfigError> {
     let mut out: Vec<Arc<UpstreamRoute>> = Vec::new();
     for (i, u) in raw.iter().enumerate() {
         let f = |name: &str| format!("upstream[{i}].{name}");
         let r = u.get_ref();
         let id = r.id.get_ref().clone();
         if !valid_id(&id) {
-            return Err(loc.at(r.id.span(), f("id"), "use 1 to 64 of a-z, 0-9, '-' and '_' (it becomes a metric label)"));
+            return Err(loc.at(
+                r.id.span(),
+                f("id"),
+                "use 1 to 64 of a-z, 0-9, '-' and '_' (it becomes a metric label)",
+            ));
         }
         if out.iter().any(|o| o.id == id) {
-            return Err(loc.at(r.id.span(), f("id"), format!("upstream id \"{id}\" is used twice")));
+            return Err(loc.at(
+                r.id.span(),
+                f("id"),
+                format!("upstream id \"{id}\" is used twice"),
+            ));
         }
         let name = r.name.get_ref().trim().to_owned();
         if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
-            return Err(loc.at(r.name.span(), f("name"), "a display name of 1 to 200 printable characters"));
+            return Err(loc.at(
+                r.name.span(),
+                f("name"),
+                "a display name of 1 to 200 printable characters",
+            ));
         }
-        let url: Uri = r.url.get_ref().parse().map_err(|e| loc.at(r.url.span(), f("url"), format!("not a URL: {e}")))?;
+        let url: Uri = r
+            .url
+            .get_ref()
+            .parse()
+            .map_err(|e| loc.at(r.url.span(), f("url"), format!("not a URL: {e}")))?;
         let https = match url.scheme_str() {
             Some("http") => false,
             Some("https") => true,
-            _ => return Err(loc.at(r.url.span(), f("url"), "must start with http:// or https://")),
+            _ => {
+                return Err(loc.at(
+                    r.url.span(),
+                    f("url"),
+                    "must start with http:// or https://",
+                ))
+            }
         };
         if url.host().is_none_or(str::is_empty) {
             return Err(loc.at(r.url.span(), f("url"), "has no host"));
         }
         if url.authority().is_some_and(|a| a.as_str().contains('@')) {
-            return Err(loc.at(r.url.span(), f("url"), "must not carry credentials (user:password@); use a route credential instead"));
+            return Err(loc.at(
+                r.url.span(),
+                f("url"),
+                "must not carry credentials (user:password@); use a route credential instead",
+            ));
         }
-        let ca_file = r.ca_file.as_ref().map(|c| (resolve(base, c.get_ref()), c.span()));
+        let ca_file = r
+            .ca_file
+            .as_ref()
+            .map(|c| (resolve(base, c.get_ref()), c.span()));
         if ca_file.is_some() && !https {
             let span = r.ca_file.as_ref().map(|c| c.span()).unwrap_or(0..0);
             return Err(loc.at(span, f("ca_file"), "only applies to https:// upstreams"));
@@ -369,7 +536,10 @@ fn upstreams(raw: &[Spanned<RawUpstream>], loc: &Locator<'_>, base: &Path) -> Re
                 Some((p, s)) => (Some(p.as_path()), s.clone()),
                 None => (None, r.url.span()),
             };
-            Some(crate::tls::client_config(path).map_err(|e| loc.at(span, f("ca_file"), e.to_string()))?)
+            Some(
+                crate::tls::client_config(path)
+                    .map_err(|e| loc.at(span, f("ca_file"), e.to_string()))?,
+            )
         } else {
             None
         };
@@ -380,10 +550,26 @@ fn upstreams(raw: &[Spanned<RawUpstream>], loc: &Locator<'_>, base: &Path) -> Re
             url,
             tls,
             http2: r.http2.unwrap_or(false),
-            connect_timeout: loc.duration(&r.connect_timeout, &f("connect_timeout"), Duration::from_secs(5))?,
-            response_timeout: loc.duration(&r.response_timeout, &f("response_timeout"), Duration::from_secs(60))?,
-            stream_idle_timeout: loc.duration(&r.stream_idle_timeout, &f("stream_idle_timeout"), Duration::from_secs(300))?,
-            pool_idle_timeout: loc.duration(&r.pool_idle_timeout, &f("pool_idle_timeout"), Duration::from_secs(90))?,
+            connect_timeout: loc.duration(
+                &r.connect_timeout,
+                &f("connect_timeout"),
+                Duration::from_secs(5),
+            )?,
+            response_timeout: loc.duration(
+                &r.response_timeout,
+                &f("response_timeout"),
+                Duration::from_secs(60),
+            )?,
+            stream_idle_timeout: loc.duration(
+                &r.stream_idle_timeout,
+                &f("stream_idle_timeout"),
+                Duration::from_secs(300),
+            )?,
+            pool_idle_timeout: loc.duration(
+                &r.pool_idle_timeout,
+                &f("pool_idle_timeout"),
+                Duration::from_secs(90),
+            )?,
             pool_max_idle_per_host: pool_max,
             forward_authorization: r.forward_authorization.unwrap_or(false),
         }));
@@ -391,20 +577,40 @@ fn upstreams(raw: &[Spanned<RawUpstream>], loc: &Locator<'_>, base: &Path) -> Re
     Ok(out)
 }
 
-fn routes(raw: &[Spanned<RawRoute>], upstreams: &[Arc<UpstreamRoute>], loc: &Locator<'_>) -> Result<HashMap<String, Arc<UpstreamRoute>>, ConfigError> {
+fn routes(
+    raw: &[Spanned<RawRoute>],
+    upstreams: &[Arc<UpstreamRoute>],
+    loc: &Locator<'_>,
+) -> Result<HashMap<String, Arc<UpstreamRoute>>, ConfigError> {
     let mut out = HashMap::new();
     for (i, r) in raw.iter().enumerate() {
         let r = r.get_ref();
         let path = r.path.get_ref();
         if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
-            return Err(loc.at(r.path.span(), format!("route[{i}].path"), "a path such as \"/mcp/rooms\" (starts with '/', no query)"));
+            return Err(loc.at(
+                r.path.span(),
+                format!("route[{i}].path"),
+                "a path such as \"/mcp/rooms\" (starts with '/', no query)",
+            ));
         }
         let Some(up) = upstreams.iter().find(|u| u.id == *r.upstream.get_ref()) else {
             let known: Vec<_> = upstreams.iter().map(|u| u.id.as_str()).collect();
-            return Err(loc.at(r.upstream.span(), format!("route[{i}].upstream"), format!("no upstream with id \"{}\" (known: {})", r.upstream.get_ref(), known.join(", "))));
+            return Err(loc.at(
+                r.upstream.span(),
+                format!("route[{i}].upstream"),
+                format!(
+                    "no upstream with id \"{}\" (known: {})",
+                    r.upstream.get_ref(),
+                    known.join(", ")
+                ),
+            ));
         };
         if out.insert(path.clone(), up.clone()).is_some() {
-            return Err(loc.at(r.path.span(), format!("route[{i}].path"), format!("path \"{path}\" is routed twice")));
+            return Err(loc.at(
+                r.path.span(),
+                format!("route[{i}].path"),
+                format!("path \"{path}\" is routed twice"),
+            ));
         }
     }
     Ok(out)
@@ -477,9 +683,13 @@ upstream = "rooms"
 
     #[test]
     fn origins_are_normalised() {
-        let text = format!("{GOOD}\n[security]\nallowed_origins = [\"https://App.example.com/\"]\n");
+        let text =
+            format!("{GOOD}\n[security]\nallowed_origins = [\"https://App.example.com/\"]\n");
         let c = parse(&text).unwrap();
-        assert!(c.allowed_origins.unwrap().contains("https://app.example.com"));
+        assert!(c
+            .allowed_origins
+            .unwrap()
+            .contains("https://app.example.com"));
         let bad = format!("{GOOD}\n[security]\nallowed_origins = [\"app.example.com\"]\n");
         assert_eq!(parse(&bad).unwrap_err().field, "security.allowed_origins");
     }

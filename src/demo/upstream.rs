@@ -961,6 +961,9 @@ fn discover_result() -> &'static str {
             "resultType": "complete",
             "supportedVersions": [PROTOCOL_VERSION],
             "capabilities": {"tools": {}},
+            // Required by the 2026-07-28 schema: how long a client may cache this.
+            "ttlMs": 3_600_000,
+            "cacheScope": "public",
             "_meta": {
                 "io.modelcontextprotocol/serverInfo": {
                     "name": "portcullis-demo-rooms",
@@ -982,6 +985,8 @@ fn tools_list_result() -> &'static str {
         json!({
             "resultType": "complete",
             "tools": [book_room_tool(), room_report_tool(), get_room_tool()],
+            "ttlMs": 300_000,
+            "cacheScope": "public",
         })
         .to_string()
     })

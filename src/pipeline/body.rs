@@ -24,15 +24,24 @@ enum Kind {
 
 impl ProxyBody {
     pub fn full(bytes: Bytes) -> Self {
-        ProxyBody { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())), record: None }
+        ProxyBody {
+            kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
+            record: None,
+        }
     }
 
     pub fn empty() -> Self {
-        ProxyBody { kind: Kind::Full(None), record: None }
+        ProxyBody {
+            kind: Kind::Full(None),
+            record: None,
+        }
     }
 
     pub fn sse(body: SseBody) -> Self {
-        ProxyBody { kind: Kind::Sse(Box::new(body)), record: None }
+        ProxyBody {
+            kind: Kind::Sse(Box::new(body)),
+            record: None,
+        }
     }
 
     /// Attach the request's record; it is closed when the body ends.
@@ -60,7 +69,10 @@ impl Body for ProxyBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = &mut *self;
         let polled = match &mut this.kind {
             Kind::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),

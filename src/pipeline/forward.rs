@@ -56,7 +56,11 @@ impl UpstreamClient {
 
     /// Send the checked request body with the given headers; resolves when the
     /// upstream's response head has arrived.
-    pub async fn send(&self, headers: HeaderMap, body: Bytes) -> Result<Response<Incoming>, Refusal> {
+    pub async fn send(
+        &self,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<Incoming>, Refusal> {
         let mut req = Request::new(Full::new(body));
         *req.method_mut() = Method::POST;
         *req.uri_mut() = self.route.url.clone();
@@ -64,7 +68,10 @@ impl UpstreamClient {
         match tokio::time::timeout(self.route.response_timeout, self.client.request(req)).await {
             Err(_) => Err(Refusal::new(
                 Reason::UpstreamTimeout,
-                format!("the upstream did not answer within {}", humantime::format_duration(self.route.response_timeout)),
+                format!(
+                    "the upstream did not answer within {}",
+                    humantime::format_duration(self.route.response_timeout)
+                ),
             )),
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(classify(&e)),
@@ -76,27 +83,50 @@ impl UpstreamClient {
 fn classify(e: &hyper_util::client::legacy::Error) -> Refusal {
     if e.is_connect() {
         let detail = e.source().map(|s| s.to_string()).unwrap_or_default();
-        return Refusal::new(Reason::UpstreamUnreachable, format!("could not connect to the upstream ({detail})"));
+        return Refusal::new(
+            Reason::UpstreamUnreachable,
+            format!("could not connect to the upstream ({detail})"),
+        );
     }
     let mut source = e.source();
     while let Some(s) = source {
         if let Some(h) = s.downcast_ref::<hyper::Error>() {
             if h.is_incomplete_message() || h.is_canceled() || h.is_closed() {
-                return Refusal::new(Reason::UpstreamConnectionClosed, "the upstream closed the connection before answering");
+                return Refusal::new(
+                    Reason::UpstreamConnectionClosed,
+                    "the upstream closed the connection before answering",
+                );
             }
             if h.is_parse() || h.is_parse_status() {
-                return Refusal::new(Reason::UpstreamBadResponse, "the upstream's answer is not valid HTTP");
+                return Refusal::new(
+                    Reason::UpstreamBadResponse,
+                    "the upstream's answer is not valid HTTP",
+                );
             }
             if h.is_timeout() {
-                return Refusal::new(Reason::UpstreamTimeout, "the upstream did not answer in time");
+                return Refusal::new(
+                    Reason::UpstreamTimeout,
+                    "the upstream did not answer in time",
+                );
             }
         }
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if matches!(io.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::UnexpectedEof) {
-                return Refusal::new(Reason::UpstreamConnectionClosed, "the upstream closed the connection before answering");
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            ) {
+                return Refusal::new(
+                    Reason::UpstreamConnectionClosed,
+                    "the upstream closed the connection before answering",
+                );
             }
         }
         source = s.source();
     }
-    Refusal::new(Reason::UpstreamBadResponse, "the upstream's answer could not be read")
+    Refusal::new(
+        Reason::UpstreamBadResponse,
+        "the upstream's answer could not be read",
+    )
 }

@@ -49,7 +49,11 @@ impl Gateway {
         for up in &config.upstreams {
             metrics.register_upstream(&up.id);
         }
-        Ok(Gateway { config, routes, metrics })
+        Ok(Gateway {
+            config,
+            routes,
+            metrics,
+        })
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
@@ -62,7 +66,10 @@ impl Gateway {
 
         // Route.
         let Some(upstream) = self.routes.select(req.uri().path()) else {
-            let refusal = Refusal::new(crate::refusal::Reason::RouteNotFound, "no MCP endpoint is configured at this path");
+            let refusal = Refusal::new(
+                crate::refusal::Reason::RouteNotFound,
+                "no MCP endpoint is configured at this path",
+            );
             return refuse(record, None, &refusal, None);
         };
         record.set_upstream(upstream.label.clone());
@@ -70,7 +77,9 @@ impl Gateway {
 
         // Check the request.
         let (parts, body) = req.into_parts();
-        if let Err(refusal) = request_check::check_head(&parts, self.config.allowed_origins.as_deref()) {
+        if let Err(refusal) =
+            request_check::check_head(&parts, self.config.allowed_origins.as_deref())
+        {
             return refuse(record, None, &refusal, name);
         }
         let bytes = match request_check::read_body(&parts, body, &self.config.limits).await {
@@ -79,7 +88,11 @@ impl Gateway {
         };
         let checked = match request_check::check_message(parts, bytes) {
             Ok(c) => c,
-            Err(Rejected { id, method, refusal }) => {
+            Err(Rejected {
+                id,
+                method,
+                refusal,
+            }) => {
                 if let Some(m) = method {
                     record.set_method(&m);
                 }
@@ -90,7 +103,12 @@ impl Gateway {
 
         // Forward.
         let route = &upstream.client.route;
-        let headers = upstream_request_headers(&checked.parts.headers, peer.addr, peer.tls, route.forward_authorization);
+        let headers = upstream_request_headers(
+            &checked.parts.headers,
+            peer.addr,
+            peer.tls,
+            route.forward_authorization,
+        );
         let sent = Instant::now();
         let resp = match upstream.client.send(headers, checked.body).await {
             Ok(r) => r,
@@ -114,19 +132,37 @@ impl Gateway {
 }
 
 /// Answer with a JSON-RPC error, counted under its reason.
-fn refuse(mut record: RequestRecord, id: Option<&RawValue>, refusal: &Refusal, upstream: Option<&str>) -> Response<ProxyBody> {
+fn refuse(
+    mut record: RequestRecord,
+    id: Option<&RawValue>,
+    refusal: &Refusal,
+    upstream: Option<&str>,
+) -> Response<ProxyBody> {
     record.set_outcome(Outcome::Refused(refusal.reason));
-    tracing::info!(reason = refusal.reason.as_str(), upstream = upstream.unwrap_or("-"), "refused: {}", refusal.message);
+    tracing::info!(
+        reason = refusal.reason.as_str(),
+        upstream = upstream.unwrap_or("-"),
+        "refused: {}",
+        refusal.message
+    );
     error_response(id, refusal, upstream).map(|b| b.recorded(record))
 }
 
 /// A JSON-RPC error response with the reason's HTTP status.
-pub fn error_response(id: Option<&RawValue>, refusal: &Refusal, upstream: Option<&str>) -> Response<ProxyBody> {
+pub fn error_response(
+    id: Option<&RawValue>,
+    refusal: &Refusal,
+    upstream: Option<&str>,
+) -> Response<ProxyBody> {
     let mut resp = Response::new(ProxyBody::full(error_body(id, refusal, upstream)));
     *resp.status_mut() = refusal.reason.status();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
-        resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+        resp.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
     }
     resp
 }

@@ -6,12 +6,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
 
 use crate::refusal::Reason;
 
 const LATENCY_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0,
 ];
 
 /// MCP method names of 2026-07-28; anything else is counted as `other`.
@@ -36,7 +40,11 @@ const KNOWN_METHODS: &[&str] = &[
 ];
 
 pub fn method_label(method: &str) -> &'static str {
-    KNOWN_METHODS.iter().find(|m| **m == method).copied().unwrap_or("other")
+    KNOWN_METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("other")
 }
 
 pub struct Metrics {
@@ -53,26 +61,41 @@ impl Metrics {
     pub fn new() -> Result<Arc<Metrics>, prometheus::Error> {
         let registry = Registry::new();
         let requests = IntCounterVec::new(
-            Opts::new("portcullis_requests_total", "MCP requests handled, by upstream, method and outcome (ok or a refusal reason)"),
+            Opts::new(
+                "portcullis_requests_total",
+                "MCP requests handled, by upstream, method and outcome (ok or a refusal reason)",
+            ),
             &["upstream", "method", "outcome"],
         )?;
         let request_duration = HistogramVec::new(
-            HistogramOpts::new("portcullis_request_duration_seconds", "Time from request head to the end of the response, as the client sees it")
-                .buckets(LATENCY_BUCKETS.to_vec()),
+            HistogramOpts::new(
+                "portcullis_request_duration_seconds",
+                "Time from request head to the end of the response, as the client sees it",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
             &["upstream"],
         )?;
         let upstream_duration = HistogramVec::new(
-            HistogramOpts::new("portcullis_upstream_duration_seconds", "Time from sending a request upstream to its response head")
-                .buckets(LATENCY_BUCKETS.to_vec()),
+            HistogramOpts::new(
+                "portcullis_upstream_duration_seconds",
+                "Time from sending a request upstream to its response head",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
             &["upstream"],
         )?;
-        let in_flight = IntGauge::new("portcullis_in_flight_requests", "Requests being handled now")?;
-        let connections = IntGauge::new("portcullis_open_connections", "Client connections open now")?;
+        let in_flight = IntGauge::new(
+            "portcullis_in_flight_requests",
+            "Requests being handled now",
+        )?;
+        let connections =
+            IntGauge::new("portcullis_open_connections", "Client connections open now")?;
         let build_info = IntGaugeVec::new(
             Opts::new("portcullis_build_info", "Build information; always 1"),
             &["version"],
         )?;
-        build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(upstream_duration.clone()))?;
@@ -146,7 +169,14 @@ pub struct RequestRecord {
 impl RequestRecord {
     pub fn start(metrics: Arc<Metrics>) -> Self {
         metrics.in_flight.inc();
-        RequestRecord { metrics, started: Instant::now(), upstream: None, method: "none", outcome: Outcome::Ok, finished: false }
+        RequestRecord {
+            metrics,
+            started: Instant::now(),
+            upstream: None,
+            method: "none",
+            outcome: Outcome::Ok,
+            finished: false,
+        }
     }
 
     pub fn set_upstream(&mut self, id: Arc<str>) {
@@ -170,9 +200,16 @@ impl RequestRecord {
 impl Drop for RequestRecord {
     fn drop(&mut self) {
         self.metrics.in_flight.dec();
-        let outcome = if self.finished || self.outcome != Outcome::Ok { self.outcome } else { Outcome::ClientCancelled };
+        let outcome = if self.finished || self.outcome != Outcome::Ok {
+            self.outcome
+        } else {
+            Outcome::ClientCancelled
+        };
         let upstream = self.upstream.as_deref().unwrap_or("none");
-        self.metrics.requests.with_label_values(&[upstream, self.method, outcome.label()]).inc();
+        self.metrics
+            .requests
+            .with_label_values(&[upstream, self.method, outcome.label()])
+            .inc();
         self.metrics
             .request_duration
             .with_label_values(&[upstream])

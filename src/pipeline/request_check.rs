@@ -64,7 +64,11 @@ pub struct Rejected {
 
 impl From<Refusal> for Rejected {
     fn from(refusal: Refusal) -> Self {
-        Rejected { id: None, method: None, refusal }
+        Rejected {
+            id: None,
+            method: None,
+            refusal,
+        }
     }
 }
 
@@ -78,15 +82,28 @@ pub fn check_head(parts: &Parts, allowed_origins: Option<&HashSet<String>>) -> R
         ));
     }
     if let (Some(allowed), Some(origin)) = (allowed_origins, parts.headers.get(header::ORIGIN)) {
-        let origin = origin.to_str().unwrap_or("").trim_end_matches('/').to_ascii_lowercase();
+        let origin = origin
+            .to_str()
+            .unwrap_or("")
+            .trim_end_matches('/')
+            .to_ascii_lowercase();
         if !allowed.contains(&origin) {
-            return Err(Refusal::new(Reason::OriginNotAllowed, "requests from this Origin are not allowed"));
+            return Err(Refusal::new(
+                Reason::OriginNotAllowed,
+                "requests from this Origin are not allowed",
+            ));
         }
     }
     let mut content_types = parts.headers.get_all(header::CONTENT_TYPE).iter();
-    let content_type = content_types.next().and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = content_types
+        .next()
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if content_types.next().is_some() {
-        return Err(Refusal::new(Reason::UnsupportedMediaType, "Content-Type is given more than once"));
+        return Err(Refusal::new(
+            Reason::UnsupportedMediaType,
+            "Content-Type is given more than once",
+        ));
     }
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if !essence.eq_ignore_ascii_case("application/json") {
@@ -102,16 +119,35 @@ pub fn check_head(parts: &Parts, allowed_origins: Option<&HashSet<String>>) -> R
 /// giving a slow client no more than `request_body_timeout`.
 pub async fn read_body(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Bytes, Refusal> {
     let max = limits.max_request_body_bytes;
-    let too_large = || Refusal::new(Reason::BodyTooLarge, format!("the request body is larger than the gateway's limit of {max} bytes"));
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let too_large = || {
+        Refusal::new(
+            Reason::BodyTooLarge,
+            format!("the request body is larger than the gateway's limit of {max} bytes"),
+        )
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    let collected = tokio::time::timeout(limits.request_body_timeout, Limited::new(body, max).collect()).await;
+    let collected = tokio::time::timeout(
+        limits.request_body_timeout,
+        Limited::new(body, max).collect(),
+    )
+    .await;
     match collected {
-        Err(_) => Err(Refusal::new(Reason::RequestTimeout, "the request body did not arrive in time")),
+        Err(_) => Err(Refusal::new(
+            Reason::RequestTimeout,
+            "the request body did not arrive in time",
+        )),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Ok(Err(_)) => Err(Refusal::new(Reason::InvalidRequest, "the request body could not be read to its end")),
+        Ok(Err(_)) => Err(Refusal::new(
+            Reason::InvalidRequest,
+            "the request body could not be read to its end",
+        )),
         Ok(Ok(c)) => Ok(c.to_bytes()),
     }
 }
@@ -146,11 +182,17 @@ struct MetaView<'a> {
 
 /// The single value of a header. A header given twice is refused: the
 /// upstream might read the other copy than the one the gateway checked.
-fn single<'h>(parts: &'h Parts, name: &http::HeaderName) -> Result<Option<&'h http::HeaderValue>, Refusal> {
+fn single<'h>(
+    parts: &'h Parts,
+    name: &http::HeaderName,
+) -> Result<Option<&'h http::HeaderValue>, Refusal> {
     let mut all = parts.headers.get_all(name).iter();
     let first = all.next();
     if all.next().is_some() {
-        return Err(Refusal::new(Reason::HeaderMismatch, format!("the {name} header is given more than once")));
+        return Err(Refusal::new(
+            Reason::HeaderMismatch,
+            format!("the {name} header is given more than once"),
+        ));
     }
     Ok(first)
 }
@@ -158,37 +200,57 @@ fn single<'h>(parts: &'h Parts, name: &http::HeaderName) -> Result<Option<&'h ht
 fn header_str<'h>(parts: &'h Parts, name: &http::HeaderName) -> Result<Option<&'h str>, Refusal> {
     match single(parts, name)? {
         None => Ok(None),
-        Some(v) => v.to_str().map(Some).map_err(|_| Refusal::new(Reason::HeaderMismatch, format!("the {name} header is not printable ASCII"))),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            Refusal::new(
+                Reason::HeaderMismatch,
+                format!("the {name} header is not printable ASCII"),
+            )
+        }),
     }
 }
 
-fn check_name(parts: &Parts, target: &NameMember, params: Option<&ParamsView<'_>>, method: &str) -> Result<(), Refusal> {
+fn check_name(
+    parts: &Parts,
+    target: &NameMember,
+    params: Option<&ParamsView<'_>>,
+    method: &str,
+) -> Result<(), Refusal> {
     let raw = params.and_then(|p| p.member(target.member));
     let body_name: Option<Cow<'_, str>> = match raw {
         None => None,
-        Some(raw) => Some(
-            serde_json::from_str(raw.get())
-                .map_err(|_| Refusal::new(Reason::InvalidRequest, format!("params.{} must be a string", target.member)))?,
-        ),
+        Some(raw) => Some(serde_json::from_str(raw.get()).map_err(|_| {
+            Refusal::new(
+                Reason::InvalidRequest,
+                format!("params.{} must be a string", target.member),
+            )
+        })?),
     };
     match (single(parts, &MCP_NAME)?, body_name) {
-        (None, None) if target.required => {
-            Err(Refusal::new(Reason::InvalidRequest, format!("{method} needs params.{}", target.member)))
-        }
-        (None, Some(_)) if target.required => {
-            Err(Refusal::new(Reason::HeaderMissing, format!("the Mcp-Name header is required on {method}")))
-        }
+        (None, None) if target.required => Err(Refusal::new(
+            Reason::InvalidRequest,
+            format!("{method} needs params.{}", target.member),
+        )),
+        (None, Some(_)) if target.required => Err(Refusal::new(
+            Reason::HeaderMissing,
+            format!("the Mcp-Name header is required on {method}"),
+        )),
         (None, _) => Ok(()),
         (Some(header), body) => {
             let decoded = decode_mcp_header_value(header.as_bytes()).ok_or_else(|| {
-                Refusal::new(Reason::HeaderMismatch, "the Mcp-Name header is not valid (bad =?base64?...?= encoding)")
+                Refusal::new(
+                    Reason::HeaderMismatch,
+                    "the Mcp-Name header is not valid (bad =?base64?...?= encoding)",
+                )
             })?;
             if body.as_deref() == Some(decoded.as_ref()) {
                 Ok(())
             } else {
                 Err(Refusal::new(
                     Reason::HeaderMismatch,
-                    format!("the Mcp-Name header does not match params.{} in the body", target.member),
+                    format!(
+                        "the Mcp-Name header does not match params.{} in the body",
+                        target.member
+                    ),
                 ))
             }
         }
@@ -199,7 +261,11 @@ fn check_name(parts: &Parts, target: &NameMember, params: Option<&ParamsView<'_>
 pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Rejected> {
     let msg = Message::parse(&body).map_err(|e| Refusal::new(e.reason(), e.to_string()))?;
     let id: Option<Box<RawValue>> = msg.id.map(|r| r.to_owned());
-    let reject = |refusal: Refusal| Rejected { id: id.clone(), method: msg.method.as_deref().map(str::to_owned), refusal };
+    let reject = |refusal: Refusal| Rejected {
+        id: id.clone(),
+        method: msg.method.as_deref().map(str::to_owned),
+        refusal,
+    };
     if msg.kind == MessageKind::Response {
         return Err(reject(Refusal::new(
             Reason::InvalidRequest,
@@ -208,29 +274,52 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
     }
     let method = msg.method.as_deref().unwrap_or_default();
     let params: Option<ParamsView<'_>> = match msg.params {
-        Some(p) => Some(serde_json::from_str(p.get()).map_err(|e| reject(Refusal::new(Reason::InvalidJson, format!("params: {e}"))))?),
+        Some(p) => Some(
+            serde_json::from_str(p.get())
+                .map_err(|e| reject(Refusal::new(Reason::InvalidJson, format!("params: {e}"))))?,
+        ),
         None => None,
     };
 
     // Mcp-Method: required on every message, equal to the body's method.
     match header_str(&parts, &MCP_METHOD).map_err(reject)? {
-        None => return Err(reject(Refusal::new(Reason::HeaderMissing, "the Mcp-Method header is required"))),
+        None => {
+            return Err(reject(Refusal::new(
+                Reason::HeaderMissing,
+                "the Mcp-Method header is required",
+            )))
+        }
         Some(h) if h != method => {
-            return Err(reject(Refusal::new(Reason::HeaderMismatch, "the Mcp-Method header does not match the method in the body")));
+            return Err(reject(Refusal::new(
+                Reason::HeaderMismatch,
+                "the Mcp-Method header does not match the method in the body",
+            )));
         }
         Some(_) => {}
     }
 
     // MCP-Protocol-Version: supported, and equal to params._meta's on requests.
     let header_version = header_str(&parts, &MCP_PROTOCOL_VERSION).map_err(reject)?;
-    let body_version = params.as_ref().and_then(|p| p.meta.as_ref()).and_then(|m| m.protocol_version.as_deref());
+    let body_version = params
+        .as_ref()
+        .and_then(|p| p.meta.as_ref())
+        .and_then(|m| m.protocol_version.as_deref());
     let requested = header_version.or(body_version);
     if let Some(v) = requested {
         if !SUPPORTED_PROTOCOL_VERSIONS.contains(&v) {
             return Err(reject(
-                Refusal::new(Reason::UnsupportedProtocolVersion, format!("protocol version {v} is not supported by this gateway"))
-                    .with_data("requested", v.into())
-                    .with_data("supported", SUPPORTED_PROTOCOL_VERSIONS.iter().map(|s| serde_json::Value::from(*s)).collect()),
+                Refusal::new(
+                    Reason::UnsupportedProtocolVersion,
+                    format!("protocol version {v} is not supported by this gateway"),
+                )
+                .with_data("requested", v.into())
+                .with_data(
+                    "supported",
+                    SUPPORTED_PROTOCOL_VERSIONS
+                        .iter()
+                        .map(|s| serde_json::Value::from(*s))
+                        .collect(),
+                ),
             ));
         }
     }
@@ -250,7 +339,10 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
         }
     } else if let (Some(h), Some(b)) = (header_version, body_version) {
         if h != b {
-            return Err(reject(Refusal::new(Reason::HeaderMismatch, "the MCP-Protocol-Version header does not match params._meta's protocol version")));
+            return Err(reject(Refusal::new(
+                Reason::HeaderMismatch,
+                "the MCP-Protocol-Version header does not match params._meta's protocol version",
+            )));
         }
     }
 
@@ -262,7 +354,13 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
     let method = method.to_owned();
     let kind = msg.kind;
     drop(params);
-    Ok(CheckedRequest { parts, body, kind, id, method })
+    Ok(CheckedRequest {
+        parts,
+        body,
+        kind,
+        id,
+        method,
+    })
 }
 
 #[cfg(test)]
@@ -286,7 +384,8 @@ mod tests {
     ];
 
     fn with(over: &[(&str, Option<&str>)]) -> Vec<(&'static str, String)> {
-        let mut h: Vec<(&'static str, String)> = GOOD.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        let mut h: Vec<(&'static str, String)> =
+            GOOD.iter().map(|(k, v)| (*k, v.to_string())).collect();
         for (k, v) in over {
             h.retain(|(n, _)| n != k);
             if let Some(v) = v {
@@ -315,15 +414,42 @@ mod tests {
 
     #[test]
     fn each_header_is_checked_against_the_body() {
-        assert_eq!(reason(check(&with(&[("mcp-method", None)]), CALL)), Reason::HeaderMissing);
-        assert_eq!(reason(check(&with(&[("mcp-method", Some("tools/list"))]), CALL)), Reason::HeaderMismatch);
-        assert_eq!(reason(check(&with(&[("mcp-name", None)]), CALL)), Reason::HeaderMissing);
-        assert_eq!(reason(check(&with(&[("mcp-name", Some("delete_all"))]), CALL)), Reason::HeaderMismatch);
-        assert_eq!(reason(check(&with(&[("mcp-protocol-version", None)]), CALL)), Reason::HeaderMissing);
-        assert_eq!(reason(check(&with(&[("mcp-protocol-version", Some("2025-11-25"))]), CALL)), Reason::UnsupportedProtocolVersion);
+        assert_eq!(
+            reason(check(&with(&[("mcp-method", None)]), CALL)),
+            Reason::HeaderMissing
+        );
+        assert_eq!(
+            reason(check(&with(&[("mcp-method", Some("tools/list"))]), CALL)),
+            Reason::HeaderMismatch
+        );
+        assert_eq!(
+            reason(check(&with(&[("mcp-name", None)]), CALL)),
+            Reason::HeaderMissing
+        );
+        assert_eq!(
+            reason(check(&with(&[("mcp-name", Some("delete_all"))]), CALL)),
+            Reason::HeaderMismatch
+        );
+        assert_eq!(
+            reason(check(&with(&[("mcp-protocol-version", None)]), CALL)),
+            Reason::HeaderMissing
+        );
+        assert_eq!(
+            reason(check(
+                &with(&[("mcp-protocol-version", Some("2025-11-25"))]),
+                CALL
+            )),
+            Reason::UnsupportedProtocolVersion
+        );
         let other_body = CALL.replace("\"2026-07-28\"", "\"2025-06-18\"");
-        assert_eq!(reason(check(&with(&[]), &other_body)), Reason::HeaderMismatch);
-        let no_meta = CALL.replace("\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",", "");
+        assert_eq!(
+            reason(check(&with(&[]), &other_body)),
+            Reason::HeaderMismatch
+        );
+        let no_meta = CALL.replace(
+            "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",",
+            "",
+        );
         assert_eq!(reason(check(&with(&[]), &no_meta)), Reason::HeaderMismatch);
     }
 
@@ -346,12 +472,18 @@ mod tests {
         let h = with(&[("mcp-method", Some("tasks/get")), ("mcp-name", Some("t-2"))]);
         assert_eq!(reason(check(&h, task)), Reason::HeaderMismatch);
         let read = r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"uri":"file:///a"}}"#;
-        let h = with(&[("mcp-method", Some("resources/read")), ("mcp-name", Some("file:///a"))]);
+        let h = with(&[
+            ("mcp-method", Some("resources/read")),
+            ("mcp-name", Some("file:///a")),
+        ]);
         assert!(check(&h, read).is_ok());
         let h = with(&[("mcp-method", Some("resources/read")), ("mcp-name", None)]);
         assert_eq!(reason(check(&h, read)), Reason::HeaderMissing);
         let no_name = CALL.replace(",\"name\":\"book_room\"", "");
-        assert_eq!(reason(check(&with(&[("mcp-name", None)]), &no_name)), Reason::InvalidRequest);
+        assert_eq!(
+            reason(check(&with(&[("mcp-name", None)]), &no_name)),
+            Reason::InvalidRequest
+        );
         assert_eq!(reason(check(&with(&[]), &no_name)), Reason::HeaderMismatch);
     }
 
@@ -366,21 +498,46 @@ mod tests {
 
     #[test]
     fn notifications_need_method_but_no_body_version() {
-        let n = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"1"}}"#;
-        let h = with(&[("mcp-method", Some("notifications/cancelled")), ("mcp-name", None)]);
+        let n =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"1"}}"#;
+        let h = with(&[
+            ("mcp-method", Some("notifications/cancelled")),
+            ("mcp-name", None),
+        ]);
         assert_eq!(check(&h, n).unwrap().kind, MessageKind::Notification);
     }
 
     #[test]
     fn head_checks() {
-        let get = http::Request::builder().method("GET").uri("/").body(()).unwrap().into_parts().0;
-        assert_eq!(check_head(&get, None).unwrap_err().reason, Reason::MethodNotAllowed);
+        let get = http::Request::builder()
+            .method("GET")
+            .uri("/")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        assert_eq!(
+            check_head(&get, None).unwrap_err().reason,
+            Reason::MethodNotAllowed
+        );
         let text = parts(&[("content-type", "text/plain")]);
-        assert_eq!(check_head(&text, None).unwrap_err().reason, Reason::UnsupportedMediaType);
-        let ok = parts(&[("content-type", "application/json; charset=utf-8"), ("origin", "https://app.example.com")]);
+        assert_eq!(
+            check_head(&text, None).unwrap_err().reason,
+            Reason::UnsupportedMediaType
+        );
+        let ok = parts(&[
+            ("content-type", "application/json; charset=utf-8"),
+            ("origin", "https://app.example.com"),
+        ]);
         let allowed: HashSet<String> = ["https://app.example.com".to_owned()].into();
         assert!(check_head(&ok, Some(&allowed)).is_ok());
-        let evil = parts(&[("content-type", "application/json"), ("origin", "https://evil.example")]);
-        assert_eq!(check_head(&evil, Some(&allowed)).unwrap_err().reason, Reason::OriginNotAllowed);
+        let evil = parts(&[
+            ("content-type", "application/json"),
+            ("origin", "https://evil.example"),
+        ]);
+        assert_eq!(
+            check_head(&evil, Some(&allowed)).unwrap_err().reason,
+            Reason::OriginNotAllowed
+        );
     }
 }

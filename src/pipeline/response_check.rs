@@ -82,7 +82,11 @@ impl ResponseContext {
     }
 
     fn error_bytes(&self, refusal: &Refusal) -> Bytes {
-        error_body(self.request_id.as_deref(), refusal, Some(&self.upstream.name))
+        error_body(
+            self.request_id.as_deref(),
+            refusal,
+            Some(&self.upstream.name),
+        )
     }
 }
 
@@ -96,16 +100,25 @@ fn content_type_essence(resp: &Response<Incoming>) -> String {
 }
 
 fn bad_response(status: StatusCode, what: &str) -> Refusal {
-    Refusal::new(Reason::UpstreamBadResponse, format!("the upstream answered HTTP {} {what}", status.as_u16()))
-        .with_data("upstreamStatus", status.as_u16().into())
+    Refusal::new(
+        Reason::UpstreamBadResponse,
+        format!("the upstream answered HTTP {} {what}", status.as_u16()),
+    )
+    .with_data("upstreamStatus", status.as_u16().into())
 }
 
 /// Check the upstream's response and build the one the client gets.
-pub async fn check(ctx: ResponseContext, resp: Response<Incoming>) -> Result<Response<ProxyBody>, Refusal> {
+pub async fn check(
+    ctx: ResponseContext,
+    resp: Response<Incoming>,
+) -> Result<Response<ProxyBody>, Refusal> {
     let status = resp.status();
     if let Some(enc) = resp.headers().get(header::CONTENT_ENCODING) {
         if !enc.as_bytes().eq_ignore_ascii_case(b"identity") {
-            return Err(bad_response(status, "with a compressed body, which cannot be inspected"));
+            return Err(bad_response(
+                status,
+                "with a compressed body, which cannot be inspected",
+            ));
         }
     }
     let essence = content_type_essence(&resp);
@@ -113,19 +126,27 @@ pub async fn check(ctx: ResponseContext, resp: Response<Incoming>) -> Result<Res
     match essence.as_str() {
         "text/event-stream" if status.is_success() => {
             headers.insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
-            headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-cache"));
+            headers
+                .entry(header::CACHE_CONTROL)
+                .or_insert(HeaderValue::from_static("no-cache"));
             let idle = ctx.upstream.stream_idle_timeout;
             let body = SseBody::new(ctx, resp.into_body(), idle);
             Ok(build(status, headers, ProxyBody::sse(body)))
         }
         "application/json" => {
             let bytes = read_whole(&ctx, resp.into_body()).await?;
-            if bytes.is_empty() && ctx.request_kind == MessageKind::Notification && status.is_success() {
+            if bytes.is_empty()
+                && ctx.request_kind == MessageKind::Notification
+                && status.is_success()
+            {
                 return Ok(build(status, headers, ProxyBody::empty()));
             }
             match ctx.inspect(&bytes) {
                 Verdict::Forward { .. } => Ok(build(status, headers, ProxyBody::full(bytes))),
-                Verdict::Refuse(r) if !status.is_success() => Err(bad_response(status, &format!("and its body was refused: {}", r.message))),
+                Verdict::Refuse(r) if !status.is_success() => Err(bad_response(
+                    status,
+                    &format!("and its body was refused: {}", r.message),
+                )),
                 Verdict::Refuse(r) => Err(r),
             }
         }
@@ -134,7 +155,10 @@ pub async fn check(ctx: ResponseContext, resp: Response<Incoming>) -> Result<Res
             Ok(build(status, headers, ProxyBody::empty()))
         }
         "" => Err(bad_response(status, "without a content type")),
-        other => Err(bad_response(status, &format!("with content type {other}, not a JSON-RPC message"))),
+        other => Err(bad_response(
+            status,
+            &format!("with content type {other}, not a JSON-RPC message"),
+        )),
     }
 }
 
@@ -149,13 +173,19 @@ async fn read_whole(ctx: &ResponseContext, body: Incoming) -> Result<Bytes, Refu
     let max = ctx.max_message_bytes;
     let timeout = ctx.upstream.response_timeout;
     match tokio::time::timeout(timeout, Limited::new(body, max).collect()).await {
-        Err(_) => Err(Refusal::new(Reason::UpstreamTimeout, "the upstream's response body did not arrive in time")),
+        Err(_) => Err(Refusal::new(
+            Reason::UpstreamTimeout,
+            "the upstream's response body did not arrive in time",
+        )),
         Ok(Ok(c)) => Ok(c.to_bytes()),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(Refusal::new(
             Reason::UpstreamResponseTooLarge,
             format!("the upstream's response is larger than the inspection limit of {max} bytes"),
         )),
-        Ok(Err(_)) => Err(Refusal::new(Reason::UpstreamConnectionClosed, "the upstream closed the connection in the middle of its response")),
+        Ok(Err(_)) => Err(Refusal::new(
+            Reason::UpstreamConnectionClosed,
+            "the upstream closed the connection in the middle of its response",
+        )),
     }
 }
 
@@ -193,7 +223,8 @@ impl SseBody {
     /// closes its connection: that is how MCP cancels the upstream request.
     fn fail(&mut self, refusal: Refusal) {
         self.refused = Some(refusal.reason);
-        self.out.push_back(event_for(&self.ctx.error_bytes(&refusal)));
+        self.out
+            .push_back(event_for(&self.ctx.error_bytes(&refusal)));
         self.upstream = None;
     }
 
@@ -206,7 +237,10 @@ impl SseBody {
                         SseError::TooLarge(_) => Reason::UpstreamResponseTooLarge,
                         SseError::NotUtf8 => Reason::UpstreamBadResponse,
                     };
-                    return self.fail(Refusal::new(reason, format!("the upstream's event stream was refused: {e}")));
+                    return self.fail(Refusal::new(
+                        reason,
+                        format!("the upstream's event stream was refused: {e}"),
+                    ));
                 }
                 Ok(Some(ev)) => {
                     let Some(data) = ev.data.as_deref() else {
@@ -256,7 +290,10 @@ impl SseBody {
                 Poll::Pending => {
                     if self.idle.as_mut().poll(cx).is_ready() {
                         let t = humantime::format_duration(self.idle_timeout);
-                        self.fail(Refusal::new(Reason::UpstreamTimeout, format!("the upstream's event stream was silent for {t}")));
+                        self.fail(Refusal::new(
+                            Reason::UpstreamTimeout,
+                            format!("the upstream's event stream was silent for {t}"),
+                        ));
                     } else {
                         return Poll::Pending;
                     }

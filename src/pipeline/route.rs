@@ -22,7 +22,10 @@ impl RouteTable {
         // One client (and pool) per upstream, shared by every path routed to it.
         let mut by_id: HashMap<&str, Arc<RoutedUpstream>> = HashMap::new();
         for up in &config.upstreams {
-            let routed = RoutedUpstream { client: UpstreamClient::new(up.clone())?, label: Arc::from(up.id.as_str()) };
+            let routed = RoutedUpstream {
+                client: UpstreamClient::new(up.clone())?,
+                label: Arc::from(up.id.as_str()),
+            };
             by_id.insert(up.id.as_str(), Arc::new(routed));
         }
         let by_path = config

@@ -34,7 +34,12 @@ pub struct SseFramer {
 
 impl SseFramer {
     pub fn new(max_event: usize) -> Self {
-        SseFramer { buf: BytesMut::new(), scan: 0, line_start: 0, max_event }
+        SseFramer {
+            buf: BytesMut::new(),
+            scan: 0,
+            line_start: 0,
+            max_event,
+        }
     }
 
     pub fn push(&mut self, chunk: &[u8]) {
@@ -99,7 +104,11 @@ fn data_of(raw: &[u8]) -> Result<Option<String>, SseError> {
     while !rest.is_empty() {
         let (line, next) = match memchr::memchr2(b'\n', b'\r', rest) {
             Some(i) => {
-                let skip = if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') { 2 } else { 1 };
+                let skip = if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') {
+                    2
+                } else {
+                    1
+                };
                 (&rest[..i], &rest[i + skip..])
             }
             None => (rest, &rest[rest.len()..]),
@@ -159,7 +168,10 @@ mod tests {
     fn events_keep_their_bytes_and_join_data_lines() {
         let ev = all(&[b"id: 1\nevent: message\ndata: {\"a\":\ndata: 1}\n\n: ping\n\n"]);
         assert_eq!(ev.len(), 2);
-        assert_eq!(&ev[0].raw[..], b"id: 1\nevent: message\ndata: {\"a\":\ndata: 1}\n\n");
+        assert_eq!(
+            &ev[0].raw[..],
+            b"id: 1\nevent: message\ndata: {\"a\":\ndata: 1}\n\n"
+        );
         assert_eq!(ev[0].data.as_deref(), Some("{\"a\":\n1}"));
         assert_eq!(ev[1].data, None);
     }

@@ -60,7 +60,10 @@ pub fn url(g: &RunningGateway) -> String {
 
 pub fn client() -> reqwest::Client {
     install_crypto();
-    reqwest::Client::builder().timeout(Duration::from_secs(20)).build().expect("client")
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client")
 }
 
 /// A tools/call request body.
@@ -80,7 +83,13 @@ pub fn call_body(id: &str, tool: &str, args: serde_json::Value) -> String {
 }
 
 /// POST a tools/call with consistent MCP headers.
-pub fn call(c: &reqwest::Client, url: &str, id: &str, tool: &str, args: serde_json::Value) -> reqwest::RequestBuilder {
+pub fn call(
+    c: &reqwest::Client,
+    url: &str,
+    id: &str,
+    tool: &str,
+    args: serde_json::Value,
+) -> reqwest::RequestBuilder {
     call_with(c, url, id, tool, args, &[])
 }
 
@@ -120,7 +129,8 @@ pub fn call_with(
 
 pub async fn json_of(resp: reqwest::Response) -> serde_json::Value {
     let bytes = resp.bytes().await.expect("body");
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
+    serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
 }
 
 /// One request as a scripted upstream received it.
@@ -134,7 +144,9 @@ impl Received {
     pub fn header(&self, name: &str) -> Option<String> {
         self.head.lines().skip(1).find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_owned())
         })
     }
 }
@@ -151,7 +163,11 @@ pub enum Step {
 
 pub fn http_response(status: &str, content_type: &str, body: &str) -> Step {
     Step::Write(
-        format!("HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes(),
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
     )
 }
 
@@ -186,7 +202,11 @@ impl ScriptedUpstream {
     pub async fn start(script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let up = ScriptedUpstream { addr, received: Default::default(), cancellations: Default::default() };
+        let up = ScriptedUpstream {
+            addr,
+            received: Default::default(),
+            cancellations: Default::default(),
+        };
         let script: Script = Arc::new(script);
         let state = up.clone();
         tokio::spawn(async move {
@@ -216,7 +236,10 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recei
             let head = String::from_utf8_lossy(&buf[..end]).into_owned();
             let len = head
                 .lines()
-                .find_map(|l| l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case("content-length")))
+                .find_map(|l| {
+                    l.split_once(':')
+                        .filter(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+                })
                 .and_then(|(_, v)| v.trim().parse::<usize>().ok())
                 .unwrap_or(0);
             while buf.len() < end + 4 + len {
@@ -252,7 +275,9 @@ async fn serve_conn(mut stream: TcpStream, script: Script, state: ScriptedUpstre
                     }
                 }
                 Step::WriteOrNoteCancel(b) => {
-                    let gone = stream.write_all(&b).await.is_err() || stream.flush().await.is_err() || peer_closed(&mut stream).await;
+                    let gone = stream.write_all(&b).await.is_err()
+                        || stream.flush().await.is_err()
+                        || peer_closed(&mut stream).await;
                     if gone {
                         *state.cancellations.lock().unwrap() += 1;
                         return;
@@ -268,7 +293,10 @@ async fn serve_conn(mut stream: TcpStream, script: Script, state: ScriptedUpstre
 /// The peer closed its side (EOF), seen without blocking.
 async fn peer_closed(stream: &mut TcpStream) -> bool {
     let mut probe = [0u8; 1];
-    matches!(tokio::time::timeout(Duration::from_millis(20), stream.peek(&mut probe)).await, Ok(Ok(0)) | Ok(Err(_)))
+    matches!(
+        tokio::time::timeout(Duration::from_millis(20), stream.peek(&mut probe)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
 }
 
 /// A JSON-RPC result for request `id` (a JSON value as text).
@@ -279,5 +307,7 @@ pub fn result_json(id: &str, result: serde_json::Value) -> String {
 /// The `id` member of a received JSON-RPC request, as JSON text.
 pub fn id_of(req: &Received) -> String {
     let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
-    v.get("id").map(|i| i.to_string()).unwrap_or_else(|| "null".into())
+    v.get("id")
+        .map(|i| i.to_string())
+        .unwrap_or_else(|| "null".into())
 }
