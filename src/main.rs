@@ -47,6 +47,9 @@ enum Command {
     },
 }
 
+/// Called once the gateway is listening (the demo prints its help then).
+type AfterStart = Box<dyn FnOnce(&RunningGateway) + Send>;
+
 fn init_logging(log: &LogConfig) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
@@ -107,10 +110,7 @@ fn check(path: &Path) -> ExitCode {
     }
 }
 
-async fn run(
-    config: GatewayConfig,
-    after_start: Option<Box<dyn FnOnce(&RunningGateway) + Send>>,
-) -> ExitCode {
+async fn run(config: GatewayConfig, after_start: Option<AfterStart>) -> ExitCode {
     init_logging(&config.log);
     let gateway = match RunningGateway::start(config).await {
         Ok(g) => g,
