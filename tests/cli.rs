@@ -1,0 +1,252 @@
+//! The `portcullis` binary: check, run with graceful SIGTERM drain, demo.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_portcullis");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn wait_ready(admin: u16) {
+    let c = client();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if let Ok(r) = c
+            .get(format!("http://127.0.0.1:{admin}/readyz"))
+            .send()
+            .await
+        {
+            if r.status() == 200 {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("gateway not ready on admin port {admin}");
+}
+
+fn gateway_config(
+    dir: &std::path::Path,
+    port: u16,
+    admin: u16,
+    upstream: u16,
+) -> std::path::PathBuf {
+    let text = format!(
+        "[[listener]]\naddress = \"127.0.0.1:{port}\"\n[admin]\naddress = \"127.0.0.1:{admin}\"\n[shutdown]\ndrain_timeout = \"10s\"\n\
+         [[upstream]]\nid = \"rooms\"\nname = \"Rooms\"\nurl = \"http://127.0.0.1:{upstream}/mcp\"\n[[route]]\npath = \"/mcp/rooms\"\nupstream = \"rooms\"\n"
+    );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn check_accepts_the_shipped_configs() {
+    let out = Command::new(BIN)
+        .args(["check", "--config", "config/demo.toml"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("ok (1 listener(s), 1 upstream(s), 1 route(s))"));
+}
+
+#[test]
+fn check_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[[listener]]\naddress = \"127.0.0.1:1\"\n\n[[upstream]]\nid = \"a\"\nname = \"A\"\nurl = \"http://127.0.0.1:2/mcp\"\ntimeout = \"5s\"\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:8:1", path.display())), "{err}");
+    assert!(err.contains("unknown field `timeout`"), "{err}");
+
+    let missing = Command::new(BIN)
+        .args(["check", "--config", "/nonexistent.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read"));
+}
+
+#[tokio::test]
+async fn sigterm_drains_in_flight_requests_then_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin, upstream) = (free_port(), free_port(), free_port());
+    let _up = Killed(
+        Command::new(BIN)
+            .args([
+                "demo-upstream",
+                "--listen",
+                &format!("127.0.0.1:{upstream}"),
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let cfg = gateway_config(dir.path(), port, admin, upstream);
+    let mut gw = Killed(
+        Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(admin).await;
+
+    let url = format!("http://127.0.0.1:{port}/mcp/rooms");
+    let slow = tokio::spawn({
+        let url = url.clone();
+        async move {
+            let resp = call(
+                &client(),
+                &url,
+                "slow",
+                "room_report",
+                json!({"steps": 4, "delay_ms": 250}),
+            )
+            .send()
+            .await
+            .unwrap();
+            resp.text().await.unwrap()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = gw.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ready = client()
+        .get(format!("http://127.0.0.1:{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503, "draining gateway reports not ready");
+
+    let body = slow.await.unwrap();
+    assert!(
+        body.contains("\"resultType\":\"complete\""),
+        "in-flight stream finished: {body}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = gw.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gateway did not exit after draining"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "exit status {status:?}");
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err(),
+        "listener closed"
+    );
+}
+
+#[tokio::test]
+async fn demo_prints_the_url_and_curl_lines_that_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin, upstream) = (free_port(), free_port(), free_port());
+    let cfg = gateway_config(dir.path(), port, admin, upstream);
+    let mut demo = Killed(
+        Command::new(BIN)
+            .args(["demo", "--config"])
+            .arg(&cfg)
+            .args(["--upstream", &format!("127.0.0.1:{upstream}")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = demo.0.stdout.take().unwrap();
+    let lines = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .take_while(|l| !l.contains("Ctrl-C"))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    let url = format!("http://127.0.0.1:{port}/mcp/rooms");
+    assert!(lines.iter().any(|l| l.contains(&url)), "{lines:?}");
+    // Run the printed tools/list and book_room curl lines through a shell.
+    let curls: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("curl"))
+        .map(|(i, l)| {
+            format!(
+                "{} {}",
+                l.trim_end_matches('\\'),
+                lines.get(i + 1).map(|s| s.trim()).unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(curls.len() >= 4, "{lines:?}");
+    let list = Command::new("sh")
+        .arg("-c")
+        .arg(&curls[0])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains("book_room"),
+        "{}",
+        String::from_utf8_lossy(&list.stdout)
+    );
+    let ask = Command::new("sh")
+        .arg("-c")
+        .arg(&curls[1])
+        .output()
+        .unwrap();
+    let ask: serde_json::Value = serde_json::from_slice(&ask.stdout).unwrap();
+    assert_eq!(ask["result"]["resultType"], "input_required", "{ask}");
+    let state = ask["result"]["requestState"].as_str().unwrap();
+    let answer = Command::new("sh")
+        .arg("-c")
+        .arg(curls[2].replace("PASTE_requestState_HERE", state))
+        .output()
+        .unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    assert!(answer.to_string().contains("atrium"), "{answer}");
+}
