@@ -44,7 +44,9 @@ fn context() -> ResponseContext {
 
 /// A `complete` tools/call result of about `size` bytes.
 fn complete_result(size: usize) -> Vec<u8> {
-    let rows: Vec<_> = (0..size / 64).map(|i| json!({"room": format!("room-{i}"), "seats": i, "free": i % 2 == 0})).collect();
+    let rows: Vec<_> = (0..size / 64)
+        .map(|i| json!({"room": format!("room-{i}"), "seats": i, "free": i % 2 == 0}))
+        .collect();
     let v = json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"type":"text","text":"rooms"}],"structuredContent":{"rooms":rows}}});
     serde_json::to_vec(&v).unwrap()
 }
@@ -64,17 +66,26 @@ fn request_check(c: &mut Criterion) {
     let body = Bytes::from_static(CALL.as_bytes());
     let mut g = c.benchmark_group("request_check");
     g.throughput(Throughput::Bytes(body.len() as u64));
-    g.bench_function("tools_call", |b| b.iter(|| check_message(black_box(parts.clone()), black_box(body.clone())).is_ok()));
-    g.bench_function("baseline_serde_value", |b| b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(CALL.as_bytes())).is_ok()));
+    g.bench_function("tools_call", |b| {
+        b.iter(|| check_message(black_box(parts.clone()), black_box(body.clone())).is_ok())
+    });
+    g.bench_function("baseline_serde_value", |b| {
+        b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(CALL.as_bytes())).is_ok())
+    });
     g.finish();
 }
 
 fn response_check(c: &mut Criterion) {
     let ctx = context();
     let mut g = c.benchmark_group("response_check");
-    for (name, bytes) in [("complete_16k", complete_result(16 << 10)), ("input_required_5_fields", input_required_5_fields())] {
+    for (name, bytes) in [
+        ("complete_16k", complete_result(16 << 10)),
+        ("input_required_5_fields", input_required_5_fields()),
+    ] {
         g.throughput(Throughput::Bytes(bytes.len() as u64));
-        g.bench_function(format!("{name}/inspect"), |b| b.iter(|| ctx.inspect(black_box(&bytes))));
+        g.bench_function(format!("{name}/inspect"), |b| {
+            b.iter(|| ctx.inspect(black_box(&bytes)))
+        });
         g.bench_function(format!("{name}/baseline_serde_value"), |b| {
             b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(&bytes)).is_ok())
         });
@@ -84,7 +95,12 @@ fn response_check(c: &mut Criterion) {
 
 fn sse_framing(c: &mut Criterion) {
     let event = b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1,\"total\":3}}\n\n";
-    let stream: Vec<u8> = event.iter().copied().cycle().take(event.len() * 64).collect();
+    let stream: Vec<u8> = event
+        .iter()
+        .copied()
+        .cycle()
+        .take(event.len() * 64)
+        .collect();
     let mut g = c.benchmark_group("sse");
     g.throughput(Throughput::Bytes(stream.len() as u64));
     g.bench_function("split_64_events_in_1k_chunks", |b| {
