@@ -81,6 +81,80 @@ impl MessageError {
     }
 }
 
+/// A parser error in words that never quote the input: serde's messages can
+/// carry a string value from the body (`invalid type: string "..."`), and
+/// refusals are logged.
+pub fn describe_json_error(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let text = e.to_string();
+    let what = match e.classify() {
+        _ if text.starts_with("recursion limit exceeded") => {
+            "nesting is deeper than 128 levels".to_owned()
+        }
+        Category::Data if !text.contains('"') => {
+            text.split(" at line ").next().unwrap_or("").to_owned()
+        }
+        Category::Data => "a member has the wrong type".to_owned(),
+        Category::Eof => "the JSON ends too early".to_owned(),
+        Category::Syntax | Category::Io => "invalid JSON syntax".to_owned(),
+    };
+    format!("{what} at line {} column {}", e.line(), e.column())
+}
+
+/// Walks a JSON document without keeping anything, through serde_json's
+/// `deserialize_any`, which stops at 128 levels of nesting (serde's skipping
+/// paths, used for `RawValue` and `IgnoredAny`, have no such limit).
+struct DepthProbe;
+
+impl<'de> Deserialize<'de> for DepthProbe {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DepthProbe)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for DepthProbe {
+    type Value = DepthProbe;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(DepthProbe)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(DepthProbe)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(DepthProbe)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(DepthProbe)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(DepthProbe)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(DepthProbe)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<DepthProbe>()?.is_some() {}
+        Ok(DepthProbe)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, DepthProbe>()?
+            .is_some()
+        {}
+        Ok(DepthProbe)
+    }
+}
+
+/// Checks that `body` is one JSON value nested no deeper than 128 levels,
+/// without allocating.
+pub fn check_json(body: &[u8]) -> Result<(), serde_json::Error> {
+    serde_json::from_slice::<DepthProbe>(body).map(|_| ())
+}
+
 fn first_significant_byte(body: &[u8]) -> Option<u8> {
     body.iter()
         .copied()
@@ -105,7 +179,7 @@ impl<'a> Message<'a> {
                 // not an object gets "not an object".
                 return Err(
                     match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-                        Err(e) => MessageError::InvalidJson(e.to_string()),
+                        Err(e) => MessageError::InvalidJson(describe_json_error(&e)),
                         Ok(_) => MessageError::Invalid("a JSON-RPC message must be a JSON object"),
                     },
                 );
@@ -114,8 +188,8 @@ impl<'a> Message<'a> {
         }
         // Syntax errors, wrong member types and duplicated members all land
         // here; each is a body the gateway will not reinterpret.
-        let env: Envelope<'a> =
-            serde_json::from_slice(body).map_err(|e| MessageError::InvalidJson(e.to_string()))?;
+        let env: Envelope<'a> = serde_json::from_slice(body)
+            .map_err(|e| MessageError::InvalidJson(describe_json_error(&e)))?;
         if env.jsonrpc.as_deref() != Some("2.0") {
             return Err(MessageError::Invalid("\"jsonrpc\" must be \"2.0\""));
         }
@@ -293,6 +367,20 @@ mod tests {
             Message::parse(&body).unwrap_err().reason(),
             Reason::InvalidJson
         );
+    }
+
+    #[test]
+    fn parse_errors_never_quote_the_body() {
+        let e = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":{"secret":"hunter2"}}"#);
+        assert!(e.is_err());
+        let e = Message::parse(br#"{"jsonrpc":"hunter2-not-a-version","id":1,"method":"x"}"#)
+            .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        let e = Message::parse(br#"{"jsonrpc":["hunter2"],"id":1}"#).unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        let e =
+            Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#).unwrap_err();
+        assert!(e.to_string().contains("duplicate field `method`"), "{e}");
     }
 
     #[test]

@@ -259,6 +259,16 @@ fn check_name(
 
 /// Parse the body and check it against the headers.
 pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Rejected> {
+    // Message::parse skips params without descending into them; this pass
+    // bounds nesting so that no upstream is handed a depth bomb.
+    if let Err(e) = crate::jsonrpc::check_json(&body) {
+        let reason = if body.first() == Some(&b'[') {
+            Reason::BatchNotSupported
+        } else {
+            Reason::InvalidJson
+        };
+        return Err(Refusal::new(reason, crate::jsonrpc::describe_json_error(&e)).into());
+    }
     let msg = Message::parse(&body).map_err(|e| Refusal::new(e.reason(), e.to_string()))?;
     let id: Option<Box<RawValue>> = msg.id.map(|r| r.to_owned());
     let reject = |refusal: Refusal| Rejected {
@@ -274,10 +284,12 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
     }
     let method = msg.method.as_deref().unwrap_or_default();
     let params: Option<ParamsView<'_>> = match msg.params {
-        Some(p) => Some(
-            serde_json::from_str(p.get())
-                .map_err(|e| reject(Refusal::new(Reason::InvalidJson, format!("params: {e}"))))?,
-        ),
+        Some(p) => Some(serde_json::from_str(p.get()).map_err(|e| {
+            reject(Refusal::new(
+                Reason::InvalidJson,
+                format!("params: {}", crate::jsonrpc::describe_json_error(&e)),
+            ))
+        })?),
         None => None,
     };
 
@@ -505,6 +517,26 @@ mod tests {
             ("mcp-name", None),
         ]);
         assert_eq!(check(&h, n).unwrap().kind, MessageKind::Notification);
+    }
+
+    #[test]
+    fn a_closed_depth_bomb_in_params_is_refused() {
+        let head = &CALL[..CALL.find("\"arguments\":").unwrap()];
+        let mut deep = format!("{head}\"arguments\":{{\"a\":").into_bytes();
+        deep.extend(std::iter::repeat_n(b'[', 100_000));
+        deep.extend(std::iter::repeat_n(b']', 100_000));
+        deep.extend(b"}}}");
+        assert!(serde_json::from_slice::<serde::de::IgnoredAny>(&deep[..deep.len() - 1]).is_err());
+        let h: Vec<(&str, &str)> = GOOD.to_vec();
+        let r = check_message(parts(&h), Bytes::from(deep))
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(r.refusal.reason, Reason::InvalidJson);
+        assert!(
+            r.refusal.message.contains("nesting"),
+            "{}",
+            r.refusal.message
+        );
     }
 
     #[test]
