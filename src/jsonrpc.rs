@@ -149,6 +149,76 @@ impl<'de> serde::de::Visitor<'de> for DepthProbe {
     }
 }
 
+/// A JSON value parsed so that it cannot mean two things: a member given
+/// twice anywhere (which parsers resolve differently: first wins, last wins,
+/// error) is an error, as is nesting deeper than 128 levels.
+pub struct StrictValue(pub serde_json::Value);
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(StrictValue(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(serde_json::Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if out.contains_key(key.as_ref()) {
+                return Err(serde::de::Error::custom(format_args!("duplicate member `{}`", printable(&key))));
+            }
+            let StrictValue(v) = map.next_value()?;
+            out.insert(key.into_owned(), v);
+        }
+        Ok(serde_json::Value::Object(out))
+    }
+}
+
+/// A member name fit for an error message: at most 64 printable characters.
+fn printable(key: &str) -> String {
+    key.chars().filter(|c| !c.is_control()).take(64).collect()
+}
+
+/// Parse `bytes` strictly (see [`StrictValue`]).
+pub fn parse_strict(bytes: &[u8]) -> Result<serde_json::Value, serde_json::Error> {
+    serde_json::from_slice::<StrictValue>(bytes).map(|StrictValue(v)| v)
+}
+
 /// Checks that `body` is one JSON value nested no deeper than 128 levels,
 /// without allocating.
 pub fn check_json(body: &[u8]) -> Result<(), serde_json::Error> {
@@ -381,6 +451,20 @@ mod tests {
         let e =
             Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#).unwrap_err();
         assert!(e.to_string().contains("duplicate field `method`"), "{e}");
+    }
+
+    #[test]
+    fn strict_parsing_refuses_duplicates_anywhere() {
+        assert!(parse_strict(br#"{"a":{"b":1,"c":[{"d":1}]}}"#).is_ok());
+        let e = parse_strict(br#"{"a":{"b":1,"c":[{"d":1,"d":2}]}}"#).unwrap_err();
+        assert!(e.to_string().contains("duplicate member `d`"), "{e}");
+        // An escaped spelling of the same name is the same name.
+        assert!(parse_strict(br#"{"resultType":"complete","result\u0054ype":"input_required"}"#).is_err());
+        let mut deep = Vec::new();
+        deep.extend(std::iter::repeat_n(b'[', 100_000));
+        deep.extend(std::iter::repeat_n(b']', 100_000));
+        assert!(parse_strict(&deep).is_err());
+        assert!(parse_strict(b"\"\xff\"").is_err(), "invalid UTF-8 is refused");
     }
 
     #[test]

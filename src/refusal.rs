@@ -29,10 +29,24 @@ pub enum Reason {
     UpstreamResponseTooLarge,
     UpstreamProtocolViolation,
     ShuttingDown,
+    InputRequiredNotAllowed,
+    InvalidInputRequired,
+    DuplicateMember,
+    UnknownInputRequestMethod,
+    SchemaNotAllowed,
+    LimitExceeded,
+    SecretFieldRequested,
+    UnsafeOptionValue,
+    UrlModeNotAllowed,
+    UrlNotAllowed,
+    DeprecatedRequestKind,
+    SamplingContextNotAllowed,
+    PromptInjection,
+    MissingClientCapability,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 19] = [
+    pub const ALL: [Reason; 33] = [
         Reason::RouteNotFound,
         Reason::MethodNotAllowed,
         Reason::UnsupportedMediaType,
@@ -52,6 +66,20 @@ impl Reason {
         Reason::UpstreamResponseTooLarge,
         Reason::UpstreamProtocolViolation,
         Reason::ShuttingDown,
+        Reason::InputRequiredNotAllowed,
+        Reason::InvalidInputRequired,
+        Reason::DuplicateMember,
+        Reason::UnknownInputRequestMethod,
+        Reason::SchemaNotAllowed,
+        Reason::LimitExceeded,
+        Reason::SecretFieldRequested,
+        Reason::UnsafeOptionValue,
+        Reason::UrlModeNotAllowed,
+        Reason::UrlNotAllowed,
+        Reason::DeprecatedRequestKind,
+        Reason::SamplingContextNotAllowed,
+        Reason::PromptInjection,
+        Reason::MissingClientCapability,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -75,6 +103,20 @@ impl Reason {
             Reason::UpstreamResponseTooLarge => "upstream_response_too_large",
             Reason::UpstreamProtocolViolation => "upstream_protocol_violation",
             Reason::ShuttingDown => "shutting_down",
+            Reason::InputRequiredNotAllowed => "input_required_not_allowed",
+            Reason::InvalidInputRequired => "invalid_input_required",
+            Reason::DuplicateMember => "duplicate_member",
+            Reason::UnknownInputRequestMethod => "unknown_input_request_method",
+            Reason::SchemaNotAllowed => "schema_not_allowed",
+            Reason::LimitExceeded => "limit_exceeded",
+            Reason::SecretFieldRequested => "secret_field_requested",
+            Reason::UnsafeOptionValue => "unsafe_option_value",
+            Reason::UrlModeNotAllowed => "url_mode_not_allowed",
+            Reason::UrlNotAllowed => "url_not_allowed",
+            Reason::DeprecatedRequestKind => "deprecated_request_kind",
+            Reason::SamplingContextNotAllowed => "sampling_context_not_allowed",
+            Reason::PromptInjection => "prompt_injection",
+            Reason::MissingClientCapability => "missing_client_capability",
         }
     }
 
@@ -101,6 +143,21 @@ impl Reason {
             Reason::BodyTooLarge => -32004,
             Reason::RequestTimeout => -32005,
             Reason::ShuttingDown => -32006,
+            Reason::MissingClientCapability => -32021,
+            // Every elicitation-policy refusal shares one code; data.reason tells them apart.
+            Reason::InputRequiredNotAllowed
+            | Reason::InvalidInputRequired
+            | Reason::DuplicateMember
+            | Reason::UnknownInputRequestMethod
+            | Reason::SchemaNotAllowed
+            | Reason::LimitExceeded
+            | Reason::SecretFieldRequested
+            | Reason::UnsafeOptionValue
+            | Reason::UrlModeNotAllowed
+            | Reason::UrlNotAllowed
+            | Reason::DeprecatedRequestKind
+            | Reason::SamplingContextNotAllowed
+            | Reason::PromptInjection => -32010,
         }
     }
 
@@ -125,6 +182,24 @@ impl Reason {
             | Reason::UpstreamResponseTooLarge
             | Reason::UpstreamProtocolViolation => StatusCode::BAD_GATEWAY,
             Reason::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            // The spec: -32021 is answered with 400.
+            Reason::MissingClientCapability => StatusCode::BAD_REQUEST,
+            // A policy refusal answers a request the upstream did handle; it
+            // travels as a JSON-RPC error at 200 so that every client shows
+            // its message (SDKs turn 5xx into bare transport errors).
+            Reason::InputRequiredNotAllowed
+            | Reason::InvalidInputRequired
+            | Reason::DuplicateMember
+            | Reason::UnknownInputRequestMethod
+            | Reason::SchemaNotAllowed
+            | Reason::LimitExceeded
+            | Reason::SecretFieldRequested
+            | Reason::UnsafeOptionValue
+            | Reason::UrlModeNotAllowed
+            | Reason::UrlNotAllowed
+            | Reason::DeprecatedRequestKind
+            | Reason::SamplingContextNotAllowed
+            | Reason::PromptInjection => StatusCode::OK,
         }
     }
 }
@@ -177,7 +252,7 @@ mod tests {
             assert!(seen.insert(s), "duplicate reason {s}");
             assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{s}");
             let code = r.code();
-            let spec_defined = matches!(code, -32700 | -32600 | -32020 | -32022);
+            let spec_defined = matches!(code, -32700 | -32600 | -32020 | -32021 | -32022);
             assert!(
                 spec_defined || (-32019..=-32000).contains(&code),
                 "{s} uses {code}"
