@@ -37,8 +37,14 @@ fn context() -> ResponseContext {
     ResponseContext {
         request_id: Some(serde_json::value::RawValue::from_string("1".into()).unwrap()),
         request_kind: MessageKind::Request,
+        method: "tools/call".into(),
+        client: portcullis::policy::inspect::ClientCaps {
+            elicitation_form: true,
+            ..Default::default()
+        },
         upstream: Arc::clone(&cfg.upstreams[0]),
         max_message_bytes: 8 << 20,
+        metrics: None,
     }
 }
 

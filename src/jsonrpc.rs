@@ -178,7 +178,8 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
         Ok(v.into())
     }
     fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number))
+        Ok(serde_json::Number::from_f64(v)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number))
     }
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
         Ok(v.into())
@@ -200,7 +201,10 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
         let mut out = serde_json::Map::new();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             if out.contains_key(key.as_ref()) {
-                return Err(serde::de::Error::custom(format_args!("duplicate member `{}`", printable(&key))));
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate member `{}`",
+                    printable(&key)
+                )));
             }
             let StrictValue(v) = map.next_value()?;
             out.insert(key.into_owned(), v);
@@ -350,7 +354,7 @@ pub fn error_body(id: Option<&RawValue>, refusal: &Refusal, upstream: Option<&st
         data.insert("upstream".into(), name.into());
     }
     if let Some(extra) = &refusal.extra {
-        for (k, v) in extra {
+        for (k, v) in extra.iter() {
             data.insert(k.clone(), v.clone());
         }
     }
@@ -459,12 +463,18 @@ mod tests {
         let e = parse_strict(br#"{"a":{"b":1,"c":[{"d":1,"d":2}]}}"#).unwrap_err();
         assert!(e.to_string().contains("duplicate member `d`"), "{e}");
         // An escaped spelling of the same name is the same name.
-        assert!(parse_strict(br#"{"resultType":"complete","result\u0054ype":"input_required"}"#).is_err());
+        assert!(
+            parse_strict(br#"{"resultType":"complete","result\u0054ype":"input_required"}"#)
+                .is_err()
+        );
         let mut deep = Vec::new();
         deep.extend(std::iter::repeat_n(b'[', 100_000));
         deep.extend(std::iter::repeat_n(b']', 100_000));
         assert!(parse_strict(&deep).is_err());
-        assert!(parse_strict(b"\"\xff\"").is_err(), "invalid UTF-8 is refused");
+        assert!(
+            parse_strict(b"\"\xff\"").is_err(),
+            "invalid UTF-8 is refused"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod headers;
 pub mod jsonrpc;
 pub mod pipeline;
+pub mod policy;
 pub mod refusal;
 pub mod server;
 pub mod tls;

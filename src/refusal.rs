@@ -219,7 +219,7 @@ pub struct Refusal {
     pub message: String,
     /// Extra members of `error.data` (beside `reason` and `upstream`), e.g.
     /// `supported` for -32022.
-    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+    pub extra: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Refusal {
@@ -233,7 +233,7 @@ impl Refusal {
 
     pub fn with_data(mut self, key: &str, value: serde_json::Value) -> Self {
         self.extra
-            .get_or_insert_with(serde_json::Map::new)
+            .get_or_insert_with(Default::default)
             .insert(key.to_owned(), value);
         self
     }

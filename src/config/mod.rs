@@ -13,6 +13,7 @@ use std::time::Duration;
 use http::Uri;
 use toml::Spanned;
 
+use crate::policy::config::{Policy, PolicySet};
 use raw::*;
 
 /// A problem in a config file, pinned to a line.
@@ -114,6 +115,10 @@ pub struct UpstreamRoute {
     pub pool_idle_timeout: Duration,
     pub pool_max_idle_per_host: usize,
     pub forward_authorization: bool,
+    /// The elicitation policy applied to this upstream's answers.
+    pub policy: Arc<Policy>,
+    /// `host[:port]` of the URL, shown in provenance.
+    pub endpoint_host: String,
 }
 
 impl std::fmt::Debug for UpstreamRoute {
@@ -282,7 +287,21 @@ fn validate(
         Duration::from_secs(30),
     )?;
     let log = log_config(&raw.log, loc)?;
-    let upstreams = upstreams(&raw.upstream, loc, base)?;
+    let policies = match &raw.policies {
+        None => PolicySet::load(None)?,
+        Some(p) => {
+            let dir = resolve(base, p.dir.get_ref());
+            if !dir.is_dir() {
+                return Err(loc.at(
+                    p.dir.span(),
+                    "policies.dir",
+                    format!("{} is not a directory", dir.display()),
+                ));
+            }
+            PolicySet::load(Some(&dir))?
+        }
+    };
+    let upstreams = upstreams(&raw.upstream, loc, base, &policies)?;
     let routes = routes(&raw.route, &upstreams, loc)?;
     Ok(GatewayConfig {
         source: path.to_owned(),
@@ -469,6 +488,7 @@ fn upstreams(
     raw: &[Spanned<RawUpstream>],
     loc: &Locator<'_>,
     base: &Path,
+    policies: &PolicySet,
 ) -> Result<Vec<Arc<UpstreamRoute>>, ConfigError> {
     let mut out: Vec<Arc<UpstreamRoute>> = Vec::new();
     for (i, u) in raw.iter().enumerate() {
@@ -544,6 +564,19 @@ fn upstreams(
             None
         };
         let pool_max = loc.positive(&r.pool_max_idle_per_host, &f("pool_max_idle_per_host"), 64)?;
+        let policy = match &r.policy {
+            None => policies.get("untrusted"),
+            Some(name) => policies.get(name.get_ref()),
+        }
+        .ok_or_else(|| {
+            let span = r.policy.as_ref().map(|p| p.span()).unwrap_or(0..0);
+            let name = r.policy.as_ref().map(|p| p.get_ref().as_str()).unwrap_or("untrusted");
+            loc.at(span, f("policy"), format!("no policy named \"{name}\" (known: {}); set [policies] dir to load policy files", policies.names().join(", ")))
+        })?;
+        let endpoint_host = url
+            .authority()
+            .map(|a| a.as_str().to_owned())
+            .unwrap_or_default();
         out.push(Arc::new(UpstreamRoute {
             id,
             name,
@@ -572,6 +605,8 @@ fn upstreams(
             )?,
             pool_max_idle_per_host: pool_max,
             forward_authorization: r.forward_authorization.unwrap_or(false),
+            policy,
+            endpoint_host,
         }));
     }
     Ok(out)
@@ -679,6 +714,29 @@ upstream = "rooms"
             let e = parse(&GOOD.replacen(from, to, 1)).unwrap_err();
             assert_eq!(e.field, field, "{e}");
         }
+    }
+
+    #[test]
+    fn upstreams_name_a_known_policy() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(c.routes["/mcp/rooms"].policy.name, "untrusted");
+        let trusted = GOOD.replace(
+            "response_timeout = \"2s\"",
+            "response_timeout = \"2s\"\npolicy = \"trusted\"",
+        );
+        assert_eq!(parse(&trusted).unwrap().upstreams[0].policy.name, "trusted");
+        let unknown = GOOD.replace(
+            "response_timeout = \"2s\"",
+            "response_timeout = \"2s\"\npolicy = \"strict\"",
+        );
+        let e = parse(&unknown).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (10, "upstream[0].policy"),
+            "{e}"
+        );
+        let bad_dir = format!("[policies]\ndir = \"/nonexistent/policies\"\n{GOOD}");
+        assert_eq!(parse(&bad_dir).unwrap_err().field, "policies.dir");
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub struct RawConfig {
     pub shutdown: RawShutdown,
     #[serde(default)]
     pub log: RawLog,
+    pub policies: Option<RawPolicies>,
     #[serde(default)]
     pub upstream: Vec<Spanned<RawUpstream>>,
     #[serde(default)]
@@ -78,6 +79,12 @@ pub struct RawLog {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct RawPolicies {
+    pub dir: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RawUpstream {
     pub id: Spanned<String>,
     pub name: Spanned<String>,
@@ -90,6 +97,7 @@ pub struct RawUpstream {
     pub pool_idle_timeout: Option<Spanned<String>>,
     pub pool_max_idle_per_host: Option<Spanned<i64>>,
     pub forward_authorization: Option<bool>,
+    pub policy: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -120,8 +120,11 @@ impl Gateway {
         let ctx = ResponseContext {
             request_id: checked.id,
             request_kind: checked.kind,
+            method: checked.method,
+            client: checked.client,
             upstream: route.clone(),
             max_message_bytes: self.config.limits.max_response_body_bytes,
+            metrics: Some(self.metrics.clone()),
         };
         let id_for_errors = ctx.request_id.clone();
         match response_check::check(ctx, resp).await {

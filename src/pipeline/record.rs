@@ -53,6 +53,8 @@ pub struct Metrics {
     request_duration: HistogramVec,
     upstream_duration: HistogramVec,
     in_flight: IntGauge,
+    input_required: IntCounterVec,
+    policy_verdicts: IntCounterVec,
     pub connections: IntGauge,
     pub ready: AtomicBool,
 }
@@ -87,6 +89,20 @@ impl Metrics {
             "portcullis_in_flight_requests",
             "Requests being handled now",
         )?;
+        let input_required = IntCounterVec::new(
+            Opts::new(
+                "portcullis_input_required_total",
+                "input_required results from upstreams, by outcome (delivered or refused)",
+            ),
+            &["upstream", "outcome"],
+        )?;
+        let policy_verdicts = IntCounterVec::new(
+            Opts::new(
+                "portcullis_policy_verdicts_total",
+                "Elicitation policy verdicts, by rule and action",
+            ),
+            &["upstream", "rule", "action"],
+        )?;
         let connections =
             IntGauge::new("portcullis_open_connections", "Client connections open now")?;
         let build_info = IntGaugeVec::new(
@@ -100,6 +116,8 @@ impl Metrics {
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(upstream_duration.clone()))?;
         registry.register(Box::new(in_flight.clone()))?;
+        registry.register(Box::new(input_required.clone()))?;
+        registry.register(Box::new(policy_verdicts.clone()))?;
         registry.register(Box::new(connections.clone()))?;
         registry.register(Box::new(build_info))?;
         Ok(Arc::new(Metrics {
@@ -108,6 +126,8 @@ impl Metrics {
             request_duration,
             upstream_duration,
             in_flight,
+            input_required,
+            policy_verdicts,
             connections,
             ready: AtomicBool::new(false),
         }))
@@ -123,6 +143,25 @@ impl Metrics {
         self.upstream_duration
             .with_label_values(&[upstream])
             .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Count one inspected `input_required` result and its verdicts. Rule and
+    /// action names come from the gateway's fixed sets.
+    pub fn record_input_required(
+        &self,
+        upstream: &str,
+        delivered: bool,
+        verdicts: &[crate::policy::inspect::Verdict],
+    ) {
+        let outcome = if delivered { "delivered" } else { "refused" };
+        self.input_required
+            .with_label_values(&[upstream, outcome])
+            .inc();
+        for v in verdicts {
+            self.policy_verdicts
+                .with_label_values(&[upstream, v.rule, v.action])
+                .inc();
+        }
     }
 
     pub fn render(&self) -> Vec<u8> {

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 use crate::config::Limits;
 use crate::headers::{decode_mcp_header_value, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
 use crate::jsonrpc::{Message, MessageKind};
+use crate::policy::inspect::ClientCaps;
 use crate::refusal::{Reason, Refusal};
 
 /// Protocol versions the gateway understands and can police.
@@ -51,6 +52,8 @@ pub struct CheckedRequest {
     pub kind: MessageKind,
     pub id: Option<Box<RawValue>>,
     pub method: String,
+    /// What the client declared it can do for this request.
+    pub client: ClientCaps,
 }
 
 /// A refusal together with the id of the request it answers, when known.
@@ -178,6 +181,8 @@ impl<'a> ParamsView<'a> {
 struct MetaView<'a> {
     #[serde(default, rename = "io.modelcontextprotocol/protocolVersion", borrow)]
     protocol_version: Option<Cow<'a, str>>,
+    #[serde(default, rename = "io.modelcontextprotocol/clientCapabilities", borrow)]
+    client_capabilities: Option<&'a RawValue>,
 }
 
 /// The single value of a header. A header given twice is refused: the
@@ -363,6 +368,12 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
         check_name(&parts, &target, params.as_ref(), method).map_err(reject)?;
     }
 
+    let client = params
+        .as_ref()
+        .and_then(|p| p.meta.as_ref())
+        .and_then(|m| m.client_capabilities)
+        .map(|raw| ClientCaps::parse(raw.get()))
+        .unwrap_or_default();
     let method = method.to_owned();
     let kind = msg.kind;
     drop(params);
@@ -372,6 +383,7 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
         kind,
         id,
         method,
+        client,
     })
 }
 

@@ -21,15 +21,24 @@ use super::body::ProxyBody;
 use super::sse::{event_for, SseError, SseFramer};
 use crate::config::UpstreamRoute;
 use crate::headers::{client_response_headers, X_ACCEL_BUFFERING};
-use crate::jsonrpc::{error_body, same_id, Message, MessageKind};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use super::record::Metrics;
+use crate::jsonrpc::{describe_json_error, error_body, same_id, Message, MessageKind};
+use crate::policy::inspect::{inspect, ClientCaps, Decision, Subject};
 use crate::refusal::{Reason, Refusal};
 
 /// What the response phase knows of the request it is checking answers to.
 pub struct ResponseContext {
     pub request_id: Option<Box<RawValue>>,
     pub request_kind: MessageKind,
+    pub method: String,
+    pub client: ClientCaps,
     pub upstream: Arc<UpstreamRoute>,
     pub max_message_bytes: usize,
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// The decision on one message from the upstream.
@@ -38,8 +47,26 @@ pub enum Verdict {
     /// Forward unchanged. `is_final` marks the response to the request, after
     /// which nothing more is read from the upstream.
     Forward { is_final: bool },
+    /// Forward this rewritten final response instead (an `input_required`
+    /// result that passed policy, with its text made safe and provenance added).
+    Replace(Bytes),
     /// Refuse: the client gets this error instead, and the exchange ends.
     Refuse(Refusal),
+}
+
+/// Just enough of a result to know whether policy applies. Derived serde
+/// decodes escaped member names and refuses a duplicated `resultType`.
+#[derive(Deserialize)]
+struct ResultHead<'a> {
+    #[serde(default, rename = "resultType", borrow)]
+    result_type: Option<Cow<'a, str>>,
+}
+
+#[derive(Serialize)]
+struct ResponseOut<'a> {
+    jsonrpc: &'static str,
+    id: &'a RawValue,
+    result: &'a serde_json::Value,
 }
 
 impl ResponseContext {
@@ -69,13 +96,77 @@ impl ResponseContext {
                     (None, _) => msg.error.is_some(),
                     (Some(_), None) => false,
                 };
-                if ours {
-                    Verdict::Forward { is_final: true }
-                } else {
+                if !ours {
                     Verdict::Refuse(Refusal::new(
                         Reason::UpstreamProtocolViolation,
                         "the upstream answered with the id of a different request",
                     ))
+                } else if let Some(result) = msg.result {
+                    self.check_result(msg.id, result)
+                } else {
+                    Verdict::Forward { is_final: true }
+                }
+            }
+        }
+    }
+
+    /// The policy phase for a final result: `input_required` results are
+    /// inspected, everything else passes unchanged.
+    fn check_result(&self, id: Option<&RawValue>, result: &RawValue) -> Verdict {
+        if !result.get().starts_with('{') {
+            return Verdict::Forward { is_final: true };
+        }
+        let head: ResultHead<'_> = match serde_json::from_str(result.get()) {
+            Ok(h) => h,
+            Err(e) => {
+                let message = format!(
+                    "the upstream's result cannot be read unambiguously: {}",
+                    describe_json_error(&e)
+                );
+                return Verdict::Refuse(
+                    Refusal::new(Reason::DuplicateMember, message)
+                        .with_data("rule", "parse".into()),
+                );
+            }
+        };
+        if head.result_type.as_deref() != Some("input_required") {
+            return Verdict::Forward { is_final: true };
+        }
+        let route = &self.upstream;
+        let subject = Subject {
+            method: &self.method,
+            client: self.client,
+            upstream_name: &route.name,
+            upstream_host: &route.endpoint_host,
+        };
+        let (decision, report) = inspect(&route.policy, &subject, result.get().as_bytes());
+        let delivered = matches!(decision, Decision::Deliver(_));
+        if let Some(m) = &self.metrics {
+            m.record_input_required(&route.id, delivered, &report.verdicts);
+        }
+        for v in &report.verdicts {
+            tracing::info!(upstream = %route.id, rule = v.rule, action = v.action, key = v.key.as_deref().unwrap_or("-"), field = v.field.as_deref().unwrap_or("-"), "elicitation verdict");
+        }
+        match decision {
+            Decision::Refuse(r) => Verdict::Refuse(r),
+            Decision::Deliver(value) => {
+                let null = RawValue::from_string("null".to_owned()).ok();
+                let Some(id) = id.or(null.as_deref()) else {
+                    return Verdict::Refuse(Refusal::new(
+                        Reason::UpstreamBadResponse,
+                        "the upstream's answer has no id",
+                    ));
+                };
+                match serde_json::to_vec(&ResponseOut {
+                    jsonrpc: "2.0",
+                    id,
+                    result: &value,
+                }) {
+                    Ok(bytes) => Verdict::Replace(Bytes::from(bytes)),
+                    Err(_) => Verdict::Refuse(Refusal::new(
+                        Reason::UpstreamBadResponse,
+                        "the upstream's answer could not be re-encoded",
+                    )),
                 }
             }
         }
@@ -143,6 +234,7 @@ pub async fn check(
             }
             match ctx.inspect(&bytes) {
                 Verdict::Forward { .. } => Ok(build(status, headers, ProxyBody::full(bytes))),
+                Verdict::Replace(new) => Ok(build(status, headers, ProxyBody::full(new))),
                 Verdict::Refuse(r) if !status.is_success() => Err(bad_response(
                     status,
                     &format!("and its body was refused: {}", r.message),
@@ -254,6 +346,11 @@ impl SseBody {
                                 self.upstream = None;
                                 return;
                             }
+                        }
+                        Verdict::Replace(message) => {
+                            self.out.push_back(event_for(&message));
+                            self.upstream = None;
+                            return;
                         }
                         Verdict::Refuse(r) => return self.fail(r),
                     }

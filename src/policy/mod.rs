@@ -1,0 +1,9 @@
+//! Elicitation policy: what an upstream may ask a person, and how.
+
+pub mod config;
+pub mod form;
+pub mod injection;
+pub mod inspect;
+pub mod sanitize;
+pub mod secrets;
+pub mod url_rules;
