@@ -1,0 +1,5 @@
+//! The gateway as the MRTR boundary: sealed `requestState`, checked retries,
+//! validated answers, round limits.
+
+pub mod answers;
+pub mod value_scan;

@@ -1,0 +1,1 @@
+//! Rate limits. (being written)
