@@ -43,10 +43,26 @@ pub enum Reason {
     SamplingContextNotAllowed,
     PromptInjection,
     MissingClientCapability,
+    StateMissing,
+    StateTooLarge,
+    StateInvalid,
+    StateUnknownKey,
+    StateExpired,
+    StatePrincipalMismatch,
+    StateUpstreamMismatch,
+    StateTargetMismatch,
+    StateArgumentsMismatch,
+    StateReplayed,
+    StateStoreUnavailable,
+    InvalidAnswer,
+    SecretInAnswer,
+    RoundLimitExceeded,
+    OperationExpired,
+    AnswerLimitExceeded,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 33] = [
+    pub const ALL: [Reason; 49] = [
         Reason::RouteNotFound,
         Reason::MethodNotAllowed,
         Reason::UnsupportedMediaType,
@@ -80,6 +96,22 @@ impl Reason {
         Reason::SamplingContextNotAllowed,
         Reason::PromptInjection,
         Reason::MissingClientCapability,
+        Reason::StateMissing,
+        Reason::StateTooLarge,
+        Reason::StateInvalid,
+        Reason::StateUnknownKey,
+        Reason::StateExpired,
+        Reason::StatePrincipalMismatch,
+        Reason::StateUpstreamMismatch,
+        Reason::StateTargetMismatch,
+        Reason::StateArgumentsMismatch,
+        Reason::StateReplayed,
+        Reason::StateStoreUnavailable,
+        Reason::InvalidAnswer,
+        Reason::SecretInAnswer,
+        Reason::RoundLimitExceeded,
+        Reason::OperationExpired,
+        Reason::AnswerLimitExceeded,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -117,6 +149,23 @@ impl Reason {
             Reason::SamplingContextNotAllowed => "sampling_context_not_allowed",
             Reason::PromptInjection => "prompt_injection",
             Reason::MissingClientCapability => "missing_client_capability",
+            Reason::StateMissing => "state_missing",
+            Reason::StateTooLarge => "state_too_large",
+            Reason::StateInvalid => "state_invalid",
+            Reason::StateUnknownKey => "state_unknown_key",
+            Reason::StateExpired => "state_expired",
+            Reason::StatePrincipalMismatch => "state_principal_mismatch",
+            Reason::StateUpstreamMismatch => "state_upstream_mismatch",
+            Reason::StateTargetMismatch => "state_target_mismatch",
+            Reason::StateArgumentsMismatch => "state_arguments_mismatch",
+            Reason::StateReplayed => "state_replayed",
+            Reason::StateStoreUnavailable => "state_store_unavailable",
+            Reason::InvalidAnswer => "invalid_answer",
+            Reason::SecretInAnswer => "secret_in_answer",
+            Reason::RoundLimitExceeded => "round_limit_exceeded",
+            Reason::OperationExpired => "operation_expired",
+            Reason::AnswerLimitExceeded => "answer_limit_exceeded",
+
         }
     }
 
@@ -144,6 +193,23 @@ impl Reason {
             Reason::RequestTimeout => -32005,
             Reason::ShuttingDown => -32006,
             Reason::MissingClientCapability => -32021,
+            Reason::StateMissing => -32602,
+            Reason::StateTooLarge => -32602,
+            Reason::StateInvalid => -32602,
+            Reason::StateUnknownKey => -32602,
+            Reason::StateExpired => -32602,
+            Reason::StatePrincipalMismatch => -32602,
+            Reason::StateUpstreamMismatch => -32602,
+            Reason::StateTargetMismatch => -32602,
+            Reason::StateArgumentsMismatch => -32602,
+            Reason::StateReplayed => -32602,
+            Reason::StateStoreUnavailable => -32007,
+            Reason::InvalidAnswer => -32602,
+            Reason::SecretInAnswer => -32602,
+            Reason::RoundLimitExceeded => -32011,
+            Reason::OperationExpired => -32011,
+            Reason::AnswerLimitExceeded => -32011,
+
             // Every elicitation-policy refusal shares one code; data.reason tells them apart.
             Reason::InputRequiredNotAllowed
             | Reason::InvalidInputRequired
@@ -184,6 +250,23 @@ impl Reason {
             Reason::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             // The spec: -32021 is answered with 400.
             Reason::MissingClientCapability => StatusCode::BAD_REQUEST,
+            Reason::StateMissing => StatusCode::BAD_REQUEST,
+            Reason::StateTooLarge => StatusCode::BAD_REQUEST,
+            Reason::StateInvalid => StatusCode::BAD_REQUEST,
+            Reason::StateUnknownKey => StatusCode::BAD_REQUEST,
+            Reason::StateExpired => StatusCode::BAD_REQUEST,
+            Reason::StatePrincipalMismatch => StatusCode::BAD_REQUEST,
+            Reason::StateUpstreamMismatch => StatusCode::BAD_REQUEST,
+            Reason::StateTargetMismatch => StatusCode::BAD_REQUEST,
+            Reason::StateArgumentsMismatch => StatusCode::BAD_REQUEST,
+            Reason::StateReplayed => StatusCode::BAD_REQUEST,
+            Reason::StateStoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Reason::InvalidAnswer => StatusCode::BAD_REQUEST,
+            Reason::SecretInAnswer => StatusCode::BAD_REQUEST,
+            Reason::RoundLimitExceeded => StatusCode::OK,
+            Reason::OperationExpired => StatusCode::OK,
+            Reason::AnswerLimitExceeded => StatusCode::OK,
+
             // A policy refusal answers a request the upstream did handle; it
             // travels as a JSON-RPC error at 200 so that every client shows
             // its message (SDKs turn 5xx into bare transport errors).
@@ -252,7 +335,7 @@ mod tests {
             assert!(seen.insert(s), "duplicate reason {s}");
             assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{s}");
             let code = r.code();
-            let spec_defined = matches!(code, -32700 | -32600 | -32020 | -32021 | -32022);
+            let spec_defined = matches!(code, -32700 | -32600 | -32602 | -32020 | -32021 | -32022);
             assert!(
                 spec_defined || (-32019..=-32000).contains(&code),
                 "{s} uses {code}"

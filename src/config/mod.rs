@@ -38,6 +38,7 @@ pub struct GatewayConfig {
     pub allowed_origins: Option<Arc<HashSet<String>>>,
     pub drain_timeout: Duration,
     pub log: LogConfig,
+    pub state: Arc<StateConfig>,
     pub upstreams: Vec<Arc<UpstreamRoute>>,
     /// Request path → upstream.
     pub routes: HashMap<String, Arc<UpstreamRoute>>,
@@ -87,6 +88,26 @@ impl Default for Limits {
     }
 }
 
+/// Where single-use state redemptions are remembered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayBackend {
+    Local,
+    Redis(String),
+}
+
+/// The gateway's MRTR state: keys and the limits of an operation.
+#[derive(Debug)]
+pub struct StateConfig {
+    pub keys: crate::mrtr::seal::StateKeys,
+    pub max_client_state_bytes: usize,
+    pub round_timeout: Duration,
+    pub max_rounds: u32,
+    pub max_operation_time: Duration,
+    pub max_answer_bytes: u64,
+    pub allow_secret_values: bool,
+    pub replay: ReplayBackend,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
     Text,
@@ -119,6 +140,10 @@ pub struct UpstreamRoute {
     pub policy: Arc<Policy>,
     /// `host[:port]` of the URL, shown in provenance.
     pub endpoint_host: String,
+    /// Every sealed state of this upstream may be redeemed once.
+    pub single_use_state: bool,
+    /// Tools whose sealed states may be redeemed once.
+    pub single_use_tools: Vec<String>,
 }
 
 impl std::fmt::Debug for UpstreamRoute {
@@ -287,6 +312,7 @@ fn validate(
         Duration::from_secs(30),
     )?;
     let log = log_config(&raw.log, loc)?;
+    let state = Arc::new(state_config(&raw.state, loc, base)?);
     let policies = match &raw.policies {
         None => PolicySet::load(None)?,
         Some(p) => {
@@ -311,6 +337,7 @@ fn validate(
         allowed_origins,
         drain_timeout,
         log,
+        state,
         upstreams,
         routes,
     })
@@ -440,6 +467,40 @@ fn listeners(
         out.push(ListenerConfig { name, address, tls });
     }
     Ok(out)
+}
+
+fn state_config(raw: &RawState, loc: &Locator<'_>, base: &Path) -> Result<StateConfig, ConfigError> {
+    use crate::mrtr::seal::StateKeys;
+    let keys = match (&raw.keys_file, &raw.keys_env) {
+        (Some(_), Some(env)) => return Err(loc.at(env.span(), "state.keys_env", "give keys_file or keys_env, not both")),
+        (Some(file), None) => {
+            StateKeys::from_file(&resolve(base, file.get_ref())).map_err(|e| loc.at(file.span(), "state.keys_file", e.to_string()))?
+        }
+        (None, Some(env)) => StateKeys::from_env(env.get_ref()).map_err(|e| loc.at(env.span(), "state.keys_env", e.to_string()))?,
+        (None, None) => StateKeys::generate(),
+    };
+    let rounds = loc.positive(&raw.max_rounds, "state.max_rounds", 10)?;
+    let replay = match raw.single_use_backend.as_ref().map(|b| (b.get_ref().as_str(), b.span())) {
+        None | Some(("local", _)) => ReplayBackend::Local,
+        Some(("redis", span)) => match &raw.redis_url {
+            Some(url) if url.get_ref().starts_with("redis://") || url.get_ref().starts_with("rediss://") => {
+                ReplayBackend::Redis(url.get_ref().clone())
+            }
+            Some(url) => return Err(loc.at(url.span(), "state.redis_url", "a redis:// or rediss:// URL")),
+            None => return Err(loc.at(span, "state.redis_url", "single_use_backend = \"redis\" needs redis_url")),
+        },
+        Some((other, span)) => return Err(loc.at(span, "state.single_use_backend", format!("\"{other}\" is not one of local, redis"))),
+    };
+    Ok(StateConfig {
+        keys,
+        max_client_state_bytes: loc.positive(&raw.max_client_state_bytes, "state.max_client_state_bytes", 32 << 10)?,
+        round_timeout: loc.duration(&raw.round_timeout, "state.round_timeout", Duration::from_secs(600))?,
+        max_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
+        max_operation_time: loc.duration(&raw.max_operation_time, "state.max_operation_time", Duration::from_secs(600))?,
+        max_answer_bytes: loc.positive(&raw.max_answer_bytes, "state.max_answer_bytes", 64 << 10)? as u64,
+        allow_secret_values: raw.allow_secret_values.unwrap_or(false),
+        replay,
+    })
 }
 
 fn log_config(raw: &RawLog, loc: &Locator<'_>) -> Result<LogConfig, ConfigError> {
@@ -607,6 +668,8 @@ fn upstreams(
             forward_authorization: r.forward_authorization.unwrap_or(false),
             policy,
             endpoint_host,
+            single_use_state: r.single_use_state.unwrap_or(false),
+            single_use_tools: r.single_use_tools.clone().unwrap_or_default(),
         }));
     }
     Ok(out)

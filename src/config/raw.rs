@@ -20,6 +20,8 @@ pub struct RawConfig {
     pub log: RawLog,
     pub policies: Option<RawPolicies>,
     #[serde(default)]
+    pub state: RawState,
+    #[serde(default)]
     pub upstream: Vec<Spanned<RawUpstream>>,
     #[serde(default)]
     pub route: Vec<Spanned<RawRoute>>,
@@ -77,6 +79,21 @@ pub struct RawLog {
     pub level: Option<Spanned<String>>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawState {
+    pub keys_file: Option<Spanned<String>>,
+    pub keys_env: Option<Spanned<String>>,
+    pub max_client_state_bytes: Option<Spanned<i64>>,
+    pub round_timeout: Option<Spanned<String>>,
+    pub max_rounds: Option<Spanned<i64>>,
+    pub max_operation_time: Option<Spanned<String>>,
+    pub max_answer_bytes: Option<Spanned<i64>>,
+    pub allow_secret_values: Option<bool>,
+    pub single_use_backend: Option<Spanned<String>>,
+    pub redis_url: Option<Spanned<String>>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPolicies {
@@ -98,6 +115,8 @@ pub struct RawUpstream {
     pub pool_max_idle_per_host: Option<Spanned<i64>>,
     pub forward_authorization: Option<bool>,
     pub policy: Option<Spanned<String>>,
+    pub single_use_state: Option<bool>,
+    pub single_use_tools: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -54,6 +54,8 @@ pub struct CheckedRequest {
     pub method: String,
     /// What the client declared it can do for this request.
     pub client: ClientCaps,
+    /// The tool / prompt name or resource uri the request is about.
+    pub target: Option<String>,
 }
 
 /// A refusal together with the id of the request it answers, when known.
@@ -374,17 +376,13 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
         .and_then(|m| m.client_capabilities)
         .map(|raw| ClientCaps::parse(raw.get()))
         .unwrap_or_default();
+    let target = name_member(method)
+        .and_then(|t| params.as_ref().and_then(|p| p.member(t.member)))
+        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
     let method = method.to_owned();
     let kind = msg.kind;
     drop(params);
-    Ok(CheckedRequest {
-        parts,
-        body,
-        kind,
-        id,
-        method,
-        client,
-    })
+    Ok(CheckedRequest { parts, body, kind, id, method, client, target })
 }
 
 #[cfg(test)]

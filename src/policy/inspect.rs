@@ -91,8 +91,10 @@ pub struct Verdict {
     pub detail: Option<String>,
 }
 
-/// What was asked under one key: kept for validating the answer later.
-#[derive(Debug, Clone, PartialEq)]
+/// What was asked under one key: kept (sealed into the gateway's
+/// requestState) for validating the answer on the retry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Asked {
     Form(FormSchema),
     Url { host: String },
