@@ -3,3 +3,6 @@
 
 pub mod answers;
 pub mod value_scan;
+pub mod seal;
+pub mod replay;
+//PENDING pub mod retry;
