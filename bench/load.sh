@@ -446,16 +446,33 @@ done
 # ---------------------------------------------------------------------------
 # Report: medians per target, ratios
 # ---------------------------------------------------------------------------
-median() { # target column -> median of that column over the reps
-    awk -F'\t' -v t="$1" -v c="$2" 'NR > 1 && $1 == t && $c != "-" { print $c }' "$RESULTS" | sort -g |
+median() { # target column max_other -> median of that column over the runs whose other% <= max_other
+    awk -F'\t' -v t="$1" -v c="$2" -v mo="$3" 'NR > 1 && $1 == t && $c != "-" && $12 + 0 <= mo + 0 { print $c }' "$RESULTS" | sort -g |
         awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-declare -A M
-for t in "${TARGETS[@]}"; do
-    M[$t,rps]=$(median "$t" 3); M[$t,p50]=$(median "$t" 4); M[$t,p99]=$(median "$t" 5)
-    M[$t,pcpu]=$(median "$t" 6); M[$t,ucpu]=$(median "$t" 7); M[$t,bpr]=$(median "$t" 9)
-done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+f2() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.2f", x }'; }
+ms() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.3f", x / 1000 }'; }
+report() { # max_other title
+    local t n
+    declare -A M
+    echo
+    echo "$2:"
+    printf '%-11s %4s %10s %9s %9s %14s %14s %10s\n' target runs 'req/s' 'p50 ms' 'p99 ms' 'proxy µs/req' 'upstr µs/req' 'bytes/resp'
+    for t in "${TARGETS[@]}"; do
+        n=$(awk -F'\t' -v t="$t" -v mo="$1" 'NR > 1 && $1 == t && $12 + 0 <= mo + 0' "$RESULTS" | wc -l)
+        M[$t,rps]=$(median "$t" 3 "$1"); M[$t,p50]=$(median "$t" 4 "$1"); M[$t,p99]=$(median "$t" 5 "$1")
+        M[$t,pcpu]=$(median "$t" 6 "$1"); M[$t,ucpu]=$(median "$t" 7 "$1"); M[$t,bpr]=$(median "$t" 9 "$1")
+        printf '%-11s %4s %10s %9s %9s %14s %14s %10s\n' "$t" "$n" "${M[$t,rps]%.*}" "$(ms "${M[$t,p50]}")" \
+            "$(ms "${M[$t,p99]}")" "$(f2 "${M[$t,pcpu]}")" "$(f2 "${M[$t,ucpu]}")" "${M[$t,bpr]%.*}"
+    done
+    cat <<EOF
+ratios of these medians:
+  throughput   portcullis/direct = $(ratio "${M[portcullis,rps]}" "${M[direct,rps]}")   portcullis/nginx = $(ratio "${M[portcullis,rps]}" "${M[nginx,rps]}")   (higher is better)
+  p99 latency  portcullis/direct = $(ratio "${M[portcullis,p99]}" "${M[direct,p99]}")   portcullis/nginx = $(ratio "${M[portcullis,p99]}" "${M[nginx,p99]}")   (lower is better)
+  CPU/request  portcullis/nginx  = $(ratio "${M[portcullis,pcpu]}" "${M[nginx,pcpu]}")   (lower is better)
+EOF
+}
 
 threads() { ls /proc/"$1"/task 2>/dev/null | wc -l; }
 ngx_workers=$(cat /proc/"$NGX_PID"/task/*/children 2>/dev/null | wc -w)
@@ -474,22 +491,11 @@ fairness: portcullis runs with TOKIO_WORKER_THREADS=$PROXY_THREADS (tokio worker
 cpu:      utime+stime from /proc/PID/stat (all threads; nginx master + workers) over each
           measured run / requests completed. 'proxy' = the proxy process, 'upstream' = demo server;
           per run also wrk's own CPU, machine idle % and 'other' = CPU of everything else (% of one CPU).
-
-medians over $REPS rep(s):
 EOF
-printf '%-11s %10s %9s %9s %14s %14s %10s\n' target 'req/s' 'p50 ms' 'p99 ms' 'proxy µs/req' 'upstr µs/req' 'bytes/resp'
-for t in "${TARGETS[@]}"; do
-    printf '%-11s %10.0f %9.3f %9.3f %14s %14s %10s\n' "$t" "${M[$t,rps]}" \
-        "$(awk -v x="${M[$t,p50]}" 'BEGIN{print x/1000}')" "$(awk -v x="${M[$t,p99]}" 'BEGIN{print x/1000}')" \
-        "${M[$t,pcpu]}" "${M[$t,ucpu]}" "${M[$t,bpr]}"
-done
-cat <<EOF
-
-ratios (of medians):
-  throughput   portcullis/direct = $(ratio "${M[portcullis,rps]}" "${M[direct,rps]}")   portcullis/nginx = $(ratio "${M[portcullis,rps]}" "${M[nginx,rps]}")   (higher is better)
-  p99 latency  portcullis/direct = $(ratio "${M[portcullis,p99]}" "${M[direct,p99]}")   portcullis/nginx = $(ratio "${M[portcullis,p99]}" "${M[nginx,p99]}")   (lower is better)
-  CPU/request  portcullis/nginx  = $(ratio "${M[portcullis,pcpu]}" "${M[nginx,pcpu]}")   (lower is better)
-EOF
+report 1000000 "medians over all $REPS rep(s)"
+if ((${#NOISY[@]})); then
+    report "$OTHER_WARN" "medians over the quiet runs only (other% <= $OTHER_WARN; '-' = none was quiet)"
+fi
 for f in "$TMP/portcullis.log" "$TMP/upstream.log" "$NGX/error.log"; do
     # The demo upstream announces itself on stderr; anything else is worth a look.
     n=$(grep -cv '^demo MCP server on ' "$f" 2>/dev/null || true)

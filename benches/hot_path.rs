@@ -45,6 +45,7 @@ fn context() -> ResponseContext {
         upstream: Arc::clone(&cfg.upstreams[0]),
         max_message_bytes: 8 << 20,
         metrics: None,
+        mrtr: None,
     }
 }
 

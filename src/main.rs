@@ -40,6 +40,12 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9100")]
         upstream: SocketAddr,
     },
+    /// Print a new requestState sealing key (KID:BASE64URL) for [state] keys_file / keys_env.
+    Keygen {
+        /// The key id (1-32 of A-Z a-z 0-9 - _); rotate by putting the new key first.
+        #[arg(long, default_value = "k1")]
+        id: String,
+    },
     /// Run only the built-in example MCP server (for benchmarks and compose).
     DemoUpstream {
         #[arg(long, default_value = "127.0.0.1:9100")]
@@ -90,8 +96,23 @@ fn main() -> ExitCode {
             },
             Command::Demo { config, upstream } => demo(config, upstream).await,
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
+            Command::Keygen { id } => keygen(&id),
         }
     })
+}
+
+fn keygen(id: &str) -> ExitCode {
+    let line = portcullis::mrtr::seal::new_key_line(id);
+    match portcullis::mrtr::seal::StateKeys::parse(&line) {
+        Ok(_) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(_) => {
+            eprintln!("error: the key id must be 1-32 of A-Z a-z 0-9 - _");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn check(path: &Path) -> ExitCode {
@@ -110,8 +131,19 @@ fn check(path: &Path) -> ExitCode {
     }
 }
 
+fn warn_generated_keys(config: &GatewayConfig) {
+    if config.state.keys.is_generated() {
+        tracing::warn!(
+            "no [state] keys configured: generated a random requestState key for this process; \
+             retries must come back to this same instance, and restarts invalidate open operations. \
+             Set [state] keys_file or keys_env (see `portcullis keygen`) for a cluster."
+        );
+    }
+}
+
 async fn run(config: GatewayConfig, after_start: Option<AfterStart>) -> ExitCode {
     init_logging(&config.log);
+    warn_generated_keys(&config);
     let gateway = match RunningGateway::start(config).await {
         Ok(g) => g,
         Err(e) => {

@@ -165,7 +165,6 @@ impl Reason {
             Reason::RoundLimitExceeded => "round_limit_exceeded",
             Reason::OperationExpired => "operation_expired",
             Reason::AnswerLimitExceeded => "answer_limit_exceeded",
-
         }
     }
 

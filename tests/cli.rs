@@ -52,11 +52,22 @@ fn gateway_config(
     admin: u16,
     upstream: u16,
 ) -> std::path::PathBuf {
+    gateway_config_with(dir, "gateway.toml", port, admin, upstream, "")
+}
+
+fn gateway_config_with(
+    dir: &std::path::Path,
+    file: &str,
+    port: u16,
+    admin: u16,
+    upstream: u16,
+    extra: &str,
+) -> std::path::PathBuf {
     let text = format!(
         "[[listener]]\naddress = \"127.0.0.1:{port}\"\n[admin]\naddress = \"127.0.0.1:{admin}\"\n[shutdown]\ndrain_timeout = \"10s\"\n\
-         [[upstream]]\nid = \"rooms\"\nname = \"Rooms\"\nurl = \"http://127.0.0.1:{upstream}/mcp\"\n[[route]]\npath = \"/mcp/rooms\"\nupstream = \"rooms\"\n"
+         [[upstream]]\nid = \"rooms\"\nname = \"Rooms\"\nurl = \"http://127.0.0.1:{upstream}/mcp\"\n[[route]]\npath = \"/mcp/rooms\"\nupstream = \"rooms\"\n{extra}"
     );
-    let path = dir.join("gateway.toml");
+    let path = dir.join(file);
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -249,4 +260,89 @@ async fn demo_prints_the_url_and_curl_lines_that_work() {
     let answer: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
     assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
     assert!(answer.to_string().contains("atrium"), "{answer}");
+}
+
+#[tokio::test]
+async fn two_gateway_processes_with_shared_keys_serve_each_others_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let keygen = Command::new(BIN)
+        .args(["keygen", "--id", "k1"])
+        .output()
+        .unwrap();
+    assert!(keygen.status.success());
+    let key = String::from_utf8(keygen.stdout).unwrap();
+    assert!(key.starts_with("k1:") && key.trim().len() > 40, "{key}");
+    std::fs::write(dir.path().join("keys"), &key).unwrap();
+    let upstream = free_port();
+    let _up = Killed(
+        Command::new(BIN)
+            .args([
+                "demo-upstream",
+                "--listen",
+                &format!("127.0.0.1:{upstream}"),
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let shared = "[state]\nkeys_file = \"keys\"\n";
+    let (a_port, a_admin, b_port, b_admin) = (free_port(), free_port(), free_port(), free_port());
+    let a_cfg = gateway_config_with(dir.path(), "a.toml", a_port, a_admin, upstream, shared);
+    let b_cfg = gateway_config_with(dir.path(), "b.toml", b_port, b_admin, upstream, shared);
+    let _a = Killed(
+        Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&a_cfg)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let _b = Killed(
+        Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&b_cfg)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(a_admin).await;
+    wait_ready(b_admin).await;
+
+    let c = client();
+    let a_url = format!("http://127.0.0.1:{a_port}/mcp/rooms");
+    let b_url = format!("http://127.0.0.1:{b_port}/mcp/rooms");
+    let first = json_of(
+        call(
+            &c,
+            &a_url,
+            "1",
+            "book_room",
+            json!({"hint": "the big room"}),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let mut retry: serde_json::Value = serde_json::from_str(&call_body(
+        "2",
+        "book_room",
+        json!({"hint": "the big room"}),
+    ))
+    .unwrap();
+    retry["params"]["requestState"] = json!(state);
+    retry["params"]["inputResponses"] =
+        json!({"room": {"action": "accept", "content": {"room_id": "studio-b"}}});
+    let done = json_of(
+        call(&c, &b_url, "2", "book_room", json!({}))
+            .body(retry.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(done.to_string().contains("studio-b"), "{done}");
 }

@@ -128,7 +128,16 @@ async fn refused_as(result: String, reason: &str) -> Value {
     last
 }
 
+/// The result minus what the gateway adds: its provenance, and its own
+/// sealed requestState in place of the upstream's.
 fn without_provenance(mut v: Value) -> Value {
+    if let Some(state) = v["result"].get("requestState").and_then(Value::as_str) {
+        assert!(
+            state.starts_with("pcs1."),
+            "the gateway seals its own state: {state}"
+        );
+        v["result"]["requestState"] = json!("upstream-state-1");
+    }
     if let Some(meta) = v["result"].get_mut("_meta").and_then(Value::as_object_mut) {
         meta.remove(PROVENANCE);
         if meta.is_empty() {

@@ -469,35 +469,79 @@ fn listeners(
     Ok(out)
 }
 
-fn state_config(raw: &RawState, loc: &Locator<'_>, base: &Path) -> Result<StateConfig, ConfigError> {
+fn state_config(
+    raw: &RawState,
+    loc: &Locator<'_>,
+    base: &Path,
+) -> Result<StateConfig, ConfigError> {
     use crate::mrtr::seal::StateKeys;
     let keys = match (&raw.keys_file, &raw.keys_env) {
-        (Some(_), Some(env)) => return Err(loc.at(env.span(), "state.keys_env", "give keys_file or keys_env, not both")),
-        (Some(file), None) => {
-            StateKeys::from_file(&resolve(base, file.get_ref())).map_err(|e| loc.at(file.span(), "state.keys_file", e.to_string()))?
+        (Some(_), Some(env)) => {
+            return Err(loc.at(
+                env.span(),
+                "state.keys_env",
+                "give keys_file or keys_env, not both",
+            ))
         }
-        (None, Some(env)) => StateKeys::from_env(env.get_ref()).map_err(|e| loc.at(env.span(), "state.keys_env", e.to_string()))?,
+        (Some(file), None) => StateKeys::from_file(&resolve(base, file.get_ref()))
+            .map_err(|e| loc.at(file.span(), "state.keys_file", e.to_string()))?,
+        (None, Some(env)) => StateKeys::from_env(env.get_ref())
+            .map_err(|e| loc.at(env.span(), "state.keys_env", e.to_string()))?,
         (None, None) => StateKeys::generate(),
     };
     let rounds = loc.positive(&raw.max_rounds, "state.max_rounds", 10)?;
-    let replay = match raw.single_use_backend.as_ref().map(|b| (b.get_ref().as_str(), b.span())) {
+    let replay = match raw
+        .single_use_backend
+        .as_ref()
+        .map(|b| (b.get_ref().as_str(), b.span()))
+    {
         None | Some(("local", _)) => ReplayBackend::Local,
         Some(("redis", span)) => match &raw.redis_url {
-            Some(url) if url.get_ref().starts_with("redis://") || url.get_ref().starts_with("rediss://") => {
+            Some(url)
+                if url.get_ref().starts_with("redis://")
+                    || url.get_ref().starts_with("rediss://") =>
+            {
                 ReplayBackend::Redis(url.get_ref().clone())
             }
-            Some(url) => return Err(loc.at(url.span(), "state.redis_url", "a redis:// or rediss:// URL")),
-            None => return Err(loc.at(span, "state.redis_url", "single_use_backend = \"redis\" needs redis_url")),
+            Some(url) => {
+                return Err(loc.at(url.span(), "state.redis_url", "a redis:// or rediss:// URL"))
+            }
+            None => {
+                return Err(loc.at(
+                    span,
+                    "state.redis_url",
+                    "single_use_backend = \"redis\" needs redis_url",
+                ))
+            }
         },
-        Some((other, span)) => return Err(loc.at(span, "state.single_use_backend", format!("\"{other}\" is not one of local, redis"))),
+        Some((other, span)) => {
+            return Err(loc.at(
+                span,
+                "state.single_use_backend",
+                format!("\"{other}\" is not one of local, redis"),
+            ))
+        }
     };
     Ok(StateConfig {
         keys,
-        max_client_state_bytes: loc.positive(&raw.max_client_state_bytes, "state.max_client_state_bytes", 32 << 10)?,
-        round_timeout: loc.duration(&raw.round_timeout, "state.round_timeout", Duration::from_secs(600))?,
+        max_client_state_bytes: loc.positive(
+            &raw.max_client_state_bytes,
+            "state.max_client_state_bytes",
+            32 << 10,
+        )?,
+        round_timeout: loc.duration(
+            &raw.round_timeout,
+            "state.round_timeout",
+            Duration::from_secs(600),
+        )?,
         max_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
-        max_operation_time: loc.duration(&raw.max_operation_time, "state.max_operation_time", Duration::from_secs(600))?,
-        max_answer_bytes: loc.positive(&raw.max_answer_bytes, "state.max_answer_bytes", 64 << 10)? as u64,
+        max_operation_time: loc.duration(
+            &raw.max_operation_time,
+            "state.max_operation_time",
+            Duration::from_secs(600),
+        )?,
+        max_answer_bytes: loc.positive(&raw.max_answer_bytes, "state.max_answer_bytes", 64 << 10)?
+            as u64,
         allow_secret_values: raw.allow_secret_values.unwrap_or(false),
         replay,
     })

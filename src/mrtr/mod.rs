@@ -2,7 +2,7 @@
 //! validated answers, round limits.
 
 pub mod answers;
-pub mod value_scan;
-pub mod seal;
 pub mod replay;
-//PENDING pub mod retry;
+pub mod retry;
+pub mod seal;
+pub mod value_scan;

@@ -22,14 +22,20 @@ pub enum ReplayError {
 
 pub enum ReplayStore {
     Local(Mutex<HashMap<String, u64>>),
-    Redis { url: String, conn: OnceCell<ConnectionManager> },
+    Redis {
+        url: String,
+        conn: OnceCell<ConnectionManager>,
+    },
 }
 
 impl ReplayStore {
     pub fn new(backend: &ReplayBackend) -> ReplayStore {
         match backend {
             ReplayBackend::Local => ReplayStore::Local(Mutex::new(HashMap::new())),
-            ReplayBackend::Redis(url) => ReplayStore::Redis { url: url.clone(), conn: OnceCell::new() },
+            ReplayBackend::Redis(url) => ReplayStore::Redis {
+                url: url.clone(),
+                conn: OnceCell::new(),
+            },
         }
     }
 
@@ -44,7 +50,9 @@ impl ReplayStore {
 }
 
 fn redeem_local(map: &Mutex<HashMap<String, u64>>, id: &str, expires: u64, now: u64) -> bool {
-    let Ok(mut map) = map.lock() else { return false };
+    let Ok(mut map) = map.lock() else {
+        return false;
+    };
     if map.len() >= LOCAL_SWEEP_AT {
         map.retain(|_, exp| *exp >= now);
     }
@@ -57,7 +65,12 @@ fn redeem_local(map: &Mutex<HashMap<String, u64>>, id: &str, expires: u64, now: 
     }
 }
 
-async fn redeem_redis(url: &str, conn: &OnceCell<ConnectionManager>, id: &str, expires: u64) -> Result<bool, ReplayError> {
+async fn redeem_redis(
+    url: &str,
+    conn: &OnceCell<ConnectionManager>,
+    id: &str,
+    expires: u64,
+) -> Result<bool, ReplayError> {
     let manager = conn
         .get_or_try_init(|| async {
             let client = redis::Client::open(url).map_err(|_| ReplayError::Unavailable)?;
@@ -69,10 +82,17 @@ async fn redeem_redis(url: &str, conn: &OnceCell<ConnectionManager>, id: &str, e
         .await?;
     let mut c = manager.clone();
     let key = format!("portcullis:state:{id}");
-    let cmd = redis::cmd("SET").arg(&key).arg(1).arg("NX").arg("EXAT").arg(expires.max(1)).to_owned();
-    let reply: Result<Option<String>, _> = tokio::time::timeout(Duration::from_millis(500), cmd.query_async(&mut c))
-        .await
-        .map_err(|_| ReplayError::Unavailable)?;
+    let cmd = redis::cmd("SET")
+        .arg(&key)
+        .arg(1)
+        .arg("NX")
+        .arg("EXAT")
+        .arg(expires.max(1))
+        .to_owned();
+    let reply: Result<Option<String>, _> =
+        tokio::time::timeout(Duration::from_millis(500), cmd.query_async(&mut c))
+            .await
+            .map_err(|_| ReplayError::Unavailable)?;
     match reply {
         Ok(Some(_)) => Ok(true),
         Ok(None) => Ok(false),

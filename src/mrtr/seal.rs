@@ -48,7 +48,10 @@ pub struct SealedState {
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error("cannot read the state key file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("the environment variable {0} is not set")]
     MissingEnv(String),
     #[error("state key {index}: write keys as KID:BASE64 (32 random bytes); `portcullis keygen` prints one")]
@@ -85,12 +88,19 @@ pub struct StateKeys {
 impl std::fmt::Debug for StateKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ids: Vec<&str> = self.keys.iter().map(|k| k.id.as_str()).collect();
-        f.debug_struct("StateKeys").field("ids", &ids).field("generated", &self.generated).finish()
+        f.debug_struct("StateKeys")
+            .field("ids", &ids)
+            .field("generated", &self.generated)
+            .finish()
     }
 }
 
 fn valid_kid(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    !id.is_empty()
+        && id.len() <= 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl StateKeys {
@@ -98,27 +108,43 @@ impl StateKeys {
     /// the first is the newest (used to seal).
     pub fn parse(text: &str) -> Result<StateKeys, KeyError> {
         let mut keys: Vec<StateKey> = Vec::new();
-        let entries = text.split(|c: char| c == ',' || c.is_whitespace()).filter(|e| !e.is_empty() && !e.starts_with('#'));
+        let entries = text
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|e| !e.is_empty() && !e.starts_with('#'));
         for (index, entry) in entries.enumerate() {
             let (id, b64) = entry.split_once(':').ok_or(KeyError::Format { index })?;
-            let bytes = URL_SAFE_NO_PAD.decode(b64.trim_end_matches('=')).or_else(|_| STANDARD.decode(b64)).map_err(|_| KeyError::Format { index })?;
+            let bytes = URL_SAFE_NO_PAD
+                .decode(b64.trim_end_matches('='))
+                .or_else(|_| STANDARD.decode(b64))
+                .map_err(|_| KeyError::Format { index })?;
             if !valid_kid(id) || bytes.len() != 32 {
                 return Err(KeyError::Format { index });
             }
             if keys.iter().any(|k| k.id == id) {
                 return Err(KeyError::DuplicateId(id.to_owned()));
             }
-            let unbound = UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| KeyError::Format { index })?;
-            keys.push(StateKey { id: id.to_owned(), key: LessSafeKey::new(unbound) });
+            let unbound =
+                UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| KeyError::Format { index })?;
+            keys.push(StateKey {
+                id: id.to_owned(),
+                key: LessSafeKey::new(unbound),
+            });
         }
         if keys.is_empty() {
             return Err(KeyError::Empty);
         }
-        Ok(StateKeys { keys, generated: false, rng: SystemRandom::new() })
+        Ok(StateKeys {
+            keys,
+            generated: false,
+            rng: SystemRandom::new(),
+        })
     }
 
     pub fn from_file(path: &Path) -> Result<StateKeys, KeyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
         StateKeys::parse(&text)
     }
 
@@ -130,8 +156,15 @@ impl StateKeys {
     /// A fresh random key, for a single instance (the demo). A cluster needs
     /// shared keys: a state sealed here cannot be opened anywhere else.
     pub fn generate() -> StateKeys {
-        let text = new_key_line("gen");
-        let mut keys = StateKeys::parse(&text).unwrap_or_else(|_| StateKeys { keys: Vec::new(), generated: true, rng: SystemRandom::new() });
+        // A random id, so that another process's state is reported as
+        // "unknown key" rather than as tampering.
+        let id = format!("gen-{}", &new_operation_id()[..8]);
+        let text = new_key_line(&id);
+        let mut keys = StateKeys::parse(&text).unwrap_or_else(|_| StateKeys {
+            keys: Vec::new(),
+            generated: true,
+            rng: SystemRandom::new(),
+        });
         keys.generated = true;
         keys
     }
@@ -150,7 +183,13 @@ impl StateKeys {
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill(&mut nonce).ok()?;
         let aad = aad(&key.id);
-        key.key.seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(&aad), &mut plain).ok()?;
+        key.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(&aad),
+                &mut plain,
+            )
+            .ok()?;
         let mut out = Vec::with_capacity(1 + key.id.len() + NONCE_LEN + plain.len());
         out.push(u8::try_from(key.id.len()).ok()?);
         out.extend_from_slice(key.id.as_bytes());
@@ -161,19 +200,33 @@ impl StateKeys {
 
     pub fn open(&self, token: &str) -> Result<SealedState, OpenError> {
         let body = token.strip_prefix(PREFIX).ok_or(OpenError::Malformed)?;
-        let mut raw = URL_SAFE_NO_PAD.decode(body).map_err(|_| OpenError::Malformed)?;
+        let mut raw = URL_SAFE_NO_PAD
+            .decode(body)
+            .map_err(|_| OpenError::Malformed)?;
         let kid_len = usize::from(*raw.first().ok_or(OpenError::Malformed)?);
         if raw.len() < 1 + kid_len + NONCE_LEN + AES_256_GCM.tag_len() {
             return Err(OpenError::Malformed);
         }
-        let kid = std::str::from_utf8(&raw[1..1 + kid_len]).map_err(|_| OpenError::Malformed)?.to_owned();
-        let key = self.keys.iter().find(|k| k.id == kid).ok_or(OpenError::UnknownKey)?;
-        let nonce_bytes: [u8; NONCE_LEN] = raw[1 + kid_len..1 + kid_len + NONCE_LEN].try_into().map_err(|_| OpenError::Malformed)?;
+        let kid = std::str::from_utf8(&raw[1..1 + kid_len])
+            .map_err(|_| OpenError::Malformed)?
+            .to_owned();
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.id == kid)
+            .ok_or(OpenError::UnknownKey)?;
+        let nonce_bytes: [u8; NONCE_LEN] = raw[1 + kid_len..1 + kid_len + NONCE_LEN]
+            .try_into()
+            .map_err(|_| OpenError::Malformed)?;
         let sealed = &mut raw[1 + kid_len + NONCE_LEN..];
         let aad = aad(&kid);
         let plain = key
             .key
-            .open_in_place(Nonce::assume_unique_for_key(nonce_bytes), Aad::from(&aad), sealed)
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce_bytes),
+                Aad::from(&aad),
+                sealed,
+            )
             .map_err(|_| OpenError::Tampered)?;
         let state: SealedState = serde_json::from_slice(plain).map_err(|_| OpenError::Tampered)?;
         if state.v != VERSION {
@@ -208,7 +261,10 @@ pub fn new_operation_id() -> String {
 }
 
 pub fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// base64url SHA-256 of the RFC 8785 canonical form of `params` without
@@ -248,7 +304,9 @@ mod tests {
                     fields: vec![FormField {
                         name: "room_id".into(),
                         required: true,
-                        kind: FieldKind::Choice { options: vec!["atrium".into(), "nook".into()] },
+                        kind: FieldKind::Choice {
+                            options: vec!["atrium".into(), "nook".into()],
+                        },
                     }],
                 }),
             )],
@@ -273,31 +331,57 @@ mod tests {
         assert_eq!(rotated.open(&token).unwrap(), sample());
         let fresh = rotated.seal(&sample()).unwrap();
         assert_eq!(before.open(&fresh), Err(OpenError::UnknownKey));
-        assert_eq!(keys(&new_key_line("k1")).open(&token), Err(OpenError::Tampered), "same id, other key");
+        assert_eq!(
+            keys(&new_key_line("k1")).open(&token),
+            Err(OpenError::Tampered),
+            "same id, other key"
+        );
     }
 
     #[test]
     fn bad_tokens_and_keys() {
         let k = keys(&new_key_line("k"));
-        for bad in ["", "pcs1.", "pcs1.!!!", "pcs2.AAAA", "eyJ1cHN0cmVhbSI6MX0", "pcs1.AQ"] {
+        for bad in [
+            "",
+            "pcs1.",
+            "pcs1.!!!",
+            "pcs2.AAAA",
+            "eyJ1cHN0cmVhbSI6MX0",
+            "pcs1.AQ",
+        ] {
             assert!(k.open(bad).is_err(), "{bad:?}");
         }
-        assert!(matches!(StateKeys::parse("nocolon"), Err(KeyError::Format { .. })));
-        assert!(matches!(StateKeys::parse("k:c2hvcnQ"), Err(KeyError::Format { .. })));
+        assert!(matches!(
+            StateKeys::parse("nocolon"),
+            Err(KeyError::Format { .. })
+        ));
+        assert!(matches!(
+            StateKeys::parse("k:c2hvcnQ"),
+            Err(KeyError::Format { .. })
+        ));
         assert!(matches!(StateKeys::parse(""), Err(KeyError::Empty)));
         let line = new_key_line("k");
-        assert!(matches!(StateKeys::parse(&format!("{line}\n{line}")), Err(KeyError::DuplicateId(_))));
-        assert!(!format!("{k:?}").contains(line.split(':').nth(1).unwrap()), "Debug never shows key material");
+        assert!(matches!(
+            StateKeys::parse(&format!("{line}\n{line}")),
+            Err(KeyError::DuplicateId(_))
+        ));
+        assert!(
+            !format!("{k:?}").contains(line.split(':').nth(1).unwrap()),
+            "Debug never shows key material"
+        );
     }
 
     #[test]
     fn digest_ignores_round_members_and_key_order() {
         let a: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(r#"{"name":"book_room","arguments":{"hint":"x","n":1.0},"_meta":{"a":1},"requestState":"s"}"#).unwrap();
-        let b: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(r#"{"arguments":{"n":1,"hint":"x"},"inputResponses":{},"name":"book_room"}"#).unwrap();
+        let b: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+            r#"{"arguments":{"n":1,"hint":"x"},"inputResponses":{},"name":"book_room"}"#,
+        )
+        .unwrap();
         assert_eq!(params_digest(&a), params_digest(&b));
-        let c: serde_json::Map<String, serde_json::Value> = serde_json::from_str(r#"{"name":"book_room","arguments":{"hint":"y"}}"#).unwrap();
+        let c: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"name":"book_room","arguments":{"hint":"y"}}"#).unwrap();
         assert_ne!(params_digest(&a), params_digest(&c));
     }
 

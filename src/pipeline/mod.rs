@@ -1,7 +1,7 @@
 //! The request pipeline, in the order data flows (see DESIGN.md):
-//! route → check the request → forward → check the answer → record.
-//! Each phase is one module, called once per request, in this order.
-//! (Identify and throttle slot in between accept and route.)
+//! route → check the request (transport rules, then the MRTR retry check) →
+//! forward → check the answer (policy, then the next round's sealed state) →
+//! record. Each phase is one module, called once per request, in this order.
 
 pub mod body;
 pub mod forward;
@@ -22,12 +22,13 @@ use serde_json::value::RawValue;
 use crate::config::GatewayConfig;
 use crate::headers::upstream_request_headers;
 use crate::jsonrpc::error_body;
-use crate::refusal::Refusal;
+use crate::mrtr::retry::{check_retry, Binding, MrtrShared, RetryCheck};
+use crate::refusal::{Reason, Refusal};
 use body::ProxyBody;
 use record::{Metrics, Outcome, RequestRecord};
-use request_check::Rejected;
-use response_check::ResponseContext;
-use route::RouteTable;
+use request_check::{CheckedRequest, Rejected};
+use response_check::{MrtrExchange, ResponseContext};
+use route::{RouteTable, RoutedUpstream};
 
 /// Where a request came from, as the accept phase saw it.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +42,19 @@ pub struct Gateway {
     config: Arc<GatewayConfig>,
     routes: RouteTable,
     metrics: Arc<Metrics>,
+    mrtr: Arc<MrtrShared>,
+}
+
+/// A refusal on its way to the client: the request id when known.
+struct Refused {
+    id: Option<Box<RawValue>>,
+    refusal: Refusal,
+}
+
+impl From<Refusal> for Refused {
+    fn from(refusal: Refusal) -> Self {
+        Refused { id: None, refusal }
+    }
 }
 
 impl Gateway {
@@ -49,10 +63,12 @@ impl Gateway {
         for up in &config.upstreams {
             metrics.register_upstream(&up.id);
         }
+        let mrtr = Arc::new(MrtrShared::new(config.state.clone()));
         Ok(Gateway {
             config,
             routes,
             metrics,
+            mrtr,
         })
     }
 
@@ -63,46 +79,60 @@ impl Gateway {
     /// Handle one HTTP request from a client.
     pub async fn handle(&self, req: Request<Incoming>, peer: Peer) -> Response<ProxyBody> {
         let mut record = RequestRecord::start(self.metrics.clone());
-
-        // Route.
         let Some(upstream) = self.routes.select(req.uri().path()) else {
             let refusal = Refusal::new(
-                crate::refusal::Reason::RouteNotFound,
+                Reason::RouteNotFound,
                 "no MCP endpoint is configured at this path",
             );
             return refuse(record, None, &refusal, None);
         };
         record.set_upstream(upstream.label.clone());
-        let name = Some(upstream.client.route.name.as_str());
-
-        // Check the request.
-        let (parts, body) = req.into_parts();
-        if let Err(refusal) =
-            request_check::check_head(&parts, self.config.allowed_origins.as_deref())
-        {
-            return refuse(record, None, &refusal, name);
-        }
-        let bytes = match request_check::read_body(&parts, body, &self.config.limits).await {
-            Ok(b) => b,
-            Err(refusal) => return refuse(record, None, &refusal, name),
-        };
-        let checked = match request_check::check_message(parts, bytes) {
-            Ok(c) => c,
-            Err(Rejected {
-                id,
-                method,
-                refusal,
-            }) => {
-                if let Some(m) = method {
-                    record.set_method(&m);
+        let name = upstream.client.route.name.clone();
+        match self.exchange(upstream, req, peer, &mut record).await {
+            Ok(resp) => resp.map(|b| b.recorded(record)),
+            Err(Refused { id, refusal }) => {
+                if matches!(
+                    refusal.reason.status(),
+                    StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT
+                ) {
+                    self.metrics.upstream_error(&upstream.label, refusal.reason);
                 }
-                return refuse(record, id.as_deref(), &refusal, name);
+                refuse(record, id.as_deref(), &refusal, Some(&name))
+            }
+        }
+    }
+
+    /// The phases after routing, in order.
+    async fn exchange(
+        &self,
+        upstream: &RoutedUpstream,
+        req: Request<Incoming>,
+        peer: Peer,
+        record: &mut RequestRecord,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let checked = self.check_request(req, record).await?;
+        let route = &upstream.client.route;
+        let binding = Binding {
+            principal: "anonymous".to_owned(),
+            upstream: route.id.clone(),
+            method: checked.method.clone(),
+            target: checked.target.clone(),
+        };
+        let retry = match check_retry(&self.mrtr, route, &binding, &checked.body).await {
+            Ok(r) => r,
+            Err(refusal) => {
+                self.metrics.state_refused(refusal.reason);
+                return Err(Refused {
+                    id: checked.id,
+                    refusal,
+                });
             }
         };
-        record.set_method(&checked.method);
+        let (body, prior, answer_bytes) = match retry {
+            RetryCheck::Fresh => (checked.body.clone(), None, 0),
+            RetryCheck::Retry(r) => (r.body, Some(r.prior), r.answers.answer_bytes as u64),
+        };
 
-        // Forward.
-        let route = &upstream.client.route;
         let headers = upstream_request_headers(
             &checked.parts.headers,
             peer.addr,
@@ -110,13 +140,16 @@ impl Gateway {
             route.forward_authorization,
         );
         let sent = Instant::now();
-        let resp = match upstream.client.send(headers, checked.body).await {
-            Ok(r) => r,
-            Err(refusal) => return refuse(record, checked.id.as_deref(), &refusal, name),
-        };
+        let resp = upstream
+            .client
+            .send(headers, body.clone())
+            .await
+            .map_err(|refusal| Refused {
+                id: checked.id.clone(),
+                refusal,
+            })?;
         self.metrics.observe_upstream(&upstream.label, sent);
 
-        // Check the answer.
         let ctx = ResponseContext {
             request_id: checked.id,
             request_kind: checked.kind,
@@ -125,11 +158,44 @@ impl Gateway {
             upstream: route.clone(),
             max_message_bytes: self.config.limits.max_response_body_bytes,
             metrics: Some(self.metrics.clone()),
+            mrtr: Some(MrtrExchange {
+                shared: self.mrtr.clone(),
+                binding,
+                request_body: body,
+                prior,
+                answer_bytes,
+            }),
         };
-        let id_for_errors = ctx.request_id.clone();
-        match response_check::check(ctx, resp).await {
-            Ok(resp) => resp.map(|b| b.recorded(record)),
-            Err(refusal) => refuse(record, id_for_errors.as_deref(), &refusal, name),
+        let id = ctx.request_id.clone();
+        response_check::check(ctx, resp)
+            .await
+            .map_err(|refusal| Refused { id, refusal })
+    }
+
+    /// Head checks, body, then the message against its headers.
+    async fn check_request(
+        &self,
+        req: Request<Incoming>,
+        record: &mut RequestRecord,
+    ) -> Result<CheckedRequest, Refused> {
+        let (parts, body) = req.into_parts();
+        request_check::check_head(&parts, self.config.allowed_origins.as_deref())?;
+        let bytes = request_check::read_body(&parts, body, &self.config.limits).await?;
+        match request_check::check_message(parts, bytes) {
+            Ok(c) => {
+                record.set_method(&c.method);
+                Ok(c)
+            }
+            Err(Rejected {
+                id,
+                method,
+                refusal,
+            }) => {
+                if let Some(m) = method {
+                    record.set_method(&m);
+                }
+                Err(Refused { id, refusal })
+            }
         }
     }
 }

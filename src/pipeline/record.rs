@@ -56,6 +56,12 @@ pub struct Metrics {
     input_required: IntCounterVec,
     policy_verdicts: IntCounterVec,
     pub connections: IntGauge,
+    state_refusals: IntCounterVec,
+    operation_rounds: HistogramVec,
+    rate_limited: IntCounterVec,
+    upstream_errors: IntCounterVec,
+    config_reloads: IntCounterVec,
+    last_reload_success: prometheus::Gauge,
     pub ready: AtomicBool,
 }
 
@@ -119,6 +125,55 @@ impl Metrics {
         registry.register(Box::new(input_required.clone()))?;
         registry.register(Box::new(policy_verdicts.clone()))?;
         registry.register(Box::new(connections.clone()))?;
+        let state_refusals = IntCounterVec::new(
+            Opts::new(
+                "portcullis_request_state_refusals_total",
+                "Retries refused for their requestState or answers, by reason",
+            ),
+            &["reason"],
+        )?;
+        let operation_rounds = HistogramVec::new(
+            HistogramOpts::new(
+                "portcullis_operation_rounds",
+                "Rounds of questions per completed MRTR operation",
+            )
+            .buckets(vec![1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 10.0, 15.0, 20.0]),
+            &["upstream"],
+        )?;
+        let rate_limited = IntCounterVec::new(
+            Opts::new(
+                "portcullis_rate_limited_total",
+                "Requests refused by a rate limit, by scope",
+            ),
+            &["scope"],
+        )?;
+        let upstream_errors = IntCounterVec::new(
+            Opts::new(
+                "portcullis_upstream_errors_total",
+                "Failures talking to an upstream, by reason",
+            ),
+            &["upstream", "reason"],
+        )?;
+        let config_reloads = IntCounterVec::new(
+            Opts::new(
+                "portcullis_config_reloads_total",
+                "Config reloads, by result",
+            ),
+            &["result"],
+        )?;
+        let last_reload_success = prometheus::Gauge::new(
+            "portcullis_config_last_reload_success_timestamp_seconds",
+            "Unix time of the last successful config load",
+        )?;
+        for r in ["success", "failure"] {
+            let _ = config_reloads.with_label_values(&[r]);
+        }
+        registry.register(Box::new(state_refusals.clone()))?;
+        registry.register(Box::new(operation_rounds.clone()))?;
+        registry.register(Box::new(rate_limited.clone()))?;
+        registry.register(Box::new(upstream_errors.clone()))?;
+        registry.register(Box::new(config_reloads.clone()))?;
+        registry.register(Box::new(last_reload_success.clone()))?;
         registry.register(Box::new(build_info))?;
         Ok(Arc::new(Metrics {
             registry,
@@ -129,6 +184,12 @@ impl Metrics {
             input_required,
             policy_verdicts,
             connections,
+            state_refusals,
+            operation_rounds,
+            rate_limited,
+            upstream_errors,
+            config_reloads,
+            last_reload_success,
             ready: AtomicBool::new(false),
         }))
     }
@@ -137,6 +198,41 @@ impl Metrics {
     pub fn register_upstream(&self, upstream: &str) {
         let _ = self.request_duration.with_label_values(&[upstream]);
         let _ = self.upstream_duration.with_label_values(&[upstream]);
+    }
+
+    pub fn state_refused(&self, reason: Reason) {
+        self.state_refusals
+            .with_label_values(&[reason.as_str()])
+            .inc();
+    }
+
+    pub fn operation_completed(&self, upstream: &str, rounds: u32) {
+        self.operation_rounds
+            .with_label_values(&[upstream])
+            .observe(f64::from(rounds));
+    }
+
+    pub fn rate_limited(&self, scope: &'static str) {
+        self.rate_limited.with_label_values(&[scope]).inc();
+    }
+
+    pub fn upstream_error(&self, upstream: &str, reason: Reason) {
+        self.upstream_errors
+            .with_label_values(&[upstream, reason.as_str()])
+            .inc();
+    }
+
+    /// Count a config load; `success` also stamps the time.
+    pub fn config_loaded(&self, success: bool) {
+        let result = if success { "success" } else { "failure" };
+        self.config_reloads.with_label_values(&[result]).inc();
+        if success {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            self.last_reload_success.set(now);
+        }
     }
 
     pub fn observe_upstream(&self, upstream: &str, started: Instant) {

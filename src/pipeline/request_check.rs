@@ -382,7 +382,15 @@ pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Reject
     let method = method.to_owned();
     let kind = msg.kind;
     drop(params);
-    Ok(CheckedRequest { parts, body, kind, id, method, client, target })
+    Ok(CheckedRequest {
+        parts,
+        body,
+        kind,
+        id,
+        method,
+        client,
+        target,
+    })
 }
 
 #[cfg(test)]

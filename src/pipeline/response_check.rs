@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 
 use super::record::Metrics;
 use crate::jsonrpc::{describe_json_error, error_body, same_id, Message, MessageKind};
-use crate::policy::inspect::{inspect, ClientCaps, Decision, Subject};
+use crate::mrtr::retry::{mint, Binding, MintInput, MrtrShared};
+use crate::mrtr::seal::SealedState;
+use crate::policy::inspect::{inspect, ClientCaps, Decision, Report, Subject};
 use crate::refusal::{Reason, Refusal};
 
 /// What the response phase knows of the request it is checking answers to.
@@ -39,6 +41,19 @@ pub struct ResponseContext {
     pub upstream: Arc<UpstreamRoute>,
     pub max_message_bytes: usize,
     pub metrics: Option<Arc<Metrics>>,
+    /// The MRTR side of the exchange; `None` only in benchmarks.
+    pub mrtr: Option<MrtrExchange>,
+}
+
+/// What minting the next round's state needs to know of the request.
+pub struct MrtrExchange {
+    pub shared: Arc<MrtrShared>,
+    pub binding: Binding,
+    /// The body as forwarded (its params give the digest).
+    pub request_body: Bytes,
+    /// The state the request brought back, when it was a retry.
+    pub prior: Option<SealedState>,
+    pub answer_bytes: u64,
 }
 
 /// The decision on one message from the upstream.
@@ -130,6 +145,7 @@ impl ResponseContext {
             }
         };
         if head.result_type.as_deref() != Some("input_required") {
+            self.operation_done();
             return Verdict::Forward { is_final: true };
         }
         let route = &self.upstream;
@@ -149,7 +165,10 @@ impl ResponseContext {
         }
         match decision {
             Decision::Refuse(r) => Verdict::Refuse(r),
-            Decision::Deliver(value) => {
+            Decision::Deliver(mut value) => {
+                if let Err(r) = self.mint_next(report, &mut value) {
+                    return Verdict::Refuse(r);
+                }
                 let null = RawValue::from_string("null".to_owned()).ok();
                 let Some(id) = id.or(null.as_deref()) else {
                     return Verdict::Refuse(Refusal::new(
@@ -168,6 +187,29 @@ impl ResponseContext {
                         "the upstream's answer could not be re-encoded",
                     )),
                 }
+            }
+        }
+    }
+
+    /// Seal the next round's state into a delivered `input_required`.
+    fn mint_next(&self, report: Report, value: &mut serde_json::Value) -> Result<(), Refusal> {
+        let Some(m) = &self.mrtr else { return Ok(()) };
+        let input = MintInput {
+            binding: &m.binding,
+            request_body: &m.request_body,
+            prior: m.prior.as_ref(),
+            answer_bytes: m.answer_bytes,
+            upstream_state: report.request_state,
+            asked: report.asked,
+        };
+        mint(&m.shared.state, input, value).map(|_| ())
+    }
+
+    /// A retry answered with a final result: the operation is over.
+    fn operation_done(&self) {
+        if let (Some(m), Some(metrics)) = (&self.mrtr, &self.metrics) {
+            if let Some(prior) = &m.prior {
+                metrics.operation_completed(&self.upstream.id, prior.round);
             }
         }
     }

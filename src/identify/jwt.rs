@@ -1,0 +1,850 @@
+//! JWT bearer tokens: RS*/PS*/ES256/ES384/EdDSA against a JWKS (file or URL,
+//! cached and refreshed), or HS256/384/512 against a shared secret; `iss`,
+//! `aud`, `exp` required, `nbf` checked when present, with a small leeway.
+//!
+//! Defences against the classic JWT mistakes:
+//! - the token's `alg` must be in the scheme's list, and a scheme cannot mix
+//!   HMAC with public-key algorithms (so a public key can never be used as
+//!   an HMAC secret: "algorithm confusion");
+//! - symmetric (`oct`) keys are never taken from a JWKS;
+//! - each key is usable only with the algorithms its type (and its own
+//!   `alg`, if given) allows: a P-256 key verifies ES256 and nothing else;
+//! - `alg: none` is not an algorithm jsonwebtoken knows, and is refused by name;
+//! - the signature is checked before any claim, so a forged token learns
+//!   nothing about the claim checks.
+//!
+//! Nothing is cached per token.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use base64::Engine;
+use bytes::Bytes;
+use http::header::HeaderMap;
+use http::Uri;
+use http_body_util::{BodyExt, Empty, Limited};
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Map, Value};
+use tokio::sync::Notify;
+use toml::Spanned;
+
+use super::config::{duration, printable_name, AuthConfigError, RawAuthScheme};
+use super::{bearer, looks_like_jwt, Attempt, AuthMethod, Credential, Principal};
+
+const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
+const MIN_REFRESH: Duration = Duration::from_millis(100);
+const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
+const MAX_LEEWAY: Duration = Duration::from_secs(300);
+/// After a failed fetch, retry after at most this long.
+const RETRY_CAP: Duration = Duration::from_secs(10);
+/// A token naming an unknown `kid` triggers an early refresh, at most this often.
+const KICK_GAP: Duration = Duration::from_secs(10);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_JWKS_BYTES: usize = 1 << 20;
+/// RFC 7518 §3.2: an HMAC key at least as long as the hash output.
+const MIN_SECRET_BYTES: usize = 32;
+const MAX_GROUPS: usize = 1024;
+
+const RSA_ALGS: &[Algorithm] = &[
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+];
+const HMAC_ALGS: &[Algorithm] = &[Algorithm::HS256, Algorithm::HS384, Algorithm::HS512];
+const SUPPORTED: &str =
+    "RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA, HS256, HS384, HS512";
+
+fn is_hmac(a: Algorithm) -> bool {
+    HMAC_ALGS.contains(&a)
+}
+
+/// One verification key.
+struct VerifyKey {
+    kid: Option<String>,
+    key: DecodingKey,
+    /// Algorithms this key may verify (its type's, narrowed by its own `alg`
+    /// and by the scheme's list).
+    algs: Vec<Algorithm>,
+}
+
+impl std::fmt::Debug for VerifyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifyKey")
+            .field("kid", &self.kid)
+            .field("algs", &self.algs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The keys a scheme currently trusts.
+#[derive(Debug, Default)]
+pub(crate) struct KeySet {
+    keys: Vec<VerifyKey>,
+    by_kid: HashMap<String, usize>,
+    /// A shared secret: the token's `kid` is not consulted.
+    any_kid: bool,
+}
+
+impl KeySet {
+    fn select(&self, kid: Option<&str>) -> Option<&VerifyKey> {
+        if self.any_kid {
+            return self.keys.first();
+        }
+        if let Some(i) = kid.and_then(|k| self.by_kid.get(k)) {
+            return Some(&self.keys[*i]);
+        }
+        // No kid, or one the set does not name: only a lone key, and only if
+        // it does not carry a different kid of its own.
+        match self.keys.as_slice() {
+            [only] if kid.is_none() || only.kid.is_none() => Some(only),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+fn b64url(v: &str) -> Result<Vec<u8>, String> {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(v.trim_end_matches('='))
+        .map_err(|_| "not base64url".to_owned())
+}
+
+/// Turns one JWK into a key. `Ok(None)`: a key we do not use (encryption
+/// key, symmetric key, unsupported curve, no algorithm in common with the
+/// scheme); `Err`: a key that claims to be for signatures but is broken.
+fn jwk_to_key(k: &Value, allowed: &[Algorithm]) -> Result<Option<VerifyKey>, String> {
+    let obj = k.as_object().ok_or("not a JSON object")?;
+    let field = |n: &str| -> Result<Option<&str>, String> {
+        match obj.get(n) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(format!("\"{n}\" is not a string")),
+        }
+    };
+    let required = |n: &str| -> Result<Vec<u8>, String> {
+        b64url(field(n)?.ok_or_else(|| format!("no \"{n}\""))?)
+            .map_err(|e| format!("\"{n}\" is {e}"))
+    };
+    let kty = field("kty")?.ok_or("no \"kty\"")?;
+    let kid = field("kid")?.map(str::to_owned);
+    if field("use")?.is_some_and(|u| u != "sig") {
+        return Ok(None);
+    }
+    if let Some(ops) = obj.get("key_ops") {
+        let ops = ops.as_array().ok_or("\"key_ops\" is not an array")?;
+        if !ops.iter().any(|o| o == "verify") {
+            return Ok(None);
+        }
+    }
+    // Which algorithms the key's type allows, narrowed by its own `alg` and
+    // by the scheme's list; a key with none left is not ours to judge.
+    let candidates: &[Algorithm] = match (kty, field("crv")?) {
+        ("RSA", _) => RSA_ALGS,
+        ("EC", Some("P-256")) => &[Algorithm::ES256],
+        ("EC", Some("P-384")) => &[Algorithm::ES384],
+        ("OKP", Some("Ed25519")) => &[Algorithm::EdDSA],
+        // Symmetric keys are never taken from a JWKS; other types and
+        // curves are skipped.
+        _ => return Ok(None),
+    };
+    let mut algs: Vec<Algorithm> = candidates
+        .iter()
+        .copied()
+        .filter(|a| allowed.contains(a))
+        .collect();
+    if let Some(declared) = field("alg")? {
+        match Algorithm::from_str(declared) {
+            Ok(a) if candidates.contains(&a) => algs.retain(|x| *x == a),
+            Ok(_) => return Err(format!("\"alg\" {declared} does not fit key type {kty}")),
+            Err(_) => return Ok(None), // e.g. RSA-OAEP: not a signing algorithm
+        }
+    }
+    let Some(first) = algs.first().copied() else {
+        return Ok(None);
+    };
+    let key = match kty {
+        "RSA" => {
+            let n = required("n")?;
+            let e = required("e")?;
+            let n_start = n.iter().position(|b| *b != 0).unwrap_or(n.len());
+            let bits = (n.len() - n_start) * 8;
+            if !(2048..=4096).contains(&bits) {
+                return Err(format!(
+                    "RSA modulus of about {bits} bits; 2048 to 4096 are accepted"
+                ));
+            }
+            let e_val = if e.len() <= 8 {
+                e.iter().fold(0u64, |acc, b| acc << 8 | u64::from(*b))
+            } else {
+                0
+            };
+            if e_val < 3 || e_val % 2 == 0 || e_val > (1 << 33) - 1 {
+                return Err("unusable RSA exponent".into());
+            }
+            DecodingKey::from_rsa_raw_components(&n[n_start..], &e)
+        }
+        "EC" => {
+            let len = if first == Algorithm::ES256 { 32 } else { 48 };
+            let x = required("x")?;
+            let y = required("y")?;
+            if x.len() != len || y.len() != len {
+                return Err("EC coordinates of the wrong length for the curve".into());
+            }
+            let mut point = Vec::with_capacity(1 + 2 * len);
+            point.push(0x04);
+            point.extend_from_slice(&x);
+            point.extend_from_slice(&y);
+            DecodingKey::from_ec_der(&point)
+        }
+        _ => {
+            let x = required("x")?;
+            if x.len() != 32 {
+                return Err("Ed25519 key that is not 32 bytes".into());
+            }
+            DecodingKey::from_ed_der(&x)
+        }
+    };
+    // Building a verifier checks the key material (an EC point on its curve,
+    // a valid Ed25519 point); the empty signature itself just fails.
+    if jsonwebtoken::crypto::verify("", b"", &key, first).is_err() {
+        return Err("key material rejected".into());
+    }
+    Ok(Some(VerifyKey { kid, key, algs }))
+}
+
+/// Parses a JWKS. Returns the usable keys and a note per skipped broken key.
+/// `strict` (a file the operator controls): a broken key is an error.
+pub(crate) fn parse_jwks(
+    bytes: &[u8],
+    allowed: &[Algorithm],
+    strict: bool,
+) -> Result<(KeySet, Vec<String>), String> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
+    let list = v
+        .get("keys")
+        .and_then(Value::as_array)
+        .ok_or("not a JWKS: no \"keys\" array")?;
+    let mut set = KeySet::default();
+    let mut broken = Vec::new();
+    for (i, k) in list.iter().enumerate() {
+        match jwk_to_key(k, allowed) {
+            Ok(Some(key)) => {
+                if let Some(kid) = &key.kid {
+                    if set.by_kid.insert(kid.clone(), set.keys.len()).is_some() {
+                        return Err(format!("key id \"{kid}\" appears twice"));
+                    }
+                }
+                set.keys.push(key);
+            }
+            Ok(None) => {}
+            Err(why) if strict => return Err(format!("key #{}: {why}", i + 1)),
+            Err(why) => broken.push(format!("key #{}: {why}", i + 1)),
+        }
+    }
+    if set.keys.is_empty() {
+        let algs: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
+        return Err(format!(
+            "no usable signature key for {}{}",
+            algs.join("/"),
+            if broken.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", broken.join("; "))
+            }
+        ));
+    }
+    Ok((set, broken))
+}
+
+fn check_jwks_url(s: &str) -> Result<Uri, &'static str> {
+    let uri: Uri = s.trim().parse().map_err(|_| "not a valid URL")?;
+    let host = uri.host().ok_or("the URL has no host")?;
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback =
+        h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    match uri.scheme_str() {
+        Some("https") => Ok(uri),
+        Some("http") if loopback => Ok(uri),
+        Some("http") => {
+            Err("must be an https:// URL (plain http is accepted only for a loopback host)")
+        }
+        _ => Err("must be an https:// URL"),
+    }
+}
+
+struct Remote {
+    url: Uri,
+    refresh: Duration,
+    allowed: Vec<Algorithm>,
+    kick: Arc<Notify>,
+    started: AtomicBool,
+}
+
+pub(crate) struct JwtScheme {
+    /// One `Validation` per allowed algorithm: jsonwebtoken requires every
+    /// algorithm in a `Validation` to be of the key's family.
+    validations: Vec<(Algorithm, Validation)>,
+    principal_claim: String,
+    groups_claim: String,
+    keys: Arc<ArcSwap<KeySet>>,
+    remote: Option<Remote>,
+}
+
+impl std::fmt::Debug for JwtScheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtScheme")
+            .field(
+                "algorithms",
+                &self.validations.iter().map(|(a, _)| *a).collect::<Vec<_>>(),
+            )
+            .field("principal_claim", &self.principal_claim)
+            .field("groups_claim", &self.groups_claim)
+            .field("keys", &self.keys.load().len())
+            .field("jwks_url", &self.remote.as_ref().map(|r| r.url.to_string()))
+            .finish()
+    }
+}
+
+fn resolve(base: &Path, p: &str) -> std::path::PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_owned()
+    } else {
+        base.join(p)
+    }
+}
+
+fn claim_name(
+    raw: &Option<Spanned<String>>,
+    field: &str,
+    default: &str,
+) -> Result<String, AuthConfigError> {
+    match raw {
+        None => Ok(default.to_owned()),
+        Some(v) if v.get_ref().is_empty() => {
+            Err(AuthConfigError::at(v, field, "must not be empty"))
+        }
+        Some(v) => Ok(v.get_ref().clone()),
+    }
+}
+
+impl JwtScheme {
+    pub(crate) fn build(raw: &RawAuthScheme, base: &Path) -> Result<JwtScheme, AuthConfigError> {
+        raw.only(
+            "jwt",
+            &[
+                "issuer",
+                "audience",
+                "algorithms",
+                "jwks_file",
+                "jwks_url",
+                "jwks_refresh",
+                "hs256_secret_file",
+                "hs256_secret_env",
+                "principal_claim",
+                "groups_claim",
+                "leeway",
+            ],
+        )?;
+        let issuer = raw.issuer.as_ref().ok_or_else(|| {
+            AuthConfigError::at(
+                &raw.kind,
+                "auth.issuer",
+                "a jwt scheme needs `issuer` (the exact `iss` of accepted tokens)",
+            )
+        })?;
+        if issuer.get_ref().is_empty() {
+            return Err(AuthConfigError::at(
+                issuer,
+                "auth.issuer",
+                "must not be empty",
+            ));
+        }
+        let audience = raw.audience.as_ref().ok_or_else(|| {
+            AuthConfigError::at(
+                &raw.kind,
+                "auth.audience",
+                "a jwt scheme needs `audience` (one or more accepted `aud` values)",
+            )
+        })?;
+        if audience.get_ref().0.is_empty() || audience.get_ref().0.iter().any(String::is_empty) {
+            return Err(AuthConfigError::at(
+                audience,
+                "auth.audience",
+                "must be one or more non-empty strings",
+            ));
+        }
+
+        // Exactly one key source.
+        let sources = [
+            ("jwks_file", &raw.jwks_file),
+            ("jwks_url", &raw.jwks_url),
+            ("hs256_secret_file", &raw.hs256_secret_file),
+            ("hs256_secret_env", &raw.hs256_secret_env),
+        ];
+        let mut set = sources
+            .iter()
+            .filter_map(|(n, v)| v.as_ref().map(|v| (*n, v)));
+        let (source, source_value) = set.next().ok_or_else(|| {
+            AuthConfigError::at(
+                &raw.kind,
+                "auth.jwks_file",
+                "a jwt scheme needs exactly one key source: jwks_file, jwks_url, hs256_secret_file or hs256_secret_env",
+            )
+        })?;
+        if let Some((other, v)) = set.next() {
+            return Err(AuthConfigError::at(
+                v,
+                format!("auth.{other}"),
+                format!("only one key source per scheme; `{source}` is already set"),
+            ));
+        }
+        let hmac_source = source.starts_with("hs256_");
+
+        // Algorithms.
+        let algorithms: Vec<Algorithm> = match &raw.algorithms {
+            None if hmac_source => vec![Algorithm::HS256],
+            None => vec![Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA],
+            Some(list) => {
+                let mut out = Vec::new();
+                for a in &list.get_ref().0 {
+                    let alg = Algorithm::from_str(a).map_err(|_| {
+                        let msg = if a.eq_ignore_ascii_case("none") {
+                            "\"none\" (unsigned tokens) is never accepted".to_owned()
+                        } else {
+                            format!("unknown algorithm \"{a}\"; supported: {SUPPORTED}")
+                        };
+                        AuthConfigError::at(list, "auth.algorithms", msg)
+                    })?;
+                    if !out.contains(&alg) {
+                        out.push(alg);
+                    }
+                }
+                if out.is_empty() {
+                    return Err(AuthConfigError::at(
+                        list,
+                        "auth.algorithms",
+                        "must name at least one algorithm",
+                    ));
+                }
+                let hmac = out.iter().filter(|a| is_hmac(**a)).count();
+                if hmac != 0 && hmac != out.len() {
+                    return Err(AuthConfigError::at(
+                        list,
+                        "auth.algorithms",
+                        "mixes HS* with public-key algorithms, which allows algorithm confusion; use two schemes",
+                    ));
+                }
+                if hmac != 0 && !hmac_source {
+                    return Err(AuthConfigError::at(
+                        list,
+                        "auth.algorithms",
+                        "HS* algorithms need hs256_secret_file or hs256_secret_env, not a JWKS",
+                    ));
+                }
+                if hmac == 0 && hmac_source {
+                    return Err(AuthConfigError::at(
+                        list,
+                        "auth.algorithms",
+                        "public-key algorithms need jwks_file or jwks_url, not a shared secret",
+                    ));
+                }
+                out
+            }
+        };
+
+        let principal_claim = claim_name(&raw.principal_claim, "auth.principal_claim", "sub")?;
+        let groups_claim = claim_name(&raw.groups_claim, "auth.groups_claim", "groups")?;
+        let leeway = match &raw.leeway {
+            None => DEFAULT_LEEWAY,
+            Some(v) => {
+                let d = duration(v, "auth.leeway")?;
+                if d > MAX_LEEWAY {
+                    return Err(AuthConfigError::at(v, "auth.leeway", "at most 5m"));
+                }
+                d
+            }
+        };
+        if let Some(r) = &raw.jwks_refresh {
+            if raw.jwks_url.is_none() {
+                return Err(AuthConfigError::at(
+                    r,
+                    "auth.jwks_refresh",
+                    "applies only with jwks_url",
+                ));
+            }
+        }
+
+        // Keys.
+        let mut remote = None;
+        let keys = match source {
+            "jwks_file" => {
+                let path = resolve(base, source_value.get_ref());
+                let text = std::fs::read(&path).map_err(|e| {
+                    AuthConfigError::at(
+                        source_value,
+                        "auth.jwks_file",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?;
+                parse_jwks(&text, &algorithms, true)
+                    .map_err(|e| {
+                        AuthConfigError::at(
+                            source_value,
+                            "auth.jwks_file",
+                            format!("{}: {e}", path.display()),
+                        )
+                    })?
+                    .0
+            }
+            "jwks_url" => {
+                let url = check_jwks_url(source_value.get_ref())
+                    .map_err(|e| AuthConfigError::at(source_value, "auth.jwks_url", e))?;
+                let refresh = match &raw.jwks_refresh {
+                    None => DEFAULT_REFRESH,
+                    Some(v) => {
+                        let d = duration(v, "auth.jwks_refresh")?;
+                        if d < MIN_REFRESH {
+                            return Err(AuthConfigError::at(
+                                v,
+                                "auth.jwks_refresh",
+                                "at least 100ms",
+                            ));
+                        }
+                        d
+                    }
+                };
+                remote = Some(Remote {
+                    url,
+                    refresh,
+                    allowed: algorithms.clone(),
+                    kick: Arc::new(Notify::new()),
+                    started: AtomicBool::new(false),
+                });
+                // Empty until the first fetch: tokens fail with "unknown key".
+                KeySet::default()
+            }
+            _ => {
+                let secret = if source == "hs256_secret_file" {
+                    let path = resolve(base, source_value.get_ref());
+                    let mut bytes = std::fs::read(&path).map_err(|e| {
+                        AuthConfigError::at(
+                            source_value,
+                            "auth.hs256_secret_file",
+                            format!("cannot read {}: {e}", path.display()),
+                        )
+                    })?;
+                    // A trailing newline from `echo > file` is not part of the secret.
+                    while bytes.last().is_some_and(|b| b.is_ascii_whitespace()) {
+                        bytes.pop();
+                    }
+                    bytes
+                } else {
+                    let var = source_value.get_ref();
+                    std::env::var_os(var)
+                        .ok_or_else(|| {
+                            AuthConfigError::at(
+                                source_value,
+                                "auth.hs256_secret_env",
+                                format!("environment variable {var} is not set"),
+                            )
+                        })?
+                        .into_encoded_bytes()
+                };
+                if secret.len() < MIN_SECRET_BYTES {
+                    return Err(AuthConfigError::at(
+                        source_value,
+                        format!("auth.{source}"),
+                        format!(
+                            "the shared secret is {} bytes; at least {MIN_SECRET_BYTES} are required",
+                            secret.len()
+                        ),
+                    ));
+                }
+                let key = DecodingKey::from_secret(&secret);
+                drop(secret);
+                KeySet {
+                    keys: vec![VerifyKey {
+                        kid: None,
+                        key,
+                        algs: algorithms.clone(),
+                    }],
+                    by_kid: HashMap::new(),
+                    any_kid: true,
+                }
+            }
+        };
+
+        let validations = algorithms
+            .iter()
+            .map(|alg| {
+                let mut v = Validation::new(*alg);
+                v.set_required_spec_claims(&["exp", "iss", "aud"]);
+                v.leeway = leeway.as_secs();
+                v.validate_exp = true;
+                v.validate_nbf = true;
+                v.validate_aud = true;
+                v.set_issuer(&[issuer.get_ref()]);
+                v.set_audience(&audience.get_ref().0);
+                (*alg, v)
+            })
+            .collect();
+
+        Ok(JwtScheme {
+            validations,
+            principal_claim,
+            groups_claim,
+            keys: Arc::new(ArcSwap::from_pointee(keys)),
+            remote,
+        })
+    }
+
+    pub(crate) fn attempt(&self, headers: &HeaderMap) -> Attempt {
+        match bearer(headers) {
+            Credential::Absent => Attempt::Absent,
+            Credential::Malformed(why) => Attempt::Declined(why),
+            // Not a JWT: maybe an API key for another scheme on this route.
+            Credential::Present(t) if !looks_like_jwt(t) => Attempt::Declined("malformed token"),
+            Credential::Present(t) => match self.verify(t) {
+                Ok(p) => Attempt::Accepted(p),
+                Err(why) => Attempt::Rejected(why),
+            },
+        }
+    }
+
+    fn verify(&self, token: &str) -> Result<Principal, &'static str> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| header_problem(token))?;
+        let validation = self
+            .validations
+            .iter()
+            .find(|(a, _)| *a == header.alg)
+            .map(|(_, v)| v)
+            .ok_or("algorithm not allowed")?;
+        let set = self.keys.load();
+        let Some(key) = set.select(header.kid.as_deref()) else {
+            if let Some(r) = &self.remote {
+                r.kick.notify_one(); // maybe the IdP rotated its keys
+            }
+            return Err("unknown key");
+        };
+        if !key.algs.contains(&header.alg) {
+            return Err("algorithm not allowed for this key");
+        }
+        let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, validation)
+            .map_err(|e| why(e.kind()))?;
+        drop(set);
+        let claims = data.claims;
+        let name = match claims.get(&self.principal_claim) {
+            Some(Value::String(s)) if printable_name(s) => s.as_str(),
+            Some(Value::String(_)) => return Err("unusable principal claim"),
+            _ => return Err("missing principal claim"),
+        };
+        let groups: Vec<String> = match claims.get(&self.groups_claim) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|g| match g {
+                    Value::String(s) => Ok(s.clone()),
+                    _ => Err("malformed groups claim"),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err("malformed groups claim"),
+        };
+        if groups.len() > MAX_GROUPS || !groups.iter().all(|g| printable_name(g)) {
+            return Err("malformed groups claim");
+        }
+        Ok(Principal {
+            name: Arc::from(name),
+            groups: Arc::from(groups),
+            method: AuthMethod::Jwt,
+        })
+    }
+
+    pub(crate) fn spawn_refresh(&self, scheme: &str) {
+        let Some(remote) = &self.remote else { return };
+        if remote.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tokio::spawn(refresh_loop(
+            Arc::downgrade(&self.keys),
+            remote.kick.clone(),
+            remote.url.clone(),
+            remote.refresh,
+            remote.allowed.clone(),
+            scheme.to_owned(),
+        ));
+    }
+
+    pub(crate) async fn refresh_now(&self, scheme: &str) -> Result<(), String> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        let client = https_client()?;
+        let (set, broken) = fetch(&client, &remote.url)
+            .await
+            .and_then(|b| parse_jwks(&b, &remote.allowed, false))?;
+        for b in broken {
+            tracing::warn!(auth_scheme = scheme, url = %remote.url, "JWKS {b}; key skipped");
+        }
+        self.keys.store(Arc::new(set));
+        Ok(())
+    }
+}
+
+/// Why `decode_header` failed: an `alg` we do not support (e.g. `none`), or
+/// a malformed token.
+fn header_problem(token: &str) -> &'static str {
+    let alg = token
+        .split('.')
+        .next()
+        .and_then(|h| b64url(h).ok())
+        .and_then(|h| serde_json::from_slice::<Value>(&h).ok())
+        .and_then(|h| h.get("alg").and_then(Value::as_str).map(str::to_owned));
+    match alg {
+        Some(a) if Algorithm::from_str(&a).is_err() => "unsupported algorithm",
+        _ => "malformed token",
+    }
+}
+
+fn why(kind: &ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::ExpiredSignature => "expired",
+        ErrorKind::ImmatureSignature => "not yet valid",
+        ErrorKind::InvalidIssuer => "wrong issuer",
+        ErrorKind::InvalidAudience => "wrong audience",
+        ErrorKind::InvalidSignature => "bad signature",
+        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => "algorithm not allowed",
+        ErrorKind::MissingRequiredClaim(_) => "missing required claim",
+        ErrorKind::InvalidClaimFormat(_) => "malformed claims",
+        ErrorKind::InvalidToken
+        | ErrorKind::Base64(_)
+        | ErrorKind::Json(_)
+        | ErrorKind::Utf8(_) => "malformed token",
+        _ => "invalid token",
+    }
+}
+
+type Client = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Empty<Bytes>,
+>;
+
+fn https_client() -> Result<Client, String> {
+    let tls = crate::tls::client_config(None).map_err(|e| e.to_string())?;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config((*tls).clone())
+        .https_or_http() // http only ever reaches here for a loopback host
+        .enable_http1()
+        .enable_http2()
+        .build();
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector),
+    )
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+async fn fetch(client: &Client, url: &Uri) -> Result<Vec<u8>, String> {
+    let req = http::Request::get(url.clone())
+        .header(
+            http::header::ACCEPT,
+            "application/jwk-set+json, application/json",
+        )
+        .header(
+            http::header::USER_AGENT,
+            concat!("portcullis/", env!("CARGO_PKG_VERSION")),
+        )
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let work = async {
+        let resp = client.request(req).await.map_err(|e| error_chain(&e))?;
+        if resp.status() != http::StatusCode::OK {
+            return Err(format!("HTTP status {}", resp.status()));
+        }
+        let body = Limited::new(resp.into_body(), MAX_JWKS_BYTES)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the body: {e}"))?;
+        Ok(body.to_bytes().to_vec())
+    };
+    tokio::time::timeout(FETCH_TIMEOUT, work)
+        .await
+        .map_err(|_| format!("no answer within {FETCH_TIMEOUT:?}"))?
+}
+
+async fn refresh_loop(
+    keys: Weak<ArcSwap<KeySet>>,
+    kick: Arc<Notify>,
+    url: Uri,
+    refresh: Duration,
+    allowed: Vec<Algorithm>,
+    scheme: String,
+) {
+    let client = match https_client() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(auth_scheme = %scheme, error = %e, "cannot build the JWKS client; keys will not be fetched");
+            return;
+        }
+    };
+    loop {
+        if keys.strong_count() == 0 {
+            return; // the scheme was dropped (config reload)
+        }
+        let result = fetch(&client, &url)
+            .await
+            .and_then(|b| parse_jwks(&b, &allowed, false));
+        let fetched_at = Instant::now();
+        let Some(store) = keys.upgrade() else { return };
+        let wait = match result {
+            Ok((set, broken)) => {
+                for b in broken {
+                    tracing::warn!(auth_scheme = %scheme, url = %url, "JWKS {b}; key skipped");
+                }
+                tracing::debug!(auth_scheme = %scheme, url = %url, keys = set.len(), "JWKS refreshed");
+                store.store(Arc::new(set));
+                refresh
+            }
+            Err(e) => {
+                tracing::warn!(auth_scheme = %scheme, url = %url, error = %e, "JWKS refresh failed; keeping the previous keys");
+                refresh.min(RETRY_CAP)
+            }
+        };
+        drop(store);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = kick.notified() => {
+                // A token named a key we do not have: refresh early, but not
+                // more often than every min(refresh, 10 s).
+                tokio::time::sleep_until((fetched_at + refresh.min(KICK_GAP)).into()).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
