@@ -46,6 +46,9 @@ fn context() -> ResponseContext {
         max_message_bytes: 8 << 20,
         metrics: None,
         mrtr: None,
+        route: None,
+        principal: portcullis::identify::Principal::anonymous(),
+        rounds: None,
     }
 }
 

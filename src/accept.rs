@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -15,6 +14,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Limits;
+use crate::identify::PeerIdentity;
+use crate::pipeline::body::ProxyBody;
 use crate::pipeline::{Gateway, Peer};
 
 /// One bound listener, ready to serve.
@@ -39,6 +40,36 @@ fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     b
 }
 
+/// The per-connection service: every request of the connection shares its peer.
+#[derive(Clone)]
+struct ConnectionService {
+    gateway: Arc<Gateway>,
+    peer: Arc<Peer>,
+}
+
+type Handled = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<http::Response<ProxyBody>, Infallible>> + Send>,
+>;
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for ConnectionService {
+    type Response = http::Response<ProxyBody>;
+    type Error = Infallible;
+    type Future = Handled;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Handled {
+        let gateway = self.gateway.clone();
+        let peer = self.peer.clone();
+        Box::pin(async move { Ok(gateway.handle(req, &peer).await) })
+    }
+}
+
+fn service(gateway: Arc<Gateway>, peer: Peer) -> ConnectionService {
+    ConnectionService {
+        gateway,
+        peer: Arc::new(peer),
+    }
+}
+
 /// Accept and serve until `shutdown` flips, then stop accepting and give open
 /// connections until `drain` to finish their requests.
 pub async fn serve(
@@ -51,7 +82,6 @@ pub async fn serve(
 ) {
     let builder = Arc::new(http_builder(&limits));
     let graceful = GracefulShutdown::new();
-    let tls = bound.tls.is_some();
     loop {
         let permit = tokio::select! {
             _ = shutdown.changed() => break,
@@ -70,17 +100,16 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let peer = Peer { addr, tls };
-        let gw = gateway.clone();
-        let service = service_fn(move |req| {
-            let gw = gw.clone();
-            async move { Ok::<_, Infallible>(gw.handle(req, peer).await) }
-        });
         let metrics = gateway.metrics().clone();
         match &bound.tls {
             None => {
+                let peer = Peer {
+                    addr,
+                    tls: false,
+                    identity: PeerIdentity::default(),
+                };
                 let conn = builder
-                    .serve_connection(TokioIo::new(stream), service)
+                    .serve_connection(TokioIo::new(stream), service(gateway.clone(), peer))
                     .into_owned();
                 let fut = graceful.watch(conn);
                 tokio::spawn(async move {
@@ -95,6 +124,7 @@ pub async fn serve(
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
                 let handshake_timeout = limits.header_read_timeout;
+                let gateway = gateway.clone();
                 tokio::spawn(async move {
                     let Ok(Ok(tls_stream)) =
                         tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await
@@ -102,9 +132,21 @@ pub async fn serve(
                         drop(permit);
                         return;
                     };
+                    // rustls has verified the chain against the listener's client CA.
+                    let client_cert = tls_stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .map(|c| Arc::<[u8]>::from(c.as_ref()));
+                    let peer = Peer {
+                        addr,
+                        tls: true,
+                        identity: PeerIdentity { client_cert },
+                    };
                     metrics.connections.inc();
                     let conn = builder
-                        .serve_connection(TokioIo::new(tls_stream), service)
+                        .serve_connection(TokioIo::new(tls_stream), service(gateway, peer))
                         .into_owned();
                     let _ = watcher.watch(conn).await;
                     metrics.connections.dec();

@@ -40,6 +40,12 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9100")]
         upstream: SocketAddr,
     },
+    /// Hash an API key for `[[auth.key]] hash = ...` (reads the key from stdin;
+    /// with --generate, makes a new key and prints both).
+    HashKey {
+        #[arg(long)]
+        generate: bool,
+    },
     /// Print a new requestState sealing key (KID:BASE64URL) for [state] keys_file / keys_env.
     Keygen {
         /// The key id (1-32 of A-Z a-z 0-9 - _); rotate by putting the new key first.
@@ -97,8 +103,29 @@ fn main() -> ExitCode {
             Command::Demo { config, upstream } => demo(config, upstream).await,
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
+            Command::HashKey { generate } => hash_key(generate),
         }
     })
+}
+
+fn hash_key(generate: bool) -> ExitCode {
+    use std::io::BufRead;
+    if generate {
+        let key = portcullis::identify::generate_key();
+        println!("key:  {key}");
+        println!("hash: {}", portcullis::identify::hash_key(&key));
+        return ExitCode::SUCCESS;
+    }
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() || line.trim().is_empty() {
+        eprintln!("error: give the key on standard input (echo -n KEY | portcullis hash-key), or use --generate");
+        return ExitCode::from(2);
+    }
+    println!(
+        "{}",
+        portcullis::identify::hash_key(line.trim_end_matches(['\r', '\n']))
+    );
+    ExitCode::SUCCESS
 }
 
 fn keygen(id: &str) -> ExitCode {

@@ -59,10 +59,15 @@ pub enum Reason {
     RoundLimitExceeded,
     OperationExpired,
     AnswerLimitExceeded,
+    AuthenticationRequired,
+    InvalidCredentials,
+    RateLimited,
+    RateLimiterUnavailable,
+    ToolNotPermitted,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 49] = [
+    pub const ALL: [Reason; 54] = [
         Reason::RouteNotFound,
         Reason::MethodNotAllowed,
         Reason::UnsupportedMediaType,
@@ -112,6 +117,11 @@ impl Reason {
         Reason::RoundLimitExceeded,
         Reason::OperationExpired,
         Reason::AnswerLimitExceeded,
+        Reason::AuthenticationRequired,
+        Reason::InvalidCredentials,
+        Reason::RateLimited,
+        Reason::RateLimiterUnavailable,
+        Reason::ToolNotPermitted,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -165,6 +175,11 @@ impl Reason {
             Reason::RoundLimitExceeded => "round_limit_exceeded",
             Reason::OperationExpired => "operation_expired",
             Reason::AnswerLimitExceeded => "answer_limit_exceeded",
+            Reason::AuthenticationRequired => "authentication_required",
+            Reason::InvalidCredentials => "invalid_credentials",
+            Reason::RateLimited => "rate_limited",
+            Reason::RateLimiterUnavailable => "rate_limiter_unavailable",
+            Reason::ToolNotPermitted => "tool_not_permitted",
         }
     }
 
@@ -208,6 +223,11 @@ impl Reason {
             Reason::RoundLimitExceeded => -32011,
             Reason::OperationExpired => -32011,
             Reason::AnswerLimitExceeded => -32011,
+            Reason::AuthenticationRequired => -32008,
+            Reason::InvalidCredentials => -32008,
+            Reason::RateLimited => -32009,
+            Reason::RateLimiterUnavailable => -32009,
+            Reason::ToolNotPermitted => -32012,
 
             // Every elicitation-policy refusal shares one code; data.reason tells them apart.
             Reason::InputRequiredNotAllowed
@@ -265,6 +285,11 @@ impl Reason {
             Reason::RoundLimitExceeded => StatusCode::OK,
             Reason::OperationExpired => StatusCode::OK,
             Reason::AnswerLimitExceeded => StatusCode::OK,
+            Reason::AuthenticationRequired => StatusCode::UNAUTHORIZED,
+            Reason::InvalidCredentials => StatusCode::UNAUTHORIZED,
+            Reason::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            Reason::RateLimiterUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Reason::ToolNotPermitted => StatusCode::FORBIDDEN,
 
             // A policy refusal answers a request the upstream did handle; it
             // travels as a JSON-RPC error at 200 so that every client shows

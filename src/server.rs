@@ -61,6 +61,8 @@ impl RunningGateway {
     pub async fn start(config: GatewayConfig) -> Result<RunningGateway, StartError> {
         let config = Arc::new(config);
         let metrics = Metrics::new()?;
+        config.throttle.start().await;
+        config.auth.spawn_refresh();
         let gateway = Arc::new(Gateway::new(config.clone(), metrics.clone())?);
         let (tx, rx) = watch::channel(false);
         let mut tasks = JoinSet::new();

@@ -67,13 +67,44 @@ pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 }
 
 /// Server side of a TLS listener, offering HTTP/2 and HTTP/1.1 over ALPN.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+/// `client_ca`: verify client certificates against this CA (mTLS);
+/// `required` refuses handshakes without one.
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<(&Path, bool)>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let certs = load_certs(cert)?;
     let key = load_key(key)?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some((ca, required)) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in load_certs(ca)? {
+                roots.add(c).map_err(|e| TlsError::BadCa {
+                    path: ca.display().to_string(),
+                    message: e.to_string(),
+                })?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider(),
+            );
+            let verifier = if required {
+                verifier
+            } else {
+                verifier.allow_unauthenticated()
+            };
+            let verifier = verifier.build().map_err(|e| TlsError::BadCa {
+                path: ca.display().to_string(),
+                message: e.to_string(),
+            })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

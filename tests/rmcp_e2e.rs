@@ -327,10 +327,14 @@ async fn rmcp_manual_rounds_and_decline_through_the_gateway() {
         panic!("expected input_required");
     };
     let state = first.request_state.clone().expect("requestState");
-    assert_eq!(
+    assert!(
+        state.starts_with("pcs1."),
+        "the client holds the gateway's sealed state: {state}"
+    );
+    assert_ne!(
         state,
         rooms.states_issued.lock().unwrap()[0],
-        "the client sees the upstream's state unchanged"
+        "never the upstream's own"
     );
     let mut responses = InputResponses::new();
     responses.insert("room".into(), json!({"action": "decline"}));
@@ -341,6 +345,11 @@ async fn rmcp_manual_rounds_and_decline_through_the_gateway() {
         panic!("expected complete");
     };
     assert!(text_of(&done).contains("Booking cancelled"));
+    // The upstream got its own state back, byte for byte.
+    assert_eq!(
+        *rooms.states_received.lock().unwrap(),
+        *rooms.states_issued.lock().unwrap()
+    );
     client.cancel().await.unwrap();
     gw.shutdown().await;
 }

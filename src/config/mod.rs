@@ -13,7 +13,10 @@ use std::time::Duration;
 use http::Uri;
 use toml::Spanned;
 
+use crate::identify::{AuthSchemes, SchemeId};
+use crate::pipeline::permit::{PermissionRule, Permissions};
 use crate::policy::config::{Policy, PolicySet};
+use crate::throttle::Throttle;
 use raw::*;
 
 /// A problem in a config file, pinned to a line.
@@ -40,8 +43,10 @@ pub struct GatewayConfig {
     pub log: LogConfig,
     pub state: Arc<StateConfig>,
     pub upstreams: Vec<Arc<UpstreamRoute>>,
-    /// Request path → upstream.
-    pub routes: HashMap<String, Arc<UpstreamRoute>>,
+    /// Request path → route.
+    pub routes: HashMap<String, Arc<RouteConfig>>,
+    pub auth: Arc<AuthSchemes>,
+    pub throttle: Arc<Throttle>,
 }
 
 #[derive(Clone)]
@@ -86,6 +91,16 @@ impl Default for Limits {
             http2_max_concurrent_streams: 256,
         }
     }
+}
+
+/// One path of the gateway: its upstream, who may use it and for what.
+#[derive(Debug)]
+pub struct RouteConfig {
+    pub upstream: Arc<UpstreamRoute>,
+    /// Auth schemes tried in order; empty: anonymous only.
+    pub auth: Vec<SchemeId>,
+    pub allow_anonymous: bool,
+    pub permissions: Permissions,
 }
 
 /// Where single-use state redemptions are remembered.
@@ -328,7 +343,11 @@ fn validate(
         }
     };
     let upstreams = upstreams(&raw.upstream, loc, base, &policies)?;
-    let routes = routes(&raw.route, &upstreams, loc)?;
+    let auth =
+        AuthSchemes::build(&raw.auth, base).map_err(|e| loc.at(e.span, e.field, e.message))?;
+    let throttle = Throttle::build(raw.rate_limits.as_ref())
+        .map_err(|e| loc.at(e.span, e.field, e.message))?;
+    let routes = routes(&raw.route, &upstreams, &auth, loc)?;
     Ok(GatewayConfig {
         source: path.to_owned(),
         listeners,
@@ -340,6 +359,8 @@ fn validate(
         state,
         upstreams,
         routes,
+        auth: Arc::new(auth),
+        throttle: Arc::new(throttle),
     })
 }
 
@@ -452,18 +473,10 @@ fn listeners(
                 format!("{address} is used by another listener"),
             ));
         }
-        let tls =
-            match &r.tls {
-                None => None,
-                Some(t) => {
-                    let t = t.get_ref();
-                    let cert = resolve(base, t.cert.get_ref());
-                    let key = resolve(base, t.key.get_ref());
-                    Some(crate::tls::server_config(&cert, &key).map_err(|e| {
-                        loc.at(t.cert.span(), format!("{field}.tls"), e.to_string())
-                    })?)
-                }
-            };
+        let tls = match &r.tls {
+            None => None,
+            Some(t) => Some(listener_tls(t.get_ref(), &field, loc, base)?),
+        };
         out.push(ListenerConfig { name, address, tls });
     }
     Ok(out)
@@ -545,6 +558,44 @@ fn state_config(
         allow_secret_values: raw.allow_secret_values.unwrap_or(false),
         replay,
     })
+}
+
+fn listener_tls(
+    t: &RawServerTls,
+    field: &str,
+    loc: &Locator<'_>,
+    base: &Path,
+) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
+    let cert = resolve(base, t.cert.get_ref());
+    let key = resolve(base, t.key.get_ref());
+    let client = match (&t.client_ca, &t.client_auth) {
+        (None, None) => None,
+        (None, Some(a)) => {
+            return Err(loc.at(
+                a.span(),
+                format!("{field}.tls.client_auth"),
+                "needs client_ca",
+            ))
+        }
+        (Some(ca), mode) => {
+            let required = match mode.as_ref().map(|m| m.get_ref().as_str()) {
+                None | Some("required") => true,
+                Some("optional") => false,
+                Some(other) => {
+                    let span = mode.as_ref().map(|m| m.span()).unwrap_or(0..0);
+                    return Err(loc.at(
+                        span,
+                        format!("{field}.tls.client_auth"),
+                        format!("\"{other}\" is not one of required, optional"),
+                    ));
+                }
+            };
+            Some((resolve(base, ca.get_ref()), required))
+        }
+    };
+    let client = client.as_ref().map(|(p, r)| (p.as_path(), *r));
+    crate::tls::server_config(&cert, &key, client)
+        .map_err(|e| loc.at(t.cert.span(), format!("{field}.tls"), e.to_string()))
 }
 
 fn log_config(raw: &RawLog, loc: &Locator<'_>) -> Result<LogConfig, ConfigError> {
@@ -722,8 +773,9 @@ fn upstreams(
 fn routes(
     raw: &[Spanned<RawRoute>],
     upstreams: &[Arc<UpstreamRoute>],
+    auth: &AuthSchemes,
     loc: &Locator<'_>,
-) -> Result<HashMap<String, Arc<UpstreamRoute>>, ConfigError> {
+) -> Result<HashMap<String, Arc<RouteConfig>>, ConfigError> {
     let mut out = HashMap::new();
     for (i, r) in raw.iter().enumerate() {
         let r = r.get_ref();
@@ -747,13 +799,71 @@ fn routes(
                 ),
             ));
         };
-        if out.insert(path.clone(), up.clone()).is_some() {
+        let mut schemes = Vec::new();
+        for name in r.auth.iter().flatten() {
+            let id = auth.lookup(name.get_ref()).ok_or_else(|| {
+                loc.at(
+                    name.span(),
+                    format!("route[{i}].auth"),
+                    format!(
+                        "no [[auth]] scheme named \"{}\" (known: {})",
+                        name.get_ref(),
+                        auth.names().join(", ")
+                    ),
+                )
+            })?;
+            schemes.push(id);
+        }
+        // Without schemes a route is anonymous; with them, anonymous only when asked for.
+        let allow_anonymous = r.allow_anonymous.unwrap_or(schemes.is_empty());
+        let permissions = Permissions {
+            allow: permission_rules(&r.allow, &format!("route[{i}].allow"), loc)?,
+            deny: permission_rules(&r.deny, &format!("route[{i}].deny"), loc)?,
+        };
+        let route = RouteConfig {
+            upstream: up.clone(),
+            auth: schemes,
+            allow_anonymous,
+            permissions,
+        };
+        if out.insert(path.clone(), Arc::new(route)).is_some() {
             return Err(loc.at(
                 r.path.span(),
                 format!("route[{i}].path"),
                 format!("path \"{path}\" is routed twice"),
             ));
         }
+    }
+    Ok(out)
+}
+
+fn permission_rules(
+    raw: &[Spanned<RawPermission>],
+    field: &str,
+    loc: &Locator<'_>,
+) -> Result<Vec<PermissionRule>, ConfigError> {
+    let mut out = Vec::with_capacity(raw.len());
+    for rule in raw {
+        let r = rule.get_ref();
+        fn strs(v: &[Spanned<String>]) -> Vec<&str> {
+            v.iter().map(|s| s.get_ref().as_str()).collect()
+        }
+        if r.tools.is_empty() && r.prompts.is_empty() && r.resources.is_empty() {
+            return Err(loc.at(
+                rule.span(),
+                field,
+                "a rule names at least one of tools, prompts, resources (use [\"*\"] for all)",
+            ));
+        }
+        let built = PermissionRule::new(
+            &strs(&r.principals),
+            &strs(&r.groups),
+            &strs(&r.tools),
+            &strs(&r.prompts),
+            &strs(&r.resources),
+        )
+        .map_err(|e| loc.at(rule.span(), field, format!("bad glob: {e}")))?;
+        out.push(built);
     }
     Ok(out)
 }
@@ -785,7 +895,7 @@ upstream = "rooms"
     fn a_good_config_becomes_typed_values() {
         let c = parse(GOOD).unwrap();
         assert_eq!(c.listeners.len(), 1);
-        let up = &c.routes["/mcp/rooms"];
+        let up = &c.routes["/mcp/rooms"].upstream;
         assert_eq!(up.id, "rooms");
         assert_eq!(up.response_timeout, Duration::from_secs(2));
         assert_eq!(up.connect_timeout, Duration::from_secs(5));
@@ -826,7 +936,7 @@ upstream = "rooms"
     #[test]
     fn upstreams_name_a_known_policy() {
         let c = parse(GOOD).unwrap();
-        assert_eq!(c.routes["/mcp/rooms"].policy.name, "untrusted");
+        assert_eq!(c.routes["/mcp/rooms"].upstream.policy.name, "untrusted");
         let trusted = GOOD.replace(
             "response_timeout = \"2s\"",
             "response_timeout = \"2s\"\npolicy = \"trusted\"",

@@ -20,6 +20,9 @@ pub struct RawConfig {
     pub log: RawLog,
     pub policies: Option<RawPolicies>,
     #[serde(default)]
+    pub auth: Vec<Spanned<crate::identify::RawAuthScheme>>,
+    pub rate_limits: Option<Spanned<crate::throttle::RawRateLimits>>,
+    #[serde(default)]
     pub state: RawState,
     #[serde(default)]
     pub upstream: Vec<Spanned<RawUpstream>>,
@@ -40,6 +43,10 @@ pub struct RawListener {
 pub struct RawServerTls {
     pub cert: Spanned<String>,
     pub key: Spanned<String>,
+    /// PEM CA that client certificates must chain to (mTLS).
+    pub client_ca: Option<Spanned<String>>,
+    /// `required` (default when client_ca is set) or `optional`.
+    pub client_auth: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,4 +131,28 @@ pub struct RawUpstream {
 pub struct RawRoute {
     pub path: Spanned<String>,
     pub upstream: Spanned<String>,
+    /// Auth schemes tried in order; absent: anonymous only.
+    pub auth: Option<Vec<Spanned<String>>>,
+    pub allow_anonymous: Option<bool>,
+    #[serde(default)]
+    pub allow: Vec<Spanned<RawPermission>>,
+    #[serde(default)]
+    pub deny: Vec<Spanned<RawPermission>>,
+}
+
+/// Who may call what: a rule matches a principal by name or group, and
+/// names tools, prompts and resources by glob.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPermission {
+    #[serde(default)]
+    pub principals: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub groups: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub tools: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub prompts: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub resources: Vec<Spanned<String>>,
 }

@@ -231,5 +231,12 @@ principal_from = "san_uri"
         assert_eq!((line, e.field.as_str()), (4, "auth.principal_from"));
         let (line, e) = build_err("[[auth]]\nname = \"m\"\ntype = \"mtls\"\njwks_file = \"x\"\n");
         assert_eq!((line, e.field.as_str()), (4, "auth.jwks_file"));
+        // API keys on an mtls scheme: reported at the [[auth.key]] table.
+        let (line, e) = build_err(&format!(
+            "[[auth]]\nname = \"m\"\ntype = \"mtls\"\n\n[[auth.key]]\nprincipal = \"a\"\nhash = \"{}\"\n",
+            crate::identify::hash_key("k")
+        ));
+        assert_eq!(e.field, "auth.key");
+        assert!((5..=6).contains(&line), "line {line}");
     }
 }

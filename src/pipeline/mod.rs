@@ -1,10 +1,12 @@
 //! The request pipeline, in the order data flows (see DESIGN.md):
-//! route → check the request (transport rules, then the MRTR retry check) →
-//! forward → check the answer (policy, then the next round's sealed state) →
-//! record. Each phase is one module, called once per request, in this order.
+//! route → identify → throttle → check the request (transport rules, tool
+//! permissions, the MRTR retry check) → forward → check the answer (policy,
+//! the next round's sealed state) → record. Each phase is one module,
+//! called once per request, in this order.
 
 pub mod body;
 pub mod forward;
+pub mod permit;
 pub mod record;
 pub mod request_check;
 pub mod response_check;
@@ -15,26 +17,30 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, HeaderName, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::value::RawValue;
 
-use crate::config::GatewayConfig;
+use crate::config::{GatewayConfig, RouteConfig};
 use crate::headers::upstream_request_headers;
+use crate::identify::{PeerIdentity, Principal};
 use crate::jsonrpc::error_body;
 use crate::mrtr::retry::{check_retry, Binding, MrtrShared, RetryCheck};
 use crate::refusal::{Reason, Refusal};
+use crate::throttle::Scope;
 use body::ProxyBody;
+use permit::TargetKind;
 use record::{Metrics, Outcome, RequestRecord};
 use request_check::{CheckedRequest, Rejected};
-use response_check::{MrtrExchange, ResponseContext};
-use route::{RouteTable, RoutedUpstream};
+use response_check::{MrtrExchange, ResponseContext, RoundGate};
+use route::{RouteTable, Routed};
 
 /// Where a request came from, as the accept phase saw it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Peer {
     pub addr: SocketAddr,
     pub tls: bool,
+    pub identity: PeerIdentity,
 }
 
 /// Everything a request needs, built once from a validated config.
@@ -45,15 +51,40 @@ pub struct Gateway {
     mrtr: Arc<MrtrShared>,
 }
 
-/// A refusal on its way to the client: the request id when known.
+/// A refusal on its way to the client: the request id when known, and any
+/// headers the refusal needs (`WWW-Authenticate`, `Retry-After`).
 struct Refused {
     id: Option<Box<RawValue>>,
     refusal: Refusal,
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl From<Refusal> for Refused {
     fn from(refusal: Refusal) -> Self {
-        Refused { id: None, refusal }
+        Refused {
+            id: None,
+            refusal,
+            headers: Vec::new(),
+        }
+    }
+}
+
+impl Refused {
+    fn with_id(id: &Option<Box<RawValue>>, refusal: Refusal) -> Refused {
+        Refused {
+            id: id.clone(),
+            refusal,
+            headers: Vec::new(),
+        }
+    }
+}
+
+/// How a principal is bound into a sealed state.
+fn principal_key(p: &Principal) -> String {
+    if p.is_anonymous() {
+        "anonymous".to_owned()
+    } else {
+        format!("{}:{}", p.method.as_str(), p.name)
     }
 }
 
@@ -76,28 +107,32 @@ impl Gateway {
         &self.metrics
     }
 
+    pub fn config(&self) -> &Arc<GatewayConfig> {
+        &self.config
+    }
+
     /// Handle one HTTP request from a client.
-    pub async fn handle(&self, req: Request<Incoming>, peer: Peer) -> Response<ProxyBody> {
+    pub async fn handle(&self, req: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
         let mut record = RequestRecord::start(self.metrics.clone());
-        let Some(upstream) = self.routes.select(req.uri().path()) else {
+        let Some(routed) = self.routes.select(req.uri().path()) else {
             let refusal = Refusal::new(
                 Reason::RouteNotFound,
                 "no MCP endpoint is configured at this path",
             );
-            return refuse(record, None, &refusal, None);
+            return refuse(record, Refused::from(refusal), None);
         };
-        record.set_upstream(upstream.label.clone());
-        let name = upstream.client.route.name.clone();
-        match self.exchange(upstream, req, peer, &mut record).await {
+        record.set_upstream(routed.upstream.label.clone());
+        match self.exchange(routed, req, peer, &mut record).await {
             Ok(resp) => resp.map(|b| b.recorded(record)),
-            Err(Refused { id, refusal }) => {
+            Err(refused) => {
                 if matches!(
-                    refusal.reason.status(),
+                    refused.refusal.reason.status(),
                     StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT
                 ) {
-                    self.metrics.upstream_error(&upstream.label, refusal.reason);
+                    self.metrics
+                        .upstream_error(&routed.upstream.label, refused.refusal.reason);
                 }
-                refuse(record, id.as_deref(), &refusal, Some(&name))
+                refuse(record, refused, Some(&routed.route.upstream.name))
             }
         }
     }
@@ -105,29 +140,47 @@ impl Gateway {
     /// The phases after routing, in order.
     async fn exchange(
         &self,
-        upstream: &RoutedUpstream,
+        routed: &Routed,
         req: Request<Incoming>,
-        peer: Peer,
+        peer: &Peer,
         record: &mut RequestRecord,
     ) -> Result<Response<ProxyBody>, Refused> {
+        let route = &routed.route;
+        let principal = self.identify(route, req.headers(), peer)?;
+        self.throttle(Scope::Principal, &[&principal.name], &None)
+            .await?;
         let checked = self.check_request(req, record).await?;
-        let route = &upstream.client.route;
+        self.permit(route, &principal, &checked)?;
+        let upstream = &route.upstream;
+        self.throttle(
+            Scope::PrincipalUpstream,
+            &[&principal.name, &upstream.id],
+            &checked.id,
+        )
+        .await?;
+        if let (Some(TargetKind::Tool), Some(tool)) =
+            (TargetKind::of_method(&checked.method), &checked.target)
+        {
+            self.throttle(
+                Scope::PrincipalTool,
+                &[&principal.name, &upstream.id, tool],
+                &checked.id,
+            )
+            .await?;
+        }
+
         let binding = Binding {
-            principal: "anonymous".to_owned(),
-            upstream: route.id.clone(),
+            principal: principal_key(&principal),
+            upstream: upstream.id.clone(),
             method: checked.method.clone(),
             target: checked.target.clone(),
         };
-        let retry = match check_retry(&self.mrtr, route, &binding, &checked.body).await {
-            Ok(r) => r,
-            Err(refusal) => {
+        let retry = check_retry(&self.mrtr, upstream, &binding, &checked.body)
+            .await
+            .map_err(|refusal| {
                 self.metrics.state_refused(refusal.reason);
-                return Err(Refused {
-                    id: checked.id,
-                    refusal,
-                });
-            }
-        };
+                Refused::with_id(&checked.id, refusal)
+            })?;
         let (body, prior, answer_bytes) = match retry {
             RetryCheck::Fresh => (checked.body.clone(), None, 0),
             RetryCheck::Retry(r) => (r.body, Some(r.prior), r.answers.answer_bytes as u64),
@@ -137,25 +190,30 @@ impl Gateway {
             &checked.parts.headers,
             peer.addr,
             peer.tls,
-            route.forward_authorization,
+            upstream.forward_authorization,
         );
         let sent = Instant::now();
-        let resp = upstream
+        let resp = routed
+            .upstream
             .client
             .send(headers, body.clone())
             .await
-            .map_err(|refusal| Refused {
-                id: checked.id.clone(),
-                refusal,
-            })?;
-        self.metrics.observe_upstream(&upstream.label, sent);
+            .map_err(|r| Refused::with_id(&checked.id, r))?;
+        self.metrics.observe_upstream(&routed.upstream.label, sent);
 
+        let throttle = &self.config.throttle;
+        let rounds = throttle
+            .is_limited(Scope::InputRequiredRounds)
+            .then(|| RoundGate {
+                throttle: throttle.clone(),
+                principal: principal.name.to_string(),
+            });
         let ctx = ResponseContext {
             request_id: checked.id,
             request_kind: checked.kind,
             method: checked.method,
             client: checked.client,
-            upstream: route.clone(),
+            upstream: upstream.clone(),
             max_message_bytes: self.config.limits.max_response_body_bytes,
             metrics: Some(self.metrics.clone()),
             mrtr: Some(MrtrExchange {
@@ -165,11 +223,107 @@ impl Gateway {
                 prior,
                 answer_bytes,
             }),
+            route: Some(route.clone()),
+            principal: principal.clone(),
+            rounds,
         };
         let id = ctx.request_id.clone();
         response_check::check(ctx, resp)
             .await
-            .map_err(|refusal| Refused { id, refusal })
+            .map_err(|r| Refused::with_id(&id, r))
+    }
+
+    /// Identify: who is calling, by the route's schemes.
+    fn identify(
+        &self,
+        route: &RouteConfig,
+        headers: &http::HeaderMap,
+        peer: &Peer,
+    ) -> Result<Principal, Refused> {
+        self.config
+            .auth
+            .authenticate(&route.auth, route.allow_anonymous, headers, &peer.identity)
+            .map_err(|failure| {
+                let reason = if failure.reason() == "authentication_required" {
+                    Reason::AuthenticationRequired
+                } else {
+                    Reason::InvalidCredentials
+                };
+                let message = match failure.why() {
+                    Some(why) => format!("the credential was refused: {why}"),
+                    None => "this endpoint needs a credential (see WWW-Authenticate)".to_owned(),
+                };
+                Refused {
+                    id: None,
+                    refusal: Refusal::new(reason, message),
+                    headers: vec![(header::WWW_AUTHENTICATE, failure.www_authenticate())],
+                }
+            })
+    }
+
+    /// Throttle: one unit of the limit of `scope` for `key`.
+    async fn throttle(
+        &self,
+        scope: Scope,
+        key: &[&str],
+        id: &Option<Box<RawValue>>,
+    ) -> Result<(), Refused> {
+        match self.config.throttle.check_parts(scope, key).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(limited)) => {
+                self.metrics.rate_limited(scope.as_str());
+                let secs = limited.retry_after_secs();
+                let refusal = Refusal::new(
+                    Reason::RateLimited,
+                    format!(
+                        "too many requests ({}); retry after {secs} s",
+                        scope.as_str()
+                    ),
+                )
+                .with_data("scope", scope.as_str().into())
+                .with_data("retryAfterSeconds", secs.into());
+                let retry_after = HeaderValue::from_str(&secs.to_string())
+                    .unwrap_or(HeaderValue::from_static("1"));
+                Err(Refused {
+                    id: id.clone(),
+                    refusal,
+                    headers: vec![(header::RETRY_AFTER, retry_after)],
+                })
+            }
+            Err(_) => Err(Refused::with_id(
+                id,
+                Refusal::new(
+                    Reason::RateLimiterUnavailable,
+                    "the rate limiter is unavailable; try again",
+                ),
+            )),
+        }
+    }
+
+    /// Tool permissions, judged from the checked body.
+    fn permit(
+        &self,
+        route: &RouteConfig,
+        principal: &Principal,
+        checked: &CheckedRequest,
+    ) -> Result<(), Refused> {
+        let (Some(kind), Some(target)) = (TargetKind::of_method(&checked.method), &checked.target)
+        else {
+            return Ok(());
+        };
+        if route.permissions.permits(principal, kind, target) {
+            return Ok(());
+        }
+        let what = match kind {
+            TargetKind::Tool => "tool",
+            TargetKind::Prompt => "prompt",
+            TargetKind::Resource => "resource",
+        };
+        let refusal = Refusal::new(
+            Reason::ToolNotPermitted,
+            format!("this caller may not use that {what} on this route"),
+        );
+        Err(Refused::with_id(&checked.id, refusal))
     }
 
     /// Head checks, body, then the message against its headers.
@@ -194,7 +348,11 @@ impl Gateway {
                 if let Some(m) = method {
                     record.set_method(&m);
                 }
-                Err(Refused { id, refusal })
+                Err(Refused {
+                    id,
+                    refusal,
+                    headers: Vec::new(),
+                })
             }
         }
     }
@@ -203,10 +361,14 @@ impl Gateway {
 /// Answer with a JSON-RPC error, counted under its reason.
 fn refuse(
     mut record: RequestRecord,
-    id: Option<&RawValue>,
-    refusal: &Refusal,
+    refused: Refused,
     upstream: Option<&str>,
 ) -> Response<ProxyBody> {
+    let Refused {
+        id,
+        refusal,
+        headers,
+    } = refused;
     record.set_outcome(Outcome::Refused(refusal.reason));
     tracing::info!(
         reason = refusal.reason.as_str(),
@@ -214,7 +376,11 @@ fn refuse(
         "refused: {}",
         refusal.message
     );
-    error_response(id, refusal, upstream).map(|b| b.recorded(record))
+    let mut resp = error_response(id.as_deref(), &refusal, upstream);
+    for (name, value) in headers {
+        resp.headers_mut().insert(name, value);
+    }
+    resp.map(|b| b.recorded(record))
 }
 
 /// A JSON-RPC error response with the reason's HTTP status.

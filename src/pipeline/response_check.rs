@@ -26,11 +26,14 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::record::Metrics;
+use crate::config::RouteConfig;
+use crate::identify::Principal;
 use crate::jsonrpc::{describe_json_error, error_body, same_id, Message, MessageKind};
 use crate::mrtr::retry::{mint, Binding, MintInput, MrtrShared};
 use crate::mrtr::seal::SealedState;
 use crate::policy::inspect::{inspect, ClientCaps, Decision, Report, Subject};
 use crate::refusal::{Reason, Refusal};
+use crate::throttle::{Scope, Throttle};
 
 /// What the response phase knows of the request it is checking answers to.
 pub struct ResponseContext {
@@ -43,6 +46,43 @@ pub struct ResponseContext {
     pub metrics: Option<Arc<Metrics>>,
     /// The MRTR side of the exchange; `None` only in benchmarks.
     pub mrtr: Option<MrtrExchange>,
+    /// The route, for filtering list results by permission.
+    pub route: Option<Arc<RouteConfig>>,
+    pub principal: Principal,
+    /// The limit on `input_required` rounds a principal may receive.
+    pub rounds: Option<RoundGate>,
+}
+
+/// Checks the input-required-rounds limit before a question is delivered.
+#[derive(Clone)]
+pub struct RoundGate {
+    pub throttle: Arc<Throttle>,
+    pub principal: String,
+}
+
+impl RoundGate {
+    async fn pass(self) -> Result<(), Refusal> {
+        match self
+            .throttle
+            .check_parts(Scope::InputRequiredRounds, &[&self.principal])
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(limited)) => Err(Refusal::new(
+                Reason::RateLimited,
+                format!(
+                    "the server asked this caller too many questions; retry after {} s",
+                    limited.retry_after_secs()
+                ),
+            )
+            .with_data("scope", Scope::InputRequiredRounds.as_str().into())
+            .with_data("retryAfterSeconds", limited.retry_after_secs().into())),
+            Err(_) => Err(Refusal::new(
+                Reason::RateLimiterUnavailable,
+                "the rate limiter is unavailable; try again",
+            )),
+        }
+    }
 }
 
 /// What minting the next round's state needs to know of the request.
@@ -62,9 +102,13 @@ pub enum Verdict {
     /// Forward unchanged. `is_final` marks the response to the request, after
     /// which nothing more is read from the upstream.
     Forward { is_final: bool },
-    /// Forward this rewritten final response instead (an `input_required`
-    /// result that passed policy, with its text made safe and provenance added).
+    /// Forward this rewritten final response instead (a list filtered to
+    /// what the caller may use).
     Replace(Bytes),
+    /// Deliver this rewritten `input_required` result (policy passed, text
+    /// made safe, provenance and the gateway's state added), once the
+    /// rounds limit allows.
+    Ask(Bytes),
     /// Refuse: the client gets this error instead, and the exchange ends.
     Refuse(Refusal),
 }
@@ -146,7 +190,7 @@ impl ResponseContext {
         };
         if head.result_type.as_deref() != Some("input_required") {
             self.operation_done();
-            return Verdict::Forward { is_final: true };
+            return self.filter_list(id, result);
         }
         let route = &self.upstream;
         let subject = Subject {
@@ -181,13 +225,42 @@ impl ResponseContext {
                     id,
                     result: &value,
                 }) {
-                    Ok(bytes) => Verdict::Replace(Bytes::from(bytes)),
+                    Ok(bytes) => Verdict::Ask(Bytes::from(bytes)),
                     Err(_) => Verdict::Refuse(Refusal::new(
                         Reason::UpstreamBadResponse,
                         "the upstream's answer could not be re-encoded",
                     )),
                 }
             }
+        }
+    }
+
+    /// A list result keeps only what the caller may use.
+    fn filter_list(&self, id: Option<&RawValue>, result: &RawValue) -> Verdict {
+        let Some(route) = &self.route else {
+            return Verdict::Forward { is_final: true };
+        };
+        let Some(filtered) =
+            route
+                .permissions
+                .filter_list(&self.principal, &self.method, result.get())
+        else {
+            return Verdict::Forward { is_final: true };
+        };
+        let null = RawValue::from_string("null".to_owned()).ok();
+        let Some(id) = id.or(null.as_deref()) else {
+            return Verdict::Forward { is_final: true };
+        };
+        match serde_json::to_vec(&ResponseOut {
+            jsonrpc: "2.0",
+            id,
+            result: &filtered,
+        }) {
+            Ok(bytes) => Verdict::Replace(Bytes::from(bytes)),
+            Err(_) => Verdict::Refuse(Refusal::new(
+                Reason::UpstreamBadResponse,
+                "the upstream's answer could not be re-encoded",
+            )),
         }
     }
 
@@ -277,6 +350,12 @@ pub async fn check(
             match ctx.inspect(&bytes) {
                 Verdict::Forward { .. } => Ok(build(status, headers, ProxyBody::full(bytes))),
                 Verdict::Replace(new) => Ok(build(status, headers, ProxyBody::full(new))),
+                Verdict::Ask(new) => {
+                    if let Some(gate) = ctx.rounds.clone() {
+                        gate.pass().await?;
+                    }
+                    Ok(build(status, headers, ProxyBody::full(new)))
+                }
                 Verdict::Refuse(r) if !status.is_success() => Err(bad_response(
                     status,
                     &format!("and its body was refused: {}", r.message),
@@ -325,8 +404,15 @@ async fn read_whole(ctx: &ResponseContext, body: Incoming) -> Result<Bytes, Refu
 
 /// An upstream event stream, inspected event by event. Ends after the final
 /// response, or with a JSON-RPC error event when anything goes wrong.
+/// A question waiting for the rounds limit, and the question.
+type PendingGate = (
+    Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send>>,
+    Bytes,
+);
+
 pub struct SseBody {
     ctx: ResponseContext,
+    gate: Option<PendingGate>,
     upstream: Option<Incoming>,
     framer: SseFramer,
     out: std::collections::VecDeque<Bytes>,
@@ -340,6 +426,7 @@ impl SseBody {
         let framer = SseFramer::new(ctx.max_message_bytes);
         SseBody {
             ctx,
+            gate: None,
             upstream: Some(upstream),
             framer,
             out: Default::default(),
@@ -394,6 +481,14 @@ impl SseBody {
                             self.upstream = None;
                             return;
                         }
+                        Verdict::Ask(message) => {
+                            self.upstream = None;
+                            match self.ctx.rounds.clone() {
+                                None => self.out.push_back(event_for(&message)),
+                                Some(gate) => self.gate = Some((Box::pin(gate.pass()), message)),
+                            }
+                            return;
+                        }
                         Verdict::Refuse(r) => return self.fail(r),
                     }
                 }
@@ -405,6 +500,16 @@ impl SseBody {
         loop {
             if let Some(b) = self.out.pop_front() {
                 return Poll::Ready(Some(b));
+            }
+            if let Some((gate, _)) = self.gate.as_mut() {
+                let passed = std::task::ready!(gate.as_mut().poll(cx));
+                if let Some((_, message)) = self.gate.take() {
+                    match passed {
+                        Ok(()) => self.out.push_back(event_for(&message)),
+                        Err(r) => self.fail(r),
+                    }
+                }
+                continue;
             }
             let Some(upstream) = self.upstream.as_mut() else {
                 return Poll::Ready(None);

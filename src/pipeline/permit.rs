@@ -1,0 +1,217 @@
+//! Tool permissions, separate from elicitation (as MCP hosts do): which
+//! principals may call which tools, prompts and resources of a route. Judged
+//! from the checked body, never from headers alone; list results are
+//! filtered to what the caller may call.
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+use crate::identify::Principal;
+
+/// What a request is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    Tool,
+    Prompt,
+    Resource,
+}
+
+impl TargetKind {
+    /// The kind a method's target is, for the methods that have one.
+    pub fn of_method(method: &str) -> Option<TargetKind> {
+        match method {
+            "tools/call" => Some(TargetKind::Tool),
+            "prompts/get" => Some(TargetKind::Prompt),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                Some(TargetKind::Resource)
+            }
+            _ => None,
+        }
+    }
+
+    /// The list method whose result names targets of this kind, and where.
+    pub fn of_list(method: &str) -> Option<(TargetKind, &'static str, &'static str)> {
+        match method {
+            "tools/list" => Some((TargetKind::Tool, "tools", "name")),
+            "prompts/list" => Some((TargetKind::Prompt, "prompts", "name")),
+            "resources/list" => Some((TargetKind::Resource, "resources", "uri")),
+            _ => None,
+        }
+    }
+}
+
+/// One allow or deny rule.
+#[derive(Debug, Clone)]
+pub struct PermissionRule {
+    principals: GlobSet,
+    groups: GlobSet,
+    any_principal: bool,
+    tools: GlobSet,
+    prompts: GlobSet,
+    resources: GlobSet,
+}
+
+/// Globs for one list of a rule.
+pub fn glob_set(patterns: &[&str]) -> Result<GlobSet, globset::Error> {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        b.add(Glob::new(p)?);
+    }
+    b.build()
+}
+
+impl PermissionRule {
+    pub fn new(
+        principals: &[&str],
+        groups: &[&str],
+        tools: &[&str],
+        prompts: &[&str],
+        resources: &[&str],
+    ) -> Result<Self, globset::Error> {
+        Ok(PermissionRule {
+            any_principal: principals.is_empty() && groups.is_empty(),
+            principals: glob_set(principals)?,
+            groups: glob_set(groups)?,
+            tools: glob_set(tools)?,
+            prompts: glob_set(prompts)?,
+            resources: glob_set(resources)?,
+        })
+    }
+
+    fn covers(&self, who: &Principal) -> bool {
+        self.any_principal
+            || self.principals.is_match(who.name.as_ref())
+            || who.groups.iter().any(|g| self.groups.is_match(g))
+    }
+
+    fn names(&self, kind: TargetKind, name: &str) -> bool {
+        match kind {
+            TargetKind::Tool => self.tools.is_match(name),
+            TargetKind::Prompt => self.prompts.is_match(name),
+            TargetKind::Resource => self.resources.is_match(name),
+        }
+    }
+}
+
+/// The permissions of one route. With no rules at all, everything is
+/// allowed; with allow rules, only what one of them names; a deny rule
+/// always wins.
+#[derive(Debug, Clone, Default)]
+pub struct Permissions {
+    pub allow: Vec<PermissionRule>,
+    pub deny: Vec<PermissionRule>,
+}
+
+impl Permissions {
+    pub fn is_open(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty()
+    }
+
+    pub fn permits(&self, who: &Principal, kind: TargetKind, name: &str) -> bool {
+        if self
+            .deny
+            .iter()
+            .any(|r| r.covers(who) && r.names(kind, name))
+        {
+            return false;
+        }
+        self.allow.is_empty()
+            || self
+                .allow
+                .iter()
+                .any(|r| r.covers(who) && r.names(kind, name))
+    }
+
+    /// Keep only the entries of a list result the caller may use. Returns
+    /// the rewritten result, or `None` when nothing had to be removed.
+    pub fn filter_list(
+        &self,
+        who: &Principal,
+        method: &str,
+        result: &str,
+    ) -> Option<serde_json::Value> {
+        let (kind, member, key) = TargetKind::of_list(method)?;
+        if self.is_open() {
+            return None;
+        }
+        let mut value: serde_json::Value = serde_json::from_str(result).ok()?;
+        let items = value.get_mut(member)?.as_array_mut()?;
+        let before = items.len();
+        items.retain(|item| {
+            item.get(key)
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|n| self.permits(who, kind, n))
+        });
+        (items.len() != before).then_some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identify::AuthMethod;
+    use std::sync::Arc;
+
+    fn who(name: &str, groups: &[&str]) -> Principal {
+        Principal {
+            name: Arc::from(name),
+            groups: groups
+                .iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .into(),
+            method: AuthMethod::ApiKey,
+        }
+    }
+
+    #[test]
+    fn allow_lists_restrict_and_deny_wins() {
+        let p = Permissions {
+            allow: vec![
+                PermissionRule::new(&[], &["staff"], &["book_*", "get_room"], &["*"], &[]).unwrap(),
+                PermissionRule::new(&["admin"], &[], &["*"], &[], &["file:///*"]).unwrap(),
+            ],
+            deny: vec![PermissionRule::new(&[], &["contractors"], &["book_*"], &[], &[]).unwrap()],
+        };
+        let staff = who("bob", &["staff"]);
+        assert!(p.permits(&staff, TargetKind::Tool, "book_room"));
+        assert!(!p.permits(&staff, TargetKind::Tool, "delete_room"));
+        assert!(!p.permits(&staff, TargetKind::Resource, "file:///etc/passwd"));
+        assert!(p.permits(
+            &who("admin", &[]),
+            TargetKind::Resource,
+            "file:///etc/passwd"
+        ));
+        assert!(!p.permits(
+            &who("carol", &["staff", "contractors"]),
+            TargetKind::Tool,
+            "book_room"
+        ));
+        assert!(!p.permits(&Principal::anonymous(), TargetKind::Tool, "get_room"));
+        assert!(Permissions::default().permits(
+            &Principal::anonymous(),
+            TargetKind::Tool,
+            "anything"
+        ));
+    }
+
+    #[test]
+    fn lists_are_filtered() {
+        let p = Permissions {
+            allow: vec![PermissionRule::new(&[], &[], &["get_*"], &[], &[]).unwrap()],
+            deny: vec![],
+        };
+        let result = r#"{"resultType":"complete","tools":[{"name":"get_room"},{"name":"book_room"}],"ttlMs":0,"cacheScope":"private"}"#;
+        let out = p
+            .filter_list(&Principal::anonymous(), "tools/list", result)
+            .unwrap();
+        assert_eq!(out["tools"].as_array().unwrap().len(), 1);
+        assert_eq!(out["tools"][0]["name"], "get_room");
+        assert!(p
+            .filter_list(
+                &Principal::anonymous(),
+                "tools/list",
+                r#"{"tools":[{"name":"get_x"}]}"#
+            )
+            .is_none());
+    }
+}
