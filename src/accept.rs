@@ -14,6 +14,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Limits;
+use arc_swap::ArcSwap;
+
 use crate::identify::PeerIdentity;
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::{Gateway, Peer};
@@ -43,7 +45,9 @@ fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
 /// The per-connection service: every request of the connection shares its peer.
 #[derive(Clone)]
 struct ConnectionService {
-    gateway: Arc<Gateway>,
+    /// The current gateway; swapped on reload. A request keeps the one it
+    /// started with until it ends.
+    gateway: Arc<ArcSwap<Gateway>>,
     peer: Arc<Peer>,
 }
 
@@ -57,13 +61,13 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Connectio
     type Future = Handled;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> Handled {
-        let gateway = self.gateway.clone();
+        let gateway = self.gateway.load_full();
         let peer = self.peer.clone();
         Box::pin(async move { Ok(gateway.handle(req, &peer).await) })
     }
 }
 
-fn service(gateway: Arc<Gateway>, peer: Peer) -> ConnectionService {
+fn service(gateway: Arc<ArcSwap<Gateway>>, peer: Peer) -> ConnectionService {
     ConnectionService {
         gateway,
         peer: Arc::new(peer),
@@ -74,7 +78,7 @@ fn service(gateway: Arc<Gateway>, peer: Peer) -> ConnectionService {
 /// connections until `drain` to finish their requests.
 pub async fn serve(
     bound: BoundListener,
-    gateway: Arc<Gateway>,
+    gateway: Arc<ArcSwap<Gateway>>,
     limits: Limits,
     connections: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
@@ -100,7 +104,7 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let metrics = gateway.metrics().clone();
+        let metrics = gateway.load().metrics().clone();
         match &bound.tls {
             None => {
                 let peer = Peer {

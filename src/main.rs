@@ -181,11 +181,30 @@ async fn run(config: GatewayConfig, after_start: Option<AfterStart>) -> ExitCode
     if let Some(f) = after_start {
         f(&gateway);
     }
-    shutdown_signal().await;
+    let gateway = std::sync::Arc::new(gateway);
+    gateway.watch_files(std::time::Duration::from_secs(2));
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        _ = reload_on_sighup(gateway.clone()) => {}
+    }
     tracing::info!("shutting down: no new connections; draining in-flight requests");
-    gateway.shutdown().await;
+    gateway.shutdown_shared().await;
     tracing::info!("stopped");
     ExitCode::SUCCESS
+}
+
+/// SIGHUP reloads the config and policies (never returns on unix).
+async fn reload_on_sighup(gateway: std::sync::Arc<RunningGateway>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            while hup.recv().await.is_some() {
+                let _ = gateway.reload();
+            }
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 async fn demo_upstream(listen: SocketAddr) -> ExitCode {

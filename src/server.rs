@@ -1,17 +1,23 @@
-//! Starting and stopping a gateway: bind every listener, serve, and on a
-//! shutdown signal stop accepting, report not-ready, and drain.
+//! Starting, reloading and stopping a gateway: bind every listener, serve;
+//! on a reload (SIGHUP or a changed file) validate the new config in full
+//! and swap it in atomically; on a shutdown signal stop accepting, report
+//! not-ready, and drain.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
+use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
-use crate::config::GatewayConfig;
+use crate::config::{ConfigError, GatewayConfig};
+use crate::mrtr::replay::ReplayStore;
 use crate::pipeline::record::Metrics;
 use crate::pipeline::Gateway;
 
@@ -29,11 +35,23 @@ pub enum StartError {
     Tls(#[from] rustls::Error),
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("upstream TLS setup: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("this gateway was not started from a config file")]
+    NoSource,
+}
+
 /// A started gateway. Dropping it does not stop it; call [`shutdown`].
 pub struct RunningGateway {
     /// Bound data-plane addresses, in config order (port 0 resolved).
     pub addrs: Vec<SocketAddr>,
     pub admin_addr: Option<SocketAddr>,
+    current: Arc<ArcSwap<Gateway>>,
+    source: Option<PathBuf>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
     /// The admin listener outlives the drain so probes can watch it.
@@ -59,11 +77,15 @@ async fn bind(address: SocketAddr, name: &str) -> Result<TcpListener, StartError
 
 impl RunningGateway {
     pub async fn start(config: GatewayConfig) -> Result<RunningGateway, StartError> {
+        let source = config.source.is_file().then(|| config.source.clone());
         let config = Arc::new(config);
         let metrics = Metrics::new()?;
         config.throttle.start().await;
         config.auth.spawn_refresh();
-        let gateway = Arc::new(Gateway::new(config.clone(), metrics.clone())?);
+        let replay = Arc::new(ReplayStore::new(&config.state.replay));
+        let gateway = Gateway::new(config.clone(), metrics.clone(), replay)?;
+        metrics.config_loaded(true);
+        let current = Arc::new(ArcSwap::from_pointee(gateway));
         let (tx, rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let connections = Arc::new(Semaphore::new(config.limits.max_connections));
@@ -101,7 +123,7 @@ impl RunningGateway {
             tracing::info!(listener = %b.name, %addr, tls = b.tls.is_some(), "listening");
             tasks.spawn(accept::serve(
                 b,
-                gateway.clone(),
+                current.clone(),
                 config.limits,
                 connections.clone(),
                 rx.clone(),
@@ -112,11 +134,77 @@ impl RunningGateway {
         Ok(RunningGateway {
             addrs,
             admin_addr,
+            current,
+            source,
             shutdown: tx,
             tasks,
             admin,
             metrics,
         })
+    }
+
+    /// The config in force now.
+    pub fn config(&self) -> Arc<GatewayConfig> {
+        self.current.load().config().clone()
+    }
+
+    /// Load the config file again, validate it in full and swap it in. On
+    /// any error the running config stays, and the error says why. Listener
+    /// addresses, TLS and connection-level limits need a restart.
+    pub fn reload(&self) -> Result<(), ReloadError> {
+        let result = self.try_reload();
+        self.metrics.config_loaded(result.is_ok());
+        match &result {
+            Ok(()) => tracing::info!("config reloaded"),
+            Err(e) => tracing::error!("config reload failed, keeping the running config: {e}"),
+        }
+        result
+    }
+
+    fn try_reload(&self) -> Result<(), ReloadError> {
+        let path = self.source.as_ref().ok_or(ReloadError::NoSource)?;
+        let config = GatewayConfig::load(path)?;
+        let old = self.current.load_full();
+        let listeners_changed = config.listeners.iter().map(|l| l.address).ne(old
+            .config()
+            .listeners
+            .iter()
+            .map(|l| l.address));
+        if listeners_changed {
+            tracing::warn!(
+                "listener addresses changed in the config; they take effect at the next restart"
+            );
+        }
+        let replay = if old.replay_store().serves(&config.state.replay) {
+            old.replay_store().clone()
+        } else {
+            Arc::new(ReplayStore::new(&config.state.replay))
+        };
+        let config = Arc::new(config);
+        let gateway = Gateway::new(config.clone(), self.metrics.clone(), replay)?;
+        config.auth.spawn_refresh();
+        let throttle = config.throttle.clone();
+        tokio::spawn(async move { throttle.start().await });
+        self.current.store(Arc::new(gateway));
+        Ok(())
+    }
+
+    /// Reload when the config file, a policy file or the state keys file
+    /// changes (checked every `every`).
+    pub fn watch_files(self: &Arc<Self>, every: Duration) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut last = None;
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(gw) = me.upgrade() else { return };
+                let stamp = watched_stamp(&gw.config());
+                if last.is_some() && last != Some(stamp.clone()) {
+                    let _ = gw.reload();
+                }
+                last = Some(stamp);
+            }
+        });
     }
 
     /// Stop accepting, report not-ready, and wait for in-flight requests (up to
@@ -130,6 +218,41 @@ impl RunningGateway {
             let _ = task.await;
         }
     }
+
+    /// [`shutdown`] for a gateway shared with a file watcher.
+    pub async fn shutdown_shared(self: Arc<Self>) {
+        match Arc::try_unwrap(self) {
+            Ok(me) => me.shutdown().await,
+            Err(shared) => {
+                // The watcher holds only a weak reference, so this is another
+                // strong holder: signal and let it finish the drain.
+                shared.metrics.ready.store(false, Ordering::Relaxed);
+                let _ = shared.shutdown.send(true);
+            }
+        }
+    }
+}
+
+/// Modification times of every file the config is made of.
+fn watched_stamp(config: &GatewayConfig) -> Vec<(PathBuf, Option<SystemTime>)> {
+    let mut files: Vec<PathBuf> = vec![config.source.clone()];
+    files.extend(config.watched_files.iter().cloned());
+    let mut out: Vec<(PathBuf, Option<SystemTime>)> = Vec::new();
+    for f in files {
+        if f.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&f) {
+                let mut inner: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+                inner.sort();
+                out.extend(inner.into_iter().map(|p| (p.clone(), mtime(&p))));
+            }
+        }
+        out.push((f.clone(), mtime(&f)));
+    }
+    out
+}
+
+fn mtime(p: &Path) -> Option<SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
 /// Resolves on SIGTERM or SIGINT.

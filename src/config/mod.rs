@@ -47,6 +47,9 @@ pub struct GatewayConfig {
     pub routes: HashMap<String, Arc<RouteConfig>>,
     pub auth: Arc<AuthSchemes>,
     pub throttle: Arc<Throttle>,
+    /// Files besides the config that a change of triggers a reload
+    /// (policies directory, state keys file).
+    pub watched_files: Vec<PathBuf>,
 }
 
 #[derive(Clone)]
@@ -361,6 +364,7 @@ fn validate(
         routes,
         auth: Arc::new(auth),
         throttle: Arc::new(throttle),
+        watched_files: watched_files(&raw, base),
     })
 }
 
@@ -558,6 +562,17 @@ fn state_config(
         allow_secret_values: raw.allow_secret_values.unwrap_or(false),
         replay,
     })
+}
+
+fn watched_files(raw: &RawConfig, base: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = &raw.policies {
+        out.push(resolve(base, p.dir.get_ref()));
+    }
+    if let Some(k) = &raw.state.keys_file {
+        out.push(resolve(base, k.get_ref()));
+    }
+    out
 }
 
 fn listener_tls(

@@ -29,6 +29,15 @@ pub enum ReplayStore {
 }
 
 impl ReplayStore {
+    /// Whether this store serves `backend` (a reload may keep it).
+    pub fn serves(&self, backend: &ReplayBackend) -> bool {
+        match (self, backend) {
+            (ReplayStore::Local(_), ReplayBackend::Local) => true,
+            (ReplayStore::Redis { url, .. }, ReplayBackend::Redis(u)) => url == u,
+            _ => false,
+        }
+    }
+
     pub fn new(backend: &ReplayBackend) -> ReplayStore {
         match backend {
             ReplayBackend::Local => ReplayStore::Local(Mutex::new(HashMap::new())),

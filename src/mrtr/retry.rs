@@ -25,13 +25,13 @@ use crate::refusal::{Reason, Refusal};
 /// What the MRTR phase needs of the gateway, shared by all requests.
 pub struct MrtrShared {
     pub state: Arc<StateConfig>,
-    pub replay: ReplayStore,
+    /// Outlives config reloads: a redeemed state stays redeemed.
+    pub replay: Arc<ReplayStore>,
     pub scanner: Arc<SecretValueScanner>,
 }
 
 impl MrtrShared {
-    pub fn new(state: Arc<StateConfig>) -> MrtrShared {
-        let replay = ReplayStore::new(&state.replay);
+    pub fn new(state: Arc<StateConfig>, replay: Arc<ReplayStore>) -> MrtrShared {
         MrtrShared {
             state,
             replay,
@@ -81,7 +81,7 @@ fn state_refusal(reason: Reason, message: &str) -> Refusal {
 pub enum RetryCheck {
     /// Not a retry: a first call (or a method without MRTR).
     Fresh,
-    Retry(AcceptedRetry),
+    Retry(Box<AcceptedRetry>),
 }
 
 /// Check a request that may be a retry. Nothing is forwarded when this fails.
@@ -129,11 +129,11 @@ pub async fn check_retry(
     redeem_once(shared, upstream, binding, &prior).await?;
     let answers = take_answers(shared, &mut params, &prior)?;
     let new_body = rewrite(body, params, &prior)?;
-    Ok(RetryCheck::Retry(AcceptedRetry {
+    Ok(RetryCheck::Retry(Box::new(AcceptedRetry {
         body: new_body,
         prior,
         answers,
-    }))
+    })))
 }
 
 fn body_params(body: &Bytes) -> Result<Map<String, Value>, Refusal> {

@@ -25,6 +25,7 @@ use crate::config::{GatewayConfig, RouteConfig};
 use crate::headers::upstream_request_headers;
 use crate::identify::{PeerIdentity, Principal};
 use crate::jsonrpc::error_body;
+use crate::mrtr::replay::ReplayStore;
 use crate::mrtr::retry::{check_retry, Binding, MrtrShared, RetryCheck};
 use crate::refusal::{Reason, Refusal};
 use crate::throttle::Scope;
@@ -89,12 +90,16 @@ fn principal_key(p: &Principal) -> String {
 }
 
 impl Gateway {
-    pub fn new(config: Arc<GatewayConfig>, metrics: Arc<Metrics>) -> Result<Self, rustls::Error> {
+    pub fn new(
+        config: Arc<GatewayConfig>,
+        metrics: Arc<Metrics>,
+        replay: Arc<ReplayStore>,
+    ) -> Result<Self, rustls::Error> {
         let routes = RouteTable::new(&config)?;
         for up in &config.upstreams {
             metrics.register_upstream(&up.id);
         }
-        let mrtr = Arc::new(MrtrShared::new(config.state.clone()));
+        let mrtr = Arc::new(MrtrShared::new(config.state.clone(), replay));
         Ok(Gateway {
             config,
             routes,
@@ -109,6 +114,11 @@ impl Gateway {
 
     pub fn config(&self) -> &Arc<GatewayConfig> {
         &self.config
+    }
+
+    /// The single-use store, handed on to the next config's gateway.
+    pub fn replay_store(&self) -> &Arc<ReplayStore> {
+        &self.mrtr.replay
     }
 
     /// Handle one HTTP request from a client.
@@ -183,7 +193,10 @@ impl Gateway {
             })?;
         let (body, prior, answer_bytes) = match retry {
             RetryCheck::Fresh => (checked.body.clone(), None, 0),
-            RetryCheck::Retry(r) => (r.body, Some(r.prior), r.answers.answer_bytes as u64),
+            RetryCheck::Retry(r) => {
+                let r = *r;
+                (r.body, Some(r.prior), r.answers.answer_bytes as u64)
+            }
         };
 
         let headers = upstream_request_headers(

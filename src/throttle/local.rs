@@ -102,9 +102,7 @@ impl BoundedStore {
             })
             .is_ok()
     }
-}
 
-impl BoundedStore {
     fn measure<T, F, E>(&self, key: &u64, f: F) -> Result<T, E>
     where
         F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
@@ -180,6 +178,8 @@ impl ShrinkableKeyedStateStore<u64> for SharedStore {
 pub(crate) struct LocalScope<C: Clock = DefaultClock> {
     limiter: RateLimiter<u64, SharedStore, C, NoOpMiddleware<C::Instant>>,
     store: Arc<BoundedStore>,
+    /// Most keys held since the map was last shrunk.
+    high_water: AtomicUsize,
 }
 
 pub(crate) fn quota(rate: &Rate) -> Quota {
@@ -208,6 +208,7 @@ impl<C: Clock> LocalScope<C> {
         LocalScope {
             limiter: RateLimiter::new(quota(rate), SharedStore(store.clone()), clock),
             store,
+            high_water: AtomicUsize::new(0),
         }
     }
 
@@ -220,10 +221,20 @@ impl<C: Clock> LocalScope<C> {
     }
 
     /// Drops keys whose state is indistinguishable from a fresh one, and
-    /// returns the memory to the allocator.
+    /// returns the memory to the allocator once the map has at least halved
+    /// since it was last shrunk (rehashing on every sweep would be waste).
     pub(crate) fn evict_idle(&self) {
+        let before = self.limiter.len();
+        let high = self
+            .high_water
+            .fetch_max(before, Ordering::Relaxed)
+            .max(before);
         self.limiter.retain_recent();
-        self.limiter.shrink_to_fit();
+        let after = self.limiter.len();
+        if after <= high / 2 {
+            self.limiter.shrink_to_fit();
+            self.high_water.store(after, Ordering::Relaxed);
+        }
         self.store.full.store(false, Ordering::Relaxed);
     }
 
