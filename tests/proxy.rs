@@ -901,3 +901,109 @@ async fn http2_clients_are_served() {
     assert_eq!(json_of(resp).await["id"], "h2");
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn every_response_carries_a_request_id_that_the_upstream_also_sees() {
+    let up = ScriptedUpstream::start(ok_result).await;
+    let gw = gateway_for(&up).await;
+    let c = client();
+    let resp = call(&c, &url(&gw), "q1", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    let id = resp.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert!(!id.is_empty());
+    assert_eq!(
+        up.requests()[0].header("x-request-id").as_deref(),
+        Some(id.as_str())
+    );
+    let given = call(&c, &url(&gw), "q2", "get_room", json!({}))
+        .header("x-request-id", "trace-abc-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        given.headers()["x-request-id"],
+        "trace-abc-123",
+        "a sane incoming id is kept"
+    );
+    let refused = c.get(url(&gw)).send().await.unwrap();
+    assert!(
+        refused.headers().contains_key("x-request-id"),
+        "refusals carry one too"
+    );
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn promtool_accepts_the_metrics_exposition() {
+    let Ok(out) = std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+    else {
+        assert!(
+            std::env::var_os("PORTCULLIS_REQUIRE_PEERS").is_none(),
+            "promtool is required (PORTCULLIS_REQUIRE_PEERS is set)"
+        );
+        eprintln!("skipped: promtool not installed");
+        return;
+    };
+    assert!(out.status.success());
+    let up = ScriptedUpstream::start(ok_result).await;
+    let gw = gateway_for(&up).await;
+    let c = client();
+    call(&c, &url(&gw), "m1", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    call_with(
+        &c,
+        &url(&gw),
+        "m2",
+        "get_room",
+        json!({}),
+        &[("mcp-name", Some("x"))],
+    )
+    .send()
+    .await
+    .unwrap()
+    .bytes()
+    .await
+    .unwrap();
+    let metrics = c
+        .get(format!("http://{}/metrics", gw.admin_addr.unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let result = child.wait_with_output().unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert!(
+        result.status.success() && report.trim().is_empty(),
+        "promtool check metrics: {report}"
+    );
+    gw.shutdown().await;
+}

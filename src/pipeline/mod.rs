@@ -80,6 +80,27 @@ impl Refused {
     }
 }
 
+static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The client's `X-Request-Id` when it is a sane token, else a new one:
+/// a per-process random prefix and a counter (unique, cheap, not secret).
+fn request_id(headers: &http::HeaderMap) -> HeaderValue {
+    if let Some(v) = headers.get(&X_REQUEST_ID) {
+        let ok = (1..=64).contains(&v.len())
+            && v.as_bytes()
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(b));
+        if ok {
+            return v.clone();
+        }
+    }
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| crate::mrtr::seal::new_operation_id()[..8].to_owned());
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    HeaderValue::from_str(&format!("{prefix}-{n:x}")).unwrap_or(HeaderValue::from_static("unknown"))
+}
+
 /// How a principal is bound into a sealed state.
 fn principal_key(p: &Principal) -> String {
     if p.is_anonymous() {
@@ -121,8 +142,19 @@ impl Gateway {
         &self.mrtr.replay
     }
 
-    /// Handle one HTTP request from a client.
-    pub async fn handle(&self, req: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
+    /// Handle one HTTP request from a client, in a tracing span named by its
+    /// request id (also returned to the client and passed upstream).
+    pub async fn handle(&self, mut req: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
+        let request_id = request_id(req.headers());
+        req.headers_mut()
+            .insert(X_REQUEST_ID.clone(), request_id.clone());
+        let span = tracing::info_span!("request", id = %request_id.to_str().unwrap_or("-"), path = %req.uri().path());
+        let mut resp = tracing::Instrument::instrument(self.handle_inner(req, peer), span).await;
+        resp.headers_mut().insert(X_REQUEST_ID.clone(), request_id);
+        resp
+    }
+
+    async fn handle_inner(&self, req: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
         let mut record = RequestRecord::start(self.metrics.clone());
         let Some(routed) = self.routes.select(req.uri().path()) else {
             let refusal = Refusal::new(
