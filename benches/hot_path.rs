@@ -49,6 +49,7 @@ fn context() -> ResponseContext {
         route: None,
         principal: portcullis::identify::Principal::anonymous(),
         rounds: None,
+        audit: None,
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod accept;
 pub mod admin;
+pub mod audit;
 pub mod config;
 pub mod demo;
 pub mod headers;

@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
+use crate::audit::AuditSink;
 use crate::config::{ConfigError, GatewayConfig};
 use crate::mrtr::replay::ReplayStore;
 use crate::pipeline::record::Metrics;
@@ -83,7 +84,11 @@ impl RunningGateway {
         config.throttle.start().await;
         config.auth.spawn_refresh();
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
-        let gateway = Gateway::new(config.clone(), metrics.clone(), replay)?;
+        let audit = AuditSink::from_settings(config.audit.clone());
+        if let Err(e) = audit.start() {
+            tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
+        }
+        let gateway = Gateway::new(config.clone(), metrics.clone(), replay, audit)?;
         metrics.config_loaded(true);
         let current = Arc::new(ArcSwap::from_pointee(gateway));
         let (tx, rx) = watch::channel(false);
@@ -180,8 +185,15 @@ impl RunningGateway {
         } else {
             Arc::new(ReplayStore::new(&config.state.replay))
         };
+        let audit = if old.audit().settings() == &config.audit {
+            old.audit().clone()
+        } else {
+            let sink = AuditSink::from_settings(config.audit.clone());
+            let _ = sink.start();
+            sink
+        };
         let config = Arc::new(config);
-        let gateway = Gateway::new(config.clone(), self.metrics.clone(), replay)?;
+        let gateway = Gateway::new(config.clone(), self.metrics.clone(), replay, audit)?;
         config.auth.spawn_refresh();
         let throttle = config.throttle.clone();
         tokio::spawn(async move { throttle.start().await });
@@ -213,6 +225,7 @@ impl RunningGateway {
         self.metrics.ready.store(false, Ordering::Relaxed);
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
+        self.current.load().audit().flush().await;
         if let Some((tx, task)) = self.admin.take() {
             let _ = tx.send(true);
             let _ = task.await;

@@ -50,6 +50,7 @@ pub struct GatewayConfig {
     /// Files besides the config that a change of triggers a reload
     /// (policies directory, state keys file).
     pub watched_files: Vec<PathBuf>,
+    pub audit: crate::audit::AuditSettings,
 }
 
 #[derive(Clone)]
@@ -351,6 +352,8 @@ fn validate(
     let throttle = Throttle::build(raw.rate_limits.as_ref())
         .map_err(|e| loc.at(e.span, e.field, e.message))?;
     let routes = routes(&raw.route, &upstreams, &auth, loc)?;
+    let audit = crate::audit::AuditSettings::from_raw(raw.audit.as_ref(), base)
+        .map_err(|e| loc.at(e.span, e.field, e.message))?;
     Ok(GatewayConfig {
         source: path.to_owned(),
         listeners,
@@ -365,6 +368,7 @@ fn validate(
         auth: Arc::new(auth),
         throttle: Arc::new(throttle),
         watched_files: watched_files(&raw, base),
+        audit,
     })
 }
 

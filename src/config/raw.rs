@@ -22,6 +22,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub auth: Vec<Spanned<crate::identify::RawAuthScheme>>,
     pub rate_limits: Option<Spanned<crate::throttle::RawRateLimits>>,
+    pub audit: Option<Spanned<crate::audit::RawAudit>>,
     #[serde(default)]
     pub state: RawState,
     #[serde(default)]

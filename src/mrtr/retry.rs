@@ -283,7 +283,12 @@ pub struct MintInput<'a> {
 
 /// Seal the state of the next round into `result["requestState"]`, or
 /// refuse when the operation is over one of its limits.
-pub fn mint(state: &StateConfig, input: MintInput<'_>, result: &mut Value) -> Result<u32, Refusal> {
+/// Returns the operation id and round of the minted state.
+pub fn mint(
+    state: &StateConfig,
+    input: MintInput<'_>,
+    result: &mut Value,
+) -> Result<(String, u32), Refusal> {
     let now = now_secs();
     let (operation, round, started, prior_bytes) = match input.prior {
         Some(p) => (
@@ -323,7 +328,7 @@ pub fn mint(state: &StateConfig, input: MintInput<'_>, result: &mut Value) -> Re
         method: input.binding.method.clone(),
         target: input.binding.target.clone(),
         digest: params_digest(&params),
-        operation,
+        operation: operation.clone(),
         round,
         started,
         expires: now.saturating_add(state.round_timeout.as_secs()),
@@ -339,5 +344,5 @@ pub fn mint(state: &StateConfig, input: MintInput<'_>, result: &mut Value) -> Re
     if let Value::Object(obj) = result {
         obj.insert("requestState".into(), Value::String(token));
     }
-    Ok(round)
+    Ok((operation, round))
 }

@@ -21,6 +21,7 @@ use http::{header, HeaderName, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::value::RawValue;
 
+use crate::audit::{AuditContext, AuditEvent, AuditSink, OperationOutcome};
 use crate::config::{GatewayConfig, RouteConfig};
 use crate::headers::upstream_request_headers;
 use crate::identify::{PeerIdentity, Principal};
@@ -50,6 +51,7 @@ pub struct Gateway {
     routes: RouteTable,
     metrics: Arc<Metrics>,
     mrtr: Arc<MrtrShared>,
+    audit: AuditSink,
 }
 
 /// A refusal on its way to the client: the request id when known, and any
@@ -115,6 +117,7 @@ impl Gateway {
         config: Arc<GatewayConfig>,
         metrics: Arc<Metrics>,
         replay: Arc<ReplayStore>,
+        audit: AuditSink,
     ) -> Result<Self, rustls::Error> {
         let routes = RouteTable::new(&config)?;
         for up in &config.upstreams {
@@ -126,6 +129,7 @@ impl Gateway {
             routes,
             metrics,
             mrtr,
+            audit,
         })
     }
 
@@ -135,6 +139,10 @@ impl Gateway {
 
     pub fn config(&self) -> &Arc<GatewayConfig> {
         &self.config
+    }
+
+    pub fn audit(&self) -> &AuditSink {
+        &self.audit
     }
 
     /// The single-use store, handed on to the next config's gateway.
@@ -149,12 +157,19 @@ impl Gateway {
         req.headers_mut()
             .insert(X_REQUEST_ID.clone(), request_id.clone());
         let span = tracing::info_span!("request", id = %request_id.to_str().unwrap_or("-"), path = %req.uri().path());
-        let mut resp = tracing::Instrument::instrument(self.handle_inner(req, peer), span).await;
+        let id_text = request_id.to_str().unwrap_or("-").to_owned();
+        let mut resp =
+            tracing::Instrument::instrument(self.handle_inner(req, peer, id_text), span).await;
         resp.headers_mut().insert(X_REQUEST_ID.clone(), request_id);
         resp
     }
 
-    async fn handle_inner(&self, req: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
+    async fn handle_inner(
+        &self,
+        req: Request<Incoming>,
+        peer: &Peer,
+        request_id: String,
+    ) -> Response<ProxyBody> {
         let mut record = RequestRecord::start(self.metrics.clone());
         let Some(routed) = self.routes.select(req.uri().path()) else {
             let refusal = Refusal::new(
@@ -164,7 +179,10 @@ impl Gateway {
             return refuse(record, Refused::from(refusal), None);
         };
         record.set_upstream(routed.upstream.label.clone());
-        match self.exchange(routed, req, peer, &mut record).await {
+        match self
+            .exchange(routed, req, peer, &mut record, request_id)
+            .await
+        {
             Ok(resp) => resp.map(|b| b.recorded(record)),
             Err(refused) => {
                 if matches!(
@@ -186,6 +204,7 @@ impl Gateway {
         req: Request<Incoming>,
         peer: &Peer,
         record: &mut RequestRecord,
+        request_id: String,
     ) -> Result<Response<ProxyBody>, Refused> {
         let route = &routed.route;
         let principal = self.identify(route, req.headers(), peer)?;
@@ -217,17 +236,39 @@ impl Gateway {
             method: checked.method.clone(),
             target: checked.target.clone(),
         };
+        let audit_ctx = AuditContext {
+            request_id,
+            operation: None,
+            upstream_id: upstream.id.clone(),
+            upstream_name: upstream.name.clone(),
+            upstream_endpoint: upstream.url.to_string(),
+            principal: principal.name.to_string(),
+            method: checked.method.clone(),
+            target: checked.target.clone(),
+            round: None,
+        };
         let retry = check_retry(&self.mrtr, upstream, &binding, &checked.body)
             .await
             .map_err(|refusal| {
                 self.metrics.state_refused(refusal.reason);
+                self.audit
+                    .emit(&audit_ctx, AuditEvent::retry_refused(&refusal));
                 Refused::with_id(&checked.id, refusal)
             })?;
         let (body, prior, answer_bytes) = match retry {
             RetryCheck::Fresh => (checked.body.clone(), None, 0),
             RetryCheck::Retry(r) => {
                 let r = *r;
-                (r.body, Some(r.prior), r.answers.answer_bytes as u64)
+                let ctx = audit_ctx.with_operation(&r.prior.operation, r.prior.round);
+                self.audit.emit(&ctx, AuditEvent::retry_ok(&r.answers));
+                self.audit
+                    .emit(&ctx, AuditEvent::forwarded(&r.body, &r.prior));
+                let outcome = OperationOutcome::after_answers(&r.answers);
+                (
+                    r.body,
+                    Some((r.prior, outcome)),
+                    r.answers.answer_bytes as u64,
+                )
             }
         };
 
@@ -271,6 +312,7 @@ impl Gateway {
             route: Some(route.clone()),
             principal: principal.clone(),
             rounds,
+            audit: Some((self.audit.clone(), audit_ctx)),
         };
         let id = ctx.request_id.clone();
         response_check::check(ctx, resp)

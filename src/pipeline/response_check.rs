@@ -26,6 +26,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::record::Metrics;
+use crate::audit::{AuditContext, AuditEvent, AuditSink, OperationOutcome};
 use crate::config::RouteConfig;
 use crate::identify::Principal;
 use crate::jsonrpc::{describe_json_error, error_body, same_id, Message, MessageKind};
@@ -51,6 +52,8 @@ pub struct ResponseContext {
     pub principal: Principal,
     /// The limit on `input_required` rounds a principal may receive.
     pub rounds: Option<RoundGate>,
+    /// Where the provenance events go, and what they say about the request.
+    pub audit: Option<(AuditSink, AuditContext)>,
 }
 
 /// Checks the input-required-rounds limit before a question is delivered.
@@ -91,8 +94,9 @@ pub struct MrtrExchange {
     pub binding: Binding,
     /// The body as forwarded (its params give the digest).
     pub request_body: Bytes,
-    /// The state the request brought back, when it was a retry.
-    pub prior: Option<SealedState>,
+    /// The state the request brought back, when it was a retry, and how
+    /// the operation ends if this answer is final.
+    pub prior: Option<(SealedState, OperationOutcome)>,
     pub answer_bytes: u64,
 }
 
@@ -207,12 +211,19 @@ impl ResponseContext {
         for v in &report.verdicts {
             tracing::info!(upstream = %route.id, rule = v.rule, action = v.action, key = v.key.as_deref().unwrap_or("-"), field = v.field.as_deref().unwrap_or("-"), "elicitation verdict");
         }
-        match decision {
-            Decision::Refuse(r) => Verdict::Refuse(r),
-            Decision::Deliver(mut value) => {
-                if let Err(r) = self.mint_next(report, &mut value) {
-                    return Verdict::Refuse(r);
-                }
+        let outcome = match decision {
+            Decision::Refuse(r) => Err(r),
+            Decision::Deliver(mut value) => self
+                .mint_next(&report, &mut value)
+                .map(|minted| (value, minted)),
+        };
+        match outcome {
+            Err(r) => {
+                self.audit_question(result.get(), &report, None, Some(&r));
+                Verdict::Refuse(r)
+            }
+            Ok((value, minted)) => {
+                self.audit_question(result.get(), &report, minted, None);
                 let null = RawValue::from_string("null".to_owned()).ok();
                 let Some(id) = id.or(null.as_deref()) else {
                     return Verdict::Refuse(Refusal::new(
@@ -233,6 +244,57 @@ impl ResponseContext {
                 }
             }
         }
+    }
+
+    /// The provenance events of one question: received, each verdict, then
+    /// delivered (under the operation and round just minted) or refused.
+    fn audit_question(
+        &self,
+        raw: &str,
+        report: &Report,
+        minted: Option<(String, u32)>,
+        refused: Option<&Refusal>,
+    ) {
+        let Some((sink, base)) = &self.audit else {
+            return;
+        };
+        let ctx = match (&minted, self.mrtr.as_ref().and_then(|m| m.prior.as_ref())) {
+            (Some((op, round)), _) => base.with_operation(op, *round),
+            (None, Some((prior, _))) => base.with_operation(&prior.operation, prior.round + 1),
+            (None, None) => base.clone(),
+        };
+        sink.emit(&ctx, AuditEvent::received_from_result(raw));
+        for e in AuditEvent::verdicts(report) {
+            sink.emit(&ctx, e);
+        }
+        match refused {
+            None => sink.emit(&ctx, AuditEvent::delivered(report)),
+            Some(r) => {
+                sink.emit(&ctx, AuditEvent::refused(r));
+                let rounds = ctx.round.unwrap_or(1);
+                sink.emit(
+                    &ctx,
+                    AuditEvent::operation_end(
+                        OperationOutcome::from_reason(r.reason),
+                        rounds,
+                        self.elapsed(),
+                        Some(r.reason),
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Time since the operation started (zero for a first round).
+    fn elapsed(&self) -> std::time::Duration {
+        let started = self
+            .mrtr
+            .as_ref()
+            .and_then(|m| m.prior.as_ref())
+            .map(|(p, _)| p.started);
+        std::time::Duration::from_secs(
+            started.map_or(0, |s| crate::mrtr::seal::now_secs().saturating_sub(s)),
+        )
     }
 
     /// A list result keeps only what the caller may use.
@@ -264,26 +326,39 @@ impl ResponseContext {
         }
     }
 
-    /// Seal the next round's state into a delivered `input_required`.
-    fn mint_next(&self, report: Report, value: &mut serde_json::Value) -> Result<(), Refusal> {
-        let Some(m) = &self.mrtr else { return Ok(()) };
+    /// Seal the next round's state into a delivered `input_required`;
+    /// returns the operation id and round.
+    fn mint_next(
+        &self,
+        report: &Report,
+        value: &mut serde_json::Value,
+    ) -> Result<Option<(String, u32)>, Refusal> {
+        let Some(m) = &self.mrtr else { return Ok(None) };
         let input = MintInput {
             binding: &m.binding,
             request_body: &m.request_body,
-            prior: m.prior.as_ref(),
+            prior: m.prior.as_ref().map(|(p, _)| p),
             answer_bytes: m.answer_bytes,
-            upstream_state: report.request_state,
-            asked: report.asked,
+            upstream_state: report.request_state.clone(),
+            asked: report.asked.clone(),
         };
-        mint(&m.shared.state, input, value).map(|_| ())
+        mint(&m.shared.state, input, value).map(Some)
     }
 
     /// A retry answered with a final result: the operation is over.
     fn operation_done(&self) {
-        if let (Some(m), Some(metrics)) = (&self.mrtr, &self.metrics) {
-            if let Some(prior) = &m.prior {
-                metrics.operation_completed(&self.upstream.id, prior.round);
-            }
+        let Some((prior, outcome)) = self.mrtr.as_ref().and_then(|m| m.prior.as_ref()) else {
+            return;
+        };
+        if let Some(metrics) = &self.metrics {
+            metrics.operation_completed(&self.upstream.id, prior.round);
+        }
+        if let Some((sink, base)) = &self.audit {
+            let ctx = base.with_operation(&prior.operation, prior.round);
+            sink.emit(
+                &ctx,
+                AuditEvent::operation_end(*outcome, prior.round, self.elapsed(), None),
+            );
         }
     }
 

@@ -43,6 +43,9 @@ stream_idle_timeout = "2s"
 path = "/mcp"
 upstream = "test"
 
+[audit]
+sink = "off"
+
 {extra}
 "#
     )
