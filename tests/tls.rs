@@ -178,3 +178,78 @@ fn check_names_the_line_of_a_bad_certificate_path() {
     assert_eq!(err.line, 4);
     assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
 }
+
+#[tokio::test]
+async fn mtls_client_certificates_identify_callers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = pki();
+    // A client CA and a client certificate for "svc-billing".
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Client CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let client_key = KeyPair::generate().unwrap();
+    let mut client_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "svc-billing");
+    let client_cert = client_params.signed_by(&client_key, &ca, &ca_key).unwrap();
+
+    let up = ScriptedUpstream::start(|req| {
+        vec![http_response(
+            "200 OK",
+            "application/json",
+            &result_json(
+                &id_of(req),
+                json!({"resultType": "complete", "content": []}),
+            ),
+        )]
+    })
+    .await;
+    let cert = write(dir.path(), "gw.pem", &server.leaf_pem);
+    let key = write(dir.path(), "gw.key", &server.leaf_key_pem);
+    let client_ca = write(dir.path(), "client-ca.pem", &ca.pem());
+    let mut text = config_text(&up.url(), "", "").replace(
+        "address = \"127.0.0.1:0\"\n\n[admin]",
+        &format!("address = \"127.0.0.1:0\"\ntls = {{ cert = \"{cert}\", key = \"{key}\", client_ca = \"{client_ca}\", client_auth = \"required\" }}\n\n[admin]"),
+    );
+    text = text.replace("upstream = \"test\"\n\n", "upstream = \"test\"\nauth = [\"clients\"]\n[[route.allow]]\nprincipals = [\"svc-billing\"]\ntools = [\"*\"]\n\n");
+    text = format!(
+        "[[auth]]\nname = \"clients\"\ntype = \"mtls\"\nprincipal_from = \"subject_cn\"\n\n{text}"
+    );
+    let gw = start_gateway(&text).await;
+    let addr = gw.addrs[0];
+    let gw_url = format!("https://localhost:{}/mcp", addr.port());
+    let identity = reqwest::Identity::from_pem(
+        format!("{}{}", client_cert.pem(), client_key.serialize_pem()).as_bytes(),
+    )
+    .unwrap();
+    let trusted = || {
+        reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(server.ca_pem.as_bytes()).unwrap())
+            .resolve("localhost", addr)
+    };
+    let with_cert = trusted().identity(identity).build().unwrap();
+    assert_eq!(
+        call(&with_cert, &gw_url, "m1", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200,
+        "svc-billing may call"
+    );
+    let without = trusted().build().unwrap();
+    assert!(
+        call(&without, &gw_url, "m2", "get_room", json!({}))
+            .send()
+            .await
+            .is_err(),
+        "no client certificate: handshake refused"
+    );
+    assert_eq!(up.requests().len(), 1);
+    gw.shutdown().await;
+}
