@@ -67,7 +67,7 @@ cleanup() {
     if [[ -n ${WRK_PID:-} ]]; then kill -TERM "$WRK_PID" 2>/dev/null || true; fi
     for pid in "${PIDS[@]}"; do
         all+=("$pid")
-        # shellcheck disable=SC2046
+        # shellcheck disable=SC2207  # pids: plain words
         all+=($(cat /proc/"$pid"/task/*/children 2>/dev/null || true))
     done
     if ((${#all[@]})); then
@@ -502,7 +502,7 @@ for f in "$TMP/portcullis.log" "$TMP/upstream.log" "$NGX/error.log"; do
     if ((n > 0)); then
         echo
         echo "note: ${f#"$TMP/"} has $n line(s) (first 5):"
-        grep -v '^demo MCP server on ' "$f" | head -n 5 | cut -c1-300 | sed 's/^/  /'
+        grep -v '^demo MCP server on ' "$f" | head -n 5 | sed $'s/\x1b\\[[0-9;]*m//g' | cut -c1-300 | sed 's/^/  /'
     fi
 done
 if ((${#NOISY[@]})); then

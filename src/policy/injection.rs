@@ -118,7 +118,9 @@ impl InjectionRules {
 
     /// The rules that match `text` shown in `context`, blocking ones first.
     pub fn scan_in(&self, text: &str, context: TextContext) -> Vec<InjectionHit> {
-        if self.rules.is_empty() {
+        // Nearly all text matches nothing: one is_match pass answers that
+        // without collecting per-rule matches.
+        if self.rules.is_empty() || !self.set.is_match(text) {
             return Vec::new();
         }
         let mut hits: Vec<InjectionHit> = self
