@@ -77,6 +77,16 @@ fn state_refusal(reason: Reason, message: &str) -> Refusal {
     Refusal::new(reason, message)
 }
 
+/// False only when the body certainly carries neither `requestState` nor
+/// `inputResponses`: the names do not occur and no `\u` escape could spell
+/// them. Saves the second parse on every ordinary call.
+fn may_be_retry(body: &[u8]) -> bool {
+    use memchr::memmem;
+    memmem::find(body, b"\\u").is_some()
+        || memmem::find(body, b"requestState").is_some()
+        || memmem::find(body, b"inputResponses").is_some()
+}
+
 /// The kind of MRTR step a request is.
 pub enum RetryCheck {
     /// Not a retry: a first call (or a method without MRTR).
@@ -91,7 +101,7 @@ pub async fn check_retry(
     binding: &Binding,
     body: &Bytes,
 ) -> Result<RetryCheck, Refusal> {
-    if !MRTR_METHODS.contains(&binding.method.as_str()) {
+    if !MRTR_METHODS.contains(&binding.method.as_str()) || !may_be_retry(body) {
         return Ok(RetryCheck::Fresh);
     }
     let env: Envelope<'_> = serde_json::from_slice(body).map_err(|_| {

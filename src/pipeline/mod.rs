@@ -156,7 +156,7 @@ impl Gateway {
         let request_id = request_id(req.headers());
         req.headers_mut()
             .insert(X_REQUEST_ID.clone(), request_id.clone());
-        let span = tracing::info_span!("request", id = %request_id.to_str().unwrap_or("-"), path = %req.uri().path());
+        let span = tracing::debug_span!("request", id = %request_id.to_str().unwrap_or("-"), path = %req.uri().path());
         let id_text = request_id.to_str().unwrap_or("-").to_owned();
         let mut resp =
             tracing::Instrument::instrument(self.handle_inner(req, peer, id_text), span).await;
@@ -176,11 +176,11 @@ impl Gateway {
                 Reason::RouteNotFound,
                 "no MCP endpoint is configured at this path",
             );
-            return refuse(record, Refused::from(refusal), None);
+            return refuse(record, Refused::from(refusal), None, &request_id);
         };
         record.set_upstream(routed.upstream.label.clone());
         match self
-            .exchange(routed, req, peer, &mut record, request_id)
+            .exchange(routed, req, peer, &mut record, request_id.clone())
             .await
         {
             Ok(resp) => resp.map(|b| b.recorded(record)),
@@ -192,7 +192,12 @@ impl Gateway {
                     self.metrics
                         .upstream_error(&routed.upstream.label, refused.refusal.reason);
                 }
-                refuse(record, refused, Some(&routed.route.upstream.name))
+                refuse(
+                    record,
+                    refused,
+                    Some(&routed.route.upstream.name),
+                    &request_id,
+                )
             }
         }
     }
@@ -450,6 +455,7 @@ fn refuse(
     mut record: RequestRecord,
     refused: Refused,
     upstream: Option<&str>,
+    request_id: &str,
 ) -> Response<ProxyBody> {
     let Refused {
         id,
@@ -458,6 +464,7 @@ fn refuse(
     } = refused;
     record.set_outcome(Outcome::Refused(refusal.reason));
     tracing::info!(
+        request_id,
         reason = refusal.reason.as_str(),
         upstream = upstream.unwrap_or("-"),
         "refused: {}",

@@ -268,7 +268,14 @@ fn check_name(
 pub fn check_message(parts: Parts, body: Bytes) -> Result<CheckedRequest, Rejected> {
     // Message::parse skips params without descending into them; this pass
     // bounds nesting so that no upstream is handed a depth bomb.
-    if let Err(e) = crate::jsonrpc::check_json(&body) {
+    // A body with at most 128 opening brackets cannot nest deeper than 128.
+    let openers = memchr::memchr2_iter(b'[', b'{', &body).take(129).count();
+    let deep_possible = openers > 128;
+    if let Err(e) = if deep_possible {
+        crate::jsonrpc::check_json(&body)
+    } else {
+        Ok(())
+    } {
         let reason = if body.first() == Some(&b'[') {
             Reason::BatchNotSupported
         } else {
