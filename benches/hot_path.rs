@@ -130,5 +130,80 @@ fn sse_framing(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, request_check, response_check, sse_framing);
+fn sealed_state(c: &mut Criterion) {
+    use portcullis::mrtr::seal::{new_key_line, SealedState, StateKeys};
+    use portcullis::policy::form::{FieldKind, FormField, FormSchema};
+    use portcullis::policy::inspect::Asked;
+    let keys = StateKeys::parse(&format!("{},{}", new_key_line("k2"), new_key_line("k1"))).unwrap();
+    let field = |name: &str, kind: FieldKind| FormField {
+        name: name.into(),
+        required: true,
+        kind,
+    };
+    let state = SealedState {
+        v: 1,
+        upstream_state: Some("eyJob3RlbCI6ImF0cml1bSIsInN0ZXAiOjEsIm5vbmNlIjoiYWJjZGVmIn0".into()),
+        principal: "jwt:alice@example.com".into(),
+        upstream: "rooms".into(),
+        method: "tools/call".into(),
+        target: Some("book_room".into()),
+        digest: "n4bQgYhMfWWaL-qgxVrQFaO_TxsrC4Is0V1sFbDwCgg".into(),
+        operation: "pQqo46u8D9WRRJSzujNW8g".into(),
+        round: 1,
+        started: 1_764_000_000,
+        expires: 1_764_000_600,
+        asked: vec![(
+            "contact".into(),
+            Asked::Form(FormSchema {
+                fields: vec![
+                    field(
+                        "name",
+                        FieldKind::Text {
+                            min_len: None,
+                            max_len: Some(80),
+                            format: None,
+                        },
+                    ),
+                    field(
+                        "email",
+                        FieldKind::Text {
+                            min_len: None,
+                            max_len: None,
+                            format: Some(portcullis::policy::form::TextFormat::Email),
+                        },
+                    ),
+                    field(
+                        "seats",
+                        FieldKind::Number {
+                            integer: true,
+                            min: Some(1.0),
+                            max: Some(40.0),
+                        },
+                    ),
+                    field(
+                        "room",
+                        FieldKind::Choice {
+                            options: vec!["atrium".into(), "nook".into(), "studio-b".into()],
+                        },
+                    ),
+                    field("catering", FieldKind::Boolean),
+                ],
+            }),
+        )],
+        answer_bytes: 0,
+    };
+    let token = keys.seal(&state).unwrap();
+    let mut g = c.benchmark_group("state");
+    g.bench_function("seal", |b| b.iter(|| keys.seal(black_box(&state))));
+    g.bench_function("open", |b| b.iter(|| keys.open(black_box(&token)).is_ok()));
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    request_check,
+    response_check,
+    sse_framing,
+    sealed_state
+);
 criterion_main!(benches);

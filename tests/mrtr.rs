@@ -481,11 +481,18 @@ async fn refusals_are_counted_by_reason() {
 async fn escaped_member_names_cannot_smuggle_answers_past_the_retry_check() {
     let up = room_upstream().await;
     let gw = start_gateway(&config_text(&up.url(), "", "")).await;
-    let mut body: Value = serde_json::from_str(&call_body("e1", "book_room", json!({"hint": "big"}))).unwrap();
+    let mut body: Value =
+        serde_json::from_str(&call_body("e1", "book_room", json!({"hint": "big"}))).unwrap();
     body["params"]["inputResponses"] = accept_room("nook");
-    let escaped = body.to_string().replace("\"inputResponses\"", "\"input\\u0052esponses\"");
+    let escaped = body
+        .to_string()
+        .replace("\"inputResponses\"", "\"input\\u0052esponses\"");
     assert!(escaped.contains("input\\u0052esponses"));
-    let resp = call(&client(), &url(&gw), "e1", "book_room", json!({})).body(escaped).send().await.unwrap();
+    let resp = call(&client(), &url(&gw), "e1", "book_room", json!({}))
+        .body(escaped)
+        .send()
+        .await
+        .unwrap();
     let v = json_of(resp).await;
     assert_eq!(v["error"]["data"]["reason"], "state_missing", "{v}");
     assert!(up.requests().is_empty());
