@@ -878,19 +878,23 @@ impl Run<'_> {
 
     // ------------------------------------------------------ deprecated kinds
 
+    fn deprecated_kind(&mut self, key: &str, method: &str) -> Checked<()> {
+        let message = format!(
+            "{} sent a {method} request, a deprecated kind this policy blocks",
+            self.subject.upstream_name
+        );
+        self.violation(
+            Reason::DeprecatedRequestKind,
+            "deprecated",
+            Some(key),
+            None,
+            message,
+        )
+    }
+
     fn check_sampling(&mut self, key: &str, params: &Map<String, Value>) -> Checked<()> {
         if self.policy.sampling == Action::Block {
-            let message = format!(
-                "{} sent a sampling/createMessage request, a deprecated kind this policy blocks",
-                self.subject.upstream_name
-            );
-            self.violation(
-                Reason::DeprecatedRequestKind,
-                "deprecated",
-                Some(key),
-                None,
-                message,
-            )?;
+            self.deprecated_kind(key, "sampling/createMessage")?;
         }
         let context = params
             .get("includeContext")
@@ -915,17 +919,7 @@ impl Run<'_> {
 
     fn check_roots(&mut self, key: &str) -> Checked<()> {
         if self.policy.roots == Action::Block {
-            let message = format!(
-                "{} sent a roots/list request, a deprecated kind this policy blocks",
-                self.subject.upstream_name
-            );
-            self.violation(
-                Reason::DeprecatedRequestKind,
-                "deprecated",
-                Some(key),
-                None,
-                message,
-            )?;
+            self.deprecated_kind(key, "roots/list")?;
         }
         self.report.asked.push((key.to_owned(), Asked::Roots));
         Ok(())
