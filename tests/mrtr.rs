@@ -131,11 +131,17 @@ async fn refused_retry(
     v
 }
 
+/// The token with its last character replaced by a different one.
+fn flip_last(s: &str) -> String {
+    let last = if s.ends_with('A') { 'B' } else { 'A' };
+    format!("{}{last}", &s[..s.len() - 1])
+}
+
 #[tokio::test]
 async fn altered_states_are_refused() {
     let args = json!({"hint": "big"});
     refused_retry(
-        |s| format!("{}A", &s[..s.len() - 1]),
+        |s| flip_last(s),
         "book_room",
         args.clone(),
         accept_room("nook"),
