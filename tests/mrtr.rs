@@ -141,7 +141,7 @@ fn flip_last(s: &str) -> String {
 async fn altered_states_are_refused() {
     let args = json!({"hint": "big"});
     refused_retry(
-        |s| flip_last(s),
+        flip_last,
         "book_room",
         args.clone(),
         accept_room("nook"),
