@@ -420,3 +420,57 @@ async fn two_gateways_share_one_limit_through_redis() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_rounds_limit_also_holds_questions_inside_event_streams() {
+    let up = ScriptedUpstream::start(|req| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let result = json!({"resultType": "input_required", "requestState": "s",
+            "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "Which room?",
+              "requestedSchema": {"type": "object", "properties": {"room": {"type": "string"}}}}}}});
+        let message = json!({"jsonrpc": "2.0", "id": body["id"], "result": result}).to_string();
+        vec![sse_head(), sse_event(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}"#), sse_event(&message), sse_end()]
+    })
+    .await;
+    let gw = start_gateway(&keyed_config(
+        &up.url(),
+        "",
+        "[rate_limits]\ninput_required_rounds = { rate = \"1/m\" }",
+    ))
+    .await;
+    let c = client();
+    let last_event = |text: String| -> Value {
+        let data = text
+            .split("\n\n")
+            .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+            .last()
+            .unwrap_or_default()
+            .to_owned();
+        serde_json::from_str(&data).unwrap()
+    };
+    let first = call(&c, &url(&gw), "e1", "book_room", json!({}))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.headers()["content-type"], "text/event-stream");
+    let first = last_event(first.text().await.unwrap());
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let second = last_event(
+        call(&c, &url(&gw), "e2", "book_room", json!({}))
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        second["error"]["data"]["reason"], "rate_limited",
+        "{second}"
+    );
+    assert_eq!(second["error"]["data"]["scope"], "input_required_rounds");
+    assert_eq!(second["id"], "e2");
+    gw.shutdown().await;
+}
