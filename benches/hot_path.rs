@@ -50,6 +50,7 @@ fn context() -> ResponseContext {
         principal: portcullis::identify::Principal::anonymous(),
         rounds: None,
         audit: None,
+        trace_id: String::new(),
     }
 }
 

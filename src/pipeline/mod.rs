@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use serde_json::value::RawValue;
 
 use crate::audit::{AuditContext, AuditEvent, AuditSink, OperationOutcome};
-use crate::config::{GatewayConfig, RouteConfig};
+use crate::config::{GatewayConfig, RouteConfig, UpstreamRoute};
 use crate::headers::upstream_request_headers;
 use crate::identify::{PeerIdentity, Principal};
 use crate::jsonrpc::error_body;
@@ -101,6 +101,27 @@ fn request_id(headers: &http::HeaderMap) -> HeaderValue {
     let prefix = PREFIX.get_or_init(|| crate::mrtr::seal::new_operation_id()[..8].to_owned());
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     HeaderValue::from_str(&format!("{prefix}-{n:x}")).unwrap_or(HeaderValue::from_static("unknown"))
+}
+
+/// What every audit event of a request says about it.
+pub fn audit_context(
+    request_id: &str,
+    upstream: &UpstreamRoute,
+    principal: &Principal,
+    method: &str,
+    target: Option<&str>,
+) -> AuditContext {
+    AuditContext {
+        request_id: request_id.to_owned(),
+        operation: None,
+        upstream_id: upstream.id.clone(),
+        upstream_name: upstream.name.clone(),
+        upstream_endpoint: upstream.url.to_string(),
+        principal: principal.name.to_string(),
+        method: method.to_owned(),
+        target: target.map(str::to_owned),
+        round: None,
+    }
 }
 
 /// How a principal is bound into a sealed state.
@@ -241,30 +262,29 @@ impl Gateway {
             method: checked.method.clone(),
             target: checked.target.clone(),
         };
-        let audit_ctx = AuditContext {
-            request_id,
-            operation: None,
-            upstream_id: upstream.id.clone(),
-            upstream_name: upstream.name.clone(),
-            upstream_endpoint: upstream.url.to_string(),
-            principal: principal.name.to_string(),
-            method: checked.method.clone(),
-            target: checked.target.clone(),
-            round: None,
+        // Built only when an MRTR step has something to record.
+        let audit_ctx = || {
+            audit_context(
+                &request_id,
+                upstream,
+                &principal,
+                &checked.method,
+                checked.target.as_deref(),
+            )
         };
         let retry = check_retry(&self.mrtr, upstream, &binding, &checked.body)
             .await
             .map_err(|refusal| {
                 self.metrics.state_refused(refusal.reason);
                 self.audit
-                    .emit(&audit_ctx, AuditEvent::retry_refused(&refusal));
+                    .emit(&audit_ctx(), AuditEvent::retry_refused(&refusal));
                 Refused::with_id(&checked.id, refusal)
             })?;
         let (body, prior, answer_bytes) = match retry {
             RetryCheck::Fresh => (checked.body.clone(), None, 0),
             RetryCheck::Retry(r) => {
                 let r = *r;
-                let ctx = audit_ctx.with_operation(&r.prior.operation, r.prior.round);
+                let ctx = audit_ctx().with_operation(&r.prior.operation, r.prior.round);
                 self.audit.emit(&ctx, AuditEvent::retry_ok(&r.answers));
                 self.audit
                     .emit(&ctx, AuditEvent::forwarded(&r.body, &r.prior));
@@ -317,7 +337,8 @@ impl Gateway {
             route: Some(route.clone()),
             principal: principal.clone(),
             rounds,
-            audit: Some((self.audit.clone(), audit_ctx)),
+            audit: Some(self.audit.clone()),
+            trace_id: request_id,
         };
         let id = ctx.request_id.clone();
         response_check::check(ctx, resp)

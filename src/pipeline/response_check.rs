@@ -52,8 +52,10 @@ pub struct ResponseContext {
     pub principal: Principal,
     /// The limit on `input_required` rounds a principal may receive.
     pub rounds: Option<RoundGate>,
-    /// Where the provenance events go, and what they say about the request.
-    pub audit: Option<(AuditSink, AuditContext)>,
+    /// Where the provenance events go.
+    pub audit: Option<AuditSink>,
+    /// The request's X-Request-Id, for its audit events.
+    pub trace_id: String,
 }
 
 /// Checks the input-required-rounds limit before a question is delivered.
@@ -255,13 +257,14 @@ impl ResponseContext {
         minted: Option<(String, u32)>,
         refused: Option<&Refusal>,
     ) {
-        let Some((sink, base)) = &self.audit else {
+        let Some(sink) = &self.audit else {
             return;
         };
+        let base = self.audit_context();
         let ctx = match (&minted, self.mrtr.as_ref().and_then(|m| m.prior.as_ref())) {
             (Some((op, round)), _) => base.with_operation(op, *round),
             (None, Some((prior, _))) => base.with_operation(&prior.operation, prior.round + 1),
-            (None, None) => base.clone(),
+            (None, None) => base,
         };
         sink.emit(&ctx, AuditEvent::received_from_result(raw));
         for e in AuditEvent::verdicts(report) {
@@ -283,6 +286,19 @@ impl ResponseContext {
                 );
             }
         }
+    }
+
+    /// The audit context of this request, built only when there is
+    /// something to record.
+    fn audit_context(&self) -> AuditContext {
+        let target = self.mrtr.as_ref().and_then(|m| m.binding.target.as_deref());
+        super::audit_context(
+            &self.trace_id,
+            &self.upstream,
+            &self.principal,
+            &self.method,
+            target,
+        )
     }
 
     /// Time since the operation started (zero for a first round).
@@ -353,7 +369,8 @@ impl ResponseContext {
         if let Some(metrics) = &self.metrics {
             metrics.operation_completed(&self.upstream.id, prior.round);
         }
-        if let Some((sink, base)) = &self.audit {
+        if let Some(sink) = &self.audit {
+            let base = self.audit_context();
             let ctx = base.with_operation(&prior.operation, prior.round);
             sink.emit(
                 &ctx,
