@@ -272,21 +272,9 @@ async fn rate_limits_answer_429_with_retry_after() {
     gw.shutdown().await;
 }
 
-/// An upstream that always asks a question.
-async fn asking_upstream() -> ScriptedUpstream {
-    ScriptedUpstream::start(|req| {
-        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
-        let result = json!({"resultType": "input_required", "requestState": "s",
-            "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "Which room?",
-              "requestedSchema": {"type": "object", "properties": {"room": {"type": "string"}}}}}}});
-        vec![http_response("200 OK", "application/json", &json!({"jsonrpc": "2.0", "id": body["id"], "result": result}).to_string())]
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_state_is_bound_to_its_principal_and_questions_are_rate_limited() {
-    let up = asking_upstream().await;
+    let up = always_asking("q", "Which room?", json!({"room": {"type": "string"}})).await;
     let gw = start_gateway(&keyed_config(
         &up.url(),
         "",

@@ -364,21 +364,10 @@ async fn an_expired_state_is_refused() {
     gw.shutdown().await;
 }
 
-/// An upstream that asks again on every retry: a question loop.
-async fn looping_upstream() -> ScriptedUpstream {
-    ScriptedUpstream::start(|req| {
-        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
-        let result = json!({"resultType": "input_required", "requestState": "loop",
-            "inputRequests": {"again": {"method": "elicitation/create", "params": {"message": "Again?",
-              "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}}});
-        vec![http_response("200 OK", "application/json", &json!({"jsonrpc": "2.0", "id": body["id"], "result": result}).to_string())]
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_question_loop_ends_at_the_round_limit() {
-    let up = looping_upstream().await;
+    // An upstream that asks again on every retry: a question loop.
+    let up = always_asking("again", "Again?", json!({"ok": {"type": "boolean"}})).await;
     let gw = start_gateway(&config_text(&up.url(), "", "[state]\nmax_rounds = 3")).await;
     let c = client();
     let (_, mut state) = first_round(&c, &url(&gw)).await;

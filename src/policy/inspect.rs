@@ -207,12 +207,10 @@ impl Run<'_> {
         message: String,
     ) -> Checked<()> {
         if self.enforcing() {
-            self.note(rule, "block", key, field, None);
-            Err(refusal(reason, message, rule, key, field))
-        } else {
-            self.note(rule, "monitor", key, field, None);
-            Ok(())
+            return Err(self.invalid(reason, rule, key, field, message));
         }
+        self.note(rule, "monitor", key, field, None);
+        Ok(())
     }
 
     fn limit(

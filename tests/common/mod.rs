@@ -314,3 +314,19 @@ pub fn id_of(req: &Received) -> String {
         .map(|i| i.to_string())
         .unwrap_or_else(|| "null".into())
 }
+
+/// An upstream that answers every request with the same `input_required`:
+/// one form under `key` with `properties`. Retries only get asked again.
+pub async fn always_asking(
+    key: &'static str,
+    message: &'static str,
+    properties: serde_json::Value,
+) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |req| {
+        let result = serde_json::json!({"resultType": "input_required", "requestState": "upstream-state",
+            "inputRequests": {key: {"method": "elicitation/create", "params": {"message": message,
+              "requestedSchema": {"type": "object", "properties": properties.clone()}}}}});
+        vec![http_response("200 OK", "application/json", &result_json(&id_of(req), result))]
+    })
+    .await
+}
