@@ -8,10 +8,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use portcullis::config::GatewayConfig;
-use portcullis::jsonrpc::MessageKind;
-use portcullis::pipeline::request_check::check_message;
-use portcullis::pipeline::response_check::ResponseContext;
+use portcullis::pipeline::ctx::RequestCtx;
+use portcullis::pipeline::request::parse;
+use portcullis::pipeline::response::exchange::{Carrier, Exchange};
 use portcullis::pipeline::sse::SseFramer;
+use portcullis::pipeline::Gateway;
 use serde_json::json;
 
 const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}},"name":"get_room","arguments":{"room_id":"atrium"}}}"#;
@@ -31,27 +32,13 @@ fn parts() -> http::request::Parts {
         .0
 }
 
-fn context() -> ResponseContext {
+/// The response phase of a tools/call on an offline gateway.
+fn exchange() -> Exchange {
     let text = "[[listener]]\naddress=\"127.0.0.1:0\"\n[[upstream]]\nid=\"b\"\nname=\"Bench\"\nurl=\"http://127.0.0.1:9/mcp\"\n[[route]]\npath=\"/mcp\"\nupstream=\"b\"\n";
     let cfg = GatewayConfig::parse(text, Path::new("bench.toml")).unwrap();
-    ResponseContext {
-        request_id: Some(serde_json::value::RawValue::from_string("1".into()).unwrap()),
-        request_kind: MessageKind::Request,
-        method: "tools/call".into(),
-        client: portcullis::policy::inspect::ClientCaps {
-            elicitation_form: true,
-            ..Default::default()
-        },
-        upstream: Arc::clone(&cfg.upstreams[0]),
-        max_message_bytes: 8 << 20,
-        metrics: None,
-        mrtr: None,
-        route: None,
-        principal: portcullis::identify::Principal::anonymous(),
-        rounds: None,
-        audit: None,
-        trace_id: String::new(),
-    }
+    let gateway = Gateway::offline(cfg).unwrap();
+    let request = parse(&parts(), &Bytes::from_static(CALL.as_bytes())).unwrap();
+    Exchange::new(RequestCtx::offline(Arc::clone(&gateway), "/mcp", request).unwrap())
 }
 
 /// A `complete` tools/call result of about `size` bytes.
@@ -79,7 +66,7 @@ fn request_check(c: &mut Criterion) {
     let mut g = c.benchmark_group("request_check");
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("tools_call", |b| {
-        b.iter(|| check_message(black_box(parts.clone()), black_box(body.clone())).is_ok())
+        b.iter(|| parse(black_box(&parts), black_box(&body)).is_ok())
     });
     g.bench_function("baseline_serde_value", |b| {
         b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(CALL.as_bytes())).is_ok())
@@ -88,7 +75,7 @@ fn request_check(c: &mut Criterion) {
 }
 
 fn response_check(c: &mut Criterion) {
-    let ctx = context();
+    let mut exchange = exchange();
     let mut g = c.benchmark_group("response_check");
     for (name, bytes) in [
         ("complete_16k", complete_result(16 << 10)),
@@ -96,7 +83,7 @@ fn response_check(c: &mut Criterion) {
     ] {
         g.throughput(Throughput::Bytes(bytes.len() as u64));
         g.bench_function(format!("{name}/inspect"), |b| {
-            b.iter(|| ctx.inspect(black_box(&bytes)))
+            b.iter(|| exchange.inspect(black_box(&bytes), Carrier::Body))
         });
         g.bench_function(format!("{name}/baseline_serde_value"), |b| {
             b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(&bytes)).is_ok())
@@ -134,7 +121,7 @@ fn sse_framing(c: &mut Criterion) {
 fn sealed_state(c: &mut Criterion) {
     use portcullis::mrtr::seal::{new_key_line, SealedState, StateKeys};
     use portcullis::policy::form::{FieldKind, FormField, FormSchema};
-    use portcullis::policy::inspect::Asked;
+    use portcullis::model::Asked;
     let keys = StateKeys::parse(&format!("{},{}", new_key_line("k2"), new_key_line("k1"))).unwrap();
     let field = |name: &str, kind: FieldKind| FormField {
         name: name.into(),

@@ -17,12 +17,16 @@ use crate::config::Limits;
 use arc_swap::ArcSwap;
 
 use crate::identify::PeerIdentity;
+use crate::layers::{ConnectionService, LayerSettings, RequestId};
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::{Gateway, Peer};
+use hyper_util::service::TowerToHyperService;
 
 /// One bound listener, ready to serve.
 pub struct BoundListener {
     pub name: String,
+    /// Index in the config's listeners.
+    pub index: usize,
     pub listener: TcpListener,
     pub tls: Option<TlsAcceptor>,
 }
@@ -42,11 +46,11 @@ fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     b
 }
 
-/// The per-connection service: every request of the connection shares its peer.
+/// The pipeline as a tower service for one connection: every request of
+/// the connection shares its peer, and runs under the gateway that is
+/// current when it starts (swapped on reload; a request keeps its own).
 #[derive(Clone)]
-struct ConnectionService {
-    /// The current gateway; swapped on reload. A request keeps the one it
-    /// started with until it ends.
+struct PipelineService {
     gateway: Arc<ArcSwap<Gateway>>,
     peer: Arc<Peer>,
 }
@@ -55,23 +59,38 @@ type Handled = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<http::Response<ProxyBody>, Infallible>> + Send>,
 >;
 
-impl hyper::service::Service<http::Request<hyper::body::Incoming>> for ConnectionService {
+impl tower::Service<http::Request<hyper::body::Incoming>> for PipelineService {
     type Response = http::Response<ProxyBody>;
     type Error = Infallible;
     type Future = Handled;
 
-    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Handled {
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<hyper::body::Incoming>) -> Handled {
         let gateway = self.gateway.load_full();
         let peer = self.peer.clone();
-        Box::pin(async move { Ok(gateway.handle(req, &peer).await) })
+        let id = req
+            .extensions()
+            .get::<RequestId>()
+            .map(|r| r.0.clone())
+            .unwrap_or_else(|| Arc::from("-"));
+        Box::pin(async move { Ok(gateway.handle(req, peer, id).await) })
     }
 }
 
-fn service(gateway: Arc<ArcSwap<Gateway>>, peer: Peer) -> ConnectionService {
-    ConnectionService {
+/// The hyper service of one connection: the pipeline inside the generic layers.
+fn service(
+    gateway: Arc<ArcSwap<Gateway>>,
+    peer: Peer,
+    layers: &LayerSettings,
+) -> TowerToHyperService<ConnectionService> {
+    let pipeline = PipelineService {
         gateway,
         peer: Arc::new(peer),
-    }
+    };
+    TowerToHyperService::new(crate::layers::around(pipeline, layers))
 }
 
 /// Accept and serve until `shutdown` flips, then stop accepting and give open
@@ -79,6 +98,7 @@ fn service(gateway: Arc<ArcSwap<Gateway>>, peer: Peer) -> ConnectionService {
 pub async fn serve(
     bound: BoundListener,
     gateway: Arc<ArcSwap<Gateway>>,
+    layers: LayerSettings,
     limits: Limits,
     connections: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
@@ -104,16 +124,19 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let metrics = gateway.load().metrics().clone();
+        let metrics = gateway.load().metrics.clone();
+        let local = stream.local_addr().unwrap_or(addr);
         match &bound.tls {
             None => {
                 let peer = Peer {
                     addr,
+                    local,
+                    listener: bound.index,
                     tls: false,
                     identity: PeerIdentity::default(),
                 };
                 let conn = builder
-                    .serve_connection(TokioIo::new(stream), service(gateway.clone(), peer))
+                    .serve_connection(TokioIo::new(stream), service(gateway.clone(), peer, &layers))
                     .into_owned();
                 let fut = graceful.watch(conn);
                 tokio::spawn(async move {
@@ -129,6 +152,8 @@ pub async fn serve(
                 let watcher = graceful.watcher();
                 let handshake_timeout = limits.header_read_timeout;
                 let gateway = gateway.clone();
+                let layers = layers.clone();
+                let index = bound.index;
                 tokio::spawn(async move {
                     let Ok(Ok(tls_stream)) =
                         tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await
@@ -145,12 +170,14 @@ pub async fn serve(
                         .map(|c| Arc::<[u8]>::from(c.as_ref()));
                     let peer = Peer {
                         addr,
+                        local,
+                        listener: index,
                         tls: true,
                         identity: PeerIdentity { client_cert },
                     };
                     metrics.connections.inc();
                     let conn = builder
-                        .serve_connection(TokioIo::new(tls_stream), service(gateway, peer))
+                        .serve_connection(TokioIo::new(tls_stream), service(gateway, peer, &layers))
                         .into_owned();
                     let _ = watcher.watch(conn).await;
                     metrics.connections.dec();

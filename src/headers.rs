@@ -16,21 +16,8 @@ pub static X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buff
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1) and the framing headers the gateway
-/// recomputes itself. `Host` is set from the upstream URL by the client.
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    name == header::CONNECTION
-        || name == KEEP_ALIVE
-        || name == PROXY_CONNECTION
-        || name == header::PROXY_AUTHENTICATE
-        || name == header::PROXY_AUTHORIZATION
-        || name == header::TE
-        || name == header::TRAILER
-        || name == header::TRANSFER_ENCODING
-        || name == header::UPGRADE
-        || name == header::CONTENT_LENGTH
-        || name == header::HOST
-}
+// Hop-by-hop headers (RFC 9110 §7.6.1) and the framing headers the gateway
+// recomputes itself; `Host` is set from the upstream URL by the client.
 
 /// Headers named in `Connection` are hop-by-hop for this hop only.
 fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {
@@ -43,50 +30,56 @@ fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {
         .collect()
 }
 
-fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, also_drop: &[&HeaderName]) {
-    let listed = connection_listed(from);
-    for (name, value) in from {
-        if is_hop_by_hop(name) || listed.contains(name) || also_drop.contains(&name) {
-            continue;
-        }
-        to.append(name.clone(), value.clone());
+/// Remove hop-by-hop headers (and those `Connection` names) plus `drop`.
+fn strip_hop_by_hop(headers: &mut HeaderMap, drop: &[&HeaderName]) {
+    for name in connection_listed(headers) {
+        headers.remove(&name);
+    }
+    for name in [
+        &header::CONNECTION,
+        &KEEP_ALIVE,
+        &PROXY_CONNECTION,
+        &header::PROXY_AUTHENTICATE,
+        &header::PROXY_AUTHORIZATION,
+        &header::TE,
+        &header::TRAILER,
+        &header::TRANSFER_ENCODING,
+        &header::UPGRADE,
+        &header::CONTENT_LENGTH,
+        &header::HOST,
+    ]
+    .into_iter()
+    .chain(drop.iter().copied())
+    {
+        headers.remove(name);
     }
 }
 
-/// What the client sent, minus hop-by-hop headers, plus forwarding headers.
-/// `Authorization` is kept only when the route says so: MCP forbids passing a
-/// client's token through to another server.
-pub fn upstream_request_headers(
-    client: &HeaderMap,
-    peer: SocketAddr,
-    tls: bool,
-    forward_authorization: bool,
-) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(client.len() + 4);
-    // Accept-Encoding is dropped so the upstream answers in a form the
-    // gateway can inspect.
+/// What the client sent becomes what the upstream gets, edited in place:
+/// hop-by-hop headers out, forwarding headers in. `Accept-Encoding` is
+/// dropped so the upstream answers in a form the gateway can inspect;
+/// `Authorization` is kept only when the route says so (MCP forbids passing
+/// a client's token through to another server).
+pub fn to_upstream(headers: &mut HeaderMap, peer: SocketAddr, tls: bool, forward_authorization: bool) {
+    let host = headers.get(header::HOST).cloned();
     let dropped: &[&HeaderName] = if forward_authorization {
         &[&header::ACCEPT_ENCODING]
     } else {
         &[&header::ACCEPT_ENCODING, &header::AUTHORIZATION]
     };
-    copy_end_to_end(client, &mut out, dropped);
+    strip_hop_by_hop(headers, dropped);
     let proto = if tls { "https" } else { "http" };
     let ip = peer.ip();
-    let xff = match client.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
         Some(prev) => format!("{prev}, {ip}"),
         None => ip.to_string(),
     };
     if let Ok(v) = HeaderValue::from_str(&xff) {
-        out.insert(X_FORWARDED_FOR.clone(), v);
+        headers.insert(X_FORWARDED_FOR.clone(), v);
     }
-    out.insert(
-        X_FORWARDED_PROTO.clone(),
-        HeaderValue::from_static(if tls { "https" } else { "http" }),
-    );
-    let host = client.get(header::HOST).and_then(|h| h.to_str().ok());
-    if let Some(host) = client.get(header::HOST) {
-        out.insert(X_FORWARDED_HOST.clone(), host.clone());
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
+    if let Some(h) = &host {
+        headers.insert(X_FORWARDED_HOST.clone(), h.clone());
     }
     // RFC 7239: IPv6 addresses are quoted and bracketed.
     let for_node = if ip.is_ipv6() {
@@ -95,28 +88,32 @@ pub fn upstream_request_headers(
         ip.to_string()
     };
     let mut fwd = format!("for={for_node};proto={proto}");
-    if let Some(h) = host.filter(|h| {
+    if let Some(h) = host.as_ref().and_then(|h| h.to_str().ok()).filter(|h| {
         h.bytes()
             .all(|b| b.is_ascii_graphic() && b != b'"' && b != b';' && b != b',')
     }) {
         fwd.push_str(";host=");
         fwd.push_str(h);
     }
-    let fwd = match client.get(&FORWARDED).and_then(|v| v.to_str().ok()) {
+    let fwd = match headers.get(&FORWARDED).and_then(|v| v.to_str().ok()) {
         Some(prev) => format!("{prev}, {fwd}"),
         None => fwd,
     };
     if let Ok(v) = HeaderValue::from_str(&fwd) {
-        out.insert(FORWARDED.clone(), v);
+        headers.insert(FORWARDED.clone(), v);
     }
-    out
 }
 
-/// What the upstream answered, minus hop-by-hop headers.
-pub fn client_response_headers(upstream: &HeaderMap) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(upstream.len() + 2);
-    copy_end_to_end(upstream, &mut out, &[]);
-    out
+/// What the upstream answered becomes what the client gets, edited in
+/// place: hop-by-hop headers out, and the upstream's own authentication
+/// challenge unless the route passes credentials through.
+pub fn to_client(headers: &mut HeaderMap, _status: http::StatusCode, forward_authorization: bool) {
+    let dropped: &[&HeaderName] = if forward_authorization {
+        &[]
+    } else {
+        &[&header::WWW_AUTHENTICATE]
+    };
+    strip_hop_by_hop(headers, dropped);
 }
 
 /// `Mcp-Name` (and `Mcp-Param-*`) values that are not plain printable ASCII
@@ -160,7 +157,8 @@ mod tests {
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer t"));
         h.insert(header::HOST, HeaderValue::from_static("gw.example:8080"));
         let peer: SocketAddr = "10.1.2.3:5555".parse().unwrap();
-        let out = upstream_request_headers(&h, peer, false, false);
+        let mut out = h.clone();
+        to_upstream(&mut out, peer, false, false);
         assert!(out.get("x-secret-hop").is_none());
         assert!(out.get("keep-alive").is_none());
         assert!(out.get(header::TRANSFER_ENCODING).is_none());
@@ -172,7 +170,8 @@ mod tests {
             out[&FORWARDED],
             "for=10.1.2.3;proto=http;host=gw.example:8080"
         );
-        let with_auth = upstream_request_headers(&h, peer, true, true);
+        let mut with_auth = h.clone();
+        to_upstream(&mut with_auth, peer, true, true);
         assert_eq!(with_auth[header::AUTHORIZATION], "Bearer t");
         assert_eq!(with_auth[&X_FORWARDED_PROTO], "https");
     }
@@ -183,7 +182,8 @@ mod tests {
         h.insert(&X_FORWARDED_FOR, HeaderValue::from_static("1.1.1.1"));
         h.insert(&FORWARDED, HeaderValue::from_static("for=1.1.1.1"));
         let peer: SocketAddr = "[::1]:1".parse().unwrap();
-        let out = upstream_request_headers(&h, peer, false, false);
+        let mut out = h;
+        to_upstream(&mut out, peer, false, false);
         assert_eq!(out[&X_FORWARDED_FOR], "1.1.1.1, ::1");
         assert_eq!(out[&FORWARDED], "for=1.1.1.1, for=\"[::1]\";proto=http");
     }

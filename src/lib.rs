@@ -1,7 +1,8 @@
 //! Portcullis: an elicitation-aware reverse proxy for the Model Context
-//! Protocol (2026-07-28). See README.md and DESIGN.md for the data flow; the
-//! modules follow it: accept → pipeline (route, request check, forward,
-//! response check, record).
+//! Protocol. See README.md and ARCHITECTURE.md for the data flow; the
+//! modules follow it: accept → layers → pipeline (route, request check,
+//! identify, throttle, permit, retry check, forward, response check,
+//! record), over leaf types in `model` and `json`.
 
 pub mod accept;
 pub mod admin;
@@ -10,11 +11,14 @@ pub mod config;
 pub mod demo;
 pub mod headers;
 pub mod identify;
-pub mod jsonrpc;
+pub mod json;
+pub mod layers;
+pub mod model;
 pub mod mrtr;
+pub mod permit;
 pub mod pipeline;
 pub mod policy;
-pub mod refusal;
 pub mod server;
 pub mod throttle;
 pub mod tls;
+pub mod watch;

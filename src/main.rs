@@ -200,7 +200,7 @@ async fn reload_on_sighup(gateway: std::sync::Arc<RunningGateway>) {
         use tokio::signal::unix::{signal, SignalKind};
         if let Ok(mut hup) = signal(SignalKind::hangup()) {
             while hup.recv().await.is_some() {
-                let _ = gateway.reload();
+                let _ = gateway.reload().await;
             }
         }
     }

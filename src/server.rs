@@ -1,13 +1,13 @@
 //! Starting, reloading and stopping a gateway: bind every listener, serve;
-//! on a reload (SIGHUP or a changed file) validate the new config in full
-//! and swap it in atomically; on a shutdown signal stop accepting, report
-//! not-ready, and drain.
+//! on a reload (SIGHUP or a changed file) validate the new config in full,
+//! off the runtime's workers, and swap it in atomically; on a shutdown signal
+//! stop accepting, report not-ready, and drain.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
@@ -18,9 +18,12 @@ use tokio_rustls::TlsAcceptor;
 use crate::accept::{self, BoundListener};
 use crate::audit::AuditSink;
 use crate::config::{ConfigError, GatewayConfig};
+use crate::layers::LayerSettings;
+use crate::model::{system_clock, SharedClock};
 use crate::mrtr::replay::ReplayStore;
 use crate::pipeline::record::Metrics;
-use crate::pipeline::Gateway;
+use crate::pipeline::{Carried, Gateway};
+use crate::watch::FileWatch;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -44,9 +47,11 @@ pub enum ReloadError {
     Tls(#[from] rustls::Error),
     #[error("this gateway was not started from a config file")]
     NoSource,
+    #[error("the config loader stopped unexpectedly")]
+    Loader,
 }
 
-/// A started gateway. Dropping it does not stop it; call [`shutdown`].
+/// A started gateway. Dropping it does not stop it; call [`RunningGateway::shutdown`].
 pub struct RunningGateway {
     /// Bound data-plane addresses, in config order (port 0 resolved).
     pub addrs: Vec<SocketAddr>,
@@ -58,7 +63,13 @@ pub struct RunningGateway {
     /// The admin listener outlives the drain so probes can watch it.
     admin: Option<(watch::Sender<bool>, tokio::task::JoinHandle<()>)>,
     metrics: Arc<Metrics>,
+    clock: SharedClock,
+    /// Stamps of the config's files when the running config was loaded.
+    files: std::sync::Mutex<FileWatch>,
 }
+
+/// Listeners a caller bound already (tests hand theirs over), by config order.
+pub type Listeners = Vec<std::net::TcpListener>;
 
 async fn bind(address: SocketAddr, name: &str) -> Result<TcpListener, StartError> {
     let bind_err = |source| StartError::Bind {
@@ -76,29 +87,68 @@ async fn bind(address: SocketAddr, name: &str) -> Result<TcpListener, StartError
     socket.listen(4096).map_err(bind_err)
 }
 
+fn adopt(l: std::net::TcpListener, name: &str) -> Result<TcpListener, StartError> {
+    let address = l.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let err = |source| StartError::Bind {
+        name: name.to_owned(),
+        address,
+        source,
+    };
+    l.set_nonblocking(true).map_err(err)?;
+    TcpListener::from_std(l).map_err(err)
+}
+
 impl RunningGateway {
     pub async fn start(config: GatewayConfig) -> Result<RunningGateway, StartError> {
+        Self::start_with(config, Vec::new(), system_clock()).await
+    }
+
+    /// Start with listeners bound by the caller (data-plane listeners first,
+    /// in config order, then the admin listener when configured; missing
+    /// ones are bound here) and the clock every rule reads.
+    pub async fn start_with(
+        config: GatewayConfig,
+        handed: Listeners,
+        clock: SharedClock,
+    ) -> Result<RunningGateway, StartError> {
         let source = config.source.is_file().then(|| config.source.clone());
+        let files = std::sync::Mutex::new(FileWatch::of(&config));
         let config = Arc::new(config);
         let metrics = Metrics::new()?;
-        config.throttle.start().await;
-        config.auth.spawn_refresh();
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
         let audit = AuditSink::from_settings(config.audit.clone());
         if let Err(e) = audit.start() {
             tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
         }
-        let gateway = Gateway::new(config.clone(), metrics.clone(), replay, audit)?;
+        let carried = Carried {
+            metrics: metrics.clone(),
+            replay,
+            audit,
+            clock: clock.clone(),
+            throttle: None,
+        };
+        let gateway = Gateway::new(config.clone(), carried)?;
+        gateway.throttle.start().await;
+        config.auth.spawn_refresh();
         metrics.config_loaded(true);
         let current = Arc::new(ArcSwap::from_pointee(gateway));
         let (tx, rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let connections = Arc::new(Semaphore::new(config.limits.max_connections));
+        let layers = LayerSettings::new(
+            config.limits.max_in_flight_requests,
+            config.limits.request_timeout,
+            metrics.clone(),
+        );
 
+        let mut handed = handed.into_iter();
         let mut bound = Vec::new();
         let mut addrs = Vec::new();
-        for l in &config.listeners {
-            let listener = bind(l.address, &l.name).await?;
+        for (index, l) in config.listeners.iter().enumerate() {
+            let listener = match handed.next() {
+                Some(std) => adopt(std, &l.name)?,
+                None => bind(l.address, &l.name).await?,
+            };
             addrs.push(listener.local_addr().map_err(|source| StartError::Bind {
                 name: l.name.clone(),
                 address: l.address,
@@ -106,13 +156,17 @@ impl RunningGateway {
             })?);
             bound.push(BoundListener {
                 name: l.name.clone(),
+                index,
                 listener,
                 tls: l.tls.clone().map(TlsAcceptor::from),
             });
         }
         let (admin_addr, admin) = match config.admin {
             Some(address) => {
-                let listener = bind(address, "admin").await?;
+                let listener = match handed.next() {
+                    Some(std) => adopt(std, "admin")?,
+                    None => bind(address, "admin").await?,
+                };
                 let addr = listener.local_addr().map_err(|source| StartError::Bind {
                     name: "admin".into(),
                     address,
@@ -129,6 +183,7 @@ impl RunningGateway {
             tasks.spawn(accept::serve(
                 b,
                 current.clone(),
+                layers.clone(),
                 config.limits,
                 connections.clone(),
                 rx.clone(),
@@ -145,19 +200,27 @@ impl RunningGateway {
             tasks,
             admin,
             metrics,
+            clock,
+            files,
         })
     }
 
     /// The config in force now.
     pub fn config(&self) -> Arc<GatewayConfig> {
-        self.current.load().config().clone()
+        self.current.load().config.clone()
     }
 
-    /// Load the config file again, validate it in full and swap it in. On
-    /// any error the running config stays, and the error says why. Listener
-    /// addresses, TLS and connection-level limits need a restart.
-    pub fn reload(&self) -> Result<(), ReloadError> {
-        let result = self.try_reload();
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Load the config file again (off the runtime's workers), validate it
+    /// in full and swap it in. On any error the running config stays, and
+    /// the error says why. Listener addresses, TLS and connection-level
+    /// limits need a restart.
+    pub async fn reload(&self) -> Result<(), ReloadError> {
+        let result = self.try_reload().await;
         self.metrics.config_loaded(result.is_ok());
         match &result {
             Ok(()) => tracing::info!("config reloaded"),
@@ -166,15 +229,22 @@ impl RunningGateway {
         result
     }
 
-    fn try_reload(&self) -> Result<(), ReloadError> {
-        let path = self.source.as_ref().ok_or(ReloadError::NoSource)?;
-        let config = GatewayConfig::load(path)?;
+    async fn try_reload(&self) -> Result<(), ReloadError> {
+        let path = self.source.clone().ok_or(ReloadError::NoSource)?;
+        let (config, stamps) = tokio::task::spawn_blocking(move || {
+            GatewayConfig::load(&path).map(|c| {
+                let stamps = FileWatch::of(&c);
+                (c, stamps)
+            })
+        })
+        .await
+        .map_err(|_| ReloadError::Loader)??;
         let old = self.current.load_full();
-        let listeners_changed = config.listeners.iter().map(|l| l.address).ne(old
-            .config()
+        let listeners_changed = config
             .listeners
             .iter()
-            .map(|l| l.address));
+            .map(|l| l.address)
+            .ne(old.config.listeners.iter().map(|l| l.address));
         if listeners_changed {
             tracing::warn!(
                 "listener addresses changed in the config; they take effect at the next restart"
@@ -185,38 +255,61 @@ impl RunningGateway {
         } else {
             Arc::new(ReplayStore::new(&config.state.replay))
         };
-        let audit = if old.audit().settings() == &config.audit {
-            old.audit().clone()
+        let audit = if old.audit.settings() == &config.audit {
+            old.audit.clone()
         } else {
             let sink = AuditSink::from_settings(config.audit.clone());
             let _ = sink.start();
             sink
         };
+        let carried = Carried {
+            metrics: self.metrics.clone(),
+            replay,
+            audit,
+            clock: self.clock.clone(),
+            throttle: Some((old.config.throttle.clone(), old.throttle.clone())),
+        };
         let config = Arc::new(config);
-        let gateway = Gateway::new(config.clone(), self.metrics.clone(), replay, audit)?;
+        let gateway = Gateway::new(config.clone(), carried)?;
         config.auth.spawn_refresh();
-        let throttle = config.throttle.clone();
+        let throttle = gateway.throttle.clone();
         tokio::spawn(async move { throttle.start().await });
         self.current.store(Arc::new(gateway));
+        if let Ok(mut files) = self.files.lock() {
+            *files = stamps;
+        }
         Ok(())
     }
 
     /// Reload when the config file, a policy file or the state keys file
-    /// changes (checked every `every`).
+    /// changes (checked every `every` on a thread of its own, against the
+    /// files as they were when the running config was loaded).
     pub fn watch_files(self: &Arc<Self>, every: Duration) {
         let me = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut last = None;
-            loop {
-                tokio::time::sleep(every).await;
+        let handle = tokio::runtime::Handle::current();
+        let spawned = std::thread::Builder::new()
+            .name("portcullis-watch".into())
+            .spawn(move || loop {
+                std::thread::sleep(every);
                 let Some(gw) = me.upgrade() else { return };
-                let stamp = watched_stamp(&gw.config());
-                if last.is_some() && last != Some(stamp.clone()) {
-                    let _ = gw.reload();
+                let changed = gw
+                    .files
+                    .lock()
+                    .map(|f| f.changed())
+                    .unwrap_or_default();
+                if changed.is_empty() {
+                    continue;
                 }
-                last = Some(stamp);
-            }
-        });
+                let names: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
+                tracing::info!(files = %names.join(", "), "config files changed; reloading");
+                let _ = handle.block_on(gw.reload());
+                if let Ok(mut f) = gw.files.lock() {
+                    f.accept(&changed);
+                };
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the config file watcher: {e}");
+        }
     }
 
     /// Stop accepting, report not-ready, and wait for in-flight requests (up to
@@ -225,14 +318,14 @@ impl RunningGateway {
         self.metrics.ready.store(false, Ordering::Relaxed);
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
-        self.current.load().audit().flush().await;
+        self.current.load().audit.flush().await;
         if let Some((tx, task)) = self.admin.take() {
             let _ = tx.send(true);
             let _ = task.await;
         }
     }
 
-    /// [`shutdown`] for a gateway shared with a file watcher.
+    /// [`RunningGateway::shutdown`] for a gateway shared with a file watcher.
     pub async fn shutdown_shared(self: Arc<Self>) {
         match Arc::try_unwrap(self) {
             Ok(me) => me.shutdown().await,
@@ -244,28 +337,6 @@ impl RunningGateway {
             }
         }
     }
-}
-
-/// Modification times of every file the config is made of.
-fn watched_stamp(config: &GatewayConfig) -> Vec<(PathBuf, Option<SystemTime>)> {
-    let mut files: Vec<PathBuf> = vec![config.source.clone()];
-    files.extend(config.watched_files.iter().cloned());
-    let mut out: Vec<(PathBuf, Option<SystemTime>)> = Vec::new();
-    for f in files {
-        if f.is_dir() {
-            if let Ok(entries) = std::fs::read_dir(&f) {
-                let mut inner: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
-                inner.sort();
-                out.extend(inner.into_iter().map(|p| (p.clone(), mtime(&p))));
-            }
-        }
-        out.push((f.clone(), mtime(&f)));
-    }
-    out
-}
-
-fn mtime(p: &Path) -> Option<SystemTime> {
-    std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -88,7 +88,7 @@ async fn twenty_reloads_under_load_lose_no_request() {
     for i in 1..=20 {
         tokio::time::sleep(Duration::from_millis(40)).await;
         write_config(&path, &up.url(), &format!("Upstream v{i}"));
-        gw.reload().unwrap();
+        gw.reload().await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     stop.store(true, Ordering::Relaxed);
@@ -129,7 +129,7 @@ async fn a_bad_file_keeps_the_old_config_and_says_why() {
     write_config(&path, &up.url(), "Good");
     let gw = start_from(&path).await;
     std::fs::write(&path, "[[listener]]\naddress = \"127.0.0.1:0\"\n[[upstream]]\nid = \"test\"\nname = \"Broken\"\nurl = \"ftp://x\"\n").unwrap();
-    let err = gw.reload().unwrap_err().to_string();
+    let err = gw.reload().await.unwrap_err().to_string();
     assert!(
         err.contains("gateway.toml:6") && err.contains("upstream[0].url"),
         "{err}"

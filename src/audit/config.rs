@@ -225,3 +225,9 @@ fn check_path(raw: &Spanned<String>, base: &Path) -> Result<PathBuf, AuditConfig
     }
     Ok(path)
 }
+
+impl From<AuditConfigError> for crate::model::SettingsError {
+    fn from(e: AuditConfigError) -> Self {
+        crate::model::SettingsError::new(e.span, e.field, e.message)
+    }
+}

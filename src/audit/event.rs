@@ -5,14 +5,14 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-use serde::de::{IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
+use serde::{Serialize, Serializer};
 
+use crate::model::{Asked, Reason, Refusal, RequestShape};
 use crate::mrtr::answers::AnswerReport;
 use crate::mrtr::seal::SealedState;
-use crate::policy::inspect::{Asked, Report, Verdict};
-use crate::refusal::{Reason, Refusal};
+use crate::policy::inspect::{Report, Verdict};
+
+pub use crate::model::RequestKind;
 
 /// Longest name (key, field name, host, principal, …) written, in characters.
 pub const MAX_NAME_CHARS: usize = 128;
@@ -136,22 +136,6 @@ fn names<'a>(it: impl IntoIterator<Item = &'a String>) -> Vec<Name> {
     it.into_iter().map(Name::from).collect()
 }
 
-/// What kind of question an input request is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RequestKind {
-    /// `elicitation/create`, form mode.
-    Form,
-    /// `elicitation/create`, URL mode.
-    Url,
-    /// `sampling/createMessage` (deprecated).
-    Sampling,
-    /// `roots/list` (deprecated).
-    Roots,
-    /// Any other method (the policy refuses it).
-    Unknown,
-}
-
 /// One input request, by key: its kind, a form's field names, a URL's host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InputRequestSummary {
@@ -168,67 +152,21 @@ pub struct InputRequestSummary {
 impl InputRequestSummary {
     /// From what the policy recorded as asked (after any stripping).
     pub fn from_asked(key: &str, asked: &Asked) -> InputRequestSummary {
-        let (kind, fields, url_host) = match asked {
-            Asked::Form(form) => (
-                RequestKind::Form,
-                Some(form.fields.iter().map(|f| Name::new(&f.name)).collect()),
-                None,
-            ),
-            Asked::Url { host } => (RequestKind::Url, None, Some(Name::new(host))),
-            Asked::Sampling => (RequestKind::Sampling, None, None),
-            Asked::Roots => (RequestKind::Roots, None, None),
-        };
-        InputRequestSummary {
-            key: Name::new(key),
-            kind,
-            fields,
-            url_host,
-        }
+        Self::from_shape(&RequestShape::of_asked(key, asked))
     }
 
-    /// From one raw `inputRequests` member: only its method, mode, the
-    /// member names of `requestedSchema.properties` and the host of `url`
-    /// are looked at.
-    fn from_raw(key: &str, request: &Value) -> InputRequestSummary {
-        let method = request.get("method").and_then(Value::as_str);
-        let params = request.get("params");
-        let (kind, fields, url_host) = match method {
-            Some("elicitation/create") => {
-                match params.and_then(|p| p.get("mode")).and_then(Value::as_str) {
-                    Some("url") => {
-                        let host = params
-                            .and_then(|p| p.get("url"))
-                            .and_then(Value::as_str)
-                            .and_then(url_host)
-                            .map(Name::from);
-                        (RequestKind::Url, None, host)
-                    }
-                    _ => {
-                        let fields = params
-                            .and_then(|p| p.get("requestedSchema"))
-                            .and_then(|s| s.get("properties"))
-                            .and_then(Value::as_object)
-                            .map(|props| {
-                                props
-                                    .keys()
-                                    .take(MAX_LIST_ITEMS + 1)
-                                    .map(Name::from)
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        (RequestKind::Form, Some(fields), None)
-                    }
-                }
-            }
-            Some("sampling/createMessage") => (RequestKind::Sampling, None, None),
-            Some("roots/list") => (RequestKind::Roots, None, None),
-            _ => (RequestKind::Unknown, None, None),
-        };
+    /// From a question's names as the policy read them.
+    pub fn from_shape(shape: &RequestShape) -> InputRequestSummary {
         InputRequestSummary {
-            key: Name::new(key),
-            kind,
-            fields,
-            url_host,
+            key: Name::new(&shape.key),
+            kind: shape.kind,
+            fields: shape.fields.as_ref().map(|f| {
+                f.iter()
+                    .take(MAX_LIST_ITEMS + 1)
+                    .map(|n| Name::new(n))
+                    .collect()
+            }),
+            url_host: shape.url_host.as_deref().map(Name::new),
         }
     }
 
@@ -237,13 +175,6 @@ impl InputRequestSummary {
             .as_ref()
             .is_some_and(|f| f.len() > MAX_LIST_ITEMS)
     }
-}
-
-/// The host of an absolute URL as a browser reads it (WHATWG parsing, the
-/// same as the URL policy's): lower-cased, punycode, without userinfo and
-/// port.
-fn url_host(url: &str) -> Option<String> {
-    url::Url::parse(url).ok()?.host_str().map(str::to_owned)
 }
 
 /// A field of one input request.
@@ -440,25 +371,18 @@ impl AuditEvent {
         }
     }
 
-    /// `input_required_received` from the upstream's `result` (the JSON
-    /// text of the `input_required` result), read leniently so that a
-    /// result the policy goes on to refuse is still described. Only member
-    /// names, methods, modes and URL hosts are taken out of it.
-    pub fn received_from_result(result: &str) -> AuditEvent {
-        let value: Value = serde_json::from_str(result).unwrap_or(Value::Null);
-        let requests = value
-            .get("inputRequests")
-            .and_then(Value::as_object)
-            .map(|reqs| {
-                reqs.iter()
-                    .take(MAX_LIST_ITEMS + 1)
-                    .map(|(k, r)| InputRequestSummary::from_raw(k, r))
-                    .collect()
-            })
-            .unwrap_or_default();
+    /// `input_required_received`: the questions as the upstream sent them
+    /// (names only, as the policy read them), and whether it sent a
+    /// requestState (never its contents).
+    pub fn received(report: &Report) -> AuditEvent {
         AuditEvent::InputRequiredReceived {
-            requests,
-            upstream_state: value.get("requestState").is_some(),
+            requests: report
+                .received
+                .iter()
+                .take(MAX_LIST_ITEMS + 1)
+                .map(InputRequestSummary::from_shape)
+                .collect(),
+            upstream_state: report.request_state.is_some(),
         }
     }
 
@@ -487,20 +411,13 @@ impl AuditEvent {
                 .map(|(k, a)| InputRequestSummary::from_asked(k, a))
                 .collect(),
             stripped: report
-                .verdicts
-                .iter()
-                .filter(|v| v.action == "strip")
-                .filter_map(|v| {
-                    Some(FieldRef {
-                        key: Name::new(v.key.as_deref()?),
-                        field: Name::new(v.field.as_deref()?),
-                    })
+                .stripped()
+                .map(|(key, field)| FieldRef {
+                    key: Name::new(key),
+                    field: Name::new(field),
                 })
                 .collect(),
-            sanitised: report
-                .verdicts
-                .iter()
-                .any(|v| v.rule == "text_safety" && v.action == "sanitize"),
+            sanitised: report.sanitised(),
         }
     }
 
@@ -569,17 +486,11 @@ impl AuditEvent {
         }
     }
 
-    /// `forwarded` from the request body as sent upstream (only the member
-    /// names of `params.inputResponses` are read) and the state it answered.
-    pub fn forwarded(body: &[u8], prior: &SealedState) -> AuditEvent {
-        let keys = serde_json::from_slice::<ForwardedBody>(body)
-            .ok()
-            .and_then(|b| b.params)
-            .and_then(|p| p.input_responses)
-            .map(|k| k.0)
-            .unwrap_or_default();
+    /// `forwarded`: the answer keys sent upstream and whether the
+    /// upstream's own requestState was put back.
+    pub fn forwarded(answers: &AnswerReport, prior: &SealedState) -> AuditEvent {
         AuditEvent::Forwarded {
-            keys,
+            keys: names(answers.kept.iter().take(MAX_LIST_ITEMS + 1)),
             upstream_state: prior.upstream_state.is_some(),
         }
     }
@@ -633,43 +544,6 @@ impl AuditEvent {
 
 fn refusal_data(refusal: &Refusal, member: &str) -> Option<Name> {
     refusal.extra.as_ref()?.get(member)?.as_str().map(Name::new)
-}
-
-#[derive(Deserialize)]
-struct ForwardedBody {
-    params: Option<ForwardedParams>,
-}
-
-#[derive(Deserialize)]
-struct ForwardedParams {
-    #[serde(rename = "inputResponses")]
-    input_responses: Option<KeysOnly>,
-}
-
-/// The member names of an object; the values are skipped unread.
-struct KeysOnly(Vec<Name>);
-
-impl<'de> Deserialize<'de> for KeysOnly {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<KeysOnly, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = KeysOnly;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeysOnly, A::Error> {
-                let mut keys = Vec::new();
-                while let Some(k) = map.next_key::<Cow<'de, str>>()? {
-                    map.next_value::<IgnoredAny>()?;
-                    if keys.len() <= MAX_LIST_ITEMS {
-                        keys.push(Name::new(&k));
-                    }
-                }
-                Ok(KeysOnly(keys))
-            }
-        }
-        d.deserialize_map(V)
-    }
 }
 
 fn capped<S: Serializer, T: Serialize>(v: &[T], s: S) -> Result<S::Ok, S::Error> {

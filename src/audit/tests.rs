@@ -12,10 +12,32 @@ use super::sink::backup;
 use super::*;
 use crate::mrtr::answers::{check_answers, AnswerRules};
 use crate::mrtr::seal::SealedState;
+use crate::model::{Asked, ClientCaps, FieldKind, FormField, FormSchema, McpMethod, Reason, Refusal};
 use crate::mrtr::value_scan::SecretValueScanner;
-use crate::policy::form::{FieldKind, FormField, FormSchema};
-use crate::policy::inspect::{Asked, Report, Verdict};
-use crate::refusal::{Reason, Refusal};
+use crate::policy::config::PolicySet;
+use crate::policy::inspect::{inspect_result, Report, Subject, Verdict};
+
+/// `input_required_received` as the response phase writes it: from the
+/// policy's report on the raw result.
+fn received_from_result(result: &str) -> AuditEvent {
+    let policies = PolicySet::load(None).unwrap();
+    let policy = policies.get("trusted").unwrap();
+    let client = ClientCaps {
+        elicitation_form: true,
+        elicitation_url: true,
+        sampling: true,
+        sampling_context: true,
+        roots: true,
+    };
+    let subject = Subject {
+        method: McpMethod::ToolsCall,
+        client,
+        upstream_name: "Billing (ACME)",
+        upstream_host: "billing.acme.example",
+    };
+    let (_, report) = inspect_result(&policy, &subject, result.as_bytes());
+    AuditEvent::received(&report)
+}
 
 /// Every string a user typed, the upstream's message text and its state in
 /// the fixtures below contain this; no line may.
@@ -126,6 +148,7 @@ fn report() -> Report {
             ("workspace".into(), Asked::Roots),
         ],
         request_state: Some(format!("upstream-{SECRET}")),
+        received: Vec::new(),
     }
 }
 
@@ -168,14 +191,8 @@ fn sample_events() -> Vec<AuditEvent> {
     };
     let mut map = answers();
     let answer_report = check_answers(&mut map, &report().asked, &rules).expect("answers pass");
-    let mut params = Map::new();
-    params.insert("name".into(), json!("create_invoice"));
-    params.insert("inputResponses".into(), Value::Object(map));
-    params.insert("requestState".into(), json!(format!("upstream-{SECRET}")));
-    let body =
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}).to_string();
 
-    let mut events = vec![AuditEvent::received_from_result(&result_json())];
+    let mut events = vec![received_from_result(&result_json())];
     events.extend(AuditEvent::verdicts(&report()));
     events.push(AuditEvent::delivered(&report()));
     events.push(AuditEvent::refused(
@@ -193,7 +210,7 @@ fn sample_events() -> Vec<AuditEvent> {
         .with_data("key", "customer".into())
         .with_data("field", "vat_id".into()),
     ));
-    events.push(AuditEvent::forwarded(body.as_bytes(), &prior()));
+    events.push(AuditEvent::forwarded(&answer_report, &prior()));
     events.push(AuditEvent::operation_end(
         OperationOutcome::Complete,
         1,
@@ -507,7 +524,7 @@ fn long_lists_are_cut_and_marked() {
         );
     }
     let result = json!({"resultType": "input_required", "inputRequests": requests}).to_string();
-    let event = AuditEvent::received_from_result(&result);
+    let event = received_from_result(&result);
     let v: Value = serde_json::from_slice(&to_line("t", &ctx(), &event).unwrap()).unwrap();
     assert_eq!(v["truncated"], true);
     let reqs = v["requests"].as_array().unwrap();
@@ -523,7 +540,7 @@ fn long_lists_are_cut_and_marked() {
 #[test]
 fn unreadable_results_and_bodies_give_empty_lists() {
     assert_eq!(
-        AuditEvent::received_from_result("{not json"),
+        received_from_result("{not json"),
         AuditEvent::InputRequiredReceived {
             requests: vec![],
             upstream_state: false
@@ -532,7 +549,7 @@ fn unreadable_results_and_bodies_give_empty_lists() {
     let mut prior = prior();
     prior.upstream_state = None;
     assert_eq!(
-        AuditEvent::forwarded(b"{\"params\":{}}", &prior),
+        AuditEvent::forwarded(&Default::default(), &prior),
         AuditEvent::Forwarded {
             keys: vec![],
             upstream_state: false
@@ -844,7 +861,7 @@ fn config_errors_name_the_field_and_its_span() {
 fn url_hosts_are_read_as_a_browser_reads_them() {
     let host = |url: &str| {
         let result = json!({"inputRequests": {"k": {"method": "elicitation/create", "params": {"mode": "url", "message": "m", "url": url}}}}).to_string();
-        match AuditEvent::received_from_result(&result) {
+        match received_from_result(&result) {
             AuditEvent::InputRequiredReceived { requests, .. } => {
                 requests[0].url_host.as_ref().map(|h| h.as_str().to_owned())
             }

@@ -37,6 +37,8 @@ pub struct RawListener {
     pub name: Option<Spanned<String>>,
     pub address: Spanned<String>,
     pub tls: Option<Spanned<RawServerTls>>,
+    /// Host names (optionally `:port`) this listener serves; `["*"]` any.
+    pub server_names: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +68,8 @@ pub struct RawLimits {
     pub request_body_timeout: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
     pub http2_max_concurrent_streams: Option<Spanned<i64>>,
+    pub max_in_flight_requests: Option<Spanned<i64>>,
+    pub request_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -192,3 +192,9 @@ pub(crate) fn duration(
 pub(crate) fn printable_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 256 && s.trim() == s && !s.chars().any(char::is_control)
 }
+
+impl From<AuthConfigError> for crate::model::SettingsError {
+    fn from(e: AuthConfigError) -> Self {
+        crate::model::SettingsError::new(e.span, e.field, e.message)
+    }
+}

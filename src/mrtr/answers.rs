@@ -73,13 +73,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::value_scan::SecretValueScanner;
-use crate::policy::form::{FieldKind, FormSchema, TextFormat};
-use crate::policy::inspect::Asked;
-
-/// `reason` of an answer that does not fit what was asked.
-pub const INVALID_ANSWER: &str = "invalid_answer";
-/// `reason` of a secret-looking value typed into an ordinary form field.
-pub const SECRET_IN_ANSWER: &str = "secret_in_answer";
+use crate::model::{Asked, FieldKind, FormSchema, Reason, TextFormat};
 
 /// Why an answer was refused: `key` and `field` name where; `why` says what a
 /// person should fix. Never contains the value itself.
@@ -88,8 +82,9 @@ pub struct AnswerProblem {
     pub key: String,
     pub field: Option<String>,
     pub why: String,
-    /// [`INVALID_ANSWER`] or [`SECRET_IN_ANSWER`].
-    pub reason: &'static str,
+    /// `InvalidAnswer`, or `SecretInAnswer` for a secret-looking value typed
+    /// into an ordinary form field.
+    pub reason: Reason,
 }
 
 impl std::fmt::Display for AnswerProblem {
@@ -121,6 +116,8 @@ pub struct AnswerReport {
     pub fields_answered: Vec<(String, Vec<String>)>,
     /// Serialized size of the cleaned `inputResponses`, in bytes.
     pub answer_bytes: usize,
+    /// The keys forwarded upstream, in the client's order.
+    pub kept: Vec<String>,
 }
 
 /// What the policy allows in answers.
@@ -162,6 +159,7 @@ pub fn check_answers(
     }
 
     report.answer_bytes = serialized_len(input_responses);
+    report.kept = input_responses.keys().map(|k| clip(k)).collect();
     Ok(report)
 }
 
@@ -170,7 +168,7 @@ fn invalid(key: &str, field: Option<&str>, why: impl Into<String>) -> AnswerProb
         key: key.to_owned(),
         field: field.map(str::to_owned),
         why: why.into(),
-        reason: INVALID_ANSWER,
+        reason: Reason::InvalidAnswer,
     }
 }
 
@@ -320,7 +318,7 @@ fn scan_form(
                      (remove it; a service that needs it must ask through a secure link)",
                     kind.describe()
                 ),
-                reason: SECRET_IN_ANSWER,
+                reason: Reason::SecretInAnswer,
             });
         }
     }
@@ -676,7 +674,7 @@ fn roots(key: &str, answer: &Value) -> Result<(), AnswerProblem> {
 mod tests {
     use super::*;
     use crate::mrtr::value_scan::SecretValueKind;
-    use crate::policy::form::FormField;
+    use crate::model::FormField;
     use serde_json::json;
 
     fn text(min_len: Option<u64>, max_len: Option<u64>, format: Option<TextFormat>) -> FieldKind {
@@ -1132,7 +1130,7 @@ mod tests {
         ];
         for (input, key, field, words) in cases {
             let p = check(input.clone()).unwrap_err();
-            assert_eq!(p.reason, INVALID_ANSWER, "{input}");
+            assert_eq!(p.reason, Reason::InvalidAnswer, "{input}");
             assert_eq!(p.key, key, "{input}");
             assert_eq!(p.field.as_deref(), field, "{input}");
             assert!(p.why.contains(words), "{input}: {:?}", p.why);
@@ -1158,7 +1156,7 @@ mod tests {
         ];
         for input in bad {
             let p = check(input.clone()).unwrap_err();
-            assert_eq!(p.reason, INVALID_ANSWER, "{input}");
+            assert_eq!(p.reason, Reason::InvalidAnswer, "{input}");
         }
         // Content arrays (tool use) and an empty roots list are fine.
         check(json!({
@@ -1177,7 +1175,7 @@ mod tests {
         );
         let input = json!({"book": {"action": "accept", "content": {"name": "Ada", "notes": format!("my token: {token}")}}});
         let p = check(input.clone()).unwrap_err();
-        assert_eq!(p.reason, SECRET_IN_ANSWER);
+        assert_eq!(p.reason, Reason::SecretInAnswer);
         assert_eq!(p.key, "book");
         assert_eq!(p.field.as_deref(), Some("notes"));
         assert!(p.why.contains("looks like a GitHub token"), "{}", p.why);
@@ -1189,7 +1187,7 @@ mod tests {
             json!({"book": {"action": "accept", "content": {"name": "4111 1111 1111 1111"}}}),
         )
         .unwrap_err();
-        assert_eq!(p.reason, SECRET_IN_ANSWER);
+        assert_eq!(p.reason, Reason::SecretInAnswer);
         assert!(p.why.contains("payment card"));
         assert!(!p.why.contains("4111"));
 
@@ -1209,7 +1207,7 @@ mod tests {
         let token = fake_github_token();
         let p =
             check(json!({"book": {"action": "accept", "content": {"notes": token}}})).unwrap_err();
-        assert_eq!(p.reason, INVALID_ANSWER);
+        assert_eq!(p.reason, Reason::InvalidAnswer);
         assert_eq!(p.field.as_deref(), Some("name"));
     }
 

@@ -1,8 +1,120 @@
-//! The gateway as the MRTR boundary: sealed `requestState`, checked retries,
-//! validated answers, round limits.
+//! The MRTR boundary: toward the client the gateway is the server of every
+//! multi-round exchange. It seals its own `requestState` into each question
+//! it delivers ([`mint`]), and checks each retry against it ([`retry`]):
+//! who, where, what, when, how often, and that the answers fit the questions.
 
 pub mod answers;
+pub mod mint;
 pub mod replay;
 pub mod retry;
 pub mod seal;
+pub mod settings;
 pub mod value_scan;
+
+use std::sync::Arc;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde_json::{Map, Value};
+
+use crate::model::{McpMethod, SharedClock};
+use replay::ReplayStore;
+use seal::SealedState;
+use settings::StateSettings;
+use value_scan::SecretValueScanner;
+
+/// What the MRTR phases need of the gateway, shared by all requests.
+pub struct MrtrShared {
+    pub settings: Arc<StateSettings>,
+    /// Outlives config reloads: a consumed state stays consumed.
+    pub replay: Arc<ReplayStore>,
+    pub scanner: Arc<SecretValueScanner>,
+    pub clock: SharedClock,
+}
+
+impl MrtrShared {
+    pub fn new(
+        settings: Arc<StateSettings>,
+        replay: Arc<ReplayStore>,
+        clock: SharedClock,
+    ) -> MrtrShared {
+        MrtrShared {
+            settings,
+            replay,
+            scanner: Arc::new(SecretValueScanner::builtin()),
+            clock,
+        }
+    }
+
+    /// Mark a single-use state answered: its answer is being delivered.
+    pub async fn consume(&self, prior: &SealedState) {
+        let id = prior.redemption_id();
+        if self.replay.consume(&id, prior.expires).await.is_err() {
+            tracing::warn!("single-use state store unavailable; a replay of this state may be accepted");
+        }
+    }
+}
+
+/// Who is asking about what: the binding a sealed state is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding<'a> {
+    /// How the principal authenticated, and its name (`None`: anonymous).
+    pub principal: Option<(&'a str, &'a str)>,
+    pub upstream: &'a str,
+    pub method: McpMethod,
+    pub target: Option<&'a str>,
+}
+
+impl Binding<'_> {
+    /// How a principal is bound into a sealed state.
+    pub fn principal_key(&self) -> String {
+        match self.principal {
+            None => "anonymous".to_owned(),
+            Some((scheme, name)) => format!("{scheme}:{name}"),
+        }
+    }
+
+    /// The tool, when the request is a tools/call.
+    pub fn tool(&self) -> Option<&str> {
+        self.target.filter(|_| self.method == McpMethod::ToolsCall)
+    }
+}
+
+impl SealedState {
+    /// The single-use store's key for this round of this operation.
+    pub fn redemption_id(&self) -> String {
+        format!("{}.{}", self.operation, self.round)
+    }
+}
+
+/// base64url SHA-256 of the RFC 8785 canonical form of `params` without the
+/// members that change between rounds (`_meta`, `inputResponses`,
+/// `requestState`).
+pub fn params_digest(params: &Map<String, Value>) -> String {
+    let salient: Map<String, Value> = params
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "_meta" | "inputResponses" | "requestState"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let canonical = serde_jcs::to_vec(&salient).unwrap_or_default();
+    URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, &canonical).as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_ignores_round_members_and_key_order() {
+        let a: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"name":"book_room","arguments":{"hint":"x","n":1.0},"_meta":{"a":1},"requestState":"s"}"#).unwrap();
+        let b: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+            r#"{"arguments":{"n":1,"hint":"x"},"inputResponses":{},"name":"book_room"}"#,
+        )
+        .unwrap();
+        assert_eq!(params_digest(&a), params_digest(&b));
+        let c: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"name":"book_room","arguments":{"hint":"y"}}"#).unwrap();
+        assert_ne!(params_digest(&a), params_digest(&c));
+    }
+}

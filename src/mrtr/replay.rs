@@ -1,15 +1,19 @@
-//! Single-use sealed states: a state may be redeemed once. One instance
-//! remembers redemptions in memory; a cluster shares them through Redis
-//! (`SET NX` with the state's own expiry, so nothing outlives the state).
+//! Single-use sealed states: a state is consumed when the answer to its
+//! retry is delivered; a later retry with it is a replay. (A client's
+//! network retry before any answer came back still works.) One instance
+//! remembers consumed states in memory; a cluster shares them through Redis
+//! (keys with the state's own expiry, so nothing outlives the state).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::model::Clock;
+
 use redis::aio::ConnectionManager;
 use tokio::sync::OnceCell;
 
-use crate::config::ReplayBackend;
+use super::settings::ReplayBackend;
 
 /// How many redemptions one instance keeps before it sweeps expired ones.
 const LOCAL_SWEEP_AT: usize = 100_000;
@@ -48,38 +52,64 @@ impl ReplayStore {
         }
     }
 
-    /// Record the redemption of state `id` valid until `expires` (unix
-    /// seconds). `Ok(true)`: first use. `Ok(false)`: a replay.
-    pub async fn redeem(&self, id: &str, expires: u64, now: u64) -> Result<bool, ReplayError> {
+    /// Whether state `id` was consumed.
+    pub async fn is_consumed(&self, id: &str) -> Result<bool, ReplayError> {
         match self {
-            ReplayStore::Local(map) => Ok(redeem_local(map, id, expires, now)),
-            ReplayStore::Redis { url, conn } => redeem_redis(url, conn, id, expires).await,
+            ReplayStore::Local(map) => Ok(map
+                .lock()
+                .map(|m| m.get(id).is_some_and(|exp| *exp >= now_secs()))
+                .unwrap_or(true)),
+            ReplayStore::Redis { url, conn } => {
+                let mut c = connection(url, conn).await?;
+                let cmd = redis::cmd("EXISTS").arg(key(id)).to_owned();
+                let found: i64 = query(cmd, &mut c).await?;
+                Ok(found > 0)
+            }
+        }
+    }
+
+    /// Consume state `id`, valid until `expires` (unix seconds).
+    pub async fn consume(&self, id: &str, expires: u64) -> Result<(), ReplayError> {
+        match self {
+            ReplayStore::Local(map) => {
+                let Ok(mut map) = map.lock() else {
+                    return Err(ReplayError::Unavailable);
+                };
+                if map.len() >= LOCAL_SWEEP_AT {
+                    let now = now_secs();
+                    map.retain(|_, exp| *exp >= now);
+                }
+                map.insert(id.to_owned(), expires);
+                Ok(())
+            }
+            ReplayStore::Redis { url, conn } => {
+                let mut c = connection(url, conn).await?;
+                let cmd = redis::cmd("SET")
+                    .arg(key(id))
+                    .arg(1)
+                    .arg("EXAT")
+                    .arg(expires.max(1))
+                    .to_owned();
+                let _: Option<String> = query(cmd, &mut c).await?;
+                Ok(())
+            }
         }
     }
 }
 
-fn redeem_local(map: &Mutex<HashMap<String, u64>>, id: &str, expires: u64, now: u64) -> bool {
-    let Ok(mut map) = map.lock() else {
-        return false;
-    };
-    if map.len() >= LOCAL_SWEEP_AT {
-        map.retain(|_, exp| *exp >= now);
-    }
-    match map.get(id) {
-        Some(exp) if *exp >= now => false,
-        _ => {
-            map.insert(id.to_owned(), expires);
-            true
-        }
-    }
+/// Expiry is compared with the wall clock: it is what Redis uses for `EXAT`.
+fn now_secs() -> u64 {
+    crate::model::SystemClock.now_secs()
 }
 
-async fn redeem_redis(
+fn key(id: &str) -> String {
+    format!("portcullis:state:{id}")
+}
+
+async fn connection(
     url: &str,
     conn: &OnceCell<ConnectionManager>,
-    id: &str,
-    expires: u64,
-) -> Result<bool, ReplayError> {
+) -> Result<ConnectionManager, ReplayError> {
     let manager = conn
         .get_or_try_init(|| async {
             let client = redis::Client::open(url).map_err(|_| ReplayError::Unavailable)?;
@@ -89,24 +119,17 @@ async fn redeem_redis(
                 .map_err(|_| ReplayError::Unavailable)
         })
         .await?;
-    let mut c = manager.clone();
-    let key = format!("portcullis:state:{id}");
-    let cmd = redis::cmd("SET")
-        .arg(&key)
-        .arg(1)
-        .arg("NX")
-        .arg("EXAT")
-        .arg(expires.max(1))
-        .to_owned();
-    let reply: Result<Option<String>, _> =
-        tokio::time::timeout(Duration::from_millis(500), cmd.query_async(&mut c))
-            .await
-            .map_err(|_| ReplayError::Unavailable)?;
-    match reply {
-        Ok(Some(_)) => Ok(true),
-        Ok(None) => Ok(false),
-        Err(_) => Err(ReplayError::Unavailable),
-    }
+    Ok(manager.clone())
+}
+
+async fn query<T: redis::FromRedisValue>(
+    cmd: redis::Cmd,
+    c: &mut ConnectionManager,
+) -> Result<T, ReplayError> {
+    tokio::time::timeout(Duration::from_millis(500), cmd.query_async(c))
+        .await
+        .map_err(|_| ReplayError::Unavailable)?
+        .map_err(|_| ReplayError::Unavailable)
 }
 
 #[cfg(test)]
@@ -114,12 +137,15 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn local_store_redeems_once_until_expiry() {
+    async fn a_consumed_state_stays_consumed_until_it_expires() {
         let s = ReplayStore::new(&ReplayBackend::Local);
-        assert!(s.redeem("op.1", 100, 50).await.unwrap());
-        assert!(!s.redeem("op.1", 100, 60).await.unwrap());
-        assert!(s.redeem("op.2", 100, 60).await.unwrap());
+        let far = now_secs() + 100;
+        assert!(!s.is_consumed("op.1").await.unwrap());
+        s.consume("op.1", far).await.unwrap();
+        assert!(s.is_consumed("op.1").await.unwrap());
+        assert!(!s.is_consumed("op.2").await.unwrap());
         // Past its expiry an id is forgotten (the state itself no longer opens).
-        assert!(s.redeem("op.1", 300, 200).await.unwrap());
+        s.consume("op.3", now_secs().saturating_sub(1)).await.unwrap();
+        assert!(!s.is_consumed("op.3").await.unwrap());
     }
 }

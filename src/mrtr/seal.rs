@@ -2,21 +2,24 @@
 //! ring, the provider rustls already uses) carrying everything a retry must
 //! be checked against, so that any instance holding the keys can serve it.
 //!
-//! Token: `pcs1.` + base64url( kid_len | kid | nonce(12) | ciphertext+tag ).
-//! The version and key id are authenticated as associated data.
+//! Token: a purpose prefix (`pcs1.` for a requestState, others for the
+//! tokens of 2025-11-25 sessions) + base64url( kid_len | kid | nonce(12) |
+//! ciphertext+tag ). The prefix and key id are authenticated as associated
+//! data, so a token sealed for one purpose never opens as another.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use ring::rand::{SecureRandom, SystemRandom};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::inspect::Asked;
+use crate::model::Asked;
 
-const PREFIX: &str = "pcs1.";
+/// The prefix of a sealed `requestState`.
+pub const STATE_PREFIX: &str = "pcs1.";
 const VERSION: u8 = 1;
 
 /// What a sealed state says about the operation it belongs to.
@@ -155,12 +158,18 @@ impl StateKeys {
 
     /// A fresh random key, for a single instance (the demo). A cluster needs
     /// shared keys: a state sealed here cannot be opened anywhere else.
+    ///
+    /// The key is made once per process, so a config reload (which builds
+    /// new settings) does not end the operations in progress.
     pub fn generate() -> StateKeys {
+        static GENERATED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         // A random id, so that another process's state is reported as
         // "unknown key" rather than as tampering.
-        let id = format!("gen-{}", &new_operation_id()[..8]);
-        let text = new_key_line(&id);
-        let mut keys = StateKeys::parse(&text).unwrap_or_else(|_| StateKeys {
+        let text = GENERATED.get_or_init(|| {
+            let id = format!("gen-{}", &new_operation_id()[..8]);
+            new_key_line(&id)
+        });
+        let mut keys = StateKeys::parse(text).unwrap_or_else(|_| StateKeys {
             keys: Vec::new(),
             generated: true,
             rng: SystemRandom::new(),
@@ -177,12 +186,27 @@ impl StateKeys {
         self.keys.iter().map(|k| k.id.as_str()).collect()
     }
 
+    /// Seal a gateway requestState.
     pub fn seal(&self, state: &SealedState) -> Option<String> {
+        self.seal_as(STATE_PREFIX, state)
+    }
+
+    /// Open a gateway requestState.
+    pub fn open(&self, token: &str) -> Result<SealedState, OpenError> {
+        let state: SealedState = self.open_as(STATE_PREFIX, token)?;
+        if state.v != VERSION {
+            return Err(OpenError::Malformed);
+        }
+        Ok(state)
+    }
+
+    /// Seal `value` (as JSON) into a token that starts with `prefix`.
+    pub fn seal_as<T: Serialize>(&self, prefix: &str, value: &T) -> Option<String> {
         let key = self.keys.first()?;
-        let mut plain = serde_json::to_vec(state).ok()?;
+        let mut plain = serde_json::to_vec(value).ok()?;
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill(&mut nonce).ok()?;
-        let aad = aad(&key.id);
+        let aad = aad(prefix, &key.id);
         key.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
@@ -195,11 +219,12 @@ impl StateKeys {
         out.extend_from_slice(key.id.as_bytes());
         out.extend_from_slice(&nonce);
         out.extend_from_slice(&plain);
-        Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(out)))
+        Some(format!("{prefix}{}", URL_SAFE_NO_PAD.encode(out)))
     }
 
-    pub fn open(&self, token: &str) -> Result<SealedState, OpenError> {
-        let body = token.strip_prefix(PREFIX).ok_or(OpenError::Malformed)?;
+    /// Open a token sealed by [`StateKeys::seal_as`] with the same `prefix`.
+    pub fn open_as<T: DeserializeOwned>(&self, prefix: &str, token: &str) -> Result<T, OpenError> {
+        let body = token.strip_prefix(prefix).ok_or(OpenError::Malformed)?;
         let mut raw = URL_SAFE_NO_PAD
             .decode(body)
             .map_err(|_| OpenError::Malformed)?;
@@ -219,7 +244,7 @@ impl StateKeys {
             .try_into()
             .map_err(|_| OpenError::Malformed)?;
         let sealed = &mut raw[1 + kid_len + NONCE_LEN..];
-        let aad = aad(&kid);
+        let aad = aad(prefix, &kid);
         let plain = key
             .key
             .open_in_place(
@@ -228,17 +253,13 @@ impl StateKeys {
                 sealed,
             )
             .map_err(|_| OpenError::Tampered)?;
-        let state: SealedState = serde_json::from_slice(plain).map_err(|_| OpenError::Tampered)?;
-        if state.v != VERSION {
-            return Err(OpenError::Malformed);
-        }
-        Ok(state)
+        serde_json::from_slice(plain).map_err(|_| OpenError::Tampered)
     }
 }
 
-fn aad(kid: &str) -> Vec<u8> {
-    let mut a = Vec::with_capacity(PREFIX.len() + kid.len());
-    a.extend_from_slice(PREFIX.as_bytes());
+fn aad(prefix: &str, kid: &str) -> Vec<u8> {
+    let mut a = Vec::with_capacity(prefix.len() + kid.len());
+    a.extend_from_slice(prefix.as_bytes());
     a.extend_from_slice(kid.as_bytes());
     a
 }
@@ -260,29 +281,10 @@ pub fn new_operation_id() -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
-pub fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// base64url SHA-256 of the RFC 8785 canonical form of `params` without
-/// the members that change between rounds.
-pub fn params_digest(params: &serde_json::Map<String, serde_json::Value>) -> String {
-    let salient: serde_json::Map<String, serde_json::Value> = params
-        .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "_meta" | "inputResponses" | "requestState"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let canonical = serde_jcs::to_vec(&salient).unwrap_or_default();
-    URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, &canonical).as_ref())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::form::{FieldKind, FormField, FormSchema};
+    use crate::model::{FieldKind, FormField, FormSchema};
     use proptest::prelude::*;
 
     fn sample() -> SealedState {
@@ -369,20 +371,6 @@ mod tests {
             !format!("{k:?}").contains(line.split(':').nth(1).unwrap()),
             "Debug never shows key material"
         );
-    }
-
-    #[test]
-    fn digest_ignores_round_members_and_key_order() {
-        let a: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(r#"{"name":"book_room","arguments":{"hint":"x","n":1.0},"_meta":{"a":1},"requestState":"s"}"#).unwrap();
-        let b: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
-            r#"{"arguments":{"n":1,"hint":"x"},"inputResponses":{},"name":"book_room"}"#,
-        )
-        .unwrap();
-        assert_eq!(params_digest(&a), params_digest(&b));
-        let c: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(r#"{"name":"book_room","arguments":{"hint":"y"}}"#).unwrap();
-        assert_ne!(params_digest(&a), params_digest(&c));
     }
 
     proptest! {

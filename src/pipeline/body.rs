@@ -9,8 +9,16 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use super::record::RequestRecord;
-use super::response_check::SseBody;
+use super::record::{Outcome, RequestRecord};
+use crate::model::Reason;
+
+/// An event stream the response phase inspects as it goes.
+pub trait EventSource: Send {
+    /// The next event's bytes, already inspected; `None` at the end.
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>>;
+    /// Why the stream was cut, when it was.
+    fn refused(&self) -> Option<Reason>;
+}
 
 pub struct ProxyBody {
     kind: Kind,
@@ -19,7 +27,7 @@ pub struct ProxyBody {
 
 enum Kind {
     Full(Option<Bytes>),
-    Sse(Box<SseBody>),
+    Stream(Box<dyn EventSource>),
 }
 
 impl ProxyBody {
@@ -37,9 +45,9 @@ impl ProxyBody {
         }
     }
 
-    pub fn sse(body: SseBody) -> Self {
+    pub fn stream(source: Box<dyn EventSource>) -> Self {
         ProxyBody {
-            kind: Kind::Sse(Box::new(body)),
+            kind: Kind::Stream(source),
             record: None,
         }
     }
@@ -55,9 +63,9 @@ impl ProxyBody {
 
     fn finish(&mut self) {
         if let Some(r) = self.record.as_mut() {
-            if let Kind::Sse(s) = &self.kind {
+            if let Kind::Stream(s) = &self.kind {
                 if let Some(reason) = s.refused() {
-                    r.set_outcome(super::record::Outcome::Refused(reason));
+                    r.set_outcome(Outcome::Refused(reason));
                 }
             }
             r.finish();
@@ -76,7 +84,7 @@ impl Body for ProxyBody {
         let this = &mut *self;
         let polled = match &mut this.kind {
             Kind::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Sse(s) => s.poll_event(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+            Kind::Stream(s) => s.poll_event(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
         };
         match &polled {
             Poll::Ready(None) => this.finish(),
@@ -94,7 +102,7 @@ impl Body for ProxyBody {
         match &self.kind {
             Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Kind::Full(None) => SizeHint::with_exact(0),
-            Kind::Sse(_) => SizeHint::default(),
+            Kind::Stream(_) => SizeHint::default(),
         }
     }
 }

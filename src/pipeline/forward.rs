@@ -15,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::config::UpstreamRoute;
-use crate::refusal::{Reason, Refusal};
+use crate::model::{Reason, Refusal};
 
 /// A configured upstream and the connection pool that reaches it.
 pub struct UpstreamClient {

@@ -1,4 +1,4 @@
-//! Phase: record. Prometheus metrics for every request, with labels drawn only
+//! Phase: record (the one exit every request leaves through). Prometheus metrics for every request, with labels drawn only
 //! from bounded sets: configured upstream ids, the spec's method names and the
 //! gateway's own outcome names. Nothing a client typed becomes a label.
 
@@ -11,41 +11,13 @@ use prometheus::{
     TextEncoder,
 };
 
-use crate::refusal::Reason;
+use crate::model::{McpMethod, Reason};
+use crate::policy::inspect::Verdict;
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0, 300.0,
 ];
-
-/// MCP method names of 2026-07-28; anything else is counted as `other`.
-const KNOWN_METHODS: &[&str] = &[
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "subscriptions/listen",
-    "completion/complete",
-    "logging/setLevel",
-    "notifications/cancelled",
-    "notifications/progress",
-    "notifications/roots/list_changed",
-];
-
-pub fn method_label(method: &str) -> &'static str {
-    KNOWN_METHODS
-        .iter()
-        .find(|m| **m == method)
-        .copied()
-        .unwrap_or("other")
-}
 
 pub struct Metrics {
     registry: Registry,
@@ -62,6 +34,7 @@ pub struct Metrics {
     upstream_errors: IntCounterVec,
     config_reloads: IntCounterVec,
     last_reload_success: prometheus::Gauge,
+    panics: prometheus::IntCounter,
     pub ready: AtomicBool,
 }
 
@@ -175,6 +148,11 @@ impl Metrics {
         registry.register(Box::new(config_reloads.clone()))?;
         registry.register(Box::new(last_reload_success.clone()))?;
         registry.register(Box::new(build_info))?;
+        let panics = prometheus::IntCounter::new(
+            "portcullis_panics_total",
+            "Requests whose handling panicked (answered 500 internal_error; the gateway kept serving)",
+        )?;
+        registry.register(Box::new(panics.clone()))?;
         Ok(Arc::new(Metrics {
             registry,
             requests,
@@ -190,6 +168,7 @@ impl Metrics {
             upstream_errors,
             config_reloads,
             last_reload_success,
+            panics,
             ready: AtomicBool::new(false),
         }))
     }
@@ -247,7 +226,7 @@ impl Metrics {
         &self,
         upstream: &str,
         delivered: bool,
-        verdicts: &[crate::policy::inspect::Verdict],
+        verdicts: &[Verdict],
     ) {
         let outcome = if delivered { "delivered" } else { "refused" };
         self.input_required
@@ -258,6 +237,10 @@ impl Metrics {
                 .with_label_values(&[upstream, v.rule, v.action])
                 .inc();
         }
+    }
+
+    pub fn panicked(&self) {
+        self.panics.inc();
     }
 
     pub fn render(&self) -> Vec<u8> {
@@ -302,11 +285,11 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
-    pub fn start(metrics: Arc<Metrics>) -> Self {
+    pub fn start(metrics: Arc<Metrics>, started: Instant) -> Self {
         metrics.in_flight.inc();
         RequestRecord {
             metrics,
-            started: Instant::now(),
+            started,
             upstream: None,
             method: "none",
             outcome: Outcome::Ok,
@@ -318,8 +301,12 @@ impl RequestRecord {
         self.upstream = Some(id);
     }
 
-    pub fn set_method(&mut self, method: &str) {
-        self.method = method_label(method);
+    pub fn upstream_label(&self) -> Option<Arc<str>> {
+        self.upstream.clone()
+    }
+
+    pub fn set_method(&mut self, method: McpMethod) {
+        self.method = method.as_str();
     }
 
     pub fn set_outcome(&mut self, outcome: Outcome) {

@@ -6,22 +6,31 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::forward::UpstreamClient;
-use crate::config::{GatewayConfig, RouteConfig};
+use crate::config::{GatewayConfig, RouteConfig, UpstreamRoute};
 
 /// An upstream and its connection pool, shared by every path routed to it.
 pub struct RoutedUpstream {
+    pub settings: Arc<UpstreamRoute>,
     pub client: UpstreamClient,
+    /// The `upstream` label of metrics (the configured id).
     pub label: Arc<str>,
 }
 
 /// What a path resolves to.
-pub struct Routed {
+pub struct Route {
     pub upstream: Arc<RoutedUpstream>,
-    pub route: Arc<RouteConfig>,
+    pub config: Arc<RouteConfig>,
+}
+
+impl Route {
+    /// The upstream's configured display name.
+    pub fn name(&self) -> &str {
+        &self.upstream.settings.name
+    }
 }
 
 pub struct RouteTable {
-    by_path: HashMap<String, Routed>,
+    by_path: HashMap<String, Arc<Route>>,
 }
 
 impl RouteTable {
@@ -29,6 +38,7 @@ impl RouteTable {
         let mut by_id: HashMap<&str, Arc<RoutedUpstream>> = HashMap::new();
         for up in &config.upstreams {
             let routed = RoutedUpstream {
+                settings: up.clone(),
                 client: UpstreamClient::new(up.clone())?,
                 label: Arc::from(up.id.as_str()),
             };
@@ -39,13 +49,11 @@ impl RouteTable {
             .iter()
             .filter_map(|(path, route)| {
                 by_id.get(route.upstream.id.as_str()).map(|u| {
-                    (
-                        path.clone(),
-                        Routed {
-                            upstream: u.clone(),
-                            route: route.clone(),
-                        },
-                    )
+                    let route = Route {
+                        upstream: u.clone(),
+                        config: route.clone(),
+                    };
+                    (path.clone(), Arc::new(route))
                 })
             })
             .collect();
@@ -53,7 +61,7 @@ impl RouteTable {
     }
 
     /// Exact path match; a trailing slash is the same endpoint.
-    pub fn select(&self, path: &str) -> Option<&Routed> {
+    pub fn select(&self, path: &str) -> Option<&Arc<Route>> {
         self.by_path
             .get(path)
             .or_else(|| path.strip_suffix('/').and_then(|p| self.by_path.get(p)))

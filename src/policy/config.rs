@@ -16,7 +16,7 @@ use super::injection::{InjectionRule, InjectionRules, RuleAction, BUILTIN_RULES}
 use super::sanitize::HtmlMode;
 use super::secrets::{SecretFieldDetector, SecretKind};
 use super::url_rules::{HostPattern, UrlPolicy};
-use crate::config::ConfigError;
+use crate::model::ConfigError;
 
 pub const PRESETS: &[(&str, &str)] = &[
     (

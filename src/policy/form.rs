@@ -3,61 +3,9 @@
 //! properties) and reduced to a compact typed [`FormSchema`]: what was asked,
 //! enough to validate the answer later, nothing else.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TextFormat {
-    Email,
-    Uri,
-    Date,
-    DateTime,
-}
-
-/// The kind of one form field, with its constraints.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "k", rename_all = "snake_case")]
-pub enum FieldKind {
-    Text {
-        #[serde(skip_serializing_if = "Option::is_none", default)]
-        min_len: Option<u64>,
-        #[serde(skip_serializing_if = "Option::is_none", default)]
-        max_len: Option<u64>,
-        #[serde(skip_serializing_if = "Option::is_none", default)]
-        format: Option<TextFormat>,
-    },
-    Number {
-        integer: bool,
-        #[serde(skip_serializing_if = "Option::is_none", default)]
-        min: Option<f64>,
-        #[serde(skip_serializing_if = "Option::is_none", default)]
-        max: Option<f64>,
-    },
-    Boolean,
-    Choice {
-        options: Vec<String>,
-    },
-    MultiChoice {
-        options: Vec<String>,
-        #[serde(skip_serializing_if = "Option::is_none", default)]
-        min_items: Option<u64>,
-        #[serde(skip_serializing_if = "Option::is_none", default)]
-        max_items: Option<u64>,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FormField {
-    pub name: String,
-    pub required: bool,
-    pub kind: FieldKind,
-}
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct FormSchema {
-    pub fields: Vec<FormField>,
-}
+pub use crate::model::{FieldKind, FormField, FormSchema, TextFormat};
 
 /// Why a schema is outside the allowed subset. `field` is the property name
 /// when the problem is inside one property.

@@ -133,7 +133,7 @@ pub enum RedisFailure {
     Refuse,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RedisSettings {
     pub url: String,
     pub failure: RedisFailure,
@@ -142,7 +142,7 @@ pub struct RedisSettings {
 }
 
 /// `[rate_limits]` after validation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ThrottleSettings {
     /// Indexed by `Scope::index()`; `None` = unlimited.
     pub rates: [Option<Rate>; Scope::COUNT],
@@ -500,5 +500,11 @@ key_prefix = "pc:"
         let r: Result<Top, _> =
             toml::from_str("[rate_limits]\nper_principal = { rate = \"1/s\", brust = 2 }\n");
         assert!(r.is_err());
+    }
+}
+
+impl From<RateConfigError> for crate::model::SettingsError {
+    fn from(e: RateConfigError) -> Self {
+        crate::model::SettingsError::new(e.span, e.field, e.message)
     }
 }

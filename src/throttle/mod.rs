@@ -30,9 +30,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use toml::Spanned;
 
-pub use config::{Rate, RateConfigError, RawRate, RawRateLimits, RedisFailure};
+pub use config::{validate, Rate, RateConfigError, RawRate, RawRateLimits, RedisFailure, ThrottleSettings};
 
-use config::ThrottleSettings;
 use local::LocalScope;
 use redis::{RedisAnswer, RedisBackend};
 
@@ -158,10 +157,11 @@ impl Throttle {
     /// Validates `[rate_limits]` (absent = no limits) and builds the limiters.
     /// Does no I/O: Redis is contacted by [`Throttle::start`].
     pub fn build(raw: Option<&Spanned<RawRateLimits>>) -> Result<Throttle, RateConfigError> {
-        Ok(Self::from_settings(config::validate(raw)?))
+        Ok(Self::new(&config::validate(raw)?))
     }
 
-    fn from_settings(settings: ThrottleSettings) -> Throttle {
+    /// The limiters for validated settings.
+    pub fn new(settings: &ThrottleSettings) -> Throttle {
         let pressure = Arc::new(Notify::new());
         let scopes = Scope::ALL.map(|scope| {
             settings.rates[scope.index()].map(|rate| ScopeLimiter {

@@ -1,4 +1,4 @@
-//! Tool permissions, separate from elicitation (as MCP hosts do): which
+//! Phase: permit. Tool permissions, separate from elicitation (as MCP hosts do): which
 //! principals may call which tools, prompts and resources of a route. Judged
 //! from the checked body, never from headers alone; list results are
 //! filtered to what the caller may call.
@@ -6,38 +6,8 @@
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use crate::identify::Principal;
-
-/// What a request is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetKind {
-    Tool,
-    Prompt,
-    Resource,
-}
-
-impl TargetKind {
-    /// The kind a method's target is, for the methods that have one.
-    pub fn of_method(method: &str) -> Option<TargetKind> {
-        match method {
-            "tools/call" => Some(TargetKind::Tool),
-            "prompts/get" => Some(TargetKind::Prompt),
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                Some(TargetKind::Resource)
-            }
-            _ => None,
-        }
-    }
-
-    /// The list method whose result names targets of this kind, and where.
-    pub fn of_list(method: &str) -> Option<(TargetKind, &'static str, &'static str)> {
-        match method {
-            "tools/list" => Some((TargetKind::Tool, "tools", "name")),
-            "prompts/list" => Some((TargetKind::Prompt, "prompts", "name")),
-            "resources/list" => Some((TargetKind::Resource, "resources", "uri")),
-            _ => None,
-        }
-    }
-}
+use crate::json;
+use crate::model::{McpMethod, TargetKind};
 
 /// One allow or deny rule.
 #[derive(Debug, Clone)]
@@ -122,26 +92,32 @@ impl Permissions {
     }
 
     /// Keep only the entries of a list result the caller may use. Returns
-    /// the rewritten result, or `None` when nothing had to be removed.
+    /// the rewritten result, or `None` when nothing had to be removed. The
+    /// result is read strictly: one that could be read two ways (a member
+    /// given twice) is an error, so nothing hides from the filter.
     pub fn filter_list(
         &self,
         who: &Principal,
-        method: &str,
+        method: McpMethod,
         result: &str,
-    ) -> Option<serde_json::Value> {
-        let (kind, member, key) = TargetKind::of_list(method)?;
+    ) -> Result<Option<serde_json::Value>, json::JsonError> {
+        let Some(list) = method.list() else {
+            return Ok(None);
+        };
         if self.is_open() {
-            return None;
+            return Ok(None);
         }
-        let mut value: serde_json::Value = serde_json::from_str(result).ok()?;
-        let items = value.get_mut(member)?.as_array_mut()?;
+        let mut value = json::parse_value(result.as_bytes())?;
+        let Some(items) = value.get_mut(list.items).and_then(|v| v.as_array_mut()) else {
+            return Ok(None);
+        };
         let before = items.len();
         items.retain(|item| {
-            item.get(key)
+            item.get(list.name)
                 .and_then(serde_json::Value::as_str)
-                .is_some_and(|n| self.permits(who, kind, n))
+                .is_some_and(|n| self.permits(who, list.kind, n))
         });
-        (items.len() != before).then_some(value)
+        Ok((items.len() != before).then_some(value))
     }
 }
 
@@ -202,16 +178,23 @@ mod tests {
         };
         let result = r#"{"resultType":"complete","tools":[{"name":"get_room"},{"name":"book_room"}],"ttlMs":0,"cacheScope":"private"}"#;
         let out = p
-            .filter_list(&Principal::anonymous(), "tools/list", result)
+            .filter_list(&Principal::anonymous(), McpMethod::ToolsList, result)
+            .unwrap()
             .unwrap();
         assert_eq!(out["tools"].as_array().unwrap().len(), 1);
         assert_eq!(out["tools"][0]["name"], "get_room");
         assert!(p
             .filter_list(
                 &Principal::anonymous(),
-                "tools/list",
+                McpMethod::ToolsList,
                 r#"{"tools":[{"name":"get_x"}]}"#
             )
+            .unwrap()
             .is_none());
+        // A duplicated list member could hide a denied tool from the filter.
+        let twice = r#"{"tools":[{"name":"get_x"}],"tools":[{"name":"book_room"}]}"#;
+        assert!(p
+            .filter_list(&Principal::anonymous(), McpMethod::ToolsList, twice)
+            .is_err());
     }
 }

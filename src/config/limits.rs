@@ -1,0 +1,235 @@
+//! `[state]`, `[limits]` and `[log]`: the MRTR boundary's keys and limits,
+//! the connection and message limits, and logging.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::locate::{resolve, Locator};
+use super::raw::{RawLimits, RawLog, RawState};
+use crate::model::ConfigError;
+use crate::mrtr::seal::StateKeys;
+use crate::mrtr::settings::{ReplayBackend, StateSettings};
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_request_body_bytes: usize,
+    /// The most the gateway holds of one response message (a JSON body or one
+    /// SSE event) to inspect it. Larger is refused, never truncated.
+    pub max_response_body_bytes: usize,
+    pub max_header_bytes: usize,
+    pub header_read_timeout: Duration,
+    pub request_body_timeout: Duration,
+    pub max_connections: usize,
+    pub http2_max_concurrent_streams: u32,
+    /// Requests handled at once; more are answered 503 `overloaded`.
+    pub max_in_flight_requests: usize,
+    /// From request head to response head, whatever the phase.
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_body_bytes: 1 << 20,
+            max_response_body_bytes: 8 << 20,
+            max_header_bytes: 16 << 10,
+            header_read_timeout: Duration::from_secs(10),
+            request_body_timeout: Duration::from_secs(30),
+            max_connections: 10_000,
+            http2_max_concurrent_streams: 256,
+            max_in_flight_requests: 10_000,
+            request_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    pub level: String,
+}
+
+
+pub(super) fn limits(raw: &RawLimits, loc: &Locator<'_>) -> Result<Limits, ConfigError> {
+    let d = Limits::default();
+    let max_header_bytes = loc.positive(
+        &raw.max_header_bytes,
+        "limits.max_header_bytes",
+        d.max_header_bytes,
+    )?;
+    if max_header_bytes < 8192 {
+        let span = raw
+            .max_header_bytes
+            .as_ref()
+            .map(|s| s.span())
+            .unwrap_or(0..0);
+        return Err(loc.at(
+            span,
+            "limits.max_header_bytes",
+            "must be at least 8192 (HTTP/1.1 needs room for the request line and headers)",
+        ));
+    }
+    let streams = loc.positive(
+        &raw.http2_max_concurrent_streams,
+        "limits.http2_max_concurrent_streams",
+        d.http2_max_concurrent_streams as usize,
+    )?;
+    Ok(Limits {
+        max_request_body_bytes: loc.positive(
+            &raw.max_request_body_bytes,
+            "limits.max_request_body_bytes",
+            d.max_request_body_bytes,
+        )?,
+        max_response_body_bytes: loc.positive(
+            &raw.max_response_body_bytes,
+            "limits.max_response_body_bytes",
+            d.max_response_body_bytes,
+        )?,
+        max_header_bytes,
+        header_read_timeout: loc.duration(
+            &raw.header_read_timeout,
+            "limits.header_read_timeout",
+            d.header_read_timeout,
+        )?,
+        request_body_timeout: loc.duration(
+            &raw.request_body_timeout,
+            "limits.request_body_timeout",
+            d.request_body_timeout,
+        )?,
+        max_connections: loc.positive(
+            &raw.max_connections,
+            "limits.max_connections",
+            d.max_connections,
+        )?,
+        http2_max_concurrent_streams: u32::try_from(streams).unwrap_or(u32::MAX),
+        max_in_flight_requests: loc.positive(
+            &raw.max_in_flight_requests,
+            "limits.max_in_flight_requests",
+            d.max_in_flight_requests,
+        )?,
+        request_timeout: loc.duration(
+            &raw.request_timeout,
+            "limits.request_timeout",
+            d.request_timeout,
+        )?,
+    })
+}
+
+
+pub(super) fn state_config(
+    raw: &RawState,
+    loc: &Locator<'_>,
+    base: &Path,
+) -> Result<StateSettings, ConfigError> {
+    let keys = match (&raw.keys_file, &raw.keys_env) {
+        (Some(_), Some(env)) => {
+            return Err(loc.at(
+                env.span(),
+                "state.keys_env",
+                "give keys_file or keys_env, not both",
+            ))
+        }
+        (Some(file), None) => StateKeys::from_file(&resolve(base, file.get_ref()))
+            .map_err(|e| loc.at(file.span(), "state.keys_file", e.to_string()))?,
+        (None, Some(env)) => StateKeys::from_env(env.get_ref())
+            .map_err(|e| loc.at(env.span(), "state.keys_env", e.to_string()))?,
+        (None, None) => StateKeys::generate(),
+    };
+    let rounds = loc.positive(&raw.max_rounds, "state.max_rounds", 10)?;
+    let replay = match raw
+        .single_use_backend
+        .as_ref()
+        .map(|b| (b.get_ref().as_str(), b.span()))
+    {
+        None | Some(("local", _)) => ReplayBackend::Local,
+        Some(("redis", span)) => match &raw.redis_url {
+            Some(url)
+                if url.get_ref().starts_with("redis://")
+                    || url.get_ref().starts_with("rediss://") =>
+            {
+                ReplayBackend::Redis(url.get_ref().clone())
+            }
+            Some(url) => {
+                return Err(loc.at(url.span(), "state.redis_url", "a redis:// or rediss:// URL"))
+            }
+            None => {
+                return Err(loc.at(
+                    span,
+                    "state.redis_url",
+                    "single_use_backend = \"redis\" needs redis_url",
+                ))
+            }
+        },
+        Some((other, span)) => {
+            return Err(loc.at(
+                span,
+                "state.single_use_backend",
+                format!("\"{other}\" is not one of local, redis"),
+            ))
+        }
+    };
+    Ok(StateSettings {
+        keys,
+        max_client_state_bytes: loc.positive(
+            &raw.max_client_state_bytes,
+            "state.max_client_state_bytes",
+            32 << 10,
+        )?,
+        round_timeout: loc.duration(
+            &raw.round_timeout,
+            "state.round_timeout",
+            Duration::from_secs(600),
+        )?,
+        max_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
+        max_operation_time: loc.duration(
+            &raw.max_operation_time,
+            "state.max_operation_time",
+            Duration::from_secs(600),
+        )?,
+        max_answer_bytes: loc.positive(&raw.max_answer_bytes, "state.max_answer_bytes", 64 << 10)?
+            as u64,
+        allow_secret_values: raw.allow_secret_values.unwrap_or(false),
+        replay,
+    })
+}
+
+
+pub(super) fn log_config(raw: &RawLog, loc: &Locator<'_>) -> Result<LogConfig, ConfigError> {
+    let format = match &raw.format {
+        None => LogFormat::Text,
+        Some(f) => match f.get_ref().as_str() {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(loc.at(
+                    f.span(),
+                    "log.format",
+                    format!("\"{other}\" is not one of \"text\", \"json\""),
+                ))
+            }
+        },
+    };
+    let level = match &raw.level {
+        None => "info".to_owned(),
+        Some(l) => {
+            let v = l.get_ref().clone();
+            if v.parse::<tracing_subscriber::EnvFilter>().is_err() {
+                return Err(loc.at(
+                    l.span(),
+                    "log.level",
+                    format!(
+                        "\"{v}\" is not a level or filter such as \"info\" or \"portcullis=debug\""
+                    ),
+                ));
+            }
+            v
+        }
+    };
+    Ok(LogConfig { format, level })
+}

@@ -1,0 +1,17 @@
+//! JSON the gateway reads and writes: strict parsing (no member twice, no
+//! lone surrogate, bounded depth, errors as types that never quote the
+//! input), the JSON-RPC envelope, and error bodies.
+
+mod depth;
+mod error;
+mod error_body;
+mod message;
+pub mod strict;
+
+pub use error::{JsonError, JsonErrorKind};
+pub use error_body::{error_body, null_id};
+pub use message::{same_id, span_in, Message, MessageError, MessageKind};
+pub use strict::{parse_value, validate};
+
+/// The deepest nesting accepted anywhere (serde_json's own limit is one more).
+pub const MAX_DEPTH: usize = 127;

@@ -1,0 +1,289 @@
+//! Strict JSON: a value that cannot mean two things. A member given twice
+//! anywhere (parsers resolve that differently: first wins, last wins, error),
+//! an escaped spelling of a member already given (`"result\u0054ype"` is
+//! `resultType`), a lone surrogate, invalid UTF-8, or nesting deeper than
+//! [`MAX_DEPTH`] is an error. [`Check`] walks a value without keeping it;
+//! [`parse_value`] builds a `serde_json::Value`. Both are serde visitors, so
+//! the extracting visitors of the request and response checks reuse them for
+//! the members they do not read.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use smallvec::SmallVec;
+
+use super::error::{printable, JsonError, JsonErrorKind};
+use super::MAX_DEPTH;
+
+/// Where a strict visitor records the duplicate it failed on, so the error
+/// can be classified without reading serde's message.
+#[derive(Default)]
+pub struct Failure(RefCell<Option<String>>);
+
+impl Failure {
+    pub fn duplicate<E: de::Error>(&self, member: &str) -> E {
+        *self.0.borrow_mut() = Some(printable(member));
+        E::custom("duplicate member")
+    }
+
+    pub fn error(&self, e: &serde_json::Error) -> JsonError {
+        JsonError::from_serde(e, self.0.borrow_mut().take())
+    }
+}
+
+/// A member name, borrowed from the input when it has no escapes.
+pub struct Key<'de>(pub Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// The member names of one object seen so far: inline for the usual few,
+/// a hash set past that so a huge object costs linear time.
+#[derive(Default)]
+pub struct SeenKeys<'de> {
+    few: SmallVec<[Cow<'de, str>; 8]>,
+    many: Option<HashSet<Cow<'de, str>>>,
+}
+
+impl<'de> SeenKeys<'de> {
+    /// Record `key`; `false` when it was seen already.
+    pub fn insert(&mut self, key: Cow<'de, str>) -> bool {
+        if let Some(many) = &mut self.many {
+            return many.insert(key);
+        }
+        if self.few.iter().any(|k| *k == key) {
+            return false;
+        }
+        if self.few.len() < 32 {
+            self.few.push(key);
+        } else {
+            let mut many: HashSet<_> = self.few.drain(..).collect();
+            many.insert(key);
+            self.many = Some(many);
+        }
+        true
+    }
+
+    /// Record `key` or fail the parse as a duplicate.
+    pub fn note<E: de::Error>(&mut self, key: &Cow<'de, str>, failure: &Failure) -> Result<(), E> {
+        if self.insert(key.clone()) {
+            Ok(())
+        } else {
+            Err(failure.duplicate(key))
+        }
+    }
+}
+
+/// Walks one value strictly and keeps nothing.
+#[derive(Clone, Copy)]
+pub struct Check<'f>(pub &'f Failure);
+
+impl<'de> DeserializeSeed<'de> for Check<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Check<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = SeenKeys::default();
+        while let Some(Key(key)) = map.next_key()? {
+            seen.note(&key, self.0)?;
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+}
+
+/// Builds a `serde_json::Value` strictly.
+#[derive(Clone, Copy)]
+pub struct Build<'f>(pub &'f Failure);
+
+impl<'de> DeserializeSeed<'de> for Build<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Build<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(v) = seq.next_element_seed(self)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(Key(key)) = map.next_key()? {
+            if out.contains_key(key.as_ref()) {
+                return Err(self.0.duplicate(&key));
+            }
+            let v = map.next_value_seed(self)?;
+            out.insert(key.into_owned(), v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Run `seed` over all of `bytes` (one value, nothing after it but white
+/// space), after the depth check.
+pub fn run<'de, S, T>(bytes: &'de [u8], failure: &Failure, seed: S) -> Result<T, JsonError>
+where
+    S: DeserializeSeed<'de, Value = T>,
+{
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(JsonError::at(JsonErrorKind::Empty, 1, 1));
+    }
+    if super::depth::exceeds(bytes, MAX_DEPTH) {
+        return Err(JsonError::at(JsonErrorKind::TooDeep, 1, 1));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let out = seed.deserialize(&mut de).map_err(|e| failure.error(&e))?;
+    de.end().map_err(|e| failure.error(&e))?;
+    Ok(out)
+}
+
+/// Check `bytes` strictly without building anything.
+pub fn validate(bytes: &[u8]) -> Result<(), JsonError> {
+    let failure = Failure::default();
+    run(bytes, &failure, Check(&failure))
+}
+
+/// Parse `bytes` strictly into a `serde_json::Value`.
+pub fn parse_value(bytes: &[u8]) -> Result<Value, JsonError> {
+    let failure = Failure::default();
+    run(bytes, &failure, Build(&failure))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_anywhere_are_refused_with_their_name() {
+        assert!(validate(br#"{"a":{"b":1,"c":[{"d":1}]}}"#).is_ok());
+        let e = validate(br#"{"a":{"b":1,"c":[{"d":1,"d":2}]}}"#).unwrap_err();
+        assert_eq!(
+            e.kind,
+            JsonErrorKind::DuplicateMember { member: "d".into() }
+        );
+        let e = parse_value(br#"{"resultType":"complete","result\u0054ype":"x"}"#).unwrap_err();
+        assert!(e.is_duplicate(), "{e}");
+    }
+
+    #[test]
+    fn many_members_still_catch_a_duplicate() {
+        let mut body = String::from("{");
+        for i in 0..200 {
+            body.push_str(&format!("\"k{i}\":{i},"));
+        }
+        body.push_str("\"k7\":0}");
+        assert!(validate(body.as_bytes()).unwrap_err().is_duplicate());
+        assert!(parse_value(body.as_bytes()).unwrap_err().is_duplicate());
+    }
+
+    #[test]
+    fn depth_surrogates_utf8_and_trailing_bytes() {
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(validate(ok.as_bytes()).is_ok());
+        let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+        assert_eq!(validate(deep.as_bytes()).unwrap_err().kind, JsonErrorKind::TooDeep);
+        assert_eq!(
+            validate(br#"{"a":"\ud800"}"#).unwrap_err().kind,
+            JsonErrorKind::Syntax
+        );
+        assert_eq!(
+            validate(br#"{"\udc00":1}"#).unwrap_err().kind,
+            JsonErrorKind::Syntax
+        );
+        assert!(validate(b"\"\xff\"").is_err());
+        assert!(validate(b"{} {}").is_err());
+        assert_eq!(validate(b"  ").unwrap_err().kind, JsonErrorKind::Empty);
+        assert!(validate(br#"{"a":"\ud83d\ude00"}"#).is_ok());
+    }
+
+    #[test]
+    fn errors_never_quote_values() {
+        let e = validate(br#"{"a":"hunter2"#).unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+}

@@ -1,0 +1,81 @@
+//! What a client declared it can do: `_meta["io.modelcontextprotocol/clientCapabilities"]`
+//! on a 2026-07-28 request, or `params.capabilities` of a 2025-11-25 `initialize`.
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientCaps {
+    pub elicitation_form: bool,
+    pub elicitation_url: bool,
+    pub sampling: bool,
+    pub sampling_context: bool,
+    pub roots: bool,
+}
+
+/// The capabilities object as written; members the gateway does not police
+/// are skipped.
+#[derive(Deserialize, Default)]
+pub struct RawCaps {
+    #[serde(default)]
+    elicitation: Option<RawElicitation>,
+    #[serde(default)]
+    sampling: Option<RawSampling>,
+    #[serde(default)]
+    roots: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct RawElicitation {
+    #[serde(default)]
+    form: Option<IgnoredAny>,
+    #[serde(default)]
+    url: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct RawSampling {
+    #[serde(default)]
+    context: Option<IgnoredAny>,
+}
+
+impl From<RawCaps> for ClientCaps {
+    fn from(c: RawCaps) -> ClientCaps {
+        let (form, url) = match &c.elicitation {
+            None => (false, false),
+            // `elicitation: {}` means form only (2025-11-25 compatibility).
+            Some(e) if e.form.is_none() && e.url.is_none() => (true, false),
+            Some(e) => (e.form.is_some(), e.url.is_some()),
+        };
+        ClientCaps {
+            elicitation_form: form,
+            elicitation_url: url,
+            sampling: c.sampling.is_some(),
+            sampling_context: c.sampling.as_ref().is_some_and(|s| s.context.is_some()),
+            roots: c.roots.is_some(),
+        }
+    }
+}
+
+impl ClientCaps {
+    /// Read a capabilities object; anything unreadable declares nothing.
+    pub fn parse(raw: &str) -> ClientCaps {
+        serde_json::from_str::<RawCaps>(raw)
+            .map(ClientCaps::from)
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_elicitation_means_form_only() {
+        let c = ClientCaps::parse(r#"{"elicitation":{}}"#);
+        assert!(c.elicitation_form && !c.elicitation_url);
+        let c = ClientCaps::parse(r#"{"elicitation":{"url":{}},"sampling":{"context":{}},"roots":{}}"#);
+        assert!(!c.elicitation_form && c.elicitation_url && c.sampling_context && c.roots);
+        assert_eq!(ClientCaps::parse("[]"), ClientCaps::default());
+    }
+}

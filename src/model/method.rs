@@ -1,0 +1,233 @@
+//! The MCP method table: every method name the gateway knows, with what the
+//! phases need of it (where its target lives, whether it may be answered
+//! with `input_required`, which list it returns, its metric label). The one
+//! place that knows method names; everything else asks it.
+
+/// What a method's target names, for permissions and `Mcp-Name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TargetKind {
+    Tool,
+    Prompt,
+    Resource,
+}
+
+impl TargetKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Tool => "tool",
+            TargetKind::Prompt => "prompt",
+            TargetKind::Resource => "resource",
+        }
+    }
+}
+
+/// Where a method's target lives in `params`, and whether the spec makes the
+/// `Mcp-Name` header mandatory for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetMember {
+    pub member: &'static str,
+    pub header_required: bool,
+    /// Permissions apply to the target (tools, prompts, resources).
+    pub kind: Option<TargetKind>,
+}
+
+/// A list method's result: the member holding the items, and each item's
+/// member that permissions judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListMember {
+    pub kind: TargetKind,
+    pub items: &'static str,
+    pub name: &'static str,
+}
+
+/// Who sends a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    ClientToServer,
+    ServerToClient,
+    Both,
+}
+
+/// Writes [`McpMethod`] and its lookups from one table.
+macro_rules! method_table {
+    ($( $variant:ident => $name:literal, $dir:ident; )*) => {
+        /// Every MCP method name of 2026-07-28 and 2025-11-25; anything else
+        /// is [`McpMethod::Other`] (forwarded where allowed, counted as `other`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum McpMethod {
+            $( $variant, )*
+            Other,
+        }
+
+        impl McpMethod {
+            pub const KNOWN: &'static [McpMethod] = &[$( McpMethod::$variant, )*];
+
+            pub fn parse(name: &str) -> McpMethod {
+                match name { $( $name => McpMethod::$variant, )* _ => McpMethod::Other }
+            }
+
+            /// The wire name; `other` for an unknown method (also its metric label).
+            pub const fn as_str(self) -> &'static str {
+                match self { $( McpMethod::$variant => $name, )* McpMethod::Other => "other" }
+            }
+
+            pub const fn direction(self) -> Direction {
+                match self { $( McpMethod::$variant => Direction::$dir, )* McpMethod::Other => Direction::Both }
+            }
+        }
+    };
+}
+
+method_table! {
+    Ping => "ping", Both;
+    Initialize => "initialize", ClientToServer;
+    Initialized => "notifications/initialized", ClientToServer;
+    ServerDiscover => "server/discover", ClientToServer;
+    ToolsList => "tools/list", ClientToServer;
+    ToolsCall => "tools/call", ClientToServer;
+    PromptsList => "prompts/list", ClientToServer;
+    PromptsGet => "prompts/get", ClientToServer;
+    ResourcesList => "resources/list", ClientToServer;
+    ResourcesTemplatesList => "resources/templates/list", ClientToServer;
+    ResourcesRead => "resources/read", ClientToServer;
+    ResourcesSubscribe => "resources/subscribe", ClientToServer;
+    ResourcesUnsubscribe => "resources/unsubscribe", ClientToServer;
+    SubscriptionsListen => "subscriptions/listen", ClientToServer;
+    CompletionComplete => "completion/complete", ClientToServer;
+    LoggingSetLevel => "logging/setLevel", ClientToServer;
+    TasksGet => "tasks/get", ClientToServer;
+    TasksResult => "tasks/result", ClientToServer;
+    TasksList => "tasks/list", ClientToServer;
+    TasksCancel => "tasks/cancel", ClientToServer;
+    Cancelled => "notifications/cancelled", Both;
+    Progress => "notifications/progress", Both;
+    RootsListChanged => "notifications/roots/list_changed", ClientToServer;
+    LogMessage => "notifications/message", ServerToClient;
+    ResourcesUpdated => "notifications/resources/updated", ServerToClient;
+    ResourcesListChanged => "notifications/resources/list_changed", ServerToClient;
+    ToolsListChanged => "notifications/tools/list_changed", ServerToClient;
+    PromptsListChanged => "notifications/prompts/list_changed", ServerToClient;
+    SubscriptionsAcknowledged => "notifications/subscriptions/acknowledged", ServerToClient;
+    ElicitationComplete => "notifications/elicitation/complete", ServerToClient;
+    TasksStatus => "notifications/tasks/status", ServerToClient;
+    ElicitationCreate => "elicitation/create", ServerToClient;
+    SamplingCreateMessage => "sampling/createMessage", ServerToClient;
+    RootsList => "roots/list", ServerToClient;
+}
+
+impl McpMethod {
+    /// Where the target lives, for methods that have one.
+    pub const fn target(self) -> Option<TargetMember> {
+        let (member, header_required, kind) = match self {
+            McpMethod::ToolsCall => ("name", true, Some(TargetKind::Tool)),
+            McpMethod::PromptsGet => ("name", true, Some(TargetKind::Prompt)),
+            McpMethod::ResourcesRead => ("uri", true, Some(TargetKind::Resource)),
+            McpMethod::ResourcesSubscribe | McpMethod::ResourcesUnsubscribe => {
+                ("uri", false, Some(TargetKind::Resource))
+            }
+            McpMethod::TasksGet
+            | McpMethod::TasksResult
+            | McpMethod::TasksCancel => ("taskId", false, None),
+            _ => return None,
+        };
+        Some(TargetMember {
+            member,
+            header_required,
+            kind,
+        })
+    }
+
+    /// The methods a 2026-07-28 server may answer with `input_required`.
+    pub const fn allows_input_required(self) -> bool {
+        matches!(
+            self,
+            McpMethod::ToolsCall | McpMethod::PromptsGet | McpMethod::ResourcesRead
+        )
+    }
+
+    /// A list whose items permissions filter.
+    pub const fn list(self) -> Option<ListMember> {
+        let (kind, items, name) = match self {
+            McpMethod::ToolsList => (TargetKind::Tool, "tools", "name"),
+            McpMethod::PromptsList => (TargetKind::Prompt, "prompts", "name"),
+            McpMethod::ResourcesList => (TargetKind::Resource, "resources", "uri"),
+            _ => return None,
+        };
+        Some(ListMember { kind, items, name })
+    }
+
+    /// A server-to-client request that asks the client (and a person or a
+    /// model behind it) for something: policed like an MRTR input request.
+    pub const fn is_input_request(self) -> bool {
+        matches!(
+            self,
+            McpMethod::ElicitationCreate | McpMethod::SamplingCreateMessage | McpMethod::RootsList
+        )
+    }
+
+    /// Notifications a server may send on a request's event stream under
+    /// 2026-07-28: about that request only.
+    pub const fn is_request_stream_notification(self) -> bool {
+        matches!(
+            self,
+            McpMethod::Progress | McpMethod::LogMessage | McpMethod::Cancelled
+        )
+    }
+
+    /// Notifications a server may send to a client at all (on a
+    /// `subscriptions/listen` stream, or a 2025-11-25 session's streams).
+    pub const fn is_server_notification(self) -> bool {
+        matches!(
+            self,
+            McpMethod::Progress
+                | McpMethod::LogMessage
+                | McpMethod::Cancelled
+                | McpMethod::ResourcesUpdated
+                | McpMethod::ResourcesListChanged
+                | McpMethod::ToolsListChanged
+                | McpMethod::PromptsListChanged
+                | McpMethod::SubscriptionsAcknowledged
+                | McpMethod::ElicitationComplete
+                | McpMethod::TasksStatus
+        )
+    }
+}
+
+impl std::fmt::Display for McpMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_is_other() {
+        for m in McpMethod::KNOWN {
+            assert_eq!(McpMethod::parse(m.as_str()), *m);
+        }
+        assert_eq!(McpMethod::parse("tools/cal"), McpMethod::Other);
+        assert_eq!(McpMethod::parse("other"), McpMethod::Other);
+    }
+
+    #[test]
+    fn only_the_three_mrtr_methods_allow_input_required() {
+        let allowed: Vec<_> = McpMethod::KNOWN
+            .iter()
+            .filter(|m| m.allows_input_required())
+            .map(|m| m.as_str())
+            .collect();
+        assert_eq!(allowed, ["tools/call", "prompts/get", "resources/read"]);
+    }
+
+    #[test]
+    fn targets_and_lists() {
+        assert_eq!(McpMethod::ToolsCall.target().unwrap().member, "name");
+        assert!(McpMethod::ResourcesRead.target().unwrap().header_required);
+        assert!(!McpMethod::ResourcesSubscribe.target().unwrap().header_required);
+        assert!(McpMethod::ToolsList.target().is_none());
+        assert_eq!(McpMethod::ToolsList.list().unwrap().items, "tools");
+    }
+}

@@ -1,0 +1,19 @@
+//! Leaf types every phase shares: the method table, client capabilities,
+//! what was asked, protocol versions, and the refusal reasons. Depends on
+//! nothing else in the crate, so nothing here can form a cycle.
+
+mod asked;
+mod caps;
+mod clock;
+mod method;
+mod protocol;
+mod reason;
+mod settings;
+
+pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestShape, TextFormat};
+pub use caps::{ClientCaps, RawCaps};
+pub use clock::{system_clock, Clock, ManualClock, SharedClock, SystemClock};
+pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
+pub use protocol::{Generation, ProtocolVersion};
+pub use reason::{Reason, Refusal};
+pub use settings::{ConfigError, SettingsError};

@@ -1,0 +1,230 @@
+//! Every way the gateway can refuse a message: one table, from which the
+//! stable reason string, the JSON-RPC error code and the HTTP status are
+//! generated. The reason strings are a public contract (dashboards, alerts and
+//! client code match on them): add new ones, never rename.
+
+use std::fmt;
+
+use http::StatusCode;
+
+/// Writes the [`Reason`] enum and its lookups from one table of
+/// `Variant => "reason", code, STATUS, "when";` rows.
+macro_rules! reason_table {
+    ($( $variant:ident => $name:literal, $code:expr, $status:ident, $when:literal; )*) => {
+        /// Stable, documented refusal reasons. `as_str` is what goes into
+        /// `data.reason` and into the `outcome` label of the request metrics.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $( #[doc = $when] $variant, )*
+        }
+
+        impl Reason {
+            pub const ALL: &'static [Reason] = &[$( Reason::$variant, )*];
+
+            pub const fn as_str(self) -> &'static str {
+                match self { $( Reason::$variant => $name, )* }
+            }
+
+            /// JSON-RPC error code. Codes the MCP spec defines are used where
+            /// they fit; the gateway's own are in -32000..-32019, which the
+            /// spec leaves to implementations (it reserves -32020..-32099).
+            pub const fn code(self) -> i64 {
+                match self { $( Reason::$variant => $code, )* }
+            }
+
+            pub const fn status(self) -> StatusCode {
+                match self { $( Reason::$variant => StatusCode::$status, )* }
+            }
+
+            /// When the gateway answers with this reason (the README's table).
+            pub const fn when(self) -> &'static str {
+                match self { $( Reason::$variant => $when, )* }
+            }
+
+            pub fn parse(s: &str) -> Option<Reason> {
+                match s { $( $name => Some(Reason::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+// A policy refusal answers a request the upstream did handle: it travels as a
+// JSON-RPC error at 200 so every client shows its message (SDKs turn 5xx into
+// bare transport errors). Every elicitation-policy refusal shares -32010;
+// data.reason tells them apart.
+reason_table! {
+    RouteNotFound => "route_not_found", -32002, NOT_FOUND, "no route for the path";
+    MethodNotAllowed => "method_not_allowed", -32600, METHOD_NOT_ALLOWED, "an HTTP method the endpoint does not serve (`Allow` lists those it does)";
+    UnsupportedMediaType => "unsupported_media_type", -32600, UNSUPPORTED_MEDIA_TYPE, "body not `application/json`";
+    HostNotAllowed => "host_not_allowed", -32013, MISDIRECTED_REQUEST, "`Host` / `:authority` is not one of the listener's `server_names` (DNS rebinding)";
+    OriginNotAllowed => "origin_not_allowed", -32003, FORBIDDEN, "`Origin` is neither in `allowed_origins` nor the gateway's own origin";
+    BodyTooLarge => "body_too_large", -32004, PAYLOAD_TOO_LARGE, "request body over `max_request_body_bytes`";
+    RequestTimeout => "request_timeout", -32005, REQUEST_TIMEOUT, "request body slower than `request_body_timeout`";
+    InvalidJson => "invalid_json", -32700, BAD_REQUEST, "not JSON, a member given twice anywhere, a lone surrogate, nesting deeper than 128";
+    BatchNotSupported => "batch_not_supported", -32600, BAD_REQUEST, "a JSON array";
+    InvalidRequest => "invalid_request", -32600, BAD_REQUEST, "not a JSON-RPC 2.0 request or notification";
+    HeaderMissing => "header_missing", -32020, BAD_REQUEST, "`Mcp-Method`, `Mcp-Name` (on tools/call, prompts/get, resources/read) or `MCP-Protocol-Version` missing";
+    HeaderMismatch => "header_mismatch", -32020, BAD_REQUEST, "one of those differs from the body, is given twice, or is badly encoded";
+    UnsupportedProtocolVersion => "unsupported_protocol_version", -32022, BAD_REQUEST, "`data.requested`, `data.supported`";
+    Overloaded => "overloaded", -32014, SERVICE_UNAVAILABLE, "more requests in flight than `max_in_flight_requests` (`Retry-After`)";
+    GatewayTimeout => "gateway_timeout", -32015, GATEWAY_TIMEOUT, "no response head within `request_timeout`";
+    InternalError => "internal_error", -32603, INTERNAL_SERVER_ERROR, "a bug in the gateway (a panic while handling the request); counted, the gateway keeps serving";
+    UpstreamUnreachable => "upstream_unreachable", -32001, BAD_GATEWAY, "connect failed (refused, DNS, TLS)";
+    UpstreamTimeout => "upstream_timeout", -32001, GATEWAY_TIMEOUT, "no response head / JSON body within `response_timeout`, or a stream silent past `stream_idle_timeout`";
+    UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, stream ended without a response";
+    UpstreamConnectionClosed => "upstream_connection_closed", -32001, BAD_GATEWAY, "the upstream closed the connection mid-answer";
+    UpstreamResponseTooLarge => "upstream_response_too_large", -32001, BAD_GATEWAY, "one message over `max_response_body_bytes`";
+    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id";
+    ShuttingDown => "shutting_down", -32006, SERVICE_UNAVAILABLE, "refused or cut during drain";
+    InputRequiredNotAllowed => "input_required_not_allowed", -32010, OK, "`input_required` on a method that cannot have it";
+    InvalidInputRequired => "invalid_input_required", -32010, OK, "malformed `input_required` (shape, nesting)";
+    DuplicateMember => "duplicate_member", -32010, OK, "a member given twice in an upstream message (parser differential)";
+    UnknownInputRequestMethod => "unknown_input_request_method", -32010, OK, "not elicitation/create, sampling/createMessage, roots/list";
+    SchemaNotAllowed => "schema_not_allowed", -32010, OK, "a form schema outside the spec's subset (`data.field`)";
+    LimitExceeded => "limit_exceeded", -32010, OK, "`data.limit` names the policy limit";
+    SecretFieldRequested => "secret_field_requested", -32010, OK, "a form asks for a secret (`data.key`, `data.field`)";
+    UnsafeOptionValue => "unsafe_option_value", -32010, OK, "an option value with markup or invisible characters";
+    UrlModeNotAllowed => "url_mode_not_allowed", -32010, OK, "URL mode blocked by policy";
+    UrlNotAllowed => "url_not_allowed", -32010, OK, "`data.urlReason`: scheme_not_allowed, user_info, ip_literal, punycode, mixed_script, host_denied, host_not_allowed, …";
+    DeprecatedRequestKind => "deprecated_request_kind", -32010, OK, "sampling or roots blocked by policy";
+    SamplingContextNotAllowed => "sampling_context_not_allowed", -32010, OK, "`includeContext` other than none";
+    PromptInjection => "prompt_injection", -32010, OK, "`data.injectionRule`";
+    MissingClientCapability => "missing_client_capability", -32021, BAD_REQUEST, "`data.requiredCapabilities`";
+    StateMissing => "state_missing", -32602, BAD_REQUEST, "`inputResponses` without the gateway's `requestState`";
+    StateTooLarge => "state_too_large", -32602, BAD_REQUEST, "a client state larger than the gateway issues";
+    StateInvalid => "state_invalid", -32602, BAD_REQUEST, "not issued by this gateway, altered or truncated";
+    StateUnknownKey => "state_unknown_key", -32602, BAD_REQUEST, "sealed with a key this instance does not hold";
+    StateExpired => "state_expired", -32602, BAD_REQUEST, "past `round_timeout`";
+    StatePrincipalMismatch => "state_principal_mismatch", -32602, BAD_REQUEST, "issued to another caller";
+    StateUpstreamMismatch => "state_upstream_mismatch", -32602, BAD_REQUEST, "issued for another upstream";
+    StateTargetMismatch => "state_target_mismatch", -32602, BAD_REQUEST, "issued for another tool, prompt or resource";
+    StateArgumentsMismatch => "state_arguments_mismatch", -32602, BAD_REQUEST, "the retry changed the arguments";
+    StateReplayed => "state_replayed", -32602, BAD_REQUEST, "a single-use state used again after its answer was delivered";
+    StateStoreUnavailable => "state_store_unavailable", -32007, SERVICE_UNAVAILABLE, "single-use store (Redis) unreachable";
+    InvalidAnswer => "invalid_answer", -32602, BAD_REQUEST, "an answer that does not fit what was asked (`data.key`, `data.field`)";
+    SecretInAnswer => "secret_in_answer", -32602, BAD_REQUEST, "a value that looks like a secret in an ordinary field (never echoed)";
+    RoundLimitExceeded => "round_limit_exceeded", -32011, OK, "more rounds than `max_rounds`";
+    OperationExpired => "operation_expired", -32011, OK, "longer than `max_operation_time`";
+    AnswerLimitExceeded => "answer_limit_exceeded", -32011, OK, "more answer bytes than `max_answer_bytes`";
+    AuthenticationRequired => "authentication_required", -32008, UNAUTHORIZED, "no credential where the route needs one (`WWW-Authenticate`)";
+    InvalidCredentials => "invalid_credentials", -32008, UNAUTHORIZED, "a credential that does not verify";
+    RateLimited => "rate_limited", -32009, TOO_MANY_REQUESTS, "over a limit: `data.scope`, `data.retryAfterSeconds`, `Retry-After`";
+    RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, "Redis down with `redis_failure = \"refuse\"`";
+    ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, "the caller may not use that tool, prompt or resource";
+    UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`";
+}
+
+impl Reason {
+    /// A refusal the upstream caused (counted as an upstream error).
+    pub const fn is_upstream_failure(self) -> bool {
+        matches!(
+            self,
+            Reason::UpstreamUnreachable
+                | Reason::UpstreamTimeout
+                | Reason::UpstreamBadResponse
+                | Reason::UpstreamConnectionClosed
+                | Reason::UpstreamResponseTooLarge
+                | Reason::UpstreamProtocolViolation
+        )
+    }
+
+    /// A refusal of the client's `requestState` or answers on a retry.
+    pub const fn is_state_refusal(self) -> bool {
+        matches!(
+            self,
+            Reason::StateMissing
+                | Reason::StateTooLarge
+                | Reason::StateInvalid
+                | Reason::StateUnknownKey
+                | Reason::StateExpired
+                | Reason::StatePrincipalMismatch
+                | Reason::StateUpstreamMismatch
+                | Reason::StateTargetMismatch
+                | Reason::StateArgumentsMismatch
+                | Reason::StateReplayed
+                | Reason::StateStoreUnavailable
+                | Reason::InvalidAnswer
+                | Reason::SecretInAnswer
+        )
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refusal ready to be written as a JSON-RPC error. `message` is for a person;
+/// it must never contain a value the user typed, a secret, or upstream state.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct Refusal {
+    pub reason: Reason,
+    pub message: String,
+    /// Extra members of `error.data` (beside `reason` and `upstream`), e.g.
+    /// `supported` for -32022.
+    pub extra: Option<Box<serde_json::Map<String, serde_json::Value>>>,
+    /// The HTTP status when it is not the reason's own (an upstream's 4xx
+    /// passed on as `upstream_refused`).
+    pub status: Option<StatusCode>,
+}
+
+impl Refusal {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
+        Refusal {
+            reason,
+            message: message.into(),
+            extra: None,
+            status: None,
+        }
+    }
+
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// The HTTP status this refusal is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.status.unwrap_or(self.reason.status())
+    }
+
+    pub fn with_data(mut self, key: &str, value: serde_json::Value) -> Self {
+        self.extra
+            .get_or_insert_with(Default::default)
+            .insert(key.to_owned(), value);
+        self
+    }
+
+    /// An extra `data` member, when set.
+    pub fn data(&self, key: &str) -> Option<&serde_json::Value> {
+        self.extra.as_ref().and_then(|m| m.get(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn reasons_are_unique_snake_case_and_codes_avoid_the_spec_reserved_range() {
+        let mut seen = HashSet::new();
+        for r in Reason::ALL {
+            let s = r.as_str();
+            assert!(seen.insert(s), "duplicate reason {s}");
+            assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{s}");
+            assert_eq!(Reason::parse(s), Some(*r));
+            let code = r.code();
+            let spec_defined = matches!(
+                code,
+                -32700 | -32600 | -32602 | -32603 | -32020 | -32021 | -32022
+            );
+            assert!(
+                spec_defined || (-32019..=-32000).contains(&code),
+                "{s} uses {code}"
+            );
+        }
+    }
+}

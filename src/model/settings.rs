@@ -1,0 +1,34 @@
+//! The error every settings reader returns: what is wrong with which field,
+//! at which byte span of the file. The config loader turns the span into
+//! `file:line:column`.
+
+use std::ops::Range;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SettingsError {
+    pub span: Range<usize>,
+    pub field: String,
+    pub message: String,
+}
+
+impl SettingsError {
+    pub fn new(span: Range<usize>, field: impl Into<String>, message: impl Into<String>) -> Self {
+        SettingsError {
+            span,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A problem in a config or policy file, pinned to a line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {field}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub field: String,
+    pub message: String,
+}

@@ -1,0 +1,84 @@
+//! Mint the gateway's state for the next round of an operation: when an
+//! `input_required` passes policy, everything its retry must be checked
+//! against is sealed into the `requestState` the client receives, or the
+//! operation is stopped when it is over one of its limits.
+
+use serde_json::Value;
+
+use super::seal::{new_operation_id, SealedState};
+use super::{Binding, MrtrShared};
+use crate::model::{Asked, Reason, Refusal};
+
+/// What minting the next state needs.
+pub struct MintInput<'a> {
+    pub binding: &'a Binding<'a>,
+    /// [`super::params_digest`] of the request.
+    pub digest: &'a str,
+    /// The state the request answered, on a retry.
+    pub prior: Option<&'a SealedState>,
+    /// Answer bytes the request carried.
+    pub answer_bytes: u64,
+    pub upstream_state: Option<String>,
+    pub asked: Vec<(String, Asked)>,
+}
+
+/// The operation and round of a minted state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Minted {
+    pub operation: String,
+    pub round: u32,
+}
+
+impl MrtrShared {
+    /// Seal the next round's state into `result["requestState"]`.
+    pub fn mint(&self, input: MintInput<'_>, result: &mut Value) -> Result<Minted, Refusal> {
+        let settings = &self.settings;
+        let now = self.clock.now_secs();
+        let (operation, round, started, prior_bytes) = match input.prior {
+            Some(p) => (
+                p.operation.clone(),
+                p.round.saturating_add(1),
+                p.started,
+                p.answer_bytes,
+            ),
+            None => (new_operation_id(), 1, now, 0),
+        };
+        if round > settings.max_rounds {
+            let message = format!("the server has asked {} rounds of questions in one operation; the gateway stops it here", settings.max_rounds);
+            return Err(Refusal::new(Reason::RoundLimitExceeded, message)
+                .with_data("limit", settings.max_rounds.into()));
+        }
+        if now.saturating_sub(started) > settings.max_operation_time.as_secs() {
+            let t = humantime::format_duration(settings.max_operation_time);
+            return Err(Refusal::new(
+                Reason::OperationExpired,
+                format!("the operation has taken longer than {t}; the gateway stops it here"),
+            ));
+        }
+        let sealed = SealedState {
+            v: 1,
+            upstream_state: input.upstream_state,
+            principal: input.binding.principal_key(),
+            upstream: input.binding.upstream.to_owned(),
+            method: input.binding.method.as_str().to_owned(),
+            target: input.binding.target.map(str::to_owned),
+            digest: input.digest.to_owned(),
+            operation: operation.clone(),
+            round,
+            started,
+            expires: now.saturating_add(settings.round_timeout.as_secs()),
+            asked: input.asked,
+            answer_bytes: prior_bytes.saturating_add(input.answer_bytes),
+        };
+        let token = settings.keys.seal(&sealed).ok_or_else(|| {
+            Refusal::new(
+                Reason::InternalError,
+                "the gateway could not seal its requestState",
+            )
+        })?;
+        if let Value::Object(obj) = result {
+            obj.insert("requestState".into(), Value::String(token));
+        }
+        Ok(Minted { operation, round })
+    }
+}

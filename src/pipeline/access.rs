@@ -1,0 +1,105 @@
+//! Phases: identify (who is calling, by the route's schemes), throttle (one
+//! unit of each limit that applies), permit (may this caller use this tool,
+//! prompt or resource). Each is one function, called once, in that order.
+
+use http::{header, HeaderMap, HeaderValue};
+
+use super::ctx::RequestCtx;
+use super::refuse::Refused;
+use super::route::Route;
+use super::{Gateway, Peer};
+use crate::identify::{AuthFailure, Principal};
+use crate::model::{Reason, Refusal, TargetKind};
+use crate::throttle::Scope;
+
+/// Identify: who is calling, by the route's schemes.
+pub fn identify(
+    gateway: &Gateway,
+    route: &Route,
+    headers: &HeaderMap,
+    peer: &Peer,
+) -> Result<Principal, Refused> {
+    let config = &route.config;
+    gateway
+        .config
+        .auth
+        .authenticate(&config.auth, config.allow_anonymous, headers, &peer.identity)
+        .map_err(|failure| {
+            let (reason, message) = match &failure {
+                AuthFailure::Missing => (
+                    Reason::AuthenticationRequired,
+                    "this endpoint needs a credential (see WWW-Authenticate)".to_owned(),
+                ),
+                AuthFailure::Invalid { why, .. } => (
+                    Reason::InvalidCredentials,
+                    format!("the credential was refused: {why}"),
+                ),
+            };
+            Refused::new(Refusal::new(reason, message), None, route.name())
+                .with_header(header::WWW_AUTHENTICATE, failure.www_authenticate())
+        })
+}
+
+/// Throttle: one unit of the limit of `scope` for `key`.
+pub async fn throttle(gateway: &Gateway, scope: Scope, key: &[&str]) -> Result<(), Refusal> {
+    match gateway.throttle.check_parts(scope, key).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(limited)) => {
+            gateway.metrics.rate_limited(scope.as_str());
+            Err(rate_limited(scope, limited.retry_after_secs(), "too many requests"))
+        }
+        Err(_) => Err(Refusal::new(
+            Reason::RateLimiterUnavailable,
+            "the rate limiter is unavailable; try again",
+        )),
+    }
+}
+
+/// A `rate_limited` refusal; its `Retry-After` header is added on the way out.
+pub fn rate_limited(scope: Scope, secs: u64, what: &str) -> Refusal {
+    Refusal::new(
+        Reason::RateLimited,
+        format!("{what} ({}); retry after {secs} s", scope.as_str()),
+    )
+    .with_data("scope", scope.as_str().into())
+    .with_data("retryAfterSeconds", secs.into())
+}
+
+/// The `Retry-After` header a refusal asks for, when it asks for one.
+pub fn retry_after(refusal: &Refusal) -> Option<HeaderValue> {
+    let secs = refusal.data("retryAfterSeconds")?.as_u64()?;
+    HeaderValue::from_str(&secs.to_string()).ok()
+}
+
+/// The limits that apply once the target is known.
+pub async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
+    let gateway = &ctx.gateway;
+    let principal = ctx.principal.name.as_ref();
+    let upstream = ctx.route.upstream.settings.id.as_str();
+    throttle(gateway, Scope::PrincipalUpstream, &[principal, upstream]).await?;
+    let kind = ctx.request.method.target().and_then(|t| t.kind);
+    if let (Some(TargetKind::Tool), Some(tool)) = (kind, &ctx.request.target) {
+        throttle(gateway, Scope::PrincipalTool, &[principal, upstream, tool]).await?;
+    }
+    Ok(())
+}
+
+/// Permit: tool permissions, judged from the checked body.
+pub fn permit(ctx: &RequestCtx) -> Result<(), Refusal> {
+    let kind = ctx.request.method.target().and_then(|t| t.kind);
+    let (Some(kind), Some(target)) = (kind, &ctx.request.target) else {
+        return Ok(());
+    };
+    if ctx
+        .route
+        .config
+        .permissions
+        .permits(&ctx.principal, kind, target)
+    {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Reason::ToolNotPermitted,
+        format!("this caller may not use that {} on this route", kind.as_str()),
+    ))
+}

@@ -1,0 +1,93 @@
+//! The one request context, built by the request check and carried through
+//! every later phase (permit, throttle, retry check, forward, response
+//! check, record), like pingora's per-request `CTX`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::request::ParsedRequest;
+use super::route::Route;
+use super::{Gateway, Peer};
+use crate::identify::Principal;
+use crate::mrtr::retry::AcceptedRetry;
+use crate::mrtr::Binding;
+
+pub struct RequestCtx {
+    /// The services of the config generation the request started under.
+    pub gateway: Arc<Gateway>,
+    pub route: Arc<Route>,
+    pub peer: Arc<Peer>,
+    /// The request's `X-Request-Id`.
+    pub request_id: Arc<str>,
+    pub started: Instant,
+    pub principal: Principal,
+    pub request: ParsedRequest,
+    /// Set by the retry check when the request answers questions.
+    pub retry: Option<AcceptedRetry>,
+}
+
+impl RequestCtx {
+    /// A context for `request` on `path` of an offline gateway, from an
+    /// anonymous loopback peer (benchmarks, fuzzing, `portcullis explain`).
+    pub fn offline(gateway: Arc<Gateway>, path: &str, request: ParsedRequest) -> Option<RequestCtx> {
+        let route = gateway.routes.select(path)?.clone();
+        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let peer = Arc::new(Peer {
+            addr: loopback,
+            local: loopback,
+            listener: 0,
+            tls: false,
+            identity: Default::default(),
+        });
+        Some(RequestCtx {
+            gateway,
+            route,
+            peer,
+            request_id: Arc::from("offline"),
+            started: Instant::now(),
+            principal: Principal::anonymous(),
+            request,
+            retry: None,
+        })
+    }
+
+    /// Who is asking about what, for sealed states.
+    pub fn binding(&self) -> Binding<'_> {
+        let p = &self.principal;
+        Binding {
+            principal: (!p.is_anonymous()).then(|| (p.method.as_str(), p.name.as_ref())),
+            upstream: &self.route.upstream.settings.id,
+            method: self.request.method,
+            target: self.request.target.as_deref(),
+        }
+    }
+
+    /// The configured display name of the upstream.
+    pub fn upstream_name(&self) -> &str {
+        self.route.name()
+    }
+}
+
+impl RequestCtx {
+    /// What every audit event of this request says about it, built only
+    /// when an MRTR step has something to record.
+    pub fn audit_context(&self) -> crate::audit::AuditContext {
+        let up = &self.route.upstream.settings;
+        crate::audit::AuditContext {
+            request_id: self.request_id.to_string(),
+            operation: None,
+            upstream_id: up.id.clone(),
+            upstream_name: up.name.clone(),
+            upstream_endpoint: up.url.to_string(),
+            principal: self.principal.name.to_string(),
+            method: self.request.method.as_str().to_owned(),
+            target: self.request.target.clone(),
+            round: None,
+        }
+    }
+
+    /// The JSON-RPC id's text, `null` when there is none.
+    pub fn id(&self) -> Option<&str> {
+        self.request.id()
+    }
+}

@@ -1,0 +1,167 @@
+//! The checks that need only the request head, run before the body is read
+//! so that a wrong method, host, origin or type costs nothing: the checks
+//! the MCP spec asks of a server, which the gateway is toward the client.
+
+use http::{header, request::Parts, Method};
+
+use crate::config::ServerNames;
+use crate::model::{Reason, Refusal};
+
+/// What the head checks need of the listener and the config.
+pub struct HeadRules<'a> {
+    pub server_names: &'a ServerNames,
+    pub allowed_origins: &'a std::collections::HashSet<String>,
+    pub local_port: u16,
+    pub tls: bool,
+}
+
+/// The `Host` (HTTP/1.1) or `:authority` (HTTP/2) the request was sent to.
+fn authority(parts: &Parts) -> Option<&str> {
+    parts
+        .uri
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| parts.headers.get(header::HOST)?.to_str().ok())
+}
+
+pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<(), Refusal> {
+    if parts.method != Method::POST {
+        return Err(Refusal::new(
+            Reason::MethodNotAllowed,
+            format!("{} is not supported: this MCP endpoint (stateless Streamable HTTP) accepts POST only", parts.method),
+        ));
+    }
+    check_host(parts, rules)?;
+    check_origin(parts, rules)?;
+    check_content_type(parts)
+}
+
+/// DNS rebinding: a page on another site that resolves its own name to
+/// this address reaches the gateway with its own name as `Host`.
+fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<(), Refusal> {
+    let hosts = parts.headers.get_all(header::HOST).iter().count();
+    let ok = hosts <= 1
+        && authority(parts).is_some_and(|a| rules.server_names.allows(a, rules.local_port));
+    if ok {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Reason::HostNotAllowed,
+        "this listener does not serve that host name (see server_names)",
+    ))
+}
+
+/// The spec: a server must validate `Origin` and answer 403 for an invalid
+/// one. Allowed: the configured origins and the gateway's own.
+fn check_origin(parts: &Parts, rules: &HeadRules<'_>) -> Result<(), Refusal> {
+    let mut origins = parts.headers.get_all(header::ORIGIN).iter();
+    let Some(origin) = origins.next() else {
+        return Ok(());
+    };
+    let refused = || {
+        Refusal::new(
+            Reason::OriginNotAllowed,
+            "requests from this Origin are not allowed",
+        )
+    };
+    if origins.next().is_some() {
+        return Err(refused());
+    }
+    let origin = origin
+        .to_str()
+        .map_err(|_| refused())?
+        .trim_end_matches('/')
+        .to_ascii_lowercase();
+    if rules.allowed_origins.contains(&origin) || is_own_origin(&origin, parts, rules) {
+        Ok(())
+    } else {
+        Err(refused())
+    }
+}
+
+/// `scheme://authority` of the request itself (the host was checked).
+fn is_own_origin(origin: &str, parts: &Parts, rules: &HeadRules<'_>) -> bool {
+    let scheme = if rules.tls { "https://" } else { "http://" };
+    let (Some(rest), Some(authority)) = (origin.strip_prefix(scheme), authority(parts)) else {
+        return false;
+    };
+    let default_port = if rules.tls { ":443" } else { ":80" };
+    let strip = |a: &str| a.strip_suffix(default_port).map(str::to_owned).unwrap_or_else(|| a.to_owned());
+    strip(rest) == strip(&authority.to_ascii_lowercase())
+}
+
+fn check_content_type(parts: &Parts) -> Result<(), Refusal> {
+    let mut content_types = parts.headers.get_all(header::CONTENT_TYPE).iter();
+    let content_type = content_types
+        .next()
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_types.next().is_some() {
+        return Err(Refusal::new(
+            Reason::UnsupportedMediaType,
+            "Content-Type is given more than once",
+        ));
+    }
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return Err(Refusal::new(
+            Reason::UnsupportedMediaType,
+            "the request body must be a JSON-RPC message sent as Content-Type: application/json",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn parts(method: &str, headers: &[(&str, &str)]) -> Parts {
+        let mut b = http::Request::builder().method(method).uri("/mcp");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    fn reason(p: &Parts, origins: &HashSet<String>) -> Option<Reason> {
+        let rules = HeadRules {
+            server_names: &ServerNames::Loopback,
+            allowed_origins: origins,
+            local_port: 8080,
+            tls: false,
+        };
+        check(p, &rules).err().map(|r| r.reason)
+    }
+
+    const JSON: (&str, &str) = ("content-type", "application/json; charset=utf-8");
+    const HOST: (&str, &str) = ("host", "127.0.0.1:8080");
+
+    #[test]
+    fn method_host_origin_and_type() {
+        let none = HashSet::new();
+        let allowed: HashSet<String> = ["https://app.example.com".to_owned()].into();
+        assert_eq!(reason(&parts("GET", &[JSON, HOST]), &none), Some(Reason::MethodNotAllowed));
+        assert_eq!(reason(&parts("POST", &[JSON, HOST]), &none), None);
+        assert_eq!(
+            reason(&parts("POST", &[JSON, ("host", "evil.example.com")]), &none),
+            Some(Reason::HostNotAllowed)
+        );
+        assert_eq!(reason(&parts("POST", &[JSON]), &none), Some(Reason::HostNotAllowed));
+        assert_eq!(
+            reason(&parts("POST", &[JSON, HOST, ("host", "127.0.0.1:8080")]), &none),
+            Some(Reason::HostNotAllowed)
+        );
+        assert_eq!(
+            reason(&parts("POST", &[("content-type", "text/plain"), HOST]), &none),
+            Some(Reason::UnsupportedMediaType)
+        );
+        let from = |o: &str| parts("POST", &[JSON, HOST, ("origin", o)]);
+        assert_eq!(reason(&from("https://app.example.com"), &allowed), None);
+        assert_eq!(reason(&from("http://127.0.0.1:8080"), &none), None);
+        assert_eq!(reason(&from("https://evil.example"), &allowed), Some(Reason::OriginNotAllowed));
+        assert_eq!(reason(&from("https://127.0.0.1:8080"), &none), Some(Reason::OriginNotAllowed));
+        assert_eq!(reason(&from("null"), &none), Some(Reason::OriginNotAllowed));
+    }
+}

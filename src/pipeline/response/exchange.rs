@@ -1,0 +1,318 @@
+//! One upstream message, judged: every JSON-RPC message the upstream sends
+//! back, whether a JSON body or one event of a stream, passes through
+//! [`Exchange::inspect`] exactly once, before the client sees it. Only the
+//! response to the client's request is delivered, and on a stream only the
+//! notifications the protocol lets a server send there, their text checked.
+//! Everything else (a server-to-client request, a notification or batch in
+//! the response's place, an answer to another id) is refused.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::super::ctx::RequestCtx;
+use crate::json::strict::{Check, Failure, Key, SeenKeys};
+use crate::json::{self, same_id, Message, MessageError, MessageKind};
+use crate::model::{McpMethod, Reason, Refusal};
+use crate::policy::inspect::{inspect_notification, Subject};
+
+/// The response phase's view of the exchange: the request context and
+/// where the message arrived.
+pub struct Exchange {
+    pub ctx: RequestCtx,
+    pub max_message_bytes: usize,
+}
+
+/// The decision on one message from the upstream.
+#[derive(Debug)]
+pub enum Verdict {
+    /// A notification the client may see, unchanged.
+    Notify,
+    /// A notification whose text had to be made safe.
+    NotifyRewritten(Bytes),
+    /// The response to the request, unchanged; nothing more is read after it.
+    Final,
+    /// The response rewritten (a list filtered to what the caller may use).
+    FinalRewritten(Bytes),
+    /// A question that passed policy, rewritten with the gateway's state;
+    /// delivered once the rounds limit allows.
+    Ask(Bytes),
+    /// The client gets this error instead, and the exchange ends.
+    Refuse(Refusal),
+}
+
+/// Where the message came: a JSON body or one event of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    Body,
+    Stream,
+}
+
+fn violation(message: impl Into<String>, kind: &str) -> Verdict {
+    Verdict::Refuse(
+        Refusal::new(Reason::UpstreamProtocolViolation, message)
+            .with_data("messageKind", kind.into()),
+    )
+}
+
+impl Exchange {
+    pub fn new(ctx: RequestCtx) -> Exchange {
+        let max_message_bytes = ctx.gateway.config.limits.max_response_body_bytes;
+        Exchange {
+            ctx,
+            max_message_bytes,
+        }
+    }
+
+    pub fn subject(&self) -> Subject<'_> {
+        let up = &self.ctx.route.upstream.settings;
+        Subject {
+            method: self.ctx.request.method,
+            client: self.ctx.request.client,
+            upstream_name: &up.name,
+            upstream_host: &up.endpoint_host,
+        }
+    }
+
+    /// Inspect one JSON-RPC message from the upstream.
+    pub fn inspect(&mut self, message: &[u8], carrier: Carrier) -> Verdict {
+        let msg = match Message::parse(message) {
+            Ok(m) => m,
+            Err(MessageError::Batch) => {
+                return violation("the upstream sent a JSON-RPC batch; MCP over Streamable HTTP has one message per body or event", "batch")
+            }
+            Err(e) if e.is_duplicate() => {
+                return Verdict::Refuse(
+                    Refusal::new(
+                        Reason::DuplicateMember,
+                        format!("the upstream's message cannot be read unambiguously: {e}"),
+                    )
+                    .with_data("rule", "parse".into()),
+                )
+            }
+            Err(e) => {
+                return Verdict::Refuse(Refusal::new(
+                    Reason::UpstreamBadResponse,
+                    format!("the upstream sent something that is not a JSON-RPC message ({e})"),
+                ))
+            }
+        };
+        match msg.kind {
+            MessageKind::Request => violation(
+                "the upstream sent a server-to-client request; under protocol 2026-07-28 a server asks for input with an input_required result",
+                "request",
+            ),
+            MessageKind::Notification => self.notification(&msg, carrier),
+            MessageKind::Response => self.response(&msg),
+        }
+    }
+
+    fn notification(&self, msg: &Message<'_>, carrier: Carrier) -> Verdict {
+        let method = McpMethod::parse(msg.method.as_deref().unwrap_or_default());
+        let allowed = match self.ctx.request.method {
+            McpMethod::SubscriptionsListen => method.is_server_notification(),
+            _ => method.is_request_stream_notification() && method != McpMethod::Cancelled,
+        };
+        if carrier == Carrier::Body {
+            return violation(
+                "the upstream answered with a notification instead of the response to the request",
+                "notification",
+            );
+        }
+        if !allowed {
+            return violation(
+                format!(
+                    "the upstream sent a {} notification, which a server may not send on this stream",
+                    if method == McpMethod::Other { "non-MCP" } else { method.as_str() }
+                ),
+                "notification",
+            );
+        }
+        let Some(params) = msg.params else {
+            return Verdict::Notify;
+        };
+        let route = &self.ctx.route.upstream.settings;
+        let (outcome, _report) = inspect_notification(
+            &route.policy,
+            &self.subject(),
+            method,
+            params.get().as_bytes(),
+        );
+        match outcome {
+            Ok(None) => Verdict::Notify,
+            Ok(Some(params)) => match serde_json::to_vec(&NotificationOut {
+                jsonrpc: "2.0",
+                method: method.as_str(),
+                params: &params,
+            }) {
+                Ok(bytes) => Verdict::NotifyRewritten(Bytes::from(bytes)),
+                Err(_) => Verdict::Refuse(reencode_failed()),
+            },
+            Err(r) => Verdict::Refuse(r),
+        }
+    }
+
+    fn response(&mut self, msg: &Message<'_>) -> Verdict {
+        let ours = match (msg.id, self.ctx.id()) {
+            (Some(got), Some(want)) => same_id(got.get(), want),
+            // An error with a null id answers the request that could not be read.
+            (None, _) => msg.error.is_some(),
+            (Some(_), None) => false,
+        };
+        if !ours {
+            return violation(
+                "the upstream answered with the id of a different request",
+                "response",
+            );
+        }
+        if let Some(error) = msg.error {
+            if let Err(e) = json::validate(error.get().as_bytes()) {
+                return Verdict::Refuse(read_failure(&e));
+            }
+            self.operation_ended_with_error();
+            return Verdict::Final;
+        }
+        match msg.result {
+            Some(result) => self.result(msg.id, result),
+            None => Verdict::Final,
+        }
+    }
+
+    /// A result: `input_required` goes to the policy, everything else
+    /// passes unchanged (a list filtered by permissions).
+    fn result(&mut self, id: Option<&RawValue>, result: &RawValue) -> Verdict {
+        let result_type = match result_type(result.get().as_bytes()) {
+            Ok(t) => t,
+            Err(e) => return Verdict::Refuse(read_failure(&e)),
+        };
+        if result_type.as_deref() == Some("input_required") {
+            return self.question(id, result);
+        }
+        self.operation_completed();
+        self.filter_list(id, result)
+    }
+
+    /// A list result keeps only what the caller may use.
+    fn filter_list(&self, id: Option<&RawValue>, result: &RawValue) -> Verdict {
+        let route = &self.ctx.route.config;
+        let filtered = route.permissions.filter_list(
+            &self.ctx.principal,
+            self.ctx.request.method,
+            result.get(),
+        );
+        match filtered {
+            Err(e) => Verdict::Refuse(read_failure(&e)),
+            Ok(None) => Verdict::Final,
+            Ok(Some(value)) => match response_bytes(id, &value) {
+                Some(bytes) => Verdict::FinalRewritten(bytes),
+                None => Verdict::Refuse(reencode_failed()),
+            },
+        }
+    }
+}
+
+fn read_failure(e: &json::JsonError) -> Refusal {
+    let reason = if e.is_duplicate() {
+        Reason::DuplicateMember
+    } else {
+        Reason::UpstreamBadResponse
+    };
+    Refusal::new(
+        reason,
+        format!("the upstream's answer cannot be read unambiguously: {e}"),
+    )
+    .with_data("rule", "parse".into())
+}
+
+pub(super) fn reencode_failed() -> Refusal {
+    Refusal::new(
+        Reason::InternalError,
+        "the upstream's answer could not be re-encoded",
+    )
+}
+
+#[derive(Serialize)]
+struct NotificationOut<'a> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a serde_json::Value,
+}
+
+#[derive(Serialize)]
+struct ResponseOut<'a> {
+    jsonrpc: &'static str,
+    id: &'a RawValue,
+    result: &'a serde_json::Value,
+}
+
+/// A response carrying `result`, for `id` (`null` when the upstream gave none).
+pub(super) fn response_bytes(id: Option<&RawValue>, result: &serde_json::Value) -> Option<Bytes> {
+    let id = id.unwrap_or(json::null_id());
+    serde_json::to_vec(&ResponseOut {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .ok()
+    .map(Bytes::from)
+}
+
+/// `resultType` of a result, read in one strict pass over the whole result
+/// (a member given twice anywhere fails), without building it.
+fn result_type(result: &[u8]) -> Result<Option<Cow<'_, str>>, json::JsonError> {
+    if !result.first().is_some_and(|b| *b == b'{') {
+        json::validate(result)?;
+        return Ok(None);
+    }
+    let failure = Failure::default();
+    json::strict::run(result, &failure, ResultHead(&failure))
+}
+
+struct ResultHead<'f>(&'f Failure);
+
+impl<'de> DeserializeSeed<'de> for ResultHead<'_> {
+    type Value = Option<Cow<'de, str>>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ResultHead<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a result object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut seen = SeenKeys::default();
+        let mut result_type = None;
+        while let Some(Key(key)) = map.next_key()? {
+            seen.note(&key, self.0)?;
+            if key == "resultType" {
+                result_type = Some(map.next_value::<Key<'de>>()?.0);
+            } else {
+                map.next_value_seed(Check(self.0))?;
+            }
+        }
+        Ok(result_type)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_type_is_read_strictly() {
+        assert_eq!(result_type(br#"{"content":[],"resultType":"complete"}"#).unwrap().as_deref(), Some("complete"));
+        assert_eq!(result_type(br#"{"content":[]}"#).unwrap(), None);
+        assert!(result_type(br#"{"resultType":"complete","result\u0054ype":"input_required"}"#).unwrap_err().is_duplicate());
+        assert!(result_type(br#"{"content":[{"type":"text","text":"a","text":"b"}]}"#).unwrap_err().is_duplicate());
+        assert!(result_type(br#"{"a":"\ud800"}"#).is_err());
+    }
+}

@@ -1,0 +1,62 @@
+//! What must happen before an answer reaches the client: a question waits
+//! for the principal's rounds limit; any answer to a single-use retry
+//! consumes the state it answered, so a replay after it is refused.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::exchange::Exchange;
+use crate::model::{Reason, Refusal};
+use crate::pipeline::access::rate_limited;
+use crate::throttle::Scope;
+
+pub type Gate = Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send>>;
+
+impl Exchange {
+    /// The gate before delivering the final message (`asking`: a question).
+    pub(super) fn gate(&self, asking: bool) -> Option<Gate> {
+        let ctx = &self.ctx;
+        let rounds = asking && ctx.gateway.throttle.is_limited(Scope::InputRequiredRounds);
+        let single_use = &ctx.route.upstream.settings.single_use;
+        let consume = ctx
+            .retry
+            .as_ref()
+            .filter(|_| single_use.applies(ctx.binding().tool()))
+            .map(|r| r.prior.clone());
+        if !rounds && consume.is_none() {
+            return None;
+        }
+        let gateway = ctx.gateway.clone();
+        let principal: Arc<str> = ctx.principal.name.clone();
+        Some(Box::pin(async move {
+            if rounds {
+                match gateway
+                    .throttle
+                    .check_parts(Scope::InputRequiredRounds, &[&principal])
+                    .await
+                {
+                    Ok(Ok(())) => {}
+                    Ok(Err(limited)) => {
+                        gateway.metrics.rate_limited(Scope::InputRequiredRounds.as_str());
+                        return Err(rate_limited(
+                            Scope::InputRequiredRounds,
+                            limited.retry_after_secs(),
+                            "the server asked this caller too many questions",
+                        ));
+                    }
+                    Err(_) => {
+                        return Err(Refusal::new(
+                            Reason::RateLimiterUnavailable,
+                            "the rate limiter is unavailable; try again",
+                        ))
+                    }
+                }
+            }
+            if let Some(prior) = consume {
+                gateway.mrtr.consume(&prior).await;
+            }
+            Ok(())
+        }))
+    }
+}

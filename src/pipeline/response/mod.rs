@@ -1,0 +1,183 @@
+//! Phase: check the answer. The upstream's response head decides the path:
+//! a JSON body is held whole (up to the inspection limit) and judged once; an
+//! event stream is judged and forwarded event by event ([`stream`]). An
+//! upstream's own refusal (4xx) keeps its status and meaning.
+
+pub mod exchange;
+mod gate;
+mod question;
+mod stream;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+
+use super::body::ProxyBody;
+use super::ctx::RequestCtx;
+use crate::headers::{to_client, X_ACCEL_BUFFERING};
+use crate::json::MessageKind;
+use crate::model::{Reason, Refusal};
+use exchange::{Carrier, Exchange, Verdict};
+use stream::SseBody;
+
+/// The media type of a response, compared without allocating.
+fn media_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim)
+        .unwrap_or("")
+}
+
+fn upstream_status_refusal(status: StatusCode, what: &str) -> Refusal {
+    let refusal = if status.is_client_error() {
+        Refusal::new(
+            Reason::UpstreamRefused,
+            format!("the upstream refused the request (HTTP {}){what}", status.as_u16()),
+        )
+        .with_status(status)
+    } else {
+        Refusal::new(
+            Reason::UpstreamBadResponse,
+            format!("the upstream answered HTTP {}{what}", status.as_u16()),
+        )
+    };
+    refusal.with_data("upstreamStatus", status.as_u16().into())
+}
+
+/// Check the upstream's response and build the one the client gets.
+pub async fn check(ctx: RequestCtx, resp: Response<Incoming>) -> Result<Response<ProxyBody>, Refusal> {
+    let (mut head, body) = resp.into_parts();
+    let status = head.status;
+    if let Some(enc) = head.headers.get(header::CONTENT_ENCODING) {
+        if !enc.as_bytes().eq_ignore_ascii_case(b"identity") {
+            return Err(upstream_status_refusal(
+                StatusCode::BAD_GATEWAY,
+                " with a compressed body, which cannot be inspected",
+            )
+            .with_data("upstreamStatus", status.as_u16().into()));
+        }
+    }
+    let media = media_type(&head.headers);
+    let is_stream = media.eq_ignore_ascii_case("text/event-stream");
+    let is_json = media.eq_ignore_ascii_case("application/json");
+    let what = if media.is_empty() {
+        Some(" without a content type".to_owned())
+    } else {
+        (!is_stream && !is_json)
+            .then(|| format!(" with content type {}, not a JSON-RPC message", clip(media)))
+    };
+    let notification = ctx.request.kind == MessageKind::Notification;
+    let forward_auth = ctx.route.upstream.settings.forward_authorization;
+    to_client(&mut head.headers, status, forward_auth);
+    let max_message_bytes = ctx.gateway.config.limits.max_response_body_bytes;
+    let exchange = Exchange {
+        ctx,
+        max_message_bytes,
+    };
+    if is_stream && status.is_success() {
+        head.headers
+            .insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
+        head.headers
+            .entry(header::CACHE_CONTROL)
+            .or_insert(HeaderValue::from_static("no-cache"));
+        let body = SseBody::new(exchange, body);
+        return Ok(build(status, head.headers, ProxyBody::stream(Box::new(body))));
+    }
+    if is_json {
+        return json(exchange, status, head.headers, body).await;
+    }
+    if notification && status.is_success() {
+        // 202 Accepted with no body is the normal answer to a notification.
+        return Ok(build(status, head.headers, ProxyBody::empty()));
+    }
+    let what = what.unwrap_or_else(|| " with an event stream".to_owned());
+    Err(with_upstream_headers(upstream_status_refusal(status, &what), &head.headers))
+}
+
+/// A JSON body: held whole, judged once.
+async fn json(
+    mut exchange: Exchange,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Incoming,
+) -> Result<Response<ProxyBody>, Refusal> {
+    let bytes = read_whole(&exchange, body).await?;
+    let notification = exchange.ctx.request.kind == MessageKind::Notification;
+    if bytes.is_empty() && notification && status.is_success() {
+        return Ok(build(status, headers, ProxyBody::empty()));
+    }
+    let verdict = exchange.inspect(&bytes, Carrier::Body);
+    let (message, asking) = match verdict {
+        Verdict::Final => (bytes, false),
+        // An upstream's refusal in JSON-RPC (its own error for this
+        // request, or for one it could not read) passes with its status.
+        _ if !status.is_success() => {
+            return Err(with_upstream_headers(
+                upstream_status_refusal(status, ""),
+                &headers,
+            ))
+        }
+        Verdict::FinalRewritten(new) => (new, false),
+        Verdict::Ask(new) => (new, true),
+        // The inspector refuses a notification in a JSON body.
+        Verdict::Notify | Verdict::NotifyRewritten(_) => {
+            return Err(Refusal::new(
+                Reason::UpstreamProtocolViolation,
+                "the upstream answered with a notification instead of the response to the request",
+            ))
+        }
+        Verdict::Refuse(r) => return Err(r),
+    };
+    if let Some(gate) = exchange.gate(asking) {
+        gate.await?;
+    }
+    Ok(build(status, headers, ProxyBody::full(message)))
+}
+
+/// Headers of an upstream refusal that keep their meaning for the client.
+fn with_upstream_headers(refusal: Refusal, headers: &HeaderMap) -> Refusal {
+    let retry_after = headers
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match retry_after {
+        Some(secs) if refusal.reason == Reason::UpstreamRefused => {
+            refusal.with_data("retryAfterSeconds", secs.into())
+        }
+        _ => refusal,
+    }
+}
+
+fn clip(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(64).collect()
+}
+
+fn build(status: StatusCode, headers: HeaderMap, body: ProxyBody) -> Response<ProxyBody> {
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+async fn read_whole(exchange: &Exchange, body: Incoming) -> Result<Bytes, Refusal> {
+    let max = exchange.max_message_bytes;
+    let timeout = exchange.ctx.route.upstream.settings.response_timeout;
+    match tokio::time::timeout(timeout, Limited::new(body, max).collect()).await {
+        Err(_) => Err(Refusal::new(
+            Reason::UpstreamTimeout,
+            "the upstream's response body did not arrive in time",
+        )),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(Refusal::new(
+            Reason::UpstreamResponseTooLarge,
+            format!("the upstream's response is larger than the inspection limit of {max} bytes"),
+        )),
+        Ok(Err(_)) => Err(Refusal::new(
+            Reason::UpstreamConnectionClosed,
+            "the upstream closed the connection in the middle of its response",
+        )),
+    }
+}

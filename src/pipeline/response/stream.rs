@@ -1,0 +1,166 @@
+//! An upstream event stream, inspected event by event and forwarded as each
+//! event completes. Ends after the final response, or with a JSON-RPC error
+//! event when anything goes wrong; letting go of the upstream closes its
+//! connection, which is how MCP cancels the upstream request.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::Body;
+use hyper::body::Incoming;
+use tokio::time::Sleep;
+
+use super::exchange::{Carrier, Exchange, Verdict};
+use super::gate::Gate;
+use crate::model::{Reason, Refusal};
+use crate::pipeline::body::EventSource;
+use crate::pipeline::refuse::error_bytes;
+use crate::pipeline::sse::{event_for, SseError, SseFramer};
+
+pub struct SseBody {
+    exchange: Exchange,
+    /// The final message waiting for its gate.
+    gate: Option<(Gate, Bytes)>,
+    upstream: Option<Incoming>,
+    framer: SseFramer,
+    out: VecDeque<Bytes>,
+    idle: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+    refused: Option<Reason>,
+}
+
+impl SseBody {
+    pub fn new(exchange: Exchange, upstream: Incoming) -> Self {
+        let framer = SseFramer::new(exchange.max_message_bytes);
+        let idle_timeout = exchange.ctx.route.upstream.settings.stream_idle_timeout;
+        SseBody {
+            exchange,
+            gate: None,
+            upstream: Some(upstream),
+            framer,
+            out: VecDeque::new(),
+            idle: Box::pin(tokio::time::sleep(idle_timeout)),
+            idle_timeout,
+            refused: None,
+        }
+    }
+
+    /// End the stream with an error event and let go of the upstream.
+    fn fail(&mut self, refusal: Refusal) {
+        self.refused = Some(refusal.reason);
+        let ctx = &self.exchange.ctx;
+        if refusal.reason.is_upstream_failure() {
+            ctx.gateway.metrics.upstream_error(&ctx.route.upstream.label, refusal.reason);
+        }
+        let body = error_bytes(ctx.id(), &refusal, Some(ctx.upstream_name()));
+        self.out.push_back(event_for(&body));
+        self.upstream = None;
+    }
+
+    /// The final message: through its gate, then out; the upstream is done.
+    fn finish_with(&mut self, message: Bytes, asking: bool) {
+        self.upstream = None;
+        match self.exchange.gate(asking) {
+            None => self.out.push_back(message),
+            Some(gate) => self.gate = Some((gate, message)),
+        }
+    }
+
+    fn take_events(&mut self) {
+        loop {
+            let ev = match self.framer.next_event() {
+                Ok(None) => return,
+                Ok(Some(ev)) => ev,
+                Err(e) => {
+                    let reason = match e {
+                        SseError::TooLarge(_) => Reason::UpstreamResponseTooLarge,
+                        SseError::NotUtf8 => Reason::UpstreamBadResponse,
+                    };
+                    let message = format!("the upstream's event stream was refused: {e}");
+                    return self.fail(Refusal::new(reason, message));
+                }
+            };
+            let Some(data) = ev.data.as_deref() else {
+                // Comments and retry hints carry no message.
+                self.out.push_back(ev.raw);
+                continue;
+            };
+            match self.exchange.inspect(data.as_bytes(), Carrier::Stream) {
+                Verdict::Notify => self.out.push_back(ev.raw),
+                Verdict::NotifyRewritten(message) => self.out.push_back(event_for(&message)),
+                Verdict::Final => return self.finish_with(ev.raw, false),
+                Verdict::FinalRewritten(message) => {
+                    return self.finish_with(event_for(&message), false)
+                }
+                Verdict::Ask(message) => return self.finish_with(event_for(&message), true),
+                Verdict::Refuse(r) => return self.fail(r),
+            }
+        }
+    }
+
+    fn poll_upstream(&mut self, cx: &mut Context<'_>) -> Poll<Option<()>> {
+        let Some(upstream) = self.upstream.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(upstream).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let deadline = tokio::time::Instant::now() + self.idle_timeout;
+                self.idle.as_mut().reset(deadline);
+                if let Ok(data) = frame.into_data() {
+                    self.framer.push(&data);
+                    self.take_events();
+                }
+            }
+            Poll::Ready(Some(Err(_))) => self.fail(Refusal::new(
+                Reason::UpstreamConnectionClosed,
+                "the upstream closed the connection in the middle of its event stream",
+            )),
+            Poll::Ready(None) => self.fail(Refusal::new(
+                Reason::UpstreamBadResponse,
+                "the upstream ended its event stream without a response",
+            )),
+            Poll::Pending => {
+                if self.idle.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let t = humantime::format_duration(self.idle_timeout);
+                self.fail(Refusal::new(
+                    Reason::UpstreamTimeout,
+                    format!("the upstream's event stream was silent for {t}"),
+                ));
+            }
+        }
+        Poll::Ready(Some(()))
+    }
+}
+
+impl EventSource for SseBody {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        loop {
+            if let Some(b) = self.out.pop_front() {
+                return Poll::Ready(Some(b));
+            }
+            if let Some((gate, _)) = self.gate.as_mut() {
+                let passed = std::task::ready!(gate.as_mut().poll(cx));
+                if let Some((_, message)) = self.gate.take() {
+                    match passed {
+                        Ok(()) => self.out.push_back(message),
+                        Err(r) => self.fail(r),
+                    }
+                }
+                continue;
+            }
+            if std::task::ready!(self.poll_upstream(cx)).is_none() {
+                return Poll::Ready(None);
+            }
+        }
+    }
+
+    fn refused(&self) -> Option<Reason> {
+        self.refused
+    }
+}

@@ -1,0 +1,82 @@
+//! Phase: the MRTR retry check. A request that answers questions must bring
+//! back the gateway's sealed state; it is checked, its answers validated,
+//! and the body the upstream gets is rebuilt with the upstream's own state.
+//! A refusal here means nothing was forwarded.
+
+use bytes::Bytes;
+
+use super::ctx::RequestCtx;
+use crate::audit::AuditEvent;
+use crate::model::{Reason, Refusal};
+use crate::mrtr::params_digest;
+use crate::mrtr::retry::RetryRequest;
+
+/// Check a retry; returns the body to forward (the client's own when the
+/// request is not a retry).
+pub async fn check(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
+    let request = &ctx.request;
+    if !request.method.allows_input_required() || !request.is_retry() {
+        return Ok(request.body.clone());
+    }
+    match accept(ctx).await {
+        Ok(body) => Ok(body),
+        Err(refusal) => {
+            ctx.gateway.metrics.state_refused(refusal.reason);
+            let audit = &ctx.gateway.audit;
+            if audit.enabled() {
+                audit.emit(&ctx.audit_context(), AuditEvent::retry_refused(&refusal));
+            }
+            Err(refusal)
+        }
+    }
+}
+
+async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
+    let request = &ctx.request;
+    let token = match (&request.request_state, request.request_state_not_string) {
+        (_, true) => {
+            return Err(Refusal::new(
+                Reason::StateInvalid,
+                "requestState must be a string",
+            ))
+        }
+        (None, false) => {
+            return Err(Refusal::new(
+                Reason::StateMissing,
+                "inputResponses came without the requestState this gateway issued with the question; retry with both",
+            ))
+        }
+        (Some(token), false) => token.as_str(),
+    };
+    let params = request.params_map();
+    let digest = params_digest(&params);
+    let id = request
+        .id()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .ok_or_else(|| Refusal::new(Reason::InvalidRequest, "a retry is a request with an id"))?;
+    let retry = RetryRequest {
+        id,
+        token,
+        params,
+        digest: &digest,
+    };
+    let binding = ctx.binding();
+    let single_use = &ctx.route.upstream.settings.single_use;
+    let accepted = ctx
+        .gateway
+        .mrtr
+        .check_retry(single_use, &binding, retry)
+        .await?;
+    ctx.request.set_digest(digest);
+    let audit = &ctx.gateway.audit;
+    if audit.enabled() {
+        let at = ctx
+            .audit_context()
+            .with_operation(&accepted.prior.operation, accepted.prior.round);
+        audit.emit(&at, AuditEvent::retry_ok(&accepted.answers));
+        audit.emit(&at, AuditEvent::forwarded(&accepted.answers, &accepted.prior));
+    }
+    let body = accepted.body.clone();
+    ctx.retry = Some(accepted);
+    Ok(body)
+}

@@ -1,0 +1,90 @@
+//! Rule: the kinds 2026-07-28 deprecates, `sampling/createMessage` and
+//! `roots/list`, per policy; a sampling request's context and the text a
+//! model would read are checked too.
+
+use serde_json::{Map, Value};
+
+use super::{clip, Checked, Run};
+use crate::model::{Asked, Reason};
+use crate::policy::config::Action;
+use crate::policy::injection::TextContext;
+
+impl Run<'_> {
+
+    fn deprecated_kind(&mut self, key: &str, method: &str) -> Checked<()> {
+        let message = format!(
+            "{} sent a {method} request, a deprecated kind this policy blocks",
+            self.subject.upstream_name
+        );
+        self.violation(
+            Reason::DeprecatedRequestKind,
+            "deprecated",
+            Some(key),
+            None,
+            message,
+        )
+    }
+
+    pub(super) fn check_sampling(&mut self, key: &str, params: &Map<String, Value>) -> Checked<()> {
+        if self.policy.sampling == Action::Block {
+            self.deprecated_kind(key, "sampling/createMessage")?;
+        }
+        let context = params
+            .get("includeContext")
+            .and_then(Value::as_str)
+            .unwrap_or("none");
+        if context != "none" && self.policy.sampling_include_context == Action::Block {
+            let message = format!("{} asks to include context (\"{}\") in a sampling request; this policy blocks that", self.subject.upstream_name, clip(context));
+            self.violation(
+                Reason::SamplingContextNotAllowed,
+                "deprecated",
+                Some(key),
+                None,
+                message,
+            )?;
+        }
+        for text in sampling_texts(params) {
+            self.scan_injection(key, None, &text, TextContext::Form)?;
+        }
+        self.report.asked.push((key.to_owned(), Asked::Sampling));
+        Ok(())
+    }
+
+    pub(super) fn check_roots(&mut self, key: &str) -> Checked<()> {
+        if self.policy.roots == Action::Block {
+            self.deprecated_kind(key, "roots/list")?;
+        }
+        self.report.asked.push((key.to_owned(), Asked::Roots));
+        Ok(())
+    }
+}
+
+
+/// The text of a sampling request a model would read.
+fn sampling_texts(params: &Map<String, Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(s) = params.get("systemPrompt").and_then(Value::as_str) {
+        out.push(s.to_owned());
+    }
+    for message in params
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let content = message.get("content");
+        let blocks: Vec<&Value> = match content {
+            Some(Value::Array(a)) => a.iter().collect(),
+            Some(v) => vec![v],
+            None => Vec::new(),
+        };
+        out.extend(
+            blocks
+                .iter()
+                .filter_map(|b| b.get("text"))
+                .filter_map(Value::as_str)
+                .map(str::to_owned),
+        );
+    }
+    out
+}

@@ -1,0 +1,334 @@
+//! The inspection of what an upstream asks a person or a model, against the
+//! policy of that upstream: an `input_required` result (2026-07-28), or one
+//! pushed server-to-client request (2025-11-25). Protocol validity is always
+//! enforced; the policy's own rules (limits, secrets, text, URL, deprecated
+//! kinds, injection) refuse in `enforce` mode and are only recorded in
+//! `monitor` mode. What passes is returned with its human-facing text made
+//! safe and the gateway's provenance under `_meta`.
+//!
+//! One file per rule; [`Run`] carries the policy, the subject and the report
+//! through them.
+
+mod capability;
+mod deprecated;
+mod form;
+mod notification;
+mod provenance;
+mod secret;
+mod shape;
+mod text;
+mod url;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::{Map, Value};
+
+use super::config::{Mode, Policy};
+use crate::json;
+use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
+
+pub use provenance::PROVENANCE_KEY;
+
+/// The exchange the inspected message belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// The client's request this answers (`tools/call`, …).
+    pub method: McpMethod,
+    pub client: ClientCaps,
+    pub upstream_name: &'a str,
+    pub upstream_host: &'a str,
+}
+
+/// One thing the gateway decided, for provenance, metrics and audit. Never
+/// carries a value a user typed (there is none in a question).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub rule: &'static str,
+    pub action: &'static str,
+    pub key: Option<String>,
+    pub field: Option<String>,
+    pub detail: Option<String>,
+}
+
+/// What the inspection found: read by the audit trail and the metrics, so
+/// nothing downstream parses the message again to describe it.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub verdicts: Vec<Verdict>,
+    /// What was asked (after stripping), per key: sealed for the answer.
+    pub asked: Vec<(String, Asked)>,
+    /// The upstream's own requestState, when it sent one.
+    pub request_state: Option<String>,
+    /// The questions as the upstream sent them (names only).
+    pub received: Vec<RequestShape>,
+}
+
+impl Report {
+    pub fn stripped(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.action == "strip")
+            .filter_map(|v| Some((v.key.as_deref()?, v.field.as_deref()?)))
+    }
+
+    pub fn sanitised(&self) -> bool {
+        self.verdicts
+            .iter()
+            .any(|v| v.rule == "text_safety" && v.action == "sanitize")
+    }
+}
+
+/// Inspect the `result` member (raw JSON) of an upstream response known to
+/// be `input_required`. On success, the result to deliver.
+pub fn inspect_result(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    result: &[u8],
+) -> (Result<Value, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    let outcome = run.result(result);
+    (outcome, run.report)
+}
+
+/// Inspect one server-to-client request pushed on a 2025-11-25 stream: its
+/// method and raw `params`. On success, the params to deliver.
+pub fn inspect_request(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    key: &str,
+    method: &str,
+    params: Option<&[u8]>,
+) -> (Result<Value, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    let outcome = run.pushed(key, method, params);
+    (outcome, run.report)
+}
+
+/// Inspect the readable text of a notification on a request's stream. On
+/// success, the params to deliver when the text had to change.
+pub fn inspect_notification(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    method: McpMethod,
+    params: &[u8],
+) -> (Result<Option<Value>, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    let outcome = run.parse(params, "notification").and_then(|mut v| {
+        let changed = run.check_notification(method, &mut v)?;
+        Ok((changed && run.enforcing()).then_some(v))
+    });
+    (outcome, run.report)
+}
+
+pub(crate) type Checked<T> = Result<T, Refusal>;
+
+pub(crate) struct Run<'a> {
+    pub policy: &'a Policy,
+    pub subject: &'a Subject<'a>,
+    pub report: Report,
+}
+
+fn refusal(
+    reason: Reason,
+    message: String,
+    rule: &str,
+    key: Option<&str>,
+    field: Option<&str>,
+) -> Refusal {
+    let mut r = Refusal::new(reason, message).with_data("rule", rule.into());
+    if let Some(k) = key {
+        r = r.with_data("key", k.into());
+    }
+    if let Some(f) = field {
+        r = r.with_data("field", f.into());
+    }
+    r
+}
+
+/// A name from the message fit for an error: printable, at most 64 characters.
+pub(crate) fn clip(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(64).collect()
+}
+
+impl<'a> Run<'a> {
+    fn new(policy: &'a Policy, subject: &'a Subject<'a>) -> Self {
+        Run {
+            policy,
+            subject,
+            report: Report::default(),
+        }
+    }
+
+    pub(crate) fn enforcing(&self) -> bool {
+        self.policy.mode == Mode::Enforce
+    }
+
+    pub(crate) fn note(
+        &mut self,
+        rule: &'static str,
+        action: &'static str,
+        key: Option<&str>,
+        field: Option<&str>,
+        detail: Option<String>,
+    ) {
+        self.report.verdicts.push(Verdict {
+            rule,
+            action,
+            key: key.map(str::to_owned),
+            field: field.map(str::to_owned),
+            detail,
+        });
+    }
+
+    /// A protocol violation: refused in every mode.
+    pub(crate) fn invalid(
+        &mut self,
+        reason: Reason,
+        rule: &'static str,
+        key: Option<&str>,
+        field: Option<&str>,
+        message: String,
+    ) -> Refusal {
+        self.note(rule, "block", key, field, None);
+        refusal(reason, message, rule, key, field)
+    }
+
+    /// A malformed question: refused in every mode.
+    pub(crate) fn malformed(&mut self, key: Option<&str>, message: impl Into<String>) -> Refusal {
+        self.invalid(
+            Reason::InvalidInputRequired,
+            "protocol",
+            key,
+            None,
+            message.into(),
+        )
+    }
+
+    /// A policy rule broken: refused when enforcing, recorded when monitoring.
+    pub(crate) fn violation(
+        &mut self,
+        reason: Reason,
+        rule: &'static str,
+        key: Option<&str>,
+        field: Option<&str>,
+        message: String,
+    ) -> Checked<()> {
+        if self.enforcing() {
+            return Err(self.invalid(reason, rule, key, field, message));
+        }
+        self.note(rule, "monitor", key, field, None);
+        Ok(())
+    }
+
+    pub(crate) fn limit(
+        &mut self,
+        limit: &'static str,
+        key: Option<&str>,
+        field: Option<&str>,
+        what: &str,
+    ) -> Checked<()> {
+        let upstream = self.subject.upstream_name;
+        let message = format!("{upstream} sent {what} over the gateway's limit ({limit})");
+        let r = self.violation(Reason::LimitExceeded, "limit", key, field, message);
+        r.map_err(|e| e.with_data("limit", limit.into()))
+    }
+
+    /// Strict parse of the inspected bytes; a duplicate is its own reason.
+    fn parse(&mut self, bytes: &[u8], what: &str) -> Checked<Value> {
+        json::parse_value(bytes).map_err(|e| {
+            let reason = if e.is_duplicate() {
+                Reason::DuplicateMember
+            } else {
+                Reason::InvalidInputRequired
+            };
+            let message = format!("the {what} cannot be read unambiguously: {e}");
+            self.invalid(reason, "parse", None, None, message)
+        })
+    }
+
+    fn result(&mut self, bytes: &[u8]) -> Checked<Value> {
+        if bytes.len() > self.policy.limits.max_result_bytes {
+            self.limit("max_result_bytes", None, None, "an input_required result")?;
+        }
+        let mut result = self.parse(bytes, "input_required result")?;
+        if !self.subject.method.allows_input_required() {
+            let message = format!("input_required is only allowed in answers to tools/call, prompts/get and resources/read, not {}", self.subject.method);
+            return Err(self.invalid(
+                Reason::InputRequiredNotAllowed,
+                "protocol",
+                None,
+                None,
+                message,
+            ));
+        }
+        let obj = result
+            .as_object_mut()
+            .ok_or_else(|| self.malformed(None, "the result is not an object"))?;
+        if let Some(requests) = obj.get("inputRequests").and_then(Value::as_object) {
+            self.report.received = shape::shapes(requests);
+        }
+        self.check_request_state(obj)?;
+        if let Some(mut requests) = self.check_shape(obj)? {
+            self.check_capabilities(&requests)?;
+            for (key, request) in requests.iter_mut() {
+                self.check_input_request(key, request)?;
+            }
+            obj.insert("inputRequests".into(), Value::Object(requests));
+        }
+        self.annotate(obj);
+        Ok(result)
+    }
+
+    fn pushed(&mut self, key: &str, method: &str, params: Option<&[u8]>) -> Checked<Value> {
+        let size = params.map_or(0, <[u8]>::len);
+        if size > self.policy.limits.max_result_bytes {
+            self.limit("max_result_bytes", None, None, "a server request")?;
+        }
+        let params = match params {
+            Some(bytes) => self.parse(bytes, "server request")?,
+            None => Value::Object(Map::new()),
+        };
+        if !params.is_object() {
+            return Err(self.malformed(Some(key), "params must be an object"));
+        }
+        let mut one = Map::new();
+        one.insert(
+            key.to_owned(),
+            serde_json::json!({ "method": method, "params": params }),
+        );
+        self.report.received = shape::shapes(&one);
+        self.check_capabilities(&one)?;
+        let mut request = one.remove(key).unwrap_or(Value::Null);
+        self.check_input_request(key, &mut request)?;
+        let mut params = request
+            .get_mut("params")
+            .map(Value::take)
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        if let Value::Object(p) = &mut params {
+            self.annotate(p);
+        }
+        Ok(params)
+    }
+
+    fn check_input_request(&mut self, key: &str, request: &mut Value) -> Checked<()> {
+        let method = request
+            .get("method")
+            .and_then(Value::as_str)
+            .map(McpMethod::parse)
+            .unwrap_or(McpMethod::Other);
+        let mut empty = Map::new();
+        let params = match request.get_mut("params") {
+            Some(Value::Object(p)) => p,
+            _ => &mut empty,
+        };
+        match method {
+            McpMethod::ElicitationCreate => match params.get("mode").and_then(Value::as_str) {
+                Some("url") => self.check_url_mode(key, params),
+                _ => self.check_form(key, params),
+            },
+            McpMethod::SamplingCreateMessage => self.check_sampling(key, params),
+            _ => self.check_roots(key),
+        }
+    }
+}

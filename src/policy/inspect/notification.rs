@@ -1,0 +1,59 @@
+//! Rule: the text of a notification a server may send on a request's stream
+//! (`notifications/progress` messages, `notifications/message` log data) is
+//! read by a person or a model, so it gets the same text rules as a form:
+//! made safe, and scanned for prompt injection.
+
+use serde_json::Value;
+
+use super::{Checked, Run};
+use crate::model::McpMethod;
+use crate::policy::injection::TextContext;
+
+/// How deep log data is walked for strings.
+const MAX_WALK: usize = 16;
+
+impl Run<'_> {
+    /// Clean the readable text of `params` in place; `true` when it changed.
+    pub(super) fn check_notification(
+        &mut self,
+        method: McpMethod,
+        params: &mut Value,
+    ) -> Checked<bool> {
+        let before = self.report.verdicts.len();
+        let max = self.policy.limits.max_message_chars;
+        match method {
+            McpMethod::Progress => {
+                let slot = params.get_mut("message");
+                self.clean_in("progress", None, "message", slot, max, TextContext::Form)?;
+            }
+            McpMethod::LogMessage => {
+                if let Some(data) = params.get_mut("data") {
+                    self.clean_all(data, max, 0)?;
+                }
+            }
+            _ => {}
+        }
+        let changed = self.report.verdicts[before..]
+            .iter()
+            .any(|v| v.action == "sanitize");
+        Ok(changed)
+    }
+
+    fn clean_all(&mut self, value: &mut Value, max: usize, depth: usize) -> Checked<()> {
+        if depth > MAX_WALK {
+            return Ok(());
+        }
+        match value {
+            Value::String(_) => {
+                self.clean_in("log", None, "data", Some(value), max, TextContext::Form)
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .try_for_each(|v| self.clean_all(v, max, depth + 1)),
+            Value::Object(map) => map
+                .values_mut()
+                .try_for_each(|v| self.clean_all(v, max, depth + 1)),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Rule: a form must not ask for a secret (password, key, token, card,
+//! …): the spec sends sensitive data through URL mode. By name, title,
+//! description and message; `strip` drops an optional field instead.
+
+use serde_json::{Map, Value};
+
+use super::form::remove_fields;
+use super::{clip, Checked, Run};
+use crate::model::{FormSchema, Reason};
+use crate::policy::config::Action;
+
+impl Run<'_> {
+
+    pub(super) fn check_secrets(
+        &mut self,
+        key: &str,
+        params: &mut Map<String, Value>,
+        form: &mut FormSchema,
+    ) -> Checked<()> {
+        let action = self.policy.secret_fields;
+        let upstream = self.subject.upstream_name.to_owned();
+        let advice = "sensitive data must be collected through URL mode (an elicitation with mode \"url\"), never a form";
+        if let Some(hit) = params
+            .get("message")
+            .and_then(Value::as_str)
+            .and_then(|m| self.policy.secrets.check_message(m))
+        {
+            let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
+            if action == Action::Allow {
+                self.note("secret_field", "allow", Some(key), None, detail);
+            } else {
+                let message = format!(
+                    "{upstream} asks for a {} in a form message; {advice}",
+                    hit.kind.as_str().replace('_', " ")
+                );
+                self.violation(
+                    Reason::SecretFieldRequested,
+                    "secret_field",
+                    Some(key),
+                    None,
+                    message,
+                )?;
+            }
+        }
+        let mut stripped = Vec::new();
+        for field in &form.fields {
+            let prop = params
+                .get("requestedSchema")
+                .and_then(|s| s.get("properties"))
+                .and_then(|p| p.get(&field.name));
+            let title = prop.and_then(|p| p.get("title")).and_then(Value::as_str);
+            let description = prop
+                .and_then(|p| p.get("description"))
+                .and_then(Value::as_str);
+            let Some(hit) = self
+                .policy
+                .secrets
+                .check_field(&field.name, title, description)
+            else {
+                continue;
+            };
+            let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
+            match action {
+                Action::Allow => self.note(
+                    "secret_field",
+                    "allow",
+                    Some(key),
+                    Some(&field.name),
+                    detail,
+                ),
+                Action::Strip if !field.required && self.enforcing() => {
+                    self.note(
+                        "secret_field",
+                        "strip",
+                        Some(key),
+                        Some(&field.name),
+                        detail,
+                    );
+                    stripped.push(field.name.clone());
+                }
+                _ => {
+                    let what = hit.kind.as_str().replace('_', " ");
+                    let message = format!(
+                        "{upstream} asks for a {what} in form field \"{}\"; {advice}",
+                        clip(&field.name)
+                    );
+                    self.violation(
+                        Reason::SecretFieldRequested,
+                        "secret_field",
+                        Some(key),
+                        Some(&field.name),
+                        message,
+                    )?;
+                }
+            }
+        }
+        if !stripped.is_empty() {
+            remove_fields(params, &stripped);
+            form.fields.retain(|f| !stripped.contains(&f.name));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,98 @@
+//! Rule: every human-facing string is made safe (HTML, ANSI, invisible and
+//! bidi characters, length) and scanned by the prompt-injection rules.
+
+use serde_json::Value;
+
+use super::{Checked, Run};
+use crate::model::Reason;
+use crate::policy::injection::{RuleAction, TextContext};
+use crate::policy::sanitize::TextPolicy;
+
+impl Run<'_> {
+
+    /// Sanitise one human-facing string in place (when enforcing) and scan it
+    /// for injection.
+    pub(super) fn clean(
+        &mut self,
+        key: &str,
+        field: Option<&str>,
+        part: &'static str,
+        slot: Option<&mut Value>,
+        max_chars: usize,
+    ) -> Checked<()> {
+        self.clean_in(key, field, part, slot, max_chars, TextContext::Form)
+    }
+
+    pub(super) fn clean_in(
+        &mut self,
+        key: &str,
+        field: Option<&str>,
+        part: &'static str,
+        slot: Option<&mut Value>,
+        max_chars: usize,
+        context: TextContext,
+    ) -> Checked<()> {
+        let Some(Value::String(text)) = slot else {
+            return Ok(());
+        };
+        let cleaner = TextPolicy {
+            html: self.policy.html,
+            max_chars,
+        };
+        let cleaned = cleaner.sanitize(text);
+        if !cleaned.findings.is_empty() {
+            let findings: Vec<&str> = cleaned.findings.iter().map(|f| f.as_str()).collect();
+            let action = if self.enforcing() {
+                "sanitize"
+            } else {
+                "monitor"
+            };
+            self.note(
+                "text_safety",
+                action,
+                Some(key),
+                field,
+                Some(format!("{part}: {}", findings.join(","))),
+            );
+        }
+        let scanned = self.scan_injection(key, field, &cleaned.text, context);
+        if self.enforcing() {
+            if let std::borrow::Cow::Owned(new) = cleaned.text {
+                *text = new;
+            }
+        }
+        scanned
+    }
+
+    pub(super) fn scan_injection(
+        &mut self,
+        key: &str,
+        field: Option<&str>,
+        text: &str,
+        context: TextContext,
+    ) -> Checked<()> {
+        for hit in self.policy.injection.scan_in(text, context) {
+            match hit.action {
+                RuleAction::Block => {
+                    let message = format!(
+                        "{} sent text that matches the prompt-injection rule \"{}\"",
+                        self.subject.upstream_name, hit.rule
+                    );
+                    self.violation(
+                        Reason::PromptInjection,
+                        "prompt_injection",
+                        Some(key),
+                        field,
+                        message,
+                    )
+                    .map_err(|e| e.with_data("injectionRule", hit.rule.clone().into()))?;
+                }
+                RuleAction::Flag => {
+                    self.note("prompt_injection", "flag", Some(key), field, Some(hit.rule))
+                }
+                RuleAction::Off => {}
+            }
+        }
+        Ok(())
+    }
+}
