@@ -188,6 +188,7 @@ export function recordingFetch({ continueAt } = {}) {
     wire.push(entry);
     const response = await fetch(target, init);
     entry.status = response.status;
+    entry.contentType = response.headers.get('content-type');
     return response;
   };
   return { fetch: recorded, wire };

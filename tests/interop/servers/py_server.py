@@ -122,6 +122,8 @@ async def pushed_flow(name: str, rounds: list[dict[str, Any]], ctx: Context) -> 
 async def run_flow(name: str, args: dict[str, Any], ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
     rounds = rounds_of(name, args)
     if ctx.protocol_version == MODERN:
+        # With a progress token, a notification before the result makes the answer an event stream.
+        await ctx.report_progress(decode_state(ctx.request_state)["round"] + 1, message="thinking")
         return modern_step(name, rounds, ctx)
     return await pushed_flow(name, rounds, ctx)
 

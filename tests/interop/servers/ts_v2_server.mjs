@@ -22,7 +22,13 @@ function asInputRequest(question) {
 function flowTool(name) {
   return async (args, ctx) => {
     const rounds = roundsOf(name, args);
-    const result = step(rounds, decodeState(ctx.mcpReq.requestState()), ctx.mcpReq.inputResponses);
+    const progress = decodeState(ctx.mcpReq.requestState());
+    const token = ctx.mcpReq._meta?.progressToken;
+    if (token !== undefined) {
+      // A notification before the result turns the answer into an event stream.
+      await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: progress.round + 1, message: 'thinking' } });
+    }
+    const result = step(rounds, progress, ctx.mcpReq.inputResponses);
     if (result.done) return { content: [{ type: 'text', text: outcomeText(name, result.done) }] };
     const inputRequests = Object.fromEntries(Object.entries(result.ask).map(([key, q]) => [key, asInputRequest(q)]));
     return inputRequired({ inputRequests, requestState: encodeState(result.progress) });

@@ -33,8 +33,8 @@ async function callFlow(url, tool, args, answer, options) {
 }
 
 /** Connect, call one tool that must fail; returns the error and what was asked. */
-async function callRefused(url, tool, args, answer) {
-  const session = await connectV2(url, answer);
+async function callRefused(url, tool, args, answer, options) {
+  const session = await connectV2(url, answer, options);
   try {
     const error = await session.client.callTool({ name: tool, arguments: args }).then(
       (result) => assert.fail(`expected a JSON-RPC error, got ${JSON.stringify(result)}`),
@@ -102,6 +102,24 @@ for (const server of ['ts-v2', 'python']) {
         assert.equal(toolCalls(wire, 'wizard').length, 4);
       });
 
+      it('each round as an event stream (a progress event first): the rounds still complete', async () => {
+        const session = await connectV2(url(), acceptAll({ text: 'Offsite' }));
+        try {
+          const progress = [];
+          const result = await session.client.callTool({ name: 'wizard', arguments: {} }, { onprogress: (p) => progress.push(p) });
+          assert.deepEqual(flowOutcome(result).answers.confirm, { go: true });
+          assert.equal(session.asked.length, 3);
+          // The server's own events (the SDK adds one of its own per round it fulfils).
+          const fromServer = progress.filter((p) => p.message === 'thinking');
+          assert.deepEqual(fromServer.map((p) => p.progress), [1, 2, 3, 4], JSON.stringify(progress));
+          const calls = toolCalls(session.wire, 'wizard');
+          assert.equal(calls.length, 4);
+          for (const call of calls) assert.match(call.contentType, /^text\/event-stream/);
+        } finally {
+          await session.close();
+        }
+      });
+
       it('several questions in one round: both asked, both answered in one retry', async () => {
         const { outcome, asked, wire } = await callFlow(url(), 'profile', {}, acceptAll({ pick: { side: 'aisle' } }));
         assert.deepEqual(outcome, { tool: 'profile', answers: { contact: { email: 'ada@example.com' }, seat: { side: 'aisle' } } });
@@ -118,6 +136,20 @@ for (const server of ['ts-v2', 'python']) {
         assert.equal(asked[0].url, 'https://auth.example.com/authorize?client=rooms');
         assert.equal(outcome.tool, 'signin');
         assert.ok('login' in outcome.answers, JSON.stringify(outcome));
+      });
+
+      it('URL mode to a client that declared only form mode is refused; the person is not asked', async () => {
+        const { error, asked } = await callRefused(url(), 'signin', {}, acceptAll(), { capabilities: { elicitation: { form: {} } } });
+        assert.equal(asked.length, 0);
+        if (via) {
+          // The gateway checks the request against the declared capabilities itself.
+          assert.equal(error.code, -32021, String(error));
+          assert.deepEqual(error.data?.requiredCapabilities, { elicitation: { url: {} } });
+        } else {
+          // Directly it depends on the SDK: the TS server refuses with -32021, the TS
+          // client refuses the Python server's URL request with -32602.
+          assert.ok([-32021, -32602].includes(error.code), String(error));
+        }
       });
 
       it('markup and terminal escapes in a message', async () => {
