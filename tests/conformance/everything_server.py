@@ -24,14 +24,21 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
 # A 1x1 red PNG and a 1-sample silent 8 kHz mono WAV.
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-)
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = base64.b64encode(
-    b"RIFF" + (37).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
-    + (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + (8000).to_bytes(4, "little")
-    + (8000).to_bytes(4, "little") + (1).to_bytes(2, "little") + (8).to_bytes(2, "little")
-    + b"data" + (1).to_bytes(4, "little") + b"\x80"
+    b"RIFF"
+    + (37).to_bytes(4, "little")
+    + b"WAVEfmt "
+    + (16).to_bytes(4, "little")
+    + (1).to_bytes(2, "little")
+    + (1).to_bytes(2, "little")
+    + (8000).to_bytes(4, "little")
+    + (8000).to_bytes(4, "little")
+    + (1).to_bytes(2, "little")
+    + (8).to_bytes(2, "little")
+    + b"data"
+    + (1).to_bytes(4, "little")
+    + b"\x80"
 ).decode()
 
 NO_ARGS = {"type": "object", "properties": {}}
@@ -122,9 +129,7 @@ ENUMS_SCHEMA = {
 
 
 async def list_tools(ctx, params) -> types.ListToolsResult:
-    return types.ListToolsResult(
-        tools=[types.Tool(name=n, description=d, input_schema=s) for n, d, s in TOOLS]
-    )
+    return types.ListToolsResult(tools=[types.Tool(name=n, description=d, input_schema=s) for n, d, s in TOOLS])
 
 
 async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -144,7 +149,9 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
             content = [
                 text("Multiple content types test:"),
                 types.ImageContent(type="image", data=PNG, mime_type="image/png"),
-                embedded("test://mixed-content-resource", "application/json", json.dumps({"test": "data", "value": 123})),
+                embedded(
+                    "test://mixed-content-resource", "application/json", json.dumps({"test": "data", "value": 123})
+                ),
             ]
         case "test_tool_with_logging":
             for i, message in enumerate(["Tool execution started", "Tool processing data", "Tool execution completed"]):
@@ -161,7 +168,9 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
                     await session.send_progress_notification(token, value, 100, related_request_id=related)
             content = [text("Tool with progress executed successfully")]
         case "test_error_handling":
-            return types.CallToolResult(is_error=True, content=[text("This tool intentionally returns an error for testing")])
+            return types.CallToolResult(
+                is_error=True, content=[text("This tool intentionally returns an error for testing")]
+            )
         case "test_reconnection":
             await anyio.sleep(0.05)
             if ctx.close_sse_stream is not None:
@@ -205,9 +214,16 @@ def embedded(uri: str, mime: str, body: str) -> types.EmbeddedResource:
 
 
 RESOURCES = [
-    types.Resource(uri="test://static-text", name="static-text", description="A static text resource", mime_type="text/plain"),
+    types.Resource(
+        uri="test://static-text", name="static-text", description="A static text resource", mime_type="text/plain"
+    ),
     types.Resource(uri="test://static-binary", name="static-binary", description="A static PNG", mime_type="image/png"),
-    types.Resource(uri="test://watched-resource", name="watched-resource", description="A resource to subscribe to", mime_type="text/plain"),
+    types.Resource(
+        uri="test://watched-resource",
+        name="watched-resource",
+        description="A resource to subscribe to",
+        mime_type="text/plain",
+    ),
 ]
 
 
@@ -219,7 +235,10 @@ async def list_templates(ctx, params) -> types.ListResourceTemplatesResult:
     return types.ListResourceTemplatesResult(
         resource_templates=[
             types.ResourceTemplate(
-                uri_template="test://template/{id}/data", name="template", description="Data by id", mime_type="application/json"
+                uri_template="test://template/{id}/data",
+                name="template",
+                description="Data by id",
+                mime_type="application/json",
             )
         ]
     )
@@ -228,7 +247,11 @@ async def list_templates(ctx, params) -> types.ListResourceTemplatesResult:
 async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
     uri = str(params.uri)
     if uri == "test://static-text":
-        contents: list[Any] = [types.TextResourceContents(uri=uri, mime_type="text/plain", text="This is the content of the static text resource.")]
+        contents: list[Any] = [
+            types.TextResourceContents(
+                uri=uri, mime_type="text/plain", text="This is the content of the static text resource."
+            )
+        ]
     elif uri == "test://static-binary":
         contents = [types.BlobResourceContents(uri=uri, mime_type="image/png", blob=PNG)]
     elif uri == "test://watched-resource":

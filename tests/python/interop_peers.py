@@ -69,7 +69,12 @@ def _spawn(args: list[str], env: dict[str, str] | None = None) -> Iterator[Proce
     log_path = workdir / "output.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env={**os.environ, **(env or {})}
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env={**os.environ, **(env or {})},
         )
         try:
             yield Process(proc, log_path)

@@ -62,7 +62,9 @@ def via_gateway(urls, py_server) -> bool:
 def accept_all(**values: Any) -> Answer:
     def answer(params: types.ElicitRequestParams) -> types.ElicitResult:
         content = {
-            field: values.get(field, schema["enum"][0] if "enum" in schema else True if schema.get("type") == "boolean" else "x")
+            field: values.get(
+                field, schema["enum"][0] if "enum" in schema else True if schema.get("type") == "boolean" else "x"
+            )
             for field, schema in params.requested_schema["properties"].items()
         }
         return types.ElicitResult(action="accept", content=content)
@@ -175,7 +177,11 @@ async def test_delete_ends_the_session(urls):
         after = await http.post(
             urls[0],
             json={"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
-            headers={"accept": "application/json, text/event-stream", "mcp-session-id": sid, "mcp-protocol-version": LEGACY},
+            headers={
+                "accept": "application/json, text/event-stream",
+                "mcp-session-id": sid,
+                "mcp-protocol-version": LEGACY,
+            },
         )
     assert after.status_code == 404, after.text
 

@@ -113,7 +113,9 @@ async def test_discover_then_stamped_requests(url):
         listing = await s.client.list_tools()
     assert {"book", "wizard", "profile", "signin", "vault", "styled", "endless"} <= {t.name for t in listing.tools}
     assert s.wire[0]["method"] == "server/discover"
-    assert all(b["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == MODERN for b in s.wire if "method" in b)
+    assert all(
+        b["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == MODERN for b in s.wire if "method" in b
+    )
 
 
 async def test_form_accepted(url, path):
@@ -140,7 +142,10 @@ async def test_form_declined_or_cancelled(url, action):
 async def test_several_rounds(url):
     async with connect(url, accept_all(title="Offsite")) as s:
         outcome = await s.flow("wizard")
-    assert outcome == {"tool": "wizard", "answers": {"name": {"title": "Offsite"}, "size": {"people": 2}, "confirm": {"go": True}}}
+    assert outcome == {
+        "tool": "wizard",
+        "answers": {"name": {"title": "Offsite"}, "size": {"people": 2}, "confirm": {"go": True}},
+    }
     assert [key for key, _ in s.asked] == ["name", "size", "confirm"]
     assert len(s.calls("wizard")) == 4
 
@@ -148,7 +153,10 @@ async def test_several_rounds(url):
 async def test_several_questions_in_one_round(url):
     async with connect(url, accept_all(email="ada@example.com", side="window")) as s:
         outcome = await s.flow("profile")
-    assert outcome == {"tool": "profile", "answers": {"contact": {"email": "ada@example.com"}, "seat": {"side": "window"}}}
+    assert outcome == {
+        "tool": "profile",
+        "answers": {"contact": {"email": "ada@example.com"}, "seat": {"side": "window"}},
+    }
     assert sorted(key for key, _ in s.asked) == ["contact", "seat"]
     assert len(s.calls("profile")) == 2
 

@@ -46,7 +46,10 @@ if (!run) {
 }
 const gateway = process.argv.includes('--via-gateway') ? await startGateway({ scenario: serverUrl }) : undefined;
 const url = new URL(gateway ? gateway.url('scenario') : serverUrl);
-const client = new Client({ name: 'portcullis-conformance-client', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+const client = new Client(
+  { name: 'portcullis-conformance-client', version: '1.0.0' },
+  { capabilities: { elicitation: { form: {} } } },
+);
 client.setRequestHandler(ElicitRequestSchema, async (request) => acceptDefaults(request));
 await client.connect(new StreamableHTTPClientTransport(url));
 try {

@@ -25,7 +25,9 @@ const SERVER = join(REPO, 'tests', 'conformance', 'everything_server.py');
 const CLIENT_SCENARIOS = ['initialize', 'tools_call', 'elicitation-sep1034-client-defaults', 'sse-retry'];
 
 const args = process.argv.slice(2);
-const out = args.includes('--out') ? args[args.indexOf('--out') + 1] : mkdtempSync(join(tmpdir(), 'portcullis-conformance-'));
+const out = args.includes('--out')
+  ? args[args.indexOf('--out') + 1]
+  : mkdtempSync(join(tmpdir(), 'portcullis-conformance-'));
 const strict = args.includes('--strict');
 
 function run(command, commandArgs) {
@@ -53,7 +55,9 @@ function results(dir, prefix) {
       failed: checks.filter((c) => c.status === 'FAILURE').length,
       // Only INFO records (or none): the scenario never got as far as a verdict.
       ran: checks.some((c) => c.status === 'SUCCESS' || c.status === 'WARNING'),
-      why: checks.find((c) => c.status === 'FAILURE')?.errorMessage ?? (existsSync(stderr) ? readFileSync(stderr, 'utf8') : undefined),
+      why:
+        checks.find((c) => c.status === 'FAILURE')?.errorMessage ??
+        (existsSync(stderr) ? readFileSync(stderr, 'utf8') : undefined),
     };
   }
   return found;
@@ -103,7 +107,10 @@ try {
     await serverScenarios(server.url, join(out, 'server-direct')),
     await serverScenarios(gateway.url('conformance'), join(out, 'server-gateway')),
   ];
-  const [clientDirect, clientGateway] = [await clientScenarios(false, join(out, 'client-direct')), await clientScenarios(true, join(out, 'client-gateway'))];
+  const [clientDirect, clientGateway] = [
+    await clientScenarios(false, join(out, 'client-direct')),
+    await clientScenarios(true, join(out, 'client-gateway')),
+  ];
   rows = [
     ...Object.keys(serverDirect).map((s) => ['server', s, serverDirect[s], serverGateway[s]]),
     ...CLIENT_SCENARIOS.map((s) => ['client', s, clientDirect[s], clientGateway[s]]),
@@ -132,9 +139,13 @@ for (const kind of ['server', 'client']) {
       `${mine.filter((r) => passes(r[3])).length}/${mine.length} through the gateway`,
   );
 }
-console.log(`(checks passed / checks run in brackets; results in ${out}; took ${((Date.now() - started) / 1000).toFixed(1)} s)`);
+console.log(
+  `(checks passed / checks run in brackets; results in ${out}; took ${((Date.now() - started) / 1000).toFixed(1)} s)`,
+);
 const lost = rows.filter((r) => passes(r[2]) && !passes(r[3]));
 if (strict && lost.length) {
-  console.log(`conformance: ${lost.length} scenarios pass directly but not through the gateway: ${lost.map((r) => r[1]).join(', ')}`);
+  console.log(
+    `conformance: ${lost.length} scenarios pass directly but not through the gateway: ${lost.map((r) => r[1]).join(', ')}`,
+  );
   process.exit(1);
 }

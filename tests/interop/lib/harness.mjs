@@ -57,7 +57,11 @@ class Child {
     this.name = name;
     this.dir = mkdtempSync(join(tmpdir(), `portcullis-interop-${name}-`));
     this.output = '';
-    this.proc = spawn(command, args, { cwd: this.dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = spawn(command, args, {
+      cwd: this.dir,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     for (const stream of [this.proc.stdout, this.proc.stderr]) {
       stream.setEncoding('utf8');
       stream.on('data', (text) => {
@@ -97,7 +101,10 @@ class Child {
 
 async function startServer(name, command, args) {
   const child = new Child(name, command, args);
-  const url = await child.waitFor(() => child.output.match(/listening (http:\/\/127\.0\.0\.1:\d+\/mcp)/)?.[1], 'listening line');
+  const url = await child.waitFor(
+    () => child.output.match(/listening (http:\/\/127\.0\.0\.1:\d+\/mcp)/)?.[1],
+    'listening line',
+  );
   return { name, url, stop: () => child.stop(), tail: () => child.tail() };
 }
 

@@ -45,7 +45,9 @@ def rounds_of(name: str, args: dict[str, Any]) -> list[dict[str, dict[str, Any]]
     def expand(round_: dict[str, Any], index: int, suffix: str) -> dict[str, dict[str, Any]]:
         filled = {}
         for key, question in round_.items():
-            message = question["message"].replace("{hint}", str(args.get("hint", ""))).replace("{round}", str(index + 1))
+            message = (
+                question["message"].replace("{hint}", str(args.get("hint", ""))).replace("{round}", str(index + 1))
+            )
             filled[f"{key}{suffix}"] = {**question, "message": message}
         return filled
 
@@ -79,7 +81,9 @@ def as_input_request(question: dict[str, Any]) -> types.ElicitRequest:
     return types.ElicitRequest(params=params)
 
 
-def modern_step(name: str, rounds: list[dict[str, Any]], ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
+def modern_step(
+    name: str, rounds: list[dict[str, Any]], ctx: Context
+) -> types.CallToolResult | types.InputRequiredResult:
     """One MRTR round: check the answers to the last round asked, then ask the next one."""
     progress = decode_state(ctx.request_state)
     answers = dict(progress["answers"])
@@ -112,7 +116,9 @@ async def pushed_flow(name: str, rounds: list[dict[str, Any]], ctx: Context) -> 
                     question["message"], question["url"], uuid.uuid4().hex, related_request_id=ctx.request_id
                 )
             else:
-                reply = await session.elicit_form(question["message"], question["schema"], related_request_id=ctx.request_id)
+                reply = await session.elicit_form(
+                    question["message"], question["schema"], related_request_id=ctx.request_id
+                )
             if reply.action != "accept":
                 return outcome(name, {"stopped": {"key": key, "action": reply.action}})
             answers[key] = reply.content

@@ -20,8 +20,13 @@ function buildServer() {
     async ({ hint }) => {
       const [round] = roundsOf('book', { hint });
       const [[key, question]] = Object.entries(round);
-      const reply = await server.server.elicitInput({ mode: 'form', message: question.message, requestedSchema: question.schema });
-      const result = reply.action === 'accept' ? { answers: { [key]: reply.content } } : { stopped: { key, action: reply.action } };
+      const reply = await server.server.elicitInput({
+        mode: 'form',
+        message: question.message,
+        requestedSchema: question.schema,
+      });
+      const result =
+        reply.action === 'accept' ? { answers: { [key]: reply.content } } : { stopped: { key, action: reply.action } };
       return { content: [{ type: 'text', text: outcomeText('book', result) }] };
     },
   );

@@ -26,7 +26,10 @@ function flowTool(name) {
     const token = ctx.mcpReq._meta?.progressToken;
     if (token !== undefined) {
       // A notification before the result turns the answer into an event stream.
-      await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: progress.round + 1, message: 'thinking' } });
+      await ctx.mcpReq.notify({
+        method: 'notifications/progress',
+        params: { progressToken: token, progress: progress.round + 1, message: 'thinking' },
+      });
     }
     const result = step(rounds, progress, ctx.mcpReq.inputResponses);
     if (result.done) return { content: [{ type: 'text', text: outcomeText(name, result.done) }] };

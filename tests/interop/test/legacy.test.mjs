@@ -21,7 +21,10 @@ before(async () => {
   [python, tsV1] = await Promise.all([startPythonServer(), startTsV1Server()]);
   const keys = await keygen('interop');
   const upstreams = { python: python.url, 'ts-v1': tsV1.url };
-  [gatewayA, gatewayB] = await Promise.all([startGateway(upstreams, { stateKeys: keys }), startGateway(upstreams, { stateKeys: keys })]);
+  [gatewayA, gatewayB] = await Promise.all([
+    startGateway(upstreams, { stateKeys: keys }),
+    startGateway(upstreams, { stateKeys: keys }),
+  ]);
 });
 
 after(async () => {
@@ -65,7 +68,12 @@ for (const path of ['direct', 'gateway']) {
     });
 
     flowTest(path, 'pushed form, accepted: the answer goes back as a POSTed response', async () => {
-      const { result, asked, wire } = await callV1(url(), 'book', { hint: 'the big room' }, acceptAll({ pick: { room_id: 'studio-b' } }));
+      const { result, asked, wire } = await callV1(
+        url(),
+        'book',
+        { hint: 'the big room' },
+        acceptAll({ pick: { room_id: 'studio-b' } }),
+      );
       assert.deepEqual(flowOutcome(result), { tool: 'book', answers: { room: { room_id: 'studio-b' } } });
       assert.equal(asked.length, 1);
       assert.deepEqual(asked[0].requestedSchema.properties.room_id.enum, ['atrium', 'studio-b', 'nook']);
@@ -75,7 +83,10 @@ for (const path of ['direct', 'gateway']) {
       assert.equal(answer.body.method, undefined);
     });
 
-    for (const [action, done] of [['decline', 'declined'], ['cancel', 'cancelled']]) {
+    for (const [action, done] of [
+      ['decline', 'declined'],
+      ['cancel', 'cancelled'],
+    ]) {
       flowTest(path, `pushed form, ${done}: the server learns the ${action}`, async () => {
         const { result, asked } = await callV1(url(), 'book', { hint: 'x' }, () => ({ action }));
         assert.deepEqual(flowOutcome(result), { tool: 'book', stopped: { key: 'room', action } });
@@ -90,14 +101,18 @@ for (const path of ['direct', 'gateway']) {
         assert.deepEqual(flowOutcome(result), { tool: 'vault', answers: { unlock: { password: 'hunter2' } } });
       });
     } else {
-      flowTest(path, 'a pushed form asking for a password is refused: never shown, the upstream answered, the call ends', async () => {
-        const { result, asked } = await callV1(url(), 'vault', {}, acceptAll({ text: 'hunter2' }));
-        assert.equal(asked.length, 0, 'the person was shown a form asking for a password');
-        // The gateway answered the upstream itself (a decline or an error); either way the
-        // tool call ends and says it did not get the password.
-        const stopped = result.isError || flowOutcome(result).stopped;
-        assert.ok(stopped, `the call went on as if answered: ${JSON.stringify(result)}`);
-      });
+      flowTest(
+        path,
+        'a pushed form asking for a password is refused: never shown, the upstream answered, the call ends',
+        async () => {
+          const { result, asked } = await callV1(url(), 'vault', {}, acceptAll({ text: 'hunter2' }));
+          assert.equal(asked.length, 0, 'the person was shown a form asking for a password');
+          // The gateway answered the upstream itself (a decline or an error); either way the
+          // tool call ends and says it did not get the password.
+          const stopped = result.isError || flowOutcome(result).stopped;
+          assert.ok(stopped, `the call went on as if answered: ${JSON.stringify(result)}`);
+        },
+      );
     }
 
     flowTest(path, 'markup and terminal escapes in a pushed message', async () => {
@@ -120,19 +135,34 @@ for (const path of ['direct', 'gateway']) {
       assert.ok(del && del.status >= 200 && del.status < 300, `DELETE answered ${del?.status}`);
       const after = await fetch(url(), {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': id, 'mcp-protocol-version': LEGACY },
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-session-id': id,
+          'mcp-protocol-version': LEGACY,
+        },
         body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list' }),
       });
       assert.equal(after.status, 404);
     });
 
-    flowTest(path, `a session opened at one ${via ? 'gateway' : 'connection'} goes on at ${via ? 'a second gateway with the same [state] keys' : 'another'}`, async () => {
-      const { result, asked, wire } = await callV1(url(), 'book', { hint: 'two' }, acceptAll({ pick: { room_id: 'nook' } }), { continueAt: secondUrl() });
-      assert.deepEqual(flowOutcome(result), { tool: 'book', answers: { room: { room_id: 'nook' } } });
-      assert.equal(asked.length, 1);
-      assert.equal(wire[0].url, url());
-      assert.ok(wire.filter((w) => w.body?.method === 'tools/call').every((w) => w.url === secondUrl()));
-    });
+    flowTest(
+      path,
+      `a session opened at one ${via ? 'gateway' : 'connection'} goes on at ${via ? 'a second gateway with the same [state] keys' : 'another'}`,
+      async () => {
+        const { result, asked, wire } = await callV1(
+          url(),
+          'book',
+          { hint: 'two' },
+          acceptAll({ pick: { room_id: 'nook' } }),
+          { continueAt: secondUrl() },
+        );
+        assert.deepEqual(flowOutcome(result), { tool: 'book', answers: { room: { room_id: 'nook' } } });
+        assert.equal(asked.length, 1);
+        assert.equal(wire[0].url, url());
+        assert.ok(wire.filter((w) => w.body?.method === 'tools/call').every((w) => w.url === secondUrl()));
+      },
+    );
   });
 
   describe(`TS v2 client (auto) → 2025-11-25-only server (TS SDK 1.x), ${path}`, () => {

@@ -72,7 +72,12 @@ for (const server of ['ts-v2', 'python']) {
       });
 
       it('form, accepted: the answer reaches the server and the server its own state', async () => {
-        const { outcome, asked, wire } = await callFlow(url(), 'book', { hint: 'the big room' }, acceptAll({ pick: { room_id: 'nook' } }));
+        const { outcome, asked, wire } = await callFlow(
+          url(),
+          'book',
+          { hint: 'the big room' },
+          acceptAll({ pick: { room_id: 'nook' } }),
+        );
         assert.deepEqual(outcome, { tool: 'book', answers: { room: { room_id: 'nook' } } });
         assert.equal(asked.length, 1);
         assert.deepEqual(asked[0].requestedSchema.properties.room_id.enum, ['atrium', 'studio-b', 'nook']);
@@ -85,7 +90,10 @@ for (const server of ['ts-v2', 'python']) {
         assert.equal(retry.body.params.requestState.startsWith('pcs1.'), via);
       });
 
-      for (const [action, done] of [['decline', 'declined'], ['cancel', 'cancelled']]) {
+      for (const [action, done] of [
+        ['decline', 'declined'],
+        ['cancel', 'cancelled'],
+      ]) {
         it(`form, ${done}: the server learns the ${action}`, async () => {
           const { outcome, asked, wire } = await callFlow(url(), 'book', { hint: 'x' }, () => ({ action }));
           assert.deepEqual(outcome, { tool: 'book', stopped: { key: 'room', action } });
@@ -97,7 +105,10 @@ for (const server of ['ts-v2', 'python']) {
 
       it('several rounds: three questions asked one after the other', async () => {
         const { outcome, asked, wire } = await callFlow(url(), 'wizard', {}, acceptAll({ text: 'Offsite' }));
-        assert.deepEqual(outcome, { tool: 'wizard', answers: { name: { title: 'Offsite' }, size: { people: 2 }, confirm: { go: true } } });
+        assert.deepEqual(outcome, {
+          tool: 'wizard',
+          answers: { name: { title: 'Offsite' }, size: { people: 2 }, confirm: { go: true } },
+        });
         assert.deepEqual(asked.map(fieldsOf), [['title'], ['people'], ['go']]);
         assert.equal(toolCalls(wire, 'wizard').length, 4);
       });
@@ -106,12 +117,19 @@ for (const server of ['ts-v2', 'python']) {
         const session = await connectV2(url(), acceptAll({ text: 'Offsite' }));
         try {
           const progress = [];
-          const result = await session.client.callTool({ name: 'wizard', arguments: {} }, { onprogress: (p) => progress.push(p) });
+          const result = await session.client.callTool(
+            { name: 'wizard', arguments: {} },
+            { onprogress: (p) => progress.push(p) },
+          );
           assert.deepEqual(flowOutcome(result).answers.confirm, { go: true });
           assert.equal(session.asked.length, 3);
           // The server's own events (the SDK adds one of its own per round it fulfils).
           const fromServer = progress.filter((p) => p.message === 'thinking');
-          assert.deepEqual(fromServer.map((p) => p.progress), [1, 2, 3, 4], JSON.stringify(progress));
+          assert.deepEqual(
+            fromServer.map((p) => p.progress),
+            [1, 2, 3, 4],
+            JSON.stringify(progress),
+          );
           const calls = toolCalls(session.wire, 'wizard');
           assert.equal(calls.length, 4);
           for (const call of calls) assert.match(call.contentType, /^text\/event-stream/);
@@ -122,7 +140,10 @@ for (const server of ['ts-v2', 'python']) {
 
       it('several questions in one round: both asked, both answered in one retry', async () => {
         const { outcome, asked, wire } = await callFlow(url(), 'profile', {}, acceptAll({ pick: { side: 'aisle' } }));
-        assert.deepEqual(outcome, { tool: 'profile', answers: { contact: { email: 'ada@example.com' }, seat: { side: 'aisle' } } });
+        assert.deepEqual(outcome, {
+          tool: 'profile',
+          answers: { contact: { email: 'ada@example.com' }, seat: { side: 'aisle' } },
+        });
         assert.deepEqual(asked.map(fieldsOf).sort(), [['email'], ['side']]);
         const calls = toolCalls(wire, 'profile');
         assert.equal(calls.length, 2);
@@ -139,7 +160,9 @@ for (const server of ['ts-v2', 'python']) {
       });
 
       it('URL mode to a client that declared only form mode is refused; the person is not asked', async () => {
-        const { error, asked } = await callRefused(url(), 'signin', {}, acceptAll(), { capabilities: { elicitation: { form: {} } } });
+        const { error, asked } = await callRefused(url(), 'signin', {}, acceptAll(), {
+          capabilities: { elicitation: { form: {} } },
+        });
         assert.equal(asked.length, 0);
         if (via) {
           // The gateway checks the request against the declared capabilities itself.
