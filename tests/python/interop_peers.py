@@ -64,22 +64,26 @@ def _wait(process: Process, ready, what: str):
 
 
 @contextmanager
-def _spawn(args: list[str], env: dict[str, str] | None = None) -> Iterator[Process]:
-    workdir = Path(tempfile.mkdtemp(prefix="portcullis-interop-"))
-    log_path = workdir / "output.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-            env={**os.environ, **(env or {})},
-        )
-        try:
-            yield Process(proc, log_path)
-        finally:
-            _stop(proc)
+def _spawn(args: list[str], env: dict[str, str] | None = None, files: dict[str, str] | None = None) -> Iterator[Process]:
+    """Runs `args` in a fresh temporary directory that holds `files` ({name: text}) and its log."""
+    with tempfile.TemporaryDirectory(prefix="portcullis-interop-") as tmp:
+        workdir = Path(tmp)
+        for name, body in (files or {}).items():
+            (workdir / name).write_text(body)
+        log_path = workdir / "output.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                env={**os.environ, **(env or {})},
+            )
+            try:
+                yield Process(proc, log_path)
+            finally:
+                _stop(proc)
 
 
 @contextmanager
@@ -129,10 +133,9 @@ def gateway(upstreams: dict[str, str], state_keys: str | None = None) -> Iterato
     for uid, url in upstreams.items():
         lines += ["[[upstream]]", f'id = "{uid}"', f'name = "{Gateway.upstream_name(uid)}"', f'url = "{url}"']
         lines += ["[[route]]", f'path = "/mcp/{uid}"', f'upstream = "{uid}"']
-    config = Path(tempfile.mkdtemp(prefix="portcullis-interop-gw-")) / "gateway.toml"
-    config.write_text("\n".join(lines) + "\n")
     env = {"PORTCULLIS_STATE_KEYS": state_keys} if state_keys else {}
-    with _spawn([str(_binary()), "run", "--config", str(config)], env) as process:
+    files = {"gateway.toml": "\n".join(lines) + "\n"}
+    with _spawn([str(_binary()), "run", "--config", "gateway.toml"], env, files) as process:
         _wait(process, lambda: _ready(f"http://127.0.0.1:{admin}/readyz"), "200 from /readyz")
         yield Gateway(f"http://127.0.0.1:{port}")
 

@@ -51,8 +51,8 @@ const client = new Client(
   { capabilities: { elicitation: { form: {} } } },
 );
 client.setRequestHandler(ElicitRequestSchema, async (request) => acceptDefaults(request));
-await client.connect(new StreamableHTTPClientTransport(url));
 try {
+  await client.connect(new StreamableHTTPClientTransport(url));
   await run(client);
 } finally {
   await client.close();

@@ -2,7 +2,7 @@
 // <repo>/target/debug/portcullis) with a config written to a temporary directory,
 // and the test MCP servers in servers/. Every port is picked free on 127.0.0.1.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, accessSync, constants } from 'node:fs';
+import { mkdtempSync, writeFileSync, accessSync, rmSync, constants } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -51,7 +51,15 @@ export function pythonBinary() {
   );
 }
 
-/** A child process whose output goes to a log file we can show when a test fails. */
+// Every child still running; killed when this process exits, however it exits, so a
+// crashed or interrupted test run leaves no gateway or server behind.
+const running = new Set();
+process.on('exit', () => {
+  for (const proc of running) proc.kill('SIGKILL');
+});
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) process.once(signal, () => process.exit(code));
+
+/** A child process whose output we keep, to show when a test fails. */
 class Child {
   constructor(name, command, args, env = {}) {
     this.name = name;
@@ -68,34 +76,48 @@ class Child {
         this.output += text;
       });
     }
-    this.exited = new Promise((resolve) => this.proc.once('exit', (code, signal) => resolve({ code, signal })));
+    running.add(this.proc);
+    this.exited = new Promise((resolve) =>
+      this.proc.once('exit', (code, signal) => {
+        running.delete(this.proc);
+        resolve({ code, signal });
+      }),
+    );
   }
 
   tail(lines = 40) {
     return this.output.split('\n').slice(-lines).join('\n');
   }
 
+  /** Polls `predicate` until it gives a value; stops the process when it never does. */
   async waitFor(predicate, what) {
     const deadline = Date.now() + READY_TIMEOUT_MS;
-    let done = false;
+    let exited = false;
     this.exited.then(() => {
-      done = true;
+      exited = true;
     });
+    let problem = `no ${what} after ${READY_TIMEOUT_MS} ms`;
     while (Date.now() < deadline) {
       const found = await predicate();
       if (found) return found;
-      if (done) throw new Error(`${this.name} exited before ${what}:\n${this.tail()}`);
+      if (exited) {
+        problem = `exited before ${what}`;
+        break;
+      }
       await new Promise((r) => setTimeout(r, 50));
     }
-    throw new Error(`${this.name}: no ${what} after ${READY_TIMEOUT_MS} ms:\n${this.tail()}`);
+    await this.stop();
+    throw new Error(`${this.name}: ${problem}:\n${this.tail()}`);
   }
 
   async stop() {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    this.proc.kill('SIGTERM');
-    const timer = setTimeout(() => this.proc.kill('SIGKILL'), STOP_TIMEOUT_MS);
-    await this.exited;
-    clearTimeout(timer);
+    if (this.proc.exitCode === null && this.proc.signalCode === null) {
+      this.proc.kill('SIGTERM');
+      const timer = setTimeout(() => this.proc.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      await this.exited;
+      clearTimeout(timer);
+    }
+    rmSync(this.dir, { recursive: true, force: true }); // its output stays in this.output
   }
 }
 
@@ -116,6 +138,7 @@ export const startPythonServer = () => startServer('python-server', pythonBinary
 export async function keygen(id = 'k1') {
   const child = new Child('keygen', gatewayBinary(), ['keygen', '--id', id]);
   const { code } = await child.exited;
+  await child.stop();
   if (code !== 0) throw new Error(`portcullis keygen failed:\n${child.tail()}`);
   return child.output.trim();
 }
@@ -159,7 +182,10 @@ export async function startGateway(upstreams, { stateKeys, extraToml = '' } = {}
     url: (id) => `http://127.0.0.1:${port}/mcp/${id}`,
     upstreamName: (id) => `Interop ${id}`,
     config,
-    stop: () => child.stop(),
+    stop: async () => {
+      await child.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
     tail: () => child.tail(),
   };
 }

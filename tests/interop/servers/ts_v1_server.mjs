@@ -69,6 +69,7 @@ async function handle(req, res) {
     await buildServer().connect(transport);
   }
   await transport.handleRequest(req, res, body);
+  if (!transport.sessionId) await transport.close(); // refused before a session began
 }
 
 const listener = http.createServer((req, res) => {
