@@ -385,7 +385,7 @@ async def main() -> None:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     app = build().streamable_http_app(event_store=MemoryEventStore(), retry_interval=200)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
 
     async def announce() -> None:
         while not server.started:
