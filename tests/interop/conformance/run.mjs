@@ -1,0 +1,151 @@
+// Runs the MCP conformance suite (@modelcontextprotocol/conformance) directly and
+// through the gateway, and prints one table: per scenario, pass/fail on each path.
+//
+// - Server scenarios: the suite (a 2025-11-25 client) against the Python SDK server
+//   tests/conformance/everything_server.py, at its own URL and behind a gateway.
+// - Client scenarios: the suite starts each scenario's server and runs client.mjs (the
+//   TypeScript SDK 1.x client) against it; with --via-gateway the client puts a
+//   gateway process in front of the scenario server first.
+//
+//   node run.mjs [--out DIR] [--strict]
+// --strict: exit 1 when a scenario passes directly but not through the gateway.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startGateway, pythonBinary, REPO } from '../lib/harness.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const CLI = join(HERE, '..', 'node_modules', '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
+const CLIENT = join(HERE, 'client.mjs');
+const SERVER = join(REPO, 'tests', 'conformance', 'everything_server.py');
+// The client scenarios that are not OAuth flows (see tests/conformance/README.md for why
+// the auth/* ones are not run).
+const CLIENT_SCENARIOS = ['initialize', 'tools_call', 'elicitation-sep1034-client-defaults', 'sse-retry'];
+
+const args = process.argv.slice(2);
+const out = args.includes('--out')
+  ? args[args.indexOf('--out') + 1]
+  : mkdtempSync(join(tmpdir(), 'portcullis-conformance-'));
+const strict = args.includes('--strict');
+
+function run(command, commandArgs) {
+  return new Promise((resolve) => {
+    const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    child.on('exit', (code) => resolve({ code, output }));
+  });
+}
+
+/** {scenario: {passed, failed, ran}} from the suite's result folders (<prefix><scenario>-<timestamp>/checks.json). */
+function results(dir, prefix) {
+  const found = {};
+  if (!existsSync(dir)) return found;
+  for (const entry of readdirSync(dir, { recursive: true })) {
+    if (!String(entry).endsWith('checks.json')) continue;
+    const folder = String(entry).slice(0, -'/checks.json'.length);
+    const scenario = folder.replace(/-\d{4}-\d\d-\d\dT[\d-]+Z$/, '').replace(prefix, '');
+    const checks = JSON.parse(readFileSync(join(dir, entry), 'utf8'));
+    const stderr = join(dir, folder, 'stderr.txt'); // client scenarios: what the client said
+    found[scenario] = {
+      passed: checks.filter((c) => c.status === 'SUCCESS').length,
+      failed: checks.filter((c) => c.status === 'FAILURE').length,
+      // Only INFO records (or none): the scenario never got as far as a verdict.
+      ran: checks.some((c) => c.status === 'SUCCESS' || c.status === 'WARNING'),
+      why:
+        checks.find((c) => c.status === 'FAILURE')?.errorMessage ??
+        (existsSync(stderr) ? readFileSync(stderr, 'utf8') : undefined),
+    };
+  }
+  return found;
+}
+
+async function serverScenarios(url, dir) {
+  await run(process.execPath, [CLI, 'server', '--url', url, '--suite', 'all', '-o', dir]);
+  return results(dir, 'server-');
+}
+
+async function clientScenarios(viaGateway, dir) {
+  const command = [process.execPath, CLIENT, ...(viaGateway ? ['--via-gateway'] : [])].join(' ');
+  for (const scenario of CLIENT_SCENARIOS) {
+    await run(process.execPath, [CLI, 'client', '--command', command, '--scenario', scenario, '-o', dir]);
+  }
+  return results(dir, '');
+}
+
+async function startEverythingServer() {
+  // stderr ignored: the dns-rebinding scenario makes the server log each refused Host.
+  const child = spawn(pythonBinary(), [SERVER], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const url = await new Promise((resolve, reject) => {
+    let text = '';
+    child.stdout.on('data', (d) => {
+      text += d;
+      const m = text.match(/listening (http:\S+)/);
+      if (m) resolve(m[1]);
+    });
+    child.on('exit', (code) => reject(new Error(`everything_server.py exited with ${code}`)));
+  });
+  return { url, stop: () => child.kill('SIGTERM') };
+}
+
+const passes = (r) => r && r.failed === 0 && r.ran;
+function verdict(r) {
+  if (!r) return 'not run';
+  if (!r.ran && r.failed === 0) return 'FAIL (no verdict: nothing reached the scenario server)';
+  return `${passes(r) ? 'pass' : 'FAIL'} (${r.passed}/${r.passed + r.failed})`;
+}
+
+const started = Date.now();
+const server = await startEverythingServer();
+const gateway = await startGateway({ conformance: server.url });
+let rows;
+try {
+  const [serverDirect, serverGateway] = [
+    await serverScenarios(server.url, join(out, 'server-direct')),
+    await serverScenarios(gateway.url('conformance'), join(out, 'server-gateway')),
+  ];
+  const [clientDirect, clientGateway] = [
+    await clientScenarios(false, join(out, 'client-direct')),
+    await clientScenarios(true, join(out, 'client-gateway')),
+  ];
+  rows = [
+    ...Object.keys(serverDirect).map((s) => ['server', s, serverDirect[s], serverGateway[s]]),
+    ...CLIENT_SCENARIOS.map((s) => ['client', s, clientDirect[s], clientGateway[s]]),
+  ];
+} finally {
+  await gateway.stop();
+  server.stop();
+}
+
+/** The gist of a failure for one table cell: the gateway's refusal reason when there is one. */
+function gist(r) {
+  const why = r?.why ?? '';
+  const refusal = why.match(/"message":"((?:[^"\\]|\\.)*)","data":\{"reason":"([a-z_]+)"/);
+  if (refusal) return `${refusal[2]}: ${refusal[1]}`;
+  return why.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 140);
+}
+console.log('| kind | scenario | direct | through the gateway | first failure through the gateway |');
+console.log('|---|---|---|---|---|');
+for (const [kind, scenario, direct, via] of rows) {
+  console.log(`| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${passes(via) ? '' : gist(via)} |`);
+}
+for (const kind of ['server', 'client']) {
+  const mine = rows.filter((r) => r[0] === kind);
+  console.log(
+    `\n${kind} scenarios: ${mine.filter((r) => passes(r[2])).length}/${mine.length} pass directly, ` +
+      `${mine.filter((r) => passes(r[3])).length}/${mine.length} through the gateway`,
+  );
+}
+console.log(
+  `(checks passed / checks run in brackets; results in ${out}; took ${((Date.now() - started) / 1000).toFixed(1)} s)`,
+);
+const lost = rows.filter((r) => passes(r[2]) && !passes(r[3]));
+if (strict && lost.length) {
+  console.log(
+    `conformance: ${lost.length} scenarios pass directly but not through the gateway: ${lost.map((r) => r[1]).join(', ')}`,
+  );
+  process.exit(1);
+}
