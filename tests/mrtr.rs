@@ -287,8 +287,12 @@ async fn unasked_keys_and_content_of_declines_are_dropped() {
 #[tokio::test]
 async fn a_state_from_another_gateway_deployment_is_refused() {
     let up = room_upstream().await;
+    // gw1 generates its key; gw2 is another deployment with keys of its own.
     let gw1 = start_gateway(&config_text(&up.url(), "", "")).await;
-    let gw2 = start_gateway(&config_text(&up.url(), "", "")).await;
+    let keys = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(keys.path(), portcullis::mrtr::seal::new_key_line("other")).unwrap();
+    let state_keys = format!("[state]\nkeys_file = \"{}\"\n", keys.path().display());
+    let gw2 = start_gateway(&config_text(&up.url(), "", &state_keys)).await;
     let c = client();
     let (_, state) = first_round(&c, &url(&gw1)).await;
     let (_, v) = retry(
@@ -302,7 +306,7 @@ async fn a_state_from_another_gateway_deployment_is_refused() {
     .await;
     assert_eq!(
         v["error"]["data"]["reason"], "state_unknown_key",
-        "each generated its own key: {v}"
+        "gw2 does not hold gw1's key: {v}"
     );
     gw1.shutdown().await;
     gw2.shutdown().await;

@@ -222,6 +222,21 @@ where
     Ok(out)
 }
 
+/// Run `seed` over the envelope of a message: no depth pre-check, because
+/// the envelope's seed keeps `params`, `result` and `error` raw (serde skips
+/// them without recursing) and each is checked, depth included, by the phase
+/// that reads it; other members recurse through [`Check`], which serde's own
+/// recursion limit stops.
+pub fn run_envelope<'de, S, T>(bytes: &'de [u8], failure: &Failure, seed: S) -> Result<T, JsonError>
+where
+    S: DeserializeSeed<'de, Value = T>,
+{
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let out = seed.deserialize(&mut de).map_err(|e| failure.error(&e))?;
+    de.end().map_err(|e| failure.error(&e))?;
+    Ok(out)
+}
+
 /// Check `bytes` strictly without building anything.
 pub fn validate(bytes: &[u8]) -> Result<(), JsonError> {
     let failure = Failure::default();

@@ -15,7 +15,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::super::ctx::RequestCtx;
-use crate::json::strict::{Check, Failure, Key, SeenKeys};
+use crate::json::strict::{Failure, Key};
+use serde::de::IgnoredAny;
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{McpMethod, Reason, Refusal};
 use crate::policy::inspect::{inspect_notification, Subject};
@@ -192,6 +193,9 @@ impl Exchange {
         if result_type.as_deref() == Some("input_required") {
             return self.question(id, result);
         }
+        if let Err(e) = json::validate(result.get().as_bytes()) {
+            return Verdict::Refuse(read_failure(&e));
+        }
         self.operation_completed();
         self.filter_list(id, result)
     }
@@ -261,15 +265,16 @@ pub(super) fn response_bytes(id: Option<&RawValue>, result: &serde_json::Value) 
     .map(Bytes::from)
 }
 
-/// `resultType` of a result, read in one strict pass over the whole result
-/// (a member given twice anywhere fails), without building it.
+/// `resultType` of a result. The name is decoded and a second
+/// `resultType` refused; the rest is skipped here and checked strictly by
+/// whoever reads it next (the policy for `input_required`, [`json::validate`]
+/// for anything else).
 fn result_type(result: &[u8]) -> Result<Option<Cow<'_, str>>, json::JsonError> {
     if !result.first().is_some_and(|b| *b == b'{') {
-        json::validate(result)?;
         return Ok(None);
     }
     let failure = Failure::default();
-    json::strict::run(result, &failure, ResultHead(&failure))
+    json::strict::run_envelope(result, &failure, ResultHead(&failure))
 }
 
 struct ResultHead<'f>(&'f Failure);
@@ -289,14 +294,15 @@ impl<'de> Visitor<'de> for ResultHead<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut seen = SeenKeys::default();
         let mut result_type = None;
         while let Some(Key(key)) = map.next_key()? {
-            seen.note(&key, self.0)?;
             if key == "resultType" {
+                if result_type.is_some() {
+                    return Err(self.0.duplicate(&key));
+                }
                 result_type = Some(map.next_value::<Key<'de>>()?.0);
             } else {
-                map.next_value_seed(Check(self.0))?;
+                map.next_value::<IgnoredAny>()?;
             }
         }
         Ok(result_type)
@@ -308,11 +314,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn result_type_is_read_strictly() {
+    fn result_type_is_read_in_any_spelling_once() {
         assert_eq!(result_type(br#"{"content":[],"resultType":"complete"}"#).unwrap().as_deref(), Some("complete"));
         assert_eq!(result_type(br#"{"content":[]}"#).unwrap(), None);
+        assert_eq!(result_type(br#"{"result\u0054ype":"input_required"}"#).unwrap().as_deref(), Some("input_required"));
         assert!(result_type(br#"{"resultType":"complete","result\u0054ype":"input_required"}"#).unwrap_err().is_duplicate());
-        assert!(result_type(br#"{"content":[{"type":"text","text":"a","text":"b"}]}"#).unwrap_err().is_duplicate());
-        assert!(result_type(br#"{"a":"\ud800"}"#).is_err());
     }
 }
