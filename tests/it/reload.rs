@@ -2,13 +2,13 @@
 //! a bad file keeps the old config running; in-flight requests finish under
 //! the config they started with; no request is lost during reloads.
 
-mod common;
+
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use portcullis::config::GatewayConfig;
 use portcullis::server::RunningGateway;
 use serde_json::json;

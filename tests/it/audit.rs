@@ -2,12 +2,12 @@
 //! MRTR step, sharing the operation id, and no trace anywhere of what the
 //! user typed, of secrets, or of requestState contents.
 
-mod common;
+
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_portcullis");

@@ -1,11 +1,11 @@
 //! The proxy over real loopback HTTP: transport rules, faults of hostile
 //! upstreams, streaming, cancellation, limits, admin endpoints.
 
-mod common;
+
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use futures_util::StreamExt;
 use serde_json::json;
 

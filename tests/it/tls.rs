@@ -1,13 +1,13 @@
 //! TLS on both sides: a listener with a certificate generated here, and an
 //! https upstream whose certificate chains to a custom CA in the config.
 
-mod common;
+
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::*;
+use crate::common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};

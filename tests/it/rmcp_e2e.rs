@@ -2,14 +2,14 @@
 //! 2026-07-28) on both sides of the gateway: an rmcp server upstream and an
 //! rmcp client, plus the rmcp client against the built-in demo server.
 
-mod common;
+
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use rmcp::handler::server::tool::{InputResponses as InputResponsesArg, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{

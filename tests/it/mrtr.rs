@@ -2,11 +2,11 @@
 //! validated answers, round limits, single use — over real loopback HTTP,
 //! with an upstream that records everything that reaches it.
 
-mod common;
+
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// An upstream that asks which room (round 1, requestState "upstream-state-1"),

@@ -1,12 +1,12 @@
 //! The `portcullis` binary: check, run with graceful SIGTERM drain, demo.
 
-mod common;
+
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_portcullis");

@@ -2,12 +2,12 @@
 //! proxy on loopback: API keys, JWT, mTLS, tool permissions, rate limits
 //! (local and shared through a real Redis), and principal-bound state.
 
-mod common;
+
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 fn ok_result(req: &Received) -> Vec<Step> {

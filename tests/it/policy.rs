@@ -3,9 +3,9 @@
 //! event stream) and the benign flows, and the client sees what the gateway
 //! made of it.
 
-mod common;
 
-use common::*;
+
+use crate::common::*;
 use serde_json::{json, Value};
 
 const PROVENANCE: &str = "dev.portcullis/provenance";

@@ -1,0 +1,16 @@
+//! The integration tests, one binary: real HTTP over loopback, real MCP SDK
+//! peers (rmcp), a real Redis, the gateway in-process or as its binary.
+//! `common` holds the shared harness; each module one area.
+
+mod common;
+
+mod audit;
+mod cli;
+mod identity;
+mod mrtr;
+mod policy;
+mod proxy;
+mod reload;
+mod rmcp_e2e;
+mod throttle_redis;
+mod tls;
