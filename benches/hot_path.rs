@@ -119,9 +119,9 @@ fn sse_framing(c: &mut Criterion) {
 }
 
 fn sealed_state(c: &mut Criterion) {
+    use portcullis::model::Asked;
     use portcullis::mrtr::seal::{new_key_line, SealedState, StateKeys};
     use portcullis::policy::form::{FieldKind, FormField, FormSchema};
-    use portcullis::model::Asked;
     let keys = StateKeys::parse(&format!("{},{}", new_key_line("k2"), new_key_line("k1"))).unwrap();
     let field = |name: &str, kind: FieldKind| FormField {
         name: name.into(),

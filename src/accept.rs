@@ -64,7 +64,10 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for PipelineService {
     type Error = Infallible;
     type Future = Handled;
 
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Infallible>> {
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
         std::task::Poll::Ready(Ok(()))
     }
 
@@ -136,7 +139,10 @@ pub async fn serve(
                     identity: PeerIdentity::default(),
                 };
                 let conn = builder
-                    .serve_connection(TokioIo::new(stream), service(gateway.clone(), peer, &layers))
+                    .serve_connection(
+                        TokioIo::new(stream),
+                        service(gateway.clone(), peer, &layers),
+                    )
                     .into_owned();
                 let fut = graceful.watch(conn);
                 tokio::spawn(async move {

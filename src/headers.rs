@@ -60,7 +60,12 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, drop: &[&HeaderName]) {
 /// dropped so the upstream answers in a form the gateway can inspect;
 /// `Authorization` is kept only when the route says so (MCP forbids passing
 /// a client's token through to another server).
-pub fn to_upstream(headers: &mut HeaderMap, peer: SocketAddr, tls: bool, forward_authorization: bool) {
+pub fn to_upstream(
+    headers: &mut HeaderMap,
+    peer: SocketAddr,
+    tls: bool,
+    forward_authorization: bool,
+) {
     let host = headers.get(header::HOST).cloned();
     let dropped: &[&HeaderName] = if forward_authorization {
         &[&header::ACCEPT_ENCODING]

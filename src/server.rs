@@ -88,7 +88,9 @@ async fn bind(address: SocketAddr, name: &str) -> Result<TcpListener, StartError
 }
 
 fn adopt(l: std::net::TcpListener, name: &str) -> Result<TcpListener, StartError> {
-    let address = l.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let address = l
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let err = |source| StartError::Bind {
         name: name.to_owned(),
         address,
@@ -240,11 +242,11 @@ impl RunningGateway {
         .await
         .map_err(|_| ReloadError::Loader)??;
         let old = self.current.load_full();
-        let listeners_changed = config
+        let listeners_changed = config.listeners.iter().map(|l| l.address).ne(old
+            .config
             .listeners
             .iter()
-            .map(|l| l.address)
-            .ne(old.config.listeners.iter().map(|l| l.address));
+            .map(|l| l.address));
         if listeners_changed {
             tracing::warn!(
                 "listener addresses changed in the config; they take effect at the next restart"
@@ -292,11 +294,7 @@ impl RunningGateway {
             .spawn(move || loop {
                 std::thread::sleep(every);
                 let Some(gw) = me.upgrade() else { return };
-                let changed = gw
-                    .files
-                    .lock()
-                    .map(|f| f.changed())
-                    .unwrap_or_default();
+                let changed = gw.files.lock().map(|f| f.changed()).unwrap_or_default();
                 if changed.is_empty() {
                     continue;
                 }

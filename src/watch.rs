@@ -24,7 +24,8 @@ fn expand(p: &Path) -> Vec<PathBuf> {
     let mut out = vec![p.to_owned()];
     if p.is_dir() {
         if let Ok(entries) = std::fs::read_dir(p) {
-            let mut inner: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+            let mut inner: Vec<PathBuf> =
+                entries.filter_map(Result::ok).map(|e| e.path()).collect();
             inner.sort();
             out.extend(inner);
         }

@@ -10,9 +10,11 @@ use super::config::{DEFAULT_MAX_FILES, DEFAULT_MAX_FILE_BYTES};
 use super::event::to_line;
 use super::sink::backup;
 use super::*;
+use crate::model::{
+    Asked, ClientCaps, FieldKind, FormField, FormSchema, McpMethod, Reason, Refusal,
+};
 use crate::mrtr::answers::{check_answers, AnswerRules};
 use crate::mrtr::seal::SealedState;
-use crate::model::{Asked, ClientCaps, FieldKind, FormField, FormSchema, McpMethod, Reason, Refusal};
 use crate::mrtr::value_scan::SecretValueScanner;
 use crate::policy::config::PolicySet;
 use crate::policy::inspect::{inspect_result, Report, Subject, Verdict};

@@ -55,7 +55,6 @@ pub struct LogConfig {
     pub level: String,
 }
 
-
 pub(super) fn limits(raw: &RawLimits, loc: &Locator<'_>) -> Result<Limits, ConfigError> {
     let d = Limits::default();
     let max_header_bytes = loc.positive(
@@ -120,7 +119,6 @@ pub(super) fn limits(raw: &RawLimits, loc: &Locator<'_>) -> Result<Limits, Confi
         )?,
     })
 }
-
 
 pub(super) fn state_config(
     raw: &RawState,
@@ -198,7 +196,6 @@ pub(super) fn state_config(
         replay,
     })
 }
-
 
 pub(super) fn log_config(raw: &RawLog, loc: &Locator<'_>) -> Result<LogConfig, ConfigError> {
     let format = match &raw.format {

@@ -107,9 +107,12 @@ fn server_names(
     }
     let mut names = Vec::new();
     for n in list.get_ref() {
-        let a = n.get_ref().trim().parse::<Authority>().ok().filter(|a| {
-            !a.host().is_empty() && !a.as_str().contains('@')
-        });
+        let a = n
+            .get_ref()
+            .trim()
+            .parse::<Authority>()
+            .ok()
+            .filter(|a| !a.host().is_empty() && !a.as_str().contains('@'));
         let Some(a) = a else {
             return Err(loc.at(
                 n.span(),
@@ -297,16 +300,35 @@ mod tests {
             file: "t",
             text: &text,
         };
-        server_names(&Some(t.x), "10.0.0.1:443".parse().unwrap(), "listener[0]", &loc).unwrap()
+        server_names(
+            &Some(t.x),
+            "10.0.0.1:443".parse().unwrap(),
+            "listener[0]",
+            &loc,
+        )
+        .unwrap()
     }
 
     #[test]
     fn loopback_names_with_the_listeners_port() {
         let n = ServerNames::Loopback;
-        for ok in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "LOCALHOST:8080", "localhost.:8080"] {
+        for ok in [
+            "localhost:8080",
+            "127.0.0.1:8080",
+            "[::1]:8080",
+            "LOCALHOST:8080",
+            "localhost.:8080",
+        ] {
             assert!(n.allows(ok, 8080), "{ok}");
         }
-        for bad in ["evil.example.com:8080", "localhost:9090", "127.0.0.2:8080", "localhost", "user@localhost:8080", ""] {
+        for bad in [
+            "evil.example.com:8080",
+            "localhost:9090",
+            "127.0.0.2:8080",
+            "localhost",
+            "user@localhost:8080",
+            "",
+        ] {
             assert!(!n.allows(bad, 8080), "{bad}");
         }
         assert!(n.allows("localhost", 80));

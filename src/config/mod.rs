@@ -84,7 +84,8 @@ impl GatewayConfig {
     /// Every file the config is made of: itself, then the policies
     /// directory and the state keys file.
     pub fn files(&self) -> impl Iterator<Item = &Path> {
-        std::iter::once(self.source.as_path()).chain(self.watched_files.iter().map(PathBuf::as_path))
+        std::iter::once(self.source.as_path())
+            .chain(self.watched_files.iter().map(PathBuf::as_path))
     }
 }
 
@@ -97,7 +98,11 @@ fn validate(
     let limits = limits::limits(&raw.limits, loc)?;
     let listeners = listener::listeners(&raw.listener, loc, base)?;
     let admin = match &raw.admin {
-        Some(a) => Some(listener::socket_addr(&a.get_ref().address, "admin.address", loc)?),
+        Some(a) => Some(listener::socket_addr(
+            &a.get_ref().address,
+            "admin.address",
+            loc,
+        )?),
         None => None,
     };
     if let Some(admin) = admin {
@@ -124,11 +129,11 @@ fn validate(
     let policies = policies(&raw, loc, base)?;
     let upstreams = upstream::upstreams(&raw.upstream, loc, base, &policies)?;
     let auth = AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e.into()))?;
-    let throttle = crate::throttle::validate(raw.rate_limits.as_ref())
-        .map_err(|e| loc.settings(e.into()))?;
+    let throttle =
+        crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e.into()))?;
     let routes = route::routes(&raw.route, &upstreams, &auth, loc)?;
-    let audit = AuditSettings::from_raw(raw.audit.as_ref(), base)
-        .map_err(|e| loc.settings(e.into()))?;
+    let audit =
+        AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e.into()))?;
     Ok(GatewayConfig {
         source: path.to_owned(),
         listeners,

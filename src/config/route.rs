@@ -23,7 +23,6 @@ pub struct RouteConfig {
     pub permissions: Permissions,
 }
 
-
 pub(super) fn routes(
     raw: &[Spanned<RawRoute>],
     upstreams: &[Arc<UpstreamRoute>],
@@ -90,7 +89,6 @@ pub(super) fn routes(
     }
     Ok(out)
 }
-
 
 fn permission_rules(
     raw: &[Spanned<RawPermission>],

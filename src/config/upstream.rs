@@ -48,7 +48,6 @@ impl std::fmt::Debug for UpstreamRoute {
     }
 }
 
-
 fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
@@ -56,7 +55,6 @@ fn valid_id(id: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
-
 
 pub(super) fn upstreams(
     raw: &[Spanned<RawUpstream>],

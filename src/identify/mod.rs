@@ -150,12 +150,11 @@ impl AuthFailure {
         }
     }
 
-    /// Stable `data.reason` of the JSON-RPC error:
-    /// `authentication_required` or `invalid_credentials`.
-    pub fn reason(&self) -> &'static str {
+    /// The refusal reason: `authentication_required` or `invalid_credentials`.
+    pub fn reason(&self) -> crate::model::Reason {
         match self {
-            AuthFailure::Missing => "authentication_required",
-            AuthFailure::Invalid { .. } => "invalid_credentials",
+            AuthFailure::Missing => crate::model::Reason::AuthenticationRequired,
+            AuthFailure::Invalid { .. } => crate::model::Reason::InvalidCredentials,
         }
     }
 
@@ -639,7 +638,7 @@ hash = "{}"
             ]),
         ] {
             let e = s.authenticate(&[keys], true, &h, &peer).unwrap_err();
-            assert_eq!(e.reason(), "invalid_credentials", "{h:?}");
+            assert_eq!(e.reason().as_str(), "invalid_credentials", "{h:?}");
         }
         let e = s
             .authenticate(
@@ -655,13 +654,13 @@ hash = "{}"
     #[test]
     fn failure_rendering() {
         let m = AuthFailure::Missing;
-        assert_eq!(m.reason(), "authentication_required");
+        assert_eq!(m.reason().as_str(), "authentication_required");
         assert_eq!(m.www_authenticate(), r#"Bearer realm="portcullis""#);
         let i = AuthFailure::Invalid {
             scheme: "keys".into(),
             why: "expired",
         };
-        assert_eq!(i.reason(), "invalid_credentials");
+        assert_eq!(i.reason().as_str(), "invalid_credentials");
         assert_eq!(
             i.www_authenticate(),
             r#"Bearer realm="portcullis", error="invalid_token", error_description="expired""#

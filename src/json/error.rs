@@ -54,9 +54,7 @@ impl JsonError {
 impl fmt::Display for JsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            JsonErrorKind::DuplicateMember { member } => {
-                write!(f, "duplicate member `{member}`")?
-            }
+            JsonErrorKind::DuplicateMember { member } => write!(f, "duplicate member `{member}`")?,
             JsonErrorKind::TooDeep => {
                 return write!(f, "nesting is deeper than {} levels", super::MAX_DEPTH)
             }

@@ -152,7 +152,13 @@ impl<'a> Message<'a> {
                     Ok(()) => MessageError::Invalid("a JSON-RPC message must be a JSON object"),
                 });
             }
-            None => return Err(MessageError::Json(JsonError::at(JsonErrorKind::Empty, 1, 1))),
+            None => {
+                return Err(MessageError::Json(JsonError::at(
+                    JsonErrorKind::Empty,
+                    1,
+                    1,
+                )))
+            }
         }
         let failure = Failure::default();
         let env = super::strict::run_envelope(body, &failure, EnvelopeSeed(&failure))?;
@@ -247,8 +253,9 @@ mod tests {
         assert_eq!(n.kind, MessageKind::Notification);
         let s = Message::parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
         assert_eq!(s.kind, MessageKind::Response);
-        let e = Message::parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#)
-            .unwrap();
+        let e =
+            Message::parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#)
+                .unwrap();
         assert_eq!((e.kind, e.id_json()), (MessageKind::Response, "null"));
     }
 
@@ -276,13 +283,32 @@ mod tests {
             (b"{\"jsonrpc\":", Reason::InvalidJson),
             (b"42", Reason::InvalidRequest),
             (b"nope", Reason::InvalidJson),
-            (br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, Reason::InvalidRequest),
-            (br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, Reason::InvalidRequest),
-            (br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#, Reason::InvalidRequest),
-            (br#"{"jsonrpc":"2.0","id":null,"result":{}}"#, Reason::InvalidRequest),
-            (br#"{"jsonrpc":"2.0","id":"\ud800","method":"x"}"#, Reason::InvalidRequest),
+            (
+                br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+                Reason::InvalidRequest,
+            ),
+            (
+                br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+                Reason::InvalidRequest,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#,
+                Reason::InvalidRequest,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+                Reason::InvalidRequest,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":"\ud800","method":"x"}"#,
+                Reason::InvalidRequest,
+            ),
         ] {
-            assert_eq!(Message::parse(body).unwrap_err().reason(), reason, "{body:?}");
+            assert_eq!(
+                Message::parse(body).unwrap_err().reason(),
+                reason,
+                "{body:?}"
+            );
         }
     }
 
@@ -290,13 +316,19 @@ mod tests {
     fn deep_nesting_is_an_error_not_a_stack_overflow() {
         let mut body = br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"#.to_vec();
         body.extend(std::iter::repeat_n(b'[', 100_000));
-        assert_eq!(Message::parse(&body).unwrap_err().reason(), Reason::InvalidJson);
+        assert_eq!(
+            Message::parse(&body).unwrap_err().reason(),
+            Reason::InvalidJson
+        );
         // A closed bomb in a member outside JSON-RPC stops at serde's limit.
         let mut closed = br#"{"jsonrpc":"2.0","id":1,"method":"x","extra":"#.to_vec();
         closed.extend(std::iter::repeat_n(b'[', 100_000));
         closed.extend(std::iter::repeat_n(b']', 100_000));
         closed.push(b'}');
-        assert_eq!(Message::parse(&closed).unwrap_err().reason(), Reason::InvalidJson);
+        assert_eq!(
+            Message::parse(&closed).unwrap_err().reason(),
+            Reason::InvalidJson
+        );
         // One in params is kept raw for the phase that reads params.
         let mut in_params = br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"#.to_vec();
         in_params.extend(std::iter::repeat_n(b'[', 100_000));

@@ -80,7 +80,8 @@ where
             Some(v) if sane(v) => v.clone(),
             _ => mint(),
         };
-        req.headers_mut().insert(X_REQUEST_ID.clone(), value.clone());
+        req.headers_mut()
+            .insert(X_REQUEST_ID.clone(), value.clone());
         let text: Arc<str> = Arc::from(value.to_str().unwrap_or("-"));
         req.extensions_mut().insert(RequestId(text));
         WithRequestId {

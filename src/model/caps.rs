@@ -74,7 +74,8 @@ mod tests {
     fn empty_elicitation_means_form_only() {
         let c = ClientCaps::parse(r#"{"elicitation":{}}"#);
         assert!(c.elicitation_form && !c.elicitation_url);
-        let c = ClientCaps::parse(r#"{"elicitation":{"url":{}},"sampling":{"context":{}},"roots":{}}"#);
+        let c =
+            ClientCaps::parse(r#"{"elicitation":{"url":{}},"sampling":{"context":{}},"roots":{}}"#);
         assert!(!c.elicitation_form && c.elicitation_url && c.sampling_context && c.roots);
         assert_eq!(ClientCaps::parse("[]"), ClientCaps::default());
     }

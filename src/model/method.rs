@@ -125,9 +125,9 @@ impl McpMethod {
             McpMethod::ResourcesSubscribe | McpMethod::ResourcesUnsubscribe => {
                 ("uri", false, Some(TargetKind::Resource))
             }
-            McpMethod::TasksGet
-            | McpMethod::TasksResult
-            | McpMethod::TasksCancel => ("taskId", false, None),
+            McpMethod::TasksGet | McpMethod::TasksResult | McpMethod::TasksCancel => {
+                ("taskId", false, None)
+            }
             _ => return None,
         };
         Some(TargetMember {
@@ -226,7 +226,12 @@ mod tests {
     fn targets_and_lists() {
         assert_eq!(McpMethod::ToolsCall.target().unwrap().member, "name");
         assert!(McpMethod::ResourcesRead.target().unwrap().header_required);
-        assert!(!McpMethod::ResourcesSubscribe.target().unwrap().header_required);
+        assert!(
+            !McpMethod::ResourcesSubscribe
+                .target()
+                .unwrap()
+                .header_required
+        );
         assert!(McpMethod::ToolsList.target().is_none());
         assert_eq!(McpMethod::ToolsList.list().unwrap().items, "tools");
     }

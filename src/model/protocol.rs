@@ -30,7 +30,10 @@ impl ProtocolVersion {
     ];
 
     pub fn parse(s: &str) -> Option<ProtocolVersion> {
-        ProtocolVersion::ALL.iter().copied().find(|v| v.as_str() == s)
+        ProtocolVersion::ALL
+            .iter()
+            .copied()
+            .find(|v| v.as_str() == s)
     }
 
     pub const fn as_str(self) -> &'static str {

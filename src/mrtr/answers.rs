@@ -673,8 +673,8 @@ fn roots(key: &str, answer: &Value) -> Result<(), AnswerProblem> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mrtr::value_scan::SecretValueKind;
     use crate::model::FormField;
+    use crate::mrtr::value_scan::SecretValueKind;
     use serde_json::json;
 
     fn text(min_len: Option<u64>, max_len: Option<u64>, format: Option<TextFormat>) -> FieldKind {

@@ -50,7 +50,9 @@ impl MrtrShared {
     pub async fn consume(&self, prior: &SealedState) {
         let id = prior.redemption_id();
         if self.replay.consume(&id, prior.expires).await.is_err() {
-            tracing::warn!("single-use state store unavailable; a replay of this state may be accepted");
+            tracing::warn!(
+                "single-use state store unavailable; a replay of this state may be accepted"
+            );
         }
     }
 }

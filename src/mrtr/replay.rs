@@ -145,7 +145,9 @@ mod tests {
         assert!(s.is_consumed("op.1").await.unwrap());
         assert!(!s.is_consumed("op.2").await.unwrap());
         // Past its expiry an id is forgotten (the state itself no longer opens).
-        s.consume("op.3", now_secs().saturating_sub(1)).await.unwrap();
+        s.consume("op.3", now_secs().saturating_sub(1))
+            .await
+            .unwrap();
         assert!(!s.is_consumed("op.3").await.unwrap());
     }
 }

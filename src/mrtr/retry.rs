@@ -155,7 +155,9 @@ impl MrtrShared {
         };
         // The operation's answer budget holds on every round, the last one
         // included: checked before anything goes upstream.
-        let total = prior.answer_bytes.saturating_add(report.answer_bytes as u64);
+        let total = prior
+            .answer_bytes
+            .saturating_add(report.answer_bytes as u64);
         if total > self.settings.max_answer_bytes {
             let message = format!(
                 "the answers in this operation exceed {} bytes; the gateway stops it here",

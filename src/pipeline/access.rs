@@ -23,19 +23,20 @@ pub fn identify(
     gateway
         .config
         .auth
-        .authenticate(&config.auth, config.allow_anonymous, headers, &peer.identity)
+        .authenticate(
+            &config.auth,
+            config.allow_anonymous,
+            headers,
+            &peer.identity,
+        )
         .map_err(|failure| {
-            let (reason, message) = match &failure {
-                AuthFailure::Missing => (
-                    Reason::AuthenticationRequired,
-                    "this endpoint needs a credential (see WWW-Authenticate)".to_owned(),
-                ),
-                AuthFailure::Invalid { why, .. } => (
-                    Reason::InvalidCredentials,
-                    format!("the credential was refused: {why}"),
-                ),
+            let message = match &failure {
+                AuthFailure::Missing => {
+                    "this endpoint needs a credential (see WWW-Authenticate)".to_owned()
+                }
+                AuthFailure::Invalid { why, .. } => format!("the credential was refused: {why}"),
             };
-            Refused::new(Refusal::new(reason, message), None, route.name())
+            Refused::new(Refusal::new(failure.reason(), message), None, route.name())
                 .with_header(header::WWW_AUTHENTICATE, failure.www_authenticate())
         })
 }
@@ -46,7 +47,11 @@ pub async fn throttle(gateway: &Gateway, scope: Scope, key: &[&str]) -> Result<(
         Ok(Ok(())) => Ok(()),
         Ok(Err(limited)) => {
             gateway.metrics.rate_limited(scope.as_str());
-            Err(rate_limited(scope, limited.retry_after_secs(), "too many requests"))
+            Err(rate_limited(
+                scope,
+                limited.retry_after_secs(),
+                "too many requests",
+            ))
         }
         Err(_) => Err(Refusal::new(
             Reason::RateLimiterUnavailable,
@@ -100,6 +105,9 @@ pub fn permit(ctx: &RequestCtx) -> Result<(), Refusal> {
     }
     Err(Refusal::new(
         Reason::ToolNotPermitted,
-        format!("this caller may not use that {} on this route", kind.as_str()),
+        format!(
+            "this caller may not use that {} on this route",
+            kind.as_str()
+        ),
     ))
 }

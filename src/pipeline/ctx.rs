@@ -29,7 +29,11 @@ pub struct RequestCtx {
 impl RequestCtx {
     /// A context for `request` on `path` of an offline gateway, from an
     /// anonymous loopback peer (benchmarks, fuzzing, `portcullis explain`).
-    pub fn offline(gateway: Arc<Gateway>, path: &str, request: ParsedRequest) -> Option<RequestCtx> {
+    pub fn offline(
+        gateway: Arc<Gateway>,
+        path: &str,
+        request: ParsedRequest,
+    ) -> Option<RequestCtx> {
         let route = gateway.routes.select(path)?.clone();
         let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         let peer = Arc::new(Peer {

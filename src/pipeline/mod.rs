@@ -164,12 +164,7 @@ impl Gateway {
             .map_err(|r| with_retry_after(at(r)))?;
         let limits = &self.config.limits;
         let bytes = request::read(&parts, body, limits).await.map_err(at)?;
-        let parsed = request::parse(&parts, &bytes).map_err(|rejected| {
-            if let Some(m) = rejected.method {
-                record.set_method(m);
-            }
-            Refused::new(rejected.refusal, rejected.id.as_deref(), &name)
-        })?;
+        let parsed = request::parse(&parts, &bytes).map_err(|r| r.within(None, &name))?;
         record.set_method(parsed.method);
         let mut ctx = RequestCtx {
             gateway: self.clone(),
@@ -181,9 +176,12 @@ impl Gateway {
             request: parsed,
             retry: None,
         };
-        let within = |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), &name));
+        let within =
+            |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), &name));
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
-        access::throttle_target(&ctx).await.map_err(|r| within(r, &ctx))?;
+        access::throttle_target(&ctx)
+            .await
+            .map_err(|r| within(r, &ctx))?;
         let body = retry::check(&mut ctx).await.map_err(|r| within(r, &ctx))?;
         let upstream = &route.upstream;
         to_upstream(

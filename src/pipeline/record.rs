@@ -222,12 +222,7 @@ impl Metrics {
 
     /// Count one inspected `input_required` result and its verdicts. Rule and
     /// action names come from the gateway's fixed sets.
-    pub fn record_input_required(
-        &self,
-        upstream: &str,
-        delivered: bool,
-        verdicts: &[Verdict],
-    ) {
+    pub fn record_input_required(&self, upstream: &str, delivered: bool, verdicts: &[Verdict]) {
         let outcome = if delivered { "delivered" } else { "refused" };
         self.input_required
             .with_label_values(&[upstream, outcome])

@@ -9,7 +9,7 @@ use http::{header, HeaderName, HeaderValue, Response, StatusCode};
 use super::body::ProxyBody;
 use super::record::{Outcome, RequestRecord};
 use crate::json::error_body;
-use crate::model::{Reason, Refusal};
+use crate::model::{McpMethod, Reason, Refusal};
 
 /// A refusal on its way to the client: the request id when known, the
 /// upstream's name once routed, and any headers the refusal needs
@@ -20,6 +20,8 @@ pub struct Refused {
     pub id: Option<String>,
     pub refusal: Refusal,
     pub upstream: Option<String>,
+    /// The body's method, when the body could be read that far.
+    pub method: Option<McpMethod>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
@@ -29,6 +31,7 @@ impl From<Refusal> for Refused {
             id: None,
             refusal,
             upstream: None,
+            method: None,
             headers: Vec::new(),
         }
     }
@@ -40,6 +43,7 @@ impl Refused {
             id: id.map(str::to_owned),
             refusal,
             upstream: Some(upstream.to_owned()),
+            method: None,
             headers: Vec::new(),
         }
     }
@@ -62,13 +66,21 @@ impl Refused {
 }
 
 /// Answer with a JSON-RPC error, counted under its reason.
-pub fn respond(mut record: RequestRecord, refused: Refused, request_id: &str) -> Response<ProxyBody> {
+pub fn respond(
+    mut record: RequestRecord,
+    refused: Refused,
+    request_id: &str,
+) -> Response<ProxyBody> {
     let Refused {
         id,
         refusal,
         upstream,
+        method,
         headers,
     } = refused;
+    if let Some(m) = method {
+        record.set_method(m);
+    }
     record.set_outcome(Outcome::Refused(refusal.reason));
     tracing::info!(
         request_id,
@@ -90,14 +102,19 @@ pub fn error_bytes(id: Option<&str>, refusal: &Refusal, upstream: Option<&str>) 
 }
 
 /// A JSON-RPC error response with the refusal's HTTP status.
-pub fn error_response(id: Option<&str>, refusal: &Refusal, upstream: Option<&str>) -> Response<ProxyBody> {
+pub fn error_response(
+    id: Option<&str>,
+    refusal: &Refusal,
+    upstream: Option<&str>,
+) -> Response<ProxyBody> {
     let mut resp = Response::new(ProxyBody::full(error_bytes(id, refusal, upstream)));
     *resp.status_mut() = refusal.status();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if resp.status() == StatusCode::METHOD_NOT_ALLOWED && refusal.reason == Reason::MethodNotAllowed {
+    if resp.status() == StatusCode::METHOD_NOT_ALLOWED && refusal.reason == Reason::MethodNotAllowed
+    {
         resp.headers_mut()
             .entry(header::ALLOW)
             .or_insert(HeaderValue::from_static("POST"));
@@ -111,10 +128,15 @@ mod tests {
 
     #[test]
     fn the_id_is_spliced_in_as_written() {
-        let r = Refusal::new(Reason::RateLimited, "slow down").with_data("scope", "principal".into());
+        let r =
+            Refusal::new(Reason::RateLimited, "slow down").with_data("scope", "principal".into());
         for id in ["7", "\"a\\u0062\"", "-1.5e3"] {
-            let v: serde_json::Value = serde_json::from_slice(&error_bytes(Some(id), &r, Some("Rooms"))).unwrap();
-            assert_eq!(v["id"], serde_json::from_str::<serde_json::Value>(id).unwrap());
+            let v: serde_json::Value =
+                serde_json::from_slice(&error_bytes(Some(id), &r, Some("Rooms"))).unwrap();
+            assert_eq!(
+                v["id"],
+                serde_json::from_str::<serde_json::Value>(id).unwrap()
+            );
             assert_eq!(v["error"]["data"]["reason"], "rate_limited");
             assert_eq!(v["error"]["data"]["upstream"], "Rooms");
         }

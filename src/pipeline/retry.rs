@@ -74,7 +74,10 @@ async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
             .audit_context()
             .with_operation(&accepted.prior.operation, accepted.prior.round);
         audit.emit(&at, AuditEvent::retry_ok(&accepted.answers));
-        audit.emit(&at, AuditEvent::forwarded(&accepted.answers, &accepted.prior));
+        audit.emit(
+            &at,
+            AuditEvent::forwarded(&accepted.answers, &accepted.prior),
+        );
     }
     let body = accepted.body.clone();
     ctx.retry = Some(accepted);

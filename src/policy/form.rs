@@ -262,11 +262,21 @@ fn number(name: &str, prop: &Map<String, Value>, integer: bool) -> Result<FieldK
     Ok(FieldKind::Number { integer, min, max })
 }
 
+/// Whether a list may name the same string twice.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Repeats {
+    /// Machine values: each must be distinct.
+    Refused,
+    /// Labels: only their count and type matter.
+    Allowed,
+}
+
 fn string_list(
     name: &str,
     v: Option<&Value>,
     what: &str,
     limits: &SchemaLimits,
+    repeats: Repeats,
 ) -> Result<Vec<String>, SchemaError> {
     let list = v
         .and_then(Value::as_array)
@@ -285,7 +295,7 @@ fn string_list(
         let s = item
             .as_str()
             .ok_or_else(|| problem(Some(name), format!("{what} must be an array of strings")))?;
-        if out.iter().any(|o| o == s) {
+        if repeats == Repeats::Refused && out.iter().any(|o| o == s) {
             return Err(problem(
                 Some(name),
                 format!("{what} lists the same value twice"),
@@ -356,14 +366,10 @@ fn plain_choice(
     limits: &SchemaLimits,
 ) -> Result<FieldKind, SchemaError> {
     allowed_keys(name, prop, &["enum", "enumNames"])?;
-    let options = string_list(name, prop.get("enum"), "enum", limits)?;
+    let options = string_list(name, prop.get("enum"), "enum", limits, Repeats::Refused)?;
     if let Some(names) = prop.get("enumNames") {
-        let names = string_list(name, Some(names), "enumNames", limits).or_else(|e| match e {
-            // Labels may repeat; only their count and type matter.
-            SchemaError::NotAllowed(p) if p.message.contains("twice") => Ok(Vec::new()),
-            other => Err(other),
-        })?;
-        if !names.is_empty() && names.len() != options.len() {
+        let names = string_list(name, Some(names), "enumNames", limits, Repeats::Allowed)?;
+        if names.len() != options.len() {
             return Err(problem(
                 Some(name),
                 "enumNames must have one label per enum value",
@@ -418,7 +424,13 @@ fn multi_choice(
                 "array items must be string enums (arrays of objects are not allowed)",
             ));
         }
-        string_list(name, items.get("enum"), "items.enum", limits)?
+        string_list(
+            name,
+            items.get("enum"),
+            "items.enum",
+            limits,
+            Repeats::Refused,
+        )?
     };
     let min_items = non_negative(name, prop, "minItems")?;
     let max_items = non_negative(name, prop, "maxItems")?;

@@ -357,6 +357,12 @@ pub fn validate(raw: Option<&Spanned<RawRateLimits>>) -> Result<ThrottleSettings
     })
 }
 
+impl From<RateConfigError> for crate::model::SettingsError {
+    fn from(e: RateConfigError) -> Self {
+        crate::model::SettingsError::new(e.span, e.field, e.message)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,11 +506,5 @@ key_prefix = "pc:"
         let r: Result<Top, _> =
             toml::from_str("[rate_limits]\nper_principal = { rate = \"1/s\", brust = 2 }\n");
         assert!(r.is_err());
-    }
-}
-
-impl From<RateConfigError> for crate::model::SettingsError {
-    fn from(e: RateConfigError) -> Self {
-        crate::model::SettingsError::new(e.span, e.field, e.message)
     }
 }

@@ -30,7 +30,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use toml::Spanned;
 
-pub use config::{validate, Rate, RateConfigError, RawRate, RawRateLimits, RedisFailure, ThrottleSettings};
+pub use config::{
+    validate, Rate, RateConfigError, RawRate, RawRateLimits, RedisFailure, ThrottleSettings,
+};
 
 use local::LocalScope;
 use redis::{RedisAnswer, RedisBackend};

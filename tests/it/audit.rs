@@ -2,8 +2,6 @@
 //! MRTR step, sharing the operation id, and no trace anywhere of what the
 //! user typed, of secrets, or of requestState contents.
 
-
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

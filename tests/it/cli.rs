@@ -1,7 +1,5 @@
 //! The `portcullis` binary: check, run with graceful SIGTERM drain, demo.
 
-
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -2,8 +2,6 @@
 //! proxy on loopback: API keys, JWT, mTLS, tool permissions, rate limits
 //! (local and shared through a real Redis), and principal-bound state.
 
-
-
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 

@@ -2,8 +2,6 @@
 //! validated answers, round limits, single use — over real loopback HTTP,
 //! with an upstream that records everything that reaches it.
 
-
-
 use std::time::Duration;
 
 use crate::common::*;

@@ -3,8 +3,6 @@
 //! event stream) and the benign flows, and the client sees what the gateway
 //! made of it.
 
-
-
 use crate::common::*;
 use serde_json::{json, Value};
 

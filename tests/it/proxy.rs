@@ -1,8 +1,6 @@
 //! The proxy over real loopback HTTP: transport rules, faults of hostile
 //! upstreams, streaming, cancellation, limits, admin endpoints.
 
-
-
 use std::time::{Duration, Instant};
 
 use crate::common::*;

@@ -2,8 +2,6 @@
 //! a bad file keeps the old config running; in-flight requests finish under
 //! the config they started with; no request is lost during reloads.
 
-
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,8 +2,6 @@
 //! 2026-07-28) on both sides of the gateway: an rmcp server upstream and an
 //! rmcp client, plus the rmcp client against the built-in demo server.
 
-
-
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,13 +1,11 @@
 //! TLS on both sides: a listener with a certificate generated here, and an
 //! https upstream whose certificate chains to a custom CA in the config.
 
-
-
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use crate::common::*;
+use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};

@@ -365,7 +365,7 @@ jwks_file = "{}"
         let e = s
             .authenticate(order, true, &bearer("pcl_wrong"), &peer)
             .unwrap_err();
-        assert_eq!(e.reason(), "invalid_credentials");
+        assert_eq!(e.reason().as_str(), "invalid_credentials");
     }
 }
 

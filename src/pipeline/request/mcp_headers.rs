@@ -57,7 +57,11 @@ pub(super) fn check_method(parts: &Parts, method: &str) -> Result<(), Refusal> {
 }
 
 pub(super) fn unsupported(requested: &str, supported: &[ProtocolVersion]) -> Refusal {
-    let shown: String = requested.chars().filter(|c| !c.is_control()).take(32).collect();
+    let shown: String = requested
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(32)
+        .collect();
     Refusal::new(
         Reason::UnsupportedProtocolVersion,
         format!("protocol version {shown} is not supported by this gateway"),

@@ -17,6 +17,7 @@ use http::request::Parts;
 use hyper::body::Incoming;
 use serde_json::value::RawValue;
 
+use super::refuse::Refused;
 use crate::config::Limits;
 use crate::json::{self, span_in, Message, MessageKind};
 use crate::model::{ClientCaps, McpMethod, ProtocolVersion, Reason, Refusal};
@@ -90,39 +91,21 @@ impl ParsedRequest {
     }
 }
 
-/// A refusal of the request, with what is known of the message by then.
-#[derive(Debug)]
-pub struct Rejected {
-    /// The id's JSON text.
-    pub id: Option<String>,
-    pub method: Option<McpMethod>,
-    pub refusal: Refusal,
-}
-
-impl From<Refusal> for Rejected {
-    fn from(refusal: Refusal) -> Self {
-        Rejected {
-            id: None,
-            method: None,
-            refusal,
-        }
-    }
-}
-
 /// Read the body and check the message.
 pub async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Bytes, Refusal> {
     body::read(parts, body, limits).await
 }
 
 /// Parse the body and check it against the headers.
-pub fn parse(parts: &Parts, body: &Bytes) -> Result<ParsedRequest, Rejected> {
-    let msg = Message::parse(body).map_err(|e| Refusal::new(e.reason(), e.to_string()))?;
+pub fn parse(parts: &Parts, body: &Bytes) -> Result<ParsedRequest, Refused> {
+    let msg =
+        Message::parse(body).map_err(|e| Refused::from(Refusal::new(e.reason(), e.to_string())))?;
     let id = msg.id.and_then(|raw| span_in(body, raw.get()));
     let method = msg.method.as_deref().map(McpMethod::parse);
-    let reject = |refusal: Refusal| Rejected {
+    let reject = |refusal: Refusal| Refused {
         id: msg.id.map(|raw| raw.get().to_owned()),
         method,
-        refusal,
+        ..Refused::from(refusal)
     };
     if msg.kind == MessageKind::Response {
         return Err(reject(Refusal::new(
@@ -134,16 +117,19 @@ pub fn parse(parts: &Parts, body: &Bytes) -> Result<ParsedRequest, Rejected> {
     let method = McpMethod::parse(name);
     let target_member = method.target();
     let view = match msg.params {
-        Some(p) => Some(params::read(p, target_member.map(|t| t.member)).map_err(|e| {
-            reject(Refusal::new(Reason::InvalidJson, format!("params: {e}")))
-        })?),
+        Some(p) => Some(
+            params::read(p, target_member.map(|t| t.member))
+                .map_err(|e| reject(Refusal::new(Reason::InvalidJson, format!("params: {e}"))))?,
+        ),
         None => None,
     };
     mcp_headers::check_method(parts, name).map_err(reject)?;
     let version = mcp_headers::check_version(parts, msg.kind, view.as_ref(), SUPPORTED_VERSIONS)
         .map_err(reject)?;
     let target = match target_member {
-        Some(member) => mcp_headers::check_name(parts, member, view.as_ref(), method).map_err(reject)?,
+        Some(member) => {
+            mcp_headers::check_name(parts, member, view.as_ref(), method).map_err(reject)?
+        }
         None => None,
     };
     let client = view

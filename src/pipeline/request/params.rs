@@ -153,7 +153,9 @@ mod tests {
 
     #[test]
     fn takes_out_what_the_checks_need() {
-        let p = raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"progressToken":1},"name":"book\u005froom","arguments":{"a":[1,{"b":2}]},"requestState":"s","inputResponses":{}}"#);
+        let p = raw(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"progressToken":1},"name":"book\u005froom","arguments":{"a":[1,{"b":2}]},"requestState":"s","inputResponses":{}}"#,
+        );
         let v = read(&p, Some("name")).unwrap();
         assert_eq!(v.target.unwrap().get(), r#""book\u005froom""#);
         assert_eq!(v.meta_version.as_deref(), Some("2026-07-28"));

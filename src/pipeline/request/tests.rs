@@ -2,6 +2,7 @@ use bytes::Bytes;
 use http::request::Parts;
 
 use super::*;
+use crate::pipeline::refuse::Refused;
 
 fn parts(headers: &[(&str, &str)]) -> Parts {
     let mut b = http::Request::builder().method("POST").uri("/mcp");
@@ -33,12 +34,15 @@ fn with(over: &[(&str, Option<&str>)]) -> Vec<(String, String)> {
     h
 }
 
-fn check(headers: &[(String, String)], body: &str) -> Result<ParsedRequest, Rejected> {
-    let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+fn check(headers: &[(String, String)], body: &str) -> Result<ParsedRequest, Refused> {
+    let h: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     parse(&parts(&h), &Bytes::from(body.to_owned()))
 }
 
-fn reason(r: Result<ParsedRequest, Rejected>) -> Reason {
+fn reason(r: Result<ParsedRequest, Refused>) -> Reason {
     r.map(|_| ()).unwrap_err().refusal.reason
 }
 
@@ -53,15 +57,35 @@ fn a_consistent_request_passes() {
 
 #[test]
 fn each_header_is_checked_against_the_body() {
-    let no_meta = CALL.replace("\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",", "");
+    let no_meta = CALL.replace(
+        "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",",
+        "",
+    );
     let other_body = CALL.replace("\"2026-07-28\"", "\"2025-06-18\"");
-    let cases: &[(&[(&str, Option<&str>)], &str, Reason)] = &[
+    type Case<'a> = (&'a [(&'a str, Option<&'a str>)], &'a str, Reason);
+    let cases: &[Case] = &[
         (&[("mcp-method", None)], CALL, Reason::HeaderMissing),
-        (&[("mcp-method", Some("tools/list"))], CALL, Reason::HeaderMismatch),
+        (
+            &[("mcp-method", Some("tools/list"))],
+            CALL,
+            Reason::HeaderMismatch,
+        ),
         (&[("mcp-name", None)], CALL, Reason::HeaderMissing),
-        (&[("mcp-name", Some("delete_all"))], CALL, Reason::HeaderMismatch),
-        (&[("mcp-protocol-version", None)], CALL, Reason::HeaderMissing),
-        (&[("mcp-protocol-version", Some("1999-01-01"))], CALL, Reason::UnsupportedProtocolVersion),
+        (
+            &[("mcp-name", Some("delete_all"))],
+            CALL,
+            Reason::HeaderMismatch,
+        ),
+        (
+            &[("mcp-protocol-version", None)],
+            CALL,
+            Reason::HeaderMissing,
+        ),
+        (
+            &[("mcp-protocol-version", Some("1999-01-01"))],
+            CALL,
+            Reason::UnsupportedProtocolVersion,
+        ),
         (&[], &other_body, Reason::HeaderMismatch),
         (&[], &no_meta, Reason::HeaderMismatch),
     ];
@@ -89,12 +113,18 @@ fn mcp_name_follows_the_method_target() {
     let h = with(&[("mcp-method", Some("tasks/get")), ("mcp-name", Some("t-2"))]);
     assert_eq!(reason(check(&h, task)), Reason::HeaderMismatch);
     let read = r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"uri":"file:///a"}}"#;
-    let h = with(&[("mcp-method", Some("resources/read")), ("mcp-name", Some("file:///a"))]);
+    let h = with(&[
+        ("mcp-method", Some("resources/read")),
+        ("mcp-name", Some("file:///a")),
+    ]);
     assert!(check(&h, read).is_ok());
     let h = with(&[("mcp-method", Some("resources/read")), ("mcp-name", None)]);
     assert_eq!(reason(check(&h, read)), Reason::HeaderMissing);
     let no_name = CALL.replace(",\"name\":\"book_room\"", "");
-    assert_eq!(reason(check(&with(&[("mcp-name", None)]), &no_name)), Reason::InvalidRequest);
+    assert_eq!(
+        reason(check(&with(&[("mcp-name", None)]), &no_name)),
+        Reason::InvalidRequest
+    );
     assert_eq!(reason(check(&with(&[]), &no_name)), Reason::HeaderMismatch);
 }
 
@@ -110,7 +140,10 @@ fn unsupported_version_carries_the_supported_list() {
 #[test]
 fn notifications_need_method_but_no_body_version() {
     let n = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"1"}}"#;
-    let h = with(&[("mcp-method", Some("notifications/cancelled")), ("mcp-name", None)]);
+    let h = with(&[
+        ("mcp-method", Some("notifications/cancelled")),
+        ("mcp-name", None),
+    ]);
     assert_eq!(check(&h, n).unwrap().kind, MessageKind::Notification);
 }
 
@@ -123,9 +156,15 @@ fn a_closed_depth_bomb_in_params_is_refused() {
     deep.extend(b"}}}");
     let h: Vec<(String, String)> = with(&[]);
     let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let r = parse(&parts(&h), &Bytes::from(deep)).map(|_| ()).unwrap_err();
+    let r = parse(&parts(&h), &Bytes::from(deep))
+        .map(|_| ())
+        .unwrap_err();
     assert_eq!(r.refusal.reason, Reason::InvalidJson);
-    assert!(r.refusal.message.contains("nesting"), "{}", r.refusal.message);
+    assert!(
+        r.refusal.message.contains("nesting"),
+        "{}",
+        r.refusal.message
+    );
 }
 
 #[test]
@@ -137,7 +176,11 @@ fn duplicates_and_lone_surrogates_in_arguments_are_refused() {
         r#"{"note":"\ud800"}"#,
     ] {
         let body = CALL.replace("\"arguments\":{}", &format!("\"arguments\":{args}"));
-        assert_eq!(reason(check(&with(&[]), &body)), Reason::InvalidJson, "{args}");
+        assert_eq!(
+            reason(check(&with(&[]), &body)),
+            Reason::InvalidJson,
+            "{args}"
+        );
     }
 }
 

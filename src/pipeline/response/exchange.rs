@@ -16,10 +16,10 @@ use serde_json::value::RawValue;
 
 use super::super::ctx::RequestCtx;
 use crate::json::strict::{Failure, Key};
-use serde::de::IgnoredAny;
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{McpMethod, Reason, Refusal};
 use crate::policy::inspect::{inspect_notification, Subject};
+use serde::de::IgnoredAny;
 
 /// The response phase's view of the exchange: the request context and
 /// where the message arrived.
@@ -28,9 +28,9 @@ pub struct Exchange {
     pub max_message_bytes: usize,
 }
 
-/// The decision on one message from the upstream.
+/// The decision on one message from the upstream (the policy's own findings are `policy::inspect::Verdict`s).
 #[derive(Debug)]
-pub enum Verdict {
+pub enum Disposition {
     /// A notification the client may see, unchanged.
     Notify,
     /// A notification whose text had to be made safe.
@@ -53,8 +53,8 @@ pub enum Carrier {
     Stream,
 }
 
-fn violation(message: impl Into<String>, kind: &str) -> Verdict {
-    Verdict::Refuse(
+fn violation(message: impl Into<String>, kind: &str) -> Disposition {
+    Disposition::Refuse(
         Refusal::new(Reason::UpstreamProtocolViolation, message)
             .with_data("messageKind", kind.into()),
     )
@@ -80,14 +80,14 @@ impl Exchange {
     }
 
     /// Inspect one JSON-RPC message from the upstream.
-    pub fn inspect(&mut self, message: &[u8], carrier: Carrier) -> Verdict {
+    pub fn inspect(&mut self, message: &[u8], carrier: Carrier) -> Disposition {
         let msg = match Message::parse(message) {
             Ok(m) => m,
             Err(MessageError::Batch) => {
                 return violation("the upstream sent a JSON-RPC batch; MCP over Streamable HTTP has one message per body or event", "batch")
             }
             Err(e) if e.is_duplicate() => {
-                return Verdict::Refuse(
+                return Disposition::Refuse(
                     Refusal::new(
                         Reason::DuplicateMember,
                         format!("the upstream's message cannot be read unambiguously: {e}"),
@@ -96,7 +96,7 @@ impl Exchange {
                 )
             }
             Err(e) => {
-                return Verdict::Refuse(Refusal::new(
+                return Disposition::Refuse(Refusal::new(
                     Reason::UpstreamBadResponse,
                     format!("the upstream sent something that is not a JSON-RPC message ({e})"),
                 ))
@@ -112,7 +112,7 @@ impl Exchange {
         }
     }
 
-    fn notification(&self, msg: &Message<'_>, carrier: Carrier) -> Verdict {
+    fn notification(&self, msg: &Message<'_>, carrier: Carrier) -> Disposition {
         let method = McpMethod::parse(msg.method.as_deref().unwrap_or_default());
         let allowed = match self.ctx.request.method {
             McpMethod::SubscriptionsListen => method.is_server_notification(),
@@ -134,7 +134,7 @@ impl Exchange {
             );
         }
         let Some(params) = msg.params else {
-            return Verdict::Notify;
+            return Disposition::Notify;
         };
         let route = &self.ctx.route.upstream.settings;
         let (outcome, _report) = inspect_notification(
@@ -144,20 +144,20 @@ impl Exchange {
             params.get().as_bytes(),
         );
         match outcome {
-            Ok(None) => Verdict::Notify,
+            Ok(None) => Disposition::Notify,
             Ok(Some(params)) => match serde_json::to_vec(&NotificationOut {
                 jsonrpc: "2.0",
                 method: method.as_str(),
                 params: &params,
             }) {
-                Ok(bytes) => Verdict::NotifyRewritten(Bytes::from(bytes)),
-                Err(_) => Verdict::Refuse(reencode_failed()),
+                Ok(bytes) => Disposition::NotifyRewritten(Bytes::from(bytes)),
+                Err(_) => Disposition::Refuse(reencode_failed()),
             },
-            Err(r) => Verdict::Refuse(r),
+            Err(r) => Disposition::Refuse(r),
         }
     }
 
-    fn response(&mut self, msg: &Message<'_>) -> Verdict {
+    fn response(&mut self, msg: &Message<'_>) -> Disposition {
         let ours = match (msg.id, self.ctx.id()) {
             (Some(got), Some(want)) => same_id(got.get(), want),
             // An error with a null id answers the request that could not be read.
@@ -172,36 +172,36 @@ impl Exchange {
         }
         if let Some(error) = msg.error {
             if let Err(e) = json::validate(error.get().as_bytes()) {
-                return Verdict::Refuse(read_failure(&e));
+                return Disposition::Refuse(read_failure(&e));
             }
             self.operation_ended_with_error();
-            return Verdict::Final;
+            return Disposition::Final;
         }
         match msg.result {
             Some(result) => self.result(msg.id, result),
-            None => Verdict::Final,
+            None => Disposition::Final,
         }
     }
 
     /// A result: `input_required` goes to the policy, everything else
     /// passes unchanged (a list filtered by permissions).
-    fn result(&mut self, id: Option<&RawValue>, result: &RawValue) -> Verdict {
+    fn result(&mut self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
         let result_type = match result_type(result.get().as_bytes()) {
             Ok(t) => t,
-            Err(e) => return Verdict::Refuse(read_failure(&e)),
+            Err(e) => return Disposition::Refuse(read_failure(&e)),
         };
         if result_type.as_deref() == Some("input_required") {
             return self.question(id, result);
         }
         if let Err(e) = json::validate(result.get().as_bytes()) {
-            return Verdict::Refuse(read_failure(&e));
+            return Disposition::Refuse(read_failure(&e));
         }
         self.operation_completed();
         self.filter_list(id, result)
     }
 
     /// A list result keeps only what the caller may use.
-    fn filter_list(&self, id: Option<&RawValue>, result: &RawValue) -> Verdict {
+    fn filter_list(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
         let route = &self.ctx.route.config;
         let filtered = route.permissions.filter_list(
             &self.ctx.principal,
@@ -209,11 +209,11 @@ impl Exchange {
             result.get(),
         );
         match filtered {
-            Err(e) => Verdict::Refuse(read_failure(&e)),
-            Ok(None) => Verdict::Final,
+            Err(e) => Disposition::Refuse(read_failure(&e)),
+            Ok(None) => Disposition::Final,
             Ok(Some(value)) => match response_bytes(id, &value) {
-                Some(bytes) => Verdict::FinalRewritten(bytes),
-                None => Verdict::Refuse(reencode_failed()),
+                Some(bytes) => Disposition::FinalRewritten(bytes),
+                None => Disposition::Refuse(reencode_failed()),
             },
         }
     }
@@ -270,7 +270,7 @@ pub(super) fn response_bytes(id: Option<&RawValue>, result: &serde_json::Value) 
 /// whoever reads it next (the policy for `input_required`, [`json::validate`]
 /// for anything else).
 fn result_type(result: &[u8]) -> Result<Option<Cow<'_, str>>, json::JsonError> {
-    if !result.first().is_some_and(|b| *b == b'{') {
+    if result.first().is_none_or(|b| *b != b'{') {
         return Ok(None);
     }
     let failure = Failure::default();
@@ -315,9 +315,23 @@ mod tests {
 
     #[test]
     fn result_type_is_read_in_any_spelling_once() {
-        assert_eq!(result_type(br#"{"content":[],"resultType":"complete"}"#).unwrap().as_deref(), Some("complete"));
+        assert_eq!(
+            result_type(br#"{"content":[],"resultType":"complete"}"#)
+                .unwrap()
+                .as_deref(),
+            Some("complete")
+        );
         assert_eq!(result_type(br#"{"content":[]}"#).unwrap(), None);
-        assert_eq!(result_type(br#"{"result\u0054ype":"input_required"}"#).unwrap().as_deref(), Some("input_required"));
-        assert!(result_type(br#"{"resultType":"complete","result\u0054ype":"input_required"}"#).unwrap_err().is_duplicate());
+        assert_eq!(
+            result_type(br#"{"result\u0054ype":"input_required"}"#)
+                .unwrap()
+                .as_deref(),
+            Some("input_required")
+        );
+        assert!(
+            result_type(br#"{"resultType":"complete","result\u0054ype":"input_required"}"#)
+                .unwrap_err()
+                .is_duplicate()
+        );
     }
 }

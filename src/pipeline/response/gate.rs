@@ -38,7 +38,9 @@ impl Exchange {
                 {
                     Ok(Ok(())) => {}
                     Ok(Err(limited)) => {
-                        gateway.metrics.rate_limited(Scope::InputRequiredRounds.as_str());
+                        gateway
+                            .metrics
+                            .rate_limited(Scope::InputRequiredRounds.as_str());
                         return Err(rate_limited(
                             Scope::InputRequiredRounds,
                             limited.retry_after_secs(),

@@ -18,7 +18,7 @@ use super::ctx::RequestCtx;
 use crate::headers::{to_client, X_ACCEL_BUFFERING};
 use crate::json::MessageKind;
 use crate::model::{Reason, Refusal};
-use exchange::{Carrier, Exchange, Verdict};
+use exchange::{Carrier, Disposition, Exchange};
 use stream::SseBody;
 
 /// The media type of a response, compared without allocating.
@@ -35,7 +35,10 @@ fn upstream_status_refusal(status: StatusCode, what: &str) -> Refusal {
     let refusal = if status.is_client_error() {
         Refusal::new(
             Reason::UpstreamRefused,
-            format!("the upstream refused the request (HTTP {}){what}", status.as_u16()),
+            format!(
+                "the upstream refused the request (HTTP {}){what}",
+                status.as_u16()
+            ),
         )
         .with_status(status)
     } else {
@@ -48,7 +51,10 @@ fn upstream_status_refusal(status: StatusCode, what: &str) -> Refusal {
 }
 
 /// Check the upstream's response and build the one the client gets.
-pub async fn check(ctx: RequestCtx, resp: Response<Incoming>) -> Result<Response<ProxyBody>, Refusal> {
+pub async fn check(
+    ctx: RequestCtx,
+    resp: Response<Incoming>,
+) -> Result<Response<ProxyBody>, Refusal> {
     let (mut head, body) = resp.into_parts();
     let status = head.status;
     if let Some(enc) = head.headers.get(header::CONTENT_ENCODING) {
@@ -84,7 +90,11 @@ pub async fn check(ctx: RequestCtx, resp: Response<Incoming>) -> Result<Response
             .entry(header::CACHE_CONTROL)
             .or_insert(HeaderValue::from_static("no-cache"));
         let body = SseBody::new(exchange, body);
-        return Ok(build(status, head.headers, ProxyBody::stream(Box::new(body))));
+        return Ok(build(
+            status,
+            head.headers,
+            ProxyBody::stream(Box::new(body)),
+        ));
     }
     if is_json {
         return json(exchange, status, head.headers, body).await;
@@ -94,7 +104,10 @@ pub async fn check(ctx: RequestCtx, resp: Response<Incoming>) -> Result<Response
         return Ok(build(status, head.headers, ProxyBody::empty()));
     }
     let what = what.unwrap_or_else(|| " with an event stream".to_owned());
-    Err(with_upstream_headers(upstream_status_refusal(status, &what), &head.headers))
+    Err(with_upstream_headers(
+        upstream_status_refusal(status, &what),
+        &head.headers,
+    ))
 }
 
 /// A JSON body: held whole, judged once.
@@ -110,27 +123,26 @@ async fn json(
         return Ok(build(status, headers, ProxyBody::empty()));
     }
     let verdict = exchange.inspect(&bytes, Carrier::Body);
-    let (message, asking) = match verdict {
-        Verdict::Final => (bytes, false),
-        // An upstream's refusal in JSON-RPC (its own error for this
-        // request, or for one it could not read) passes with its status.
-        _ if !status.is_success() => {
-            return Err(with_upstream_headers(
-                upstream_status_refusal(status, ""),
-                &headers,
-            ))
-        }
-        Verdict::FinalRewritten(new) => (new, false),
-        Verdict::Ask(new) => (new, true),
-        // The inspector refuses a notification in a JSON body.
-        Verdict::Notify | Verdict::NotifyRewritten(_) => {
-            return Err(Refusal::new(
+    let (message, asking) =
+        match verdict {
+            Disposition::Final => (bytes, false),
+            // An upstream's refusal in JSON-RPC (its own error for this
+            // request, or for one it could not read) passes with its status.
+            _ if !status.is_success() => {
+                return Err(with_upstream_headers(
+                    upstream_status_refusal(status, ""),
+                    &headers,
+                ))
+            }
+            Disposition::FinalRewritten(new) => (new, false),
+            Disposition::Ask(new) => (new, true),
+            // The inspector refuses a notification in a JSON body.
+            Disposition::Notify | Disposition::NotifyRewritten(_) => return Err(Refusal::new(
                 Reason::UpstreamProtocolViolation,
                 "the upstream answered with a notification instead of the response to the request",
-            ))
-        }
-        Verdict::Refuse(r) => return Err(r),
-    };
+            )),
+            Disposition::Refuse(r) => return Err(r),
+        };
     if let Some(gate) = exchange.gate(asking) {
         gate.await?;
     }

@@ -7,17 +7,18 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 
-use super::exchange::{reencode_failed, response_bytes, Exchange, Verdict};
+use super::exchange::{reencode_failed, response_bytes, Disposition, Exchange};
 use crate::audit::{AuditContext, AuditEvent, OperationOutcome};
 use crate::model::Refusal;
 use crate::mrtr::mint::{MintInput, Minted};
 use crate::policy::inspect::{inspect_result, Report};
 
 impl Exchange {
-    pub(super) fn question(&mut self, id: Option<&RawValue>, result: &RawValue) -> Verdict {
+    pub(super) fn question(&mut self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
         let ctx = &self.ctx;
         let route = &ctx.route.upstream.settings;
-        let (outcome, report) = inspect_result(&route.policy, &self.subject(), result.get().as_bytes());
+        let (outcome, report) =
+            inspect_result(&route.policy, &self.subject(), result.get().as_bytes());
         let delivered = outcome.is_ok();
         ctx.gateway
             .metrics
@@ -32,13 +33,13 @@ impl Exchange {
         match minted {
             Err(r) => {
                 self.audit_question(&report, None, Some(&r));
-                Verdict::Refuse(r)
+                Disposition::Refuse(r)
             }
             Ok((value, minted)) => {
                 self.audit_question(&report, Some(&minted), None);
                 match response_bytes(id, &value) {
-                    Some(bytes) => Verdict::Ask(bytes),
-                    None => Verdict::Refuse(reencode_failed()),
+                    Some(bytes) => Disposition::Ask(bytes),
+                    None => Disposition::Refuse(reencode_failed()),
                 }
             }
         }
@@ -87,7 +88,8 @@ impl Exchange {
                 sink.emit(&at, AuditEvent::refused(r));
                 let rounds = at.round.unwrap_or(1);
                 let outcome = OperationOutcome::from_reason(r.reason);
-                let end = AuditEvent::operation_end(outcome, rounds, self.elapsed(), Some(r.reason));
+                let end =
+                    AuditEvent::operation_end(outcome, rounds, self.elapsed(), Some(r.reason));
                 sink.emit(&at, end);
             }
         }
@@ -109,12 +111,21 @@ impl Exchange {
         };
         let prior = &retry.prior;
         let upstream = &self.ctx.route.upstream.settings.id;
-        self.ctx.gateway.metrics.operation_completed(upstream, prior.round);
+        self.ctx
+            .gateway
+            .metrics
+            .operation_completed(upstream, prior.round);
         let sink = &self.ctx.gateway.audit;
         if sink.enabled() {
-            let at = self.ctx.audit_context().with_operation(&prior.operation, prior.round);
+            let at = self
+                .ctx
+                .audit_context()
+                .with_operation(&prior.operation, prior.round);
             let outcome = OperationOutcome::after_answers(&retry.answers);
-            sink.emit(&at, AuditEvent::operation_end(outcome, prior.round, self.elapsed(), None));
+            sink.emit(
+                &at,
+                AuditEvent::operation_end(outcome, prior.round, self.elapsed(), None),
+            );
         }
     }
 
@@ -126,8 +137,16 @@ impl Exchange {
         let prior = &retry.prior;
         let sink = &self.ctx.gateway.audit;
         if sink.enabled() {
-            let at = self.ctx.audit_context().with_operation(&prior.operation, prior.round);
-            let end = AuditEvent::operation_end(OperationOutcome::Error, prior.round, self.elapsed(), None);
+            let at = self
+                .ctx
+                .audit_context()
+                .with_operation(&prior.operation, prior.round);
+            let end = AuditEvent::operation_end(
+                OperationOutcome::Error,
+                prior.round,
+                self.elapsed(),
+                None,
+            );
             sink.emit(&at, end);
         }
     }

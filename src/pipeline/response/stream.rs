@@ -14,7 +14,7 @@ use http_body::Body;
 use hyper::body::Incoming;
 use tokio::time::Sleep;
 
-use super::exchange::{Carrier, Exchange, Verdict};
+use super::exchange::{Carrier, Disposition, Exchange};
 use super::gate::Gate;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::body::EventSource;
@@ -54,7 +54,9 @@ impl SseBody {
         self.refused = Some(refusal.reason);
         let ctx = &self.exchange.ctx;
         if refusal.reason.is_upstream_failure() {
-            ctx.gateway.metrics.upstream_error(&ctx.route.upstream.label, refusal.reason);
+            ctx.gateway
+                .metrics
+                .upstream_error(&ctx.route.upstream.label, refusal.reason);
         }
         let body = error_bytes(ctx.id(), &refusal, Some(ctx.upstream_name()));
         self.out.push_back(event_for(&body));
@@ -90,14 +92,14 @@ impl SseBody {
                 continue;
             };
             match self.exchange.inspect(data.as_bytes(), Carrier::Stream) {
-                Verdict::Notify => self.out.push_back(ev.raw),
-                Verdict::NotifyRewritten(message) => self.out.push_back(event_for(&message)),
-                Verdict::Final => return self.finish_with(ev.raw, false),
-                Verdict::FinalRewritten(message) => {
+                Disposition::Notify => self.out.push_back(ev.raw),
+                Disposition::NotifyRewritten(message) => self.out.push_back(event_for(&message)),
+                Disposition::Final => return self.finish_with(ev.raw, false),
+                Disposition::FinalRewritten(message) => {
                     return self.finish_with(event_for(&message), false)
                 }
-                Verdict::Ask(message) => return self.finish_with(event_for(&message), true),
-                Verdict::Refuse(r) => return self.fail(r),
+                Disposition::Ask(message) => return self.finish_with(event_for(&message), true),
+                Disposition::Refuse(r) => return self.fail(r),
             }
         }
     }

@@ -10,7 +10,6 @@ use crate::policy::config::Action;
 use crate::policy::injection::TextContext;
 
 impl Run<'_> {
-
     fn deprecated_kind(&mut self, key: &str, method: &str) -> Checked<()> {
         let message = format!(
             "{} sent a {method} request, a deprecated kind this policy blocks",
@@ -58,7 +57,6 @@ impl Run<'_> {
         Ok(())
     }
 }
-
 
 /// The text of a sampling request a model would read.
 fn sampling_texts(params: &Map<String, Value>) -> Vec<String> {

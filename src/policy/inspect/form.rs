@@ -10,7 +10,6 @@ use crate::policy::form::{read_form_schema, SchemaError, SchemaLimits};
 use crate::policy::sanitize::is_unsafe_machine_value;
 
 impl Run<'_> {
-
     pub(super) fn check_form(&mut self, key: &str, params: &mut Map<String, Value>) -> Checked<()> {
         if let Some(k) = params
             .keys()
@@ -156,7 +155,6 @@ impl Run<'_> {
     }
 }
 
-
 pub(super) fn remove_fields(params: &mut Map<String, Value>, names: &[String]) {
     let Some(Value::Object(schema)) = params.get_mut("requestedSchema") else {
         return;
@@ -168,7 +166,6 @@ pub(super) fn remove_fields(params: &mut Map<String, Value>, names: &[String]) {
         required.retain(|r| r.as_str().is_none_or(|n| !names.iter().any(|x| x == n)));
     }
 }
-
 
 /// The machine values of a property's options (`enum`, `oneOf[].const`,
 /// `items.enum`, `items.anyOf[].const`).
@@ -196,7 +193,6 @@ fn option_values(prop: &Value) -> impl Iterator<Item = &str> {
         .filter_map(Value::as_str);
     plain.chain(consts)
 }
-
 
 /// Every option label of a property: `oneOf[].title`, `items.anyOf[].title`, `enumNames[]`.
 fn option_labels_mut(prop: &mut Map<String, Value>) -> Vec<&mut Value> {

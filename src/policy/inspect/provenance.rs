@@ -12,7 +12,6 @@ use crate::model::Asked;
 pub const PROVENANCE_KEY: &str = "dev.portcullis/provenance";
 
 impl Run<'_> {
-
     /// The gateway's annotation replaces anything the upstream wrote under
     /// the gateway's own `_meta` prefix.
     pub(super) fn annotate(&mut self, obj: &mut Map<String, Value>) {

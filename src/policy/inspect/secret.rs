@@ -10,7 +10,6 @@ use crate::model::{FormSchema, Reason};
 use crate::policy::config::Action;
 
 impl Run<'_> {
-
     pub(super) fn check_secrets(
         &mut self,
         key: &str,

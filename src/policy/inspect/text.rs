@@ -9,7 +9,6 @@ use crate::policy::injection::{RuleAction, TextContext};
 use crate::policy::sanitize::TextPolicy;
 
 impl Run<'_> {
-
     /// Sanitise one human-facing string in place (when enforcing) and scan it
     /// for injection.
     pub(super) fn clean(

@@ -10,8 +10,11 @@ use crate::policy::config::Action;
 use crate::policy::injection::TextContext;
 
 impl Run<'_> {
-
-    pub(super) fn check_url_mode(&mut self, key: &str, params: &mut Map<String, Value>) -> Checked<()> {
+    pub(super) fn check_url_mode(
+        &mut self,
+        key: &str,
+        params: &mut Map<String, Value>,
+    ) -> Checked<()> {
         if let Some(k) = params.keys().find(|k| {
             !matches!(
                 k.as_str(),
