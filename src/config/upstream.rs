@@ -145,6 +145,7 @@ pub(super) fn upstreams(
             let name = r.policy.as_ref().map(|p| p.get_ref().as_str()).unwrap_or("untrusted");
             loc.at(span, f("policy"), format!("no policy named \"{name}\" (known: {}); set [policies] dir to load policy files", policies.names().join(", ")))
         })?;
+        let single_use_by_policy = policy.single_use;
         let endpoint_host = url
             .authority()
             .map(|a| a.as_str().to_owned())
@@ -180,7 +181,7 @@ pub(super) fn upstreams(
             policy,
             endpoint_host,
             single_use: SingleUse {
-                all: r.single_use_state.unwrap_or(false),
+                all: r.single_use_state.unwrap_or(single_use_by_policy),
                 tools: r.single_use_tools.clone().unwrap_or_default(),
             },
         }));

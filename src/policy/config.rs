@@ -82,7 +82,13 @@ pub struct Policy {
     pub sampling: Action,
     pub roots: Action,
     pub sampling_include_context: Action,
+    /// The most tokens a sampling request may ask for.
+    pub sampling_max_tokens: u64,
+    /// The most messages a sampling request may carry.
+    pub sampling_max_messages: usize,
     pub injection: InjectionRules,
+    /// Every sealed state of an upstream under this policy is answered once.
+    pub single_use: bool,
 }
 
 impl std::fmt::Debug for Policy {
@@ -114,6 +120,14 @@ struct RawPolicy {
     deprecated: RawDeprecated,
     #[serde(default)]
     injection: RawInjection,
+    #[serde(default)]
+    state: RawPolicyState,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicyState {
+    single_use: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +171,7 @@ struct RawSecretPattern {
 struct RawUrlMode {
     action: Option<Spanned<String>>,
     allow_http_localhost: Option<bool>,
+    allow_local_names: Option<bool>,
     allow_ip_literals: Option<bool>,
     allow_punycode: Option<bool>,
     allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
@@ -170,6 +185,8 @@ struct RawDeprecated {
     sampling: Option<Spanned<String>>,
     roots: Option<Spanned<String>>,
     sampling_include_context: Option<Spanned<String>>,
+    sampling_max_tokens: Option<Spanned<i64>>,
+    sampling_max_messages: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -543,6 +560,17 @@ fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         |r| r.deprecated.sampling_include_context.as_ref(),
         BLOCK_ALLOW,
     )?;
+    let sampling_max_tokens = number(chain, "deprecated.sampling_max_tokens", |r| {
+        r.deprecated.sampling_max_tokens.as_ref()
+    })?;
+    let sampling_max_messages = size(chain, "deprecated.sampling_max_messages", |r| {
+        r.deprecated.sampling_max_messages.as_ref()
+    })?;
+    let single_use = chain
+        .iter()
+        .rev()
+        .find_map(|s| s.raw.state.single_use)
+        .unwrap_or(false);
     let injection = injection_rules(chain)?;
     Ok(Policy {
         name: own.name.clone(),
@@ -557,7 +585,10 @@ fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         sampling,
         roots,
         sampling_include_context,
+        sampling_max_tokens,
+        sampling_max_messages,
         injection,
+        single_use,
     })
 }
 
@@ -663,6 +694,7 @@ fn url_policy(chain: &[&Source], url_mode: Action) -> Result<UrlPolicy, ConfigEr
         allow_http_localhost: flag(|r| r.url_mode.allow_http_localhost),
         allow_ip_literals: flag(|r| r.url_mode.allow_ip_literals),
         allow_punycode: flag(|r| r.url_mode.allow_punycode),
+        allow_local_names: flag(|r| r.url_mode.allow_local_names),
         allowed_hosts: allowed,
         denied_hosts: denied,
         max_url_bytes,
@@ -752,8 +784,10 @@ mod tests {
         let u = set.get("untrusted").unwrap();
         let t = set.get("trusted").unwrap();
         assert_eq!(u.mode, Mode::Enforce);
-        assert_eq!(u.sampling, Action::Block);
-        assert_eq!(t.sampling, Action::Allow);
+        assert_eq!(u.sampling_include_context, Action::Block);
+        assert_eq!(t.sampling_include_context, Action::Allow);
+        assert!(u.single_use && !t.single_use);
+        assert!(!u.url.allow_local_names && t.url.allow_local_names);
         assert_eq!(u.html, HtmlMode::Strip);
         assert_eq!(t.html, HtmlMode::SafeSubset);
         assert!(!u.url.allow_ip_literals);
@@ -783,7 +817,8 @@ mod tests {
             .iter()
             .any(|h| h.rule == "wire-money"));
         let plain = set.get("plain").unwrap();
-        assert_eq!(plain.sampling, Action::Block);
+        assert!(plain.single_use, "inherited from untrusted");
+        assert_eq!(plain.sampling_include_context, Action::Block);
     }
 
     fn load_err(files: &[(&str, &str)]) -> ConfigError {

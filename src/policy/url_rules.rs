@@ -30,7 +30,11 @@
 //! 9. Internationalised names: an `xn--` label or non-ASCII in the raw host
 //!    (`punycode`) unless `allow_punycode`; when allowed, every Unicode label is
 //!    checked for confusables (`mixed_script`), see [`label_is_confusable`].
-//! 10. `denied_hosts` (`host_denied`), then `allowed_hosts` (`host_not_allowed`),
+//! 10. Names of the local machine or network (`local_name`): single-label
+//!     names and those in `policies/data/local-network-names.txt`
+//!     (`localhost`, `*.local`, `*.internal`, …) unless `allow_local_names`
+//!     (or the loopback exception of `allow_http_localhost`).
+//! 11. `denied_hosts` (`host_denied`), then `allowed_hosts` (`host_not_allowed`),
 //!     compared on the lowercase ASCII host without its trailing dot.
 
 use std::fmt;
@@ -61,6 +65,9 @@ pub struct UrlPolicy {
     pub denied_hosts: Vec<HostPattern>,
     /// Longest accepted URL, in bytes of its raw form.
     pub max_url_bytes: usize,
+    /// Names of the local machine or network (`localhost`, `printer`,
+    /// `nas.local`, `git.corp.internal`).
+    pub allow_local_names: bool,
 }
 
 impl Default for UrlPolicy {
@@ -93,11 +100,12 @@ pub enum UrlRefusal {
     HostDenied,
     HostNotAllowed,
     NoHost,
+    LocalName,
 }
 
 impl UrlRefusal {
     /// Every refusal, for documentation and exhaustive tests.
-    pub const ALL: [UrlRefusal; 10] = [
+    pub const ALL: [UrlRefusal; 11] = [
         UrlRefusal::Unparseable,
         UrlRefusal::TooLong,
         UrlRefusal::SchemeNotAllowed,
@@ -108,6 +116,7 @@ impl UrlRefusal {
         UrlRefusal::HostDenied,
         UrlRefusal::HostNotAllowed,
         UrlRefusal::NoHost,
+        UrlRefusal::LocalName,
     ];
 
     /// Stable snake_case reason; add new ones, never rename.
@@ -123,6 +132,7 @@ impl UrlRefusal {
             UrlRefusal::HostDenied => "host_denied",
             UrlRefusal::HostNotAllowed => "host_not_allowed",
             UrlRefusal::NoHost => "no_host",
+            UrlRefusal::LocalName => "local_name",
         }
     }
 
@@ -153,6 +163,9 @@ impl UrlRefusal {
                 "The link leads to a site that is not on this server's list of allowed sites."
             }
             UrlRefusal::NoHost => "The link does not name a site.",
+            UrlRefusal::LocalName => {
+                "The link leads into this computer or its local network, not to a public site."
+            }
         }
     }
 }
@@ -309,6 +322,7 @@ impl UrlPolicy {
             allowed_hosts: Vec::new(),
             denied_hosts: Vec::new(),
             max_url_bytes: DEFAULT_MAX_URL_BYTES,
+            allow_local_names: false,
         }
     }
 
@@ -396,6 +410,10 @@ impl UrlPolicy {
             }
         }
 
+        let named = matches!(host, Host::Domain(_));
+        if named && !self.allow_local_names && !loopback && is_local_name(&ascii_host) {
+            return Err(UrlRefusal::LocalName);
+        }
         if self.denied_hosts.iter().any(|p| p.matches(&ascii_host)) {
             return Err(UrlRefusal::HostDenied);
         }
@@ -410,6 +428,24 @@ impl UrlPolicy {
             display_host,
         })
     }
+}
+
+/// The shipped list of local-network names (data, not code).
+fn local_names() -> &'static [HostPattern] {
+    static NAMES: std::sync::OnceLock<Vec<HostPattern>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        include_str!("../../policies/data/local-network-names.txt")
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter_map(|l| HostPattern::parse(l).ok())
+            .collect()
+    })
+}
+
+/// A name of the local machine or network: a single label, or on the list.
+fn is_local_name(ascii_host: &str) -> bool {
+    !ascii_host.contains('.') || local_names().iter().any(|p| p.matches(ascii_host))
 }
 
 /// Characters that the WHATWG parser strips or rewrites, or that change how a
@@ -686,6 +722,18 @@ mod tests {
             ("suffix trick not allowed", lists(), "https://mcp.example.com.evil.net/", Err(HostNotAllowed)),
             ("denied beats allowed", lists(), "https://evil.example.com/", Err(HostDenied)),
             ("denied case + dot", lists(), "https://EVIL.Example.COM./", Err(HostDenied)),
+            ("local: localhost", UrlPolicy::strict(), "https://localhost/", Err(LocalName)),
+            ("local: trailing dot", UrlPolicy::strict(), "https://localhost./", Err(LocalName)),
+            ("local: single label", UrlPolicy::strict(), "https://printer/", Err(LocalName)),
+            ("local: mdns", UrlPolicy::strict(), "https://nas.local/", Err(LocalName)),
+            ("local: internal", UrlPolicy::strict(), "https://git.corp.internal/", Err(LocalName)),
+            ("local: sub of localhost", UrlPolicy::strict(), "https://app.localhost/", Err(LocalName)),
+            ("local: home.arpa", UrlPolicy::strict(), "https://router.home.arpa/", Err(LocalName)),
+            ("local: allowed", UrlPolicy {allow_local_names: true, ..UrlPolicy::strict()}, "https://nas.local/", ok("nas.local")),
+            ("local: loopback exception", localhost_ok(), "http://localhost:8080/cb", ok("localhost")),
+            ("public look-alike", UrlPolicy::strict(), "https://local.example.com/", ok("local.example.com")),
+            ("deny trailing dot", UrlPolicy {denied_hosts: vec![pat("evil.net")], ..UrlPolicy::strict()}, "https://evil.net./", Err(HostDenied)),
+            ("allow trailing dot", UrlPolicy {allowed_hosts: vec![pat("auth.example.org.")], ..UrlPolicy::strict()}, "https://auth.example.org./x", ok("auth.example.org")),
             ("deny only", UrlPolicy {denied_hosts: vec![pat("*.evil.net")], ..UrlPolicy::strict()}, "https://a.evil.net/", Err(HostDenied)),
             ("deny only other", UrlPolicy {denied_hosts: vec![pat("*.evil.net")], ..UrlPolicy::strict()}, "https://good.net/", ok("good.net")),
             ("deny idn by unicode pattern", UrlPolicy {denied_hosts: vec![pat("bücher.de")], ..idn_ok()}, "https://xn--bcher-kva.de/", Err(HostDenied)),
@@ -744,7 +792,8 @@ mod tests {
                 "mixed_script",
                 "host_denied",
                 "host_not_allowed",
-                "no_host"
+                "no_host",
+                "local_name"
             ]
         );
         for r in UrlRefusal::ALL {
@@ -901,6 +950,7 @@ mod tests {
                     vec![]
                 },
                 max_url_bytes: max,
+                allow_local_names: lists,
             })
     }
 

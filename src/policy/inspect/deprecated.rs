@@ -42,10 +42,36 @@ impl Run<'_> {
                 message,
             )?;
         }
+        self.check_sampling_size(key, params)?;
         for text in sampling_texts(params) {
             self.scan_injection(key, None, &text, TextContext::Form)?;
         }
         self.report.asked.push((key.to_owned(), Asked::Sampling));
+        Ok(())
+    }
+
+    /// A model's work an untrusted server may ask for is bounded: tokens,
+    /// messages, and the length of what the model reads.
+    fn check_sampling_size(&mut self, key: &str, params: &Map<String, Value>) -> Checked<()> {
+        let Some(messages) = params.get("messages").and_then(Value::as_array) else {
+            return Err(self.malformed(Some(key), "a sampling request needs messages"));
+        };
+        let Some(max_tokens) = params.get("maxTokens").and_then(Value::as_u64) else {
+            return Err(self.malformed(
+                Some(key),
+                "a sampling request needs maxTokens, a whole number",
+            ));
+        };
+        if max_tokens > self.policy.sampling_max_tokens {
+            self.limit("sampling_max_tokens", Some(key), None, "a sampling request")?;
+        }
+        if messages.len() > self.policy.sampling_max_messages {
+            self.limit("sampling_max_messages", Some(key), None, "a sampling request")?;
+        }
+        let max_chars = self.policy.limits.max_description_chars.max(self.policy.limits.max_message_chars);
+        if sampling_texts(params).iter().any(|t| t.chars().count() > max_chars) {
+            self.limit("max_message_chars", Some(key), None, "sampling text")?;
+        }
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::{clip, Checked, Run};
-use crate::model::{Asked, Reason};
+use crate::model::{Asked, FieldKind, Reason};
 use crate::policy::form::{read_form_schema, SchemaError, SchemaLimits};
 use crate::policy::sanitize::is_unsafe_machine_value;
 
@@ -68,6 +68,13 @@ impl Run<'_> {
         self.check_secrets(key, params, &mut form)?;
         self.check_option_values(key, params)?;
         self.clean_form_text(key, params)?;
+        // An answer is held to a length even where the form declares none:
+        // the policy's largest maxLength (what the client is shown is unchanged).
+        for field in &mut form.fields {
+            if let FieldKind::Text { max_len, .. } = &mut field.kind {
+                max_len.get_or_insert(self.policy.limits.max_string_max_length);
+            }
+        }
         self.report.asked.push((key.to_owned(), Asked::Form(form)));
         Ok(())
     }
