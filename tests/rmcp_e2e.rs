@@ -383,10 +383,7 @@ async fn rmcp_progress_notifications_arrive_before_the_result() {
 async fn start_demo() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    // Keep the sender alive for the life of the test process.
-    std::mem::forget(tx);
-    tokio::spawn(portcullis::demo::upstream::serve(listener, rx));
+    tokio::spawn(portcullis_demo::serve(listener, std::future::pending()));
     format!("http://{addr}/mcp")
 }
 
@@ -396,10 +393,9 @@ async fn rmcp_client_books_the_big_room_on_the_demo_server() {
     let person = Person::answering(vec![accept(json!({"room_id": "studio-b"}))]);
     let client = connect(person.clone(), &url(&gw)).await;
     let done = client
-        .call_tool(
-            CallToolRequestParams::new("book_room")
-                .with_arguments(args(json!({"hint": "the big room"}))),
-        )
+        .call_tool(CallToolRequestParams::new("book_room").with_arguments(args(
+            json!({"day": "2026-09-17", "hour": 9, "room_hint": "the big room"}),
+        )))
         .await
         .unwrap();
     assert!(
@@ -418,7 +414,7 @@ async fn rmcp_client_books_the_big_room_on_the_demo_server() {
 #[tokio::test]
 async fn dropping_a_demo_report_midway_cancels_it_upstream() {
     let gw = start_gateway(&config_text(&start_demo().await, "", "")).await;
-    let before = portcullis::demo::upstream::report_streams_cancelled();
+    let before = portcullis_demo::report_streams_cancelled();
     let resp = call(
         &client(),
         &url(&gw),
@@ -438,13 +434,13 @@ async fn dropping_a_demo_report_midway_cancels_it_upstream() {
     assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
     drop(stream);
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    while portcullis::demo::upstream::report_streams_cancelled() == before
+    while portcullis_demo::report_streams_cancelled() == before
         && std::time::Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        portcullis::demo::upstream::report_streams_cancelled() > before,
+        portcullis_demo::report_streams_cancelled() > before,
         "the demo server saw the cancellation"
     );
     gw.shutdown().await;
