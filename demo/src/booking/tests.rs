@@ -261,3 +261,36 @@ fn an_hour_out_of_range_is_a_tool_error() {
     let done = json_of(&booker().call(&late, Retry::default(), true).unwrap());
     assert_eq!(done["isError"], true);
 }
+
+proptest::proptest! {
+    #[test]
+    fn any_hint_is_booked_or_asked_about(hint in "\\PC{0,200}") {
+        let booker = booker();
+        let named = rooms::named_by(&hint).len();
+        let reply = first(&booker, &hint);
+        if named == 1 {
+            proptest::prop_assert_eq!(&reply["resultType"], "complete");
+        } else {
+            proptest::prop_assert_eq!(&reply["resultType"], "input_required");
+            let message = reply["inputRequests"]["room"]["params"]["message"].as_str().unwrap();
+            // The longer of the two questions, around an echo of at most MAX_ECHO_CHARS.
+            let frame = "'' does not match any room. Which did you mean?".chars().count();
+            proptest::prop_assert!(message.chars().count() <= MAX_ECHO_CHARS + frame, "{}", message);
+            proptest::prop_assert!(message.ends_with("Which did you mean?"), "{}", message);
+        }
+    }
+
+    #[test]
+    fn any_changed_byte_of_a_state_is_refused(at in 0usize..4096, to in proptest::num::u8::ANY) {
+        let booker = booker();
+        let state = first(&booker, "the big room")["requestState"].as_str().unwrap().to_owned();
+        let mut bytes = state.clone().into_bytes();
+        let at = at % bytes.len();
+        proptest::prop_assume!(bytes[at] != to);
+        bytes[at] = to;
+        let changed = String::from_utf8_lossy(&bytes).into_owned();
+        proptest::prop_assume!(changed != state);
+        let refused = answer(&booker, "the big room", &json!(changed), accept("nook")).unwrap_err();
+        proptest::prop_assert_eq!(refused.code.0, -32602);
+    }
+}
