@@ -445,3 +445,49 @@ async fn dropping_a_demo_report_midway_cancels_it_upstream() {
     );
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_seeds_first_request_sent_verbatim_gets_the_seeds_form() {
+    let gw = start_gateway(&config_text(&start_demo().await, "", "")).await;
+    let resp = client()
+        .post(url(&gw))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", VERSION)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "book_room")
+        .body(portcullis_demo::SEED_REQUEST)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let answer = json_of(resp).await;
+    assert_eq!(answer["id"], 7);
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    assert_eq!(
+        result["inputRequests"],
+        json!({"room": {"method": "elicitation/create", "params": {
+            "mode": "form",
+            "message": "'the big room' matches more than one room. Which did you mean?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"room_id": {
+                    "type": "string",
+                    "enum": ["atrium", "studio-b", "nook"],
+                    "description": "The room to book. The Atrium seats 24, Studio B 12, The Nook 4."
+                }},
+                "required": ["room_id"]
+            }
+        }}})
+    );
+    assert!(result["requestState"]
+        .as_str()
+        .unwrap()
+        .starts_with("pcs1."));
+    assert_eq!(
+        result["_meta"]["dev.portcullis/provenance"]["upstream"]["name"],
+        "Test upstream"
+    );
+    gw.shutdown().await;
+}

@@ -83,7 +83,7 @@ pub async fn run(url: &str, out: &mut impl Write) -> Result<(), FlowError> {
         "1. The client calls book_room (the seed's request, verbatim):\n"
     )?;
     writeln!(out, "POST {url}\n{}", SEED_REQUEST.trim_end())?;
-    let asked = post(&client, &uri, &first).await?;
+    let asked = post(&client, &uri, SEED_REQUEST.to_owned()).await?;
     let state = expect_input_required(&asked)?;
     writeln!(
         out,
@@ -100,7 +100,7 @@ pub async fn run(url: &str, out: &mut impl Write) -> Result<(), FlowError> {
          params, inputResponses and the requestState echoed byte for byte:\n"
     )?;
     writeln!(out, "POST {url}\n{}", serde_json::to_string_pretty(&retry)?)?;
-    let done = post(&client, &uri, &retry).await?;
+    let done = post(&client, &uri, retry.to_string()).await?;
     expect_complete(&done)?;
     writeln!(
         out,
@@ -170,19 +170,19 @@ fn unexpected(expected: &'static str, answer: &Answer) -> FlowError {
     }
 }
 
+/// POSTs one `tools/call` of `book_room` (the headers must match the body).
 async fn post(
     client: &Client<HttpConnector, Full<Bytes>>,
     uri: &Uri,
-    message: &Value,
+    body: String,
 ) -> Result<Answer, FlowError> {
-    let name = message["params"]["name"].as_str().unwrap_or_default();
     let request = Request::post(uri.clone())
         .header(CONTENT_TYPE, "application/json")
         .header(ACCEPT, "application/json, text/event-stream")
         .header("MCP-Protocol-Version", PROTOCOL_VERSION)
         .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", name)
-        .body(Full::new(Bytes::from(message.to_string())))?;
+        .header("Mcp-Name", "book_room")
+        .body(Full::new(Bytes::from(body)))?;
     let url = uri.to_string();
     let exchange = async {
         let response = client
