@@ -31,14 +31,22 @@ enum Command {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Start the built-in example MCP server and the gateway in front of it.
+    /// Start the built-in example MCP server and the gateway in front of it
+    /// (with --flow: perform the seed's book_room exchange through a running demo).
     Demo {
         /// Use this config instead of the shipped demo config.
-        #[arg(short, long, value_name = "FILE")]
+        #[arg(short, long, value_name = "FILE", conflicts_with = "flow")]
         config: Option<PathBuf>,
         /// Where the example MCP server listens (the demo config routes to it).
-        #[arg(long, default_value = "127.0.0.1:9100")]
+        #[arg(long, default_value = "127.0.0.1:9100", conflicts_with = "flow")]
         upstream: SocketAddr,
+        /// Send the seed's book_room request and its retry through a running
+        /// demo gateway, printing every message; then exit.
+        #[arg(long)]
+        flow: bool,
+        /// The gateway endpoint for --flow [default: http://127.0.0.1:8080/mcp/rooms].
+        #[arg(long, value_name = "URL", requires = "flow")]
+        url: Option<String>,
     },
     /// Hash an API key for `[[auth.key]] hash = ...` (reads the key from stdin;
     /// with --generate, makes a new key and prints both).
@@ -100,7 +108,12 @@ fn main() -> ExitCode {
                 Ok(c) => run(c, None).await,
                 Err(code) => code,
             },
-            Command::Demo { config, upstream } => demo(config, upstream).await,
+            Command::Demo {
+                flow: true, url, ..
+            } => demo_flow(url.as_deref()).await,
+            Command::Demo {
+                config, upstream, ..
+            } => demo(config, upstream).await,
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
             Command::HashKey { generate } => hash_key(generate),
@@ -215,13 +228,28 @@ async fn demo_upstream(listen: SocketAddr) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(portcullis::demo::upstream::serve(listener, rx));
-    eprintln!("demo MCP server on http://{listen}/mcp");
-    shutdown_signal().await;
-    let _ = tx.send(true);
-    let _ = server.await;
-    ExitCode::SUCCESS
+    eprintln!(
+        "demo MCP server on http://{listen}{}",
+        portcullis_demo::MCP_PATH
+    );
+    match portcullis_demo::serve(listener, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn demo_flow(url: Option<&str>) -> ExitCode {
+    let url = url.unwrap_or(portcullis_demo::flow::DEFAULT_URL);
+    match portcullis_demo::flow::run(url, &mut std::io::stdout().lock()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
@@ -244,8 +272,11 @@ async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(portcullis::demo::upstream::serve(listener, rx));
+    tokio::spawn(async move {
+        if let Err(e) = portcullis_demo::serve(listener, std::future::pending()).await {
+            eprintln!("error: {e}");
+        }
+    });
     let paths: Vec<String> = config.routes.keys().cloned().collect();
     run(
         config,
@@ -265,23 +296,31 @@ fn print_demo_help(g: &RunningGateway, paths: &[String]) {
         .cloned()
         .unwrap_or_default();
     let url = format!("http://{addr}{path}");
-    let h = "-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28'";
-    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}"#;
     println!("\nPortcullis demo: gateway at {url} (example MCP server behind it)");
     if let Some(admin) = g.admin_addr {
         println!("metrics: http://{admin}/metrics   health: http://{admin}/healthz");
     }
-    println!("\n# list the tools");
-    println!("curl -s {url} {h} -H 'Mcp-Method: tools/list' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{{meta}}}}}'");
-    println!("\n# book \"the big room\": the server asks which room (resultType input_required)");
-    println!("curl -s {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: book_room' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{{{meta},\"name\":\"book_room\",\"arguments\":{{\"hint\":\"the big room\"}}}}}}'");
-    println!(
-        "\n# answer it: same params plus inputResponses and the requestState from the answer above"
-    );
-    println!("curl -s {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: book_room' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{{{meta},\"name\":\"book_room\",\"arguments\":{{\"hint\":\"the big room\"}},\"inputResponses\":{{\"room\":{{\"action\":\"accept\",\"content\":{{\"room_id\":\"atrium\"}}}}}},\"requestState\":\"PASTE_requestState_HERE\"}}}}'");
-    println!("\n# a streamed answer: progress events, then the result (text/event-stream)");
-    println!("curl -sN {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: room_report' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}},\"progressToken\":\"p1\"}},\"name\":\"room_report\",\"arguments\":{{\"steps\":3}}}}}}'");
-    println!("\n# a refusal: the Mcp-Name header does not match the body");
-    println!("curl -si {url} {h} -H 'Mcp-Method: tools/call' -H 'Mcp-Name: get_room' \\\n  -d '{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{{meta},\"name\":\"book_room\",\"arguments\":{{\"hint\":\"nook\"}}}}}}'");
+    println!("\n# the seed's book_room exchange, every message printed:");
+    println!("{} demo --flow --url {url}", shell_word(&this_program()));
+    println!("\n# or by hand with curl: paste these lines into a shell (step 3 needs jq)");
+    println!("URL={url}");
+    print!("{}", portcullis::demo::TRY_IT);
     println!("\nCtrl-C stops both.");
+}
+
+/// The path of this binary, so the printed `--flow` line runs as printed.
+fn this_program() -> String {
+    std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "portcullis".to_owned())
+}
+
+/// `word` quoted for a POSIX shell when it holds anything but plain path characters.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }

@@ -191,11 +191,54 @@ async fn sigterm_drains_in_flight_requests_then_exits_cleanly() {
     );
 }
 
+/// The shipped demo config with its three fixed ports swapped for free ones.
+fn demo_config_on(
+    dir: &std::path::Path,
+    port: u16,
+    admin: u16,
+    upstream: u16,
+) -> std::path::PathBuf {
+    let shipped = std::fs::read_to_string("config/demo.toml").unwrap();
+    let text = shipped
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
+        .replace("127.0.0.1:9901", &format!("127.0.0.1:{admin}"))
+        .replace("127.0.0.1:9100", &format!("127.0.0.1:{upstream}"));
+    assert_ne!(
+        text, shipped,
+        "config/demo.toml names the ports this test replaces"
+    );
+    let path = dir.join("demo.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs a shell script; returns its stdout, failing the test on a non-zero exit.
+fn sh(script: &str) -> String {
+    let out = Command::new("sh").arg("-c").arg(script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 #[tokio::test]
-async fn demo_prints_the_url_and_curl_lines_that_work() {
+async fn demo_prints_lines_that_run_as_printed() {
+    assert!(
+        Command::new("jq").arg("--version").output().is_ok(),
+        "the demo's retry line needs jq: install it (apt-get install jq)"
+    );
     let dir = tempfile::tempdir().unwrap();
     let (port, admin, upstream) = (free_port(), free_port(), free_port());
-    let cfg = gateway_config(dir.path(), port, admin, upstream);
+    let cfg = demo_config_on(dir.path(), port, admin, upstream);
     let mut demo = Killed(
         Command::new(BIN)
             .args(["demo", "--config"])
@@ -207,57 +250,115 @@ async fn demo_prints_the_url_and_curl_lines_that_work() {
             .unwrap(),
     );
     let stdout = demo.0.stdout.take().unwrap();
-    let lines = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    // Keep reading after the help text: the audit trail goes to stdout too.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let lines: Vec<String> = tokio::task::spawn_blocking(move || {
+        lines_rx
+            .iter()
             .take_while(|l| !l.contains("Ctrl-C"))
-            .collect::<Vec<_>>()
+            .collect()
     })
     .await
     .unwrap();
     let url = format!("http://127.0.0.1:{port}/mcp/rooms");
-    assert!(lines.iter().any(|l| l.contains(&url)), "{lines:?}");
-    // Run the printed tools/list and book_room curl lines through a shell.
-    let curls: Vec<String> = lines
+    let flow = lines
         .iter()
-        .enumerate()
-        .filter(|(_, l)| l.starts_with("curl"))
-        .map(|(i, l)| {
-            format!(
-                "{} {}",
-                l.trim_end_matches('\\'),
-                lines.get(i + 1).map(|s| s.trim()).unwrap_or("")
-            )
-        })
-        .collect();
-    assert!(curls.len() >= 4, "{lines:?}");
-    let list = Command::new("sh")
-        .arg("-c")
-        .arg(&curls[0])
-        .output()
-        .unwrap();
+        .find(|l| l.contains(" demo --flow --url "))
+        .unwrap_or_else(|| panic!("no --flow line: {lines:?}"));
+    assert!(flow.ends_with(&url), "{flow}");
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("URL="))
+        .unwrap_or_else(|| panic!("no URL= line: {lines:?}"));
+    assert_eq!(lines[start], format!("URL={url}"));
+    // The script, cut into its blank-line separated blocks: the helper, then one per step.
+    let script = lines[start..].join("\n");
+    let blocks: Vec<&str> = script.split("\n\n").collect();
+    let block = |marker: &str| {
+        *blocks
+            .iter()
+            .find(|b| b.contains(marker))
+            .unwrap_or_else(|| panic!("no block with {marker:?} in {script}"))
+    };
+    let head = blocks[0];
+
+    let list = sh(&format!("{head}\n{}", block("# 1. list")));
     assert!(
-        String::from_utf8_lossy(&list.stdout).contains("book_room"),
-        "{}",
-        String::from_utf8_lossy(&list.stdout)
+        list.contains("book_room") && list.contains("room_report"),
+        "{list}"
     );
-    let ask = Command::new("sh")
-        .arg("-c")
-        .arg(&curls[1])
+
+    // The seed's request, its retry as printed, and the same retry again.
+    let (ask, retry) = (block("# 2."), block("# 3."));
+    let answers = json_lines(&sh(&format!("{head}\n{ask}\n{retry}\n{retry}")));
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let asked = &answers[0]["result"];
+    assert_eq!(answers[0]["id"], 7);
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert_eq!(
+        asked["inputRequests"]["room"]["params"]["message"],
+        "'the big room' matches more than one room. Which did you mean?"
+    );
+    assert!(
+        asked["requestState"].as_str().unwrap().starts_with("pcs1."),
+        "{asked}"
+    );
+    assert!(
+        asked["_meta"]["dev.portcullis/provenance"].is_object(),
+        "{asked}"
+    );
+    let done = &answers[1];
+    assert_eq!(done["id"], 8);
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(done.to_string().contains("Booked studio-b"), "{done}");
+    assert_eq!(
+        answers[2]["error"]["data"]["reason"], "state_replayed",
+        "the demo config makes states single-use: {}",
+        answers[2]
+    );
+
+    let stream = sh(&format!("{head}\n{}", block("# a streamed answer")));
+    assert!(stream.contains("notifications/progress"), "{stream}");
+    assert!(stream.contains("\"resultType\":\"complete\""), "{stream}");
+    let refusal = sh(&format!("{head}\n{}", block("# a refusal")));
+    assert!(refusal.starts_with("HTTP/1.1 400"), "{refusal}");
+    assert!(refusal.contains("header_mismatch"), "{refusal}");
+
+    let transcript = sh(flow);
+    for expected in [
+        "\"id\": 7",
+        "\"resultType\": \"input_required\"",
+        "matches more than one room",
+        "\"requestState\": \"pcs1.",
+        "dev.portcullis/provenance",
+        "\"id\": 8",
+        "\"inputResponses\"",
+        "Booked studio-b",
+    ] {
+        assert!(
+            transcript.contains(expected),
+            "{expected:?} missing from:\n{transcript}"
+        );
+    }
+}
+
+#[test]
+fn demo_flow_without_a_gateway_says_what_to_do() {
+    let out = Command::new(BIN)
+        .args(["demo", "--flow", "--url", "http://127.0.0.1:1/mcp/rooms"])
         .output()
         .unwrap();
-    let ask: serde_json::Value = serde_json::from_slice(&ask.stdout).unwrap();
-    assert_eq!(ask["result"]["resultType"], "input_required", "{ask}");
-    let state = ask["result"]["requestState"].as_str().unwrap();
-    let answer = Command::new("sh")
-        .arg("-c")
-        .arg(curls[2].replace("PASTE_requestState_HERE", state))
-        .output()
-        .unwrap();
-    let answer: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
-    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
-    assert!(answer.to_string().contains("atrium"), "{answer}");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot reach the gateway") && err.contains("portcullis demo"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -315,7 +416,7 @@ async fn two_gateway_processes_with_shared_keys_serve_each_others_retries() {
             &a_url,
             "1",
             "book_room",
-            json!({"hint": "the big room"}),
+            json!({"day": "2026-09-17", "hour": 9, "room_hint": "the big room"}),
         )
         .send()
         .await
@@ -327,7 +428,7 @@ async fn two_gateway_processes_with_shared_keys_serve_each_others_retries() {
     let mut retry: serde_json::Value = serde_json::from_str(&call_body(
         "2",
         "book_room",
-        json!({"hint": "the big room"}),
+        json!({"day": "2026-09-17", "hour": 9, "room_hint": "the big room"}),
     ))
     .unwrap();
     retry["params"]["requestState"] = json!(state);

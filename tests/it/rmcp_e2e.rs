@@ -381,10 +381,7 @@ async fn rmcp_progress_notifications_arrive_before_the_result() {
 async fn start_demo() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    // Keep the sender alive for the life of the test process.
-    std::mem::forget(tx);
-    tokio::spawn(portcullis::demo::upstream::serve(listener, rx));
+    tokio::spawn(portcullis_demo::serve(listener, std::future::pending()));
     format!("http://{addr}/mcp")
 }
 
@@ -394,10 +391,9 @@ async fn rmcp_client_books_the_big_room_on_the_demo_server() {
     let person = Person::answering(vec![accept(json!({"room_id": "studio-b"}))]);
     let client = connect(person.clone(), &url(&gw)).await;
     let done = client
-        .call_tool(
-            CallToolRequestParams::new("book_room")
-                .with_arguments(args(json!({"hint": "the big room"}))),
-        )
+        .call_tool(CallToolRequestParams::new("book_room").with_arguments(args(
+            json!({"day": "2026-09-17", "hour": 9, "room_hint": "the big room"}),
+        )))
         .await
         .unwrap();
     assert!(
@@ -416,7 +412,7 @@ async fn rmcp_client_books_the_big_room_on_the_demo_server() {
 #[tokio::test]
 async fn dropping_a_demo_report_midway_cancels_it_upstream() {
     let gw = start_gateway(&config_text(&start_demo().await, "", "")).await;
-    let before = portcullis::demo::upstream::report_streams_cancelled();
+    let before = portcullis_demo::report_streams_cancelled();
     let resp = call(
         &client(),
         &url(&gw),
@@ -436,14 +432,60 @@ async fn dropping_a_demo_report_midway_cancels_it_upstream() {
     assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
     drop(stream);
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    while portcullis::demo::upstream::report_streams_cancelled() == before
+    while portcullis_demo::report_streams_cancelled() == before
         && std::time::Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        portcullis::demo::upstream::report_streams_cancelled() > before,
+        portcullis_demo::report_streams_cancelled() > before,
         "the demo server saw the cancellation"
+    );
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_seeds_first_request_sent_verbatim_gets_the_seeds_form() {
+    let gw = start_gateway(&config_text(&start_demo().await, "", "")).await;
+    let resp = client()
+        .post(url(&gw))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", VERSION)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "book_room")
+        .body(portcullis_demo::SEED_REQUEST)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let answer = json_of(resp).await;
+    assert_eq!(answer["id"], 7);
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    assert_eq!(
+        result["inputRequests"],
+        json!({"room": {"method": "elicitation/create", "params": {
+            "mode": "form",
+            "message": "'the big room' matches more than one room. Which did you mean?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"room_id": {
+                    "type": "string",
+                    "enum": ["atrium", "studio-b", "nook"],
+                    "description": "The room to book. The Atrium seats 24, Studio B 12, The Nook 4."
+                }},
+                "required": ["room_id"]
+            }
+        }}})
+    );
+    assert!(result["requestState"]
+        .as_str()
+        .unwrap()
+        .starts_with("pcs1."));
+    assert_eq!(
+        result["_meta"]["dev.portcullis/provenance"]["upstream"]["name"],
+        "Test upstream"
     );
     gw.shutdown().await;
 }

@@ -36,6 +36,8 @@ pytestmark = pytest.mark.anyio
 PROTOCOL = "2026-07-28"
 ROOM_IDS = {"atrium", "studio-b", "nook"}
 AMBIGUOUS_HINT = "the big room"
+# The seed scenario's arguments: a day, an hour and a hint naming two rooms.
+BOOKING = {"day": "2026-09-17", "hour": 9, "room_hint": AMBIGUOUS_HINT}
 
 
 class Wire:
@@ -115,7 +117,7 @@ async def test_mrtr_book_room_accept_driven_by_the_sdk(gateway):
         return types.ElicitResult(action="accept", content={"room_id": "studio-b"})
 
     async with sdk_client(gateway, elicitation_callback=on_elicit) as (client, wire):
-        result = await client.call_tool("book_room", {"hint": AMBIGUOUS_HINT})
+        result = await client.call_tool("book_room", BOOKING)
 
     assert len(asked) == 1, "the elicitation callback should be asked exactly once"
     context, params = asked[0]
@@ -128,7 +130,7 @@ async def test_mrtr_book_room_accept_driven_by_the_sdk(gateway):
     assert not result.is_error, text_of(result)
     assert result.result_type == "complete"
     assert "Booked studio-b" in text_of(result)
-    assert result.structured_content == {"room_id": "studio-b", "booked": True}
+    assert result.structured_content == {"booked": True, "room_id": "studio-b", "day": "2026-09-17", "hour": 9}
 
     # Two rounds on the wire: the first without, the retry with, inputResponses and requestState.
     calls = wire.calls("book_room")
@@ -151,7 +153,7 @@ async def test_mrtr_book_room_raw_round(gateway):
 
     async with sdk_client(gateway, elicitation_callback=unused) as (client, _):
         first = await client.session.call_tool(
-            "book_room", {"hint": AMBIGUOUS_HINT}, allow_input_required=True
+            "book_room", BOOKING, allow_input_required=True
         )
         assert isinstance(first, types.InputRequiredResult), f"expected input_required, got {first!r}"
         assert first.result_type == "input_required"
@@ -163,7 +165,7 @@ async def test_mrtr_book_room_raw_round(gateway):
 
         final = await client.session.call_tool(
             "book_room",
-            {"hint": AMBIGUOUS_HINT},
+            BOOKING,
             input_responses={"room": types.ElicitResult(action="accept", content={"room_id": "atrium"})},
             request_state=first.request_state,
             allow_input_required=True,
@@ -185,7 +187,7 @@ async def test_mrtr_book_room_declined(gateway, action):
         return types.ElicitResult(action=action)
 
     async with sdk_client(gateway, elicitation_callback=on_elicit) as (client, wire):
-        result = await client.call_tool("book_room", {"hint": AMBIGUOUS_HINT})
+        result = await client.call_tool("book_room", BOOKING)
 
     assert len(asked) == 1
     assert not result.is_error, text_of(result)
@@ -201,7 +203,7 @@ async def test_book_room_without_elicitation_capability_is_refused(gateway):
     """No elicitation callback → the SDK declares no elicitation capability → -32021."""
     async with sdk_client(gateway) as (client, wire):
         with pytest.raises(MCPError) as raised:
-            await client.call_tool("book_room", {"hint": AMBIGUOUS_HINT})
+            await client.call_tool("book_room", BOOKING)
     assert raised.value.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY == -32021
     (_, sent) = wire.calls("book_room")[0]
     assert "elicitation" not in sent["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
@@ -320,7 +322,7 @@ async def test_mcp_name_header_mismatch_is_refused(gateway):
         "params": {
             "_meta": _meta({"elicitation": {"form": {}}}),
             "name": "book_room",
-            "arguments": {"hint": "nook"},
+            "arguments": {**BOOKING, "room_hint": "nook"},
         },
     }
     async with httpx2.AsyncClient(timeout=10) as http:
@@ -345,7 +347,7 @@ async def test_matching_headers_pass_through(gateway):
         "params": {
             "_meta": _meta({"elicitation": {"form": {}}}),
             "name": "book_room",
-            "arguments": {"hint": "nook"},
+            "arguments": {**BOOKING, "room_hint": "nook"},
         },
     }
     async with httpx2.AsyncClient(timeout=10) as http:
