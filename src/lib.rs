@@ -9,6 +9,7 @@ pub mod audit;
 pub mod config;
 pub mod demo;
 pub mod headers;
+pub mod healthcheck;
 pub mod identify;
 pub mod jsonrpc;
 pub mod mrtr;
