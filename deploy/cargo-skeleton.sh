@@ -50,6 +50,9 @@ skeleton() {
   done
   mkdir -p "$dest/deploy"
   cp "$0" "$dest/deploy/cargo-skeleton.sh"
+  # Same content, same files: fixed times keep the layer cached for builders
+  # that hash modification times too.
+  find "$dest" -exec touch -h -d @0 {} +
 }
 
 build_deps() {
