@@ -10,6 +10,7 @@ pub mod audit;
 pub mod config;
 pub mod demo;
 pub mod headers;
+pub mod healthcheck;
 pub mod identify;
 pub mod json;
 pub mod layers;

@@ -1,4 +1,4 @@
-//! The `portcullis` command: run, check, demo, demo-upstream.
+//! The `portcullis` command: run, check, demo, demo-upstream, healthcheck.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -65,6 +65,15 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9100")]
         listen: SocketAddr,
     },
+    /// Probe a running gateway's /healthz (Docker HEALTHCHECK): exit 0 on 200.
+    Healthcheck {
+        /// Probe the [admin] address of this config file.
+        #[arg(short, long, value_name = "FILE", conflicts_with = "url")]
+        config: Option<PathBuf>,
+        /// Probe this http:// URL instead.
+        #[arg(long)]
+        url: Option<String>,
+    },
 }
 
 /// Called once the gateway is listening (the demo prints its help then).
@@ -117,6 +126,9 @@ fn main() -> ExitCode {
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
             Command::HashKey { generate } => hash_key(generate),
+            Command::Healthcheck { config, url } => {
+                portcullis::healthcheck::run(config.as_deref(), url.as_deref()).await
+            }
         }
     })
 }
