@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use portcullis::config::GatewayConfig;
+use portcullis::model::Generation;
 use portcullis::pipeline::ctx::RequestCtx;
 use portcullis::pipeline::request::parse;
 use portcullis::pipeline::response::exchange::{Carrier, Exchange};
@@ -37,7 +38,12 @@ fn exchange() -> Exchange {
     let text = "[[listener]]\naddress=\"127.0.0.1:0\"\n[[upstream]]\nid=\"b\"\nname=\"Bench\"\nurl=\"http://127.0.0.1:9/mcp\"\n[[route]]\npath=\"/mcp\"\nupstream=\"b\"\n";
     let cfg = GatewayConfig::parse(text, Path::new("bench.toml")).unwrap();
     let gateway = Gateway::offline(cfg).unwrap();
-    let request = parse(&parts(), &Bytes::from_static(CALL.as_bytes())).unwrap();
+    let request = parse(
+        &parts(),
+        &Bytes::from_static(CALL.as_bytes()),
+        Generation::ALL,
+    )
+    .unwrap();
     Exchange::new(RequestCtx::offline(Arc::clone(&gateway), "/mcp", request).unwrap())
 }
 
@@ -66,7 +72,7 @@ fn request_check(c: &mut Criterion) {
     let mut g = c.benchmark_group("request_check");
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("tools_call", |b| {
-        b.iter(|| parse(black_box(&parts), black_box(&body)).is_ok())
+        b.iter(|| parse(black_box(&parts), black_box(&body), Generation::ALL).is_ok())
     });
     g.bench_function("baseline_serde_value", |b| {
         b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(CALL.as_bytes())).is_ok())

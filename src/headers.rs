@@ -8,6 +8,8 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 pub static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 pub static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 pub static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+pub static MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub static LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 pub static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");

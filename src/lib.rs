@@ -20,6 +20,7 @@ pub mod permit;
 pub mod pipeline;
 pub mod policy;
 pub mod server;
+pub mod sessions;
 pub mod throttle;
 pub mod tls;
 pub mod watch;

@@ -140,6 +140,11 @@ pub(super) fn state_config(
         (None, None) => StateKeys::generate(),
     };
     let rounds = loc.positive(&raw.max_rounds, "state.max_rounds", 10)?;
+    let round_timeout = loc.duration(
+        &raw.round_timeout,
+        "state.round_timeout",
+        Duration::from_secs(600),
+    )?;
     let replay = match raw
         .single_use_backend
         .as_ref()
@@ -179,11 +184,7 @@ pub(super) fn state_config(
             "state.max_client_state_bytes",
             32 << 10,
         )?,
-        round_timeout: loc.duration(
-            &raw.round_timeout,
-            "state.round_timeout",
-            Duration::from_secs(600),
-        )?,
+        round_timeout,
         max_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
         max_operation_time: loc.duration(
             &raw.max_operation_time,
@@ -194,6 +195,12 @@ pub(super) fn state_config(
             as u64,
         allow_secret_values: raw.allow_secret_values.unwrap_or(false),
         replay,
+        session_lifetime: loc.duration(
+            &raw.session_lifetime,
+            "state.session_lifetime",
+            Duration::from_secs(24 * 3600),
+        )?,
+        push_timeout: loc.duration(&raw.push_timeout, "state.push_timeout", round_timeout)?,
     })
 }
 

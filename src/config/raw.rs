@@ -104,6 +104,8 @@ pub struct RawState {
     pub allow_secret_values: Option<bool>,
     pub single_use_backend: Option<Spanned<String>>,
     pub redis_url: Option<Spanned<String>>,
+    pub session_lifetime: Option<Spanned<String>>,
+    pub push_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -139,6 +141,8 @@ pub struct RawRoute {
     /// Auth schemes tried in order; absent: anonymous only.
     pub auth: Option<Vec<Spanned<String>>>,
     pub allow_anonymous: Option<bool>,
+    /// Protocol generations served: "2026-07-28", "2025-11-25" (default both).
+    pub generations: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub allow: Vec<Spanned<RawPermission>>,
     #[serde(default)]

@@ -10,7 +10,7 @@ use super::locate::Locator;
 use super::raw::{RawPermission, RawRoute};
 use super::upstream::UpstreamRoute;
 use crate::identify::{AuthSchemes, SchemeId};
-use crate::model::ConfigError;
+use crate::model::{ConfigError, Generation};
 use crate::permit::{PermissionRule, Permissions};
 
 /// One path of the gateway: its upstream, who may use it and for what.
@@ -21,6 +21,8 @@ pub struct RouteConfig {
     pub auth: Vec<SchemeId>,
     pub allow_anonymous: bool,
     pub permissions: Permissions,
+    /// The protocol generations this route serves.
+    pub generations: Vec<Generation>,
 }
 
 pub(super) fn routes(
@@ -73,11 +75,13 @@ pub(super) fn routes(
             allow: permission_rules(&r.allow, &format!("route[{i}].allow"), loc)?,
             deny: permission_rules(&r.deny, &format!("route[{i}].deny"), loc)?,
         };
+        let generations = generations(&r.generations, &format!("route[{i}].generations"), loc)?;
         let route = RouteConfig {
             upstream: up.clone(),
             auth: schemes,
             allow_anonymous,
             permissions,
+            generations,
         };
         if out.insert(path.clone(), Arc::new(route)).is_some() {
             return Err(loc.at(
@@ -117,6 +121,36 @@ fn permission_rules(
         )
         .map_err(|e| loc.at(rule.span(), field, format!("bad glob: {e}")))?;
         out.push(built);
+    }
+    Ok(out)
+}
+
+fn generations(
+    raw: &Option<Spanned<Vec<Spanned<String>>>>,
+    field: &str,
+    loc: &Locator<'_>,
+) -> Result<Vec<Generation>, ConfigError> {
+    let Some(list) = raw else {
+        return Ok(Generation::ALL.to_vec());
+    };
+    let mut out = Vec::new();
+    for g in list.get_ref() {
+        let Some(gen) = Generation::parse(g.get_ref()) else {
+            return Err(loc.at(
+                g.span(),
+                field,
+                format!(
+                    "\"{}\" is not a protocol generation; use \"2026-07-28\" and/or \"2025-11-25\"",
+                    g.get_ref()
+                ),
+            ));
+        };
+        if !out.contains(&gen) {
+            out.push(gen);
+        }
+    }
+    if out.is_empty() {
+        return Err(loc.at(list.span(), field, "a route serves at least one generation"));
     }
     Ok(out)
 }

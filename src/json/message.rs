@@ -24,6 +24,10 @@ pub enum MessageKind {
 }
 
 impl MessageKind {
+    pub const fn is_response(self) -> bool {
+        matches!(self, MessageKind::Response)
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             MessageKind::Request => "request",

@@ -5,6 +5,7 @@
 /// A protocol version the gateway can police.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProtocolVersion {
+    V2025_03_26,
     V2025_06_18,
     V2025_11_25,
     V2026_07_28,
@@ -16,8 +17,9 @@ pub enum Generation {
     /// 2026-07-28: every request stands alone (`_meta`, `Mcp-Method`), input
     /// is asked for with `input_required` results.
     Stateless,
-    /// 2025-11-25 (and 2025-06-18): `initialize`, `Mcp-Session-Id`, input
-    /// pushed as server-to-client requests on event streams.
+    /// 2025-11-25 (and 2025-06-18, 2025-03-26): `initialize`,
+    /// `Mcp-Session-Id`, input pushed as server-to-client requests on event
+    /// streams.
     Sessions,
 }
 
@@ -27,6 +29,7 @@ impl ProtocolVersion {
         ProtocolVersion::V2026_07_28,
         ProtocolVersion::V2025_11_25,
         ProtocolVersion::V2025_06_18,
+        ProtocolVersion::V2025_03_26,
     ];
 
     pub fn parse(s: &str) -> Option<ProtocolVersion> {
@@ -38,6 +41,7 @@ impl ProtocolVersion {
 
     pub const fn as_str(self) -> &'static str {
         match self {
+            ProtocolVersion::V2025_03_26 => "2025-03-26",
             ProtocolVersion::V2025_06_18 => "2025-06-18",
             ProtocolVersion::V2025_11_25 => "2025-11-25",
             ProtocolVersion::V2026_07_28 => "2026-07-28",
@@ -47,7 +51,9 @@ impl ProtocolVersion {
     pub const fn generation(self) -> Generation {
         match self {
             ProtocolVersion::V2026_07_28 => Generation::Stateless,
-            ProtocolVersion::V2025_06_18 | ProtocolVersion::V2025_11_25 => Generation::Sessions,
+            ProtocolVersion::V2025_03_26
+            | ProtocolVersion::V2025_06_18
+            | ProtocolVersion::V2025_11_25 => Generation::Sessions,
         }
     }
 }
@@ -71,5 +77,16 @@ impl Generation {
 impl std::fmt::Display for ProtocolVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl ProtocolVersion {
+    /// The versions of `generations`, newest first.
+    pub fn of(generations: &[Generation]) -> Vec<ProtocolVersion> {
+        ProtocolVersion::ALL
+            .iter()
+            .copied()
+            .filter(|v| generations.contains(&v.generation()))
+            .collect()
     }
 }

@@ -111,6 +111,9 @@ reason_table! {
     RateLimited => "rate_limited", -32009, TOO_MANY_REQUESTS, "over a limit: `data.scope`, `data.retryAfterSeconds`, `Retry-After`";
     RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, "Redis down with `redis_failure = \"refuse\"`";
     ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, "the caller may not use that tool, prompt or resource";
+    SessionInvalid => "session_invalid", -32017, NOT_FOUND, "`Mcp-Session-Id` not issued by this gateway, altered, or issued to another caller or for another upstream (2025-11-25; the client initializes again)";
+    SessionExpired => "session_expired", -32017, NOT_FOUND, "a 2025-11-25 session older than `session_lifetime` (the client initializes again)";
+    AnswerNotRequested => "answer_not_requested", -32602, BAD_REQUEST, "a client's JSON-RPC response to a request this gateway did not deliver in this session";
     UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`";
 }
 

@@ -25,7 +25,8 @@ pub enum ReplayError {
 }
 
 pub enum ReplayStore {
-    Local(Mutex<HashMap<String, u64>>),
+    /// Consumed ids and byte counters, each with its expiry (unix seconds).
+    Local(Mutex<HashMap<String, (u64, u64)>>),
     Redis {
         url: String,
         conn: OnceCell<ConnectionManager>,
@@ -57,7 +58,7 @@ impl ReplayStore {
         match self {
             ReplayStore::Local(map) => Ok(map
                 .lock()
-                .map(|m| m.get(id).is_some_and(|exp| *exp >= now_secs()))
+                .map(|m| m.get(id).is_some_and(|(exp, _)| *exp >= now_secs()))
                 .unwrap_or(true)),
             ReplayStore::Redis { url, conn } => {
                 let mut c = connection(url, conn).await?;
@@ -75,11 +76,8 @@ impl ReplayStore {
                 let Ok(mut map) = map.lock() else {
                     return Err(ReplayError::Unavailable);
                 };
-                if map.len() >= LOCAL_SWEEP_AT {
-                    let now = now_secs();
-                    map.retain(|_, exp| *exp >= now);
-                }
-                map.insert(id.to_owned(), expires);
+                sweep(&mut map);
+                map.insert(id.to_owned(), (expires, 1));
                 Ok(())
             }
             ReplayStore::Redis { url, conn } => {
@@ -94,6 +92,85 @@ impl ReplayStore {
                 Ok(())
             }
         }
+    }
+}
+
+impl ReplayStore {
+    /// Consume `id` if nobody has: `Ok(true)` for the first, `Ok(false)` after.
+    pub async fn consume_once(&self, id: &str, expires: u64) -> Result<bool, ReplayError> {
+        match self {
+            ReplayStore::Local(map) => {
+                let Ok(mut map) = map.lock() else {
+                    return Err(ReplayError::Unavailable);
+                };
+                sweep(&mut map);
+                let now = now_secs();
+                if map.get(id).is_some_and(|(exp, _)| *exp >= now) {
+                    return Ok(false);
+                }
+                map.insert(id.to_owned(), (expires, 1));
+                Ok(true)
+            }
+            ReplayStore::Redis { url, conn } => {
+                let mut c = connection(url, conn).await?;
+                let cmd = redis::cmd("SET")
+                    .arg(key(id))
+                    .arg(1)
+                    .arg("NX")
+                    .arg("EXAT")
+                    .arg(expires.max(1))
+                    .to_owned();
+                let reply: Option<String> = query(cmd, &mut c).await?;
+                Ok(reply.is_some())
+            }
+        }
+    }
+
+    /// Add `n` to the byte counter of `operation` and return the total.
+    pub async fn add_bytes(
+        &self,
+        operation: &str,
+        n: u64,
+        expires: u64,
+    ) -> Result<u64, ReplayError> {
+        let id = format!("bytes.{operation}");
+        match self {
+            ReplayStore::Local(map) => {
+                let Ok(mut map) = map.lock() else {
+                    return Err(ReplayError::Unavailable);
+                };
+                sweep(&mut map);
+                let entry = map.entry(id).or_insert((expires, 0));
+                entry.0 = entry.0.max(expires);
+                entry.1 = entry.1.saturating_add(n);
+                Ok(entry.1)
+            }
+            ReplayStore::Redis { url, conn } => {
+                let mut c = connection(url, conn).await?;
+                let mut pipe = redis::pipe();
+                pipe.atomic()
+                    .cmd("INCRBY")
+                    .arg(key(&id))
+                    .arg(n)
+                    .cmd("EXPIREAT")
+                    .arg(key(&id))
+                    .arg(expires.max(1))
+                    .ignore();
+                let (total,): (u64,) =
+                    tokio::time::timeout(Duration::from_millis(500), pipe.query_async(&mut c))
+                        .await
+                        .map_err(|_| ReplayError::Unavailable)?
+                        .map_err(|_| ReplayError::Unavailable)?;
+                Ok(total)
+            }
+        }
+    }
+}
+
+fn sweep(map: &mut HashMap<String, (u64, u64)>) {
+    if map.len() >= LOCAL_SWEEP_AT {
+        let now = now_secs();
+        map.retain(|_, (exp, _)| *exp >= now);
     }
 }
 

@@ -23,6 +23,11 @@ pub struct StateSettings {
     pub max_answer_bytes: u64,
     pub allow_secret_values: bool,
     pub replay: ReplayBackend,
+    /// How long a 2025-11-25 session id is honoured.
+    pub session_lifetime: Duration,
+    /// How long a pushed request may wait for the client's answer before the
+    /// gateway answers the upstream itself.
+    pub push_timeout: Duration,
 }
 
 /// Which sealed states of an upstream may be redeemed only once.

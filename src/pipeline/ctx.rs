@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::request::ParsedRequest;
 use super::route::Route;
+use super::session::OpenSession;
 use super::{Gateway, Peer};
 use crate::identify::Principal;
 use crate::mrtr::retry::AcceptedRetry;
@@ -24,6 +25,8 @@ pub struct RequestCtx {
     pub request: ParsedRequest,
     /// Set by the retry check when the request answers questions.
     pub retry: Option<AcceptedRetry>,
+    /// The 2025-11-25 session the request belongs to.
+    pub session: Option<OpenSession>,
 }
 
 impl RequestCtx {
@@ -52,6 +55,7 @@ impl RequestCtx {
             principal: Principal::anonymous(),
             request,
             retry: None,
+            session: None,
         })
     }
 

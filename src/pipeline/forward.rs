@@ -58,11 +58,12 @@ impl UpstreamClient {
     /// upstream's response head has arrived.
     pub async fn send(
         &self,
+        method: Method,
         headers: HeaderMap,
         body: Bytes,
     ) -> Result<Response<Incoming>, Refusal> {
         let mut req = Request::new(Full::new(body));
-        *req.method_mut() = Method::POST;
+        *req.method_mut() = method;
         *req.uri_mut() = self.route.url.clone();
         *req.headers_mut() = headers;
         match tokio::time::timeout(self.route.response_timeout, self.client.request(req)).await {

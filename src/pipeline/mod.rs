@@ -7,6 +7,7 @@
 //! through its [`record::RequestRecord`].
 
 pub mod access;
+pub mod answer;
 pub mod body;
 pub mod ctx;
 pub mod forward;
@@ -16,20 +17,21 @@ pub mod request;
 pub mod response;
 pub mod retry;
 pub mod route;
+pub mod session;
 pub mod sse;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{header, Request, Response};
+use http::{header, HeaderValue, Request, Response};
 use hyper::body::Incoming;
 
 use crate::audit::AuditSink;
 use crate::config::{GatewayConfig, ServerNames};
 use crate::headers::to_upstream;
 use crate::identify::PeerIdentity;
-use crate::model::{Reason, Refusal, SharedClock};
+use crate::model::{Generation, ProtocolVersion, Reason, Refusal, SharedClock};
 use crate::mrtr::replay::ReplayStore;
 use crate::mrtr::MrtrShared;
 use crate::throttle::{Scope, Throttle};
@@ -38,6 +40,7 @@ use ctx::RequestCtx;
 use record::{Metrics, RequestRecord};
 use refuse::Refused;
 use request::head::HeadRules;
+use request::{ParsedRequest, Transport};
 use route::{Route, RouteTable};
 
 /// Where a request came from, as the accept phase saw it.
@@ -157,14 +160,24 @@ impl Gateway {
         let name = route.name().to_owned();
         let at = |r: Refusal| Refused::new(r, None, &name);
         let (mut parts, body) = req.into_parts();
-        request::head::check(&parts, &self.head_rules(&peer)).map_err(at)?;
+        let generations = &route.config.generations;
+        let transport = request::head::check(&parts, &self.head_rules(&peer, generations))
+            .map_err(|r| {
+                let allow = HeaderValue::from_static(request::head::allowed_methods(generations));
+                at(r).with_header(header::ALLOW, allow)
+            })?;
         let principal = access::identify(self, &route, &parts.headers, &peer)?;
         access::throttle(self, Scope::Principal, &[&principal.name])
             .await
             .map_err(|r| with_retry_after(at(r)))?;
-        let limits = &self.config.limits;
-        let bytes = request::read(&parts, body, limits).await.map_err(at)?;
-        let parsed = request::parse(&parts, &bytes).map_err(|r| r.within(None, &name))?;
+        let parsed = match transport {
+            Transport::Post => {
+                let limits = &self.config.limits;
+                let bytes = request::read(&parts, body, limits).await.map_err(at)?;
+                request::parse(&parts, &bytes, generations).map_err(|r| r.within(None, &name))?
+            }
+            other => ParsedRequest::without_message(other, ProtocolVersion::V2025_11_25),
+        };
         record.set_method(parsed.method);
         let mut ctx = RequestCtx {
             gateway: self.clone(),
@@ -175,14 +188,19 @@ impl Gateway {
             principal,
             request: parsed,
             retry: None,
+            session: None,
         };
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), &name));
+        session::open(&mut ctx, &parts.headers).map_err(|r| within(r, &ctx))?;
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)
             .await
             .map_err(|r| within(r, &ctx))?;
-        let body = retry::check(&mut ctx).await.map_err(|r| within(r, &ctx))?;
+        let body = match answer::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
+            Some(answer) => answer,
+            None => retry::check(&mut ctx).await.map_err(|r| within(r, &ctx))?,
+        };
         let upstream = &route.upstream;
         to_upstream(
             &mut parts.headers,
@@ -190,11 +208,12 @@ impl Gateway {
             peer.tls,
             upstream.settings.forward_authorization,
         );
+        session::to_upstream(&ctx, &mut parts.headers);
         let id = ctx.id().map(str::to_owned);
         let sent = Instant::now();
         let resp = upstream
             .client
-            .send(parts.headers, body)
+            .send(transport.http_method(), parts.headers, body)
             .await
             .map_err(|r| Refused::new(r, id.as_deref(), &name))?;
         self.metrics.observe_upstream(&upstream.label, sent);
@@ -212,7 +231,7 @@ impl Gateway {
         })
     }
 
-    fn head_rules<'a>(&'a self, peer: &Peer) -> HeadRules<'a> {
+    fn head_rules<'a>(&'a self, peer: &Peer, generations: &'a [Generation]) -> HeadRules<'a> {
         static LOOPBACK: ServerNames = ServerNames::Loopback;
         let names = self
             .config
@@ -221,6 +240,7 @@ impl Gateway {
             .map_or(&LOOPBACK, |l| &l.server_names);
         HeadRules {
             server_names: names,
+            generations,
             allowed_origins: &self.config.allowed_origins,
             local_port: peer.local.port(),
             tls: peer.tls,

@@ -15,7 +15,8 @@ use crate::mrtr::retry::RetryRequest;
 /// request is not a retry).
 pub async fn check(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
     let request = &ctx.request;
-    if !request.method.allows_input_required() || !request.is_retry() {
+    let stateless = request.generation() == crate::model::Generation::Stateless;
+    if !stateless || !request.method.allows_input_required() || !request.is_retry() {
         return Ok(request.body.clone());
     }
     match accept(ctx).await {

@@ -10,6 +10,8 @@ use bytes::{Buf, Bytes, BytesMut};
 pub struct SseEvent {
     pub raw: Bytes,
     pub data: Option<String>,
+    /// The `id` field (what a client resumes from with `Last-Event-ID`).
+    pub id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -82,8 +84,8 @@ impl SseFramer {
                 if raw.len() > self.max_event {
                     return Err(SseError::TooLarge(self.max_event));
                 }
-                let data = data_of(&raw)?;
-                return Ok(Some(SseEvent { raw, data }));
+                let (data, id) = fields_of(&raw)?;
+                return Ok(Some(SseEvent { raw, data, id }));
             }
         }
     }
@@ -97,9 +99,13 @@ impl SseFramer {
     }
 }
 
-/// The event's `data` field: every `data` line's value, joined with `\n`.
-fn data_of(raw: &[u8]) -> Result<Option<String>, SseError> {
+/// The event's `data` field (every `data` line's value, joined with `\n`)
+/// and its last `id` field.
+type Fields = (Option<String>, Option<String>);
+
+fn fields_of(raw: &[u8]) -> Result<Fields, SseError> {
     let mut data: Option<String> = None;
+    let mut id: Option<String> = None;
     let mut rest = raw;
     while !rest.is_empty() {
         let (line, next) = match memchr::memchr2(b'\n', b'\r', rest) {
@@ -125,6 +131,13 @@ fn data_of(raw: &[u8]) -> Result<Option<String>, SseError> {
             }
             None => (line, &line[line.len()..]),
         };
+        if field == b"id" && !value.contains(&0) {
+            id = Some(
+                std::str::from_utf8(value)
+                    .map_err(|_| SseError::NotUtf8)?
+                    .to_owned(),
+            );
+        }
         if field == b"data" {
             let v = std::str::from_utf8(value).map_err(|_| SseError::NotUtf8)?;
             match &mut data {
@@ -136,14 +149,38 @@ fn data_of(raw: &[u8]) -> Result<Option<String>, SseError> {
             }
         }
     }
-    Ok(data)
+    Ok((data, id))
 }
 
 /// An event carrying one JSON-RPC message, in the form the gateway writes.
 pub fn event_for(message: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(message.len() + 24);
+    event_with_id(None, message)
+}
+
+/// An event carrying one JSON-RPC message, keeping the `id` of the event it
+/// replaces (so a client can still resume from it).
+pub fn event_with_id(id: Option<&str>, message: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(message.len() + 32);
+    if let Some(id) = id.filter(|i| !i.contains(['\n', '\r'])) {
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(id.as_bytes());
+        out.extend_from_slice(b"\n");
+    }
     out.extend_from_slice(b"event: message\ndata: ");
     out.extend_from_slice(message);
+    out.extend_from_slice(b"\n\n");
+    out.freeze()
+}
+
+/// An event that only moves the client's last event id (the message it
+/// carried was withheld).
+pub fn event_id_only(id: &str) -> Bytes {
+    if id.contains(['\n', '\r']) {
+        return Bytes::new();
+    }
+    let mut out = BytesMut::with_capacity(id.len() + 6);
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(b"\n\n");
     out.freeze()
 }
@@ -173,7 +210,12 @@ mod tests {
             b"id: 1\nevent: message\ndata: {\"a\":\ndata: 1}\n\n"
         );
         assert_eq!(ev[0].data.as_deref(), Some("{\"a\":\n1}"));
+        assert_eq!(ev[0].id.as_deref(), Some("1"));
         assert_eq!(ev[1].data, None);
+        assert_eq!(
+            &event_with_id(Some("7"), b"{}")[..],
+            b"id: 7\nevent: message\ndata: {}\n\n"
+        );
     }
 
     #[test]

@@ -4,12 +4,15 @@
 
 use http::{header, request::Parts, Method};
 
+use super::Transport;
 use crate::config::ServerNames;
-use crate::model::{Reason, Refusal};
+use crate::model::{Generation, Reason, Refusal};
 
 /// What the head checks need of the listener and the config.
 pub struct HeadRules<'a> {
     pub server_names: &'a ServerNames,
+    /// The generations the route serves (2025-11-25 adds GET and DELETE).
+    pub generations: &'a [Generation],
     pub allowed_origins: &'a std::collections::HashSet<String>,
     pub local_port: u16,
     pub tls: bool,
@@ -24,16 +27,37 @@ fn authority(parts: &Parts) -> Option<&str> {
         .or_else(|| parts.headers.get(header::HOST)?.to_str().ok())
 }
 
-pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<(), Refusal> {
-    if parts.method != Method::POST {
-        return Err(Refusal::new(
-            Reason::MethodNotAllowed,
-            format!("{} is not supported: this MCP endpoint (stateless Streamable HTTP) accepts POST only", parts.method),
-        ));
+/// The HTTP methods a route serves, for `Allow`.
+pub fn allowed_methods(generations: &[Generation]) -> &'static str {
+    if generations.contains(&Generation::Sessions) {
+        "GET, POST, DELETE"
+    } else {
+        "POST"
     }
+}
+
+pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Transport, Refusal> {
+    let sessions = rules.generations.contains(&Generation::Sessions);
+    let transport = match parts.method {
+        Method::POST => Transport::Post,
+        Method::GET if sessions => Transport::Listen,
+        Method::DELETE if sessions => Transport::End,
+        ref other => {
+            return Err(Refusal::new(
+                Reason::MethodNotAllowed,
+                format!(
+                    "{other} is not supported on this MCP endpoint; it accepts {}",
+                    allowed_methods(rules.generations)
+                ),
+            ))
+        }
+    };
     check_host(parts, rules)?;
     check_origin(parts, rules)?;
-    check_content_type(parts)
+    if transport == Transport::Post {
+        check_content_type(parts)?;
+    }
+    Ok(transport)
 }
 
 /// DNS rebinding: a page on another site that resolves its own name to
@@ -132,6 +156,7 @@ mod tests {
     fn reason(p: &Parts, origins: &HashSet<String>) -> Option<Reason> {
         let rules = HeadRules {
             server_names: &ServerNames::Loopback,
+            generations: &[Generation::Stateless],
             allowed_origins: origins,
             local_port: 8080,
             tls: false,

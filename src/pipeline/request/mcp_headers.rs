@@ -8,7 +8,9 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue};
 
 use super::params::ParamsView;
-use crate::headers::{decode_mcp_header_value, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
+use crate::headers::{
+    decode_mcp_header_value, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID,
+};
 use crate::json::MessageKind;
 use crate::model::{McpMethod, ProtocolVersion, Reason, Refusal, TargetMember};
 
@@ -41,9 +43,11 @@ pub(super) fn header_str<'h>(
     }
 }
 
-/// `Mcp-Method`: required on every message, equal to the body's method.
-pub(super) fn check_method(parts: &Parts, method: &str) -> Result<(), Refusal> {
+/// `Mcp-Method`: required on every 2026-07-28 message (`required`), equal to
+/// the body's method wherever it is present.
+pub(super) fn check_method(parts: &Parts, method: &str, required: bool) -> Result<(), Refusal> {
     match header_str(parts, &MCP_METHOD)? {
+        None if !required => Ok(()),
         None => Err(Refusal::new(
             Reason::HeaderMissing,
             "the Mcp-Method header is required",
@@ -76,23 +80,58 @@ pub(super) fn unsupported(requested: &str, supported: &[ProtocolVersion]) -> Ref
     )
 }
 
-/// `MCP-Protocol-Version`: supported, and equal to `params._meta`'s on
-/// requests (which must carry both).
-pub(super) fn check_version(
+/// Which generation a message belongs to, as the spec describes for a
+/// server that serves both: `initialize` and a session id mean 2025-11-25,
+/// `_meta`'s version means 2026-07-28, the version header says which.
+pub(super) fn detect(
     parts: &Parts,
-    kind: MessageKind,
+    method: McpMethod,
     params: Option<&ParamsView<'_>>,
     supported: &[ProtocolVersion],
 ) -> Result<ProtocolVersion, Refusal> {
     let header = header_str(parts, &MCP_PROTOCOL_VERSION)?;
     let body = params.and_then(|p| p.meta_version.as_deref());
-    let requested = header.or(body);
-    let version = match requested {
-        Some(v) => ProtocolVersion::parse(v)
+    let pick = |v: &str| {
+        ProtocolVersion::parse(v)
             .filter(|v| supported.contains(v))
-            .ok_or_else(|| unsupported(v, supported))?,
-        None => ProtocolVersion::V2026_07_28,
+            .ok_or_else(|| unsupported(v, supported))
     };
+    let sessions = |v: ProtocolVersion| {
+        if supported.contains(&v) {
+            Ok(v)
+        } else {
+            Err(unsupported(v.as_str(), supported))
+        }
+    };
+    if method == McpMethod::Initialize {
+        // The version is negotiated by the upstream; the request names the
+        // client's preference.
+        return sessions(ProtocolVersion::V2025_11_25);
+    }
+    match (header, body) {
+        (Some(h), _) => pick(h),
+        (None, Some(b)) => pick(b),
+        // 2025-11-25: a request without the header is 2025-03-26.
+        (None, None) if parts.headers.contains_key(&MCP_SESSION_ID) => {
+            sessions(ProtocolVersion::V2025_03_26)
+        }
+        (None, None) if supported.contains(&ProtocolVersion::V2026_07_28) => {
+            Ok(ProtocolVersion::V2026_07_28)
+        }
+        (None, None) => sessions(ProtocolVersion::V2025_03_26),
+    }
+}
+
+/// `MCP-Protocol-Version`: equal to `params._meta`'s on 2026-07-28 requests
+/// (which must carry both).
+pub(super) fn check_version(
+    parts: &Parts,
+    kind: MessageKind,
+    params: Option<&ParamsView<'_>>,
+    version: ProtocolVersion,
+) -> Result<(), Refusal> {
+    let header = header_str(parts, &MCP_PROTOCOL_VERSION)?;
+    let body = params.and_then(|p| p.meta_version.as_deref());
     let mismatch = || {
         Refusal::new(
             Reason::HeaderMismatch,
@@ -109,7 +148,10 @@ pub(super) fn check_version(
             "params._meta[\"io.modelcontextprotocol/protocolVersion\"] is missing; it must equal the MCP-Protocol-Version header",
         )),
         (_, Some(h), Some(b)) if h != b => Err(mismatch()),
-        _ => Ok(version),
+        _ => {
+            debug_assert_eq!(version.generation(), crate::model::Generation::Stateless);
+            Ok(())
+        }
     }
 }
 
@@ -120,7 +162,12 @@ pub(super) fn check_name(
     member: TargetMember,
     params: Option<&ParamsView<'_>>,
     method: McpMethod,
+    header_defined: bool,
 ) -> Result<Option<String>, Refusal> {
+    let member = TargetMember {
+        header_required: member.header_required && header_defined,
+        ..member
+    };
     let raw = params.and_then(|p| p.target);
     let body_name: Option<Cow<'_, str>> = match raw {
         None => None,

@@ -20,10 +20,29 @@ use serde_json::value::RawValue;
 use super::refuse::Refused;
 use crate::config::Limits;
 use crate::json::{self, span_in, Message, MessageKind};
-use crate::model::{ClientCaps, McpMethod, ProtocolVersion, Reason, Refusal};
+use crate::model::{ClientCaps, Generation, McpMethod, ProtocolVersion, Reason, Refusal};
 
-/// The protocol versions routes serve.
-pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V2026_07_28];
+/// How the request reached the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A JSON-RPC message in a POST body.
+    Post,
+    /// A 2025-11-25 GET: the session's stream of server messages.
+    Listen,
+    /// A 2025-11-25 DELETE: the end of a session.
+    End,
+}
+
+impl Transport {
+    /// The HTTP method the upstream gets.
+    pub fn http_method(self) -> http::Method {
+        match self {
+            Transport::Post => http::Method::POST,
+            Transport::Listen => http::Method::GET,
+            Transport::End => http::Method::DELETE,
+        }
+    }
+}
 
 /// The client's message, checked, with what later phases need of it.
 #[derive(Debug)]
@@ -36,6 +55,9 @@ pub struct ParsedRequest {
     id: Option<Range<usize>>,
     pub method: McpMethod,
     pub version: ProtocolVersion,
+    pub transport: Transport,
+    /// `params.protocolVersion` of an `initialize`: the client's preference.
+    pub requested_version: Option<String>,
     /// What the client declared it can do for this request.
     pub client: ClientCaps,
     /// The tool / prompt name, resource uri or task id the request is about.
@@ -64,6 +86,30 @@ impl ParsedRequest {
     pub fn params_text(&self) -> Option<&str> {
         let r = self.params.clone()?;
         std::str::from_utf8(&self.body[r]).ok()
+    }
+
+    pub fn generation(&self) -> Generation {
+        self.version.generation()
+    }
+
+    /// A GET or DELETE of a 2025-11-25 session: no body, no message.
+    pub fn without_message(transport: Transport, version: ProtocolVersion) -> ParsedRequest {
+        ParsedRequest {
+            body: Bytes::new(),
+            kind: MessageKind::Notification,
+            id: None,
+            method: McpMethod::Other,
+            version,
+            transport,
+            requested_version: None,
+            client: ClientCaps::default(),
+            target: None,
+            params: None,
+            request_state: None,
+            request_state_not_string: false,
+            input_responses: false,
+            digest: OnceLock::new(),
+        }
     }
 
     /// A retry: it carries the gateway's state or answers.
@@ -96,8 +142,13 @@ pub async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Byte
     body::read(parts, body, limits).await
 }
 
-/// Parse the body and check it against the headers.
-pub fn parse(parts: &Parts, body: &Bytes) -> Result<ParsedRequest, Refused> {
+/// Parse the body and check it against the headers, under the rules of the
+/// generation it belongs to (one of `generations`, the route's).
+pub fn parse(
+    parts: &Parts,
+    body: &Bytes,
+    generations: &[Generation],
+) -> Result<ParsedRequest, Refused> {
     let msg =
         Message::parse(body).map_err(|e| Refused::from(Refusal::new(e.reason(), e.to_string())))?;
     let id = msg.id.and_then(|raw| span_in(body, raw.get()));
@@ -107,12 +158,6 @@ pub fn parse(parts: &Parts, body: &Bytes) -> Result<ParsedRequest, Refused> {
         method,
         ..Refused::from(refusal)
     };
-    if msg.kind == MessageKind::Response {
-        return Err(reject(Refusal::new(
-            Reason::InvalidRequest,
-            "a client sends requests and notifications on this transport, not responses",
-        )));
-    }
     let name = msg.method.as_deref().unwrap_or_default();
     let method = McpMethod::parse(name);
     let target_member = method.target();
@@ -123,20 +168,40 @@ pub fn parse(parts: &Parts, body: &Bytes) -> Result<ParsedRequest, Refused> {
         ),
         None => None,
     };
-    mcp_headers::check_method(parts, name).map_err(reject)?;
-    let version = mcp_headers::check_version(parts, msg.kind, view.as_ref(), SUPPORTED_VERSIONS)
-        .map_err(reject)?;
+    let supported = ProtocolVersion::of(generations);
+    let version = mcp_headers::detect(parts, method, view.as_ref(), &supported).map_err(reject)?;
+    let stateless = version.generation() == Generation::Stateless;
+    if stateless && msg.kind == MessageKind::Response {
+        return Err(reject(Refusal::new(
+            Reason::InvalidRequest,
+            "a client sends requests and notifications on this transport, not responses",
+        )));
+    }
+    if msg.kind != MessageKind::Response {
+        mcp_headers::check_method(parts, name, stateless).map_err(reject)?;
+    }
+    if stateless {
+        mcp_headers::check_version(parts, msg.kind, view.as_ref(), version).map_err(reject)?;
+    }
     let target = match target_member {
-        Some(member) => {
-            mcp_headers::check_name(parts, member, view.as_ref(), method).map_err(reject)?
-        }
+        Some(member) => mcp_headers::check_name(parts, member, view.as_ref(), method, stateless)
+            .map_err(reject)?,
         None => None,
     };
-    let client = view
-        .as_ref()
-        .and_then(|p| p.meta_capabilities)
+    // 2026-07-28 declares capabilities per request; 2025-11-25 at initialize
+    // (later requests take them from the session).
+    let caps = match stateless {
+        true => view.as_ref().and_then(|p| p.meta_capabilities),
+        false => view.as_ref().and_then(|p| p.capabilities),
+    };
+    let client = caps
         .map(|raw| ClientCaps::parse(raw.get()))
         .unwrap_or_default();
+    let requested_version = view
+        .as_ref()
+        .filter(|_| method == McpMethod::Initialize)
+        .and_then(|p| p.protocol_version.as_deref())
+        .map(str::to_owned);
     let state = view.as_ref().and_then(|p| p.request_state);
     let request_state = state.and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
     let request_state_not_string = state.is_some() && request_state.is_none();
@@ -149,6 +214,8 @@ pub fn parse(parts: &Parts, body: &Bytes) -> Result<ParsedRequest, Refused> {
         id,
         method,
         version,
+        transport: Transport::Post,
+        requested_version,
         client,
         target,
         params,

@@ -2,6 +2,7 @@ use bytes::Bytes;
 use http::request::Parts;
 
 use super::*;
+use crate::model::Generation;
 use crate::pipeline::refuse::Refused;
 
 fn parts(headers: &[(&str, &str)]) -> Parts {
@@ -39,7 +40,7 @@ fn check(headers: &[(String, String)], body: &str) -> Result<ParsedRequest, Refu
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    parse(&parts(&h), &Bytes::from(body.to_owned()))
+    parse(&parts(&h), &Bytes::from(body.to_owned()), Generation::ALL)
 }
 
 fn reason(r: Result<ParsedRequest, Refused>) -> Reason {
@@ -156,7 +157,7 @@ fn a_closed_depth_bomb_in_params_is_refused() {
     deep.extend(b"}}}");
     let h: Vec<(String, String)> = with(&[]);
     let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let r = parse(&parts(&h), &Bytes::from(deep))
+    let r = parse(&parts(&h), &Bytes::from(deep), Generation::ALL)
         .map(|_| ())
         .unwrap_err();
     assert_eq!(r.refusal.reason, Reason::InvalidJson);
@@ -198,4 +199,72 @@ fn a_retry_is_recognised_and_its_params_read_once() {
     let plain = check(&with(&[]), CALL).unwrap();
     // The digest leaves out what changes between rounds.
     assert_eq!(c.digest(), plain.digest());
+}
+
+fn legacy(
+    headers: &[(&str, &str)],
+    body: &str,
+    generations: &[Generation],
+) -> Result<ParsedRequest, Refused> {
+    parse(&parts(headers), &Bytes::from(body.to_owned()), generations)
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{},"sampling":{}},"clientInfo":{"name":"c","version":"1"}}}"#;
+
+#[test]
+fn the_generation_is_detected_per_request() {
+    let json = ("content-type", "application/json");
+    let init = legacy(&[json], INIT, Generation::ALL).unwrap();
+    assert_eq!(init.generation(), Generation::Sessions);
+    assert_eq!(init.requested_version.as_deref(), Some("2025-11-25"));
+    assert!(init.client.elicitation_form && init.client.sampling && !init.client.elicitation_url);
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book_room","arguments":{}}}"#;
+    let with_session = [
+        json,
+        ("mcp-session-id", "pss1.x"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let c = legacy(&with_session, call, Generation::ALL).unwrap();
+    assert_eq!(
+        (c.generation(), c.version),
+        (Generation::Sessions, ProtocolVersion::V2025_11_25)
+    );
+    assert_eq!(
+        c.target.as_deref(),
+        Some("book_room"),
+        "no Mcp-Name needed in 2025-11-25"
+    );
+    let no_header = legacy(&[json, ("mcp-session-id", "pss1.x")], call, Generation::ALL).unwrap();
+    assert_eq!(no_header.version, ProtocolVersion::V2025_03_26);
+    let answer = r#"{"jsonrpc":"2.0","id":"psr1.x","result":{"action":"decline"}}"#;
+    assert_eq!(
+        legacy(&with_session, answer, Generation::ALL).unwrap().kind,
+        MessageKind::Response
+    );
+    // A stateless route refuses 2025-11-25 with the versions it serves.
+    let r = legacy(&[json], INIT, &[Generation::Stateless])
+        .unwrap_err()
+        .refusal;
+    assert_eq!(r.reason, Reason::UnsupportedProtocolVersion);
+    assert_eq!(
+        r.data("supported").unwrap(),
+        &serde_json::json!(["2026-07-28"])
+    );
+    let r = legacy(&with_session, answer, &[Generation::Stateless])
+        .unwrap_err()
+        .refusal;
+    assert_eq!(r.reason, Reason::UnsupportedProtocolVersion);
+    // A header that is present must still match the body.
+    let bad = [
+        json,
+        ("mcp-protocol-version", "2025-11-25"),
+        ("mcp-method", "tools/list"),
+    ];
+    assert_eq!(
+        legacy(&bad, call, Generation::ALL)
+            .unwrap_err()
+            .refusal
+            .reason,
+        Reason::HeaderMismatch
+    );
 }

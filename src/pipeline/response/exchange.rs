@@ -15,9 +15,10 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::super::ctx::RequestCtx;
+use super::super::request::Transport;
 use crate::json::strict::{Failure, Key};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
-use crate::model::{McpMethod, Reason, Refusal};
+use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::policy::inspect::{inspect_notification, Subject};
 use serde::de::IgnoredAny;
 
@@ -26,6 +27,10 @@ use serde::de::IgnoredAny;
 pub struct Exchange {
     pub ctx: RequestCtx,
     pub max_message_bytes: usize,
+    /// Requests pushed to the client on this stream so far (2025-11-25).
+    pub(super) pushes: u32,
+    /// The operation the pushes of this stream share, once one is pushed.
+    pub(super) operation: Option<String>,
 }
 
 /// The decision on one message from the upstream (the policy's own findings are `policy::inspect::Verdict`s).
@@ -33,6 +38,12 @@ pub struct Exchange {
 pub enum Disposition {
     /// A notification the client may see, unchanged.
     Notify,
+    /// A request the upstream pushed (2025-11-25), policed and delivered
+    /// under the gateway's sealed id; the stream goes on.
+    Pushed(Bytes),
+    /// A pushed request the policy refused: the gateway answered the
+    /// upstream itself, the client sees nothing of it; the stream goes on.
+    Withheld,
     /// A notification whose text had to be made safe.
     NotifyRewritten(Bytes),
     /// The response to the request, unchanged; nothing more is read after it.
@@ -66,7 +77,23 @@ impl Exchange {
         Exchange {
             ctx,
             max_message_bytes,
+            pushes: 0,
+            operation: None,
         }
+    }
+
+    fn sessions(&self) -> bool {
+        self.ctx.request.generation() == Generation::Sessions
+    }
+
+    /// A session's stream of server messages (2025-11-25 GET).
+    pub fn listening(&self) -> bool {
+        self.ctx.request.transport == Transport::Listen
+    }
+
+    /// A stream that may end before a response and be resumed (2025-11-25).
+    pub fn resumable(&self) -> bool {
+        self.sessions()
     }
 
     pub fn subject(&self) -> Subject<'_> {
@@ -103,11 +130,18 @@ impl Exchange {
             }
         };
         match msg.kind {
+            MessageKind::Request if self.sessions() && carrier == Carrier::Stream => {
+                self.push(&msg)
+            }
             MessageKind::Request => violation(
                 "the upstream sent a server-to-client request; under protocol 2026-07-28 a server asks for input with an input_required result",
                 "request",
             ),
             MessageKind::Notification => self.notification(&msg, carrier),
+            MessageKind::Response if self.ctx.request.transport == Transport::Listen => violation(
+                "the upstream sent a response on the session's stream of server messages",
+                "response",
+            ),
             MessageKind::Response => self.response(&msg),
         }
     }
@@ -115,6 +149,7 @@ impl Exchange {
     fn notification(&self, msg: &Message<'_>, carrier: Carrier) -> Disposition {
         let method = McpMethod::parse(msg.method.as_deref().unwrap_or_default());
         let allowed = match self.ctx.request.method {
+            _ if self.sessions() => method.is_server_notification(),
             McpMethod::SubscriptionsListen => method.is_server_notification(),
             _ => method.is_request_stream_notification() && method != McpMethod::Cancelled,
         };

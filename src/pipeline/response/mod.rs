@@ -5,6 +5,7 @@
 
 pub mod exchange;
 mod gate;
+mod push;
 mod question;
 mod stream;
 
@@ -15,9 +16,11 @@ use hyper::body::Incoming;
 
 use super::body::ProxyBody;
 use super::ctx::RequestCtx;
-use crate::headers::{to_client, X_ACCEL_BUFFERING};
+use super::request::Transport;
+use super::session;
+use crate::headers::{to_client, MCP_SESSION_ID, X_ACCEL_BUFFERING};
 use crate::json::MessageKind;
-use crate::model::{Reason, Refusal};
+use crate::model::{McpMethod, Reason, Refusal};
 use exchange::{Carrier, Disposition, Exchange};
 use stream::SseBody;
 
@@ -75,14 +78,24 @@ pub async fn check(
         (!is_stream && !is_json)
             .then(|| format!(" with content type {}, not a JSON-RPC message", clip(media)))
     };
-    let notification = ctx.request.kind == MessageKind::Notification;
+    // Notifications and a client's answers get no message back (202).
+    let notification = ctx.request.kind != MessageKind::Request;
     let forward_auth = ctx.route.upstream.settings.forward_authorization;
+    let upstream_session = head.headers.remove(&MCP_SESSION_ID);
     to_client(&mut head.headers, status, forward_auth);
-    let max_message_bytes = ctx.gateway.config.limits.max_response_body_bytes;
-    let exchange = Exchange {
-        ctx,
-        max_message_bytes,
-    };
+    if ctx.request.method == McpMethod::Initialize && status.is_success() {
+        let minted = session::mint(&ctx, upstream_session.as_ref()).ok_or_else(|| {
+            Refusal::new(
+                Reason::UpstreamBadResponse,
+                "the upstream's session id cannot be carried",
+            )
+        })?;
+        head.headers.insert(MCP_SESSION_ID.clone(), minted);
+    }
+    if ctx.request.transport == Transport::End {
+        return ended(status, head.headers, body).await;
+    }
+    let exchange = Exchange::new(ctx);
     if is_stream && status.is_success() {
         head.headers
             .insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
@@ -118,7 +131,7 @@ async fn json(
     body: Incoming,
 ) -> Result<Response<ProxyBody>, Refusal> {
     let bytes = read_whole(&exchange, body).await?;
-    let notification = exchange.ctx.request.kind == MessageKind::Notification;
+    let notification = exchange.ctx.request.kind != MessageKind::Request;
     if bytes.is_empty() && notification && status.is_success() {
         return Ok(build(status, headers, ProxyBody::empty()));
     }
@@ -136,8 +149,11 @@ async fn json(
             }
             Disposition::FinalRewritten(new) => (new, false),
             Disposition::Ask(new) => (new, true),
-            // The inspector refuses a notification in a JSON body.
-            Disposition::Notify | Disposition::NotifyRewritten(_) => return Err(Refusal::new(
+            // The inspector refuses a notification or a push in a JSON body.
+            Disposition::Notify
+            | Disposition::NotifyRewritten(_)
+            | Disposition::Pushed(_)
+            | Disposition::Withheld => return Err(Refusal::new(
                 Reason::UpstreamProtocolViolation,
                 "the upstream answered with a notification instead of the response to the request",
             )),
@@ -147,6 +163,26 @@ async fn json(
         gate.await?;
     }
     Ok(build(status, headers, ProxyBody::full(message)))
+}
+
+/// The answer to a DELETE that ends a session: its status, no body.
+async fn ended(
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Incoming,
+) -> Result<Response<ProxyBody>, Refusal> {
+    // The upstream's body (if any) is not a message for the client.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), body.collect()).await;
+    if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
+        let mut headers = headers;
+        headers.remove(header::CONTENT_TYPE);
+        headers.remove(header::CONTENT_LENGTH);
+        return Ok(build(status, headers, ProxyBody::empty()));
+    }
+    Err(upstream_status_refusal(
+        status,
+        " to the end of the session",
+    ))
 }
 
 /// Headers of an upstream refusal that keep their meaning for the client.

@@ -19,7 +19,7 @@ use super::gate::Gate;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::body::EventSource;
 use crate::pipeline::refuse::error_bytes;
-use crate::pipeline::sse::{event_for, SseError, SseFramer};
+use crate::pipeline::sse::{event_for, event_id_only, event_with_id, SseError, SseFramer};
 
 pub struct SseBody {
     exchange: Exchange,
@@ -91,14 +91,26 @@ impl SseBody {
                 self.out.push_back(ev.raw);
                 continue;
             };
+            let id = ev.id.as_deref();
             match self.exchange.inspect(data.as_bytes(), Carrier::Stream) {
                 Disposition::Notify => self.out.push_back(ev.raw),
-                Disposition::NotifyRewritten(message) => self.out.push_back(event_for(&message)),
+                Disposition::NotifyRewritten(message) | Disposition::Pushed(message) => {
+                    self.out.push_back(event_with_id(id, &message))
+                }
+                // The event's id still reaches the client, so it can resume
+                // from it: a comment line carries it.
+                Disposition::Withheld => {
+                    if let Some(id) = id {
+                        self.out.push_back(event_id_only(id));
+                    }
+                }
                 Disposition::Final => return self.finish_with(ev.raw, false),
                 Disposition::FinalRewritten(message) => {
-                    return self.finish_with(event_for(&message), false)
+                    return self.finish_with(event_with_id(id, &message), false)
                 }
-                Disposition::Ask(message) => return self.finish_with(event_for(&message), true),
+                Disposition::Ask(message) => {
+                    return self.finish_with(event_with_id(id, &message), true)
+                }
                 Disposition::Refuse(r) => return self.fail(r),
             }
         }
@@ -121,12 +133,21 @@ impl SseBody {
                 Reason::UpstreamConnectionClosed,
                 "the upstream closed the connection in the middle of its event stream",
             )),
+            // A 2025-11-25 server may close a stream before its response
+            // (the client resumes with Last-Event-ID), and a session's
+            // stream of server messages has no response at all.
+            Poll::Ready(None) if self.exchange.resumable() => {
+                self.upstream = None;
+                return Poll::Ready(None);
+            }
             Poll::Ready(None) => self.fail(Refusal::new(
                 Reason::UpstreamBadResponse,
                 "the upstream ended its event stream without a response",
             )),
             Poll::Pending => {
-                if self.idle.as_mut().poll(cx).is_pending() {
+                // A session's stream of server messages may be quiet for as
+                // long as the session lives; TCP keep-alive finds a dead peer.
+                if self.exchange.listening() || self.idle.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
                 let t = humantime::format_duration(self.idle_timeout);

@@ -66,10 +66,22 @@ impl Run<'_> {
             self.limit("sampling_max_tokens", Some(key), None, "a sampling request")?;
         }
         if messages.len() > self.policy.sampling_max_messages {
-            self.limit("sampling_max_messages", Some(key), None, "a sampling request")?;
+            self.limit(
+                "sampling_max_messages",
+                Some(key),
+                None,
+                "a sampling request",
+            )?;
         }
-        let max_chars = self.policy.limits.max_description_chars.max(self.policy.limits.max_message_chars);
-        if sampling_texts(params).iter().any(|t| t.chars().count() > max_chars) {
+        let max_chars = self
+            .policy
+            .limits
+            .max_description_chars
+            .max(self.policy.limits.max_message_chars);
+        if sampling_texts(params)
+            .iter()
+            .any(|t| t.chars().count() > max_chars)
+        {
             self.limit("max_message_chars", Some(key), None, "sampling text")?;
         }
         Ok(())

@@ -1,0 +1,111 @@
+//! Phase: the 2025-11-25 session. A request that carries the gateway's
+//! session id has it opened and checked against who is calling and which
+//! upstream the route leads to; the upstream later gets its own session id
+//! back. An `initialize` has none yet: the response phase mints one.
+
+use http::{HeaderMap, HeaderValue};
+
+use super::ctx::RequestCtx;
+use crate::headers::MCP_SESSION_ID;
+use crate::model::{Generation, McpMethod, Reason, Refusal};
+use crate::sessions::{SessionState, TokenError, SESSION_PREFIX};
+
+/// An opened gateway session.
+#[derive(Debug, Clone)]
+pub struct OpenSession {
+    pub state: SessionState,
+}
+
+fn invalid(message: &str) -> Refusal {
+    Refusal::new(Reason::SessionInvalid, message)
+}
+
+/// Open the client's session id, when the request carries one.
+pub fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refusal> {
+    if ctx.request.generation() != Generation::Sessions {
+        return Ok(());
+    }
+    let mut values = headers.get_all(&MCP_SESSION_ID).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return match headers.contains_key(&MCP_SESSION_ID) {
+            true => Err(invalid("Mcp-Session-Id is given more than once")),
+            false => Ok(()),
+        };
+    };
+    if ctx.request.method == McpMethod::Initialize {
+        return Err(Refusal::new(
+            Reason::InvalidRequest,
+            "initialize starts a session; send it without Mcp-Session-Id",
+        ));
+    }
+    let token = value
+        .to_str()
+        .ok()
+        .filter(|t| t.starts_with(SESSION_PREFIX))
+        .ok_or_else(|| {
+            invalid("this session id was not issued by this gateway; initialize again")
+        })?;
+    let gateway = &ctx.gateway;
+    let state = SessionState::open(&gateway.config.state.keys, token).map_err(|e| match e {
+        TokenError::UnknownKey => invalid(
+            "this session was sealed with a key this gateway does not hold; initialize again",
+        ),
+        TokenError::Invalid => invalid(
+            "this session id was not issued by this gateway, or was altered; initialize again",
+        ),
+    })?;
+    if state.principal != ctx.binding().principal_key()
+        || state.upstream != ctx.route.upstream.settings.id
+    {
+        return Err(invalid(
+            "this session belongs to another caller or MCP server; initialize again",
+        ));
+    }
+    let lifetime =
+        u64::try_from(gateway.config.state.session_lifetime.as_millis()).unwrap_or(u64::MAX);
+    if gateway.clock.now_millis().saturating_sub(state.created_ms) > lifetime {
+        return Err(Refusal::new(
+            Reason::SessionExpired,
+            "this session has ended; initialize again",
+        ));
+    }
+    ctx.request.client = state.caps.into();
+    ctx.session = Some(OpenSession { state });
+    Ok(())
+}
+
+/// The session header the upstream gets: its own session id, or none.
+pub fn to_upstream(ctx: &RequestCtx, headers: &mut HeaderMap) {
+    headers.remove(&MCP_SESSION_ID);
+    let upstream = ctx
+        .session
+        .as_ref()
+        .and_then(|s| s.state.upstream_session.as_deref())
+        .and_then(|s| HeaderValue::from_str(s).ok());
+    if let Some(v) = upstream {
+        headers.insert(MCP_SESSION_ID.clone(), v);
+    }
+}
+
+/// A new gateway session for the answer to `initialize`, carrying the
+/// upstream's own session id (when it sent one).
+pub fn mint(ctx: &RequestCtx, upstream_session: Option<&HeaderValue>) -> Option<HeaderValue> {
+    let upstream_session = match upstream_session {
+        None => None,
+        Some(v) => Some(v.to_str().ok()?.to_owned()),
+    };
+    let gateway = &ctx.gateway;
+    let state = SessionState::new(
+        upstream_session,
+        ctx.binding().principal_key(),
+        ctx.route.upstream.settings.id.clone(),
+        ctx.request
+            .requested_version
+            .clone()
+            .unwrap_or_else(|| ctx.request.version.as_str().to_owned()),
+        ctx.request.client,
+        gateway.clock.now_millis(),
+    );
+    let token = state.seal(&gateway.config.state.keys)?;
+    HeaderValue::from_str(&token).ok()
+}
