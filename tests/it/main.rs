@@ -12,5 +12,6 @@ mod policy;
 mod proxy;
 mod reload;
 mod rmcp_e2e;
+mod sessions;
 mod throttle_redis;
 mod tls;

@@ -100,9 +100,28 @@ async fn refusal(resp: reqwest::Response) -> (u16, serde_json::Value) {
 #[tokio::test]
 async fn transport_violations_get_their_documented_errors_and_never_reach_the_upstream() {
     let up = ScriptedUpstream::start(ok_result).await;
-    let gw = gateway_for(&up).await;
+    // A route serving 2026-07-28 only: POST, stateless.
+    let text = config_text(&up.url(), "", "").replace(
+        "upstream = \"test\"\n",
+        "upstream = \"test\"\ngenerations = [\"2026-07-28\"]\n",
+    );
+    let gw = start_gateway(&text).await;
     let c = client();
     let u = url(&gw);
+
+    // Both generations (the default) serve GET and DELETE too.
+    let both = gateway_for(&up).await;
+    let put = c.put(url(&both)).send().await.unwrap();
+    assert_eq!(
+        (put.status().as_u16(), &put.headers()["allow"]),
+        (
+            405,
+            &"GET, POST, DELETE"
+                .parse::<reqwest::header::HeaderValue>()
+                .unwrap()
+        )
+    );
+    both.shutdown().await;
 
     let get = c.get(&u).send().await.unwrap();
     assert_eq!(get.headers()["allow"], "POST");

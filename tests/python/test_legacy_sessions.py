@@ -3,9 +3,9 @@ Mcp-Session-Id, elicitation pushed by the server and answered with a POST) again
 Python SDK server of tests/interop/servers/py_server.py, which serves both generations on
 one URL. Directly, and through the gateway.
 
-The gateway speaks only 2026-07-28 today: the gateway variants are strict expected
-failures until issue 11 lands (they fail now; once they pass, pytest fails them as
-XPASS, so whoever lands the feature flips them).
+Through the gateway every flow is policed: a pushed form that asks for a secret never
+reaches the person, its text is made safe, and the session id the client holds is the
+gateway's own sealed value that a second gateway sharing the keys accepts.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from interop_peers import gateway, keygen, mcp_server
 
@@ -28,7 +29,6 @@ pytestmark = pytest.mark.anyio
 
 LEGACY = "2025-11-25"
 Answer = Callable[[types.ElicitRequestParams], types.ElicitResult]
-NEEDS_ISSUE_11 = pytest.mark.xfail(strict=True, reason="needs issue 11: 2025-11-25 sessions through the gateway")
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def gateways(py_server: str):
         yield a, b
 
 
-@pytest.fixture(params=["direct", pytest.param("gateway", marks=NEEDS_ISSUE_11)])
+@pytest.fixture(params=["direct", "gateway"])
 def urls(request, py_server: str) -> tuple[str, str]:
     """(URL the session starts at, URL it goes on at): the server twice, or two gateways."""
     if request.param == "direct":
@@ -146,14 +146,17 @@ async def test_pushed_form_declined_or_cancelled(urls, action):
 
 async def test_pushed_password_form(urls, via_gateway):
     async with connect(urls[0], accept_all(password="hunter2")) as s:
-        result = await s.flow("vault")
-    if not via_gateway:
-        assert list(s.asked[0].requested_schema["properties"]) == ["password"]
-        assert outcome(result) == {"tool": "vault", "answers": {"unlock": {"password": "hunter2"}}}
-        return
+        if not via_gateway:
+            result = await s.flow("vault")
+            assert list(s.asked[0].requested_schema["properties"]) == ["password"]
+            assert outcome(result) == {"tool": "vault", "answers": {"unlock": {"password": "hunter2"}}}
+            return
+        # The gateway answered the upstream's elicitation itself with a JSON-RPC
+        # error naming the reason; the upstream's tool call fails with it.
+        with pytest.raises(MCPError) as failed:
+            await s.flow("vault")
     assert s.asked == [], "the person was shown a form asking for a password"
-    # The gateway answered the upstream itself; the call ends without the password.
-    assert result.is_error or "stopped" in outcome(result), result
+    assert "password" in str(failed.value) and "URL mode" in str(failed.value), failed.value
 
 
 async def test_pushed_message_markup(urls, via_gateway):

@@ -86,8 +86,9 @@ impl SseBody {
                     return self.fail(Refusal::new(reason, message));
                 }
             };
-            let Some(data) = ev.data.as_deref() else {
-                // Comments and retry hints carry no message.
+            // Comments, retry hints and the empty priming event a 2025-11-25
+            // server sends first (an id to resume from) carry no message.
+            let Some(data) = ev.data.as_deref().filter(|d| !d.trim().is_empty()) else {
                 self.out.push_back(ev.raw);
                 continue;
             };

@@ -4,16 +4,13 @@
 // SDK v2 client in auto mode against a 2025-11-25-only server (TypeScript SDK 1.x),
 // which has to negotiate down.
 //
-// Each flow runs directly (it must pass) and through the gateway. The gateway speaks
-// only 2026-07-28 today, so the gateway variants are strict expected failures until
-// issue 11 lands: they fail now, and fail loudly once they pass, so they get flipped.
+// Each flow runs directly and through the gateway, which polices the pushed requests.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startGateway, startPythonServer, startTsV1Server, keygen, xfail } from '../lib/harness.mjs';
+import { startGateway, startPythonServer, startTsV1Server, keygen } from '../lib/harness.mjs';
 import { connectV1, connectV2, acceptAll, flowOutcome, fieldsOf } from '../lib/clients.mjs';
 
 const LEGACY = '2025-11-25';
-const NEEDS_ISSUE_11 = 'needs issue 11: 2025-11-25 sessions through the gateway';
 const TIMEOUT = { timeout: 30_000 };
 let python, tsV1, gatewayA, gatewayB;
 
@@ -33,7 +30,7 @@ after(async () => {
 
 /** The flow test on one path: a plain test directly, a strict expected failure through the gateway. */
 function flowTest(path, name, body) {
-  it(name, TIMEOUT, path === 'gateway' ? xfail(NEEDS_ISSUE_11, body) : body);
+  it(name, TIMEOUT, body);
 }
 
 async function callV1(url, tool, args, answer, options) {
@@ -105,12 +102,18 @@ for (const path of ['direct', 'gateway']) {
         path,
         'a pushed form asking for a password is refused: never shown, the upstream answered, the call ends',
         async () => {
-          const { result, asked } = await callV1(url(), 'vault', {}, acceptAll({ text: 'hunter2' }));
-          assert.equal(asked.length, 0, 'the person was shown a form asking for a password');
-          // The gateway answered the upstream itself (a decline or an error); either way the
-          // tool call ends and says it did not get the password.
-          const stopped = result.isError || flowOutcome(result).stopped;
-          assert.ok(stopped, `the call went on as if answered: ${JSON.stringify(result)}`);
+          const session = await connectV1(url(), acceptAll({ text: 'hunter2' }));
+          try {
+            // The gateway answered the upstream's elicitation itself with a JSON-RPC error
+            // naming the reason; the upstream's tool call fails with it.
+            await assert.rejects(
+              session.client.callTool({ name: 'vault', arguments: {} }),
+              (e) => /password/.test(e.message) && /URL mode/.test(e.message),
+            );
+            assert.equal(session.asked.length, 0, 'the person was shown a form asking for a password');
+          } finally {
+            await session.close();
+          }
         },
       );
     }
