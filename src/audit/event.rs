@@ -588,6 +588,8 @@ pub struct AuditContext {
     pub target: Option<String>,
     /// The round the event belongs to (1 = the first `input_required`).
     pub round: Option<u32>,
+    /// The protocol generation: `2026-07-28` (MRTR) or `2025-11-25` (pushed).
+    pub generation: &'static str,
 }
 
 impl AuditContext {
@@ -636,6 +638,7 @@ struct Line<'a> {
     method: Clean<'a>,
     target: Option<Clean<'a>>,
     round: Option<u32>,
+    generation: &'a str,
     #[serde(flatten)]
     body: &'a AuditEvent,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -667,6 +670,7 @@ pub(crate) fn to_line(
         method: Clean(&ctx.method),
         target: ctx.target.as_deref().map(Clean),
         round: ctx.round,
+        generation: ctx.generation,
         body: event,
         truncated: event.truncated(),
     };

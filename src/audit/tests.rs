@@ -56,6 +56,7 @@ fn ctx() -> AuditContext {
         method: "tools/call".into(),
         target: Some("create_invoice".into()),
         round: Some(1),
+        generation: "2026-07-28",
     }
 }
 
@@ -241,7 +242,7 @@ fn read_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-const ENVELOPE: [&str; 9] = [
+const ENVELOPE: [&str; 10] = [
     "ts",
     "event",
     "operation",
@@ -251,6 +252,7 @@ const ENVELOPE: [&str; 9] = [
     "method",
     "target",
     "round",
+    "generation",
 ];
 
 /// The members of a line after the envelope.
@@ -298,7 +300,7 @@ async fn every_event_is_one_json_line_with_the_envelope_and_its_shape() {
     for (line, event) in lines.iter().zip(&events) {
         let obj = line.as_object().unwrap();
         let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
-        assert_eq!(&keys[..9], &ENVELOPE, "envelope first, in order");
+        assert_eq!(&keys[..10], &ENVELOPE, "envelope first, in order");
         assert!(
             is_rfc3339_millis_utc(line["ts"].as_str().unwrap()),
             "{}",
@@ -467,6 +469,7 @@ fn no_event_can_carry_anything_but_names() {
         "secret_refused",
         "complete",
         "secret_field_requested",
+        "2026-07-28",
     ];
     let allowed: BTreeSet<&str> = names_given.iter().chain(&fixed).copied().collect();
     let ts = "2026-07-28T09:14:03.120Z";

@@ -91,6 +91,7 @@ impl RequestCtx {
             method: self.request.method.as_str().to_owned(),
             target: self.request.target.clone(),
             round: None,
+            generation: self.request.generation().as_str(),
         }
     }
 

@@ -29,7 +29,7 @@ use hyper::body::Incoming;
 
 use crate::audit::AuditSink;
 use crate::config::{GatewayConfig, ServerNames};
-use crate::headers::to_upstream;
+use crate::headers::{to_upstream, LAST_EVENT_ID};
 use crate::identify::PeerIdentity;
 use crate::model::{Generation, ProtocolVersion, Reason, Refusal, SharedClock};
 use crate::mrtr::replay::ReplayStore;
@@ -176,7 +176,11 @@ impl Gateway {
                 let bytes = request::read(&parts, body, limits).await.map_err(at)?;
                 request::parse(&parts, &bytes, generations).map_err(|r| r.within(None, &name))?
             }
-            other => ParsedRequest::without_message(other, ProtocolVersion::V2025_11_25),
+            other => {
+                let mut r = ParsedRequest::without_message(other, ProtocolVersion::V2025_11_25);
+                r.resuming = parts.headers.contains_key(&LAST_EVENT_ID);
+                r
+            }
         };
         record.set_method(parsed.method);
         let mut ctx = RequestCtx {

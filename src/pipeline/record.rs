@@ -11,7 +11,7 @@ use prometheus::{
     TextEncoder,
 };
 
-use crate::model::{McpMethod, Reason};
+use crate::model::{Generation, McpMethod, Reason};
 use crate::policy::inspect::Verdict;
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -71,16 +71,16 @@ impl Metrics {
         let input_required = IntCounterVec::new(
             Opts::new(
                 "portcullis_input_required_total",
-                "input_required results from upstreams, by outcome (delivered or refused)",
+                "Questions from upstreams (input_required results, 2025-11-25 pushed requests), by outcome (delivered or refused) and protocol generation",
             ),
-            &["upstream", "outcome"],
+            &["upstream", "outcome", "generation"],
         )?;
         let policy_verdicts = IntCounterVec::new(
             Opts::new(
                 "portcullis_policy_verdicts_total",
-                "Elicitation policy verdicts, by rule and action",
+                "Elicitation policy verdicts, by rule, action and protocol generation",
             ),
-            &["upstream", "rule", "action"],
+            &["upstream", "rule", "action", "generation"],
         )?;
         let connections =
             IntGauge::new("portcullis_open_connections", "Client connections open now")?;
@@ -222,14 +222,21 @@ impl Metrics {
 
     /// Count one inspected `input_required` result and its verdicts. Rule and
     /// action names come from the gateway's fixed sets.
-    pub fn record_input_required(&self, upstream: &str, delivered: bool, verdicts: &[Verdict]) {
+    pub fn record_input_required(
+        &self,
+        upstream: &str,
+        generation: Generation,
+        delivered: bool,
+        verdicts: &[Verdict],
+    ) {
         let outcome = if delivered { "delivered" } else { "refused" };
+        let generation = generation.as_str();
         self.input_required
-            .with_label_values(&[upstream, outcome])
+            .with_label_values(&[upstream, outcome, generation])
             .inc();
         for v in verdicts {
             self.policy_verdicts
-                .with_label_values(&[upstream, v.rule, v.action])
+                .with_label_values(&[upstream, v.rule, v.action, generation])
                 .inc();
         }
     }

@@ -56,6 +56,9 @@ pub struct ParsedRequest {
     pub method: McpMethod,
     pub version: ProtocolVersion,
     pub transport: Transport,
+    /// A 2025-11-25 GET with `Last-Event-ID`: a stream resumed, which may
+    /// replay the response to an earlier request.
+    pub resuming: bool,
     /// `params.protocolVersion` of an `initialize`: the client's preference.
     pub requested_version: Option<String>,
     /// What the client declared it can do for this request.
@@ -101,6 +104,7 @@ impl ParsedRequest {
             method: McpMethod::Other,
             version,
             transport,
+            resuming: false,
             requested_version: None,
             client: ClientCaps::default(),
             target: None,
@@ -215,6 +219,7 @@ pub fn parse(
         method,
         version,
         transport: Transport::Post,
+        resuming: false,
         requested_version,
         client,
         target,

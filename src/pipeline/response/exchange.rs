@@ -138,10 +138,7 @@ impl Exchange {
                 "request",
             ),
             MessageKind::Notification => self.notification(&msg, carrier),
-            MessageKind::Response if self.ctx.request.transport == Transport::Listen => violation(
-                "the upstream sent a response on the session's stream of server messages",
-                "response",
-            ),
+            MessageKind::Response if self.listening() => self.resumed_response(&msg),
             MessageKind::Response => self.response(&msg),
         }
     }
@@ -233,6 +230,50 @@ impl Exchange {
         }
         self.operation_completed();
         self.filter_list(id, result)
+    }
+
+    /// A response on a resumed session stream replays the answer to an
+    /// earlier request, which this exchange did not see: it is checked
+    /// strictly, and a list in it is filtered by its shape.
+    fn resumed_response(&self, msg: &Message<'_>) -> Disposition {
+        if !self.ctx.request.resuming {
+            return violation(
+                "the upstream sent a response on the session's stream of server messages, which only a resumed stream may carry",
+                "response",
+            );
+        }
+        let member = msg.result.or(msg.error);
+        if let Some(e) = member
+            .map(|m| json::validate(m.get().as_bytes()))
+            .and_then(Result::err)
+        {
+            return Disposition::Refuse(read_failure(&e));
+        }
+        let Some(result) = msg.result else {
+            return Disposition::Notify;
+        };
+        for method in [
+            McpMethod::ToolsList,
+            McpMethod::PromptsList,
+            McpMethod::ResourcesList,
+        ] {
+            let filtered = self.ctx.route.config.permissions.filter_list(
+                &self.ctx.principal,
+                method,
+                result.get(),
+            );
+            match filtered {
+                Err(e) => return Disposition::Refuse(read_failure(&e)),
+                Ok(None) => {}
+                Ok(Some(value)) => {
+                    return match response_bytes(msg.id, &value) {
+                        Some(bytes) => Disposition::NotifyRewritten(bytes),
+                        None => Disposition::Refuse(reencode_failed()),
+                    }
+                }
+            }
+        }
+        Disposition::Notify
     }
 
     /// A list result keeps only what the caller may use.

@@ -203,9 +203,12 @@ impl Exchange {
     ) {
         let ctx = &self.ctx;
         let route = &ctx.route.upstream.settings;
-        ctx.gateway
-            .metrics
-            .record_input_required(&route.id, delivered, &report.verdicts);
+        ctx.gateway.metrics.record_input_required(
+            &route.id,
+            ctx.request.generation(),
+            delivered,
+            &report.verdicts,
+        );
         let sink = &ctx.gateway.audit;
         if !sink.enabled() {
             return;

@@ -20,9 +20,12 @@ impl Exchange {
         let (outcome, report) =
             inspect_result(&route.policy, &self.subject(), result.get().as_bytes());
         let delivered = outcome.is_ok();
-        ctx.gateway
-            .metrics
-            .record_input_required(&route.id, delivered, &report.verdicts);
+        ctx.gateway.metrics.record_input_required(
+            &route.id,
+            ctx.request.generation(),
+            delivered,
+            &report.verdicts,
+        );
         for v in &report.verdicts {
             tracing::info!(upstream = %route.id, rule = v.rule, action = v.action, key = v.key.as_deref().unwrap_or("-"), field = v.field.as_deref().unwrap_or("-"), "elicitation verdict");
         }

@@ -130,6 +130,11 @@ impl SseBody {
                     self.take_events();
                 }
             }
+            // A 2025-11-25 client resumes a cut stream with Last-Event-ID.
+            Poll::Ready(Some(Err(_))) if self.exchange.resumable() => {
+                self.upstream = None;
+                return Poll::Ready(None);
+            }
             Poll::Ready(Some(Err(_))) => self.fail(Refusal::new(
                 Reason::UpstreamConnectionClosed,
                 "the upstream closed the connection in the middle of its event stream",
