@@ -766,27 +766,4 @@ hash = "{}"
         assert!(!d.contains(&hash_key("alice-key")[7..]), "{d}");
         assert!(d.contains("keys"));
     }
-
-    /// Rough cost of the API-key path. Run with
-    /// `cargo test --release --lib identify::tests::api_key_cost -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn api_key_cost() {
-        let s = build(&keys_config(), Path::new("/")).unwrap();
-        let ids = [s.lookup("keys").unwrap()];
-        let h = headers(&[
-            ("authorization", "Bearer alice-key"),
-            ("content-type", "application/json"),
-        ]);
-        let peer = PeerIdentity::default();
-        let n = 1_000_000;
-        let t = std::time::Instant::now();
-        for _ in 0..n {
-            std::hint::black_box(
-                s.authenticate(&ids, false, std::hint::black_box(&h), &peer)
-                    .unwrap(),
-            );
-        }
-        println!("api key authenticate: {:?} per request", t.elapsed() / n);
-    }
 }

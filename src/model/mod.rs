@@ -15,5 +15,5 @@ pub use caps::{ClientCaps, RawCaps};
 pub use clock::{system_clock, Clock, ManualClock, SharedClock, SystemClock};
 pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
-pub use reason::{Reason, Refusal};
+pub use reason::{markdown_table as reason_table, Reason, Refusal};
 pub use settings::{ConfigError, SettingsError};

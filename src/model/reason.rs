@@ -152,6 +152,22 @@ impl Reason {
     }
 }
 
+/// The README's table of reasons, generated from the one table above (a test
+/// keeps README.md equal to it).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| `data.reason` | HTTP | code | when |\n|---|---|---|---|\n");
+    for r in Reason::ALL {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            r.as_str(),
+            r.status().as_u16(),
+            r.code(),
+            r.when()
+        ));
+    }
+    out
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

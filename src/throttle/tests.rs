@@ -251,18 +251,3 @@ fn redis_keys_are_stable_hashed_and_delimited() {
         a.key(Scope::Principal, &["x"])
     );
 }
-
-/// Rough cost of a local check (run with `--release --ignored --nocapture`).
-#[test]
-#[ignore]
-fn local_check_cost() {
-    let t = throttle("[rate_limits]\nper_principal = { rate = \"1000000/s\", burst = 1000000 }\n");
-    let keys: Vec<String> = (0..1000).map(|i| format!("principal-{i}")).collect();
-    let n = 2_000_000;
-    let start = Instant::now();
-    for i in 0..n {
-        let _ = check(&t, Scope::Principal, &keys[i % keys.len()]);
-    }
-    let per = start.elapsed() / n as u32;
-    println!("local check: {per:?} per call");
-}

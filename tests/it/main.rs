@@ -6,6 +6,7 @@ mod common;
 
 mod audit;
 mod cli;
+mod docs;
 mod identity;
 mod mrtr;
 mod policy;
