@@ -143,6 +143,9 @@ struct RawSecretFields {
     allow_names: Option<Vec<String>>,
     #[serde(default)]
     extra: Vec<Spanned<RawSecretPattern>>,
+    /// kind → extra terms (phrases like the shipped term files).
+    #[serde(default)]
+    extra_terms: std::collections::BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -569,23 +572,13 @@ fn secret_detector(chain: &[&Source]) -> Result<SecretFieldDetector, ConfigError
     let allow_names: Vec<String> = pick(chain, |r| r.secret_fields.allow_names.as_ref())
         .map(|(v, _)| v.clone())
         .unwrap_or_default();
-    // Extra patterns accumulate down the chain: a child adds to its parent's.
+    // Extra patterns and terms accumulate down the chain: a child adds to its parent's.
     let mut extra: Vec<(SecretKind, String)> = Vec::new();
+    let mut extra_terms: Vec<(SecretKind, String)> = Vec::new();
     for src in chain {
         for p in &src.raw.secret_fields.extra {
             let p = p.get_ref();
-            let kind = secret_kind(p.kind.get_ref()).ok_or_else(|| {
-                let kinds: Vec<&str> = SecretKind::ALL.iter().map(|k| k.as_str()).collect();
-                src.err(
-                    p.kind.span(),
-                    "secret_fields.extra.kind",
-                    format!(
-                        "\"{}\" is not one of {}",
-                        p.kind.get_ref(),
-                        kinds.join(", ")
-                    ),
-                )
-            })?;
+            let kind = kind_at(src, &p.kind, "secret_fields.extra.kind")?;
             if let Err(e) = regex::Regex::new(p.pattern.get_ref()) {
                 return Err(src.err(
                     p.pattern.span(),
@@ -595,11 +588,32 @@ fn secret_detector(chain: &[&Source]) -> Result<SecretFieldDetector, ConfigError
             }
             extra.push((kind, p.pattern.get_ref().clone()));
         }
+        for (kind, terms) in &src.raw.secret_fields.extra_terms {
+            let kind = kind_at(src, kind, "secret_fields.extra_terms")?;
+            for term in terms {
+                if let Err(e) = crate::policy::detect::parse_phrase(term.get_ref()) {
+                    return Err(src.err(term.span(), "secret_fields.extra_terms", e.to_string()));
+                }
+                extra_terms.push((kind, term.get_ref().clone()));
+            }
+        }
     }
-    SecretFieldDetector::new(&extra, &allow_names).map_err(|e| {
+    SecretFieldDetector::with_terms(&extra, &extra_terms, &allow_names).map_err(|e| {
         let own = chain.last().copied();
-        own.map(|s| s.err(0..0, "secret_fields.extra", e.to_string()))
-            .unwrap_or_else(|| missing(chain, "secret_fields.extra"))
+        own.map(|s| s.err(0..0, "secret_fields", e.to_string()))
+            .unwrap_or_else(|| missing(chain, "secret_fields"))
+    })
+}
+
+/// A secret kind named in a policy file.
+fn kind_at(src: &Source, name: &Spanned<String>, field: &str) -> Result<SecretKind, ConfigError> {
+    secret_kind(name.get_ref()).ok_or_else(|| {
+        let kinds: Vec<&str> = SecretKind::ALL.iter().map(|k| k.as_str()).collect();
+        src.err(
+            name.span(),
+            field,
+            format!("\"{}\" is not one of {}", name.get_ref(), kinds.join(", ")),
+        )
     })
 }
 

@@ -12,6 +12,7 @@ use super::config::{Action, Mode, Policy};
 use super::form::{read_form_schema, FormSchema, SchemaError, SchemaLimits};
 use super::injection::{RuleAction, TextContext};
 use super::sanitize::{is_unsafe_machine_value, TextPolicy};
+use super::secrets::FieldText;
 use crate::jsonrpc::{describe_json_error, parse_strict};
 use crate::refusal::{Reason, Refusal};
 
@@ -542,11 +543,20 @@ impl Run<'_> {
         let action = self.policy.secret_fields;
         let upstream = self.subject.upstream_name.to_owned();
         let advice = "sensitive data must be collected through URL mode (an elicitation with mode \"url\"), never a form";
-        if let Some(hit) = params
-            .get("message")
-            .and_then(Value::as_str)
-            .and_then(|m| self.policy.secrets.check_message(m))
-        {
+        let props = params
+            .get("requestedSchema")
+            .and_then(|s| s.get("properties"));
+        let texts: Vec<FieldText<'_>> = form
+            .fields
+            .iter()
+            .map(|f| match props.and_then(|p| p.get(&f.name)) {
+                Some(prop) => FieldText::of_property(&f.name, prop),
+                None => FieldText::named(&f.name),
+            })
+            .collect();
+        let message = params.get("message").and_then(Value::as_str);
+        let found = self.policy.secrets.check_form(key, message, &texts);
+        if let Some(hit) = found.message {
             let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
             if action == Action::Allow {
                 self.note("secret_field", "allow", Some(key), None, detail);
@@ -565,22 +575,8 @@ impl Run<'_> {
             }
         }
         let mut stripped = Vec::new();
-        for field in &form.fields {
-            let prop = params
-                .get("requestedSchema")
-                .and_then(|s| s.get("properties"))
-                .and_then(|p| p.get(&field.name));
-            let title = prop.and_then(|p| p.get("title")).and_then(Value::as_str);
-            let description = prop
-                .and_then(|p| p.get("description"))
-                .and_then(Value::as_str);
-            let Some(hit) = self
-                .policy
-                .secrets
-                .check_field(&field.name, title, description)
-            else {
-                continue;
-            };
+        for (field, hit) in form.fields.iter().zip(found.fields) {
+            let Some(hit) = hit else { continue };
             let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
             match action {
                 Action::Allow => self.note(

@@ -1,0 +1,297 @@
+//! Word-list phrases found among normalised words, all lists in one pass.
+//!
+//! A phrase is written in a data file as words (`mot de passe`,
+//! `API-Schlüssel`, `パスワード`) and normalised like the text it is compared
+//! with, so spelling rules apply to both sides alike. Three marks extend it:
+//!
+//! * `{a|b|c}` anywhere in a word: alternatives (`{закрытый|закрытого} ключ`);
+//! * `*` at the end of the last word: any ending (`парол*` matches `пароль`,
+//!   `пароля`, `паролем`);
+//! * `#` as the first word: a number before the rest (`# digit code` matches
+//!   `6 digit code` and `six digit code`).
+//!
+//! Phrases match whole words within one clause; a word may carry trailing
+//! digits (`password2`, `pin1`).
+
+use std::collections::HashSet;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+
+use super::normalize::Normalised;
+
+/// A phrase in a word list that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PhraseError {
+    #[error("phrase {0:?} has no words")]
+    Empty(String),
+    #[error("phrase {0:?} has an unbalanced {{…}} group")]
+    Unbalanced(String),
+    #[error("phrase {0:?} expands to more than {MAX_VARIANTS} variants")]
+    TooManyVariants(String),
+    #[error("phrase {0:?} uses # other than as its first word")]
+    Placeholder(String),
+    #[error("phrases do not compile: {0}")]
+    Compile(String),
+}
+
+const MAX_VARIANTS: usize = 256;
+
+#[derive(Debug, Clone)]
+struct Pattern<T> {
+    /// The last word may continue (`парол*`).
+    stem: bool,
+    /// A number must come right before the first word.
+    number_lead: bool,
+    value: T,
+}
+
+/// A found phrase: word indices `start..end` (a leading number included).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhraseHit<'a, T> {
+    pub start: usize,
+    pub end: usize,
+    pub value: &'a T,
+}
+
+/// One variant of a word-list phrase, normalised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedPhrase {
+    /// Normalised words joined by single spaces.
+    pub text: String,
+    /// The last word may continue.
+    pub stem: bool,
+    /// A number comes first.
+    pub number_lead: bool,
+}
+
+/// Every variant of a raw phrase (alternatives expanded), normalised.
+pub fn parse_phrase(raw: &str) -> Result<Vec<ParsedPhrase>, PhraseError> {
+    expand(raw)?
+        .iter()
+        .map(|v| {
+            parse(v).map(|(text, stem, number_lead)| ParsedPhrase {
+                text,
+                stem,
+                number_lead,
+            })
+        })
+        .collect()
+}
+
+/// Compiled phrases with a value each.
+#[derive(Debug, Clone)]
+pub struct PhraseSet<T> {
+    ac: Option<AhoCorasick>,
+    patterns: Vec<Pattern<T>>,
+    /// Phrases given more than once (kept: the first).
+    duplicates: Vec<String>,
+}
+
+impl<T: Clone> PhraseSet<T> {
+    pub fn new<'s>(entries: impl IntoIterator<Item = (&'s str, T)>) -> Result<Self, PhraseError> {
+        let mut seen = HashSet::new();
+        let mut texts = Vec::new();
+        let mut patterns = Vec::new();
+        let mut duplicates = Vec::new();
+        for (raw, value) in entries {
+            for variant in expand(raw)? {
+                let (text, stem, number_lead) = parse(&variant)?;
+                if !seen.insert((text.clone(), stem, number_lead)) {
+                    duplicates.push(variant);
+                    continue;
+                }
+                texts.push(text);
+                patterns.push(Pattern {
+                    stem,
+                    number_lead,
+                    value: value.clone(),
+                });
+            }
+        }
+        let ac = match texts.is_empty() {
+            true => None,
+            false => Some(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::Standard)
+                    .build(&texts)
+                    .map_err(|e| PhraseError::Compile(e.to_string()))?,
+            ),
+        };
+        Ok(PhraseSet {
+            ac,
+            patterns,
+            duplicates,
+        })
+    }
+}
+
+impl<T> PhraseSet<T> {
+    pub fn duplicates(&self) -> &[String] {
+        &self.duplicates
+    }
+
+    pub fn len(&self) -> usize {
+        self.patterns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// Appends every phrase found in `n` to `out`, in text order.
+    /// `is_number` says whether a word is a number (`6`, `six`).
+    pub fn find<'a>(
+        &'a self,
+        n: &Normalised,
+        is_number: impl Fn(&str) -> bool,
+        out: &mut Vec<PhraseHit<'a, T>>,
+    ) {
+        let Some(ac) = &self.ac else { return };
+        let text = n.text.as_bytes();
+        for m in ac.find_overlapping_iter(&n.text) {
+            let p = &self.patterns[m.pattern().as_usize()];
+            let (s, e) = (m.start(), m.end());
+            if (s > 0 && text[s - 1] != b' ') || (!p.stem && !ends_word(text, e)) {
+                continue;
+            }
+            let (Some(first), Some(last)) = (n.word_starting_at(s), n.word_containing(e - 1))
+            else {
+                continue;
+            };
+            if !n.same_clause(first, last) {
+                continue;
+            }
+            let start = match p.number_lead {
+                false => first,
+                true => match first.checked_sub(1) {
+                    Some(j) if n.same_clause(j, first) && is_number(n.word(j)) => j,
+                    _ => continue,
+                },
+            };
+            out.push(PhraseHit {
+                start,
+                end: last + 1,
+                value: &p.value,
+            });
+        }
+    }
+}
+
+/// The match ends a word, or only digits follow to the end of it
+/// (`password2`), unless the phrase itself ends in a digit.
+fn ends_word(text: &[u8], e: usize) -> bool {
+    match text.get(e) {
+        None | Some(b' ') => true,
+        Some(b) if b.is_ascii_digit() && !text[e - 1].is_ascii_digit() => text[e..]
+            .iter()
+            .take_while(|&&b| b != b' ')
+            .all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// `{a|b}` alternatives → every variant.
+fn expand(raw: &str) -> Result<Vec<String>, PhraseError> {
+    let Some(open) = raw.find('{') else {
+        if raw.contains('}') {
+            return Err(PhraseError::Unbalanced(raw.to_owned()));
+        }
+        return Ok(vec![raw.to_owned()]);
+    };
+    let close = raw[open..]
+        .find('}')
+        .map(|c| open + c)
+        .ok_or_else(|| PhraseError::Unbalanced(raw.to_owned()))?;
+    let (head, group, tail) = (&raw[..open], &raw[open + 1..close], &raw[close + 1..]);
+    if group.contains('{') {
+        return Err(PhraseError::Unbalanced(raw.to_owned()));
+    }
+    let rest = expand(tail)?;
+    let mut out = Vec::new();
+    for alt in group.split('|') {
+        for r in &rest {
+            out.push(format!("{head}{alt}{r}"));
+            if out.len() > MAX_VARIANTS {
+                return Err(PhraseError::TooManyVariants(raw.to_owned()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One variant → (normalised text, stem, number lead).
+fn parse(variant: &str) -> Result<(String, bool, bool), PhraseError> {
+    let mut body = variant.trim();
+    let number_lead = body == "#" || body.starts_with("# ");
+    if number_lead {
+        body = body[1..].trim_start();
+    }
+    if body.contains('#') {
+        return Err(PhraseError::Placeholder(variant.to_owned()));
+    }
+    let stem = body.ends_with('*');
+    let body = body.trim_end_matches('*');
+    let text = Normalised::plain(body).text;
+    if text.is_empty() {
+        return Err(PhraseError::Empty(variant.to_owned()));
+    }
+    Ok((text, stem, number_lead))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(entries: &[(&str, u8)]) -> PhraseSet<u8> {
+        PhraseSet::new(entries.iter().map(|(p, v)| (*p, *v))).expect("compiles")
+    }
+
+    fn found(s: &PhraseSet<u8>, text: &str) -> Vec<(usize, usize, u8)> {
+        let n = Normalised::plain(text);
+        let mut out = Vec::new();
+        s.find(
+            &n,
+            |w| w.bytes().all(|b| b.is_ascii_digit()) || w == "six",
+            &mut out,
+        );
+        out.iter().map(|h| (h.start, h.end, *h.value)).collect()
+    }
+
+    #[test]
+    fn whole_words_stems_numbers_and_alternatives() {
+        let s = set(&[
+            ("password", 1),
+            ("mot de passe", 2),
+            ("парол*", 3),
+            ("# digit code", 4),
+            ("{закрытый|закрытого} ключ", 5),
+            ("API-Schlüssel", 6),
+        ]);
+        assert_eq!(found(&s, "Your Password2 please"), [(1, 2, 1)]);
+        assert_eq!(found(&s, "passwords"), []);
+        assert_eq!(found(&s, "userpassword"), []);
+        assert_eq!(found(&s, "Votre mot de passe"), [(1, 4, 2)]);
+        assert_eq!(found(&s, "mot. de passe"), []);
+        assert_eq!(found(&s, "Введите паролем"), [(1, 2, 3)]);
+        assert_eq!(found(&s, "the six digit code"), [(1, 4, 4)]);
+        assert_eq!(found(&s, "the 6-digit code"), [(1, 4, 4)]);
+        assert_eq!(found(&s, "the digit code"), []);
+        assert_eq!(found(&s, "закрытого ключ"), [(0, 2, 5)]);
+        assert_eq!(found(&s, "Ihr api_schluessel"), []);
+        assert_eq!(found(&s, "Ihr API-Schlüssel"), [(1, 3, 6)]);
+    }
+
+    #[test]
+    fn bad_phrases_are_errors() {
+        let err = |p: &str| PhraseSet::new([(p, 0u8)]).err();
+        assert!(matches!(err("  "), Some(PhraseError::Empty(_))));
+        assert!(matches!(err("{a|b"), Some(PhraseError::Unbalanced(_))));
+        assert!(matches!(err("a}"), Some(PhraseError::Unbalanced(_))));
+        assert!(matches!(err("a # b"), Some(PhraseError::Placeholder(_))));
+        let many = "{a|b|c|d|e|f|g|h} {a|b|c|d|e|f|g|h} {a|b|c|d|e|f|g|h}";
+        assert!(matches!(err(many), Some(PhraseError::TooManyVariants(_))));
+        let dup = set(&[("pin", 1), ("PIN", 2)]);
+        assert_eq!(dup.duplicates(), ["PIN"]);
+        assert_eq!(dup.len(), 1);
+    }
+}

@@ -1,0 +1,1 @@
+//! Corpus measurements (filled below).
