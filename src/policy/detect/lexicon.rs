@@ -3,9 +3,9 @@
 //! A word the lexicon knows is left alone. For any other word the lexicon
 //! tries, in order, and takes the first that yields a known word:
 //!
-//! * the **confusable skeleton** (UTS #39) of a word with non-ASCII letters,
-//!   taken only when it is a *term* word (`pаsswоrd` → `password`; a
-//!   Russian word stays Russian);
+//! * the **confusable skeleton** (UTS #39) of a word with non-ASCII letters
+//!   (`pаsswоrd` → `password`); a word the lexicon knows in its own script
+//!   (`пароль`) stays as it is;
 //! * the **letter reading** of digits and symbols between letters
 //!   (`0→o 1→i/l 3→e 4→a 5→s 7→t 8→b 9→g $→s @→a !→i |→l`), trailing digits
 //!   kept (`p4ssw0rd2` → `password2`);
@@ -205,7 +205,7 @@ impl Lexicon {
             .then(|| skeleton_reading(word))
             .flatten();
         if let Some(s) = &skeleton {
-            if self.is_term_word(s) {
+            if self.knows(s) {
                 return Reading::One(s.clone());
             }
         }
@@ -222,19 +222,28 @@ impl Lexicon {
 
     fn leet_reading(&self, word: &str, splitting: Splitting) -> Option<Reading> {
         let body = word.trim_end_matches(|c: char| c.is_ascii_digit());
-        if body.is_empty() || !body.contains(is_leet_char) {
+        if body.is_empty() || !word.contains(is_leet_char) {
             return None;
         }
+        // The whole word first (`s3nh4`), then with trailing digits kept
+        // as digits (`p4ssword2`).
         let tail = &word[body.len()..];
         for one in ['i', 'l'] {
-            let read: String = body.chars().map(|c| leet_letter(c, one)).collect();
-            if self.knows(&read) {
-                return Some(Reading::One(read + tail));
+            let whole: String = word.chars().map(|c| leet_letter(c, one)).collect();
+            let kept: String = body.chars().map(|c| leet_letter(c, one)).collect();
+            if self.knows(&whole) {
+                return Some(Reading::One(whole));
             }
-            if let Some(pieces) = self.split(&read, splitting) {
+            if !tail.is_empty() && self.knows(&kept) {
+                return Some(Reading::One(kept + tail));
+            }
+            if let Some(pieces) = self.split(&whole, splitting) {
                 return Some(Reading::Pieces(pieces));
             }
-            if !body.contains('1') {
+            if let Some(pieces) = self.term_split(&whole) {
+                return Some(Reading::Pieces(pieces));
+            }
+            if !word.contains('1') {
                 break;
             }
         }
@@ -255,10 +264,8 @@ impl Lexicon {
         if hits.is_empty() {
             return None;
         }
-        if let Some(pieces) = self.dictionary_split(word) {
-            if pieces.len() > 1 && pieces.iter().any(|p| self.is_term_word(p)) {
-                return Some(pieces.into_iter().map(str::to_owned).collect());
-            }
+        if let Some(pieces) = self.term_split(word) {
+            return Some(pieces);
         }
         // An unmistakable term after an unknown prefix (`stripeapikey`).
         hits.iter()
@@ -281,6 +288,13 @@ impl Lexicon {
                     .collect();
                 (pieces.len() > 1).then_some(pieces)
             })
+    }
+
+    /// A dictionary split with a term word among the pieces.
+    fn term_split(&self, word: &str) -> Option<Vec<String>> {
+        let pieces = self.dictionary_split(word)?;
+        (pieces.len() > 1 && pieces.iter().any(|p| self.is_term_word(p)))
+            .then(|| pieces.into_iter().map(str::to_owned).collect())
     }
 
     /// The split of `word` into the fewest known words and numbers.

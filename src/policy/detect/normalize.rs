@@ -441,7 +441,10 @@ fn splits_before(prev: Class, cur: Class, rest: &[char], has_letter: bool) -> bo
             Some(&c) => classify(c) == Class::Lower,
             None => false,
         },
-        (Class::Digit, Class::Upper) => has_letter,
+        // `cvv2Code`, but not inside a capitalised word (`P4SSW0RD`).
+        (Class::Digit, Class::Upper) => {
+            has_letter && rest.first().is_some_and(|&c| classify(c) == Class::Lower)
+        }
         _ => false,
     }
 }
