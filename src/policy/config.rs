@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::injection::{InjectionRule, InjectionRules, RuleAction, BUILTIN_RULES};
+use super::injection::{builtin_rules, InjectionRule, InjectionRules, RuleAction};
 use super::sanitize::HtmlMode;
 use super::secrets::{SecretFieldDetector, SecretKind};
 use super::url_rules::{HostPattern, UrlPolicy};
@@ -696,10 +696,8 @@ fn injection_rules(chain: &[&Source]) -> Result<InjectionRules, ConfigError> {
         |r| r.injection.builtin.as_ref(),
         RULE_ACTIONS,
     )?;
-    let mut rules: Vec<InjectionRule> = BUILTIN_RULES
-        .iter()
-        .filter_map(|(name, pattern)| InjectionRule::new(name, pattern, builtin).ok())
-        .collect();
+    let mut rules: Vec<InjectionRule> =
+        builtin_rules(builtin).map_err(|e| missing(chain, &format!("injection ({e})")))?;
     // Rules accumulate down the chain; a rule with an existing name replaces it.
     for src in chain {
         let mut seen = std::collections::HashSet::new();

@@ -697,6 +697,17 @@ impl Run<'_> {
                     limits.max_title_chars,
                 )?;
             }
+            // Also read by a person, never altered: the pre-filled default;
+            // and a request split between the title and the description.
+            let text = |k: &str| prop.get(k).and_then(Value::as_str);
+            let default = text("default").map(str::to_owned);
+            let joined = match (text("title"), text("description")) {
+                (Some(t), Some(d)) => Some(format!("{t} {d}")),
+                _ => None,
+            };
+            for read in default.into_iter().chain(joined) {
+                self.scan_injection(key, Some(name), &read, TextContext::Form)?;
+            }
         }
         Ok(())
     }

@@ -13,7 +13,7 @@
 //! Phrases match whole words within one clause; a word may carry trailing
 //! digits (`password2`, `pin1`).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
@@ -34,7 +34,7 @@ pub enum PhraseError {
     Compile(String),
 }
 
-const MAX_VARIANTS: usize = 256;
+const MAX_VARIANTS: usize = 1024;
 
 #[derive(Debug, Clone)]
 struct Pattern<T> {
@@ -88,18 +88,31 @@ pub struct PhraseSet<T> {
 }
 
 impl<T: Clone> PhraseSet<T> {
+    /// Phrases given twice keep their first value (see [`Self::duplicates`]).
     pub fn new<'s>(entries: impl IntoIterator<Item = (&'s str, T)>) -> Result<Self, PhraseError> {
-        let mut seen = HashSet::new();
-        let mut texts = Vec::new();
-        let mut patterns = Vec::new();
         let mut duplicates = Vec::new();
+        let mut set = Self::merged(entries, |_, _, variant| duplicates.push(variant.to_owned()))?;
+        set.duplicates = duplicates;
+        Ok(set)
+    }
+
+    /// Phrases given twice are one pattern; `merge(kept, again, variant)`
+    /// combines their values.
+    pub fn merged<'s>(
+        entries: impl IntoIterator<Item = (&'s str, T)>,
+        mut merge: impl FnMut(&mut T, T, &str),
+    ) -> Result<Self, PhraseError> {
+        let mut seen: HashMap<(String, bool, bool), usize> = HashMap::new();
+        let mut texts = Vec::new();
+        let mut patterns: Vec<Pattern<T>> = Vec::new();
         for (raw, value) in entries {
             for variant in expand(raw)? {
                 let (text, stem, number_lead) = parse(&variant)?;
-                if !seen.insert((text.clone(), stem, number_lead)) {
-                    duplicates.push(variant);
+                if let Some(&i) = seen.get(&(text.clone(), stem, number_lead)) {
+                    merge(&mut patterns[i].value, value.clone(), &variant);
                     continue;
                 }
+                seen.insert((text.clone(), stem, number_lead), patterns.len());
                 texts.push(text);
                 patterns.push(Pattern {
                     stem,
@@ -120,7 +133,7 @@ impl<T: Clone> PhraseSet<T> {
         Ok(PhraseSet {
             ac,
             patterns,
-            duplicates,
+            duplicates: Vec::new(),
         })
     }
 }
@@ -288,7 +301,7 @@ mod tests {
         assert!(matches!(err("{a|b"), Some(PhraseError::Unbalanced(_))));
         assert!(matches!(err("a}"), Some(PhraseError::Unbalanced(_))));
         assert!(matches!(err("a # b"), Some(PhraseError::Placeholder(_))));
-        let many = "{a|b|c|d|e|f|g|h} {a|b|c|d|e|f|g|h} {a|b|c|d|e|f|g|h}";
+        let many = "{a|b|c|d|e|f|g|h} {a|b|c|d|e|f|g|h} {a|b|c|d|e|f|g|h} {a|b|c}";
         assert!(matches!(err(many), Some(PhraseError::TooManyVariants(_))));
         let dup = set(&[("pin", 1), ("PIN", 2)]);
         assert_eq!(dup.duplicates(), ["PIN"]);
