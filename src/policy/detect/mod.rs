@@ -40,5 +40,5 @@ pub mod normalize;
 pub mod phrases;
 
 pub use lexicon::{Lexicon, Splitting};
-pub use normalize::{Normalised, Word};
+pub use normalize::{fold_value, Normalised, Word};
 pub use phrases::{parse_phrase, ParsedPhrase, PhraseError, PhraseHit, PhraseSet};

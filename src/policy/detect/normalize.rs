@@ -197,6 +197,33 @@ fn is_cjk(c: char) -> bool {
         | 0xAC00..=0xD7AF | 0x1100..=0x115E | 0x1161..=0x11FF | 0x3131..=0x318F)
 }
 
+/// How a value a person typed is read before it is scanned for card numbers
+/// and tokens: NFKC (fullwidth and other compatibility forms become ASCII),
+/// every decimal digit as its ASCII digit (Arabic-Indic, Devanagari, …),
+/// dashes as `-`, other spaces as ` `, and invisible format characters
+/// (zero-width space and joiners, soft hyphen, bidi controls, tags) removed.
+/// ASCII text is returned as it is.
+pub fn fold_value(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.is_ascii() {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len());
+    for c in value.nfkc() {
+        if c.is_ascii() {
+            out.push(c);
+            continue;
+        }
+        match get_general_category(c) {
+            Gc::Format => {}
+            Gc::DecimalNumber => out.push(ascii_digit(c)),
+            Gc::DashPunctuation => out.push('-'),
+            Gc::SpaceSeparator => out.push(' '),
+            _ => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The ASCII digit of a decimal digit of any script. Unicode encodes every
 /// set of decimal digits as a contiguous run starting at zero, so the value
 /// is the distance from the start of the run, modulo ten.
@@ -553,6 +580,22 @@ mod tests {
             .map(|w| w.caps)
             .collect();
         assert_eq!(caps, [false, true]);
+    }
+
+    #[test]
+    fn values_are_folded_for_scanning() {
+        let cases = [
+            ("\u{FF14}\u{FF11}\u{FF11}\u{FF11}", "4111"),
+            ("\u{0664}\u{0661}\u{0661}\u{0661}", "4111"),
+            ("\u{06F4}\u{06F1}", "41"),
+            ("41\u{200B}11\u{2060}11", "411111"),
+            ("4111\u{2013}1111\u{00A0}1111", "4111-1111 1111"),
+            ("\u{FF47}\u{FF48}\u{FF50}\u{FF3F}", "ghp_"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(fold_value(input), want, "{input:?}");
+        }
+        assert!(matches!(fold_value("plain"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]
