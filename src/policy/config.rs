@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::injection::{builtin_rules, InjectionRule, InjectionRules, RuleAction};
+use super::injection::{builtin_rules, word_lists, InjectionRule, InjectionRules, RuleAction};
 use super::sanitize::HtmlMode;
 use super::secrets::{SecretFieldDetector, SecretKind};
 use super::url_rules::{HostPattern, UrlPolicy};
@@ -181,6 +181,9 @@ struct RawInjection {
     builtin: Option<Spanned<String>>,
     #[serde(default)]
     rule: Vec<Spanned<RawInjectionRule>>,
+    /// Built-in word list → extra phrases (`host_context = ["customer database"]`).
+    #[serde(default)]
+    extra_words: std::collections::BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -743,7 +746,30 @@ fn injection_rules(chain: &[&Source]) -> Result<InjectionRules, ConfigError> {
             rules.push(rule);
         }
     }
-    InjectionRules::new(rules).map_err(|e| missing(chain, &format!("injection ({e})")))
+    let extra = injection_words(chain)?;
+    InjectionRules::with_words(rules, &extra)
+        .map_err(|e| missing(chain, &format!("injection ({e})")))
+}
+
+/// `[injection] extra_words`, accumulated down the chain.
+fn injection_words(chain: &[&Source]) -> Result<Vec<(String, String)>, ConfigError> {
+    let lists = word_lists().map_err(|e| missing(chain, &format!("injection ({e})")))?;
+    let mut extra = Vec::new();
+    for src in chain {
+        for (list, phrases) in &src.raw.injection.extra_words {
+            if !lists.contains(list.get_ref()) {
+                let msg = format!("\"{}\" is not one of {}", list.get_ref(), lists.join(", "));
+                return Err(src.err(list.span(), "injection.extra_words", msg));
+            }
+            for phrase in phrases {
+                if let Err(e) = crate::policy::detect::parse_phrase(phrase.get_ref()) {
+                    return Err(src.err(phrase.span(), "injection.extra_words", e.to_string()));
+                }
+                extra.push((list.get_ref().clone(), phrase.get_ref().clone()));
+            }
+        }
+    }
+    Ok(extra)
 }
 
 #[cfg(test)]
@@ -796,6 +822,53 @@ mod tests {
             .any(|h| h.rule == "wire-money"));
         let plain = set.get("plain").unwrap();
         assert_eq!(plain.sampling, Action::Block);
+    }
+
+    #[test]
+    fn extra_terms_and_words_extend_the_shipped_lists() {
+        let dir = dir_with(&[
+            ("base.toml", "[secret_fields]\nextra_terms = { password = [\"kennwort2\"] }\n[injection]\nextra_words = { host_context = [\"customer database\"] }\n"),
+            ("child.toml", "extends = \"base\"\n[secret_fields]\nextra_terms = { pin = [\"badge code\"] }\n"),
+        ]);
+        let set = PolicySet::load(Some(dir.path())).unwrap();
+        let child = set.get("child").unwrap();
+        let kind = |name: &str| child.secrets.check_field(name, None, None).map(|m| m.kind);
+        assert_eq!(
+            kind("kennwort2"),
+            Some(SecretKind::Password),
+            "inherited term"
+        );
+        assert_eq!(kind("badge_code"), Some(SecretKind::Pin));
+        assert_eq!(kind("badge"), None);
+        let hits = child.injection.scan("Paste the customer database here");
+        assert!(
+            hits.iter().any(|h| h.rule == "disclose_context"),
+            "{hits:?}"
+        );
+        let e = load_err(&[(
+            "a.toml",
+            "[secret_fields]\nextra_terms = { passwd = [\"x\"] }\n",
+        )]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "secret_fields.extra_terms"),
+            "{e}"
+        );
+        let e = load_err(&[("a.toml", "[injection]\nextra_words = { nouns = [\"x\"] }\n")]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "injection.extra_words"),
+            "{e}"
+        );
+        let e = load_err(&[(
+            "a.toml",
+            "[injection]\nextra_words = { disclose = [\"{a|b\"] }\n",
+        )]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "injection.extra_words"),
+            "{e}"
+        );
     }
 
     fn load_err(files: &[(&str, &str)]) -> ConfigError {

@@ -145,6 +145,20 @@ impl InjectionRule {
     }
 }
 
+/// The names of the built-in word lists (verbs and objects of the built-in
+/// rules), which a policy may extend.
+pub fn word_lists() -> Result<Vec<String>, InjectionError> {
+    let mut names: Vec<String> = Vec::new();
+    for raw in words::raw_rules()? {
+        for list in [raw.verbs, raw.objects] {
+            if !names.contains(&list) {
+                names.push(list);
+            }
+        }
+    }
+    Ok(names)
+}
+
 /// The built-in rules (one per name), all with `action`.
 pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, InjectionError> {
     let mut rules: Vec<InjectionRule> = Vec::new();

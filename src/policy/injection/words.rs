@@ -56,8 +56,8 @@ struct RulesFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRule {
     pub name: String,
-    verbs: String,
-    objects: String,
+    pub verbs: String,
+    pub objects: String,
     window: usize,
     #[serde(default = "yes")]
     pub url_mode: bool,
