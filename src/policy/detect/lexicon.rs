@@ -140,32 +140,33 @@ impl Lexicon {
     }
 
     /// Replaces the words the lexicon does not know by their readings.
+    /// Allocates nothing when every word stays as it is.
     pub fn refine(&self, n: Normalised, splitting: Splitting) -> Normalised {
         let glued = self.glued_words(&n, splitting);
-        let readings: Vec<Reading> = n
-            .words
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                let looks = w.shape != 0 || glued.get(i).copied().unwrap_or(false);
-                if !looks {
-                    return Reading::Keep;
+        let mut changed: Vec<(usize, Reading)> = Vec::new();
+        for (i, w) in n.words.iter().enumerate() {
+            let looks = w.shape != 0 || glued.get(i).copied().unwrap_or(false);
+            if looks {
+                match self.reading(n.word(i), w, splitting) {
+                    Reading::Keep => {}
+                    r => changed.push((i, r)),
                 }
-                self.reading(n.word(i), w, splitting)
-            })
-            .collect();
-        if readings.iter().all(|r| matches!(r, Reading::Keep)) {
+            }
+        }
+        if changed.is_empty() {
             return n;
         }
         let mut out = Normalised {
             text: String::with_capacity(n.text.len() + 8),
             words: Vec::with_capacity(n.words.len() + 4),
         };
-        for (i, (w, r)) in n.words.iter().zip(readings).enumerate() {
-            match r {
-                Reading::Keep => out.push_word(n.word(i), w, w.shape),
-                Reading::One(s) => out.push_word(&s, w, 0),
-                Reading::Pieces(pieces) => {
+        let mut changed = changed.into_iter().peekable();
+        for (i, w) in n.words.iter().enumerate() {
+            let reading = changed.next_if(|(j, _)| *j == i).map(|(_, r)| r);
+            match reading {
+                None | Some(Reading::Keep) => out.push_word(n.word(i), w, w.shape),
+                Some(Reading::One(s)) => out.push_word(&s, w, 0),
+                Some(Reading::Pieces(pieces)) => {
                     let shape = w.shape & shape::CJK;
                     for p in pieces {
                         out.push_word(&p, w, shape);
@@ -176,11 +177,19 @@ impl Lexicon {
         out
     }
 
-    /// Words (by index) that contain a joined term the mode splits.
+    /// Words (by index) that contain a joined term the mode splits. Words
+    /// too short to hold one are not searched.
     fn glued_words(&self, n: &Normalised, splitting: Splitting) -> Vec<bool> {
         let Some(ac) = &self.glued else {
             return Vec::new();
         };
+        let shortest = match splitting {
+            Splitting::Names => 3,
+            Splitting::Text => TEXT_GLUED_MIN_CHARS,
+        };
+        if !n.words.iter().any(|w| w.end - w.start >= shortest) {
+            return Vec::new();
+        }
         let mut marks = Vec::new();
         for m in ac.find_overlapping_iter(&n.text) {
             if splitting == Splitting::Text && self.glued_info[m.pattern().as_usize()].short {

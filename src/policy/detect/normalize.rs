@@ -46,9 +46,9 @@ impl Normalised {
     /// and wherever the same spelling rules must apply to both sides.
     pub fn plain(input: &str) -> Self {
         if input.is_ascii() {
-            split(input.chars(), input.len())
+            split(input)
         } else {
-            split(input.nfkc(), input.len())
+            split(&input.nfkc().collect::<String>())
         }
     }
 
@@ -392,26 +392,25 @@ fn is_letter(class: Class) -> bool {
     matches!(class, Class::Upper | Class::Lower)
 }
 
-/// Is the `$ @ ! |` at `i` a letter of the word around it?
-fn leet_joins(chars: &[char], i: usize, open: Option<Open>) -> bool {
-    let next = chars.get(i + 1).map(|&c| classify(c));
-    let after = chars.get(i + 2).map(|&c| classify(c));
+/// Is the `$ @ ! |` `c` (followed by `rest`) a letter of the word around it?
+fn leet_joins(c: char, rest: &str, open: Option<Open>) -> bool {
+    let mut ahead = rest.chars().map(classify);
+    let (next, after) = (ahead.next(), ahead.next());
     let has_letter = open.is_some_and(|o| o.letters > 0);
     let next_letter =
         next.is_some_and(is_letter) || (next == Some(Class::Leet) && after.is_some_and(is_letter));
-    match chars[i] {
+    match c {
         '$' => next_letter || has_letter,
         '@' => next_letter,
         _ => has_letter && (next.is_some_and(is_letter) || next == Some(Class::Digit)),
     }
 }
 
-fn split(chars: impl Iterator<Item = char>, len_hint: usize) -> Normalised {
-    let chars: Vec<char> = chars.collect();
+fn split(input: &str) -> Normalised {
     let mut s = Splitter {
         out: Normalised {
-            text: String::with_capacity(len_hint + 4),
-            words: Vec::with_capacity(8),
+            text: String::with_capacity(input.len() + 4),
+            words: Vec::with_capacity(input.len() / 5 + 2),
         },
         open: None,
         clause: 0,
@@ -419,15 +418,16 @@ fn split(chars: impl Iterator<Item = char>, len_hint: usize) -> Normalised {
     };
     // The class of the last letter or digit, for camelCase.
     let mut prev = Class::Sep;
-    for (i, &c) in chars.iter().enumerate() {
-        let next = chars.get(i + 1).copied();
+    for (i, c) in input.char_indices() {
+        let rest = &input[i + c.len_utf8()..];
+        let next = rest.chars().next();
         match classify(c) {
             Class::Skip => {}
             Class::Sep => {
                 s.separator(c, next);
                 prev = Class::Sep;
             }
-            Class::Leet if leet_joins(&chars, i, s.open) && !s.is_cjk_open() => {
+            Class::Leet if leet_joins(c, rest, s.open) && !s.is_cjk_open() => {
                 s.push(c, Class::Leet);
             }
             Class::Leet => {
@@ -444,7 +444,7 @@ fn split(chars: impl Iterator<Item = char>, len_hint: usize) -> Normalised {
             class => {
                 let has_letter = s.open.is_some_and(|o| o.letters > 0);
                 if s.is_cjk_open()
-                    || (s.open.is_some() && splits_before(prev, class, &chars[i + 1..], has_letter))
+                    || (s.open.is_some() && splits_before(prev, class, rest, has_letter))
                 {
                     s.close();
                 }
@@ -460,17 +460,18 @@ fn split(chars: impl Iterator<Item = char>, len_hint: usize) -> Normalised {
 /// Where camelCase and acronym runs split (`APIKey` → `API|Key`,
 /// `userPIN` → `user|PIN`, `cvv2Code` → `cvv2|Code`), keeping plural
 /// acronyms whole (`APIs`, `PINs`) and leading digits attached (`2FA`).
-fn splits_before(prev: Class, cur: Class, rest: &[char], has_letter: bool) -> bool {
+fn splits_before(prev: Class, cur: Class, rest: &str, has_letter: bool) -> bool {
+    let mut ahead = rest.chars();
     match (prev, cur) {
         (Class::Lower, Class::Upper) => true,
-        (Class::Upper, Class::Upper) => match rest.first() {
-            Some('s') => rest.get(1).is_some_and(|&c| classify(c) == Class::Lower),
-            Some(&c) => classify(c) == Class::Lower,
+        (Class::Upper, Class::Upper) => match ahead.next() {
+            Some('s') => ahead.next().is_some_and(|c| classify(c) == Class::Lower),
+            Some(c) => classify(c) == Class::Lower,
             None => false,
         },
         // `cvv2Code`, but not inside a capitalised word (`P4SSW0RD`).
         (Class::Digit, Class::Upper) => {
-            has_letter && rest.first().is_some_and(|&c| classify(c) == Class::Lower)
+            has_letter && ahead.next().is_some_and(|c| classify(c) == Class::Lower)
         }
         _ => false,
     }

@@ -139,6 +139,11 @@ impl<T: Clone> PhraseSet<T> {
 }
 
 impl<T> PhraseSet<T> {
+    /// Heap bytes of the automaton.
+    pub fn memory_usage(&self) -> usize {
+        self.ac.as_ref().map_or(0, |a| a.memory_usage())
+    }
+
     pub fn duplicates(&self) -> &[String] {
         &self.duplicates
     }

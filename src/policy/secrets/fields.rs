@@ -1,6 +1,8 @@
 //! All the text a person reads for one form field and its request, and the
 //! order in which it is checked.
 
+use std::cell::OnceCell;
+
 use serde_json::Value;
 
 use super::context::{Mode, Scan};
@@ -37,33 +39,42 @@ impl<'a> FieldText<'a> {
         }
     }
 
-    /// Everything a person reads for the property `name` with schema `prop`.
+    /// Everything a person reads for the property `name` with schema `prop`
+    /// (one pass over its members).
     pub fn of_property(name: &'a str, prop: &'a Value) -> Self {
-        let text = |key: &str| prop.get(key).and_then(Value::as_str);
-        let ty = text("type");
-        let choice = ["enum", "oneOf", "anyOf"]
-            .iter()
-            .any(|k| prop.get(k).is_some());
-        let dated = matches!(text("format"), Some("email" | "date" | "date-time"));
-        let entry = match ty {
+        let mut f = FieldText {
+            name,
+            ..FieldText::default()
+        };
+        let (mut ty, mut choice, mut dated, mut default) = (None, false, false, None);
+        for (key, value) in prop.as_object().into_iter().flatten() {
+            match key.as_str() {
+                "type" => ty = value.as_str(),
+                "title" => f.title = value.as_str(),
+                "description" => f.description = value.as_str(),
+                "default" => default = value.as_str(),
+                "examples" => f.examples = strings(Some(value)),
+                "format" => dated = matches!(value.as_str(), Some("email" | "date" | "date-time")),
+                "enum" => choice = true,
+                "oneOf" | "anyOf" | "enumNames" => {
+                    choice |= key != "enumNames";
+                    collect_labels(key, value, &mut f.options);
+                }
+                "items" => {
+                    for (k, v) in value.as_object().into_iter().flatten() {
+                        collect_labels(k, v, &mut f.options);
+                    }
+                }
+                _ => {}
+            }
+        }
+        f.entry = match ty {
             Some("string") => !choice && !dated,
             Some("number" | "integer") => true,
             _ => false,
         };
-        let mut options = Vec::new();
-        collect_labels(prop, &mut options);
-        if let Some(items) = prop.get("items") {
-            collect_labels(items, &mut options);
-        }
-        FieldText {
-            name,
-            title: text("title"),
-            description: text("description"),
-            default: text("default").filter(|_| entry),
-            examples: strings(prop.get("examples")),
-            options,
-            entry,
-        }
+        f.default = default.filter(|_| f.entry);
+        f
     }
 }
 
@@ -73,17 +84,19 @@ fn strings(v: Option<&Value>) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-fn collect_labels<'a>(schema: &'a Value, out: &mut Vec<&'a str>) {
-    for key in ["oneOf", "anyOf"] {
-        let titles = schema
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|o| o.get("title").and_then(Value::as_str));
-        out.extend(titles);
+/// Option labels of a `oneOf` / `anyOf` list (their titles) or `enumNames`.
+fn collect_labels<'a>(key: &str, value: &'a Value, out: &mut Vec<&'a str>) {
+    match key {
+        "oneOf" | "anyOf" => out.extend(
+            value
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|o| o.get("title").and_then(Value::as_str)),
+        ),
+        "enumNames" => out.extend(strings(Some(value))),
+        _ => {}
     }
-    out.extend(strings(schema.get("enumNames")));
 }
 
 /// What [`SecretFieldDetector::check_form`] found.
@@ -93,6 +106,12 @@ pub struct FormFindings {
     pub message: Option<SecretMatch>,
     /// Per field, in the order given.
     pub fields: Vec<Option<SecretMatch>>,
+}
+
+/// The request's key and its scan, made on first use.
+struct KeyText<'k> {
+    key: &'k str,
+    scan: &'k OnceCell<Option<Scan>>,
 }
 
 /// The scanned text of one field.
@@ -144,11 +163,13 @@ impl SecretFieldDetector {
     ) -> FormFindings {
         let t = &*self.tables;
         let message = message.map(|m| Scan::new(t, m, Splitting::Text));
-        let key_norm = Normalised::new(key, &t.lexicon, Splitting::Names);
-        let key_allowed = self.allow.contains(&key_norm.text);
-        let key_scan = (!key_allowed && !key.is_empty()).then(|| Scan::of(t, key_norm));
-        let request_card =
-            message.as_ref().is_some_and(|s| s.card) || key_scan.as_ref().is_some_and(|s| s.card);
+        let request_card = message.as_ref().is_some_and(|s| s.card);
+        // The key is read only for a field with a generic name.
+        let key_scan = OnceCell::new();
+        let key = KeyText {
+            key,
+            scan: &key_scan,
+        };
         FormFindings {
             message: message
                 .as_ref()
@@ -156,17 +177,27 @@ impl SecretFieldDetector {
                 .map(found(SecretSource::Message)),
             fields: fields
                 .iter()
-                .map(|f| self.field(t, f, key, key_scan.as_ref(), request_card))
+                .map(|f| self.field(t, f, &key, request_card))
                 .collect(),
         }
+    }
+
+    /// The request's key, scanned on first use.
+    fn key_scan<'k>(&self, t: &Tables, key: &KeyText<'k>) -> Option<&'k Scan> {
+        key.scan
+            .get_or_init(|| {
+                let n = Normalised::new(key.key, &t.lexicon, Splitting::Names);
+                let allowed = key.key.is_empty() || self.allow.contains(&n.text);
+                (!allowed).then(|| Scan::of(t, n))
+            })
+            .as_ref()
     }
 
     fn field(
         &self,
         t: &Tables,
         f: &FieldText<'_>,
-        key: &str,
-        key_scan: Option<&Scan>,
+        key: &KeyText<'_>,
         request_card: bool,
     ) -> Option<SecretMatch> {
         let name = Normalised::new(f.name, &t.lexicon, Splitting::Names);
@@ -196,7 +227,7 @@ impl SecretFieldDetector {
             .or_else(|| many(&s.examples, Mode::Text).map(found(SecretSource::Example)))
             .or_else(|| many(&s.options, Mode::Message).map(found(SecretSource::OptionLabel)))
             .or_else(|| self.across(t, &s, card))
-            .or_else(|| self.by_key(t, f, &s, key, key_scan, card))
+            .or_else(|| self.by_key(t, f, &s, key, card))
     }
 
     /// A term split between the title and the description ("Card" /
@@ -213,18 +244,17 @@ impl SecretFieldDetector {
         t: &Tables,
         f: &FieldText<'_>,
         s: &FieldScans,
-        key: &str,
-        key_scan: Option<&Scan>,
+        key: &KeyText<'_>,
         card: bool,
     ) -> Option<SecretMatch> {
-        let key_scan = key_scan?;
         if !f.entry || !generic(t, s) {
             return None;
         }
+        let key_scan = self.key_scan(t, key)?;
         if let Some(kind) = key_scan.find(Mode::Name, card) {
             return Some(found(SecretSource::Key)(kind));
         }
-        let joined = format!("{key} {}", f.name);
+        let joined = format!("{} {}", key.key, f.name);
         Scan::new(t, &joined, Splitting::Names)
             .find(Mode::Name, card)
             .map(found(SecretSource::KeyAndName))
