@@ -298,6 +298,10 @@ struct Splitter {
     open: Option<Open>,
     clause: u32,
     phrase: u32,
+    /// The first word of the current run without separators.
+    token_first: usize,
+    /// Word ranges to join back into one word (see [`Splitter::end_token`]).
+    merges: Vec<std::ops::Range<usize>>,
 }
 
 impl Splitter {
@@ -365,6 +369,20 @@ impl Splitter {
         });
     }
 
+    /// At the end of a run without separators: a run that camelCase split
+    /// into mostly one- and two-letter pieces was written in alternating
+    /// case (`pAsSw0Rd`), not camelCase; it is one word.
+    fn end_token(&mut self) {
+        self.close();
+        let range = self.token_first..self.out.words.len();
+        self.token_first = range.end;
+        let pieces = &self.out.words[range.clone()];
+        let short = pieces.iter().filter(|w| w.end - w.start <= 2).count();
+        if pieces.len() >= 3 && short * 3 >= pieces.len() * 2 {
+            self.merges.push(range);
+        }
+    }
+
     fn is_cjk_open(&self) -> bool {
         self.open.is_some_and(|o| o.shape & shape::CJK != 0)
     }
@@ -372,7 +390,7 @@ impl Splitter {
     /// Sentence punctuation starts a new clause, a comma a new phrase. A dot
     /// inside a token (`github.com`, `user.password`) is a plain separator.
     fn separator(&mut self, c: char, next: Option<char>) {
-        self.close();
+        self.end_token();
         let sentence_dot = c == '.' && next.is_none_or(char::is_whitespace);
         if sentence_dot
             || matches!(
@@ -415,6 +433,8 @@ fn split(input: &str) -> Normalised {
         open: None,
         clause: 0,
         phrase: 0,
+        token_first: 0,
+        merges: Vec::new(),
     };
     // The class of the last letter or digit, for camelCase.
     let mut prev = Class::Sep;
@@ -453,8 +473,62 @@ fn split(input: &str) -> Normalised {
             }
         }
     }
-    s.close();
-    s.out
+    s.end_token();
+    let mut merges = s.merges;
+    merges.extend(spelled_out(&s.out));
+    if merges.is_empty() {
+        return s.out;
+    }
+    merges.sort_by_key(|r| r.start);
+    join_words(&s.out, &merges)
+}
+
+/// Runs of three or more single letters in one phrase (`S-Y-S-T-E-M`,
+/// `p a s s w o r d`): a word spelled out.
+fn spelled_out(n: &Normalised) -> Vec<std::ops::Range<usize>> {
+    let single = |i: usize| {
+        let w = &n.words[i];
+        w.end - w.start == 1 && n.text.as_bytes()[w.start].is_ascii_alphabetic()
+    };
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < n.len() {
+        let mut j = i;
+        while j < n.len() && single(j) && n.same_phrase(i, j) {
+            j += 1;
+        }
+        if j - i >= 3 {
+            runs.push(i..j);
+        }
+        i = j.max(i + 1);
+    }
+    runs
+}
+
+/// `n` with each range of words (sorted, not overlapping) joined into one.
+fn join_words(n: &Normalised, ranges: &[std::ops::Range<usize>]) -> Normalised {
+    let mut out = Normalised {
+        text: String::with_capacity(n.text.len()),
+        words: Vec::with_capacity(n.len()),
+    };
+    let mut i = 0;
+    let mut ranges = ranges.iter().peekable();
+    while i < n.len() {
+        let w = n.words[i];
+        match ranges.next_if(|r| r.start == i) {
+            Some(r) if r.end > i + 1 => {
+                let joined: String = r.clone().map(|j| n.word(j)).collect();
+                let shape = r.clone().fold(0, |s, j| s | n.words[j].shape);
+                out.push_word(&joined, &Word { caps: false, ..w }, shape);
+                i = r.end;
+            }
+            _ => {
+                out.push_word(n.word(i), &w, w.shape);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Where camelCase and acronym runs split (`APIKey` → `API|Key`,
@@ -541,6 +615,22 @@ mod tests {
             ("\u{3164} pin", &["pin"]),
             ("x \u{0301}", &["x"]),
             ("p\u{E0041}in", &["pin"]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(words(input), *want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn alternating_case_and_spelled_out_words_are_one_word() {
+        let cases: &[(&str, &[&str])] = &[
+            ("pAsSw0Rd", &["passw0rd"]),
+            ("PaSsWoRd", &["password"]),
+            ("S-Y-S-T-E-M prompt", &["system", "prompt"]),
+            ("p a s s w o r d", &["password"]),
+            ("xApiKey", &["x", "api", "key"]),
+            ("A, B or C", &["a", "b", "or", "c"]),
+            ("iPhone", &["i", "phone"]),
         ];
         for (input, want) in cases {
             assert_eq!(words(input), *want, "{input:?}");

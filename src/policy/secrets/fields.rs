@@ -23,9 +23,12 @@ pub struct FieldText<'a> {
     pub examples: Vec<&'a str>,
     /// Option labels: `oneOf`/`anyOf` titles, `enumNames`.
     pub options: Vec<&'a str>,
-    /// A field a person types into (text or number, not a choice, an email
-    /// address or a date): only such a field can carry a secret the
-    /// request's key names.
+    /// A field a person types into (text of any format, or a number). A
+    /// choice or a boolean cannot carry a secret; only its option labels
+    /// are read (they may ask for a secret elsewhere).
+    pub typed: bool,
+    /// Typed, and not an email address or a date: only such a field can
+    /// carry a secret the request's key names.
     pub entry: bool,
 }
 
@@ -34,6 +37,7 @@ impl<'a> FieldText<'a> {
     pub fn named(name: &'a str) -> Self {
         FieldText {
             name,
+            typed: true,
             entry: true,
             ..FieldText::default()
         }
@@ -68,12 +72,13 @@ impl<'a> FieldText<'a> {
                 _ => {}
             }
         }
-        f.entry = match ty {
-            Some("string") => !choice && !dated,
+        f.typed = match ty {
+            Some("string") => !choice,
             Some("number" | "integer") => true,
             _ => false,
         };
-        f.default = default.filter(|_| f.entry);
+        f.entry = f.typed && !dated;
+        f.default = default.filter(|_| f.typed);
         f
     }
 }
@@ -206,6 +211,13 @@ impl SecretFieldDetector {
         }
         let s = FieldScans::new(t, f, name);
         let card = request_card || s.card();
+        if !f.typed {
+            return s
+                .options
+                .iter()
+                .find_map(|o| o.find(Mode::Message, card))
+                .map(found(SecretSource::OptionLabel));
+        }
         let own = |scan: &Option<Scan>, mode| scan.as_ref().and_then(|s| s.find(mode, card));
         let many = |scans: &[Scan], mode| scans.iter().find_map(|s| s.find(mode, card));
         let extra = |scan: &Option<Scan>| scan.as_ref().and_then(|s| self.extra_match(&s.n));
