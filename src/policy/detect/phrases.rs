@@ -85,6 +85,9 @@ pub struct PhraseSet<T> {
     patterns: Vec<Pattern<T>>,
     /// Phrases given more than once (kept: the first).
     duplicates: Vec<String>,
+    /// One word of every all-ASCII phrase, searched in raw text (see
+    /// [`PhraseSet::may_match`]).
+    anchors: Option<AhoCorasick>,
 }
 
 impl<T: Clone> PhraseSet<T> {
@@ -105,6 +108,7 @@ impl<T: Clone> PhraseSet<T> {
         let mut seen: HashMap<(String, bool, bool), usize> = HashMap::new();
         let mut texts = Vec::new();
         let mut patterns: Vec<Pattern<T>> = Vec::new();
+        let mut anchors: Vec<String> = Vec::new();
         for (raw, value) in entries {
             for variant in expand(raw)? {
                 let (text, stem, number_lead) = parse(&variant)?;
@@ -113,6 +117,10 @@ impl<T: Clone> PhraseSet<T> {
                     continue;
                 }
                 seen.insert((text.clone(), stem, number_lead), patterns.len());
+                if text.is_ascii() {
+                    let longest = text.split(' ').max_by_key(|w| w.len()).unwrap_or("");
+                    anchors.push(longest.to_owned());
+                }
                 texts.push(text);
                 patterns.push(Pattern {
                     stem,
@@ -130,10 +138,22 @@ impl<T: Clone> PhraseSet<T> {
                     .map_err(|e| PhraseError::Compile(e.to_string()))?,
             ),
         };
+        anchors.sort();
+        anchors.dedup();
+        let anchors = match anchors.is_empty() {
+            true => None,
+            false => Some(
+                AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .build(&anchors)
+                    .map_err(|e| PhraseError::Compile(e.to_string()))?,
+            ),
+        };
         Ok(PhraseSet {
             ac,
             patterns,
             duplicates: Vec::new(),
+            anchors,
         })
     }
 }
@@ -154,6 +174,19 @@ impl<T> PhraseSet<T> {
 
     pub fn is_empty(&self) -> bool {
         self.patterns.is_empty()
+    }
+
+    /// Could any phrase be found in `raw` once it is normalised? A quick,
+    /// conservative test on the raw text: `false` only for ASCII text in
+    /// which no phrase's anchor word occurs (case ignored) and which has no
+    /// digit or `$ @ ! |` next to a letter (`p4ssw0rd`) and no word spelled
+    /// out letter by letter (`S-Y-S`). Normalising such text only lowercases
+    /// and splits it, so every word it yields is a piece of the raw text.
+    pub fn may_match(&self, raw: &str) -> bool {
+        if !raw.is_ascii() || disguised(raw.as_bytes()) {
+            return true;
+        }
+        self.anchors.as_ref().is_some_and(|a| a.is_match(raw))
     }
 
     /// Appends every phrase found in `n` to `out`, in text order.
@@ -193,6 +226,32 @@ impl<T> PhraseSet<T> {
             });
         }
     }
+}
+
+/// ASCII text that normalisation could change by more than case and
+/// splitting: a digit or `$ @ ! |` next to a letter, or three single letters
+/// in a row (`S-Y-S-T-E-M`).
+fn disguised(b: &[u8]) -> bool {
+    let leet = |c: u8| c.is_ascii_digit() || matches!(c, b'$' | b'@' | b'!' | b'|');
+    let letter = |i: usize| b.get(i).is_some_and(u8::is_ascii_alphabetic);
+    let mut singles = 0;
+    for i in 0..b.len() {
+        if leet(b[i]) && ((i > 0 && letter(i - 1)) || letter(i + 1)) {
+            return true;
+        }
+        let starts = letter(i) && (i == 0 || !b[i - 1].is_ascii_alphanumeric());
+        if starts {
+            if b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) {
+                singles = 0;
+            } else {
+                singles += 1;
+                if singles >= 3 {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 /// The match ends a word, or only digits follow to the end of it
@@ -297,6 +356,23 @@ mod tests {
         assert_eq!(found(&s, "закрытого ключ"), [(0, 2, 5)]);
         assert_eq!(found(&s, "Ihr api_schluessel"), []);
         assert_eq!(found(&s, "Ihr API-Schlüssel"), [(1, 3, 6)]);
+    }
+
+    #[test]
+    fn the_raw_text_test_is_conservative() {
+        let s = set(&[("api key", 1), ("mot de passe", 2), ("пароль", 3)]);
+        for (text, may) in [
+            ("Your API key", true),
+            ("stripeApiKey", true),
+            ("motDePasse", true),
+            ("Which room?", false),
+            ("p4ss", true),
+            ("k-e-y", true),
+            ("пароль", true),
+            ("a b", false),
+        ] {
+            assert_eq!(s.may_match(text), may, "{text}");
+        }
     }
 
     #[test]

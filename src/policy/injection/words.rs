@@ -182,6 +182,9 @@ impl WordEngine {
 
     /// The rule entries (bit per entry of `rules.toml`) that match `text`.
     pub fn matches(&self, text: &str) -> u64 {
+        if !self.phrases.may_match(text) {
+            return 0;
+        }
         let n = Normalised::new(text, &self.lexicon, Splitting::Text);
         let mut hits = Vec::new();
         self.phrases

@@ -61,7 +61,22 @@ pub(super) struct Scan {
 }
 
 impl Scan {
+    /// `text` normalised and searched, unless the raw text cannot hold any
+    /// term (the cheap test of [`crate::policy::detect::PhraseSet::may_match`]).
     pub fn new(t: &Tables, text: &str, splitting: Splitting) -> Self {
+        if !t.phrases.may_match(text) {
+            return Scan {
+                n: Normalised::default(),
+                hits: Vec::new(),
+                card: false,
+                flags: Vec::new(),
+            };
+        }
+        Self::full(t, text, splitting)
+    }
+
+    /// `text` normalised and searched (operator regexes need its words).
+    pub fn full(t: &Tables, text: &str, splitting: Splitting) -> Self {
         Self::of(t, Normalised::new(text, &t.lexicon, splitting))
     }
 

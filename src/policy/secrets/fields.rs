@@ -130,12 +130,18 @@ struct FieldScans {
 }
 
 impl FieldScans {
-    fn new(t: &Tables, f: &FieldText<'_>, name: Normalised) -> Self {
+    /// `words`: normalise the name, title and description even when they
+    /// cannot hold a term (operator regexes read their words).
+    fn new(t: &Tables, f: &FieldText<'_>, words: bool) -> Self {
+        let scan = |s: &str, splitting| match words {
+            true => Scan::full(t, s, splitting),
+            false => Scan::new(t, s, splitting),
+        };
         let text = |s: &str| Scan::new(t, s, Splitting::Text);
         FieldScans {
-            name: Scan::of(t, name),
-            title: f.title.map(text),
-            description: f.description.map(text),
+            name: scan(f.name, Splitting::Names),
+            title: f.title.map(|s| scan(s, Splitting::Text)),
+            description: f.description.map(|s| scan(s, Splitting::Text)),
             default: f.default.map(text),
             examples: f.examples.iter().map(|s| text(s)).collect(),
             options: f.options.iter().map(|s| text(s)).collect(),
@@ -193,7 +199,7 @@ impl SecretFieldDetector {
             .get_or_init(|| {
                 let n = Normalised::new(key.key, &t.lexicon, Splitting::Names);
                 let allowed = key.key.is_empty() || self.allow.contains(&n.text);
-                (!allowed).then(|| Scan::of(t, n))
+                (!allowed && t.phrases.may_match(key.key)).then(|| Scan::of(t, n))
             })
             .as_ref()
     }
@@ -205,11 +211,13 @@ impl SecretFieldDetector {
         key: &KeyText<'_>,
         request_card: bool,
     ) -> Option<SecretMatch> {
-        let name = Normalised::new(f.name, &t.lexicon, Splitting::Names);
-        if self.allow.contains(&name.text) {
-            return None;
+        if !self.allow.is_empty() {
+            let name = Normalised::new(f.name, &t.lexicon, Splitting::Names);
+            if self.allow.contains(&name.text) {
+                return None;
+            }
         }
-        let s = FieldScans::new(t, f, name);
+        let s = FieldScans::new(t, f, self.extra.is_some());
         let card = request_card || s.card();
         if !f.typed {
             return s
@@ -238,15 +246,24 @@ impl SecretFieldDetector {
             .or_else(|| own(&s.default, Mode::Text).map(found(SecretSource::Default)))
             .or_else(|| many(&s.examples, Mode::Text).map(found(SecretSource::Example)))
             .or_else(|| many(&s.options, Mode::Message).map(found(SecretSource::OptionLabel)))
-            .or_else(|| self.across(t, &s, card))
-            .or_else(|| self.by_key(t, f, &s, key, card))
+            .or_else(|| self.across(t, f, card))
+            .or_else(|| self.by_key(t, f, key, card))
     }
 
     /// A term split between the title and the description ("Card" /
     /// "Number on the front").
-    fn across(&self, t: &Tables, s: &FieldScans, card: bool) -> Option<SecretMatch> {
-        let (a, b) = (&s.title.as_ref()?.n, &s.description.as_ref()?.n);
-        across_boundary(t, a, b, Mode::Text, card).map(found(SecretSource::TitleAndDescription))
+    fn across(&self, t: &Tables, f: &FieldText<'_>, card: bool) -> Option<SecretMatch> {
+        let (title, description) = (f.title?, f.description?);
+        let joined = [
+            format!("{title} {description}"),
+            format!("{title}{description}"),
+        ];
+        if !joined.iter().any(|j| t.phrases.may_match(j)) {
+            return None;
+        }
+        let a = Normalised::new(title, &t.lexicon, Splitting::Text);
+        let b = Normalised::new(description, &t.lexicon, Splitting::Text);
+        across_boundary(t, &a, &b, Mode::Text, card).map(found(SecretSource::TitleAndDescription))
     }
 
     /// The request's key names the secret and the field's own words say
@@ -255,14 +272,16 @@ impl SecretFieldDetector {
         &self,
         t: &Tables,
         f: &FieldText<'_>,
-        s: &FieldScans,
         key: &KeyText<'_>,
         card: bool,
     ) -> Option<SecretMatch> {
-        if !f.entry || !generic(t, s) {
+        if !f.entry {
             return None;
         }
         let key_scan = self.key_scan(t, key)?;
+        if !generic(t, f) {
+            return None;
+        }
         if let Some(kind) = key_scan.find(Mode::Name, card) {
             return Some(found(SecretSource::Key)(kind));
         }
@@ -274,15 +293,15 @@ impl SecretFieldDetector {
 }
 
 /// The field's name and title are generic words only (`value`, "Your code").
-fn generic(t: &Tables, s: &FieldScans) -> bool {
-    let all =
-        |n: &Normalised, allowed: u32| (0..n.len()).all(|i| t.flags(n.word(i)) & allowed != 0);
+fn generic(t: &Tables, f: &FieldText<'_>) -> bool {
+    let all = |text: &str, splitting, allowed: u32| {
+        let n = Normalised::new(text, &t.lexicon, splitting);
+        !n.is_empty() && (0..n.len()).all(|i| t.flags(n.word(i)) & allowed != 0)
+    };
     let filler = flag::DETERMINER | flag::POSSESSIVE | flag::FUNCTION;
-    !s.name.n.is_empty()
-        && all(&s.name.n, flag::GENERIC_FIELD)
-        && s.title
-            .as_ref()
-            .is_none_or(|title| all(&title.n, flag::GENERIC_FIELD | filler))
+    all(f.name, Splitting::Names, flag::GENERIC_FIELD)
+        && f.title
+            .is_none_or(|title| all(title, Splitting::Text, flag::GENERIC_FIELD | filler))
 }
 
 /// Terms that span the end of `a` and the start of `b`, read as one text,
