@@ -197,9 +197,11 @@ impl SecretFieldDetector {
     fn key_scan<'k>(&self, t: &Tables, key: &KeyText<'k>) -> Option<&'k Scan> {
         key.scan
             .get_or_init(|| {
+                if key.key.is_empty() || !t.phrases.may_match(key.key) {
+                    return None;
+                }
                 let n = Normalised::new(key.key, &t.lexicon, Splitting::Names);
-                let allowed = key.key.is_empty() || self.allow.contains(&n.text);
-                (!allowed && t.phrases.may_match(key.key)).then(|| Scan::of(t, n))
+                (!self.allow.contains(&n.text)).then(|| Scan::of(t, n))
             })
             .as_ref()
     }
@@ -275,17 +277,20 @@ impl SecretFieldDetector {
         key: &KeyText<'_>,
         card: bool,
     ) -> Option<SecretMatch> {
-        if !f.entry {
+        if !f.entry || key.key.is_empty() {
             return None;
         }
-        let key_scan = self.key_scan(t, key)?;
+        let key_scan = self.key_scan(t, key);
+        let joined = format!("{} {}", key.key, f.name);
+        if key_scan.is_none() && !t.phrases.may_match(&joined) {
+            return None;
+        }
         if !generic(t, f) {
             return None;
         }
-        if let Some(kind) = key_scan.find(Mode::Name, card) {
+        if let Some(kind) = key_scan.and_then(|s| s.find(Mode::Name, card)) {
             return Some(found(SecretSource::Key)(kind));
         }
-        let joined = format!("{} {}", key.key, f.name);
         Scan::new(t, &joined, Splitting::Names)
             .find(Mode::Name, card)
             .map(found(SecretSource::KeyAndName))

@@ -723,3 +723,21 @@ proptest! {
         prop_assert_eq!(name_kind(&detector(), &padded), Some(kind));
     }
 }
+
+#[test]
+fn the_key_and_a_generic_name_are_read_together() {
+    let d = detector();
+    let found = |key: &str, name: &str| {
+        d.check_form(key, None, &[FieldText::named(name)]).fields[0].map(|m| (m.kind, m.source))
+    };
+    assert_eq!(
+        found("cc", "number"),
+        Some((K::CardNumber, SecretSource::KeyAndName))
+    );
+    assert_eq!(
+        found("password", "value"),
+        Some((K::Password, SecretSource::Key))
+    );
+    assert_eq!(found("password_reset", "email"), None);
+    assert_eq!(found("contact", "value"), None);
+}
