@@ -103,12 +103,22 @@ impl<T: Clone> PhraseSet<T> {
     /// combines their values.
     pub fn merged<'s>(
         entries: impl IntoIterator<Item = (&'s str, T)>,
+        merge: impl FnMut(&mut T, T, &str),
+    ) -> Result<Self, PhraseError> {
+        Self::build(entries, merge, |_| true)
+    }
+
+    /// Like [`Self::merged`]; only phrases whose value `required` accepts
+    /// give anchors to [`Self::may_match`] (a match that needs two kinds of
+    /// phrase, a verb and an object, needs an object).
+    pub fn build<'s>(
+        entries: impl IntoIterator<Item = (&'s str, T)>,
         mut merge: impl FnMut(&mut T, T, &str),
+        required: impl Fn(&T) -> bool,
     ) -> Result<Self, PhraseError> {
         let mut seen: HashMap<(String, bool, bool), usize> = HashMap::new();
         let mut texts = Vec::new();
         let mut patterns: Vec<Pattern<T>> = Vec::new();
-        let mut anchors: Vec<String> = Vec::new();
         for (raw, value) in entries {
             for variant in expand(raw)? {
                 let (text, stem, number_lead) = parse(&variant)?;
@@ -117,10 +127,6 @@ impl<T: Clone> PhraseSet<T> {
                     continue;
                 }
                 seen.insert((text.clone(), stem, number_lead), patterns.len());
-                if text.is_ascii() {
-                    let longest = text.split(' ').max_by_key(|w| w.len()).unwrap_or("");
-                    anchors.push(longest.to_owned());
-                }
                 texts.push(text);
                 patterns.push(Pattern {
                     stem,
@@ -138,13 +144,22 @@ impl<T: Clone> PhraseSet<T> {
                     .map_err(|e| PhraseError::Compile(e.to_string()))?,
             ),
         };
-        anchors.sort();
+        // The longest word of every all-ASCII phrase that `required` accepts.
+        let mut anchors: Vec<&str> = texts
+            .iter()
+            .zip(&patterns)
+            .filter(|(t, p)| t.is_ascii() && required(&p.value))
+            .map(|(t, _)| t.split(' ').max_by_key(|w| w.len()).unwrap_or(""))
+            .collect();
+        anchors.sort_unstable();
         anchors.dedup();
         let anchors = match anchors.is_empty() {
             true => None,
+            // A DFA: the test runs on every text, and the anchors are few.
             false => Some(
                 AhoCorasick::builder()
                     .ascii_case_insensitive(true)
+                    .kind(Some(aho_corasick::AhoCorasickKind::DFA))
                     .build(&anchors)
                     .map_err(|e| PhraseError::Compile(e.to_string()))?,
             ),
@@ -161,7 +176,10 @@ impl<T: Clone> PhraseSet<T> {
 impl<T> PhraseSet<T> {
     /// Heap bytes of the automaton.
     pub fn memory_usage(&self) -> usize {
-        self.ac.as_ref().map_or(0, |a| a.memory_usage())
+        [&self.ac, &self.anchors]
+            .iter()
+            .map(|a| a.as_ref().map_or(0, |a| a.memory_usage()))
+            .sum()
     }
 
     pub fn duplicates(&self) -> &[String] {
@@ -232,26 +250,32 @@ impl<T> PhraseSet<T> {
 /// splitting: a digit or `$ @ ! |` next to a letter, or three single letters
 /// in a row (`S-Y-S-T-E-M`).
 fn disguised(b: &[u8]) -> bool {
-    let leet = |c: u8| c.is_ascii_digit() || matches!(c, b'$' | b'@' | b'!' | b'|');
-    let letter = |i: usize| b.get(i).is_some_and(u8::is_ascii_alphabetic);
-    let mut singles = 0;
-    for i in 0..b.len() {
-        if leet(b[i]) && ((i > 0 && letter(i - 1)) || letter(i + 1)) {
+    let (mut prev_letter, mut prev_leet) = (false, false);
+    // Letters and digits since the last separator; single-letter runs in a row.
+    let (mut run, mut singles) = (0usize, 0u32);
+    for &c in b {
+        let letter = c.is_ascii_alphabetic();
+        let leet = c.is_ascii_digit() || matches!(c, b'$' | b'@' | b'!' | b'|');
+        if (leet && prev_letter) || (letter && prev_leet) {
             return true;
         }
-        let starts = letter(i) && (i == 0 || !b[i - 1].is_ascii_alphanumeric());
-        if starts {
-            if b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) {
-                singles = 0;
-            } else {
+        if c.is_ascii_alphanumeric() {
+            run += 1;
+        } else {
+            if run == 1 && prev_letter {
                 singles += 1;
                 if singles >= 3 {
                     return true;
                 }
+            } else if run > 0 {
+                singles = 0;
             }
+            run = 0;
         }
+        prev_letter = letter;
+        prev_leet = leet;
     }
-    false
+    run == 1 && prev_letter && singles >= 2
 }
 
 /// The match ends a word, or only digits follow to the end of it

@@ -163,9 +163,12 @@ impl WordEngine {
             return Err(err("rules.toml", "more than 64 word lists"));
         }
         let (listed, grammar) = read_languages(&names, extra)?;
-        let phrases = PhraseSet::merged(
+        // Every rule needs an object: only objects anchor the raw-text test.
+        let objects: u64 = rules.iter().fold(0, |m, r| m | 1 << r.objects);
+        let phrases = PhraseSet::build(
             listed.iter().map(|l| (l.phrase.as_str(), 1u64 << l.list)),
             |kept, again, _| *kept |= again,
+            |lists| lists & objects != 0,
         )
         .map_err(|e| err("vocabulary", e))?;
         let lexicon = lexicon(&listed, &grammar)?;

@@ -741,3 +741,13 @@ fn the_key_and_a_generic_name_are_read_together() {
     assert_eq!(found("password_reset", "email"), None);
     assert_eq!(found("contact", "value"), None);
 }
+
+/// The compiled shipped tables stay small (they are shared by every policy
+/// without extra terms).
+#[test]
+fn compiled_tables_fit_a_memory_budget() {
+    let t = tables::builtin().expect("shipped terms compile");
+    let bytes = t.phrases.memory_usage();
+    println!("secret phrases: {bytes} bytes");
+    assert!(bytes < 4 << 20, "{bytes} bytes");
+}
