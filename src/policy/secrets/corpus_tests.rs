@@ -356,7 +356,7 @@ fn variant() -> impl Strategy<Value = (String, Member, SecretKind)> {
                     return None;
                 }
                 let mut all: Vec<&str> = Vec::new();
-                if !prefix.is_empty() && !(free_text && prefix == "user" && joined) {
+                if !(prefix.is_empty() || free_text && prefix == "user" && joined) {
                     all.push(prefix);
                 }
                 all.extend(words);
