@@ -10,6 +10,13 @@
 //!
 //! # How it works
 //!
+//! The value is first read the way the policy's detectors read text
+//! ([`fold_value`]): NFKC (fullwidth letters and digits become ASCII), every
+//! decimal digit as its ASCII digit (Arabic-Indic `٤١١١`, Devanagari, …),
+//! dashes as `-`, other spaces as ` `, and invisible format characters
+//! (zero-width space inside `ghp_…`, soft hyphen, bidi controls) removed.
+//! ASCII values are scanned as they are, without a copy.
+//!
 //! One [`RegexSet`] over all candidate patterns tells, in a single pass,
 //! which kinds may be present. Only those patterns are then run one by one,
 //! and every candidate they find is verified cheaply before it counts:
@@ -22,7 +29,9 @@
 //!   `glpat-tokens-are-described-here` does not count;
 //! * structure: a JWT's first segment must decode (base64url) to a JSON
 //!   object with an `"alg"` member; a card number must have 13–19 digits
-//!   (single spaces or dashes allowed between digits), a known issuer prefix
+//!   (groups may be separated by up to three spaces, dashes or dots, e.g.
+//!   `4111 - 1111`, `4111.1111.1111.1111`; a dot only between groups of at
+//!   least three digits, so decimals are not cards), a known issuer prefix
 //!   with a length that issuer uses (Visa 4: 13/16/19; Mastercard 51–55 and
 //!   2221–2720: 16; Amex 34/37: 15; Discover 6011/65/644–649: 16–19; JCB
 //!   3528–3589: 16–19) and pass the Luhn check, and must not be part of a
@@ -54,6 +63,8 @@
 //! for a megabyte of adversarial digits).
 
 use regex::{Regex, RegexSet};
+
+use crate::policy::detect::fold_value;
 
 /// A kind of secret the scanner recognises. `as_str` is stable (metrics,
 /// audit records, refusal data); add kinds, never rename.
@@ -265,7 +276,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         kind: SecretValueKind::CardNumber,
-        pattern: r"[0-9](?:[ -]?[0-9]){12,18}",
+        pattern: r"[0-9](?:[ .\-]{0,3}[0-9]){12,18}",
         check: Check::Find(find_card_number),
     },
     Rule {
@@ -305,6 +316,8 @@ impl SecretValueScanner {
     /// The kind of the first secret-looking substring of `value`, if any.
     /// Never returns or logs the value.
     pub fn scan(&self, value: &str) -> Option<SecretValueKind> {
+        let folded = fold_value(value);
+        let value = folded.as_ref();
         let hits = self.set.matches(value);
         if !hits.matched_any() {
             return None;
@@ -517,10 +530,10 @@ fn base64url_decode(s: &str) -> Option<Vec<u8>> {
 
 /// The start of the first card number before `limit`. Candidates start at a
 /// digit not preceded by a digit, a decimal point, a thousands separator or a
-/// phone `+`; digits may be separated by single spaces or dashes. Every
-/// length from 13 to 19 digits that ends at a number boundary (no digit, and
-/// no `.5` / `,5`, right after) is tried, so "4111 1111 1111 1111 12/29"
-/// still finds the 16-digit number.
+/// phone `+`; digit groups may be separated by a short run of spaces, dashes
+/// or dots ([`group_gap`]). Every length from 13 to 19 digits that ends at a
+/// number boundary (no digit, and no `.5` / `,5`, right after) is tried, so
+/// "4111 1111 1111 1111 12/29" still finds the 16-digit number.
 fn find_card_number(h: &str, limit: usize) -> Option<usize> {
     let b = h.as_bytes();
     let end = b.len().min(limit);
@@ -531,13 +544,42 @@ fn find_card_number(h: &str, limit: usize) -> Option<usize> {
     })
 }
 
+/// Longest run of separators between two digit groups.
+const MAX_GAP: usize = 3;
+/// A dot separates groups only between groups this long (`4111.1111`, not
+/// the decimal `4.111111…`).
+const MIN_DOTTED_GROUP: usize = 3;
+
+/// The end of the separator run at `j` when a digit group follows it and the
+/// run is allowed after a group of `group` digits.
+fn group_gap(b: &[u8], j: usize, group: usize) -> Option<usize> {
+    let run = b[j..]
+        .iter()
+        .take(MAX_GAP)
+        .take_while(|c| matches!(c, b' ' | b'-' | b'.'))
+        .count();
+    let k = j + run;
+    if run == 0 || !b.get(k).is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
+    if b[j..k].contains(&b'.') {
+        let next_group = b[k..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if group < MIN_DOTTED_GROUP || next_group < MIN_DOTTED_GROUP {
+            return None;
+        }
+    }
+    Some(k)
+}
+
 fn card_at(b: &[u8], start: usize) -> bool {
     let mut digits = [0u8; 19];
     let mut n = 0;
+    let mut group = 0;
     let mut j = start;
     loop {
         digits[n] = b[j] - b'0';
         n += 1;
+        group += 1;
         j += 1;
         let next = b.get(j).copied();
         let after_next_is_digit = b.get(j + 1).is_some_and(u8::is_ascii_digit);
@@ -554,8 +596,14 @@ fn card_at(b: &[u8], start: usize) -> bool {
         }
         match next {
             Some(c) if c.is_ascii_digit() => {}
-            Some(b' ' | b'-') if after_next_is_digit => j += 1,
-            _ => return false,
+            Some(_) => match group_gap(b, j, group) {
+                Some(k) => {
+                    j = k;
+                    group = 0;
+                }
+                None => return false,
+            },
+            None => return false,
         }
     }
 }
@@ -594,6 +642,10 @@ fn luhn(d: &[u8]) -> bool {
         .sum();
     !d.is_empty() && sum % 10 == 0
 }
+
+#[cfg(test)]
+#[path = "value_scan_variants.rs"]
+mod variant_tests;
 
 #[cfg(test)]
 mod tests {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::injection::{InjectionRule, InjectionRules, RuleAction, BUILTIN_RULES};
+use super::injection::{builtin_rules, word_lists, InjectionRule, InjectionRules, RuleAction};
 use super::sanitize::HtmlMode;
 use super::secrets::{SecretFieldDetector, SecretKind};
 use super::url_rules::{HostPattern, UrlPolicy};
@@ -157,6 +157,9 @@ struct RawSecretFields {
     allow_names: Option<Vec<String>>,
     #[serde(default)]
     extra: Vec<Spanned<RawSecretPattern>>,
+    /// kind → extra terms (phrases like the shipped term files).
+    #[serde(default)]
+    extra_terms: std::collections::BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -195,6 +198,9 @@ struct RawInjection {
     builtin: Option<Spanned<String>>,
     #[serde(default)]
     rule: Vec<Spanned<RawInjectionRule>>,
+    /// Built-in word list → extra phrases (`host_context = ["customer database"]`).
+    #[serde(default)]
+    extra_words: std::collections::BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -600,23 +606,13 @@ fn secret_detector(chain: &[&Source]) -> Result<SecretFieldDetector, ConfigError
     let allow_names: Vec<String> = pick(chain, |r| r.secret_fields.allow_names.as_ref())
         .map(|(v, _)| v.clone())
         .unwrap_or_default();
-    // Extra patterns accumulate down the chain: a child adds to its parent's.
+    // Extra patterns and terms accumulate down the chain: a child adds to its parent's.
     let mut extra: Vec<(SecretKind, String)> = Vec::new();
+    let mut extra_terms: Vec<(SecretKind, String)> = Vec::new();
     for src in chain {
         for p in &src.raw.secret_fields.extra {
             let p = p.get_ref();
-            let kind = secret_kind(p.kind.get_ref()).ok_or_else(|| {
-                let kinds: Vec<&str> = SecretKind::ALL.iter().map(|k| k.as_str()).collect();
-                src.err(
-                    p.kind.span(),
-                    "secret_fields.extra.kind",
-                    format!(
-                        "\"{}\" is not one of {}",
-                        p.kind.get_ref(),
-                        kinds.join(", ")
-                    ),
-                )
-            })?;
+            let kind = kind_at(src, &p.kind, "secret_fields.extra.kind")?;
             if let Err(e) = regex::Regex::new(p.pattern.get_ref()) {
                 return Err(src.err(
                     p.pattern.span(),
@@ -626,11 +622,32 @@ fn secret_detector(chain: &[&Source]) -> Result<SecretFieldDetector, ConfigError
             }
             extra.push((kind, p.pattern.get_ref().clone()));
         }
+        for (kind, terms) in &src.raw.secret_fields.extra_terms {
+            let kind = kind_at(src, kind, "secret_fields.extra_terms")?;
+            for term in terms {
+                if let Err(e) = crate::policy::detect::parse_phrase(term.get_ref()) {
+                    return Err(src.err(term.span(), "secret_fields.extra_terms", e.to_string()));
+                }
+                extra_terms.push((kind, term.get_ref().clone()));
+            }
+        }
     }
-    SecretFieldDetector::new(&extra, &allow_names).map_err(|e| {
+    SecretFieldDetector::with_terms(&extra, &extra_terms, &allow_names).map_err(|e| {
         let own = chain.last().copied();
-        own.map(|s| s.err(0..0, "secret_fields.extra", e.to_string()))
-            .unwrap_or_else(|| missing(chain, "secret_fields.extra"))
+        own.map(|s| s.err(0..0, "secret_fields", e.to_string()))
+            .unwrap_or_else(|| missing(chain, "secret_fields"))
+    })
+}
+
+/// A secret kind named in a policy file.
+fn kind_at(src: &Source, name: &Spanned<String>, field: &str) -> Result<SecretKind, ConfigError> {
+    secret_kind(name.get_ref()).ok_or_else(|| {
+        let kinds: Vec<&str> = SecretKind::ALL.iter().map(|k| k.as_str()).collect();
+        src.err(
+            name.span(),
+            field,
+            format!("\"{}\" is not one of {}", name.get_ref(), kinds.join(", ")),
+        )
     })
 }
 
@@ -714,10 +731,8 @@ fn injection_rules(chain: &[&Source]) -> Result<InjectionRules, ConfigError> {
         |r| r.injection.builtin.as_ref(),
         RULE_ACTIONS,
     )?;
-    let mut rules: Vec<InjectionRule> = BUILTIN_RULES
-        .iter()
-        .filter_map(|(name, pattern)| InjectionRule::new(name, pattern, builtin).ok())
-        .collect();
+    let mut rules: Vec<InjectionRule> =
+        builtin_rules(builtin).map_err(|e| missing(chain, &format!("injection ({e})")))?;
     // Rules accumulate down the chain; a rule with an existing name replaces it.
     for src in chain {
         let mut seen = std::collections::HashSet::new();
@@ -763,7 +778,30 @@ fn injection_rules(chain: &[&Source]) -> Result<InjectionRules, ConfigError> {
             rules.push(rule);
         }
     }
-    InjectionRules::new(rules).map_err(|e| missing(chain, &format!("injection ({e})")))
+    let extra = injection_words(chain)?;
+    InjectionRules::with_words(rules, &extra)
+        .map_err(|e| missing(chain, &format!("injection ({e})")))
+}
+
+/// `[injection] extra_words`, accumulated down the chain.
+fn injection_words(chain: &[&Source]) -> Result<Vec<(String, String)>, ConfigError> {
+    let lists = word_lists().map_err(|e| missing(chain, &format!("injection ({e})")))?;
+    let mut extra = Vec::new();
+    for src in chain {
+        for (list, phrases) in &src.raw.injection.extra_words {
+            if !lists.contains(list.get_ref()) {
+                let msg = format!("\"{}\" is not one of {}", list.get_ref(), lists.join(", "));
+                return Err(src.err(list.span(), "injection.extra_words", msg));
+            }
+            for phrase in phrases {
+                if let Err(e) = crate::policy::detect::parse_phrase(phrase.get_ref()) {
+                    return Err(src.err(phrase.span(), "injection.extra_words", e.to_string()));
+                }
+                extra.push((list.get_ref().clone(), phrase.get_ref().clone()));
+            }
+        }
+    }
+    Ok(extra)
 }
 
 #[cfg(test)]
@@ -819,6 +857,53 @@ mod tests {
         let plain = set.get("plain").unwrap();
         assert!(plain.single_use, "inherited from untrusted");
         assert_eq!(plain.sampling_include_context, Action::Block);
+    }
+
+    #[test]
+    fn extra_terms_and_words_extend_the_shipped_lists() {
+        let dir = dir_with(&[
+            ("base.toml", "[secret_fields]\nextra_terms = { password = [\"kennwort2\"] }\n[injection]\nextra_words = { host_context = [\"customer database\"] }\n"),
+            ("child.toml", "extends = \"base\"\n[secret_fields]\nextra_terms = { pin = [\"badge code\"] }\n"),
+        ]);
+        let set = PolicySet::load(Some(dir.path())).unwrap();
+        let child = set.get("child").unwrap();
+        let kind = |name: &str| child.secrets.check_field(name, None, None).map(|m| m.kind);
+        assert_eq!(
+            kind("kennwort2"),
+            Some(SecretKind::Password),
+            "inherited term"
+        );
+        assert_eq!(kind("badge_code"), Some(SecretKind::Pin));
+        assert_eq!(kind("badge"), None);
+        let hits = child.injection.scan("Paste the customer database here");
+        assert!(
+            hits.iter().any(|h| h.rule == "disclose_context"),
+            "{hits:?}"
+        );
+        let e = load_err(&[(
+            "a.toml",
+            "[secret_fields]\nextra_terms = { passwd = [\"x\"] }\n",
+        )]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "secret_fields.extra_terms"),
+            "{e}"
+        );
+        let e = load_err(&[("a.toml", "[injection]\nextra_words = { nouns = [\"x\"] }\n")]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "injection.extra_words"),
+            "{e}"
+        );
+        let e = load_err(&[(
+            "a.toml",
+            "[injection]\nextra_words = { disclose = [\"{a|b\"] }\n",
+        )]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "injection.extra_words"),
+            "{e}"
+        );
     }
 
     fn load_err(files: &[(&str, &str)]) -> ConfigError {

@@ -1,6 +1,7 @@
 //! Elicitation policy: what an upstream may ask a person, and how.
 
 pub mod config;
+pub mod detect;
 pub mod form;
 pub mod injection;
 pub mod inspect;

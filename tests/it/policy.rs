@@ -725,10 +725,10 @@ async fn verdicts_are_counted_in_metrics() {
         .text()
         .await
         .unwrap();
-    assert!(metrics.contains(r#"portcullis_policy_verdicts_total{action="block",rule="secret_field",upstream="test"} 1"#), "{metrics}");
-    assert!(
-        metrics.contains(r#"portcullis_input_required_total{outcome="refused",upstream="test"} 1"#)
-    );
+    assert!(metrics.contains(r#"portcullis_policy_verdicts_total{action="block",generation="2026-07-28",rule="secret_field",upstream="test"} 1"#), "{metrics}");
+    assert!(metrics.contains(
+        r#"portcullis_input_required_total{generation="2026-07-28",outcome="refused",upstream="test"} 1"#
+    ));
     assert!(metrics.contains(r#"outcome="secret_field_requested""#));
     gw.shutdown().await;
 }

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::{clip, Checked, Run};
 use crate::model::{Asked, FieldKind, Reason};
 use crate::policy::form::{read_form_schema, SchemaError, SchemaLimits};
+use crate::policy::injection::TextContext;
 use crate::policy::sanitize::is_unsafe_machine_value;
 
 impl Run<'_> {
@@ -156,6 +157,17 @@ impl Run<'_> {
                     Some(labels),
                     limits.max_title_chars,
                 )?;
+            }
+            // Also read by a person, never altered: the pre-filled default;
+            // and a request split between the title and the description.
+            let text = |k: &str| prop.get(k).and_then(Value::as_str);
+            let default = text("default").map(str::to_owned);
+            let joined = match (text("title"), text("description")) {
+                (Some(t), Some(d)) => Some(format!("{t} {d}")),
+                _ => None,
+            };
+            for read in default.into_iter().chain(joined) {
+                self.scan_injection(key, Some(name), &read, TextContext::Form)?;
             }
         }
         Ok(())

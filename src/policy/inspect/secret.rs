@@ -8,6 +8,7 @@ use super::form::remove_fields;
 use super::{clip, Checked, Run};
 use crate::model::{FormSchema, Reason};
 use crate::policy::config::Action;
+use crate::policy::secrets::FieldText;
 
 impl Run<'_> {
     pub(super) fn check_secrets(
@@ -19,11 +20,20 @@ impl Run<'_> {
         let action = self.policy.secret_fields;
         let upstream = self.subject.upstream_name.to_owned();
         let advice = "sensitive data must be collected through URL mode (an elicitation with mode \"url\"), never a form";
-        if let Some(hit) = params
-            .get("message")
-            .and_then(Value::as_str)
-            .and_then(|m| self.policy.secrets.check_message(m))
-        {
+        let props = params
+            .get("requestedSchema")
+            .and_then(|s| s.get("properties"));
+        let texts: Vec<FieldText<'_>> = form
+            .fields
+            .iter()
+            .map(|f| match props.and_then(|p| p.get(&f.name)) {
+                Some(prop) => FieldText::of_property(&f.name, prop),
+                None => FieldText::named(&f.name),
+            })
+            .collect();
+        let message = params.get("message").and_then(Value::as_str);
+        let found = self.policy.secrets.check_form(key, message, &texts);
+        if let Some(hit) = found.message {
             let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
             if action == Action::Allow {
                 self.note("secret_field", "allow", Some(key), None, detail);
@@ -42,22 +52,8 @@ impl Run<'_> {
             }
         }
         let mut stripped = Vec::new();
-        for field in &form.fields {
-            let prop = params
-                .get("requestedSchema")
-                .and_then(|s| s.get("properties"))
-                .and_then(|p| p.get(&field.name));
-            let title = prop.and_then(|p| p.get("title")).and_then(Value::as_str);
-            let description = prop
-                .and_then(|p| p.get("description"))
-                .and_then(Value::as_str);
-            let Some(hit) = self
-                .policy
-                .secrets
-                .check_field(&field.name, title, description)
-            else {
-                continue;
-            };
+        for (field, hit) in form.fields.iter().zip(found.fields) {
+            let Some(hit) = hit else { continue };
             let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
             match action {
                 Action::Allow => self.note(

@@ -1,0 +1,309 @@
+//! Markdown links, images, reference definitions and autolinks (step 3),
+//! and the link-scheme classification both markups share.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use regex::{Captures, Regex};
+
+use super::{Findings, HtmlMode, TextFinding};
+
+pub(super) static AUTOLINK: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"<([A-Za-z][A-Za-z0-9+.\-]{1,31}:[^\s<>]*)>",
+        r"|<([A-Za-z][A-Za-z0-9.!#$%&'*+/=?^_`{|}~\-]*@[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?",
+        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?)*)>",
+    ))
+    .expect("autolink regex")
+});
+
+pub(super) static INLINE_LINK: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(!?)\[([^\[\]]*)\]\([ \t\n]*",
+        r"(?:<([^<>\n]*)>|((?:[^\s()\\]|\\[^\n]|\((?:[^\s()\\]|\\[^\n])*\))*))",
+        r#"(?:[ \t\n]+(?:"[^"]*"|'[^']*'|\([^()]*\)))?[ \t\n]*\)"#,
+    ))
+    .expect("inline link regex")
+});
+
+pub(super) static REF_DEF: LazyLock<Regex> = LazyLock::new(|| {
+    // `[label]: dest "optional title"` alone on its line(s), as CommonMark
+    // requires; anything else after the destination makes it prose.
+    Regex::new(concat!(
+        r"(?m)^[ ]{0,3}\[[^\[\]\n]+\]:[ \t]*\n?[ \t]*(<[^<>\n]*>|\S+)",
+        r#"(?:[ \t]+(?:"[^"\n]*"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$"#,
+    ))
+    .expect("reference definition regex")
+});
+
+pub(super) static LINK_LEFTOVER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\]\([ \t\n]*<?([^\s()<>\[\]]*)").expect("leftover link regex"));
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum UrlKind {
+    /// http, https, mailto.
+    Allowed,
+    /// No scheme: relative path, fragment, query.
+    Relative,
+    /// Any other explicit scheme (javascript, data, vbscript, file, …).
+    Forbidden,
+}
+
+/// Classifies a link target the way a browser would find its scheme:
+/// whitespace and control characters inside are ignored (`java\tscript:`),
+/// markdown backslash escapes too (`javascript\:`), case is ignored.
+pub(super) fn url_kind(raw: &str) -> UrlKind {
+    let cleaned: String = raw
+        .chars()
+        .filter(|c| !(c.is_ascii_whitespace() || c.is_control() || *c == '\\'))
+        .collect();
+    let t = cleaned.trim_start_matches('<');
+    let Some(end) = t.find([':', '/', '?', '#']) else {
+        return UrlKind::Relative;
+    };
+    if t.as_bytes()[end] != b':' {
+        return UrlKind::Relative;
+    }
+    let scheme = &t[..end];
+    let valid = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !valid {
+        return UrlKind::Relative;
+    }
+    if ["http", "https", "mailto"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s))
+    {
+        UrlKind::Allowed
+    } else {
+        UrlKind::Forbidden
+    }
+}
+
+pub(super) fn record_link(findings: &mut Findings, kind: UrlKind) {
+    findings.add(if kind == UrlKind::Forbidden {
+        TextFinding::DangerousLink
+    } else {
+        TextFinding::Html
+    });
+}
+
+/// Markdown autolinks, before the HTML parser sees them as tags.
+pub(super) fn autolinks<'a>(s: &'a str, mode: HtmlMode, findings: &mut Findings) -> Cow<'a, str> {
+    if !s.contains('<') {
+        return Cow::Borrowed(s);
+    }
+    let mut kinds = Vec::new();
+    let out = AUTOLINK.replace_all(s, |caps: &Captures<'_>| {
+        let (target, href) = match (caps.get(1), caps.get(2)) {
+            (Some(uri), _) => (uri.as_str(), uri.as_str().to_string()),
+            (None, Some(mail)) => (mail.as_str(), format!("mailto:{}", mail.as_str())),
+            _ => return caps[0].to_string(),
+        };
+        let kind = url_kind(&href);
+        kinds.push(kind);
+        match (kind, mode) {
+            (UrlKind::Allowed, HtmlMode::Strip) => target.to_string(),
+            (UrlKind::Allowed, HtmlMode::SafeSubset) => format!(
+                "<a href=\"{}\">{}</a>",
+                href.replace('&', "&amp;").replace('"', "&quot;"),
+                target.replace('&', "&amp;")
+            ),
+            _ => String::new(),
+        }
+    });
+    for kind in kinds {
+        record_link(findings, kind);
+    }
+    out
+}
+
+pub(super) fn strip_link_text(label: &str, dest: &str) -> String {
+    let label_t = label.trim();
+    let bare = dest.strip_prefix("mailto:").unwrap_or(dest);
+    if label_t.is_empty() {
+        dest.to_string()
+    } else if label_t == dest || label_t == bare {
+        label.to_string()
+    } else {
+        format!("{label} ({dest})")
+    }
+}
+
+/// One pass over markdown link syntax. `None` when nothing changed.
+pub(super) fn markdown_pass(s: &str, mode: HtmlMode, findings: &mut Findings) -> Option<String> {
+    let mut kinds = Vec::new();
+    let defs = REF_DEF.replace_all(s, |caps: &Captures<'_>| {
+        let kind = url_kind(&caps[1]);
+        if kind == UrlKind::Allowed {
+            caps[0].to_string()
+        } else {
+            kinds.push(kind);
+            String::new()
+        }
+    });
+    let inline = INLINE_LINK.replace_all(&defs, |caps: &Captures<'_>| {
+        let image = !caps[1].is_empty();
+        let label = &caps[2];
+        let dest = caps
+            .get(3)
+            .or_else(|| caps.get(4))
+            .map_or("", |m| m.as_str());
+        let kind = url_kind(dest);
+        if image {
+            kinds.push(kind);
+            return label.to_string();
+        }
+        match (kind, mode) {
+            (UrlKind::Allowed, HtmlMode::SafeSubset) => caps[0].to_string(),
+            (UrlKind::Allowed, HtmlMode::Strip) => {
+                kinds.push(kind);
+                strip_link_text(label, dest.trim())
+            }
+            _ => {
+                kinds.push(kind);
+                label.to_string()
+            }
+        }
+    });
+    if kinds.is_empty() {
+        return None;
+    }
+    for kind in kinds {
+        record_link(findings, kind);
+    }
+    Some(inline.into_owned())
+}
+
+/// Markdown links and images: see the module documentation.
+pub(super) fn markdown<'a>(s: &'a str, mode: HtmlMode, findings: &mut Findings) -> Cow<'a, str> {
+    if !s.contains("](") && !s.contains("]:") {
+        return Cow::Borrowed(s);
+    }
+    let mut owned: Option<String> = None;
+    for _ in 0..8 {
+        let src = owned.as_deref().unwrap_or(s);
+        match markdown_pass(src, mode, findings) {
+            Some(next) => owned = Some(next),
+            None => break,
+        }
+    }
+    let src = owned.as_deref().unwrap_or(s);
+    if src.contains("](") {
+        let mut kinds = Vec::new();
+        let fixed = LINK_LEFTOVER.replace_all(src, |caps: &Captures<'_>| {
+            let kind = url_kind(&caps[1]);
+            if kind == UrlKind::Allowed {
+                caps[0].to_string()
+            } else {
+                kinds.push(kind);
+                format!("] {}", &caps[0][1..])
+            }
+        });
+        if !kinds.is_empty() {
+            for kind in kinds {
+                record_link(findings, kind);
+            }
+            owned = Some(fixed.into_owned());
+        }
+    }
+    match owned {
+        Some(o) => Cow::Owned(o),
+        None => Cow::Borrowed(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::sanitize::test_support::*;
+    use crate::policy::sanitize::TextFinding;
+
+    #[test]
+    fn markdown_links() {
+        for p in [STRIP, SAFE] {
+            let out = p.sanitize("[click](javascript:alert(1))");
+            assert_eq!(out.text, "click");
+            assert_eq!(out.findings, vec![TextFinding::DangerousLink]);
+            assert_eq!(p.sanitize("[x](JavaScript:alert(1)) y").text, "x y");
+            assert_eq!(p.sanitize("[x](<vbscript:msgbox>)").text, "x");
+            assert_eq!(
+                p.sanitize("[x](data:text/html;base64,AAAA \"t\")").text,
+                "x"
+            );
+            assert_eq!(p.sanitize("[x](javascript\\:alert(1))").text, "x");
+            assert_eq!(p.sanitize("[x](file:///etc/passwd)").text, "x");
+            assert_eq!(p.sanitize("[x](#frag)").text, "x");
+            assert_eq!(
+                p.sanitize("![pixel](https://t.example/p.gif)").text,
+                "pixel"
+            );
+            assert_eq!(
+                p.sanitize("![a](javascript:x)").findings,
+                vec![TextFinding::DangerousLink]
+            );
+            // entity-encoded scheme separator
+            assert_eq!(p.sanitize("[x](javascript&#58;alert(1))").text, "x");
+            // nested parens too deep for the link grammar
+            let out = p.sanitize("[x](javascript:a(b(c)))");
+            assert!(!out.text.contains("]("), "{:?}", out.text);
+            assert!(out.findings.contains(&TextFinding::DangerousLink));
+            // reference definitions
+            assert_eq!(
+                p.sanitize("[go][1]\n[1]: javascript:alert(1)").text,
+                "[go][1]\n"
+            );
+            assert!(!p.sanitize("[go][1]\n[1]: https://example.com").is_changed());
+            assert_eq!(p.sanitize("[1]: data:x 'title'\nnext").text, "\nnext");
+            assert!(!p.sanitize("[1]: see the appendix").is_changed());
+        }
+        assert_eq!(
+            strip("[docs](https://example.com)"),
+            "docs (https://example.com)"
+        );
+        assert_eq!(
+            strip("[https://example.com](https://example.com)"),
+            "https://example.com"
+        );
+        assert_eq!(strip("[](https://example.com)"), "https://example.com");
+        assert_eq!(
+            strip("[paypal.com](https://evil.example)"),
+            "paypal.com (https://evil.example)"
+        );
+        assert_eq!(
+            strip("[a](https://x.example \"title\")"),
+            "a (https://x.example)"
+        );
+        assert_eq!(
+            findings(STRIP, "[docs](https://example.com)"),
+            vec![TextFinding::Html]
+        );
+        let s = "[docs](https://example.com)";
+        assert!(!SAFE.sanitize(s).is_changed());
+        assert_eq!(strip("[[a](javascript:1)](javascript:2)"), "a");
+        assert_eq!(
+            strip("[![img](x.png)](https://y.example)"),
+            "img (https://y.example)"
+        );
+    }
+
+    #[test]
+    fn autolinks_kept_only_for_web_and_mail() {
+        assert_eq!(
+            strip("see <https://example.com/a>"),
+            "see https://example.com/a"
+        );
+        assert_eq!(strip("mail <ops@example.com>"), "mail ops@example.com");
+        assert_eq!(
+            safe("see <https://example.com/a>"),
+            r#"see <a href="https://example.com/a" rel="noopener noreferrer nofollow">https://example.com/a</a>"#
+        );
+        for p in [STRIP, SAFE] {
+            let out = p.sanitize("x <javascript:alert(1)> y");
+            assert_eq!(out.text, "x  y");
+            assert_eq!(out.findings, vec![TextFinding::DangerousLink]);
+            assert_stable(p, "see <https://example.com/a?b&c>");
+        }
+    }
+}

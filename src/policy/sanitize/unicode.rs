@@ -1,0 +1,223 @@
+//! Terminal escapes, control characters and invisible characters (step 2
+//! of the pipeline, see the parent module).
+
+use std::borrow::Cow;
+
+use super::{Findings, TextFinding};
+
+/// The finding for a character that is always removed (ESC, `\r` and the C1
+/// introducers get special treatment in [`unicode_clean`] first).
+pub(super) fn classify_char(c: char) -> Option<TextFinding> {
+    match c {
+        '\t' | '\n' => None,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => Some(TextFinding::ControlChar),
+        '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}' => {
+            Some(TextFinding::Bidi)
+        }
+        '\u{200b}'..='\u{200d}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{206a}'..='\u{206f}'
+        | '\u{feff}'
+        | '\u{180e}'
+        | '\u{ad}'
+        | '\u{34f}'
+        | '\u{fff9}'..='\u{fffb}' => Some(TextFinding::ZeroWidth),
+        '\u{e0000}'..='\u{e007f}' => Some(TextFinding::TagChar),
+        _ => None,
+    }
+}
+
+pub(super) type CharCursor<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+
+pub(super) fn unicode_clean<'a>(s: &'a str, findings: &mut Findings) -> Cow<'a, str> {
+    if !s.chars().any(|c| classify_char(c).is_some()) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\u{1b}' => {
+                findings.add(TextFinding::AnsiEscape);
+                skip_escape(&mut it);
+            }
+            '\u{9b}' => {
+                findings.add(TextFinding::AnsiEscape);
+                skip_csi(&mut it);
+            }
+            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => {
+                findings.add(TextFinding::AnsiEscape);
+                skip_control_string(&mut it);
+            }
+            '\r' => {
+                findings.add(TextFinding::ControlChar);
+                if it.peek() != Some(&'\n') {
+                    out.push('\n');
+                }
+            }
+            _ => match classify_char(c) {
+                Some(f) => findings.add(f),
+                None => out.push(c),
+            },
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// After ESC: consumes the rest of the escape sequence.
+pub(super) fn skip_escape(it: &mut CharCursor<'_>) {
+    match it.peek().copied() {
+        Some('[') => {
+            it.next();
+            skip_csi(it);
+        }
+        Some(']' | 'P' | 'X' | '^' | '_') => {
+            it.next();
+            skip_control_string(it);
+        }
+        Some('\u{20}'..='\u{2f}') => {
+            while matches!(it.peek(), Some('\u{20}'..='\u{2f}')) {
+                it.next();
+            }
+            if matches!(it.peek(), Some('\u{30}'..='\u{7e}')) {
+                it.next();
+            }
+        }
+        Some('\u{30}'..='\u{7e}') => {
+            it.next();
+        }
+        _ => {}
+    }
+}
+
+/// After CSI: parameter bytes, intermediate bytes, one final byte (ECMA-48).
+pub(super) fn skip_csi(it: &mut CharCursor<'_>) {
+    while matches!(it.peek(), Some('\u{30}'..='\u{3f}')) {
+        it.next();
+    }
+    while matches!(it.peek(), Some('\u{20}'..='\u{2f}')) {
+        it.next();
+    }
+    if matches!(it.peek(), Some('\u{40}'..='\u{7e}')) {
+        it.next();
+    }
+}
+
+/// After OSC/DCS/SOS/PM/APC: up to BEL, `ESC \` or U+009C. Any other control
+/// character ends the string without being consumed.
+pub(super) fn skip_control_string(it: &mut CharCursor<'_>) {
+    while let Some(&c) = it.peek() {
+        match c {
+            '\u{7}' | '\u{9c}' => {
+                it.next();
+                return;
+            }
+            '\u{1b}' => {
+                let mut ahead = it.clone();
+                ahead.next();
+                if ahead.peek() == Some(&'\\') {
+                    it.next();
+                    it.next();
+                }
+                return;
+            }
+            c if c.is_control() => return,
+            _ => {
+                it.next();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::sanitize::test_support::*;
+    use crate::policy::sanitize::TextFinding;
+
+    #[test]
+    fn ansi_escapes() {
+        for p in [STRIP, SAFE] {
+            let out = p.sanitize("\x1b[31mred\x1b[0m");
+            assert_eq!(out.text, "red");
+            assert_eq!(out.findings, vec![TextFinding::AnsiEscape]);
+            // OSC 8 hyperlink, ST and BEL terminated
+            assert_eq!(
+                p.sanitize("\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\ here")
+                    .text,
+                "click here"
+            );
+            assert_eq!(
+                p.sanitize("\x1b]8;;https://e.example\x07click\x1b]8;;\x07")
+                    .text,
+                "click"
+            );
+            assert_eq!(p.sanitize("\x1b]0;title\x07x").text, "x");
+            assert_eq!(p.sanitize("a\x1b[2Jb\x1b[1;31;42mc").text, "abc");
+            assert_eq!(p.sanitize("8-bit \u{9b}31mred\u{9b}0m").text, "8-bit red");
+            assert_eq!(p.sanitize("\u{9d}8;;http://x\u{9c}lnk").text, "lnk");
+            assert_eq!(p.sanitize("\x1bcreset\x1b(Bdone\x1b").text, "resetdone");
+            // an unterminated OSC stops at the newline
+            assert_eq!(p.sanitize("\x1b]0;title\nvisible").text, "\nvisible");
+            // entity-encoded ESC is still an escape
+            assert_eq!(p.sanitize("&#27;[31mred").text, "red");
+        }
+    }
+
+    #[test]
+    fn control_chars() {
+        for p in [STRIP, SAFE] {
+            let out = p.sanitize("a\u{0}b\u{7}c\u{7f}d\u{85}e\u{8}f");
+            assert_eq!(out.text, "abcdef");
+            assert_eq!(out.findings, vec![TextFinding::ControlChar]);
+            assert_eq!(p.sanitize("one\r\ntwo\rthree").text, "one\ntwo\nthree");
+            assert_eq!(
+                p.sanitize("tab\tand\nnewline\u{c}").text,
+                "tab\tand\nnewline"
+            );
+        }
+    }
+
+    #[test]
+    fn bidi() {
+        for p in [STRIP, SAFE] {
+            let out = p.sanitize("\u{202E}evil");
+            assert_eq!(out.text, "evil");
+            assert_eq!(out.findings, vec![TextFinding::Bidi]);
+            assert_eq!(
+                p.sanitize("a\u{2066}b\u{2069}c\u{200F}d\u{61C}e\u{202A}")
+                    .text,
+                "abcde"
+            );
+            // decoded from a character reference
+            let out = p.sanitize("&#x202E;evil");
+            assert_eq!(out.text, "evil");
+            assert!(out.findings.contains(&TextFinding::Bidi));
+        }
+    }
+
+    #[test]
+    fn zero_width() {
+        for p in [STRIP, SAFE] {
+            let out = p.sanitize("pay\u{200B}pal");
+            assert_eq!(out.text, "paypal");
+            assert_eq!(out.findings, vec![TextFinding::ZeroWidth]);
+            assert_eq!(
+                p.sanitize("a\u{200C}b\u{2060}c\u{FEFF}d\u{AD}e\u{34F}f\u{180E}g")
+                    .text,
+                "abcdefg"
+            );
+            // ZWJ emoji sequences fall apart into their components (documented)
+            assert_eq!(p.sanitize("👨\u{200D}👩\u{200D}👧").text, "👨👩👧");
+        }
+    }
+
+    #[test]
+    fn tag_chars() {
+        for p in [STRIP, SAFE] {
+            let out = p.sanitize("hi\u{E0041}\u{E0042}");
+            assert_eq!(out.text, "hi");
+            assert_eq!(out.findings, vec![TextFinding::TagChar]);
+            assert_eq!(p.sanitize("\u{E0001}x\u{E007F}").text, "x");
+        }
+    }
+}

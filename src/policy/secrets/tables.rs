@@ -1,0 +1,264 @@
+//! The term tables and context words, read from the shipped data files
+//! (`data/secrets/`, embedded at build time) plus a policy's extra terms,
+//! compiled once into a phrase matcher, a lexicon and a word → flags map.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock};
+
+use super::SecretKind;
+use crate::policy::detect::{parse_phrase, Lexicon, Normalised, PhraseSet};
+
+/// The term files, one per language.
+pub(super) const TERM_FILES: [(&str, &str); 12] = [
+    ("en", include_str!("../../../data/secrets/terms/en.toml")),
+    ("de", include_str!("../../../data/secrets/terms/de.toml")),
+    ("fr", include_str!("../../../data/secrets/terms/fr.toml")),
+    ("es", include_str!("../../../data/secrets/terms/es.toml")),
+    ("pt", include_str!("../../../data/secrets/terms/pt.toml")),
+    ("it", include_str!("../../../data/secrets/terms/it.toml")),
+    ("nl", include_str!("../../../data/secrets/terms/nl.toml")),
+    ("pl", include_str!("../../../data/secrets/terms/pl.toml")),
+    ("ru", include_str!("../../../data/secrets/terms/ru.toml")),
+    ("ja", include_str!("../../../data/secrets/terms/ja.toml")),
+    ("zh", include_str!("../../../data/secrets/terms/zh.toml")),
+    ("ko", include_str!("../../../data/secrets/terms/ko.toml")),
+];
+const CONTEXT: &str = include_str!("../../../data/secrets/context.toml");
+const COMMON_WORDS: &str = include_str!("../../../data/detect/words.txt");
+
+/// How much context a term needs before it counts (see `data/secrets/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Guard {
+    Plain,
+    Weak,
+    Token,
+    Secret,
+    SecurityCode,
+    Card,
+}
+
+impl Guard {
+    fn from_name(name: &str) -> Option<Guard> {
+        Some(match name {
+            "plain" => Guard::Plain,
+            "weak" => Guard::Weak,
+            "token" => Guard::Token,
+            "secret" => Guard::Secret,
+            "security_code" => Guard::SecurityCode,
+            "card" => Guard::Card,
+            _ => return None,
+        })
+    }
+}
+
+/// What a phrase stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Entry {
+    Term(SecretKind, Guard),
+    /// A word that names a payment card.
+    Card,
+}
+
+/// Context flags of a word (one lookup answers every list).
+pub(super) mod flag {
+    pub const METADATA: u32 = 1;
+    pub const NAME_FLAG: u32 = 1 << 1;
+    pub const PREV_BLOCK: u32 = 1 << 2;
+    pub const FUNCTION: u32 = 1 << 3;
+    pub const POSSESSIVE: u32 = 1 << 4;
+    pub const DETERMINER: u32 = 1 << 5;
+    pub const DEFINITE: u32 = 1 << 6;
+    pub const NEGATION: u32 = 1 << 7;
+    pub const NEGATION_AFTER: u32 = 1 << 8;
+    pub const ASK: u32 = 1 << 9;
+    pub const QUESTION: u32 = 1 << 10;
+    pub const COPULA: u32 = 1 << 11;
+    pub const NEUTRAL: u32 = 1 << 12;
+    pub const TOKEN_LEAD_BLOCK: u32 = 1 << 13;
+    pub const SECRET_NOUN_NEXT: u32 = 1 << 14;
+    pub const OF_SKIPPABLE: u32 = 1 << 15;
+    pub const OF_WORD: u32 = 1 << 16;
+    pub const NUMBER: u32 = 1 << 17;
+    pub const CARD: u32 = 1 << 18;
+    pub const EXPIRY_OWNER: u32 = 1 << 19;
+    pub const GENERIC_FIELD: u32 = 1 << 20;
+}
+
+/// The lists of `context.toml`, by field name, with their flag.
+const CONTEXT_LISTS: [(&str, u32); 22] = [
+    ("metadata", flag::METADATA),
+    ("name_flags", flag::NAME_FLAG),
+    ("prev_block", flag::PREV_BLOCK),
+    ("function", flag::FUNCTION),
+    ("possessives", flag::POSSESSIVE),
+    ("determiners", flag::DETERMINER),
+    ("definite", flag::DEFINITE),
+    ("negations", flag::NEGATION),
+    ("negations_after", flag::NEGATION_AFTER),
+    ("ask_verbs", flag::ASK),
+    ("question_words", flag::QUESTION),
+    ("copulas", flag::COPULA),
+    ("neutral", flag::NEUTRAL),
+    ("token_lead_block", flag::TOKEN_LEAD_BLOCK),
+    ("secret_noun_next", flag::SECRET_NOUN_NEXT),
+    ("of_skippable", flag::OF_SKIPPABLE),
+    ("of_words", flag::OF_WORD),
+    ("number_words", flag::NUMBER),
+    ("card_words", flag::CARD),
+    ("expiry_owners", flag::EXPIRY_OWNER),
+    ("generic_fields", flag::GENERIC_FIELD),
+    ("cjk_words", 0),
+];
+
+/// Shipped or policy data that does not compile.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TableError {
+    #[error("secret terms ({file}): {message}")]
+    Data { file: String, message: String },
+}
+
+fn data_err(file: &str, message: impl ToString) -> TableError {
+    TableError::Data {
+        file: file.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+/// Everything the detector needs, built once per configuration.
+#[derive(Debug)]
+pub(super) struct Tables {
+    pub phrases: PhraseSet<Entry>,
+    pub lexicon: Lexicon,
+    words: HashMap<Box<str>, u32>,
+}
+
+impl Tables {
+    pub fn flags(&self, word: &str) -> u32 {
+        let own = self.words.get(word).copied().unwrap_or(0);
+        if own & flag::NUMBER == 0 && !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit()) {
+            own | flag::NUMBER
+        } else {
+            own
+        }
+    }
+
+    pub fn is_number(&self, word: &str) -> bool {
+        self.flags(word) & flag::NUMBER != 0
+    }
+}
+
+/// The shipped tables, compiled on first use.
+static BUILTIN: LazyLock<Result<Arc<Tables>, TableError>> =
+    LazyLock::new(|| build(&[]).map(Arc::new));
+
+pub(super) fn builtin() -> Result<Arc<Tables>, TableError> {
+    BUILTIN.clone()
+}
+
+/// One term file: kind → guard → phrases.
+type TermFile = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+/// The shipped terms of every language, then `extra` (a policy's own,
+/// counted as `plain`).
+pub(super) fn term_entries(
+    extra: &[(SecretKind, String)],
+) -> Result<Vec<(String, SecretKind, Guard)>, TableError> {
+    let mut out = Vec::new();
+    for (lang, text) in TERM_FILES {
+        let file: TermFile = toml::from_str(text).map_err(|e| data_err(lang, e))?;
+        for (kind_name, guards) in file {
+            let kind = SecretKind::from_name(&kind_name)
+                .ok_or_else(|| data_err(lang, format!("unknown kind {kind_name:?}")))?;
+            for (guard_name, phrases) in guards {
+                let guard = Guard::from_name(&guard_name)
+                    .ok_or_else(|| data_err(lang, format!("unknown guard {guard_name:?}")))?;
+                out.extend(phrases.into_iter().map(|p| (p, kind, guard)));
+            }
+        }
+    }
+    out.extend(extra.iter().map(|(k, p)| (p.clone(), *k, Guard::Plain)));
+    Ok(out)
+}
+
+pub(super) fn build(extra: &[(SecretKind, String)]) -> Result<Tables, TableError> {
+    let terms = term_entries(extra)?;
+    let context: BTreeMap<String, Vec<String>> =
+        toml::from_str(CONTEXT).map_err(|e| data_err("context.toml", e))?;
+    let words = context_flags(&context)?;
+    let mut entries: Vec<(&str, Entry)> = terms
+        .iter()
+        .map(|(p, k, g)| (p.as_str(), Entry::Term(*k, *g)))
+        .collect();
+    let cards = context.get("card_words").map(Vec::as_slice).unwrap_or(&[]);
+    entries.extend(cards.iter().map(|w| (w.as_str(), Entry::Card)));
+    let phrases = PhraseSet::new(entries).map_err(|e| data_err("terms", e))?;
+    let lexicon = lexicon(&terms, &words)?;
+    Ok(Tables {
+        phrases,
+        lexicon,
+        words,
+    })
+}
+
+fn context_flags(
+    context: &BTreeMap<String, Vec<String>>,
+) -> Result<HashMap<Box<str>, u32>, TableError> {
+    let mut words: HashMap<Box<str>, u32> = HashMap::new();
+    for (name, list) in context {
+        let bit = CONTEXT_LISTS
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| *b)
+            .ok_or_else(|| data_err("context.toml", format!("unknown list {name:?}")))?;
+        for raw in list {
+            let n = Normalised::plain(raw);
+            if n.len() != 1 {
+                let msg = format!("{name}: {raw:?} is not one word");
+                return Err(data_err("context.toml", msg));
+            }
+            *words.entry(n.text.into()).or_insert(0) |= bit;
+        }
+    }
+    Ok(words)
+}
+
+/// Known words: every term word, context word and common word. Term words
+/// (for look-alike readings and splits): the words of terms that are not
+/// function words. Joined terms: each term of up to three words, glued.
+fn lexicon(
+    terms: &[(String, SecretKind, Guard)],
+    words: &HashMap<Box<str>, u32>,
+) -> Result<Lexicon, TableError> {
+    const GRAMMAR: u32 = flag::FUNCTION
+        | flag::DETERMINER
+        | flag::POSSESSIVE
+        | flag::OF_WORD
+        | flag::DEFINITE
+        | flag::NUMBER;
+    let mut known: Vec<String> = words.keys().map(|w| w.to_string()).collect();
+    known.extend(
+        COMMON_WORDS
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| Normalised::plain(l).text),
+    );
+    let mut term_words = Vec::new();
+    let mut glued = Vec::new();
+    for (raw, _, guard) in terms {
+        for p in parse_phrase(raw).map_err(|e| data_err("terms", e))? {
+            let parts: Vec<&str> = p.text.split(' ').collect();
+            known.extend(parts.iter().map(|w| w.to_string()));
+            term_words.extend(
+                parts
+                    .iter()
+                    .filter(|w| words.get(**w).is_none_or(|f| f & GRAMMAR == 0))
+                    .map(|w| w.to_string()),
+            );
+            if !p.stem && !p.number_lead && parts.len() <= 3 {
+                glued.push((parts.concat(), *guard == Guard::Plain));
+            }
+        }
+    }
+    Lexicon::new(known, term_words, glued).map_err(|e| data_err("lexicon", e))
+}
