@@ -62,7 +62,7 @@
 //! The detector is a safety net for careless or naive servers and for obvious
 //! phishing; a determined server can always paraphrase, which is why the
 //! values typed into ordinary fields are also scanned for secrets later in
-//! the pipeline ([`crate::mrtr::value_scan`]).
+//! the pipeline (the MRTR boundary's `value_scan`).
 //!
 //! # Decisions on ambiguous names
 //!

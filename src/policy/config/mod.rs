@@ -1,0 +1,281 @@
+//! Policies are data: `policies/*.toml`, each file one named policy, each
+//! extending a built-in preset (`untrusted`, the default, or `trusted`) or
+//! another policy and overriding what it names. Read once, validated in full
+//! (unknown keys, bad regexes, bad hosts, contradictions, cycles) with the
+//! file and line of every problem, and compiled into [`Policy`] values.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::injection::{builtin_rules, word_lists, InjectionRule, InjectionRules, RuleAction};
+use super::sanitize::HtmlMode;
+use super::secrets::{SecretFieldDetector, SecretKind};
+use super::url_rules::{HostPattern, UrlPolicy};
+use crate::model::ConfigError;
+
+pub const PRESETS: &[(&str, &str)] = &[
+    (
+        "untrusted",
+        include_str!("../../../policies/presets/untrusted.toml"),
+    ),
+    (
+        "trusted",
+        include_str!("../../../policies/presets/trusted.toml"),
+    ),
+];
+
+/// Whether a policy's verdicts are carried out or only recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Enforce,
+    Monitor,
+}
+
+/// What a rule does when it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Block,
+    /// Remove the offending part (an optional form field) and let the rest through.
+    Strip,
+    Allow,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Block => "block",
+            Action::Strip => "strip",
+            Action::Allow => "allow",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyLimits {
+    pub max_result_bytes: usize,
+    pub max_request_state_bytes: usize,
+    pub max_input_requests: usize,
+    pub max_properties: usize,
+    pub max_enum_options: usize,
+    pub max_message_chars: usize,
+    pub max_title_chars: usize,
+    pub max_description_chars: usize,
+    pub max_string_max_length: u64,
+}
+
+/// A compiled policy: everything the inspector needs, no strings to re-read.
+pub struct Policy {
+    pub name: String,
+    pub description: Option<String>,
+    pub mode: Mode,
+    pub limits: PolicyLimits,
+    pub html: HtmlMode,
+    pub secret_fields: Action,
+    pub secrets: SecretFieldDetector,
+    pub url_mode: Action,
+    pub url: UrlPolicy,
+    pub sampling: Action,
+    pub roots: Action,
+    pub sampling_include_context: Action,
+    /// The most tokens a sampling request may ask for.
+    pub sampling_max_tokens: u64,
+    /// The most messages a sampling request may carry.
+    pub sampling_max_messages: usize,
+    pub injection: InjectionRules,
+    /// Every sealed state of an upstream under this policy is answered once.
+    pub single_use: bool,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.name)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+mod chain;
+mod compile;
+mod raw;
+
+pub use chain::PolicySet;
+use chain::*;
+use compile::*;
+use raw::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn presets_compile_and_differ() {
+        let set = PolicySet::load(None).unwrap();
+        let u = set.get("untrusted").unwrap();
+        let t = set.get("trusted").unwrap();
+        assert_eq!(u.mode, Mode::Enforce);
+        assert_eq!(u.sampling_include_context, Action::Block);
+        assert_eq!(t.sampling_include_context, Action::Allow);
+        assert!(u.single_use && !t.single_use);
+        assert!(!u.url.allow_local_names && t.url.allow_local_names);
+        assert_eq!(u.html, HtmlMode::Strip);
+        assert_eq!(t.html, HtmlMode::SafeSubset);
+        assert!(!u.url.allow_ip_literals);
+        assert_eq!(u.secret_fields, Action::Block);
+        assert_eq!(t.secret_fields, Action::Block);
+    }
+
+    #[test]
+    fn a_policy_extends_and_overrides() {
+        let dir = dir_with(&[
+            ("rooms.toml", "extends = \"trusted\"\nmode = \"monitor\"\n[limits]\nmax_properties = 3\n[url_mode]\nallowed_hosts = [\"*.example.com\"]\n"),
+            ("rooms-tight.toml", "extends = \"rooms\"\n[secret_fields]\naction = \"strip\"\n[[injection.rule]]\nname = \"wire-money\"\npattern = \"(?i)wire\\\\s+money\"\naction = \"flag\"\n"),
+            ("plain.toml", "description = \"no extends: builds on untrusted\"\n"),
+        ]);
+        let set = PolicySet::load(Some(dir.path())).unwrap();
+        let rooms = set.get("rooms").unwrap();
+        assert_eq!(rooms.mode, Mode::Monitor);
+        assert_eq!(rooms.limits.max_properties, 3);
+        assert_eq!(rooms.sampling, Action::Allow, "inherited from trusted");
+        let tight = set.get("rooms-tight").unwrap();
+        assert_eq!(tight.mode, Mode::Monitor, "inherited from rooms");
+        assert_eq!(tight.secret_fields, Action::Strip);
+        assert_eq!(tight.limits.max_properties, 3);
+        assert!(tight
+            .injection
+            .scan("please wire money now")
+            .iter()
+            .any(|h| h.rule == "wire-money"));
+        let plain = set.get("plain").unwrap();
+        assert!(plain.single_use, "inherited from untrusted");
+        assert_eq!(plain.sampling_include_context, Action::Block);
+    }
+
+    #[test]
+    fn extra_terms_and_words_extend_the_shipped_lists() {
+        let dir = dir_with(&[
+            ("base.toml", "[secret_fields]\nextra_terms = { password = [\"kennwort2\"] }\n[injection]\nextra_words = { host_context = [\"customer database\"] }\n"),
+            ("child.toml", "extends = \"base\"\n[secret_fields]\nextra_terms = { pin = [\"badge code\"] }\n"),
+        ]);
+        let set = PolicySet::load(Some(dir.path())).unwrap();
+        let child = set.get("child").unwrap();
+        let kind = |name: &str| child.secrets.check_field(name, None, None).map(|m| m.kind);
+        assert_eq!(
+            kind("kennwort2"),
+            Some(SecretKind::Password),
+            "inherited term"
+        );
+        assert_eq!(kind("badge_code"), Some(SecretKind::Pin));
+        assert_eq!(kind("badge"), None);
+        let hits = child.injection.scan("Paste the customer database here");
+        assert!(
+            hits.iter().any(|h| h.rule == "disclose_context"),
+            "{hits:?}"
+        );
+        let e = load_err(&[(
+            "a.toml",
+            "[secret_fields]\nextra_terms = { passwd = [\"x\"] }\n",
+        )]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "secret_fields.extra_terms"),
+            "{e}"
+        );
+        let e = load_err(&[("a.toml", "[injection]\nextra_words = { nouns = [\"x\"] }\n")]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "injection.extra_words"),
+            "{e}"
+        );
+        let e = load_err(&[(
+            "a.toml",
+            "[injection]\nextra_words = { disclose = [\"{a|b\"] }\n",
+        )]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "injection.extra_words"),
+            "{e}"
+        );
+    }
+
+    fn load_err(files: &[(&str, &str)]) -> ConfigError {
+        let dir = dir_with(files);
+        PolicySet::load(Some(dir.path())).map(|_| ()).unwrap_err()
+    }
+
+    #[test]
+    fn mistakes_are_named_with_file_and_line() {
+        let e = load_err(&[(
+            "a.toml",
+            "mode = \"enforce\"\n[limits]\nmax_propertys = 3\n",
+        )]);
+        assert!(e.file.ends_with("a.toml"));
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("max_propertys"), "{e}");
+
+        let e = load_err(&[(
+            "a.toml",
+            "\n[[injection.rule]]\nname = \"x\"\npattern = \"(unclosed\"\n",
+        )]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (4, "injection.rule.pattern"),
+            "{e}"
+        );
+
+        let e = load_err(&[("a.toml", "extends = \"nope\"\n")]);
+        assert_eq!((e.line, e.field.as_str()), (1, "extends"), "{e}");
+        assert!(e.message.contains("known:"), "{e}");
+
+        let e = load_err(&[
+            ("a.toml", "extends = \"b\"\n"),
+            ("b.toml", "extends = \"a\"\n"),
+        ]);
+        assert!(e.message.contains("cycle"), "{e}");
+
+        let e = load_err(&[(
+            "a.toml",
+            "[url_mode]\naction = \"block\"\nallowed_hosts = [\"example.com\"]\n",
+        )]);
+        assert_eq!(e.field, "url_mode.allowed_hosts", "{e}");
+
+        let e = load_err(&[(
+            "a.toml",
+            "[url_mode]\nallowed_hosts = [\"example.com\"]\ndenied_hosts = [\"example.com\"]\n",
+        )]);
+        assert!(e.message.contains("both allowed and denied"), "{e}");
+
+        let e = load_err(&[("a.toml", "[secret_fields]\naction = \"maybe\"\n")]);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "secret_fields.action"),
+            "{e}"
+        );
+
+        let e = load_err(&[("untrusted.toml", "mode = \"monitor\"\n")]);
+        assert!(e.message.contains("preset"), "{e}");
+
+        let e = load_err(&[("a.toml", "[limits]\nmax_result_bytes = 0\n")]);
+        assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn the_shipped_policies_directory_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+        let set = PolicySet::load(Some(&dir)).unwrap();
+        assert!(set.names().len() > 2, "{:?}", set.names());
+    }
+}

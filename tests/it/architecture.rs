@@ -1,0 +1,203 @@
+//! The crate's shape, as ARCHITECTURE.md promises it: top-level modules
+//! depend on each other without a cycle, no source file holds more than 600
+//! lines of code (tests aside), and ARCHITECTURE.md names every module.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const MAX_CODE_LINES: usize = 600;
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The file without its test code: everything from the first `#[cfg(test)]`
+/// that opens a module, and files that are test modules themselves.
+fn code_of(path: &Path, text: &str) -> Option<String> {
+    let name = path.file_name()?.to_str()?;
+    if name == "tests.rs" || path.components().any(|c| c.as_os_str() == "tests") {
+        return None;
+    }
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.trim() == "#[cfg(test)]" {
+            match lines.peek() {
+                // `#[cfg(test)] mod tests;` declares a file; the rest is code.
+                Some(next) if next.trim_end().ends_with(';') => {
+                    lines.next();
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    Some(out)
+}
+
+fn code_lines(code: &str) -> usize {
+    code.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .count()
+}
+
+/// `crate::name` references outside comments.
+fn references(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in code.lines() {
+        let line = line.split("//").next().unwrap_or("");
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                for part in group.split('}').next().unwrap_or("").split(',') {
+                    let name: String = part
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        out.insert(name);
+                    }
+                }
+                continue;
+            }
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+fn module_of(src: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(src).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+fn graph() -> (BTreeMap<String, BTreeSet<String>>, Vec<(PathBuf, usize)>) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut sizes = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let Some(code) = code_of(&f, &text) else {
+            continue;
+        };
+        sizes.push((f.clone(), code_lines(&code)));
+        let m = module_of(&src, &f);
+        let deps = edges.entry(m.clone()).or_default();
+        for r in references(&code) {
+            if r != m && r != "main" && r != "lib" {
+                deps.insert(r);
+            }
+        }
+    }
+    (edges, sizes)
+}
+
+/// A cycle through `start`, if there is one.
+fn cycle_from(edges: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<String>> {
+    fn walk(
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        at: &str,
+        start: &str,
+        path: &mut Vec<String>,
+        seen: &mut BTreeSet<String>,
+    ) -> bool {
+        for next in edges.get(at).into_iter().flatten() {
+            if next == start {
+                return true;
+            }
+            if seen.insert(next.clone()) {
+                path.push(next.clone());
+                if walk(edges, next, start, path, seen) {
+                    return true;
+                }
+                path.pop();
+            }
+        }
+        false
+    }
+    let mut path = vec![start.to_owned()];
+    walk(edges, start, start, &mut path, &mut BTreeSet::new()).then_some(path)
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let (edges, _) = graph();
+    for m in edges.keys() {
+        if let Some(cycle) = cycle_from(&edges, m) {
+            panic!("module cycle: {} -> {m}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn no_source_file_is_too_long() {
+    let (_, sizes) = graph();
+    let long: Vec<String> = sizes
+        .iter()
+        .filter(|(_, n)| *n > MAX_CODE_LINES)
+        .map(|(f, n)| format!("{} ({n} code lines)", f.display()))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "over {MAX_CODE_LINES} code lines: {long:?}"
+    );
+}
+
+#[test]
+fn architecture_md_names_every_module() {
+    let (edges, _) = graph();
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/ARCHITECTURE.md")).unwrap();
+    for m in edges.keys() {
+        assert!(
+            doc.contains(&format!("`{m}`"))
+                || doc.contains(&format!("{m}/"))
+                || doc.contains(&format!("{m}.rs")),
+            "ARCHITECTURE.md does not mention module {m}"
+        );
+    }
+}
+
+#[test]
+fn the_checker_sees_a_cycle_when_there_is_one() {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    edges.entry("a".into()).or_default().insert("b".into());
+    edges.entry("b".into()).or_default().insert("c".into());
+    edges.entry("c".into()).or_default().insert("a".into());
+    assert_eq!(cycle_from(&edges, "a").unwrap(), ["a", "b", "c"]);
+    edges.get_mut("c").unwrap().clear();
+    assert!(cycle_from(&edges, "a").is_none());
+    assert_eq!(
+        references(
+            "use crate::{json, model::Reason};\nlet x = crate::policy::f(); // crate::audit"
+        ),
+        ["json", "model", "policy"].map(String::from).into()
+    );
+}
