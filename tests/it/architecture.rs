@@ -96,7 +96,9 @@ fn module_of(src: &Path, path: &Path) -> String {
     first.trim_end_matches(".rs").to_owned()
 }
 
-fn graph() -> (BTreeMap<String, BTreeSet<String>>, Vec<(PathBuf, usize)>) {
+type Edges = BTreeMap<String, BTreeSet<String>>;
+
+fn graph() -> (Edges, Vec<(PathBuf, usize)>) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     sources(&src, &mut files);
@@ -175,7 +177,7 @@ fn architecture_md_names_every_module() {
     let (edges, _) = graph();
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/ARCHITECTURE.md")).unwrap();
-    for m in edges.keys() {
+    for m in edges.keys().filter(|m| *m != "lib") {
         assert!(
             doc.contains(&format!("`{m}`"))
                 || doc.contains(&format!("{m}/"))
