@@ -19,11 +19,14 @@ impl Run<'_> {
         let action = self.policy.secret_fields;
         let upstream = self.subject.upstream_name.to_owned();
         let advice = "sensitive data must be collected through URL mode (an elicitation with mode \"url\"), never a form";
-        if let Some(hit) = params
+        let message_hit = params
             .get("message")
             .and_then(Value::as_str)
-            .and_then(|m| self.policy.secrets.check_message(m))
-        {
+            .and_then(|m| self.policy.secrets.check_message(m));
+        if message_hit.is_none() {
+            self.pass("secret_field", Some(key), None, "message");
+        }
+        if let Some(hit) = message_hit {
             let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
             if action == Action::Allow {
                 self.note("secret_field", "allow", Some(key), None, detail);
@@ -56,6 +59,12 @@ impl Run<'_> {
                 .secrets
                 .check_field(&field.name, title, description)
             else {
+                self.pass(
+                    "secret_field",
+                    Some(key),
+                    Some(&field.name),
+                    "name, title, description",
+                );
                 continue;
             };
             let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
