@@ -81,7 +81,7 @@ impl GatewayConfig {
         let loc = Locator { file: &file, text };
         let read = read::read::<RawConfig>(&loc);
         let mut p = Problems::new(read.errors, read.removed);
-        let Some(raw) = read.raw else {
+        let Some(raw) = read.raw.filter(|_| read.complete) else {
             return p.finish(|| None);
         };
         let base = absolute(path)

@@ -25,6 +25,9 @@ pub(super) struct Read<T> {
     /// Paths blanked out because of a mistake: later complaints about
     /// them (a missing listener after a `[listener]` typo) are consequences.
     pub removed: Vec<String>,
+    /// False when a whole section had to be left out to read on: the
+    /// raw config then lacks it, so it is not validated further.
+    pub complete: bool,
 }
 
 /// Where a key and its value sit, and what removing them blanks.
@@ -43,6 +46,7 @@ pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>) -> Read<T> {
         raw: None,
         errors: Vec::new(),
         removed: Vec::new(),
+        complete: true,
     };
     let doc = match ImDocument::parse(loc.text) {
         Ok(d) => d,
@@ -73,31 +77,51 @@ pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>) -> Read<T> {
         let problem = words::classify(e.message());
         let entry = locate(&entries, &span);
         let path = field_path(entry, &problem);
-        if let TomlProblem::MissingKey { .. } = &problem {
-            // A key blanked for its wrong kind is missing now: already said.
-            if !out.removed.contains(&path) {
-                out.errors
-                    .push(loc.at(span, &path, problem.explain(last(&path))));
-            }
-            break;
+        // A key blanked for its wrong kind, or misspelt, is missing now:
+        // already said.
+        let consequence =
+            matches!(problem, TomlProblem::MissingKey { .. }) && out.removed.contains(&path);
+        if !consequence {
+            out.errors
+                .push(loc.at(span.clone(), &path, problem.explain(last(&path))));
         }
-        out.errors
-            .push(loc.at(span.clone(), &path, problem.explain(last(&path))));
-        let blank = entry.map(|e| e.blank.as_slice()).unwrap_or_default();
-        if !problem.removable() || blank.is_empty() || seen.contains(&span) {
+        if seen.contains(&span) {
             break;
         }
         seen.push(span);
-        // A misspelt key's intended sibling is missing now: not a second mistake.
+        let own = entry
+            .map(|e| e.blank.as_slice())
+            .filter(|b| problem.removable() && !b.is_empty());
+        let (removed, blank) = match own {
+            Some(blank) => (path.clone(), blank),
+            None => {
+                // Only the whole section can go: what is in it is not read further.
+                let top = top_level(&path);
+                let Some(section) = entries.iter().find(|e| e.path == top) else {
+                    break;
+                };
+                out.complete = false;
+                (top.to_owned(), section.blank.as_slice())
+            }
+        };
+        if blank.is_empty() {
+            break;
+        }
         if let Some(meant) = problem.meant() {
             out.removed.push(sibling(&path, meant));
         }
-        out.removed.push(path);
+        out.removed.push(removed);
         for r in blank {
             blank_out(&mut text, r.clone());
         }
     }
     out
+}
+
+/// The top-level section a path is in (`upstream[0].url` → `upstream`).
+fn top_level(path: &str) -> &str {
+    let end = path.find(['.', '[']).unwrap_or(path.len());
+    &path[..end]
 }
 
 /// `path` with its last name replaced by `name`.
@@ -387,10 +411,20 @@ mod tests {
     }
 
     #[test]
-    fn reading_stops_at_a_missing_key_and_at_syntax() {
-        let r = read_text("[[listener]]\ntls = { cert = \"x\" }\n");
-        assert_eq!(said(&r), vec![(1, "listener[0].address".to_owned())]);
-        assert!(r.raw.is_none());
+    fn a_missing_key_leaves_its_section_out_and_reading_goes_on() {
+        let r = read_text("[[listener]]\ntls = { cert = \"x\" }\n[limitz]\n");
+        assert_eq!(
+            said(&r),
+            vec![
+                (1, "listener[0].address".to_owned()),
+                (3, "limitz".to_owned())
+            ]
+        );
+        assert!(r.raw.is_some() && !r.complete);
+    }
+
+    #[test]
+    fn reading_stops_at_syntax() {
         // A wrong kind in a required key is said once, not again as missing.
         let r = read_text("[[listener]]\naddress = 5\n");
         assert_eq!(said(&r), vec![(2, "listener[0].address".to_owned())]);

@@ -225,7 +225,13 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
         let (outcome, report) = trace_result(policy, &subject, bytes);
         let every_rule = match outcome {
             Err(_) if policy.mode == crate::policy::config::Mode::Enforce => {
-                checks(&trace_every_rule(policy, &subject, bytes).1.trace)
+                let every = trace_every_rule(policy, &subject, bytes).1.trace;
+                // A protocol violation stops both runs at the same place.
+                if every.len() > report.trace.len() {
+                    checks(&every)
+                } else {
+                    Vec::new()
+                }
             }
             _ => Vec::new(),
         };

@@ -5,12 +5,16 @@
 mod common;
 
 mod audit;
+mod audit_ids;
 mod cli;
+mod config_errors;
+mod explain;
 mod identity;
 mod mrtr;
 mod policy;
 mod proxy;
 mod reload;
+mod reload_metrics;
 mod rmcp_e2e;
 mod throttle_redis;
 mod tls;
