@@ -230,6 +230,19 @@ impl RunningGateway {
         self.metrics.config_loaded(result.is_ok());
         match &result {
             Ok(()) => tracing::info!("config reloaded"),
+            // One event per problem, each with its place in the file.
+            Err(ReloadError::Config(problems)) => {
+                for p in problems {
+                    tracing::error!(
+                        file = %p.file,
+                        line = p.line,
+                        column = p.column,
+                        field = %p.field,
+                        "config reload failed, keeping the running config: {}",
+                        p.message
+                    );
+                }
+            }
             Err(e) => tracing::error!("config reload failed, keeping the running config: {e}"),
         }
         result

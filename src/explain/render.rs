@@ -174,6 +174,9 @@ fn write_retry(out: &mut String, r: &super::retry::RetryOut) {
     } else {
         let _ = writeln!(out, "\nthe state does not open with this config's keys");
     }
+    if let Some(note) = r.note {
+        let _ = writeln!(out, "note: {note}");
+    }
     let _ = writeln!(out, "checked as: {}", shown(&r.principal));
     for a in &r.answers {
         let fields: Vec<String> = a.fields.iter().map(|f| shown(f)).collect();

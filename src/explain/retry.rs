@@ -59,6 +59,9 @@ pub struct RetryOut {
     pub dropped_keys: Vec<String>,
     /// Keys whose `content` was removed (decline, cancel, URL mode).
     pub dropped_content: Vec<String>,
+    /// Why a state may not open here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -312,6 +315,9 @@ pub(super) async fn explain(
         dropped_content: accepted
             .map(|r| r.answers.dropped_content.clone())
             .unwrap_or_default(),
+        note: gateway.mrtr.settings.keys.is_generated().then_some(
+            "this config has no [state] keys_file or keys_env, so only states sealed by this same run open; give it the keys the gateway runs with",
+        ),
     };
     Ok(Explanation {
         upstream,
