@@ -145,6 +145,7 @@ fn sealed_state(c: &mut Criterion) {
         operation: "pQqo46u8D9WRRJSzujNW8g".into(),
         round: 1,
         started: 1_764_000_000,
+        started_ms: 1_764_000_000_000,
         expires: 1_764_000_600,
         asked: vec![(
             "contact".into(),

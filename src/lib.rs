@@ -9,6 +9,7 @@ pub mod admin;
 pub mod audit;
 pub mod config;
 pub mod demo;
+pub mod explain;
 pub mod headers;
 pub mod healthcheck;
 pub mod identify;

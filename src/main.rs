@@ -1,11 +1,12 @@
-//! The `portcullis` command: run, check, demo, demo-upstream, healthcheck.
+//! The `portcullis` command: run, check, explain, demo, demo-upstream, healthcheck.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use portcullis::config::{GatewayConfig, LogConfig, LogFormat};
+use portcullis::config::{ConfigErrors, GatewayConfig, LogConfig, LogFormat};
 use portcullis::server::{shutdown_signal, RunningGateway};
 
 #[derive(Parser)]
@@ -25,12 +26,21 @@ enum Command {
     Run {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
+        /// Log (and report start-up errors) in this format, whatever `[log] format` says.
+        #[arg(long, value_enum)]
+        log_format: Option<LogFormatArg>,
     },
-    /// Validate a config file (and the files it names); exit non-zero on any problem.
+    /// Validate a config file (and the files it names): print every problem, exit 2 if any.
     Check {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
+        /// Report problems as JSON lines instead of text.
+        #[arg(long, value_enum)]
+        log_format: Option<LogFormatArg>,
     },
+    /// Dry-run the policy on one message: every rule's verdict, what the client
+    /// would receive; exit 0 if it would be delivered, 1 if refused, 2 on usage errors.
+    Explain(portcullis::explain::ExplainArgs),
     /// Start the built-in example MCP server and the gateway in front of it
     /// (with --flow: perform the seed's book_room exchange through a running demo).
     Demo {
@@ -76,24 +86,82 @@ enum Command {
     },
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+impl From<LogFormatArg> for LogFormat {
+    fn from(f: LogFormatArg) -> LogFormat {
+        match f {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }
+    }
+}
+
 /// Called once the gateway is listening (the demo prints its help then).
 type AfterStart = Box<dyn FnOnce(&RunningGateway) + Send>;
 
+/// Logs to stderr; colour only when stderr is a terminal.
 fn init_logging(log: &LogConfig) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
+    init_subscriber(filter, log.format);
+}
+
+fn init_subscriber(filter: tracing_subscriber::EnvFilter, format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = match log.format {
+    let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
     };
 }
 
-fn load(path: &Path) -> Result<GatewayConfig, ExitCode> {
-    GatewayConfig::load(path).map_err(|e| {
-        eprintln!("error: {e}");
+/// The format start-up errors are reported in: the flag, else what the
+/// file declares (when it can be read that far), else text.
+fn error_format(path: &Path, flag: Option<LogFormatArg>) -> LogFormat {
+    flag.map(LogFormat::from)
+        .or_else(|| {
+            let text = std::fs::read_to_string(path).ok()?;
+            LogFormat::declared_in(&text)
+        })
+        .unwrap_or(LogFormat::Text)
+}
+
+/// Every problem of a config: `error: FILE:LINE:COLUMN: FIELD: problem`
+/// lines, or one JSON log line each.
+fn report(errors: &ConfigErrors, format: LogFormat) {
+    match format {
+        LogFormat::Text => {
+            for e in errors {
+                eprintln!("error: {e}");
+            }
+        }
+        LogFormat::Json => {
+            // Start-up errors are always shown, whatever RUST_LOG says.
+            init_subscriber(tracing_subscriber::EnvFilter::new("error"), format);
+            for e in errors {
+                tracing::error!(
+                    file = %e.file,
+                    line = e.line,
+                    column = e.column,
+                    field = %e.field,
+                    "{}",
+                    e.message
+                );
+            }
+        }
+    }
+}
+
+fn load(path: &Path, flag: Option<LogFormatArg>) -> Result<GatewayConfig, ExitCode> {
+    GatewayConfig::load(path).map_err(|errors| {
+        report(&errors, error_format(path, flag));
         ExitCode::from(2)
     })
 }
@@ -112,11 +180,17 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Check { config } => check(&config),
-            Command::Run { config } => match load(&config) {
-                Ok(c) => run(c, None).await,
+            Command::Check { config, log_format } => check(&config, log_format),
+            Command::Run { config, log_format } => match load(&config, log_format) {
+                Ok(mut c) => {
+                    if let Some(f) = log_format {
+                        c.log.format = f.into();
+                    }
+                    run(c, None).await
+                }
                 Err(code) => code,
             },
+            Command::Explain(args) => portcullis::explain::run(&args).await,
             Command::Demo {
                 flow: true, url, ..
             } => demo_flow(url.as_deref()).await,
@@ -167,8 +241,16 @@ fn keygen(id: &str) -> ExitCode {
     }
 }
 
-fn check(path: &Path) -> ExitCode {
-    match load(path) {
+fn check(path: &Path, log_format: Option<LogFormatArg>) -> ExitCode {
+    let loaded = GatewayConfig::load(path).map_err(|errors| {
+        let format = error_format(path, log_format);
+        report(&errors, format);
+        if format == LogFormat::Text {
+            eprintln!("{}: {} problem(s)", path.display(), errors.len());
+        }
+        ExitCode::from(2)
+    });
+    match loaded {
         Ok(c) => {
             println!(
                 "{}: ok ({} listener(s), {} upstream(s), {} route(s))",
@@ -199,7 +281,7 @@ async fn run(config: GatewayConfig, after_start: Option<AfterStart>) -> ExitCode
     let gateway = match RunningGateway::start(config).await {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("error: {e}");
+            tracing::error!("cannot start: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -266,7 +348,7 @@ async fn demo_flow(url: Option<&str>) -> ExitCode {
 
 async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
     let config = match &config {
-        Some(path) => load(path),
+        Some(path) => load(path, None),
         None => GatewayConfig::parse(portcullis::demo::DEMO_CONFIG, Path::new("config/demo.toml"))
             .map_err(|e| {
                 eprintln!("error: {e}");

@@ -17,7 +17,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
 use crate::audit::AuditSink;
-use crate::config::{ConfigError, GatewayConfig};
+use crate::config::{ConfigErrors, GatewayConfig};
 use crate::layers::LayerSettings;
 use crate::model::{system_clock, SharedClock};
 use crate::mrtr::replay::ReplayStore;
@@ -42,7 +42,7 @@ pub enum StartError {
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     #[error("{0}")]
-    Config(#[from] ConfigError),
+    Config(#[from] ConfigErrors),
     #[error("upstream TLS setup: {0}")]
     Tls(#[from] rustls::Error),
     #[error("this gateway was not started from a config file")]
@@ -66,6 +66,9 @@ pub struct RunningGateway {
     clock: SharedClock,
     /// Stamps of the config's files when the running config was loaded.
     files: std::sync::Mutex<FileWatch>,
+    /// The config the listeners were bound and the logger set up with:
+    /// what restart-only settings are compared against.
+    started: Arc<GatewayConfig>,
 }
 
 /// Listeners a caller bound already (tests hand theirs over), by config order.
@@ -204,6 +207,7 @@ impl RunningGateway {
             metrics,
             clock,
             files,
+            started: config,
         })
     }
 
@@ -226,6 +230,19 @@ impl RunningGateway {
         self.metrics.config_loaded(result.is_ok());
         match &result {
             Ok(()) => tracing::info!("config reloaded"),
+            // One event per problem, each with its place in the file.
+            Err(ReloadError::Config(problems)) => {
+                for p in problems {
+                    tracing::error!(
+                        file = %p.file,
+                        line = p.line,
+                        column = p.column,
+                        field = %p.field,
+                        "config reload failed, keeping the running config: {}",
+                        p.message
+                    );
+                }
+            }
             Err(e) => tracing::error!("config reload failed, keeping the running config: {e}"),
         }
         result
@@ -242,14 +259,11 @@ impl RunningGateway {
         .await
         .map_err(|_| ReloadError::Loader)??;
         let old = self.current.load_full();
-        let listeners_changed = config.listeners.iter().map(|l| l.address).ne(old
-            .config
-            .listeners
-            .iter()
-            .map(|l| l.address));
-        if listeners_changed {
+        let restart = config.restart_only_changes(&self.started);
+        if !restart.is_empty() {
             tracing::warn!(
-                "listener addresses changed in the config; they take effect at the next restart"
+                settings = %restart.join(", "),
+                "these settings changed and take effect only at the next restart; the rest of the config is reloaded"
             );
         }
         let replay = if old.replay_store().serves(&config.state.replay) {
@@ -277,6 +291,7 @@ impl RunningGateway {
         let throttle = gateway.throttle.clone();
         tokio::spawn(async move { throttle.start().await });
         self.current.store(Arc::new(gateway));
+        self.metrics.config_restart_required(!restart.is_empty());
         if let Ok(mut files) = self.files.lock() {
             *files = stamps;
         }

@@ -24,7 +24,7 @@ pub const MAX_LIST_ITEMS: usize = 64;
 /// Characters never written: controls (C0, DEL, C1, so no line breaks or
 /// terminal escapes) and invisible formatting characters that could make a
 /// line read differently from what it says (zero-width, bidi controls, BOM).
-fn is_hidden(c: char) -> bool {
+pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

@@ -82,6 +82,8 @@ pub use event::{
 };
 pub use sink::AuditSink;
 
+pub(crate) use event::is_hidden;
+
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -152,6 +152,7 @@ fn report() -> Report {
         ],
         request_state: Some(format!("upstream-{SECRET}")),
         received: Vec::new(),
+        trace: Vec::new(),
     }
 }
 
@@ -167,6 +168,7 @@ fn prior() -> SealedState {
         operation: "op-7Qm2".into(),
         round: 1,
         started: 0,
+        started_ms: 0,
         expires: 0,
         asked: report().asked,
         answer_bytes: 0,

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::locate::{resolve, Locator};
+use super::problems::Problems;
 use super::raw::{RawLimits, RawLog, RawState};
 use crate::model::ConfigError;
 use crate::mrtr::seal::StateKeys;
@@ -49,158 +50,201 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// The `[log] format` a config text declares, read even when the rest
+    /// of the file has problems (so start-up errors come in that format).
+    pub fn declared_in(text: &str) -> Option<LogFormat> {
+        let table: toml::Table = toml::from_str(text).ok()?;
+        match table.get("log")?.get("format")?.as_str()? {
+            "json" => Some(LogFormat::Json),
+            "text" => Some(LogFormat::Text),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct LogConfig {
     pub format: LogFormat,
     pub level: String,
 }
 
-pub(super) fn limits(raw: &RawLimits, loc: &Locator<'_>) -> Result<Limits, ConfigError> {
+pub(super) fn limits(raw: &RawLimits, loc: &Locator<'_>, p: &mut Problems) -> Limits {
     let d = Limits::default();
-    let max_header_bytes = loc.positive(
-        &raw.max_header_bytes,
-        "limits.max_header_bytes",
+    let max_header_bytes = p.or(
+        loc.positive(
+            &raw.max_header_bytes,
+            "limits.max_header_bytes",
+            d.max_header_bytes,
+        ),
         d.max_header_bytes,
-    )?;
+    );
     if max_header_bytes < 8192 {
         let span = raw
             .max_header_bytes
             .as_ref()
             .map(|s| s.span())
             .unwrap_or(0..0);
-        return Err(loc.at(
+        p.push(loc.at(
             span,
             "limits.max_header_bytes",
             "must be at least 8192 (HTTP/1.1 needs room for the request line and headers)",
         ));
     }
-    let streams = loc.positive(
+    let mut count = |raw: &Option<toml::Spanned<i64>>, field: &str, default: usize| {
+        p.or(loc.positive(raw, field, default), default)
+    };
+    let streams = count(
         &raw.http2_max_concurrent_streams,
         "limits.http2_max_concurrent_streams",
         d.http2_max_concurrent_streams as usize,
-    )?;
-    Ok(Limits {
-        max_request_body_bytes: loc.positive(
-            &raw.max_request_body_bytes,
-            "limits.max_request_body_bytes",
-            d.max_request_body_bytes,
-        )?,
-        max_response_body_bytes: loc.positive(
-            &raw.max_response_body_bytes,
-            "limits.max_response_body_bytes",
-            d.max_response_body_bytes,
-        )?,
+    );
+    let max_request_body_bytes = count(
+        &raw.max_request_body_bytes,
+        "limits.max_request_body_bytes",
+        d.max_request_body_bytes,
+    );
+    let max_response_body_bytes = count(
+        &raw.max_response_body_bytes,
+        "limits.max_response_body_bytes",
+        d.max_response_body_bytes,
+    );
+    let max_connections = count(
+        &raw.max_connections,
+        "limits.max_connections",
+        d.max_connections,
+    );
+    let max_in_flight_requests = count(
+        &raw.max_in_flight_requests,
+        "limits.max_in_flight_requests",
+        d.max_in_flight_requests,
+    );
+    let mut time = |raw: &Option<toml::Spanned<String>>, field: &str, default: Duration| {
+        p.or(loc.duration(raw, field, default), default)
+    };
+    Limits {
+        max_request_body_bytes,
+        max_response_body_bytes,
         max_header_bytes,
-        header_read_timeout: loc.duration(
+        header_read_timeout: time(
             &raw.header_read_timeout,
             "limits.header_read_timeout",
             d.header_read_timeout,
-        )?,
-        request_body_timeout: loc.duration(
+        ),
+        request_body_timeout: time(
             &raw.request_body_timeout,
             "limits.request_body_timeout",
             d.request_body_timeout,
-        )?,
-        max_connections: loc.positive(
-            &raw.max_connections,
-            "limits.max_connections",
-            d.max_connections,
-        )?,
+        ),
+        max_connections,
         http2_max_concurrent_streams: u32::try_from(streams).unwrap_or(u32::MAX),
-        max_in_flight_requests: loc.positive(
-            &raw.max_in_flight_requests,
-            "limits.max_in_flight_requests",
-            d.max_in_flight_requests,
-        )?,
-        request_timeout: loc.duration(
+        max_in_flight_requests,
+        request_timeout: time(
             &raw.request_timeout,
             "limits.request_timeout",
             d.request_timeout,
-        )?,
-    })
+        ),
+    }
+}
+
+fn state_keys(raw: &RawState, loc: &Locator<'_>, base: &Path) -> Result<StateKeys, ConfigError> {
+    match (&raw.keys_file, &raw.keys_env) {
+        (Some(_), Some(env)) => Err(loc.at(
+            env.span(),
+            "state.keys_env",
+            "give keys_file or keys_env, not both",
+        )),
+        (Some(file), None) => StateKeys::from_file(&resolve(base, file.get_ref()))
+            .map_err(|e| loc.at(file.span(), "state.keys_file", e.to_string())),
+        (None, Some(env)) => StateKeys::from_env(env.get_ref())
+            .map_err(|e| loc.at(env.span(), "state.keys_env", e.to_string())),
+        (None, None) => Ok(StateKeys::generate()),
+    }
+}
+
+fn replay_backend(raw: &RawState, loc: &Locator<'_>) -> Result<ReplayBackend, ConfigError> {
+    let backend = raw
+        .single_use_backend
+        .as_ref()
+        .map(|b| (b.get_ref().as_str(), b.span()));
+    match backend {
+        None | Some(("local", _)) => Ok(ReplayBackend::Local),
+        Some(("redis", span)) => match &raw.redis_url {
+            Some(url)
+                if url.get_ref().starts_with("redis://")
+                    || url.get_ref().starts_with("rediss://") =>
+            {
+                Ok(ReplayBackend::Redis(url.get_ref().clone()))
+            }
+            Some(url) => Err(loc.at(url.span(), "state.redis_url", "a redis:// or rediss:// URL")),
+            None => Err(loc.at(
+                span,
+                "state.redis_url",
+                "single_use_backend = \"redis\" needs redis_url",
+            )),
+        },
+        Some((other, span)) => Err(loc.at(
+            span,
+            "state.single_use_backend",
+            format!("\"{other}\" is not one of local, redis"),
+        )),
+    }
 }
 
 pub(super) fn state_config(
     raw: &RawState,
     loc: &Locator<'_>,
     base: &Path,
-) -> Result<StateSettings, ConfigError> {
-    let keys = match (&raw.keys_file, &raw.keys_env) {
-        (Some(_), Some(env)) => {
-            return Err(loc.at(
-                env.span(),
-                "state.keys_env",
-                "give keys_file or keys_env, not both",
-            ))
-        }
-        (Some(file), None) => StateKeys::from_file(&resolve(base, file.get_ref()))
-            .map_err(|e| loc.at(file.span(), "state.keys_file", e.to_string()))?,
-        (None, Some(env)) => StateKeys::from_env(env.get_ref())
-            .map_err(|e| loc.at(env.span(), "state.keys_env", e.to_string()))?,
-        (None, None) => StateKeys::generate(),
-    };
-    let rounds = loc.positive(&raw.max_rounds, "state.max_rounds", 10)?;
-    let round_timeout = loc.duration(
-        &raw.round_timeout,
-        "state.round_timeout",
-        Duration::from_secs(600),
-    )?;
-    let replay = match raw
-        .single_use_backend
-        .as_ref()
-        .map(|b| (b.get_ref().as_str(), b.span()))
-    {
-        None | Some(("local", _)) => ReplayBackend::Local,
-        Some(("redis", span)) => match &raw.redis_url {
-            Some(url)
-                if url.get_ref().starts_with("redis://")
-                    || url.get_ref().starts_with("rediss://") =>
-            {
-                ReplayBackend::Redis(url.get_ref().clone())
-            }
-            Some(url) => {
-                return Err(loc.at(url.span(), "state.redis_url", "a redis:// or rediss:// URL"))
-            }
-            None => {
-                return Err(loc.at(
-                    span,
-                    "state.redis_url",
-                    "single_use_backend = \"redis\" needs redis_url",
-                ))
-            }
-        },
-        Some((other, span)) => {
-            return Err(loc.at(
-                span,
-                "state.single_use_backend",
-                format!("\"{other}\" is not one of local, redis"),
-            ))
-        }
-    };
-    Ok(StateSettings {
-        keys,
-        max_client_state_bytes: loc.positive(
+    p: &mut Problems,
+) -> Option<StateSettings> {
+    let keys = p.take(state_keys(raw, loc, base));
+    let replay = p.take(replay_backend(raw, loc));
+    let rounds = p.or(loc.positive(&raw.max_rounds, "state.max_rounds", 10), 10);
+    let max_client_state_bytes = p.or(
+        loc.positive(
             &raw.max_client_state_bytes,
             "state.max_client_state_bytes",
             32 << 10,
-        )?,
-        round_timeout,
-        max_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
-        max_operation_time: loc.duration(
+        ),
+        32 << 10,
+    );
+    let max_answer_bytes = p.or(
+        loc.positive(&raw.max_answer_bytes, "state.max_answer_bytes", 64 << 10),
+        64 << 10,
+    );
+    let ten_minutes = Duration::from_secs(600);
+    let round_timeout = p.or(
+        loc.duration(&raw.round_timeout, "state.round_timeout", ten_minutes),
+        ten_minutes,
+    );
+    let max_operation_time = p.or(
+        loc.duration(
             &raw.max_operation_time,
             "state.max_operation_time",
-            Duration::from_secs(600),
-        )?,
-        max_answer_bytes: loc.positive(&raw.max_answer_bytes, "state.max_answer_bytes", 64 << 10)?
-            as u64,
+            ten_minutes,
+        ),
+        ten_minutes,
+    );
+    let day = Duration::from_secs(24 * 3600);
+    let session_lifetime = p.or(
+        loc.duration(&raw.session_lifetime, "state.session_lifetime", day),
+        day,
+    );
+    let push_timeout = p.or(
+        loc.duration(&raw.push_timeout, "state.push_timeout", round_timeout),
+        round_timeout,
+    );
+    Some(StateSettings {
+        keys: keys?,
+        max_client_state_bytes,
+        round_timeout,
+        max_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
+        max_operation_time,
+        max_answer_bytes: max_answer_bytes as u64,
         allow_secret_values: raw.allow_secret_values.unwrap_or(false),
-        replay,
-        session_lifetime: loc.duration(
-            &raw.session_lifetime,
-            "state.session_lifetime",
-            Duration::from_secs(24 * 3600),
-        )?,
-        push_timeout: loc.duration(&raw.push_timeout, "state.push_timeout", round_timeout)?,
+        replay: replay?,
+        session_lifetime,
+        push_timeout,
     })
 }
 

@@ -11,14 +11,19 @@ use http::Uri;
 use toml::Spanned;
 
 use super::locate::{resolve, Locator};
+use super::problems::Problems;
 use super::raw::{RawListener, RawSecurity, RawServerTls};
 use crate::model::ConfigError;
+use crate::tls::TlsError;
 
 #[derive(Clone)]
 pub struct ListenerConfig {
     pub name: String,
     pub address: SocketAddr,
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// SHA-256 of the certificate, key and client CA files (names and
+    /// contents) when TLS is on: a change needs a restart.
+    pub tls_digest: Option<String>,
     pub server_names: ServerNames,
 }
 
@@ -156,9 +161,10 @@ pub(super) fn listeners(
     raw: &[Spanned<RawListener>],
     loc: &Locator<'_>,
     base: &Path,
-) -> Result<Vec<ListenerConfig>, ConfigError> {
+    p: &mut Problems,
+) -> Vec<ListenerConfig> {
     if raw.is_empty() {
-        return Err(loc.at(
+        p.push(loc.at(
             0..0,
             "listener",
             "no [[listener]] configured; add one with an address such as \"127.0.0.1:8080\"",
@@ -166,67 +172,109 @@ pub(super) fn listeners(
     }
     let mut out = Vec::new();
     let mut names = HashSet::new();
+    let mut addresses = HashSet::new();
     for (i, l) in raw.iter().enumerate() {
         let field = format!("listener[{i}]");
         let r = l.get_ref();
-        let address = socket_addr(&r.address, &format!("{field}.address"), loc)?;
+        let address = p.take(socket_addr(&r.address, &format!("{field}.address"), loc));
         let name = r
             .name
             .as_ref()
             .map(|n| n.get_ref().clone())
             .unwrap_or_else(|| format!("listener-{i}"));
         if !names.insert(name.clone()) {
-            return Err(loc.at(
-                l.span(),
+            let span = r.name.as_ref().map_or(l.span(), |n| n.span());
+            p.push(loc.at(
+                span,
                 format!("{field}.name"),
                 format!("listener name \"{name}\" is used twice"),
             ));
         }
-        if address.port() != 0 && out.iter().any(|o: &ListenerConfig| o.address == address) {
-            return Err(loc.at(
+        if let Some(a) = address.filter(|a| a.port() != 0 && !addresses.insert(*a)) {
+            p.push(loc.at(
                 r.address.span(),
                 format!("{field}.address"),
-                format!("{address} is used by another listener"),
+                format!("{a} is used by another listener"),
             ));
         }
-        let tls = match &r.tls {
-            None => None,
-            Some(t) => Some(listener_tls(t.get_ref(), &field, loc, base)?),
-        };
+        let tls = r
+            .tls
+            .as_ref()
+            .map(|t| listener_tls(t.get_ref(), &field, loc, base, p));
+        let Some(address) = address else { continue };
         let server_names = server_names(&r.server_names, address, &field, loc).map_err(|e| {
             if e.line == 1 && e.column == 1 {
                 loc.at(l.span(), e.field, e.message)
             } else {
                 e
             }
-        })?;
+        });
+        let Some(server_names) = p.take(server_names) else {
+            continue;
+        };
+        let tls = match tls {
+            None => None,
+            Some(None) => continue,
+            Some(Some(t)) => Some(t),
+        };
         out.push(ListenerConfig {
             name,
             address,
-            tls,
+            tls_digest: tls.as_ref().map(|(_, d)| d.clone()),
+            tls: tls.map(|(c, _)| c),
             server_names,
         });
     }
-    Ok(out)
+    out
 }
 
-fn listener_tls(
+/// A file a key names must be readable: the error names the key and the
+/// file's absolute path.
+pub(super) fn readable(
+    raw: &Spanned<String>,
+    field: &str,
+    loc: &Locator<'_>,
+    base: &Path,
+) -> Result<std::path::PathBuf, ConfigError> {
+    let path = resolve(base, raw.get_ref());
+    match std::fs::read(&path) {
+        Ok(_) => Ok(path),
+        Err(e) => Err(loc.at(
+            raw.span(),
+            field,
+            format!("cannot read {}: {e}", path.display()),
+        )),
+    }
+}
+
+/// SHA-256 of the files a TLS listener is made of: a reload that changes
+/// them needs a restart, and this says whether it did.
+fn files_digest(paths: &[&Path]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in paths {
+        ctx.update(p.as_os_str().as_encoded_bytes());
+        ctx.update(&std::fs::read(p).unwrap_or_default());
+    }
+    ctx.finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn client_auth(
     t: &RawServerTls,
     field: &str,
     loc: &Locator<'_>,
     base: &Path,
-) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
-    let cert = resolve(base, t.cert.get_ref());
-    let key = resolve(base, t.key.get_ref());
-    let client = match (&t.client_ca, &t.client_auth) {
-        (None, None) => None,
-        (None, Some(a)) => {
-            return Err(loc.at(
-                a.span(),
-                format!("{field}.tls.client_auth"),
-                "needs client_ca",
-            ))
-        }
+) -> Result<Option<(std::path::PathBuf, bool)>, ConfigError> {
+    match (&t.client_ca, &t.client_auth) {
+        (None, None) => Ok(None),
+        (None, Some(a)) => Err(loc.at(
+            a.span(),
+            format!("{field}.tls.client_auth"),
+            "needs client_ca",
+        )),
         (Some(ca), mode) => {
             let required = match mode.as_ref().map(|m| m.get_ref().as_str()) {
                 None | Some("required") => true,
@@ -240,12 +288,42 @@ fn listener_tls(
                     ));
                 }
             };
-            Some((resolve(base, ca.get_ref()), required))
+            let path = readable(ca, &format!("{field}.tls.client_ca"), loc, base)?;
+            Ok(Some((path, required)))
         }
-    };
-    let client = client.as_ref().map(|(p, r)| (p.as_path(), *r));
-    crate::tls::server_config(&cert, &key, client)
-        .map_err(|e| loc.at(t.cert.span(), format!("{field}.tls"), e.to_string()))
+    }
+}
+
+/// The listener's TLS config and the digest of its files; every file
+/// problem is reported under its own key.
+fn listener_tls(
+    t: &RawServerTls,
+    field: &str,
+    loc: &Locator<'_>,
+    base: &Path,
+    p: &mut Problems,
+) -> Option<(Arc<rustls::ServerConfig>, String)> {
+    let cert = p.take(readable(&t.cert, &format!("{field}.tls.cert"), loc, base));
+    let key = p.take(readable(&t.key, &format!("{field}.tls.key"), loc, base));
+    let client = p.take(client_auth(t, field, loc, base));
+    let (cert, key, client) = (cert?, key?, client?);
+    let client_ref = client.as_ref().map(|(p, r)| (p.as_path(), *r));
+    let built = crate::tls::server_config(&cert, &key, client_ref).map_err(|e| {
+        let (span, which) = match &e {
+            TlsError::NoKey { .. } => (t.key.span(), "tls.key"),
+            TlsError::BadCa { .. } => (
+                t.client_ca.as_ref().map_or(t.cert.span(), |c| c.span()),
+                "tls.client_ca",
+            ),
+            TlsError::NoCertificate { .. } | TlsError::Read { .. } => (t.cert.span(), "tls.cert"),
+            TlsError::Rustls(_) => (t.cert.span(), "tls"),
+        };
+        loc.at(span, format!("{field}.{which}"), e.to_string())
+    });
+    let config = p.take(built)?;
+    let mut files = vec![cert.as_path(), key.as_path()];
+    files.extend(client.as_ref().map(|(c, _)| c.as_path()));
+    Some((config, files_digest(&files)))
 }
 
 /// `[security] allowed_origins`, normalised (lower case, no trailing slash).

@@ -6,9 +6,13 @@
 mod limits;
 mod listener;
 mod locate;
+mod problems;
 mod raw;
+mod read;
+mod restart;
 mod route;
 mod upstream;
+mod words;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -22,11 +26,13 @@ use crate::mrtr::settings::StateSettings;
 use crate::policy::config::PolicySet;
 use crate::throttle::ThrottleSettings;
 use locate::{resolve, Locator};
+use problems::Problems;
 use raw::RawConfig;
 
 pub use crate::model::ConfigError;
 pub use limits::{Limits, LogConfig, LogFormat};
 pub use listener::{ListenerConfig, ServerName, ServerNames};
+pub use problems::ConfigErrors;
 pub use route::RouteConfig;
 pub use upstream::UpstreamRoute;
 
@@ -56,29 +62,34 @@ pub struct GatewayConfig {
 impl GatewayConfig {
     /// Read and validate a config file. Blocking file I/O: call it off the
     /// runtime's workers (`spawn_blocking`).
-    pub fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
-        let file = path.display().to_string();
+    pub fn load(path: &Path) -> Result<GatewayConfig, ConfigErrors> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: file.clone(),
+            file: path.display().to_string(),
             line: 0,
             column: 0,
             field: "(file)".into(),
-            message: format!("cannot read: {e}"),
+            message: format!("cannot read {}: {e}", absolute(path).display()),
         })?;
         Self::parse(&text, path)
     }
 
     /// Parse and validate config text; `path` names the file in errors and
-    /// is the base for relative paths inside it.
-    pub fn parse(text: &str, path: &Path) -> Result<GatewayConfig, ConfigError> {
+    /// its folder is the base for relative paths inside it. Every problem
+    /// is found in one run (see [`ConfigErrors`]).
+    pub fn parse(text: &str, path: &Path) -> Result<GatewayConfig, ConfigErrors> {
         let file = path.display().to_string();
         let loc = Locator { file: &file, text };
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let span = e.span().unwrap_or(0..0);
-            loc.at(span, "(syntax)", e.message().to_owned())
-        })?;
-        let base = path.parent().map(Path::to_owned).unwrap_or_default();
-        validate(raw, &loc, &base, path)
+        let read = read::read::<RawConfig>(&loc);
+        let mut p = Problems::new(read.errors, read.removed);
+        let Some(raw) = read.raw.filter(|_| read.complete) else {
+            return p.finish(|| None);
+        };
+        let base = absolute(path)
+            .parent()
+            .map(Path::to_owned)
+            .unwrap_or_default();
+        let built = validate(raw, &loc, &base, path, &mut p);
+        p.finish(|| built)
     }
 
     /// Every file the config is made of: itself, then the policies
@@ -89,66 +100,93 @@ impl GatewayConfig {
     }
 }
 
+/// `path` made absolute against the working directory (as written when
+/// that fails), so that an error names the file that was really tried.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+fn admin_address(
+    raw: &RawConfig,
+    listeners: &[ListenerConfig],
+    loc: &Locator<'_>,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    let Some(a) = &raw.admin else { return Ok(None) };
+    let admin = listener::socket_addr(&a.get_ref().address, "admin.address", loc)?;
+    if let Some(l) = listeners
+        .iter()
+        .find(|l| l.address == admin && admin.port() != 0)
+    {
+        return Err(loc.at(
+            a.span(),
+            "admin.address",
+            format!("same address as listener \"{}\"", l.name),
+        ));
+    }
+    Ok(Some(admin))
+}
+
+/// Every section, each checked even when another failed; the config only
+/// when all are good (`p` holds the problems otherwise).
 fn validate(
     raw: RawConfig,
     loc: &Locator<'_>,
     base: &Path,
     path: &Path,
-) -> Result<GatewayConfig, ConfigError> {
-    let limits = limits::limits(&raw.limits, loc)?;
-    let listeners = listener::listeners(&raw.listener, loc, base)?;
-    let admin = match &raw.admin {
-        Some(a) => Some(listener::socket_addr(
-            &a.get_ref().address,
-            "admin.address",
-            loc,
-        )?),
-        None => None,
-    };
-    if let Some(admin) = admin {
-        if let Some(l) = listeners
+    p: &mut Problems,
+) -> Option<GatewayConfig> {
+    let limits = limits::limits(&raw.limits, loc, p);
+    let listeners = listener::listeners(&raw.listener, loc, base, p);
+    let admin = p.take(admin_address(&raw, &listeners, loc));
+    let allowed_origins = p.take(listener::allowed_origins(&raw.security, loc));
+    let thirty = Duration::from_secs(30);
+    let drain_timeout = p.or(
+        loc.duration(
+            &raw.shutdown.drain_timeout,
+            "shutdown.drain_timeout",
+            thirty,
+        ),
+        thirty,
+    );
+    let log = p.take(limits::log_config(&raw.log, loc));
+    let state = limits::state_config(&raw.state, loc, base, p);
+    let policies = p.take(policies(&raw, loc, base));
+    let upstreams = upstream::upstreams(&raw.upstream, loc, base, policies.as_ref(), p);
+    let auth = p.take(AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e.into())));
+    let throttle = p.take(
+        crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e.into())),
+    );
+    let targets = route::RouteTargets {
+        upstreams: &upstreams,
+        declared: raw
+            .upstream
             .iter()
-            .find(|l| l.address == admin && admin.port() != 0)
-        {
-            let span = raw.admin.as_ref().map(|a| a.span()).unwrap_or(0..0);
-            return Err(loc.at(
-                span,
-                "admin.address",
-                format!("same address as listener \"{}\"", l.name),
-            ));
-        }
+            .map(|u| u.get_ref().id.get_ref().as_str())
+            .collect(),
+        auth: auth.as_ref(),
+    };
+    let routes = route::routes(&raw.route, &targets, loc, p);
+    let audit = p.take(
+        AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e.into())),
+    );
+    if !p.is_empty() {
+        return None;
     }
-    let allowed_origins = listener::allowed_origins(&raw.security, loc)?;
-    let drain_timeout = loc.duration(
-        &raw.shutdown.drain_timeout,
-        "shutdown.drain_timeout",
-        Duration::from_secs(30),
-    )?;
-    let log = limits::log_config(&raw.log, loc)?;
-    let state = Arc::new(limits::state_config(&raw.state, loc, base)?);
-    let policies = policies(&raw, loc, base)?;
-    let upstreams = upstream::upstreams(&raw.upstream, loc, base, &policies)?;
-    let auth = AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e.into()))?;
-    let throttle =
-        crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e.into()))?;
-    let routes = route::routes(&raw.route, &upstreams, &auth, loc)?;
-    let audit =
-        AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e.into()))?;
-    Ok(GatewayConfig {
+    Some(GatewayConfig {
         source: path.to_owned(),
         listeners,
-        admin,
+        admin: admin?,
         limits,
-        allowed_origins,
+        allowed_origins: allowed_origins?,
         drain_timeout,
-        log,
-        state,
+        log: log?,
+        state: Arc::new(state?),
         upstreams,
         routes,
-        auth: Arc::new(auth),
-        throttle,
+        auth: Arc::new(auth?),
+        throttle: throttle?,
         watched_files: watched_files(&raw, base),
-        audit,
+        audit: audit?,
     })
 }
 
@@ -182,8 +220,15 @@ fn watched_files(raw: &RawConfig, base: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<GatewayConfig, ConfigError> {
+    fn parse(text: &str) -> Result<GatewayConfig, ConfigErrors> {
         GatewayConfig::parse(text, Path::new("test.toml"))
+    }
+
+    /// The one problem of a config that has exactly one.
+    fn only(text: &str) -> ConfigError {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.len(), 1, "{e}");
+        e.first().clone()
     }
 
     const GOOD: &str = r#"
@@ -213,21 +258,84 @@ upstream = "rooms"
     }
 
     #[test]
-    fn unknown_keys_name_file_and_line() {
+    fn unknown_keys_name_the_full_path_and_the_likely_key() {
         let text = GOOD.replace("response_timeout", "reponse_timeout");
-        let e = parse(&text).unwrap_err();
-        assert_eq!(e.file, "test.toml");
-        assert_eq!(e.line, 9, "{e}");
-        assert!(e.message.contains("reponse_timeout"), "{e}");
+        let e = only(&text);
+        assert_eq!((e.file.as_str(), e.line, e.column), ("test.toml", 9, 1));
+        assert_eq!(e.field, "upstream[0].reponse_timeout");
+        assert!(e.message.contains("did you mean `response_timeout`"), "{e}");
     }
 
     #[test]
-    fn a_route_to_a_missing_upstream_is_refused_with_its_line() {
-        let text = GOOD.replace("upstream = \"rooms\"", "upstream = \"room\"");
+    fn every_problem_is_found_in_one_run() {
+        let text = GOOD
+            .replace("response_timeout", "reponse_timeout")
+            .replace("\"2s\"", "\"2s\"\nconnect_timeout = \"soon\"")
+            .replace("127.0.0.1:0", "localhost")
+            .replace("upstream = \"rooms\"", "upstream = \"room\"")
+            + "\n[limits]\nmax_conections = 5\nheader_read_timeout = \"0s\"\n";
         let e = parse(&text).unwrap_err();
-        assert_eq!(e.line, 13, "{e}");
-        assert_eq!(e.field, "route[0].upstream");
-        assert!(e.message.contains("known: rooms"), "{e}");
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "listener[0].address",
+                "upstream[0].reponse_timeout",
+                "upstream[0].connect_timeout",
+                "route[0].upstream",
+                "limits.max_conections",
+                "limits.header_read_timeout",
+            ],
+            "{e}"
+        );
+        assert!(e.iter().all(|e| e.line > 0 && e.column > 0), "{e}");
+        assert_eq!(e.to_string().lines().count(), 6);
+    }
+
+    #[test]
+    fn syntax_errors_are_said_in_words() {
+        let e = only(&GOOD.replace("\"127.0.0.1:0\"", "127.0.0.1:0"));
+        assert_eq!((e.line, e.field.as_str()), (3, "(syntax)"), "{e}");
+        assert!(e.message.contains("in quotes"), "{e}");
+        assert!(!e.message.contains("expected `"), "{e}");
+        let twice = only(&GOOD.replace("name = \"Room booking\"", "id = \"again\""));
+        assert!(twice.message.contains("`id` is given twice"), "{twice}");
+        let kind = only(&GOOD.replace("response_timeout = \"2s\"", "http2 = \"yes\""));
+        assert_eq!(kind.field, "upstream[0].http2");
+        assert!(kind.message.contains("true or false"), "{kind}");
+    }
+
+    #[test]
+    fn files_that_cannot_be_read_are_named_by_key_and_absolute_path() {
+        let text = GOOD.replace(
+            "address = \"127.0.0.1:0\"",
+            "address = \"127.0.0.1:0\"\ntls = { cert = \"certs/missing.pem\", key = \"certs/missing.key\" }",
+        );
+        let e = GatewayConfig::parse(&text, Path::new("conf/gw.toml")).unwrap_err();
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["listener[0].tls.cert", "listener[0].tls.key"]);
+        let cwd = std::env::current_dir().unwrap();
+        let cert = cwd.join("conf/certs/missing.pem");
+        assert!(
+            e[0].message
+                .starts_with(&format!("cannot read {}: ", cert.display())),
+            "{e}"
+        );
+        let missing = GatewayConfig::load(Path::new("no-such-dir/gw.toml")).unwrap_err();
+        assert!(
+            missing[0]
+                .message
+                .contains(&cwd.join("no-such-dir/gw.toml").display().to_string()),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn a_misspelt_table_is_said_once() {
+        let text = GOOD.replace("[[listener]]", "[[listeners]]");
+        let e = only(&text);
+        assert_eq!(e.field, "listeners");
+        assert!(e.message.contains("did you mean `listener`"), "{e}");
     }
 
     #[test]
@@ -239,7 +347,7 @@ upstream = "rooms"
             ("127.0.0.1:0", "localhost", "listener[0].address"),
         ] {
             let e = parse(&GOOD.replacen(from, to, 1)).unwrap_err();
-            assert_eq!(e.field, field, "{e}");
+            assert_eq!(e.first().field, field, "{e}");
         }
     }
 
@@ -256,14 +364,14 @@ upstream = "rooms"
             "response_timeout = \"2s\"",
             "response_timeout = \"2s\"\npolicy = \"strict\"",
         );
-        let e = parse(&unknown).unwrap_err();
+        let e = only(&unknown);
         assert_eq!(
             (e.line, e.field.as_str()),
             (10, "upstream[0].policy"),
             "{e}"
         );
         let bad_dir = format!("[policies]\ndir = \"/nonexistent/policies\"\n{GOOD}");
-        assert_eq!(parse(&bad_dir).unwrap_err().field, "policies.dir");
+        assert_eq!(only(&bad_dir).field, "policies.dir");
     }
 
     #[test]
@@ -273,6 +381,14 @@ upstream = "rooms"
         let c = parse(&text).unwrap();
         assert!(c.allowed_origins.contains("https://app.example.com"));
         let bad = format!("{GOOD}\n[security]\nallowed_origins = [\"app.example.com\"]\n");
-        assert_eq!(parse(&bad).unwrap_err().field, "security.allowed_origins");
+        assert_eq!(only(&bad).field, "security.allowed_origins");
+    }
+
+    #[test]
+    fn the_log_format_is_read_from_a_file_with_problems() {
+        let text = format!("{GOOD}\n[log]\nformat = \"json\"\n[limitz]\n");
+        assert!(parse(&text).is_err());
+        assert_eq!(LogFormat::declared_in(&text), Some(LogFormat::Json));
+        assert_eq!(LogFormat::declared_in("[log\n"), None);
     }
 }

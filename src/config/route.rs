@@ -7,6 +7,7 @@ use std::sync::Arc;
 use toml::Spanned;
 
 use super::locate::Locator;
+use super::problems::Problems;
 use super::raw::{RawPermission, RawRoute};
 use super::upstream::UpstreamRoute;
 use crate::identify::{AuthSchemes, SchemeId};
@@ -25,73 +26,107 @@ pub struct RouteConfig {
     pub generations: Vec<Generation>,
 }
 
+/// What the routes are checked against: the upstreams that are valid, the
+/// ids declared at all (a route to an upstream with a problem of its own
+/// is not a second problem), and the auth schemes when they could be built.
+pub(super) struct RouteTargets<'a> {
+    pub upstreams: &'a [Arc<UpstreamRoute>],
+    pub declared: Vec<&'a str>,
+    pub auth: Option<&'a AuthSchemes>,
+}
+
 pub(super) fn routes(
     raw: &[Spanned<RawRoute>],
-    upstreams: &[Arc<UpstreamRoute>],
-    auth: &AuthSchemes,
+    targets: &RouteTargets<'_>,
     loc: &Locator<'_>,
-) -> Result<HashMap<String, Arc<RouteConfig>>, ConfigError> {
+    p: &mut Problems,
+) -> HashMap<String, Arc<RouteConfig>> {
     let mut out = HashMap::new();
     for (i, r) in raw.iter().enumerate() {
         let r = r.get_ref();
         let path = r.path.get_ref();
         if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
-            return Err(loc.at(
+            p.push(loc.at(
                 r.path.span(),
                 format!("route[{i}].path"),
                 "a path such as \"/mcp/rooms\" (starts with '/', no query)",
             ));
         }
-        let Some(up) = upstreams.iter().find(|u| u.id == *r.upstream.get_ref()) else {
-            let known: Vec<_> = upstreams.iter().map(|u| u.id.as_str()).collect();
-            return Err(loc.at(
+        let wanted = r.upstream.get_ref().as_str();
+        let up = targets.upstreams.iter().find(|u| u.id == wanted);
+        if up.is_none() && !targets.declared.contains(&wanted) {
+            p.push(loc.at(
                 r.upstream.span(),
                 format!("route[{i}].upstream"),
                 format!(
-                    "no upstream with id \"{}\" (known: {})",
-                    r.upstream.get_ref(),
-                    known.join(", ")
+                    "no upstream with id \"{wanted}\" (known: {})",
+                    targets.declared.join(", ")
                 ),
             ));
-        };
-        let mut schemes = Vec::new();
-        for name in r.auth.iter().flatten() {
-            let id = auth.lookup(name.get_ref()).ok_or_else(|| {
-                loc.at(
-                    name.span(),
-                    format!("route[{i}].auth"),
-                    format!(
-                        "no [[auth]] scheme named \"{}\" (known: {})",
-                        name.get_ref(),
-                        auth.names().join(", ")
-                    ),
-                )
-            })?;
-            schemes.push(id);
         }
+        let schemes = targets
+            .auth
+            .map(|auth| route_auth(r, i, auth, loc, p))
+            .unwrap_or_default();
         // Without schemes a route is anonymous; with them, anonymous only when asked for.
         let allow_anonymous = r.allow_anonymous.unwrap_or(schemes.is_empty());
-        let permissions = Permissions {
-            allow: permission_rules(&r.allow, &format!("route[{i}].allow"), loc)?,
-            deny: permission_rules(&r.deny, &format!("route[{i}].deny"), loc)?,
+        let allow = p.take(permission_rules(
+            &r.allow,
+            &format!("route[{i}].allow"),
+            loc,
+        ));
+        let deny = p.take(permission_rules(&r.deny, &format!("route[{i}].deny"), loc));
+        let generations = p
+            .take(generations(
+                &r.generations,
+                &format!("route[{i}].generations"),
+                loc,
+            ))
+            .unwrap_or_else(|| Generation::ALL.to_vec());
+        let (Some(up), Some(allow), Some(deny)) = (up, allow, deny) else {
+            continue;
         };
-        let generations = generations(&r.generations, &format!("route[{i}].generations"), loc)?;
         let route = RouteConfig {
             upstream: up.clone(),
             auth: schemes,
             allow_anonymous,
-            permissions,
+            permissions: Permissions { allow, deny },
             generations,
         };
         if out.insert(path.clone(), Arc::new(route)).is_some() {
-            return Err(loc.at(
+            p.push(loc.at(
                 r.path.span(),
                 format!("route[{i}].path"),
                 format!("path \"{path}\" is routed twice"),
             ));
         }
     }
-    Ok(out)
+    out
+}
+
+fn route_auth(
+    r: &RawRoute,
+    i: usize,
+    auth: &AuthSchemes,
+    loc: &Locator<'_>,
+    p: &mut Problems,
+) -> Vec<SchemeId> {
+    let mut schemes = Vec::new();
+    for name in r.auth.iter().flatten() {
+        match auth.lookup(name.get_ref()) {
+            Some(id) => schemes.push(id),
+            None => p.push(loc.at(
+                name.span(),
+                format!("route[{i}].auth"),
+                format!(
+                    "no [[auth]] scheme named \"{}\" (known: {})",
+                    name.get_ref(),
+                    auth.names().join(", ")
+                ),
+            )),
+        }
+    }
+    schemes
 }
 
 fn permission_rules(

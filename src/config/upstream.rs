@@ -8,7 +8,9 @@ use std::time::Duration;
 use http::Uri;
 use toml::Spanned;
 
-use super::locate::{resolve, Locator};
+use super::listener::readable;
+use super::locate::Locator;
+use super::problems::Problems;
 use super::raw::RawUpstream;
 use crate::model::ConfigError;
 use crate::mrtr::settings::SingleUse;
@@ -56,95 +58,151 @@ fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+/// The upstream URL: http or https, a host, no credentials.
+fn upstream_url(
+    r: &RawUpstream,
+    field: &str,
+    loc: &Locator<'_>,
+) -> Result<(Uri, bool), ConfigError> {
+    let at = |m: String| loc.at(r.url.span(), field, m);
+    let url: Uri = r
+        .url
+        .get_ref()
+        .parse()
+        .map_err(|e| at(format!("not a URL: {e}")))?;
+    let https = match url.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(at("must start with http:// or https://".into())),
+    };
+    if url.host().is_none_or(str::is_empty) {
+        return Err(at("has no host".into()));
+    }
+    if url.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(at(
+            "must not carry credentials (user:password@); use a route credential instead".into(),
+        ));
+    }
+    Ok((url, https))
+}
+
+/// The client TLS config of an https upstream (with its `ca_file`).
+fn upstream_tls(
+    r: &RawUpstream,
+    https: bool,
+    field: &dyn Fn(&str) -> String,
+    loc: &Locator<'_>,
+    base: &Path,
+) -> Result<Option<Arc<rustls::ClientConfig>>, ConfigError> {
+    match (&r.ca_file, https) {
+        (Some(c), false) => Err(loc.at(
+            c.span(),
+            field("ca_file"),
+            "only applies to https:// upstreams",
+        )),
+        (None, false) => Ok(None),
+        (None, true) => crate::tls::client_config(None)
+            .map(Some)
+            .map_err(|e| loc.at(r.url.span(), field("url"), e.to_string())),
+        (Some(c), true) => {
+            let path = readable(c, &field("ca_file"), loc, base)?;
+            crate::tls::client_config(Some(&path))
+                .map(Some)
+                .map_err(|e| loc.at(c.span(), field("ca_file"), e.to_string()))
+        }
+    }
+}
+
+fn upstream_policy(
+    r: &RawUpstream,
+    field: &str,
+    loc: &Locator<'_>,
+    policies: &PolicySet,
+) -> Result<Arc<Policy>, ConfigError> {
+    let name = r
+        .policy
+        .as_ref()
+        .map_or("untrusted", |p| p.get_ref().as_str());
+    policies.get(name).ok_or_else(|| {
+        let span = r.policy.as_ref().map(|p| p.span()).unwrap_or(0..0);
+        loc.at(
+            span,
+            field,
+            format!(
+                "no policy named \"{name}\" (known: {}); set [policies] dir to load policy files",
+                policies.names().join(", ")
+            ),
+        )
+    })
+}
+
+fn upstream_identity(
+    r: &RawUpstream,
+    field: &dyn Fn(&str) -> String,
+    loc: &Locator<'_>,
+    p: &mut Problems,
+) -> (String, String) {
+    let id = r.id.get_ref().clone();
+    if !valid_id(&id) {
+        p.push(loc.at(
+            r.id.span(),
+            field("id"),
+            "use 1 to 64 of a-z, 0-9, '-' and '_' (it becomes a metric label)",
+        ));
+    }
+    let name = r.name.get_ref().trim().to_owned();
+    if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
+        p.push(loc.at(
+            r.name.span(),
+            field("name"),
+            "a display name of 1 to 200 printable characters",
+        ));
+    }
+    (id, name)
+}
+
+/// Every upstream that is valid; the problems of the others are in `p`.
+/// `policies` is `None` when the policy files could not be read.
 pub(super) fn upstreams(
     raw: &[Spanned<RawUpstream>],
     loc: &Locator<'_>,
     base: &Path,
-    policies: &PolicySet,
-) -> Result<Vec<Arc<UpstreamRoute>>, ConfigError> {
+    policies: Option<&PolicySet>,
+    p: &mut Problems,
+) -> Vec<Arc<UpstreamRoute>> {
     let mut out: Vec<Arc<UpstreamRoute>> = Vec::new();
+    let mut ids = std::collections::HashSet::new();
     for (i, u) in raw.iter().enumerate() {
         let f = |name: &str| format!("upstream[{i}].{name}");
         let r = u.get_ref();
-        let id = r.id.get_ref().clone();
-        if !valid_id(&id) {
-            return Err(loc.at(
-                r.id.span(),
-                f("id"),
-                "use 1 to 64 of a-z, 0-9, '-' and '_' (it becomes a metric label)",
-            ));
-        }
-        if out.iter().any(|o| o.id == id) {
-            return Err(loc.at(
+        let (id, name) = upstream_identity(r, &f, loc, p);
+        if !ids.insert(id.clone()) {
+            p.push(loc.at(
                 r.id.span(),
                 f("id"),
                 format!("upstream id \"{id}\" is used twice"),
             ));
         }
-        let name = r.name.get_ref().trim().to_owned();
-        if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
-            return Err(loc.at(
-                r.name.span(),
-                f("name"),
-                "a display name of 1 to 200 printable characters",
-            ));
-        }
-        let url: Uri = r
-            .url
-            .get_ref()
-            .parse()
-            .map_err(|e| loc.at(r.url.span(), f("url"), format!("not a URL: {e}")))?;
-        let https = match url.scheme_str() {
-            Some("http") => false,
-            Some("https") => true,
-            _ => {
-                return Err(loc.at(
-                    r.url.span(),
-                    f("url"),
-                    "must start with http:// or https://",
-                ))
-            }
-        };
-        if url.host().is_none_or(str::is_empty) {
-            return Err(loc.at(r.url.span(), f("url"), "has no host"));
-        }
-        if url.authority().is_some_and(|a| a.as_str().contains('@')) {
-            return Err(loc.at(
-                r.url.span(),
-                f("url"),
-                "must not carry credentials (user:password@); use a route credential instead",
-            ));
-        }
-        let ca_file = r
-            .ca_file
+        let url = p.take(upstream_url(r, &f("url"), loc));
+        let tls = url
             .as_ref()
-            .map(|c| (resolve(base, c.get_ref()), c.span()));
-        if ca_file.is_some() && !https {
-            let span = r.ca_file.as_ref().map(|c| c.span()).unwrap_or(0..0);
-            return Err(loc.at(span, f("ca_file"), "only applies to https:// upstreams"));
-        }
-        let tls = if https {
-            let (path, span) = match &ca_file {
-                Some((p, s)) => (Some(p.as_path()), s.clone()),
-                None => (None, r.url.span()),
-            };
-            Some(
-                crate::tls::client_config(path)
-                    .map_err(|e| loc.at(span, f("ca_file"), e.to_string()))?,
-            )
-        } else {
-            None
+            .and_then(|(_, https)| p.take(upstream_tls(r, *https, &f, loc, base)));
+        let pool_max = p.or(
+            loc.positive(&r.pool_max_idle_per_host, &f("pool_max_idle_per_host"), 64),
+            64,
+        );
+        let policy = policies.and_then(|set| p.take(upstream_policy(r, &f("policy"), loc, set)));
+        let mut time = |raw: &Option<Spanned<String>>, key: &str, secs: u64| {
+            let d = Duration::from_secs(secs);
+            p.or(loc.duration(raw, &f(key), d), d)
         };
-        let pool_max = loc.positive(&r.pool_max_idle_per_host, &f("pool_max_idle_per_host"), 64)?;
-        let policy = match &r.policy {
-            None => policies.get("untrusted"),
-            Some(name) => policies.get(name.get_ref()),
-        }
-        .ok_or_else(|| {
-            let span = r.policy.as_ref().map(|p| p.span()).unwrap_or(0..0);
-            let name = r.policy.as_ref().map(|p| p.get_ref().as_str()).unwrap_or("untrusted");
-            loc.at(span, f("policy"), format!("no policy named \"{name}\" (known: {}); set [policies] dir to load policy files", policies.names().join(", ")))
-        })?;
+        let connect_timeout = time(&r.connect_timeout, "connect_timeout", 5);
+        let response_timeout = time(&r.response_timeout, "response_timeout", 60);
+        let stream_idle_timeout = time(&r.stream_idle_timeout, "stream_idle_timeout", 300);
+        let pool_idle_timeout = time(&r.pool_idle_timeout, "pool_idle_timeout", 90);
+        let (Some((url, _)), Some(tls), Some(policy)) = (url, tls, policy) else {
+            continue;
+        };
         let single_use_by_policy = policy.single_use;
         let endpoint_host = url
             .authority()
@@ -156,26 +214,10 @@ pub(super) fn upstreams(
             url,
             tls,
             http2: r.http2.unwrap_or(false),
-            connect_timeout: loc.duration(
-                &r.connect_timeout,
-                &f("connect_timeout"),
-                Duration::from_secs(5),
-            )?,
-            response_timeout: loc.duration(
-                &r.response_timeout,
-                &f("response_timeout"),
-                Duration::from_secs(60),
-            )?,
-            stream_idle_timeout: loc.duration(
-                &r.stream_idle_timeout,
-                &f("stream_idle_timeout"),
-                Duration::from_secs(300),
-            )?,
-            pool_idle_timeout: loc.duration(
-                &r.pool_idle_timeout,
-                &f("pool_idle_timeout"),
-                Duration::from_secs(90),
-            )?,
+            connect_timeout,
+            response_timeout,
+            stream_idle_timeout,
+            pool_idle_timeout,
             pool_max_idle_per_host: pool_max,
             forward_authorization: r.forward_authorization.unwrap_or(false),
             policy,
@@ -186,5 +228,5 @@ pub(super) fn upstreams(
             },
         }));
     }
-    Ok(out)
+    out
 }

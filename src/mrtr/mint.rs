@@ -33,22 +33,24 @@ impl MrtrShared {
     /// Seal the next round's state into `result["requestState"]`.
     pub fn mint(&self, input: MintInput<'_>, result: &mut Value) -> Result<Minted, Refusal> {
         let settings = &self.settings;
-        let now = self.clock.now_secs();
-        let (operation, round, started, prior_bytes) = match input.prior {
+        let now_ms = self.clock.now_millis();
+        let now = now_ms / 1000;
+        let (operation, round, started_ms, prior_bytes) = match input.prior {
             Some(p) => (
                 p.operation.clone(),
                 p.round.saturating_add(1),
-                p.started,
+                p.started_millis(),
                 p.answer_bytes,
             ),
-            None => (new_operation_id(), 1, now, 0),
+            None => (new_operation_id(), 1, now_ms, 0),
         };
         if round > settings.max_rounds {
             let message = format!("the server has asked {} rounds of questions in one operation; the gateway stops it here", settings.max_rounds);
             return Err(Refusal::new(Reason::RoundLimitExceeded, message)
                 .with_data("limit", settings.max_rounds.into()));
         }
-        if now.saturating_sub(started) > settings.max_operation_time.as_secs() {
+        let max_ms = u64::try_from(settings.max_operation_time.as_millis()).unwrap_or(u64::MAX);
+        if now_ms.saturating_sub(started_ms) > max_ms {
             let t = humantime::format_duration(settings.max_operation_time);
             return Err(Refusal::new(
                 Reason::OperationExpired,
@@ -65,7 +67,8 @@ impl MrtrShared {
             digest: input.digest.to_owned(),
             operation: operation.clone(),
             round,
-            started,
+            started: started_ms / 1000,
+            started_ms,
             expires: now.saturating_add(settings.round_timeout.as_secs()),
             asked: input.asked,
             answer_bytes: prior_bytes.saturating_add(input.answer_bytes),

@@ -45,6 +45,23 @@ fn refusal(reason: Reason, message: &str) -> Refusal {
     Refusal::new(reason, message)
 }
 
+/// A refused retry. `opened` is the state when it did open (a later check
+/// failed): its operation and round still name the refusal in the audit trail.
+#[derive(Debug)]
+pub struct RetryRefused {
+    pub refusal: Refusal,
+    pub opened: Option<Box<SealedState>>,
+}
+
+impl From<Refusal> for RetryRefused {
+    fn from(refusal: Refusal) -> Self {
+        RetryRefused {
+            refusal,
+            opened: None,
+        }
+    }
+}
+
 impl MrtrShared {
     /// Check a retry and build the body to forward.
     pub async fn check_retry(
@@ -52,30 +69,53 @@ impl MrtrShared {
         single_use: &SingleUse,
         binding: &Binding<'_>,
         retry: RetryRequest<'_>,
-    ) -> Result<AcceptedRetry, Refusal> {
-        let settings = &self.settings;
-        if retry.token.len() > settings.max_client_state_bytes {
+    ) -> Result<AcceptedRetry, RetryRefused> {
+        let prior = self.open_state(retry.token)?;
+        match self.check_opened(single_use, binding, retry, &prior).await {
+            Ok((body, answers)) => Ok(AcceptedRetry {
+                body,
+                prior,
+                answers,
+            }),
+            Err(refusal) => Err(RetryRefused {
+                refusal,
+                opened: Some(Box::new(prior)),
+            }),
+        }
+    }
+
+    /// Open the client's state: within the size this gateway issues, sealed
+    /// with a key it holds, unaltered.
+    fn open_state(&self, token: &str) -> Result<SealedState, Refusal> {
+        if token.len() > self.settings.max_client_state_bytes {
             return Err(refusal(
                 Reason::StateTooLarge,
                 "requestState is larger than this gateway ever issues",
             ));
         }
-        let prior = settings.keys.open(retry.token).map_err(|e| match e {
+        self.settings.keys.open(token).map_err(|e| match e {
             OpenError::UnknownKey => refusal(Reason::StateUnknownKey, "requestState was sealed with a key this gateway does not hold (rotated out, or another deployment)"),
             OpenError::Malformed | OpenError::Tampered => refusal(Reason::StateInvalid, "requestState was not issued by this gateway or has been altered"),
-        })?;
-        self.check_binding(&prior, binding, retry.digest)?;
+        })
+    }
+
+    /// The checks of an opened state, in order: binding, single use, the
+    /// answers; then the body to forward.
+    async fn check_opened(
+        &self,
+        single_use: &SingleUse,
+        binding: &Binding<'_>,
+        retry: RetryRequest<'_>,
+        prior: &SealedState,
+    ) -> Result<(Bytes, AnswerReport), Refusal> {
+        self.check_binding(prior, binding, retry.digest)?;
         if single_use.applies(binding.tool()) {
-            self.check_not_consumed(&prior).await?;
+            self.check_not_consumed(prior).await?;
         }
         let mut params = retry.params;
-        let answers = self.take_answers(&mut params, &prior)?;
-        let body = rewrite(retry.id, binding, params, &prior)?;
-        Ok(AcceptedRetry {
-            body,
-            prior,
-            answers,
-        })
+        let answers = self.take_answers(&mut params, prior)?;
+        let body = rewrite(retry.id, binding, params, prior)?;
+        Ok((body, answers))
     }
 
     fn check_binding(

@@ -41,8 +41,11 @@ pub struct SealedState {
     /// Stays the same across the rounds of one operation.
     pub operation: String,
     pub round: u32,
-    /// Unix seconds.
+    /// Unix seconds (read by instances that predate `started_ms`).
     pub started: u64,
+    /// Unix milliseconds; 0 in states sealed before it existed.
+    #[serde(default)]
+    pub started_ms: u64,
     pub expires: u64,
     pub asked: Vec<(String, Asked)>,
     pub answer_bytes: u64,
@@ -264,6 +267,17 @@ fn aad(prefix: &str, kid: &str) -> Vec<u8> {
     a
 }
 
+impl SealedState {
+    /// When the operation started, in Unix milliseconds (whole seconds for
+    /// a state sealed before `started_ms` existed).
+    pub fn started_millis(&self) -> u64 {
+        match self.started_ms {
+            0 => self.started.saturating_mul(1000),
+            ms => ms,
+        }
+    }
+}
+
 /// `KID:BASE64URL` of 32 fresh random bytes: what `portcullis keygen` prints.
 pub fn new_key_line(kid: &str) -> String {
     let mut bytes = [0u8; 32];
@@ -299,6 +313,7 @@ mod tests {
             operation: "op-1".into(),
             round: 1,
             started: 1_700_000_000,
+            started_ms: 1_700_000_000_250,
             expires: 1_700_000_600,
             asked: vec![(
                 "room".into(),
@@ -371,6 +386,18 @@ mod tests {
             !format!("{k:?}").contains(line.split(':').nth(1).unwrap()),
             "Debug never shows key material"
         );
+    }
+
+    #[test]
+    fn a_state_sealed_before_millisecond_starts_still_opens() {
+        let k = keys(&new_key_line("k"));
+        let mut old = serde_json::to_value(sample()).unwrap();
+        old.as_object_mut().unwrap().remove("started_ms");
+        let token = k.seal_as(STATE_PREFIX, &old).unwrap();
+        let opened = k.open(&token).unwrap();
+        assert_eq!(opened.started_ms, 0);
+        assert_eq!(opened.started_millis(), 1_700_000_000_000);
+        assert_eq!(sample().started_millis(), 1_700_000_000_250);
     }
 
     proptest! {

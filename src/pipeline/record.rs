@@ -34,6 +34,7 @@ pub struct Metrics {
     upstream_errors: IntCounterVec,
     config_reloads: IntCounterVec,
     last_reload_success: prometheus::Gauge,
+    reload_state: ReloadMetrics,
     panics: prometheus::IntCounter,
     pub ready: AtomicBool,
 }
@@ -153,6 +154,7 @@ impl Metrics {
             "Requests whose handling panicked (answered 500 internal_error; the gateway kept serving)",
         )?;
         registry.register(Box::new(panics.clone()))?;
+        let reload_state = ReloadMetrics::new(&registry)?;
         Ok(Arc::new(Metrics {
             registry,
             requests,
@@ -168,6 +170,7 @@ impl Metrics {
             upstream_errors,
             config_reloads,
             last_reload_success,
+            reload_state,
             panics,
             ready: AtomicBool::new(false),
         }))
@@ -201,17 +204,30 @@ impl Metrics {
             .inc();
     }
 
-    /// Count a config load; `success` also stamps the time.
+    /// Count a config load; `success` also stamps the time. A failure
+    /// leaves the running config stale until the next good load.
     pub fn config_loaded(&self, success: bool) {
         let result = if success { "success" } else { "failure" };
         self.config_reloads.with_label_values(&[result]).inc();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
         if success {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
             self.last_reload_success.set(now);
+        } else {
+            self.reload_state.last_failure.set(now);
         }
+        self.reload_state.stale.set(i64::from(!success));
+    }
+
+    /// A reload whose config differs from the running process in settings
+    /// that need a restart (`changed` empty: it no longer does).
+    pub fn config_restart_required(&self, changed: bool) {
+        if changed {
+            self.reload_state.restart_required_total.inc();
+        }
+        self.reload_state.restart_required.set(i64::from(changed));
     }
 
     pub fn observe_upstream(&self, upstream: &str, started: Instant) {
@@ -253,6 +269,43 @@ impl Metrics {
 
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether the running config is the file's: a failed reload leaves it
+/// stale; a change to a listener or connection setting waits for a restart.
+struct ReloadMetrics {
+    stale: IntGauge,
+    last_failure: prometheus::Gauge,
+    restart_required: IntGauge,
+    restart_required_total: prometheus::IntCounter,
+}
+
+impl ReloadMetrics {
+    fn new(registry: &Registry) -> Result<ReloadMetrics, prometheus::Error> {
+        let m = ReloadMetrics {
+            stale: IntGauge::new(
+                "portcullis_config_stale",
+                "1 after a failed config reload until the next successful one (the running config is not the file's)",
+            )?,
+            last_failure: prometheus::Gauge::new(
+                "portcullis_config_last_reload_failure_timestamp_seconds",
+                "Unix time of the last failed config reload (0: none since start)",
+            )?,
+            restart_required: IntGauge::new(
+                "portcullis_config_restart_required",
+                "1 when the loaded config changes listener, TLS, connection-limit, drain or log settings, which take effect only at the next restart",
+            )?,
+            restart_required_total: prometheus::IntCounter::new(
+                "portcullis_config_restart_required_total",
+                "Reloads that changed settings which need a restart",
+            )?,
+        };
+        registry.register(Box::new(m.stale.clone()))?;
+        registry.register(Box::new(m.last_failure.clone()))?;
+        registry.register(Box::new(m.restart_required.clone()))?;
+        registry.register(Box::new(m.restart_required_total.clone()))?;
+        Ok(m)
     }
 }
 

@@ -9,7 +9,7 @@ use super::ctx::RequestCtx;
 use crate::audit::AuditEvent;
 use crate::model::{Reason, Refusal};
 use crate::mrtr::params_digest;
-use crate::mrtr::retry::RetryRequest;
+use crate::mrtr::retry::{RetryRefused, RetryRequest};
 
 /// Check a retry; returns the body to forward (the client's own when the
 /// request is not a retry).
@@ -21,31 +21,39 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
     }
     match accept(ctx).await {
         Ok(body) => Ok(body),
-        Err(refusal) => {
+        Err(RetryRefused { refusal, opened }) => {
             ctx.gateway.metrics.state_refused(refusal.reason);
             let audit = &ctx.gateway.audit;
             if audit.enabled() {
-                audit.emit(&ctx.audit_context(), AuditEvent::retry_refused(&refusal));
+                // A state that opened names its operation and round; one
+                // that did not open has none to name.
+                let at = match &opened {
+                    Some(s) => ctx.audit_context().with_operation(&s.operation, s.round),
+                    None => ctx.audit_context(),
+                };
+                audit.emit(&at, AuditEvent::retry_refused(&refusal));
             }
             Err(refusal)
         }
     }
 }
 
-async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
+async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, RetryRefused> {
     let request = &ctx.request;
     let token = match (&request.request_state, request.request_state_not_string) {
         (_, true) => {
             return Err(Refusal::new(
                 Reason::StateInvalid,
                 "requestState must be a string",
-            ))
+            )
+            .into())
         }
         (None, false) => {
             return Err(Refusal::new(
                 Reason::StateMissing,
                 "inputResponses came without the requestState this gateway issued with the question; retry with both",
-            ))
+            )
+            .into())
         }
         (Some(token), false) => token.as_str(),
     };
@@ -54,7 +62,12 @@ async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
     let id = request
         .id()
         .and_then(|t| serde_json::from_str(t).ok())
-        .ok_or_else(|| Refusal::new(Reason::InvalidRequest, "a retry is a request with an id"))?;
+        .ok_or_else(|| {
+            RetryRefused::from(Refusal::new(
+                Reason::InvalidRequest,
+                "a retry is a request with an id",
+            ))
+        })?;
     let retry = RetryRequest {
         id,
         token,

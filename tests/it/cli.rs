@@ -98,7 +98,7 @@ fn check_names_file_line_and_field() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{}:8:1", path.display())), "{err}");
-    assert!(err.contains("unknown field `timeout`"), "{err}");
+    assert!(err.contains("unknown key `timeout`"), "{err}");
 
     let missing = Command::new(BIN)
         .args(["check", "--config", "/nonexistent.toml"])

@@ -6,13 +6,17 @@ mod common;
 
 mod architecture;
 mod audit;
+mod audit_ids;
 mod cli;
+mod config_errors;
 mod docs;
+mod explain;
 mod identity;
 mod mrtr;
 mod policy;
 mod proxy;
 mod reload;
+mod reload_metrics;
 mod rmcp_e2e;
 mod sessions;
 mod throttle_redis;

@@ -172,8 +172,8 @@ fn check_names_the_line_of_a_bad_certificate_path() {
         .replace("address = \"127.0.0.1:0\"\n\n[admin]", "address = \"127.0.0.1:0\"\ntls = { cert = \"/nonexistent/cert.pem\", key = \"/nonexistent/key.pem\" }\n\n[admin]");
     let err = portcullis::config::GatewayConfig::parse(&text, std::path::Path::new("gw.toml"))
         .unwrap_err();
-    assert_eq!(err.field, "listener[0].tls");
-    assert_eq!(err.line, 4);
+    assert_eq!(err[0].field, "listener[0].tls.cert");
+    assert_eq!(err[0].line, 4);
     assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
 }
 

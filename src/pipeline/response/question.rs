@@ -11,6 +11,7 @@ use super::exchange::{reencode_failed, response_bytes, Disposition, Exchange};
 use crate::audit::{AuditContext, AuditEvent, OperationOutcome};
 use crate::model::Refusal;
 use crate::mrtr::mint::{MintInput, Minted};
+use crate::mrtr::seal::new_operation_id;
 use crate::policy::inspect::{inspect_result, Report};
 
 impl Exchange {
@@ -64,12 +65,14 @@ impl Exchange {
     }
 
     /// The audit context at the operation and round this answer belongs to.
+    /// A first question refused before a state was minted still opened an
+    /// operation: it gets an id of its own, so its events read as one story.
     fn audit_at(&self, minted: Option<&Minted>) -> AuditContext {
         let base = self.ctx.audit_context();
         match (minted, self.ctx.retry.as_ref().map(|r| &r.prior)) {
             (Some(m), _) => base.with_operation(&m.operation, m.round),
             (None, Some(prior)) => base.with_operation(&prior.operation, prior.round + 1),
-            (None, None) => base,
+            (None, None) => base.with_operation(&new_operation_id(), 1),
         }
     }
 
@@ -104,7 +107,7 @@ impl Exchange {
             return Duration::ZERO;
         };
         let now = self.ctx.gateway.clock.now_millis();
-        Duration::from_millis(now.saturating_sub(retry.prior.started.saturating_mul(1000)))
+        Duration::from_millis(now.saturating_sub(retry.prior.started_millis()))
     }
 
     /// A retry answered with a final result: the operation is over.

@@ -27,6 +27,13 @@ impl Run<'_> {
     pub(super) fn check_sampling(&mut self, key: &str, params: &Map<String, Value>) -> Checked<()> {
         if self.policy.sampling == Action::Block {
             self.deprecated_kind(key, "sampling/createMessage")?;
+        } else {
+            self.pass(
+                "deprecated",
+                Some(key),
+                None,
+                "sampling allowed by this policy",
+            );
         }
         let context = params
             .get("includeContext")
@@ -44,7 +51,7 @@ impl Run<'_> {
         }
         self.check_sampling_size(key, params)?;
         for text in sampling_texts(params) {
-            self.scan_injection(key, None, &text, TextContext::Form)?;
+            self.scan_injection(key, None, "sampling text", &text, TextContext::Form)?;
         }
         self.report.asked.push((key.to_owned(), Asked::Sampling));
         Ok(())
@@ -90,6 +97,13 @@ impl Run<'_> {
     pub(super) fn check_roots(&mut self, key: &str) -> Checked<()> {
         if self.policy.roots == Action::Block {
             self.deprecated_kind(key, "roots/list")?;
+        } else {
+            self.pass(
+                "deprecated",
+                Some(key),
+                None,
+                "roots allowed by this policy",
+            );
         }
         self.report.asked.push((key.to_owned(), Asked::Roots));
         Ok(())

@@ -33,7 +33,16 @@ impl Run<'_> {
             .cloned()
             .unwrap_or(Value::Null);
         let mut form = match read_form_schema(&schema_value, &schema_limits) {
-            Ok(f) => f,
+            Ok(f) => {
+                self.pass("schema", Some(key), None, "flat schema of primitive fields");
+                self.pass(
+                    "limit",
+                    Some(key),
+                    None,
+                    "max_properties, max_enum_options, max_string_max_length",
+                );
+                f
+            }
             Err(SchemaError::NotAllowed(p)) => {
                 let message = format!(
                     "the form schema is outside what MCP forms allow: {}",
@@ -90,7 +99,12 @@ impl Run<'_> {
             return Ok(());
         };
         for (name, prop) in props {
-            if option_values(prop).any(is_unsafe_machine_value) {
+            if option_values(prop).next().is_none() {
+                continue;
+            }
+            if !option_values(prop).any(is_unsafe_machine_value) {
+                self.pass("text_safety", Some(key), Some(name), "option values");
+            } else {
                 let message = format!("an option value of field \"{}\" contains markup or invisible characters; option values are never altered, so the form is refused", clip(name));
                 self.violation(
                     Reason::UnsafeOptionValue,
@@ -166,8 +180,17 @@ impl Run<'_> {
                 (Some(t), Some(d)) => Some(format!("{t} {d}")),
                 _ => None,
             };
-            for read in default.into_iter().chain(joined) {
-                self.scan_injection(key, Some(name), &read, TextContext::Form)?;
+            if let Some(read) = default {
+                self.scan_injection(key, Some(name), "default", &read, TextContext::Form)?;
+            }
+            if let Some(read) = joined {
+                self.scan_injection(
+                    key,
+                    Some(name),
+                    "title+description",
+                    &read,
+                    TextContext::Form,
+                )?;
             }
         }
         Ok(())

@@ -62,6 +62,10 @@ pub struct Report {
     pub request_state: Option<String>,
     /// The questions as the upstream sent them (names only).
     pub received: Vec<RequestShape>,
+    /// Every check that ran, in order, with `action = "pass"` for those
+    /// that found nothing: filled only by the `trace_*` functions
+    /// (`portcullis explain`), empty on the request path.
+    pub trace: Vec<Verdict>,
 }
 
 impl Report {
@@ -121,12 +125,60 @@ pub fn inspect_notification(
     (outcome, run.report)
 }
 
+/// [`inspect_result`], with every check that ran in [`Report::trace`].
+pub fn trace_result(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    result: &[u8],
+) -> (Result<Value, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    run.tracing = true;
+    let outcome = run.result(result);
+    (outcome, run.report)
+}
+
+/// [`trace_result`] as if the policy only monitored: every rule runs and
+/// says what it finds, where enforcing stops at the first refusal. Only
+/// protocol violations refuse.
+pub fn trace_every_rule(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    result: &[u8],
+) -> (Result<Value, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    run.tracing = true;
+    run.monitor_only = true;
+    let outcome = run.result(result);
+    (outcome, run.report)
+}
+
+/// [`inspect_notification`], with every check that ran in [`Report::trace`].
+pub fn trace_notification(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    method: McpMethod,
+    params: &[u8],
+) -> (Result<Option<Value>, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    run.tracing = true;
+    let outcome = run.parse(params, "notification").and_then(|mut v| {
+        let changed = run.check_notification(method, &mut v)?;
+        Ok((changed && run.enforcing()).then_some(v))
+    });
+    (outcome, run.report)
+}
+
 pub(crate) type Checked<T> = Result<T, Refusal>;
 
 pub(crate) struct Run<'a> {
     pub policy: &'a Policy,
     pub subject: &'a Subject<'a>,
     pub report: Report,
+    /// Record passes too (`trace_*`); off on the request path, where a
+    /// pass costs one branch.
+    tracing: bool,
+    /// Treat an enforcing policy as monitoring ([`trace_every_rule`]).
+    monitor_only: bool,
 }
 
 fn refusal(
@@ -157,11 +209,13 @@ impl<'a> Run<'a> {
             policy,
             subject,
             report: Report::default(),
+            tracing: false,
+            monitor_only: false,
         }
     }
 
     pub(crate) fn enforcing(&self) -> bool {
-        self.policy.mode == Mode::Enforce
+        self.policy.mode == Mode::Enforce && !self.monitor_only
     }
 
     pub(crate) fn note(
@@ -172,13 +226,55 @@ impl<'a> Run<'a> {
         field: Option<&str>,
         detail: Option<String>,
     ) {
-        self.report.verdicts.push(Verdict {
+        self.record(rule, action, key, field, detail, None);
+    }
+
+    /// A verdict; the trace gets `why` (the refusal's words) as its detail
+    /// when the verdict has none of its own.
+    fn record(
+        &mut self,
+        rule: &'static str,
+        action: &'static str,
+        key: Option<&str>,
+        field: Option<&str>,
+        detail: Option<String>,
+        why: Option<&str>,
+    ) {
+        let verdict = Verdict {
             rule,
             action,
             key: key.map(str::to_owned),
             field: field.map(str::to_owned),
             detail,
-        });
+        };
+        if self.tracing {
+            let mut traced = verdict.clone();
+            if traced.detail.is_none() {
+                traced.detail = why.map(str::to_owned);
+            }
+            self.report.trace.push(traced);
+        }
+        self.report.verdicts.push(verdict);
+    }
+
+    /// A check that ran and found nothing: recorded only when tracing.
+    /// `what` names what was checked (a part, a limit).
+    pub(crate) fn pass(
+        &mut self,
+        rule: &'static str,
+        key: Option<&str>,
+        field: Option<&str>,
+        what: &str,
+    ) {
+        if self.tracing {
+            self.report.trace.push(Verdict {
+                rule,
+                action: "pass",
+                key: key.map(str::to_owned),
+                field: field.map(str::to_owned),
+                detail: Some(what.to_owned()),
+            });
+        }
     }
 
     /// A protocol violation: refused in every mode.
@@ -190,7 +286,7 @@ impl<'a> Run<'a> {
         field: Option<&str>,
         message: String,
     ) -> Refusal {
-        self.note(rule, "block", key, field, None);
+        self.record(rule, "block", key, field, None, Some(&message));
         refusal(reason, message, rule, key, field)
     }
 
@@ -217,7 +313,7 @@ impl<'a> Run<'a> {
         if self.enforcing() {
             return Err(self.invalid(reason, rule, key, field, message));
         }
-        self.note(rule, "monitor", key, field, None);
+        self.record(rule, "monitor", key, field, None, Some(&message));
         Ok(())
     }
 
@@ -236,7 +332,16 @@ impl<'a> Run<'a> {
 
     /// Strict parse of the inspected bytes; a duplicate is its own reason.
     fn parse(&mut self, bytes: &[u8], what: &str) -> Checked<Value> {
-        json::parse_value(bytes).map_err(|e| {
+        let parsed = json::parse_value(bytes);
+        if parsed.is_ok() {
+            self.pass(
+                "parse",
+                None,
+                None,
+                "one reading: no duplicate members, depth within 128",
+            );
+        }
+        parsed.map_err(|e| {
             let reason = if e.is_duplicate() {
                 Reason::DuplicateMember
             } else {
@@ -250,6 +355,8 @@ impl<'a> Run<'a> {
     fn result(&mut self, bytes: &[u8]) -> Checked<Value> {
         if bytes.len() > self.policy.limits.max_result_bytes {
             self.limit("max_result_bytes", None, None, "an input_required result")?;
+        } else {
+            self.pass("limit", None, None, "max_result_bytes");
         }
         let mut result = self.parse(bytes, "input_required result")?;
         if !self.subject.method.allows_input_required() {
@@ -262,6 +369,12 @@ impl<'a> Run<'a> {
                 message,
             ));
         }
+        self.pass(
+            "protocol",
+            None,
+            None,
+            "input_required allowed on this method",
+        );
         let obj = result
             .as_object_mut()
             .ok_or_else(|| self.malformed(None, "the result is not an object"))?;
@@ -271,6 +384,11 @@ impl<'a> Run<'a> {
         self.check_request_state(obj)?;
         if let Some(mut requests) = self.check_shape(obj)? {
             self.check_capabilities(&requests)?;
+            if self.tracing {
+                for key in requests.keys() {
+                    self.pass("client_capability", Some(key), None, "the kind is declared");
+                }
+            }
             for (key, request) in requests.iter_mut() {
                 self.check_input_request(key, request)?;
             }

@@ -14,6 +14,8 @@ impl Run<'_> {
             Some(Value::String(s)) => {
                 if s.len() > self.policy.limits.max_request_state_bytes {
                     self.limit("max_request_state_bytes", None, None, "a requestState")?;
+                } else {
+                    self.pass("limit", None, None, "max_request_state_bytes");
                 }
                 self.report.request_state = Some(s.clone());
                 Ok(())
@@ -43,6 +45,8 @@ impl Run<'_> {
         };
         if requests.len() > self.policy.limits.max_input_requests {
             self.limit("max_input_requests", None, None, "more input requests")?;
+        } else {
+            self.pass("limit", None, None, "max_input_requests");
         }
         for (key, request) in &requests {
             if key.is_empty() || key.len() > 128 || key.chars().any(char::is_control) {
@@ -62,6 +66,7 @@ impl Run<'_> {
                     "every input request must be {\"method\", \"params\"}",
                 ));
             }
+            self.pass("protocol", Some(key), None, "{method, params}");
         }
         Ok(Some(requests))
     }

@@ -39,7 +39,9 @@ impl Run<'_> {
             max_chars,
         };
         let cleaned = cleaner.sanitize(text);
-        if !cleaned.findings.is_empty() {
+        if cleaned.findings.is_empty() {
+            self.pass("text_safety", Some(key), field, part);
+        } else {
             let findings: Vec<&str> = cleaned.findings.iter().map(|f| f.as_str()).collect();
             let action = if self.enforcing() {
                 "sanitize"
@@ -54,7 +56,7 @@ impl Run<'_> {
                 Some(format!("{part}: {}", findings.join(","))),
             );
         }
-        let scanned = self.scan_injection(key, field, &cleaned.text, context);
+        let scanned = self.scan_injection(key, field, part, &cleaned.text, context);
         if self.enforcing() {
             if let std::borrow::Cow::Owned(new) = cleaned.text {
                 *text = new;
@@ -67,10 +69,15 @@ impl Run<'_> {
         &mut self,
         key: &str,
         field: Option<&str>,
+        part: &'static str,
         text: &str,
         context: TextContext,
     ) -> Checked<()> {
-        for hit in self.policy.injection.scan_in(text, context) {
+        let hits = self.policy.injection.scan_in(text, context);
+        if hits.is_empty() {
+            self.pass("prompt_injection", Some(key), field, part);
+        }
+        for hit in hits {
             match hit.action {
                 RuleAction::Block => {
                     let message = format!(
