@@ -343,15 +343,12 @@ async fn a_state_for_another_upstream_is_refused() {
 #[tokio::test]
 async fn an_expired_state_is_refused() {
     let up = room_upstream().await;
-    let gw = start_gateway(&config_text(
-        &up.url(),
-        "",
-        "[state]\nround_timeout = \"1s\"",
-    ))
-    .await;
+    let clock = portcullis::model::ManualClock::starting_now();
+    let text = config_text(&up.url(), "", "[state]\nround_timeout = \"1s\"");
+    let gw = start_gateway_with_clock(&text, clock.clone()).await;
     let c = client();
     let (_, state) = first_round(&c, &url(&gw)).await;
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    clock.advance(Duration::from_millis(2100));
     let (_, v) = retry(
         &c,
         &url(&gw),

@@ -57,6 +57,18 @@ pub async fn start_gateway(text: &str) -> RunningGateway {
     RunningGateway::start(config).await.expect("gateway starts")
 }
 
+/// A gateway whose rules read `clock` (tests move it instead of sleeping).
+pub async fn start_gateway_with_clock(
+    text: &str,
+    clock: std::sync::Arc<portcullis::model::ManualClock>,
+) -> RunningGateway {
+    install_crypto();
+    let config = GatewayConfig::parse(text, Path::new("test.toml")).expect("test config is valid");
+    RunningGateway::start_with(config, Vec::new(), clock)
+        .await
+        .expect("gateway starts")
+}
+
 pub fn url(g: &RunningGateway) -> String {
     format!("http://{}/mcp", g.addrs[0])
 }
