@@ -9,6 +9,16 @@ use toml::Spanned;
 
 use crate::model::{ConfigError, SettingsError};
 
+/// The parser's message for a TOML syntax error. Some errors (a control
+/// character in a comment, say) come without one; every error must say what
+/// is wrong.
+pub(crate) fn syntax_message(e: &toml::de::Error) -> String {
+    match e.message().trim() {
+        "" => "not valid TOML here (a control character or an unexpected character)".to_owned(),
+        m => m.to_owned(),
+    }
+}
+
 pub(super) struct Locator<'a> {
     pub file: &'a str,
     pub text: &'a str,

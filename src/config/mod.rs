@@ -27,6 +27,7 @@ use raw::RawConfig;
 pub use crate::model::ConfigError;
 pub use limits::{Limits, LogConfig, LogFormat};
 pub use listener::{ListenerConfig, ServerName, ServerNames};
+pub(crate) use locate::syntax_message;
 pub use route::RouteConfig;
 pub use upstream::UpstreamRoute;
 
@@ -75,7 +76,7 @@ impl GatewayConfig {
         let loc = Locator { file: &file, text };
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            loc.at(span, "(syntax)", e.message().to_owned())
+            loc.at(span, "(syntax)", locate::syntax_message(&e))
         })?;
         let base = path.parent().map(Path::to_owned).unwrap_or_default();
         validate(raw, &loc, &base, path)
@@ -210,6 +211,16 @@ upstream = "rooms"
         assert_eq!(up.response_timeout, Duration::from_secs(2));
         assert_eq!(up.connect_timeout, Duration::from_secs(5));
         assert!(c.allowed_origins.is_empty());
+    }
+
+    /// Found by the `config` fuzz target: toml gives no message for a
+    /// control character in a comment.
+    #[test]
+    fn a_syntax_error_without_a_parser_message_still_says_what_is_wrong() {
+        let text = format!("{GOOD}# a comment with a \u{1} control character\n");
+        let e = parse(&text).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (14, "(syntax)"), "{e}");
+        assert!(e.message.contains("not valid TOML"), "{e}");
     }
 
     #[test]

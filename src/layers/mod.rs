@@ -36,6 +36,12 @@ use crate::pipeline::refuse::error_response;
 
 pub use request_id::{RequestId, RequestIdLayer, X_REQUEST_ID};
 
+/// When the deadline layer cuts a request that has no response head yet,
+/// on the request's extensions so the pipeline's record counts such a cut
+/// as `gateway_timeout`, not as a client that went away.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub std::time::Instant);
+
 /// The body a layered response carries (the panic layer boxes it).
 pub type LayeredBody = tower_http::body::UnsyncBoxBody<bytes::Bytes, BoxError>;
 
@@ -106,10 +112,16 @@ where
             "the gateway failed while handling this request",
         ))
     };
+    let timeout = settings.request_timeout;
     let limited = ServiceBuilder::new()
         .load_shed()
         .layer(settings.in_flight.clone())
-        .timeout(settings.request_timeout)
+        .map_request(move |mut req: Request<Incoming>| {
+            let at = std::time::Instant::now() + timeout;
+            req.extensions_mut().insert(Deadline(at));
+            req
+        })
+        .timeout(timeout)
         .service(inner);
     let stack = ServiceBuilder::new()
         .layer(RequestIdLayer)

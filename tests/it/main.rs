@@ -6,6 +6,7 @@ mod common;
 
 mod audit;
 mod cli;
+mod hostile_reasons;
 mod identity;
 mod mrtr;
 mod policy;
