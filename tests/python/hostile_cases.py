@@ -10,7 +10,8 @@ the danger is real) and through the gateway (refused with exactly that
 reason, the marker nowhere in what the client got, counted in /metrics).
 
 A new reason gets a row here (and its line in hostile_reasons.toml); 2025-11-25
-pushed requests (issue 11) are rows whose `ask` uses that protocol version.
+pushed requests (issue 11) are rows whose `ask.version` is that version and
+whose script pushes the request on the stream.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ class Ask:
     method: str = "tools/call"
     target: str | None = "hostile_tool"  # params.name / Mcp-Name on tools/call
     caps: dict = field(default_factory=lambda: FORM_ONLY)
+    # The protocol version the client speaks. A 2025-11-25 row (issue 11:
+    # requests pushed on the stream) also needs the session handshake, which
+    # `test_hostile.play` does first once a row asks for it.
+    version: str = "2026-07-28"
 
 
 @dataclass(frozen=True)

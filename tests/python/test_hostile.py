@@ -53,10 +53,10 @@ CASES = {c.name: c for c in hostile_cases.CASES}
 
 def request(c: Case, rid: int, extra: dict | None = None) -> tuple[dict, bytes]:
     """Headers and body of the client's request (a retry when `extra`)."""
-    params: dict = {"_meta": {"io.modelcontextprotocol/protocolVersion": VERSION,
+    params: dict = {"_meta": {"io.modelcontextprotocol/protocolVersion": c.ask.version,
                               "io.modelcontextprotocol/clientCapabilities": c.ask.caps}}
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-               "mcp-protocol-version": VERSION, "mcp-method": c.ask.method}
+               "mcp-protocol-version": c.ask.version, "mcp-method": c.ask.method}
     if c.ask.target:
         params.update(name=c.ask.target, arguments={"hint": "the big room"})
         headers["mcp-name"] = c.ask.target
@@ -161,6 +161,8 @@ def send_http(client: httpx2.Client, url: str, headers: dict, body: bytes) -> Re
 
 def play(c: Case, send) -> list[Reply]:
     """The client's side of a case: ask, and answer up to `rounds` questions."""
+    if c.ask.version != VERSION:
+        pytest.fail(f"{c.name}: add the {c.ask.version} session handshake to play() first", pytrace=False)
     headers, body = request(c, 1)
     replies: list[Reply] = []
     for n in range(c.rounds + 1):
@@ -293,14 +295,6 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 
 # ------------------------------------------------------------------- the checks
-
-@dataclass
-class Outcome:
-    case: Case
-    direct: str  # how the danger showed directly
-    refused: str  # what the gateway answered
-    counted: str  # what the metrics said
-
 
 def check_direct(c: Case, upstream: HostileUpstream) -> str:
     upstream.received[c.name].clear()
