@@ -257,6 +257,16 @@ upstream = "rooms"
         assert!(c.allowed_origins.is_empty());
     }
 
+    /// Found by the `config` fuzz target: toml gives no message for a
+    /// control character in a comment.
+    #[test]
+    fn a_syntax_error_without_a_parser_message_still_says_what_is_wrong() {
+        let text = format!("{GOOD}# a comment with a \u{1} control character\n");
+        let e = only(&text);
+        assert_eq!((e.line, e.field.as_str()), (14, "(syntax)"), "{e}");
+        assert!(e.message.contains("not valid TOML"), "{e}");
+    }
+
     #[test]
     fn unknown_keys_name_the_full_path_and_the_likely_key() {
         let text = GOOD.replace("response_timeout", "reponse_timeout");

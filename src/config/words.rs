@@ -205,6 +205,7 @@ fn syntax_in_words(message: &str) -> String {
         "invalid inline table" => "this inline table is not closed, or ends with a comma: write { key = \"value\", other = 1 } on one line",
         "invalid escape sequence" => "`\\` starts an escape inside \"…\": write \\\\ for a backslash, or use '…' quotes for paths and patterns",
         "invalid key" | "invalid unquoted key" => "a key is missing or has characters a bare key cannot have (A-Z a-z 0-9 _ -); put other keys in quotes",
+        "" => "this is not valid TOML here (a control character, or another character TOML does not allow)",
         _ => return format!("this is not valid TOML ({})", what.trim_end_matches('.')),
     };
     words.to_owned()

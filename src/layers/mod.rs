@@ -106,10 +106,16 @@ where
             "the gateway failed while handling this request",
         ))
     };
+    let timeout = settings.request_timeout;
     let limited = ServiceBuilder::new()
         .load_shed()
         .layer(settings.in_flight.clone())
-        .timeout(settings.request_timeout)
+        .map_request(move |mut req: Request<Incoming>| {
+            let at = std::time::Instant::now() + timeout;
+            req.extensions_mut().insert(crate::model::Deadline(at));
+            req
+        })
+        .timeout(timeout)
         .service(inner);
     let stack = ServiceBuilder::new()
         .layer(RequestIdLayer)

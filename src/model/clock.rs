@@ -55,3 +55,9 @@ pub type SharedClock = Arc<dyn Clock>;
 pub fn system_clock() -> SharedClock {
     Arc::new(SystemClock)
 }
+
+/// When the deadline layer cuts a request that has no response head yet,
+/// on the request's extensions so the pipeline's record counts such a cut
+/// as `gateway_timeout`, not as a client that went away.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub std::time::Instant);

@@ -12,8 +12,8 @@ mod settings;
 
 pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestShape, TextFormat};
 pub use caps::{ClientCaps, RawCaps};
-pub use clock::{system_clock, Clock, ManualClock, SharedClock, SystemClock};
+pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemClock};
 pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
 pub use reason::{markdown_table as reason_table, Reason, Refusal};
-pub use settings::{ConfigError, SettingsError};
+pub use settings::{toml_syntax_message, ConfigError, SettingsError};

@@ -32,3 +32,13 @@ pub struct ConfigError {
     pub field: String,
     pub message: String,
 }
+
+/// A TOML parser's syntax message, never empty: some errors (a control
+/// character in a comment, say) come without one, and every error must say
+/// what is wrong.
+pub fn toml_syntax_message(message: &str) -> String {
+    match message.trim() {
+        "" => "not valid TOML here (a control character or an unexpected character)".to_owned(),
+        m => m.to_owned(),
+    }
+}

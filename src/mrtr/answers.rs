@@ -27,8 +27,9 @@
 //!     dot-atom-like local part of 1–64 characters, a domain of dot-separated
 //!     labels with at least one dot, no whitespace or control characters;
 //!     quoted local parts and address literals are not accepted), `uri` (an
-//!     absolute URI with a scheme, as parsed by the `url` crate, with no
-//!     whitespace), `date` (`YYYY-MM-DD`, a real calendar date, leap years
+//!     RFC 3986 absolute URI with a scheme: only the ASCII characters the RFC
+//!     allows, `%` only in a valid escape, so an IRI or a raw space is
+//!     refused; and one the `url` crate parses), `date` (`YYYY-MM-DD`, a real calendar date, leap years
 //!     included), `date-time` (RFC 3339: date `T` time, seconds required,
 //!     optional fraction, `Z` or `±hh:mm`; `t`/`z` in lower case accepted as
 //!     RFC 3339 allows; a leap second `:60` only at 23:59 UTC);
@@ -503,7 +504,28 @@ fn is_email(s: &str) -> bool {
 }
 
 fn is_uri(s: &str) -> bool {
-    !s.chars().any(|c| c.is_whitespace() || c.is_control()) && url::Url::parse(s).is_ok()
+    has_only_uri_chars(s.as_bytes()) && url::Url::parse(s).is_ok()
+}
+
+/// RFC 3986 section 2: unreserved and reserved characters, and `%HH`.
+fn has_only_uri_chars(b: &[u8]) -> bool {
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = |j: usize| b.get(j).is_some_and(u8::is_ascii_hexdigit);
+                if !(hex(i + 1) && hex(i + 2)) {
+                    return false;
+                }
+                i += 3;
+                continue;
+            }
+            c if c.is_ascii_alphanumeric() || b"-._~:/?#[]@!$&'()*+,;=".contains(&c) => {}
+            _ => return false,
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Parse `n` ASCII digits.
@@ -821,6 +843,11 @@ mod tests {
             (&uri, json!("/relative/path"), false),
             (&uri, json!(" https://example.net"), false),
             (&uri, json!("https://exa mple.com"), false),
+            // Found by the `answers` fuzz target: an IRI is not a `uri`.
+            (&uri, json!("http://\u{fc}.example/"), false),
+            (&uri, json!("https://example.com/%C3%BC"), true),
+            (&uri, json!("https://example.com/100%"), false),
+            (&uri, json!("https://example.com/<x>"), false),
             // date
             (&date, json!("2026-09-17"), true),
             (&date, json!("2024-02-29"), true),

@@ -130,11 +130,17 @@ impl Gateway {
     ) -> Response<ProxyBody> {
         let started = Instant::now();
         let mut record = RequestRecord::start(self.metrics.clone(), started);
+        let deadline = req.extensions().get::<crate::model::Deadline>();
+        record.set_deadline(deadline.map(|d| d.0));
         let outcome = self
             .exchange(req, peer, request_id.clone(), started, &mut record)
             .await;
         match outcome {
-            Ok(resp) => resp.map(|b| b.recorded(record)),
+            Ok(resp) => {
+                // The head is out: the deadline no longer applies.
+                record.set_deadline(None);
+                resp.map(|b| b.recorded(record))
+            }
             Err(refused) => {
                 if refused.refusal.reason.is_upstream_failure() {
                     if let Some(label) = record.upstream_label() {

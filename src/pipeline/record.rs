@@ -337,6 +337,9 @@ pub struct RequestRecord {
     method: &'static str,
     outcome: Outcome,
     finished: bool,
+    /// When the deadline layer gives up on the response head: a record
+    /// dropped unanswered after it was cut by the deadline, not by the client.
+    deadline: Option<Instant>,
 }
 
 impl RequestRecord {
@@ -349,7 +352,13 @@ impl RequestRecord {
             method: "none",
             outcome: Outcome::Ok,
             finished: false,
+            deadline: None,
         }
+    }
+
+    /// The deadline for the response head (see [`crate::model::Deadline`]).
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
     }
 
     pub fn set_upstream(&mut self, id: Arc<str>) {
@@ -377,8 +386,11 @@ impl RequestRecord {
 impl Drop for RequestRecord {
     fn drop(&mut self) {
         self.metrics.in_flight.dec();
+        let cut_by_deadline = self.deadline.is_some_and(|d| Instant::now() >= d);
         let outcome = if self.finished || self.outcome != Outcome::Ok {
             self.outcome
+        } else if cut_by_deadline {
+            Outcome::Refused(Reason::GatewayTimeout)
         } else {
             Outcome::ClientCancelled
         };
@@ -391,5 +403,37 @@ impl Drop for RequestRecord {
             .request_duration
             .with_label_values(&[upstream])
             .observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn count(m: &Metrics, outcome: &str) -> u64 {
+        m.requests
+            .with_label_values(&["up", "tools/call", outcome])
+            .get()
+    }
+
+    /// Found by the hostile-upstream suite: a request the deadline layer cut
+    /// was counted as `client_cancelled`.
+    #[test]
+    fn a_record_cut_after_its_deadline_counts_gateway_timeout() {
+        let m = Metrics::new().unwrap();
+        let start = |deadline: Option<Instant>| {
+            let mut r = RequestRecord::start(m.clone(), Instant::now());
+            r.set_upstream(Arc::from("up"));
+            r.set_method(McpMethod::ToolsCall);
+            r.set_deadline(deadline);
+            r
+        };
+        drop(start(Some(Instant::now() - Duration::from_millis(1))));
+        assert_eq!(count(&m, "gateway_timeout"), 1);
+        drop(start(Some(Instant::now() + Duration::from_secs(60))));
+        drop(start(None));
+        assert_eq!(count(&m, "client_cancelled"), 2);
+        assert_eq!(count(&m, "gateway_timeout"), 1);
     }
 }

@@ -39,7 +39,11 @@ impl Source {
                     text,
                     raw: RawPolicy::default(),
                 };
-                return Err(s.err(e.span().unwrap_or(0..0), "(syntax)", e.message().to_owned()));
+                return Err(s.err(
+                    e.span().unwrap_or(0..0),
+                    "(syntax)",
+                    crate::model::toml_syntax_message(e.message()),
+                ));
             }
         };
         Ok(Source {
@@ -60,14 +64,7 @@ pub struct PolicySet {
 impl PolicySet {
     /// Load the presets and, when given, every policy file in `dir`.
     pub fn load(dir: Option<&Path>) -> Result<PolicySet, ConfigError> {
-        let mut sources: HashMap<String, Source> = HashMap::new();
-        for (name, text) in PRESETS {
-            let file = format!("(built-in preset {name})");
-            sources.insert(
-                (*name).to_owned(),
-                Source::parse(name, &file, (*text).to_owned())?,
-            );
-        }
+        let mut sources = presets()?;
         if let Some(dir) = dir {
             for path in policy_files(dir)? {
                 let name = path
@@ -76,34 +73,24 @@ impl PolicySet {
                     .unwrap_or_default()
                     .to_owned();
                 let file = path.display().to_string();
-                let err = |message: String| ConfigError {
-                    file: file.clone(),
-                    line: 0,
-                    column: 0,
-                    field: "(file)".into(),
-                    message,
-                };
-                if PRESETS.iter().any(|(p, _)| *p == name) {
-                    return Err(err(format!("\"{name}\" is a built-in preset name; name the file differently and use extends = \"{name}\"")));
-                }
-                if !valid_name(&name) {
-                    return Err(err(format!(
-                        "policy name \"{name}\" (the file name): use a-z, 0-9, '-' and '_'"
-                    )));
-                }
-                let text =
-                    std::fs::read_to_string(&path).map_err(|e| err(format!("cannot read: {e}")))?;
-                sources.insert(name.clone(), Source::parse(&name, &file, text)?);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| file_error(&file, format!("cannot read: {e}")))?;
+                add_user_policy(&mut sources, name, file, text)?;
             }
         }
-        let mut compiled = HashMap::new();
-        let mut names: Vec<&String> = sources.keys().collect();
-        names.sort();
-        for name in names {
-            let chain = inheritance_chain(name, &sources)?;
-            compiled.insert(name.clone(), Arc::new(compile(&chain)?));
+        compile_all(&sources)
+    }
+
+    /// The presets plus `(name, text)` policies, each read as the file
+    /// `NAME.toml` of a policies directory would be: what `load` does,
+    /// without the file system (the fuzz target of the policy loader).
+    pub fn from_texts(policies: &[(&str, &str)]) -> Result<PolicySet, ConfigError> {
+        let mut sources = presets()?;
+        for (name, text) in policies {
+            let file = format!("{name}.toml");
+            add_user_policy(&mut sources, (*name).to_owned(), file, (*text).to_owned())?;
         }
-        Ok(PolicySet { compiled })
+        compile_all(&sources)
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Policy>> {
@@ -115,6 +102,60 @@ impl PolicySet {
         n.sort_unstable();
         n
     }
+}
+
+fn presets() -> Result<HashMap<String, Source>, ConfigError> {
+    let mut sources = HashMap::new();
+    for (name, text) in PRESETS {
+        let file = format!("(built-in preset {name})");
+        sources.insert(
+            (*name).to_owned(),
+            Source::parse(name, &file, (*text).to_owned())?,
+        );
+    }
+    Ok(sources)
+}
+
+fn file_error(file: &str, message: String) -> ConfigError {
+    ConfigError {
+        file: file.to_owned(),
+        line: 0,
+        column: 0,
+        field: "(file)".into(),
+        message,
+    }
+}
+
+/// A policy file named `name` (its file stem): not a preset's name, a valid name.
+fn add_user_policy(
+    sources: &mut HashMap<String, Source>,
+    name: String,
+    file: String,
+    text: String,
+) -> Result<(), ConfigError> {
+    if PRESETS.iter().any(|(p, _)| *p == name) {
+        return Err(file_error(&file, format!("\"{name}\" is a built-in preset name; name the file differently and use extends = \"{name}\"")));
+    }
+    if !valid_name(&name) {
+        return Err(file_error(
+            &file,
+            format!("policy name \"{name}\" (the file name): use a-z, 0-9, '-' and '_'"),
+        ));
+    }
+    let source = Source::parse(&name, &file, text)?;
+    sources.insert(name, source);
+    Ok(())
+}
+
+fn compile_all(sources: &HashMap<String, Source>) -> Result<PolicySet, ConfigError> {
+    let mut compiled = HashMap::new();
+    let mut names: Vec<&String> = sources.keys().collect();
+    names.sort();
+    for name in names {
+        let chain = inheritance_chain(name, sources)?;
+        compiled.insert(name.clone(), Arc::new(compile(&chain)?));
+    }
+    Ok(PolicySet { compiled })
 }
 
 pub(super) fn valid_name(name: &str) -> bool {

@@ -121,6 +121,31 @@ mod tests {
         dir
     }
 
+    /// Found by the `policy` fuzz target: toml gives no message for a
+    /// control character in a comment.
+    #[test]
+    fn a_syntax_error_without_a_parser_message_still_says_what_is_wrong() {
+        let e = PolicySet::from_texts(&[("p", "mode = \"enforce\"\n# bad \u{1} here\n")])
+            .err()
+            .expect("refused");
+        assert_eq!(
+            (e.file.as_str(), e.line, e.field.as_str()),
+            ("p.toml", 2, "(syntax)")
+        );
+        assert!(e.message.contains("not valid TOML"), "{e}");
+    }
+
+    #[test]
+    fn policies_from_text_load_like_files() {
+        let set = PolicySet::from_texts(&[("mine", "mode = \"monitor\"\n")]).unwrap();
+        assert_eq!(set.get("mine").unwrap().mode, Mode::Monitor);
+        assert!(
+            PolicySet::from_texts(&[("trusted", "")]).is_err(),
+            "a preset's name"
+        );
+        assert!(PolicySet::from_texts(&[("Bad Name", "")]).is_err());
+    }
+
     #[test]
     fn presets_compile_and_differ() {
         let set = PolicySet::load(None).unwrap();

@@ -105,7 +105,7 @@ impl Run<'_> {
             if !option_values(prop).any(is_unsafe_machine_value) {
                 self.pass("text_safety", Some(key), Some(name), "option values");
             } else {
-                let message = format!("an option value of field \"{}\" contains markup or invisible characters; option values are never altered, so the form is refused", clip(name));
+                let message = format!("an option value or the default of field \"{}\" contains markup or invisible characters; values are never altered, so the form is refused", clip(name));
                 self.violation(
                     Reason::UnsafeOptionValue,
                     "text_safety",
@@ -209,8 +209,10 @@ pub(super) fn remove_fields(params: &mut Map<String, Value>, names: &[String]) {
     }
 }
 
-/// The machine values of a property's options (`enum`, `oneOf[].const`,
-/// `items.enum`, `items.anyOf[].const`).
+/// The machine values of a property: its options (`enum`, `oneOf[].const`,
+/// `items.enum`, `items.anyOf[].const`) and a string `default`, which the
+/// client shows filled in (a multi-select's default must be among its
+/// options, checked already).
 fn option_values(prop: &Value) -> impl Iterator<Item = &str> {
     let lists = [
         prop.get("enum"),
@@ -233,7 +235,8 @@ fn option_values(prop: &Value) -> impl Iterator<Item = &str> {
         .flatten()
         .filter_map(|o| o.get("const"))
         .filter_map(Value::as_str);
-    plain.chain(consts)
+    let default = prop.get("default").and_then(Value::as_str);
+    plain.chain(consts).chain(default)
 }
 
 /// Every option label of a property: `oneOf[].title`, `items.anyOf[].title`, `enumNames[]`.

@@ -155,6 +155,25 @@ fn limit_rule_refuses_when_enforcing_and_notes_when_monitoring() {
         .any(|v| v.rule == "limit" && v.action == "monitor"));
 }
 
+/// Found by the `upstream_message` fuzz target: a string default is shown
+/// to the person filled in, so an invisible character in it reached them.
+#[test]
+fn an_unsafe_default_refuses_the_form_and_a_plain_one_passes() {
+    for default in [json!("Al\u{200b}ice"), json!("<b>x</b>")] {
+        let f = form("m", json!({"a": {"type": "string", "default": default}}));
+        assert_eq!(
+            reason(&run("untrusted", asking(json!({"k": f})))),
+            Some(Reason::UnsafeOptionValue),
+            "{default}"
+        );
+    }
+    let f = form(
+        "m",
+        json!({"a": {"type": "string", "default": "Alice"}, "n": {"type": "integer", "default": 3}}),
+    );
+    assert!(run("untrusted", asking(json!({"k": f}))).0.is_ok());
+}
+
 #[test]
 fn form_rule_reads_the_schema_subset() {
     let nested = form("m", json!({"a": {"type": "object", "properties": {}}}));

@@ -1,0 +1,229 @@
+//! The upstream message inspector, as a JSON body or as an event stream fed
+//! to the SSE framer in random chunkings. Input: a control byte (carrier and
+//! client method), a byte choosing the client's capabilities and the route's
+//! policy, a chunking seed, then the body or the raw stream.
+//!
+//! Properties: the framer splits the same events whatever the chunking; a
+//! message delivered unchanged (Notify, Final) re-parses strictly to what any
+//! JSON parser reads from it, and is the kind of message allowed there; a
+//! rewritten one parses strictly, keeps the id (a list keeps a subset of its
+//! items, a question a subset of its questions and fields, with the
+//! gateway's sealed state), and in enforce mode no text a person reads
+//! carries a forbidden character.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use portcullis::json::parse_value;
+use portcullis::pipeline::response::exchange::{Carrier, Disposition, Exchange};
+use portcullis::pipeline::sse::{SseEvent, SseFramer};
+use portcullis::policy::config::Mode;
+use portcullis_fuzz::forbidden::{decode_numeric_refs, first_forbidden};
+use portcullis_fuzz::{offline, Chunks};
+use serde_json::Value;
+
+const MAX_EVENT: usize = 1 << 16;
+
+fuzz_target!(|data: &[u8]| {
+    let [ctl, choice, seed, payload @ ..] = data else {
+        return;
+    };
+    let method = usize::from(ctl >> 1);
+    let request = offline::request(method, usize::from(choice & 3));
+    let mut ex = offline::exchange(usize::from(choice >> 2), request);
+    if ctl & 1 == 0 {
+        let d = ex.inspect(payload, Carrier::Body);
+        judge(&ex, payload, Carrier::Body, &d);
+    } else {
+        stream(&mut ex, payload, *seed);
+    }
+});
+
+/// Frame the stream whole and in chunks; inspect each event's data like the
+/// gateway's stream body does, until the exchange ends.
+fn stream(ex: &mut Exchange, payload: &[u8], seed: u8) {
+    let whole = frame(payload, &mut |_| payload.len());
+    let mut chunks = Chunks::new(seed);
+    let chunked = frame(payload, &mut |max| chunks.next_len(max.min(97)));
+    assert_eq!(whole, chunked, "the framing depends on the chunking");
+    let Ok(events) = whole else { return };
+    for ev in events {
+        let Some(data) = ev.data.as_deref() else {
+            continue;
+        };
+        let d = ex.inspect(data.as_bytes(), Carrier::Stream);
+        judge(ex, data.as_bytes(), Carrier::Stream, &d);
+        if !matches!(d, Disposition::Notify | Disposition::NotifyRewritten(_)) {
+            return;
+        }
+    }
+}
+
+fn frame(
+    payload: &[u8],
+    next_len: &mut dyn FnMut(usize) -> usize,
+) -> Result<Vec<SseEvent>, portcullis::pipeline::sse::SseError> {
+    let mut f = SseFramer::new(MAX_EVENT);
+    let mut events = Vec::new();
+    let mut rest = payload;
+    while !rest.is_empty() {
+        let n = next_len(rest.len()).min(rest.len());
+        f.push(&rest[..n]);
+        rest = &rest[n..];
+        while let Some(ev) = f.next_event()? {
+            events.push(ev);
+        }
+    }
+    let joined: Vec<u8> = events.iter().flat_map(|e| e.raw.to_vec()).collect();
+    assert!(
+        payload.starts_with(&joined),
+        "the events are not the stream's bytes, in order"
+    );
+    assert_eq!(f.pending(), payload.len() - joined.len());
+    Ok(events)
+}
+
+fn strict(bytes: &[u8], what: &str) -> Value {
+    let v = parse_value(bytes).unwrap_or_else(|e| panic!("{what} does not parse strictly: {e}"));
+    let lenient: Value = serde_json::from_slice(bytes).expect("strict JSON is JSON");
+    assert_eq!(v, lenient, "{what}: strict and lenient parsers disagree");
+    v
+}
+
+fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
+    let enforcing = ex.ctx.route.upstream.settings.policy.mode == Mode::Enforce;
+    let want_id = ex
+        .ctx
+        .id()
+        .map(|t| parse_value(t.as_bytes()).expect("request id"));
+    match d {
+        Disposition::Notify => {
+            assert_eq!(carrier, Carrier::Stream, "a notification as the JSON body");
+            let v = strict(message, "a delivered notification");
+            assert!(v.get("id").is_none() && v["method"].is_string());
+            if enforcing {
+                notification_text_is_clean(&v);
+            }
+        }
+        Disposition::NotifyRewritten(out) => {
+            assert_eq!(carrier, Carrier::Stream);
+            let v = strict(out, "a rewritten notification");
+            let orig: Value = serde_json::from_slice(message).expect("it was JSON");
+            assert_eq!(v["method"], orig["method"]);
+            assert!(v.get("id").is_none());
+            notification_text_is_clean(&v);
+        }
+        Disposition::Final => {
+            let v = strict(message, "a delivered response");
+            assert!(
+                v.get("method").is_none(),
+                "a request or notification as the response"
+            );
+            assert!(v.get("result").is_some() != v.get("error").is_some());
+            if v.get("error").is_none() || !v["id"].is_null() {
+                assert_eq!(Some(&v["id"]), want_id.as_ref(), "an answer to another id");
+            }
+            let kind = v["result"]["resultType"].as_str();
+            assert_ne!(
+                kind,
+                Some("input_required"),
+                "a question passed uninspected"
+            );
+        }
+        Disposition::FinalRewritten(out) => {
+            let v = strict(out, "a rewritten response");
+            let orig: Value = serde_json::from_slice(message).expect("it was JSON");
+            assert_eq!(v["id"], orig["id"]);
+            list_is_subset(&v["result"], &orig["result"]);
+        }
+        Disposition::Ask(out) => {
+            let v = strict(out, "a delivered question");
+            let orig: Value = serde_json::from_slice(message).expect("it was JSON");
+            assert_eq!(Some(&v["id"]), want_id.as_ref());
+            question_is_subset(&v["result"], &orig["result"], enforcing);
+        }
+        Disposition::Refuse(r) => {
+            let body = portcullis::json::error_body(ex.ctx.id(), r, Some("fuzz"));
+            let e = strict(&body, "a refusal");
+            assert_eq!(e["error"]["data"]["reason"], r.reason.as_str());
+        }
+    }
+}
+
+fn list_is_subset(new: &Value, old: &Value) {
+    for member in ["tools", "prompts", "resources", "resourceTemplates"] {
+        let (Some(n), Some(o)) = (new.get(member), old.get(member)) else {
+            continue;
+        };
+        let (Some(n), Some(o)) = (n.as_array(), o.as_array()) else {
+            panic!("{member} changed type");
+        };
+        for item in n {
+            assert!(o.contains(item), "a list item the upstream did not send");
+        }
+    }
+}
+
+fn question_is_subset(new: &Value, old: &Value, enforcing: bool) {
+    assert_eq!(new["resultType"], "input_required");
+    let state = new["requestState"].as_str().expect("a requestState");
+    assert!(state.starts_with("pcs1."), "not the gateway's sealed state");
+    let Some(asked) = new.get("inputRequests").and_then(Value::as_object) else {
+        return;
+    };
+    for (key, request) in asked {
+        let before = &old["inputRequests"][key];
+        assert!(before.is_object(), "a question the upstream did not ask");
+        let schema = &request["params"]["requestedSchema"];
+        if let Some(props) = schema["properties"].as_object() {
+            for name in props.keys() {
+                assert!(
+                    before["params"]["requestedSchema"]["properties"]
+                        .get(name)
+                        .is_some(),
+                    "a field the upstream did not ask"
+                );
+            }
+        }
+        if enforcing && request["method"] == "elicitation/create" {
+            readable_text_is_clean(&request["params"], "params");
+        }
+    }
+}
+
+/// Every string a person may read in an elicitation: everything but `_meta`
+/// (machine data for the client) and the URL of a URL-mode request.
+fn readable_text_is_clean(v: &Value, at: &str) {
+    match v {
+        Value::String(s) => {
+            if let Some((i, c, why)) = first_forbidden(s) {
+                panic!("{at}: a {why} ({c:?} at byte {i}) reaches a person");
+            }
+            if let Some((_, c, why)) = first_forbidden(&decode_numeric_refs(s)) {
+                panic!("{at}: a character reference to a {why} ({c:?}) reaches a person");
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .for_each(|(i, x)| readable_text_is_clean(x, &format!("{at}[{i}]"))),
+        Value::Object(map) => {
+            for (k, x) in map {
+                if k == "_meta" || (k == "url" && at == "params") {
+                    continue;
+                }
+                readable_text_is_clean(x, &format!("{at}.{k}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn notification_text_is_clean(v: &Value) {
+    match v["method"].as_str() {
+        Some("notifications/progress") => {
+            readable_text_is_clean(&v["params"]["message"], "progress.message")
+        }
+        Some("notifications/message") => readable_text_is_clean(&v["params"]["data"], "log.data"),
+        _ => {}
+    }
+}
