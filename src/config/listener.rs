@@ -58,9 +58,10 @@ pub enum ServerNames {
     Names(Vec<ServerName>),
 }
 
-/// A host as compared: lower case, without a trailing dot.
+/// A host as compared: lower case, without its one trailing dot (the
+/// fully qualified spelling of the same name; `localhost..` is no name).
 fn normal_host(host: &str) -> String {
-    host.trim_end_matches('.').to_ascii_lowercase()
+    host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
 }
 
 impl ServerNames {

@@ -47,12 +47,20 @@ impl MrtrShared {
     }
 
     /// Mark a single-use state answered: its answer is being delivered.
-    pub async fn consume(&self, prior: &SealedState) {
+    /// `false` when another retry with the same state was answered first
+    /// (concurrent retries all reach the upstream, as a network retry must;
+    /// only one of their answers is delivered). An unreachable store is
+    /// logged and lets the answer through, as before.
+    pub async fn consume(&self, prior: &SealedState) -> bool {
         let id = prior.redemption_id();
-        if self.replay.consume(&id, prior.expires).await.is_err() {
-            tracing::warn!(
-                "single-use state store unavailable; a replay of this state may be accepted"
-            );
+        match self.replay.consume_once(&id, prior.expires).await {
+            Ok(first) => first,
+            Err(_) => {
+                tracing::warn!(
+                    "single-use state store unavailable; a replay of this state may be accepted"
+                );
+                true
+            }
         }
     }
 }

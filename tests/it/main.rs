@@ -11,6 +11,7 @@ mod cli;
 mod config_errors;
 mod docs;
 mod explain;
+mod hardening;
 mod hostile_reasons;
 mod identity;
 mod mrtr;

@@ -1,12 +1,14 @@
 //! What must happen before an answer reaches the client: a question waits
 //! for the principal's rounds limit; any answer to a single-use retry
-//! consumes the state it answered, so a replay after it is refused.
+//! consumes the state it answered, so a replay after it is refused, and of
+//! concurrent retries with one state only the first answer is delivered.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use super::exchange::Exchange;
+use crate::audit::AuditEvent;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::access::rate_limited;
 use crate::throttle::Scope;
@@ -29,6 +31,10 @@ impl Exchange {
         }
         let gateway = ctx.gateway.clone();
         let principal: Arc<str> = ctx.principal.name.clone();
+        let audit_at = consume
+            .as_ref()
+            .filter(|_| gateway.audit.enabled())
+            .map(|p| ctx.audit_context().with_operation(&p.operation, p.round));
         Some(Box::pin(async move {
             if rounds {
                 match gateway
@@ -56,7 +62,17 @@ impl Exchange {
                 }
             }
             if let Some(prior) = consume {
-                gateway.mrtr.consume(&prior).await;
+                if !gateway.mrtr.consume(&prior).await {
+                    let refusal = Refusal::new(
+                        Reason::StateReplayed,
+                        "another retry with this requestState was answered first; each may be used once",
+                    );
+                    gateway.metrics.state_refused(refusal.reason);
+                    if let Some(at) = audit_at {
+                        gateway.audit.emit(&at, AuditEvent::retry_refused(&refusal));
+                    }
+                    return Err(refusal);
+                }
             }
             Ok(())
         }))
