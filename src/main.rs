@@ -322,8 +322,10 @@ async fn demo_upstream(listen: SocketAddr) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The bound address, so that `--listen 127.0.0.1:0` says which port.
+    let bound = listener.local_addr().unwrap_or(listen);
     eprintln!(
-        "demo MCP server on http://{listen}{}",
+        "demo MCP server on http://{bound}{}",
         portcullis_demo::MCP_PATH
     );
     match portcullis_demo::serve(listener, shutdown_signal()).await {

@@ -177,6 +177,9 @@ impl RunningGateway {
                     address,
                     source,
                 })?;
+                // Logged like the listeners: with port 0 this is how a
+                // supervisor (or a test) learns the port the OS chose.
+                tracing::info!(%addr, "admin listening");
                 let (admin_tx, admin_rx) = watch::channel(false);
                 let task = tokio::spawn(crate::admin::serve(listener, metrics.clone(), admin_rx));
                 (Some(addr), Some((admin_tx, task)))

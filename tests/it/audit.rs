@@ -11,14 +11,6 @@ use serde_json::{json, Value};
 const BIN: &str = env!("CARGO_BIN_EXE_portcullis");
 const TYPED: &str = "hunter2-typed-by-alice-7731";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn asking_upstream() -> ScriptedUpstream {
     ScriptedUpstream::start(|req| {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
@@ -40,7 +32,6 @@ async fn the_trail_tells_the_story_and_never_what_was_typed() {
     let up = asking_upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let audit_path = dir.path().join("audit.jsonl");
-    let (port, admin) = (free_port(), free_port());
     let policy_dir = dir.path().join("policies");
     std::fs::create_dir(&policy_dir).unwrap();
     std::fs::write(
@@ -49,7 +40,7 @@ async fn the_trail_tells_the_story_and_never_what_was_typed() {
     )
     .unwrap();
     let config = format!(
-        "[[listener]]\naddress = \"127.0.0.1:{port}\"\n[admin]\naddress = \"127.0.0.1:{admin}\"\n[log]\nlevel = \"debug\"\n\
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n[admin]\naddress = \"127.0.0.1:0\"\n[log]\nlevel = \"debug\"\n\
          [audit]\nsink = \"file\"\npath = \"{}\"\n[policies]\ndir = \"{}\"\n\
          [[upstream]]\nid = \"crm\"\nname = \"CRM\"\nurl = \"{}\"\npolicy = \"strip\"\n[[route]]\npath = \"/mcp\"\nupstream = \"crm\"\n",
         audit_path.display(),
@@ -67,6 +58,8 @@ async fn the_trail_tells_the_story_and_never_what_was_typed() {
         .stderr(Stdio::from(err))
         .spawn()
         .unwrap();
+    let bound = bound_from_log(&dir.path().join("stderr"), 1, true).await;
+    let (port, admin) = (bound.listeners[0].port(), bound.admin.unwrap().port());
     let c = client();
     let url = format!("http://127.0.0.1:{port}/mcp");
     let deadline = Instant::now() + Duration::from_secs(15);

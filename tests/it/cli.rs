@@ -1,6 +1,7 @@
 //! The `portcullis` binary: check, run with graceful SIGTERM drain, demo.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,9 @@ use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_portcullis");
 
+/// The one port a test still picks before a process binds it: `portcullis
+/// demo` starts its example server on `--upstream` and its config must
+/// name that address before it starts (every other listener is port 0).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -44,30 +48,55 @@ async fn wait_ready(admin: u16) {
     panic!("gateway not ready on admin port {admin}");
 }
 
-fn gateway_config(
-    dir: &std::path::Path,
-    port: u16,
-    admin: u16,
-    upstream: u16,
-) -> std::path::PathBuf {
-    gateway_config_with(dir, "gateway.toml", port, admin, upstream, "")
+/// A gateway config whose listener and admin ports the OS picks (the
+/// test reads them from the log), routing to the demo server at `upstream`.
+fn gateway_config(dir: &std::path::Path, upstream: SocketAddr) -> std::path::PathBuf {
+    gateway_config_with(dir, "gateway.toml", upstream, "")
 }
 
 fn gateway_config_with(
     dir: &std::path::Path,
     file: &str,
-    port: u16,
-    admin: u16,
-    upstream: u16,
+    upstream: SocketAddr,
     extra: &str,
 ) -> std::path::PathBuf {
     let text = format!(
-        "[[listener]]\naddress = \"127.0.0.1:{port}\"\n[admin]\naddress = \"127.0.0.1:{admin}\"\n[shutdown]\ndrain_timeout = \"10s\"\n\
-         [[upstream]]\nid = \"rooms\"\nname = \"Rooms\"\nurl = \"http://127.0.0.1:{upstream}/mcp\"\n[[route]]\npath = \"/mcp/rooms\"\nupstream = \"rooms\"\n{extra}"
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n[admin]\naddress = \"127.0.0.1:0\"\n[shutdown]\ndrain_timeout = \"10s\"\n\
+         [[upstream]]\nid = \"rooms\"\nname = \"Rooms\"\nurl = \"http://{upstream}/mcp\"\n[[route]]\npath = \"/mcp/rooms\"\nupstream = \"rooms\"\n{extra}"
     );
     let path = dir.join(file);
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// `portcullis demo-upstream` on a port the OS picks; its address.
+async fn demo_upstream(dir: &std::path::Path) -> (Killed, SocketAddr) {
+    let (stderr, log) = log_file(dir, "demo-upstream.log");
+    let child = Killed(
+        Command::new(BIN)
+            .args(["demo-upstream", "--listen", "127.0.0.1:0"])
+            .stderr(stderr)
+            .spawn()
+            .unwrap(),
+    );
+    let bound = bound_from_log(&log, 1, false).await;
+    (child, bound.listeners[0])
+}
+
+/// `portcullis run --config cfg`; where it listens, once it is ready.
+async fn run_gateway(dir: &std::path::Path, name: &str, cfg: &std::path::Path) -> (Killed, Bound) {
+    let (stderr, log) = log_file(dir, &format!("{name}.log"));
+    let child = Killed(
+        Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(cfg)
+            .stderr(stderr)
+            .spawn()
+            .unwrap(),
+    );
+    let bound = bound_from_log(&log, 1, true).await;
+    wait_ready(bound.admin.expect("admin").port()).await;
+    (child, bound)
 }
 
 #[test]
@@ -111,28 +140,10 @@ fn check_names_file_line_and_field() {
 #[tokio::test]
 async fn sigterm_drains_in_flight_requests_then_exits_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, admin, upstream) = (free_port(), free_port(), free_port());
-    let _up = Killed(
-        Command::new(BIN)
-            .args([
-                "demo-upstream",
-                "--listen",
-                &format!("127.0.0.1:{upstream}"),
-            ])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let cfg = gateway_config(dir.path(), port, admin, upstream);
-    let mut gw = Killed(
-        Command::new(BIN)
-            .args(["run", "--config"])
-            .arg(&cfg)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_ready(admin).await;
+    let (_up, upstream) = demo_upstream(dir.path()).await;
+    let cfg = gateway_config(dir.path(), upstream);
+    let (mut gw, bound) = run_gateway(dir.path(), "gateway", &cfg).await;
+    let (port, admin) = (bound.listeners[0].port(), bound.admin.unwrap().port());
 
     let url = format!("http://127.0.0.1:{port}/mcp/rooms");
     let slow = tokio::spawn({
@@ -191,7 +202,7 @@ async fn sigterm_drains_in_flight_requests_then_exits_cleanly() {
     );
 }
 
-/// The shipped demo config with its three fixed ports swapped for free ones.
+/// The shipped demo config with its three fixed ports swapped (0: the OS picks).
 fn demo_config_on(
     dir: &std::path::Path,
     port: u16,
@@ -237,8 +248,8 @@ async fn demo_prints_lines_that_run_as_printed() {
         "the demo's retry line needs jq: install it (apt-get install jq)"
     );
     let dir = tempfile::tempdir().unwrap();
-    let (port, admin, upstream) = (free_port(), free_port(), free_port());
-    let cfg = demo_config_on(dir.path(), port, admin, upstream);
+    let upstream = free_port();
+    let cfg = demo_config_on(dir.path(), 0, 0, upstream);
     let mut demo = Killed(
         Command::new(BIN)
             .args(["demo", "--config"])
@@ -265,7 +276,16 @@ async fn demo_prints_lines_that_run_as_printed() {
     })
     .await
     .unwrap();
-    let url = format!("http://127.0.0.1:{port}/mcp/rooms");
+    // The gateway's port is the OS's pick: the printed lines say it.
+    let url = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("URL="))
+        .unwrap_or_else(|| panic!("no URL= line: {lines:?}"))
+        .to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp/rooms"),
+        "{url}"
+    );
     let flow = lines
         .iter()
         .find(|l| l.contains(" demo --flow --url "))
@@ -372,40 +392,13 @@ async fn two_gateway_processes_with_shared_keys_serve_each_others_retries() {
     let key = String::from_utf8(keygen.stdout).unwrap();
     assert!(key.starts_with("k1:") && key.trim().len() > 40, "{key}");
     std::fs::write(dir.path().join("keys"), &key).unwrap();
-    let upstream = free_port();
-    let _up = Killed(
-        Command::new(BIN)
-            .args([
-                "demo-upstream",
-                "--listen",
-                &format!("127.0.0.1:{upstream}"),
-            ])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_up, upstream) = demo_upstream(dir.path()).await;
     let shared = "[state]\nkeys_file = \"keys\"\n";
-    let (a_port, a_admin, b_port, b_admin) = (free_port(), free_port(), free_port(), free_port());
-    let a_cfg = gateway_config_with(dir.path(), "a.toml", a_port, a_admin, upstream, shared);
-    let b_cfg = gateway_config_with(dir.path(), "b.toml", b_port, b_admin, upstream, shared);
-    let _a = Killed(
-        Command::new(BIN)
-            .args(["run", "--config"])
-            .arg(&a_cfg)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let _b = Killed(
-        Command::new(BIN)
-            .args(["run", "--config"])
-            .arg(&b_cfg)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_ready(a_admin).await;
-    wait_ready(b_admin).await;
+    let a_cfg = gateway_config_with(dir.path(), "a.toml", upstream, shared);
+    let b_cfg = gateway_config_with(dir.path(), "b.toml", upstream, shared);
+    let (_a, a) = run_gateway(dir.path(), "a", &a_cfg).await;
+    let (_b, b) = run_gateway(dir.path(), "b", &b_cfg).await;
+    let (a_port, b_port) = (a.listeners[0].port(), b.listeners[0].port());
 
     let c = client();
     let a_url = format!("http://127.0.0.1:{a_port}/mcp/rooms");

@@ -327,7 +327,9 @@ async fn a_state_is_bound_to_its_principal_and_questions_are_rate_limited() {
     gw.shutdown().await;
 }
 
-struct Redis(Child);
+/// A `redis-server` on a unix socket in its own directory (no TCP port to
+/// race for), killed on drop.
+struct Redis(Child, tempfile::TempDir);
 
 impl Drop for Redis {
     fn drop(&mut self) {
@@ -336,18 +338,21 @@ impl Drop for Redis {
     }
 }
 
-fn start_redis() -> Option<(Redis, u16)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
+impl Redis {
+    fn socket(&self) -> std::path::PathBuf {
+        self.1.path().join("redis.sock")
+    }
+}
+
+fn start_redis() -> Option<Redis> {
+    let dir = tempfile::tempdir().ok()?;
+    let socket = dir.path().join("redis.sock");
     let child = Command::new("redis-server")
+        .args(["--port", "0", "--unixsocket"])
+        .arg(&socket)
         .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
+            "--unixsocketperm",
+            "700",
             "--save",
             "",
             "--appendonly",
@@ -357,7 +362,7 @@ fn start_redis() -> Option<(Redis, u16)> {
         .stderr(Stdio::null())
         .spawn();
     match child {
-        Ok(c) => Some((Redis(c), port)),
+        Ok(c) => Some(Redis(c, dir)),
         Err(_) if std::env::var_os("PORTCULLIS_REQUIRE_PEERS").is_some() => {
             panic!("redis-server is required (PORTCULLIS_REQUIRE_PEERS is set)")
         }
@@ -370,11 +375,11 @@ fn start_redis() -> Option<(Redis, u16)> {
 
 #[tokio::test]
 async fn two_gateways_share_one_limit_through_redis() {
-    let Some((_redis, port)) = start_redis() else {
+    let Some(redis) = start_redis() else {
         return;
     };
     for _ in 0..50 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+        if tokio::net::UnixStream::connect(redis.socket())
             .await
             .is_ok()
         {
@@ -383,7 +388,7 @@ async fn two_gateways_share_one_limit_through_redis() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let up = ScriptedUpstream::start(ok_result).await;
-    let limits = format!("[rate_limits]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:{port}/0\"\nper_principal = {{ rate = \"1/m\", burst = 3 }}");
+    let limits = format!("[rate_limits]\nbackend = \"redis\"\nredis_url = \"redis+unix://{}?db=0\"\nper_principal = {{ rate = \"1/m\", burst = 3 }}", redis.socket().display());
     let a = start_gateway(&keyed_config(&up.url(), "", &limits)).await;
     let b = start_gateway(&keyed_config(&up.url(), "", &limits)).await;
     let c = client();

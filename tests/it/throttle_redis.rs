@@ -1,11 +1,10 @@
 //! Cluster-mode rate limits against a real `redis-server`: two `Throttle`
 //! instances (two gateway instances) sharing one Redis.
 //!
-//! Each test starts its own `redis-server` on a free 127.0.0.1 port (killed on
-//! drop). Without the binary the tests print "skipped" and pass, unless
+//! Each test starts its own `redis-server` on a unix socket in its own
+//! temporary directory (no TCP port: nothing to race for; killed on drop). Without the binary the tests print "skipped" and pass, unless
 //! `PORTCULLIS_REQUIRE_PEERS=1` (CI), where they fail.
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 struct RedisServer {
-    port: u16,
+    dir: tempfile::TempDir,
     child: Option<Child>,
 }
 
@@ -34,21 +33,17 @@ fn redis_installed() -> bool {
     ok
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl RedisServer {
-    /// A port reserved for a server that is not running yet.
+    /// A socket path for a server that is not running yet.
     fn not_started() -> Self {
         RedisServer {
-            port: free_port(),
+            dir: tempfile::tempdir().expect("temporary directory"),
             child: None,
         }
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.path().join("redis.sock")
     }
 
     async fn start() -> Self {
@@ -58,18 +53,20 @@ impl RedisServer {
     }
 
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        format!("redis+unix://{}?db=0", self.socket().display())
     }
 
-    /// (Re)starts the server on the same port and waits until it answers.
+    /// (Re)starts the server on the same socket and waits until it answers.
     async fn restart(&mut self) {
         assert!(self.child.is_none(), "already running");
         let child = Command::new("redis-server")
             .args([
                 "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
+                "0",
+                "--unixsocket",
+                &self.socket().display().to_string(),
+                "--unixsocketperm",
+                "700",
                 "--save",
                 "",
                 "--appendonly",

@@ -1,15 +1,17 @@
 """Fixtures: a real `portcullis demo` process (gateway + built-in example MCP server).
 
 The binary is taken from $PORTCULLIS_BIN, or <repo>/target/debug/portcullis (run
-`cargo build` first). Every port is picked free on 127.0.0.1 and the gateway gets a
-config file written to a temporary directory.
+`cargo build` first). Every process listens on port 0 of 127.0.0.1 and the tests
+read the port the OS picked from its log (`bound_addresses`), so no port can be
+taken between choosing it and binding it; the gateway gets a config file written to
+a temporary directory.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -44,18 +46,34 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+# What the processes log once they listen: the gateway's `listening … addr=`
+# (one per listener) and `admin listening addr=`, the demo server's URL.
+_ADMIN = re.compile(r"\badmin listening\b.*?\baddr=(\S+)")
+_LISTENER = re.compile(r"\blistening\b.*?\baddr=(\S+)")
+_DEMO = re.compile(r"demo MCP server on http://([^/\s]+)")
+
+
+def bound_addresses(log_path: Path, proc: subprocess.Popen, want: tuple[str, ...]) -> dict[str, str]:
+    """Where a process started on port 0 listens, as `host:port` by kind
+    ("listener", "admin", "demo"), once its log names every kind in `want`."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        found: dict[str, str] = {}
+        for line in text.splitlines():
+            if m := _ADMIN.search(line):
+                found["admin"] = m.group(1)
+            elif m := _LISTENER.search(line):
+                found.setdefault("listener", m.group(1))
+            elif m := _DEMO.search(line):
+                found.setdefault("demo", m.group(1))
+        if all(k in found for k in want):
+            return found
+        if proc.poll() is not None:
+            pytest.fail(f"exited ({proc.returncode}) before it listened:\n{text[-4000:]}", pytrace=False)
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {want} in the log after {READY_TIMEOUT_S:.0f}s:\n{text[-4000:]}", pytrace=False)
+        time.sleep(0.05)
 
 
 def _binary() -> Path:
@@ -93,21 +111,29 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory):
     binary = _binary()
-    gw_port, admin_port, upstream_port = _free_ports(3)
     workdir = tmp_path_factory.mktemp("portcullis")
+    upstream_log = (workdir / "demo-upstream.log").open("wb")
+    upstream_proc = subprocess.Popen(
+        [str(binary), "demo-upstream", "--listen", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL,
+        stdout=upstream_log,
+        stderr=subprocess.STDOUT,
+        cwd=workdir,
+    )
+    upstream = bound_addresses(workdir / "demo-upstream.log", upstream_proc, ("demo",))["demo"]
     config = workdir / "gateway.toml"
     config.write_text(
         f"""\
 [[listener]]
-address = "127.0.0.1:{gw_port}"
+address = "127.0.0.1:0"
 
 [admin]
-address = "127.0.0.1:{admin_port}"
+address = "127.0.0.1:0"
 
 [[upstream]]
 id = "rooms"
 name = "Room booking (demo)"
-url = "http://127.0.0.1:{upstream_port}/mcp"
+url = "http://{upstream}/mcp"
 
 [[route]]
 path = "/mcp/rooms"
@@ -117,16 +143,17 @@ upstream = "rooms"
     log_path = workdir / "portcullis.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
-        [str(binary), "demo", "--config", str(config), "--upstream", f"127.0.0.1:{upstream_port}"],
+        [str(binary), "run", "--config", str(config)],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=workdir,
     )
+    bound = bound_addresses(log_path, proc, ("listener", "admin"))
     gw = Gateway(
-        url=f"http://127.0.0.1:{gw_port}/mcp/rooms",
-        admin_url=f"http://127.0.0.1:{admin_port}",
-        upstream_url=f"http://127.0.0.1:{upstream_port}/mcp",
+        url=f"http://{bound['listener']}/mcp/rooms",
+        admin_url=f"http://{bound['admin']}",
+        upstream_url=f"http://{upstream}/mcp",
         log_path=log_path,
     )
     try:
@@ -134,14 +161,14 @@ upstream = "rooms"
         while True:
             if proc.poll() is not None:
                 pytest.fail(
-                    f"portcullis demo exited with status {proc.returncode} before it was ready:\n{gw.log_tail()}",
+                    f"portcullis run exited with status {proc.returncode} before it was ready:\n{gw.log_tail()}",
                     pytrace=False,
                 )
             if _http_status(f"{gw.admin_url}/readyz") == 200:
                 break
             if time.monotonic() > deadline:
                 pytest.fail(
-                    f"portcullis demo not ready after {READY_TIMEOUT_S:.0f}s "
+                    f"portcullis run not ready after {READY_TIMEOUT_S:.0f}s "
                     f"({gw.admin_url}/readyz never answered 200):\n{gw.log_tail()}",
                     pytrace=False,
                 )
@@ -149,4 +176,6 @@ upstream = "rooms"
         yield gw
     finally:
         _stop(proc)
+        _stop(upstream_proc)
         log.close()
+        upstream_log.close()

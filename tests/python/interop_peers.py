@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, _binary, _free_ports, _stop
+from conftest import REPO, _binary, _stop, bound_addresses
 
 INTEROP = REPO / "tests" / "interop"
 NODE = INTEROP / "node_modules" / ".bin" / "node"
@@ -119,12 +119,11 @@ class Gateway:
 @contextmanager
 def gateway(upstreams: dict[str, str], state_keys: str | None = None) -> Iterator[Gateway]:
     """A `portcullis run` in front of `upstreams` ({id: url}), each routed at /mcp/<id>."""
-    port, admin = _free_ports(2)
     lines = [
         "[[listener]]",
-        f'address = "127.0.0.1:{port}"',
+        'address = "127.0.0.1:0"',
         "[admin]",
-        f'address = "127.0.0.1:{admin}"',
+        'address = "127.0.0.1:0"',
         "[state]",
         f"max_rounds = {GATEWAY_MAX_ROUNDS}",
     ]
@@ -136,8 +135,9 @@ def gateway(upstreams: dict[str, str], state_keys: str | None = None) -> Iterato
     env = {"PORTCULLIS_STATE_KEYS": state_keys} if state_keys else {}
     files = {"gateway.toml": "\n".join(lines) + "\n"}
     with _spawn([str(_binary()), "run", "--config", "gateway.toml"], env, files) as process:
-        _wait(process, lambda: _ready(f"http://127.0.0.1:{admin}/readyz"), "200 from /readyz")
-        yield Gateway(f"http://127.0.0.1:{port}")
+        bound = bound_addresses(process.log_path, process.proc, ("listener", "admin"))
+        _wait(process, lambda: _ready(f"http://{bound['admin']}/readyz"), "200 from /readyz")
+        yield Gateway(f"http://{bound['listener']}")
 
 
 def _ready(url: str) -> bool:

@@ -40,6 +40,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 import hostile_cases
 from hostile_cases import Case
+from conftest import bound_addresses
 from hostile_upstream import HostileUpstream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -206,27 +207,14 @@ async def sdk_exchange(url: str, c: Case) -> dict[str, list[str]]:
 
 # ----------------------------------------------------------------- the gateway
 
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def config_text(c: Case, upstream_url: str, port: int, admin: int, policies: Path | None) -> str:
+def config_text(c: Case, upstream_url: str, policies: Path | None) -> str:
     upstream = {"connect_timeout": '"1s"', "response_timeout": '"1s"', "stream_idle_timeout": '"1s"'}
     if c.policy:
         upstream["policy"] = '"hostile"'
     upstream.update(c.upstream)
     lines = "".join(f"{k} = {v}\n" for k, v in upstream.items())
     policy_dir = f"[policies]\ndir = {json.dumps(str(policies))}\n" if policies else ""
-    return (f'[[listener]]\naddress = "127.0.0.1:{port}"\n[admin]\naddress = "127.0.0.1:{admin}"\n'
+    return (f'[[listener]]\naddress = "127.0.0.1:0"\n[admin]\naddress = "127.0.0.1:0"\n'
             f'[audit]\nsink = "off"\n{policy_dir}'
             f'[[upstream]]\nid = "hostile"\nname = "Hostile upstream"\nurl = "{upstream_url}"\n{lines}'
             f'[[route]]\npath = "/mcp"\nupstream = "hostile"\n{c.gateway}')
@@ -242,7 +230,6 @@ def binary() -> Path:
 @contextmanager
 def gateway_for(c: Case, upstream: HostileUpstream):
     """A `portcullis run` process routing /mcp to the case's path."""
-    port, admin = free_ports(2)
     with tempfile.TemporaryDirectory() as tmp:
         policies = None
         if c.policy:
@@ -250,14 +237,15 @@ def gateway_for(c: Case, upstream: HostileUpstream):
             policies.mkdir()
             (policies / "hostile.toml").write_text(c.policy)
         config = Path(tmp) / "gateway.toml"
-        config.write_text(config_text(c, upstream.url(c.name), port, admin, policies))
+        config.write_text(config_text(c, upstream.url(c.name), policies))
         log = Path(tmp) / "gateway.log"
         with log.open("wb") as out:
             proc = subprocess.Popen([str(binary()), "run", "--config", str(config)],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
             try:
-                wait_ready(f"http://127.0.0.1:{admin}/readyz", proc, log)
-                yield f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{admin}"
+                bound = bound_addresses(log, proc, ("listener", "admin"))
+                wait_ready(f"http://{bound['admin']}/readyz", proc, log)
+                yield f"http://{bound['listener']}/mcp", f"http://{bound['admin']}"
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:

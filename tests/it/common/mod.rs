@@ -342,3 +342,60 @@ pub async fn always_asking(
     })
     .await
 }
+
+/// Where a process started by a test listens, read from what it logs: the
+/// gateway's `listening … addr=` (one per listener) and `admin listening
+/// addr=` lines, the demo server's `demo MCP server on http://…`. Configs
+/// say port 0, so the OS picks and nothing can take a port between the test
+/// choosing it and the process binding it.
+#[derive(Debug)]
+pub struct Bound {
+    pub listeners: Vec<SocketAddr>,
+    pub admin: Option<SocketAddr>,
+}
+
+fn addr_after(line: &str, prefix: &str) -> Option<SocketAddr> {
+    let rest = &line[line.find(prefix)? + prefix.len()..];
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == '/')
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// Wait (up to 15 s) until the log file `log` names `listeners` listener
+/// addresses and, when `admin`, the admin one.
+pub async fn bound_from_log(log: &Path, listeners: usize, admin: bool) -> Bound {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let mut bound = Bound {
+            listeners: Vec::new(),
+            admin: None,
+        };
+        for line in text.lines() {
+            if line.contains("admin listening") {
+                bound.admin = addr_after(line, "addr=");
+            } else if line.contains(" listening ") {
+                bound.listeners.extend(addr_after(line, "addr="));
+            } else if line.contains("demo MCP server on ") {
+                bound.listeners.extend(addr_after(line, "http://"));
+            }
+        }
+        if bound.listeners.len() >= listeners && (bound.admin.is_some() || !admin) {
+            return bound;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no listening addresses in {}:\n{text}",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A file for a child process's stderr.
+pub fn log_file(dir: &Path, name: &str) -> (std::process::Stdio, std::path::PathBuf) {
+    let path = dir.join(name);
+    let file = std::fs::File::create(&path).expect("log file");
+    (std::process::Stdio::from(file), path)
+}
