@@ -1,12 +1,11 @@
 // Real processes for the interop tests: the gateway binary ($PORTCULLIS_BIN, or
 // <repo>/target/debug/portcullis) with a config written to a temporary directory,
-// and the test MCP servers in servers/. Every port is picked free on 127.0.0.1.
+// and the test MCP servers in servers/. Every process listens on port 0 of 127.0.0.1 and says where in its output.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, accessSync, rmSync, constants } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import net from 'node:net';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 export const REPO = join(HERE, '..', '..', '..');
@@ -17,15 +16,18 @@ const STOP_TIMEOUT_MS = 10_000;
 /** Rounds the gateway allows in one operation in these tests (`[state] max_rounds`). */
 export const GATEWAY_MAX_ROUNDS = 3;
 
-export async function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
+/**
+ * Where a gateway started on port 0 listens, from its log: `listening … addr=`
+ * and `admin listening addr=` (no port is chosen before the gateway binds it).
+ */
+function boundAddresses(output) {
+  const admin = output.match(/admin listening\b.*?\baddr=(\S+)/)?.[1];
+  const listener = output
+    .split('\n')
+    .filter((l) => !l.includes('admin listening'))
+    .map((l) => l.match(/\blistening\b.*?\baddr=(\S+)/)?.[1])
+    .find(Boolean);
+  return admin && listener ? { admin, listener } : undefined;
 }
 
 function requireExecutable(path, hint) {
@@ -149,14 +151,13 @@ export async function keygen(id = 'k1') {
  * so two gateways with the same keys can serve one operation.
  */
 export async function startGateway(upstreams, { stateKeys, extraToml = '' } = {}) {
-  const [port, admin] = [await freePort(), await freePort()];
   const dir = mkdtempSync(join(tmpdir(), 'portcullis-interop-gw-'));
   const lines = [
     '[[listener]]',
-    `address = "127.0.0.1:${port}"`,
+    'address = "127.0.0.1:0"',
     '',
     '[admin]',
-    `address = "127.0.0.1:${admin}"`,
+    'address = "127.0.0.1:0"',
     '',
     '[state]',
     `max_rounds = ${GATEWAY_MAX_ROUNDS}`,
@@ -171,15 +172,16 @@ export async function startGateway(upstreams, { stateKeys, extraToml = '' } = {}
   writeFileSync(config, lines.join('\n') + extraToml);
   const env = stateKeys ? { PORTCULLIS_STATE_KEYS: stateKeys } : {};
   const child = new Child('gateway', gatewayBinary(), ['run', '--config', config], env);
+  const { listener, admin } = await child.waitFor(() => boundAddresses(child.output), 'listening lines');
   await child.waitFor(async () => {
     try {
-      return (await fetch(`http://127.0.0.1:${admin}/readyz`)).status === 200;
+      return (await fetch(`http://${admin}/readyz`)).status === 200;
     } catch {
       return false;
     }
   }, '200 from /readyz');
   return {
-    url: (id) => `http://127.0.0.1:${port}/mcp/${id}`,
+    url: (id) => `http://${listener}/mcp/${id}`,
     upstreamName: (id) => `Interop ${id}`,
     config,
     stop: async () => {
