@@ -334,7 +334,7 @@ def _(req, m):
 
 
 @case("sampling_blocked", "deprecated_request_kind", "a sampling/createMessage where the policy blocks sampling",
-      200, ask=Ask(caps=EVERYTHING), sdk="model", policy='[deprecated]\nsampling = "block"\n')
+      200, ask=Ask(caps=EVERYTHING), sdk="model")
 def _(req, m):
     return json_body(result(req, asking({"s": {"method": "sampling/createMessage", "params": {
         "messages": [{"role": "user", "content": {"type": "text", "text": m}}], "maxTokens": 10}}})))
