@@ -257,6 +257,22 @@ impl Metrics {
         }
     }
 
+    /// The text rules' findings on what is not a question (a notification's
+    /// text, a server's instructions).
+    pub fn record_text_verdicts(
+        &self,
+        upstream: &str,
+        generation: Generation,
+        verdicts: &[Verdict],
+    ) {
+        let generation = generation.as_str();
+        for v in verdicts.iter().filter(|v| v.action != "pass") {
+            self.policy_verdicts
+                .with_label_values(&[upstream, v.rule, v.action, generation])
+                .inc();
+        }
+    }
+
     pub fn panicked(&self) {
         self.panics.inc();
     }

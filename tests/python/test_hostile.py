@@ -361,6 +361,10 @@ POLICY_CODE = -32010
 
 def also_counted(c: Case) -> list[tuple[str, dict]]:
     """The counters besides requests_total that a refusal of this kind moves."""
+    if c.ask.method == "server/discover":
+        # Not a question: the text rules' verdict is what is counted.
+        return [("portcullis_policy_verdicts_total", {"upstream": "hostile", "rule": "prompt_injection",
+                                                       "action": "block"})]
     if c.reason in UPSTREAM_FAILURES:
         return [("portcullis_upstream_errors_total", {"upstream": "hostile", "reason": c.reason})]
     if c.reason in {"invalid_input_required", "unknown_input_request_method",
