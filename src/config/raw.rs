@@ -89,6 +89,7 @@ pub struct RawShutdown {
 pub struct RawLog {
     pub format: Option<Spanned<String>>,
     pub level: Option<Spanned<String>>,
+    pub access: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -9,6 +9,7 @@ mod audit;
 mod audit_ids;
 mod cli;
 mod config_errors;
+mod dashboards;
 mod docs;
 mod explain;
 mod hostile_reasons;

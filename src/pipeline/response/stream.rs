@@ -130,8 +130,13 @@ impl SseBody {
                     self.take_events();
                 }
             }
-            // A 2025-11-25 client resumes a cut stream with Last-Event-ID.
+            // A 2025-11-25 client resumes a cut stream with Last-Event-ID;
+            // the cut is still the upstream's failure.
             Poll::Ready(Some(Err(_))) if self.exchange.resumable() => {
+                let ctx = &self.exchange.ctx;
+                ctx.gateway
+                    .metrics
+                    .upstream_error(&ctx.route.upstream.label, Reason::UpstreamConnectionClosed);
                 self.upstream = None;
                 return Poll::Ready(None);
             }
