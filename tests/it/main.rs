@@ -4,6 +4,7 @@
 
 mod common;
 
+mod access_log;
 mod architecture;
 mod audit;
 mod audit_ids;
