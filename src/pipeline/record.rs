@@ -36,7 +36,10 @@ pub struct Metrics {
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
     panics: prometheus::IntCounter,
+    /// Lifecycle state the admin listener and open streams share with the
+    /// server across config generations: readiness, and the drain cut.
     pub ready: AtomicBool,
+    pub drain: crate::model::DrainSignal,
 }
 
 impl Metrics {
@@ -177,6 +180,7 @@ impl Metrics {
             reload_state,
             panics,
             ready: AtomicBool::new(false),
+            drain: crate::model::DrainSignal::default(),
         }))
     }
 

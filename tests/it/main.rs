@@ -12,6 +12,7 @@ mod cli;
 mod config_errors;
 mod dashboards;
 mod docs;
+mod drain;
 mod explain;
 mod hostile_reasons;
 mod identity;
