@@ -132,7 +132,7 @@ async fn the_pre_stop_delay_serves_on_while_readiness_says_503() {
     assert!(json_of(served).await["result"].is_object());
     assert!(started.elapsed() < Duration::from_millis(1400));
 
-    tokio::time::sleep(Duration::from_millis(1600).saturating_sub(started.elapsed())).await;
+    tokio::time::sleep(Duration::from_millis(2200).saturating_sub(started.elapsed())).await;
     let after = call(&fresh, &mcp, "after", "get_room", args).send().await;
     assert!(
         after.is_err(),
