@@ -25,3 +25,4 @@ mod rmcp_e2e;
 mod sessions;
 mod throttle_redis;
 mod tls;
+mod trace_context;
