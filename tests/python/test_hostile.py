@@ -374,7 +374,7 @@ def also_counted(c: Case) -> list[tuple[str, dict]]:
                     "input_required_not_allowed"}:
         return [("portcullis_input_required_total", {"upstream": "hostile", "outcome": "refused"})]
     if c.reason == "rate_limited":
-        return [("portcullis_rate_limited_total", {"scope": "input_required_rounds"})]
+        return [("portcullis_rate_limited_total", {"upstream": "hostile", "scope": "input_required_rounds"})]
     return []
 
 

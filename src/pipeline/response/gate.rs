@@ -29,6 +29,7 @@ impl Exchange {
         }
         let gateway = ctx.gateway.clone();
         let principal: Arc<str> = ctx.principal.name.clone();
+        let upstream = ctx.route.upstream.label.clone();
         Some(Box::pin(async move {
             if rounds {
                 match gateway
@@ -40,7 +41,7 @@ impl Exchange {
                     Ok(Err(limited)) => {
                         gateway
                             .metrics
-                            .rate_limited(Scope::InputRequiredRounds.as_str());
+                            .rate_limited(&upstream, Scope::InputRequiredRounds.as_str());
                         return Err(rate_limited(
                             Scope::InputRequiredRounds,
                             limited.retry_after_secs(),
