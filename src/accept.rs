@@ -193,10 +193,20 @@ pub async fn serve(
         }
     }
     drop(bound.listener);
-    if tokio::time::timeout(drain, graceful.shutdown())
+    let mut drained = std::pin::pin!(graceful.shutdown());
+    if tokio::time::timeout(drain, &mut drained).await.is_ok() {
+        return;
+    }
+    // Open event streams end with a final shutting_down event; a moment
+    // to write it, then whatever is left is closed.
+    gateway.load().metrics.drain.cut();
+    if tokio::time::timeout(FINAL_EVENT_GRACE, &mut drained)
         .await
         .is_err()
     {
         tracing::warn!(listener = %bound.name, "drain deadline passed; closing remaining connections");
     }
 }
+
+/// How long streams cut at the drain deadline get to send their last event.
+const FINAL_EVENT_GRACE: Duration = Duration::from_millis(500);

@@ -331,14 +331,28 @@ impl RunningGateway {
     /// Stop accepting, report not-ready, and wait for in-flight requests (up to
     /// the configured drain deadline).
     pub async fn shutdown(mut self) {
-        self.metrics.ready.store(false, Ordering::Relaxed);
-        let _ = self.shutdown.send(true);
+        self.stop_accepting().await;
         while self.tasks.join_next().await.is_some() {}
         self.current.load().audit.flush().await;
         if let Some((tx, task)) = self.admin.take() {
             let _ = tx.send(true);
             let _ = task.await;
         }
+    }
+
+    /// Report not-ready; serve on for the pre-stop delay (so load balancers
+    /// see the 503 and move traffic away first); then stop accepting.
+    async fn stop_accepting(&self) {
+        self.metrics.ready.store(false, Ordering::Relaxed);
+        let delay = self.current.load().config.pre_stop_delay;
+        if !delay.is_zero() {
+            tracing::info!(
+                delay = %humantime::format_duration(delay),
+                "not ready; serving on for the pre-stop delay"
+            );
+            tokio::time::sleep(delay).await;
+        }
+        let _ = self.shutdown.send(true);
     }
 
     /// [`RunningGateway::shutdown`] for a gateway shared with a file watcher.
@@ -348,8 +362,7 @@ impl RunningGateway {
             Err(shared) => {
                 // The watcher holds only a weak reference, so this is another
                 // strong holder: signal and let it finish the drain.
-                shared.metrics.ready.store(false, Ordering::Relaxed);
-                let _ = shared.shutdown.send(true);
+                shared.stop_accepting().await;
             }
         }
     }

@@ -125,6 +125,7 @@ fn state(u: &mut Unstructured<'_>) -> arbitrary::Result<SealedState> {
         operation: String::arbitrary(u)?,
         round: u32::arbitrary(u)?,
         started: u64::arbitrary(u)?,
+        started_ms: u64::arbitrary(u)?,
         expires: u64::arbitrary(u)?,
         asked,
         answer_bytes: u64::arbitrary(u)?,

@@ -14,6 +14,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use portcullis::json::parse_value;
+use portcullis::model::Generation;
 use portcullis::pipeline::response::exchange::{Carrier, Disposition, Exchange};
 use portcullis::pipeline::sse::{SseEvent, SseFramer};
 use portcullis::policy::config::Mode;
@@ -140,6 +141,22 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
             let orig: Value = serde_json::from_slice(message).expect("it was JSON");
             assert_eq!(Some(&v["id"]), want_id.as_ref());
             question_is_subset(&v["result"], &orig["result"], enforcing);
+        }
+        // Pushed requests exist only in 2025-11-25 sessions, on a stream.
+        Disposition::Pushed(out) => {
+            assert_eq!(
+                carrier,
+                Carrier::Stream,
+                "a pushed request as the JSON body"
+            );
+            assert_eq!(ex.ctx.request.generation(), Generation::Sessions);
+            let v = strict(out, "a pushed request");
+            let id = v["id"].as_str().expect("a pushed request's id");
+            assert!(id.starts_with("psr1."), "not the gateway's sealed id");
+        }
+        Disposition::Withheld => {
+            assert_eq!(carrier, Carrier::Stream);
+            assert_eq!(ex.ctx.request.generation(), Generation::Sessions);
         }
         Disposition::Refuse(r) => {
             let body = portcullis::json::error_body(ex.ctx.id(), r, Some("fuzz"));

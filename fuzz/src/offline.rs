@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use portcullis::config::GatewayConfig;
+use portcullis::model::Generation;
 use portcullis::pipeline::ctx::RequestCtx;
 use portcullis::pipeline::request::{parse, ParsedRequest};
 use portcullis::pipeline::response::exchange::Exchange;
@@ -89,7 +90,8 @@ pub fn request(method: usize, caps: usize) -> ParsedRequest {
         req = req.header("mcp-name", value);
     }
     let parts = req.body(()).expect("request head").into_parts().0;
-    parse(&parts, &Bytes::from(body)).expect("the fuzz client requests are valid")
+    parse(&parts, &Bytes::from(body), &[Generation::Stateless])
+        .expect("the fuzz client requests are valid")
 }
 
 /// The response phase of `request` on route `route`.

@@ -67,6 +67,8 @@ impl LogFormat {
 pub struct LogConfig {
     pub format: LogFormat,
     pub level: String,
+    /// One JSON (or text) line per request, target `portcullis::access`.
+    pub access: bool,
 }
 
 pub(super) fn limits(raw: &RawLimits, loc: &Locator<'_>, p: &mut Problems) -> Limits {
@@ -279,5 +281,10 @@ pub(super) fn log_config(raw: &RawLog, loc: &Locator<'_>) -> Result<LogConfig, C
             v
         }
     };
-    Ok(LogConfig { format, level })
+    let access = raw.access.as_ref().is_some_and(|a| *a.get_ref());
+    Ok(LogConfig {
+        format,
+        level,
+        access,
+    })
 }

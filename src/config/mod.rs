@@ -46,6 +46,9 @@ pub struct GatewayConfig {
     /// no trailing slash).
     pub allowed_origins: Arc<HashSet<String>>,
     pub drain_timeout: Duration,
+    /// After SIGTERM, keep serving this long while `/readyz` answers 503
+    /// (load balancers notice), then drain.
+    pub pre_stop_delay: Duration,
     pub log: LogConfig,
     pub state: Arc<StateSettings>,
     pub upstreams: Vec<Arc<UpstreamRoute>>,
@@ -148,6 +151,14 @@ fn validate(
         ),
         thirty,
     );
+    let pre_stop_delay = p.or(
+        loc.duration(
+            &raw.shutdown.pre_stop_delay,
+            "shutdown.pre_stop_delay",
+            Duration::ZERO,
+        ),
+        Duration::ZERO,
+    );
     let log = p.take(limits::log_config(&raw.log, loc));
     let state = limits::state_config(&raw.state, loc, base, p);
     let policies = p.take(policies(&raw, loc, base));
@@ -179,6 +190,7 @@ fn validate(
         limits,
         allowed_origins: allowed_origins?,
         drain_timeout,
+        pre_stop_delay,
         log: log?,
         state: Arc::new(state?),
         upstreams,

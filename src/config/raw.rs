@@ -82,6 +82,7 @@ pub struct RawSecurity {
 #[serde(deny_unknown_fields)]
 pub struct RawShutdown {
     pub drain_timeout: Option<Spanned<String>>,
+    pub pre_stop_delay: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -89,6 +90,7 @@ pub struct RawShutdown {
 pub struct RawLog {
     pub format: Option<Spanned<String>>,
     pub level: Option<Spanned<String>>,
+    pub access: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

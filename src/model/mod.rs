@@ -5,6 +5,7 @@
 mod asked;
 mod caps;
 mod clock;
+mod drain;
 mod method;
 mod protocol;
 mod reason;
@@ -13,6 +14,7 @@ mod settings;
 pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestShape, TextFormat};
 pub use caps::{ClientCaps, RawCaps};
 pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemClock};
+pub use drain::DrainSignal;
 pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
 pub use reason::{markdown_table as reason_table, Reason, Refusal};

@@ -41,12 +41,18 @@ pub fn identify(
         })
 }
 
-/// Throttle: one unit of the limit of `scope` for `key`.
-pub async fn throttle(gateway: &Gateway, scope: Scope, key: &[&str]) -> Result<(), Refusal> {
+/// Throttle: one unit of the limit of `scope` for `key`; a refusal is
+/// counted under the request's `upstream` label.
+pub async fn throttle(
+    gateway: &Gateway,
+    upstream: &str,
+    scope: Scope,
+    key: &[&str],
+) -> Result<(), Refusal> {
     match gateway.throttle.check_parts(scope, key).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(limited)) => {
-            gateway.metrics.rate_limited(scope.as_str());
+            gateway.metrics.rate_limited(upstream, scope.as_str());
             Err(rate_limited(
                 scope,
                 limited.retry_after_secs(),
@@ -81,10 +87,23 @@ pub async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
     let gateway = &ctx.gateway;
     let principal = ctx.principal.name.as_ref();
     let upstream = ctx.route.upstream.settings.id.as_str();
-    throttle(gateway, Scope::PrincipalUpstream, &[principal, upstream]).await?;
+    let label = &ctx.route.upstream.label;
+    throttle(
+        gateway,
+        label,
+        Scope::PrincipalUpstream,
+        &[principal, upstream],
+    )
+    .await?;
     let kind = ctx.request.method.target().and_then(|t| t.kind);
     if let (Some(TargetKind::Tool), Some(tool)) = (kind, &ctx.request.target) {
-        throttle(gateway, Scope::PrincipalTool, &[principal, upstream, tool]).await?;
+        throttle(
+            gateway,
+            label,
+            Scope::PrincipalTool,
+            &[principal, upstream, tool],
+        )
+        .await?;
     }
     Ok(())
 }

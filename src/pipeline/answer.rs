@@ -31,7 +31,9 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
     }
     let outcome = accept(ctx).await;
     if let Err(r) = &outcome {
-        ctx.gateway.metrics.state_refused(r.reason);
+        ctx.gateway
+            .metrics
+            .state_refused(&ctx.route.upstream.label, r.reason);
         let audit = &ctx.gateway.audit;
         if audit.enabled() {
             audit.emit(&ctx.audit_context(), AuditEvent::retry_refused(r));

@@ -53,7 +53,10 @@ impl ProxyBody {
     }
 
     /// Attach the request's record; it is closed when the body ends.
-    pub fn recorded(mut self, record: RequestRecord) -> Self {
+    pub fn recorded(mut self, mut record: RequestRecord) -> Self {
+        if matches!(self.kind, Kind::Stream(_)) {
+            record.set_streamed();
+        }
         self.record = Some(record);
         if matches!(self.kind, Kind::Full(None)) {
             self.finish();

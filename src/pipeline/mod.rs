@@ -132,6 +132,9 @@ impl Gateway {
         let mut record = RequestRecord::start(self.metrics.clone(), started);
         let deadline = req.extensions().get::<crate::model::Deadline>();
         record.set_deadline(deadline.map(|d| d.0));
+        if self.config.log.access {
+            record.log_access(request_id.clone());
+        }
         let outcome = self
             .exchange(req, peer, request_id.clone(), started, &mut record)
             .await;
@@ -139,6 +142,7 @@ impl Gateway {
             Ok(resp) => {
                 // The head is out: the deadline no longer applies.
                 record.set_deadline(None);
+                record.set_status(resp.status());
                 resp.map(|b| b.recorded(record))
             }
             Err(refused) => {
@@ -173,9 +177,14 @@ impl Gateway {
                 at(r).with_header(header::ALLOW, allow)
             })?;
         let principal = access::identify(self, &route, &parts.headers, &peer)?;
-        access::throttle(self, Scope::Principal, &[&principal.name])
-            .await
-            .map_err(|r| with_retry_after(at(r)))?;
+        access::throttle(
+            self,
+            &route.upstream.label,
+            Scope::Principal,
+            &[&principal.name],
+        )
+        .await
+        .map_err(|r| with_retry_after(at(r)))?;
         let parsed = match transport {
             Transport::Post => {
                 let limits = &self.config.limits;
@@ -189,6 +198,7 @@ impl Gateway {
             }
         };
         record.set_method(parsed.method);
+        record.set_target(parsed.target.as_deref());
         let mut ctx = RequestCtx {
             gateway: self.clone(),
             route: route.clone(),

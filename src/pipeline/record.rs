@@ -36,7 +36,10 @@ pub struct Metrics {
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
     panics: prometheus::IntCounter,
+    /// Lifecycle state the admin listener and open streams share with the
+    /// server across config generations: readiness, and the drain cut.
     pub ready: AtomicBool,
+    pub drain: crate::model::DrainSignal,
 }
 
 impl Metrics {
@@ -52,10 +55,10 @@ impl Metrics {
         let request_duration = HistogramVec::new(
             HistogramOpts::new(
                 "portcullis_request_duration_seconds",
-                "Time from request head to the end of the response, as the client sees it",
+                "Time from request head to the end of the response, as the client sees it; stream=\"true\" for event streams (their lifetime), \"false\" for whole answers",
             )
             .buckets(LATENCY_BUCKETS.to_vec()),
-            &["upstream"],
+            &["upstream", "stream"],
         )?;
         let upstream_duration = HistogramVec::new(
             HistogramOpts::new(
@@ -102,9 +105,9 @@ impl Metrics {
         let state_refusals = IntCounterVec::new(
             Opts::new(
                 "portcullis_request_state_refusals_total",
-                "Retries refused for their requestState or answers, by reason",
+                "Retries refused for their requestState or answers, by upstream and reason",
             ),
-            &["reason"],
+            &["upstream", "reason"],
         )?;
         let operation_rounds = HistogramVec::new(
             HistogramOpts::new(
@@ -117,9 +120,9 @@ impl Metrics {
         let rate_limited = IntCounterVec::new(
             Opts::new(
                 "portcullis_rate_limited_total",
-                "Requests refused by a rate limit, by scope",
+                "Requests refused by a rate limit, by upstream and scope",
             ),
-            &["scope"],
+            &["upstream", "scope"],
         )?;
         let upstream_errors = IntCounterVec::new(
             Opts::new(
@@ -155,6 +158,10 @@ impl Metrics {
         )?;
         registry.register(Box::new(panics.clone()))?;
         let reload_state = ReloadMetrics::new(&registry)?;
+        // process_* (memory, CPU, open file descriptors), read from /proc.
+        registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
         Ok(Arc::new(Metrics {
             registry,
             requests,
@@ -173,18 +180,21 @@ impl Metrics {
             reload_state,
             panics,
             ready: AtomicBool::new(false),
+            drain: crate::model::DrainSignal::default(),
         }))
     }
 
     /// Make a label set known at start so dashboards show zeros, not gaps.
     pub fn register_upstream(&self, upstream: &str) {
-        let _ = self.request_duration.with_label_values(&[upstream]);
+        for stream in ["false", "true"] {
+            let _ = self.request_duration.with_label_values(&[upstream, stream]);
+        }
         let _ = self.upstream_duration.with_label_values(&[upstream]);
     }
 
-    pub fn state_refused(&self, reason: Reason) {
+    pub fn state_refused(&self, upstream: &str, reason: Reason) {
         self.state_refusals
-            .with_label_values(&[reason.as_str()])
+            .with_label_values(&[upstream, reason.as_str()])
             .inc();
     }
 
@@ -194,8 +204,10 @@ impl Metrics {
             .observe(f64::from(rounds));
     }
 
-    pub fn rate_limited(&self, scope: &'static str) {
-        self.rate_limited.with_label_values(&[scope]).inc();
+    pub fn rate_limited(&self, upstream: &str, scope: &'static str) {
+        self.rate_limited
+            .with_label_values(&[upstream, scope])
+            .inc();
     }
 
     pub fn upstream_error(&self, upstream: &str, reason: Reason) {
@@ -251,6 +263,22 @@ impl Metrics {
             .with_label_values(&[upstream, outcome, generation])
             .inc();
         for v in verdicts {
+            self.policy_verdicts
+                .with_label_values(&[upstream, v.rule, v.action, generation])
+                .inc();
+        }
+    }
+
+    /// The text rules' findings on what is not a question (a notification's
+    /// text, a server's instructions).
+    pub fn record_text_verdicts(
+        &self,
+        upstream: &str,
+        generation: Generation,
+        verdicts: &[Verdict],
+    ) {
+        let generation = generation.as_str();
+        for v in verdicts.iter().filter(|v| v.action != "pass") {
             self.policy_verdicts
                 .with_label_values(&[upstream, v.rule, v.action, generation])
                 .inc();
@@ -337,10 +365,26 @@ pub struct RequestRecord {
     method: &'static str,
     outcome: Outcome,
     finished: bool,
+    /// The response is an event stream: its duration is the stream's life.
+    streamed: bool,
     /// When the deadline layer gives up on the response head: a record
     /// dropped unanswered after it was cut by the deadline, not by the client.
     deadline: Option<Instant>,
+    /// The access log line's own fields, when `[log] access` is on.
+    access: Option<Box<AccessLine>>,
 }
+
+/// What the access log line says beyond the metric labels: names and
+/// numbers only (the tool, prompt or resource name, never an argument or a
+/// form value).
+struct AccessLine {
+    request_id: Arc<str>,
+    status: u16,
+    target: Option<String>,
+}
+
+/// The longest target name the access log writes (names, not payloads).
+const MAX_LOGGED_TARGET_CHARS: usize = 128;
 
 impl RequestRecord {
     pub fn start(metrics: Arc<Metrics>, started: Instant) -> Self {
@@ -352,7 +396,33 @@ impl RequestRecord {
             method: "none",
             outcome: Outcome::Ok,
             finished: false,
+            streamed: false,
             deadline: None,
+            access: None,
+        }
+    }
+
+    /// Write one access log line (target `portcullis::access`) when the
+    /// request ends.
+    pub fn log_access(&mut self, request_id: Arc<str>) {
+        self.access = Some(Box::new(AccessLine {
+            request_id,
+            status: 0,
+            target: None,
+        }));
+    }
+
+    /// The HTTP status of the response head.
+    pub fn set_status(&mut self, status: http::StatusCode) {
+        if let Some(a) = self.access.as_mut() {
+            a.status = status.as_u16();
+        }
+    }
+
+    /// The tool, prompt or resource the request names (access log only).
+    pub fn set_target(&mut self, target: Option<&str>) {
+        if let Some(a) = self.access.as_mut() {
+            a.target = target.map(|t| t.chars().take(MAX_LOGGED_TARGET_CHARS).collect());
         }
     }
 
@@ -377,6 +447,11 @@ impl RequestRecord {
         self.outcome = outcome;
     }
 
+    /// The response is an event stream (timed apart from whole answers).
+    pub fn set_streamed(&mut self) {
+        self.streamed = true;
+    }
+
     /// The response went out whole.
     pub fn finish(&mut self) {
         self.finished = true;
@@ -399,10 +474,25 @@ impl Drop for RequestRecord {
             .requests
             .with_label_values(&[upstream, self.method, outcome.label()])
             .inc();
+        let elapsed = self.started.elapsed();
         self.metrics
             .request_duration
-            .with_label_values(&[upstream])
-            .observe(self.started.elapsed().as_secs_f64());
+            .with_label_values(&[upstream, if self.streamed { "true" } else { "false" }])
+            .observe(elapsed.as_secs_f64());
+        if let Some(a) = &self.access {
+            tracing::info!(
+                target: "portcullis::access",
+                request_id = %a.request_id,
+                method = self.method,
+                target = a.target.as_deref().unwrap_or(""),
+                upstream,
+                status = a.status,
+                reason = outcome.label(),
+                stream = self.streamed,
+                duration_ms = elapsed.as_secs_f64() * 1000.0,
+                "request"
+            );
+        }
     }
 }
 

@@ -82,6 +82,7 @@ pub fn respond(
         record.set_method(m);
     }
     record.set_outcome(Outcome::Refused(refusal.reason));
+    record.set_status(refusal.status());
     tracing::info!(
         request_id,
         reason = refusal.reason.as_str(),

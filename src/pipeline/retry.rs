@@ -22,7 +22,9 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
     match accept(ctx).await {
         Ok(body) => Ok(body),
         Err(RetryRefused { refusal, opened }) => {
-            ctx.gateway.metrics.state_refused(refusal.reason);
+            ctx.gateway
+                .metrics
+                .state_refused(&ctx.route.upstream.label, refusal.reason);
             let audit = &ctx.gateway.audit;
             if audit.enabled() {
                 // A state that opened names its operation and round; one

@@ -263,7 +263,7 @@ async fn rate_limits_answer_429_with_retry_after() {
         .await
         .unwrap();
     assert!(
-        m.contains(r#"portcullis_rate_limited_total{scope="principal"} 1"#),
+        m.contains(r#"portcullis_rate_limited_total{scope="principal",upstream="test"} 1"#),
         "{m}"
     );
     assert!(!m.contains("alice"), "principal names are never labels");

@@ -4,12 +4,15 @@
 
 mod common;
 
+mod access_log;
 mod architecture;
 mod audit;
 mod audit_ids;
 mod cli;
 mod config_errors;
+mod dashboards;
 mod docs;
+mod drain;
 mod explain;
 mod hardening;
 mod hostile_reasons;
@@ -23,3 +26,4 @@ mod rmcp_e2e;
 mod sessions;
 mod throttle_redis;
 mod tls;
+mod trace_context;

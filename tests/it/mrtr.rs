@@ -464,7 +464,7 @@ async fn refusals_are_counted_by_reason() {
         .unwrap();
     assert!(
         m.contains(
-            r#"portcullis_request_state_refusals_total{reason="state_arguments_mismatch"} 1"#
+            r#"portcullis_request_state_refusals_total{reason="state_arguments_mismatch",upstream="test"} 1"#
         ),
         "{m}"
     );

@@ -830,7 +830,9 @@ async fn admin_endpoints_report_health_readiness_and_metrics() {
     );
     assert!(metrics.contains(r#"portcullis_requests_total{method="tools/call",outcome="header_mismatch",upstream="test"} 1"#), "{metrics}");
     assert!(metrics.contains("portcullis_upstream_duration_seconds_bucket"));
-    assert!(metrics.contains("portcullis_request_duration_seconds_count{upstream=\"test\"} 2"));
+    assert!(metrics.contains(
+        "portcullis_request_duration_seconds_count{stream=\"false\",upstream=\"test\"} 2"
+    ));
     gw.shutdown().await;
 }
 

@@ -349,6 +349,10 @@ POLICY_CODE = -32010
 
 def also_counted(c: Case) -> list[tuple[str, dict]]:
     """The counters besides requests_total that a refusal of this kind moves."""
+    if c.ask.method == "server/discover":
+        # Not a question: the text rules' verdict is what is counted.
+        return [("portcullis_policy_verdicts_total", {"upstream": "hostile", "rule": "prompt_injection",
+                                                       "action": "block"})]
     if c.reason in UPSTREAM_FAILURES:
         return [("portcullis_upstream_errors_total", {"upstream": "hostile", "reason": c.reason})]
     if c.reason in {"invalid_input_required", "unknown_input_request_method",
@@ -358,7 +362,7 @@ def also_counted(c: Case) -> list[tuple[str, dict]]:
                     "input_required_not_allowed"}:
         return [("portcullis_input_required_total", {"upstream": "hostile", "outcome": "refused"})]
     if c.reason == "rate_limited":
-        return [("portcullis_rate_limited_total", {"scope": "input_required_rounds"})]
+        return [("portcullis_rate_limited_total", {"upstream": "hostile", "scope": "input_required_rounds"})]
     return []
 
 

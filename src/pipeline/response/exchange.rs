@@ -19,7 +19,7 @@ use super::super::request::Transport;
 use crate::json::strict::{Failure, Key};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{Generation, McpMethod, Reason, Refusal};
-use crate::policy::inspect::{inspect_notification, Subject};
+use crate::policy::inspect::{inspect_notification, Report, Subject};
 use serde::de::IgnoredAny;
 
 /// The response phase's view of the exchange: the request context and
@@ -169,12 +169,13 @@ impl Exchange {
             return Disposition::Notify;
         };
         let route = &self.ctx.route.upstream.settings;
-        let (outcome, _report) = inspect_notification(
+        let (outcome, report) = inspect_notification(
             &route.policy,
             &self.subject(),
             method,
             params.get().as_bytes(),
         );
+        self.record_text(&report);
         match outcome {
             Ok(None) => Disposition::Notify,
             Ok(Some(params)) => match serde_json::to_vec(&NotificationOut {
@@ -229,7 +230,39 @@ impl Exchange {
             return Disposition::Refuse(read_failure(&e));
         }
         self.operation_completed();
-        self.filter_list(id, result)
+        match self.ctx.request.method {
+            McpMethod::Initialize | McpMethod::ServerDiscover => {
+                self.server_description(id, result)
+            }
+            _ => self.filter_list(id, result),
+        }
+    }
+
+    fn record_text(&self, report: &Report) {
+        let metrics = &self.ctx.gateway.metrics;
+        let upstream = &self.ctx.route.upstream.settings.id;
+        metrics.record_text_verdicts(upstream, self.ctx.request.generation(), &report.verdicts);
+    }
+
+    /// The server's instructions and its name for people go into the
+    /// model's context: the text rules apply to them as to a form.
+    fn server_description(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
+        let route = &self.ctx.route.upstream.settings;
+        let (outcome, report) = inspect_notification(
+            &route.policy,
+            &self.subject(),
+            self.ctx.request.method,
+            result.get().as_bytes(),
+        );
+        self.record_text(&report);
+        match outcome {
+            Ok(None) => Disposition::Final,
+            Ok(Some(value)) => match response_bytes(id, &value) {
+                Some(bytes) => Disposition::FinalRewritten(bytes),
+                None => Disposition::Refuse(reencode_failed()),
+            },
+            Err(r) => Disposition::Refuse(r),
+        }
     }
 
     /// A response on a resumed session stream replays the answer to an

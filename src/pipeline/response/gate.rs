@@ -31,6 +31,7 @@ impl Exchange {
         }
         let gateway = ctx.gateway.clone();
         let principal: Arc<str> = ctx.principal.name.clone();
+        let upstream = ctx.route.upstream.label.clone();
         let audit_at = consume
             .as_ref()
             .filter(|_| gateway.audit.enabled())
@@ -46,7 +47,7 @@ impl Exchange {
                     Ok(Err(limited)) => {
                         gateway
                             .metrics
-                            .rate_limited(Scope::InputRequiredRounds.as_str());
+                            .rate_limited(&upstream, Scope::InputRequiredRounds.as_str());
                         return Err(rate_limited(
                             Scope::InputRequiredRounds,
                             limited.retry_after_secs(),
@@ -67,7 +68,7 @@ impl Exchange {
                         Reason::StateReplayed,
                         "another retry with this requestState was answered first; each may be used once",
                     );
-                    gateway.metrics.state_refused(refusal.reason);
+                    gateway.metrics.state_refused(&upstream, refusal.reason);
                     if let Some(at) = audit_at {
                         gateway.audit.emit(&at, AuditEvent::retry_refused(&refusal));
                     }

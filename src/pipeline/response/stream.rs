@@ -31,12 +31,15 @@ pub struct SseBody {
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
     refused: Option<Reason>,
+    /// Resolves when the drain deadline passes.
+    cut_off: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 impl SseBody {
     pub fn new(exchange: Exchange, upstream: Incoming) -> Self {
         let framer = SseFramer::new(exchange.max_message_bytes);
         let idle_timeout = exchange.ctx.route.upstream.settings.stream_idle_timeout;
+        let cut_off = exchange.ctx.gateway.metrics.drain.cut_off();
         SseBody {
             exchange,
             gate: None,
@@ -46,6 +49,7 @@ impl SseBody {
             idle: Box::pin(tokio::time::sleep(idle_timeout)),
             idle_timeout,
             refused: None,
+            cut_off,
         }
     }
 
@@ -130,8 +134,13 @@ impl SseBody {
                     self.take_events();
                 }
             }
-            // A 2025-11-25 client resumes a cut stream with Last-Event-ID.
+            // A 2025-11-25 client resumes a cut stream with Last-Event-ID;
+            // the cut is still the upstream's failure.
             Poll::Ready(Some(Err(_))) if self.exchange.resumable() => {
+                let ctx = &self.exchange.ctx;
+                ctx.gateway
+                    .metrics
+                    .upstream_error(&ctx.route.upstream.label, Reason::UpstreamConnectionClosed);
                 self.upstream = None;
                 return Poll::Ready(None);
             }
@@ -172,6 +181,16 @@ impl EventSource for SseBody {
         loop {
             if let Some(b) = self.out.pop_front() {
                 return Poll::Ready(Some(b));
+            }
+            // Cut only a stream still waiting for its final message.
+            let open = self.upstream.is_some() || self.gate.is_some();
+            if open && self.cut_off.as_mut().poll(cx).is_ready() {
+                self.gate = None;
+                self.fail(Refusal::new(
+                    Reason::ShuttingDown,
+                    "the gateway is shutting down and ended this stream; retry the request",
+                ));
+                continue;
             }
             if let Some((gate, _)) = self.gate.as_mut() {
                 let passed = std::task::ready!(gate.as_mut().poll(cx));

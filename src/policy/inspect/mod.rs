@@ -109,8 +109,10 @@ pub fn inspect_request(
     (outcome, run.report)
 }
 
-/// Inspect the readable text of a notification on a request's stream. On
-/// success, the params to deliver when the text had to change.
+/// Inspect the readable text of a notification on a request's stream (its
+/// params), or of a server's description of itself (the result of
+/// `initialize` or `server/discover`). On success, the value to deliver
+/// when the text had to change.
 pub fn inspect_notification(
     policy: &Policy,
     subject: &Subject<'_>,

@@ -1,5 +1,8 @@
 //! Rule: the text of a notification a server may send on a request's stream
-//! (`notifications/progress` messages, `notifications/message` log data) is
+//! (`notifications/progress` messages, `notifications/message` log data),
+//! and the server's description of itself (`instructions` and the
+//! `serverInfo` title and description of an `initialize` or
+//! `server/discover` result, which clients put in the model's context), is
 //! read by a person or a model, so it gets the same text rules as a form:
 //! made safe, and scanned for prompt injection.
 
@@ -31,12 +34,41 @@ impl Run<'_> {
                     self.clean_all(data, max, 0)?;
                 }
             }
+            McpMethod::Initialize | McpMethod::ServerDiscover => {
+                self.check_server_description(params)?;
+            }
             _ => {}
         }
         let changed = self.report.verdicts[before..]
             .iter()
             .any(|v| v.action == "sanitize");
         Ok(changed)
+    }
+
+    /// Instructions are as long as the server needs (the body limit bounds
+    /// them): cleaned and scanned, never cut.
+    fn check_server_description(&mut self, result: &mut Value) -> Checked<()> {
+        let slot = result.get_mut("instructions");
+        self.clean_in(
+            "server",
+            None,
+            "instructions",
+            slot,
+            usize::MAX,
+            TextContext::Form,
+        )?;
+        let limits = self.policy.limits;
+        if let Some(info) = result.get_mut("serverInfo") {
+            let parts = [
+                ("title", limits.max_title_chars),
+                ("description", limits.max_description_chars),
+            ];
+            for (part, max) in parts {
+                let slot = info.get_mut(part);
+                self.clean_in("server", None, part, slot, max, TextContext::Form)?;
+            }
+        }
+        Ok(())
     }
 
     fn clean_all(&mut self, value: &mut Value, max: usize, depth: usize) -> Checked<()> {

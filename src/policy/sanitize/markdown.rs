@@ -2,8 +2,10 @@
 //! and the link-scheme classification both markups share.
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::LazyLock;
 
+use pulldown_cmark::{Event, LinkType, Parser, Tag, TagEnd};
 use regex::{Captures, Regex};
 
 use super::{Findings, HtmlMode, TextFinding};
@@ -209,10 +211,120 @@ pub(super) fn markdown<'a>(s: &'a str, mode: HtmlMode, findings: &mut Findings) 
             owned = Some(fixed.into_owned());
         }
     }
+    for _ in 0..8 {
+        let src = owned.as_deref().unwrap_or(s);
+        match commonmark_pass(src, mode, findings) {
+            Some(next) => owned = Some(next),
+            None => break,
+        }
+    }
     match owned {
         Some(o) => Cow::Owned(o),
         None => Cow::Borrowed(s),
     }
+}
+
+/// An image or link CommonMark reads, while its children are read.
+struct OpenLink {
+    whole: Range<usize>,
+    label: Option<Range<usize>>,
+    dest: String,
+    image: bool,
+    /// `<https://…>`: handled before this step, by its own rule.
+    autolink: bool,
+}
+
+/// What a renderer reads, by a CommonMark parser rather than the patterns
+/// above: labels holding brackets (`![a [b]](…)`) and reference-style
+/// images and links (`![a][r]` with `[r]: …`) escape the patterns. The
+/// parser only locates; the text outside each rewritten element is kept
+/// byte for byte, and a label is kept as its source text. Nested elements
+/// are rewritten on the next pass. `None` when nothing changed.
+fn commonmark_pass(s: &str, mode: HtmlMode, findings: &mut Findings) -> Option<String> {
+    let mut stack: Vec<OpenLink> = Vec::new();
+    let mut edits: Vec<(Range<usize>, String)> = Vec::new();
+    let mut kinds = Vec::new();
+    for (event, range) in Parser::new(s).into_offset_iter() {
+        if !matches!(event, Event::End(_)) {
+            for open in &mut stack {
+                let label = open.label.get_or_insert(range.clone());
+                label.start = label.start.min(range.start);
+                label.end = label.end.max(range.end);
+            }
+        }
+        match event {
+            Event::Start(Tag::Image { dest_url, .. }) => stack.push(OpenLink {
+                whole: range,
+                label: None,
+                dest: dest_url.into_string(),
+                image: true,
+                autolink: false,
+            }),
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            }) => stack.push(OpenLink {
+                whole: range,
+                label: None,
+                dest: dest_url.into_string(),
+                image: false,
+                autolink: matches!(link_type, LinkType::Autolink | LinkType::Email),
+            }),
+            Event::End(TagEnd::Image | TagEnd::Link) => {
+                let Some(open) = stack.pop() else { continue };
+                if let Some(edit) = rewrite(s, &open, mode, &mut kinds) {
+                    edits.push(edit);
+                }
+            }
+            _ => {}
+        }
+    }
+    if edits.is_empty() {
+        return None;
+    }
+    for kind in kinds {
+        record_link(findings, kind);
+    }
+    Some(apply_outermost(s, edits))
+}
+
+/// The replacement of one element, `None` when it stays.
+fn rewrite(
+    s: &str,
+    open: &OpenLink,
+    mode: HtmlMode,
+    kinds: &mut Vec<UrlKind>,
+) -> Option<(Range<usize>, String)> {
+    if open.autolink {
+        return None;
+    }
+    let label = open.label.clone().map_or("", |r| &s[r]);
+    let kind = url_kind(&open.dest);
+    let text = match (open.image, kind, mode) {
+        (false, UrlKind::Allowed, HtmlMode::SafeSubset) => return None,
+        (false, UrlKind::Allowed, HtmlMode::Strip) => strip_link_text(label, open.dest.trim()),
+        _ => label.to_owned(),
+    };
+    kinds.push(kind);
+    Some((open.whole.clone(), text))
+}
+
+/// Applies the edits no other edit contains (inner ones wait for the next pass).
+fn apply_outermost(s: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
+    edits.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    for (range, text) in edits {
+        if range.start < at {
+            continue;
+        }
+        out.push_str(&s[at..range.start]);
+        out.push_str(&text);
+        at = range.end;
+    }
+    out.push_str(&s[at..]);
+    out
 }
 
 #[cfg(test)]
@@ -286,6 +398,69 @@ mod tests {
             strip("[![img](x.png)](https://y.example)"),
             "img (https://y.example)"
         );
+    }
+
+    /// What CommonMark reads in `text`: (images, links that are not autolinks).
+    fn rendered(text: &str) -> (usize, usize) {
+        use pulldown_cmark::{Event, LinkType, Parser, Tag};
+        let mut counts = (0, 0);
+        for event in Parser::new(text) {
+            match event {
+                Event::Start(Tag::Image { .. }) => counts.0 += 1,
+                Event::Start(Tag::Link { link_type, .. })
+                    if !matches!(link_type, LinkType::Autolink | LinkType::Email) =>
+                {
+                    counts.1 += 1
+                }
+                _ => {}
+            }
+        }
+        counts
+    }
+
+    /// Found by the `sanitize` fuzz target: labels holding brackets and
+    /// reference-style images escaped the link patterns. Every label shape
+    /// × destination × reference style, read back by a CommonMark parser.
+    #[test]
+    fn no_image_survives_and_strip_leaves_no_link_whatever_the_label() {
+        let labels = ["a", "a [b] c", "[b]", "a [b [c]] d", "*a* `b`", "a\\]b", ""];
+        let dests = [
+            "https://t.example/p.gif",
+            "<https://t.example/p q.gif>",
+            "javascript:alert(1)",
+            "x.png",
+        ];
+        let mut cases = Vec::new();
+        for label in labels {
+            for dest in dests {
+                for bang in ["!", ""] {
+                    cases.push(format!("{bang}[{label}]({dest})"));
+                    cases.push(format!("see {bang}[{label}][r] here\n\n[r]: {dest}"));
+                    cases.push(format!("{bang}[{label}][]\n\n[{label}]: {dest}"));
+                    cases.push(format!("{bang}[{label}]\n\n[{label}]: {dest}"));
+                    cases.push(format!("[x {bang}[{label}]({dest}) y](https://o.example)"));
+                }
+            }
+        }
+        for case in &cases {
+            let s = STRIP.sanitize(case);
+            assert_eq!(rendered(&s.text), (0, 0), "strip {case:?} → {:?}", s.text);
+            assert_stable(STRIP, case);
+            let s = SAFE.sanitize(case);
+            assert_eq!(rendered(&s.text).0, 0, "safe {case:?} → {:?}", s.text);
+            assert_stable(SAFE, case);
+        }
+        assert_eq!(strip("![a [b] c](https://t.example/p.gif)"), "a [b] c");
+        assert_eq!(
+            strip("[a [b] c](https://x.example)"),
+            "a [b] c (https://x.example)"
+        );
+        assert_eq!(
+            strip("go [there][r]\n\n[r]: https://x.example"),
+            "go there (https://x.example)\n\n[r]: https://x.example"
+        );
+        let kept = "[docs [v2]](https://example.com)";
+        assert!(!SAFE.sanitize(kept).is_changed(), "an allowed link stays");
     }
 
     #[test]

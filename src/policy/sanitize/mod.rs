@@ -71,6 +71,10 @@
 //!      just `url` when the label is empty or equals it); in `SafeSubset` it is
 //!      kept as written. A leftover `](` whose target is not allowed (a
 //!      destination too odd for the link grammar) is broken up as `] (`.
+//!      Then a CommonMark parser (pulldown-cmark) reads the text as a
+//!      renderer would, and the same rules apply to every image and link it
+//!      finds that the patterns missed (labels holding brackets,
+//!      reference-style `![alt][ref]`).
 //! 4. **Strip output is inert.** A `<` directly followed by an ASCII letter,
 //!    `/`, `!` or `?`, or a `&` that would start a character reference, gets a
 //!    space inserted after it (`x<y` → `x< y`, `&lt;b&gt;` → `< b>`,

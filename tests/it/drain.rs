@@ -1,0 +1,142 @@
+//! Shutdown as a load balancer and a streaming client see it: a stream still
+//! open at `drain_timeout` ends with a final JSON-RPC error event
+//! (`shutting_down`) instead of a torn connection; `pre_stop_delay` keeps
+//! serving while `/readyz` answers 503.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use serde_json::{json, Value};
+
+async fn start_demo() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(portcullis_demo::serve(listener, std::future::pending()));
+    format!("http://{addr}/mcp")
+}
+
+#[tokio::test]
+async fn a_stream_open_at_the_drain_deadline_ends_with_a_shutting_down_event() {
+    let demo = start_demo().await;
+    let gw = start_gateway(&config_text(
+        &demo,
+        "",
+        "[shutdown]\ndrain_timeout = \"600ms\"",
+    ))
+    .await;
+    let resp = call(
+        &client(),
+        &url(&gw),
+        "long",
+        "room_report",
+        json!({"steps": 20, "delay_ms": 300}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut body = futures_util::StreamExt::boxed(resp.bytes_stream());
+    let first = futures_util::StreamExt::next(&mut body)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
+
+    let started = Instant::now();
+    let shutdown = tokio::spawn(gw.shutdown());
+    let mut rest = String::new();
+    while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
+        rest.push_str(&String::from_utf8_lossy(
+            &chunk.expect("the stream ends cleanly"),
+        ));
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(550) && took < Duration::from_secs(3),
+        "cut at the drain deadline, not before or long after: {took:?}"
+    );
+    let last = rest
+        .split("\n\n")
+        .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+        .last()
+        .unwrap_or_else(|| panic!("no event after the drain began: {rest:?}"));
+    let v: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(v["id"], "long", "{v}");
+    assert_eq!(v["error"]["data"]["reason"], "shutting_down", "{v}");
+    assert!(
+        !rest.contains("Room report:"),
+        "the tool had not finished: {rest}"
+    );
+    tokio::time::timeout(Duration::from_secs(3), shutdown)
+        .await
+        .expect("the gateway stops after the cut")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_stream_that_finishes_within_the_drain_is_not_cut() {
+    let demo = start_demo().await;
+    let gw = start_gateway(&config_text(
+        &demo,
+        "",
+        "[shutdown]\ndrain_timeout = \"5s\"",
+    ))
+    .await;
+    let resp = call(
+        &client(),
+        &url(&gw),
+        "short",
+        "room_report",
+        json!({"steps": 3, "delay_ms": 200}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let shutdown = tokio::spawn(gw.shutdown());
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("Room report: checked 3 rooms"), "{text}");
+    assert!(!text.contains("shutting_down"), "{text}");
+    shutdown.await.unwrap();
+}
+
+#[tokio::test]
+async fn the_pre_stop_delay_serves_on_while_readiness_says_503() {
+    let demo = start_demo().await;
+    let gw = start_gateway(&config_text(
+        &demo,
+        "",
+        "[shutdown]\npre_stop_delay = \"1500ms\"\ndrain_timeout = \"1s\"",
+    ))
+    .await;
+    let (mcp, ready) = (
+        url(&gw),
+        format!("http://{}/readyz", gw.admin_addr.unwrap()),
+    );
+    let c = client();
+    assert_eq!(c.get(&ready).send().await.unwrap().status(), 200);
+    let started = Instant::now();
+    let shutdown = tokio::spawn(gw.shutdown());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(c.get(&ready).send().await.unwrap().status(), 503);
+    // A new connection, as a load balancer that has not noticed yet opens.
+    let fresh = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let args = json!({"room_id": "nook"});
+    let served = call(&fresh, &mcp, "during", "get_room", args.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(served.status(), 200);
+    assert!(json_of(served).await["result"].is_object());
+    assert!(started.elapsed() < Duration::from_millis(1400));
+
+    tokio::time::sleep(Duration::from_millis(2200).saturating_sub(started.elapsed())).await;
+    let after = call(&fresh, &mcp, "after", "get_room", args).send().await;
+    assert!(
+        after.is_err(),
+        "no longer accepting after the delay: {after:?}"
+    );
+    shutdown.await.unwrap();
+}
