@@ -97,7 +97,12 @@ def main():
     opened = time.monotonic() - start
     time.sleep(3)
     idle = rss_kib(pids)
+    # Still idle 15 s later: what the connections themselves keep, once an
+    # allocator that returns memory has given back what their requests freed.
+    time.sleep(12)
+    settled = rss_kib(pids)
     print(f"RESULT before_kib={before} idle_kib={idle} per_conn_b={(idle - before) * 1024 // max(n, 1)} "
+          f"idle_15s_kib={settled} settled_per_conn_b={(settled - before) * 1024 // max(n, 1)} "
           f"open_s={opened:.1f} non200={bad}", flush=True)
     for s in socks:
         s.close()

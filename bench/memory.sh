@@ -4,7 +4,8 @@
 #
 # For Portcullis (and nginx, and BASELINE_BIN when given), freshly started in
 # front of bench-upstream: RSS at rest, RSS with N idle keep-alive connections
-# (each has sent one tools/call and read its answer), and RSS 1/5/10/20/30/60 s
+# (each has sent one tools/call and read its answer), 3 s and 15 s after the last
+# opened, and RSS 1/5/10/20/30/60 s
 # after all of them closed (bench/idle_conns.py). Loopback only.
 #
 # Knobs: N=10000 connections; PROXY_THREADS=1; BASELINE_BIN=; SKIP_BUILD=1;
@@ -183,11 +184,12 @@ kv() { # key line
 mib() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.1f", x / 1024 }'; }
 echo
 echo "== idle keep-alive connections: $N, then all closed (RSS in MiB; PROXY_THREADS=$PROXY_THREADS) =="
-printf '%-11s %8s %8s %10s %7s %7s %7s %7s %7s %7s %6s\n' target 'at rest' 'idle' 'B/conn' '+1s' '+5s' '+10s' '+20s' '+30s' '+60s' non200
+printf '%-11s %8s %8s %10s %9s %10s %7s %7s %7s %7s %7s %7s %6s\n' target 'at rest' 'idle' 'B/conn' 'idle 15s' 'B/conn 15s' '+1s' '+5s' '+10s' '+20s' '+30s' '+60s' non200
 for r in "${RESULTS[@]}"; do
     t=${r%% *}
-    printf '%-11s %8s %8s %10s %7s %7s %7s %7s %7s %7s %6s\n' "$t" "$(mib "$(kv before_kib "$r")")" \
-        "$(mib "$(kv idle_kib "$r")")" "$(kv per_conn_b "$r")" "$(mib "$(kv after_1s_kib "$r")")" \
+    printf '%-11s %8s %8s %10s %9s %10s %7s %7s %7s %7s %7s %7s %6s\n' "$t" "$(mib "$(kv before_kib "$r")")" \
+        "$(mib "$(kv idle_kib "$r")")" "$(kv per_conn_b "$r")" "$(mib "$(kv idle_15s_kib "$r")")" \
+        "$(kv settled_per_conn_b "$r")" "$(mib "$(kv after_1s_kib "$r")")" \
         "$(mib "$(kv after_5s_kib "$r")")" "$(mib "$(kv after_10s_kib "$r")")" "$(mib "$(kv after_20s_kib "$r")")" \
         "$(mib "$(kv after_30s_kib "$r")")" "$(mib "$(kv after_60s_kib "$r")")" "$(kv non200 "$r")"
 done
