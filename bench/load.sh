@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
 # Whole-proxy load benchmark for Portcullis.
 #
-# One run: installs wrk/nginx if missing, builds the release binary, starts the
-# built-in demo MCP upstream, Portcullis in front of it and nginx (a plain,
-# tuned reverse proxy) in front of the same upstream, then measures the MCP
-# tools/call throughput, latency and CPU cost per request of
-#     direct (wrk -> upstream), portcullis (wrk -> portcullis -> upstream),
-#     nginx (wrk -> nginx -> upstream)
-# interleaved (direct, portcullis, nginx, direct, ...) and prints the medians.
-# Everything listens on and talks to 127.0.0.1 only. See bench/README.md.
+# Starts bench-upstream (bench/upstream: a minimal, fast MCP answerer), then
+# Portcullis and nginx (a plain, tuned reverse proxy) in front of it, each
+# with a plain and a TLS listener, and measures per scenario
+#     direct (wrk -> upstream; plain scenarios only),
+#     portcullis (wrk -> portcullis -> upstream),
+#     nginx (wrk -> nginx -> upstream),
+#     baseline (another Portcullis binary, when BASELINE_BIN is set)
+# interleaved (for each rep, each scenario, each target) and prints medians:
+# req/s, p50/p99, user and kernel CPU per request of the proxy, the upstream's
+# CPU per request (to subtract), RSS, and the ratios. Everything listens on and
+# talks to 127.0.0.1 only. See bench/README.md.
 #
 # Knobs (environment):
+#   SCENARIOS="small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16"
+#                    scenario@connections, run in this order each rep:
+#                    small     tools/call get_room, a small complete result
+#                    sse       tools/call watch_room: 3 progress events, then the result
+#                    big       tools/call room_report: a ~256 KiB complete result
+#                    mrtr      book_room: input_required (policy, sealing) -> retry -> complete
+#                    tls       small over TLS 1.3 on the client side, keep-alive
+#                    handshake small over TLS 1.3, Connection: close (a handshake per request)
 #   DURATION=10      seconds per measured run
-#   CONNECTIONS=64   wrk connections
-#   REPS=3           repetitions of the (direct, portcullis, nginx) cycle
+#   REPS=3           repetitions
 #   WARMUP=2         seconds of unmeasured load before every measured run (0 = none)
 #   WRK_THREADS=1    wrk threads (the machine has 2 cores; wrk needs one)
-#   PROXY_THREADS=1  TOKIO_WORKER_THREADS for portcullis (nginx: worker_processes 1)
-#   UPSTREAM_THREADS=1  TOKIO_WORKER_THREADS for the demo upstream
-#   SKIP_BUILD=1     use the existing target/release/portcullis
-#   KEEP=1           keep the temp dir (configs, logs, raw wrk output)
+#   PROXY_THREADS=1  TOKIO_WORKER_THREADS for portcullis; nginx worker_processes
+#   UPSTREAM_THREADS=1  TOKIO_WORKER_THREADS for bench-upstream
+#   BASELINE_BIN=    a second portcullis binary to measure beside this tree's
+#                    (same config; e.g. a build of an older commit): before/after in one run
+#   SKIP_BUILD=1     use the existing target/release binaries
+#   KEEP=1           keep the temp dir (configs, logs, raw wrk output, results.tsv)
 #   BUILD_TIMEOUT=1800  seconds allowed for cargo build
 #   OTHER_WARN=10    warn when processes other than ours used more than this %
 #                    of a CPU during a measured run (a busy box skews results)
@@ -27,30 +39,34 @@
 #                    to be quiet (< OTHER_WARN % of a CPU busy); 0 = don't wait
 set -euo pipefail
 
+SCENARIOS=${SCENARIOS:-"small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16"}
 DURATION=${DURATION:-10}
-CONNECTIONS=${CONNECTIONS:-64}
 REPS=${REPS:-3}
 WARMUP=${WARMUP:-2}
 WRK_THREADS=${WRK_THREADS:-1}
 PROXY_THREADS=${PROXY_THREADS:-1}
 UPSTREAM_THREADS=${UPSTREAM_THREADS:-1}
+BASELINE_BIN=${BASELINE_BIN:-}
 SKIP_BUILD=${SKIP_BUILD:-0}
 OTHER_WARN=${OTHER_WARN:-10}
 QUIET_MAX=${QUIET_MAX:-60}
 KEEP=${KEEP:-0}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-1800}
 
-for v in DURATION CONNECTIONS REPS WARMUP WRK_THREADS PROXY_THREADS UPSTREAM_THREADS BUILD_TIMEOUT OTHER_WARN QUIET_MAX; do
+for v in DURATION REPS WARMUP WRK_THREADS PROXY_THREADS UPSTREAM_THREADS BUILD_TIMEOUT OTHER_WARN QUIET_MAX; do
     [[ ${!v} =~ ^[0-9]+$ ]] || { echo "load.sh: $v must be a non-negative integer (got '${!v}')" >&2; exit 2; }
 done
-(( DURATION > 0 && CONNECTIONS > 0 && REPS > 0 && WRK_THREADS > 0 && PROXY_THREADS > 0 && UPSTREAM_THREADS > 0 )) \
-    || { echo "load.sh: DURATION, CONNECTIONS, REPS and the thread counts must be > 0" >&2; exit 2; }
+((DURATION > 0 && REPS > 0 && WRK_THREADS > 0 && PROXY_THREADS > 0 && UPSTREAM_THREADS > 0)) \
+    || { echo "load.sh: DURATION, REPS and the thread counts must be > 0" >&2; exit 2; }
+for s in $SCENARIOS; do
+    [[ $s =~ ^(small|sse|big|mrtr|tls|handshake)@[0-9]+$ ]] \
+        || { echo "load.sh: bad scenario '$s' (expected NAME@CONNECTIONS)" >&2; exit 2; }
+done
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$BENCH_DIR/.." && pwd)"
-LUA="$BENCH_DIR/wrk/tools_call.lua"
 BIN="$ROOT/target/release/portcullis"
-TARGETS=(direct portcullis nginx)
+UP_BIN="$ROOT/target/release/bench-upstream"
 
 log() { printf '[load.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[load.sh] error: %s\n' "$*" >&2; exit 1; }
@@ -103,6 +119,7 @@ install_missing() {
     command -v wrk >/dev/null || pkgs+=(wrk)
     command -v nginx >/dev/null || pkgs+=(nginx-light)
     command -v curl >/dev/null || pkgs+=(curl)
+    command -v openssl >/dev/null || pkgs+=(openssl)
     ((${#pkgs[@]})) || return 0
     [[ $(id -u) == 0 ]] || die "missing ${pkgs[*]} and not root: install them first"
     command -v apt-get >/dev/null || die "missing ${pkgs[*]} and no apt-get"
@@ -114,8 +131,9 @@ install_missing() {
         pkgs=("${pkgs[@]/nginx-light/nginx}")
         timeout 600 apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null
     fi
-    command -v wrk >/dev/null && command -v nginx >/dev/null && command -v curl >/dev/null \
-        || die "wrk/nginx/curl still missing after apt-get install"
+    for c in wrk nginx curl openssl; do
+        command -v "$c" >/dev/null || die "$c still missing after apt-get install"
+    done
 }
 install_missing
 
@@ -124,12 +142,14 @@ install_missing
 # ---------------------------------------------------------------------------
 cd "$ROOT"
 if [[ $SKIP_BUILD != 1 ]]; then
-    log "cargo build --release"
-    timeout "$BUILD_TIMEOUT" cargo build --release --quiet --bin portcullis \
+    log "cargo build --release (portcullis, bench-upstream)"
+    CARGO_INCREMENTAL=0 timeout "$BUILD_TIMEOUT" cargo build --release --quiet \
+        -p portcullis -p portcullis-bench-upstream --bin portcullis --bin bench-upstream \
         || die "cargo build --release failed (if src/ is mid-edit, retry in a few minutes)"
 fi
 [[ -x $BIN ]] || die "$BIN not found"
-"$BIN" --help 2>&1 | grep -q 'demo-upstream' || die "$BIN has no demo-upstream subcommand yet"
+[[ -x $UP_BIN ]] || die "$UP_BIN not found (cargo build --release -p portcullis-bench-upstream)"
+[[ -z $BASELINE_BIN || -x $BASELINE_BIN ]] || die "BASELINE_BIN=$BASELINE_BIN is not executable"
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-bench.XXXXXX")"
 
@@ -152,21 +172,30 @@ free_port() {
     die "no free loopback port found"
 }
 free_port; UP_PORT=$REPLY
-free_port; PC_PORT=$REPLY
-free_port; ADMIN_PORT=$REPLY
-free_port; NGX_PORT=$REPLY
+declare -A PORT TLS_PORT ADMIN
+for t in portcullis nginx baseline; do
+    free_port; PORT[$t]=$REPLY
+    free_port; TLS_PORT[$t]=$REPLY
+    free_port; ADMIN[$t]=$REPLY
+done
 
-# The one request of the benchmark, for the curl checks (wrk sends the same
-# bytes, from bench/wrk/tools_call.lua).
-BODY='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"get_room","arguments":{"room_id":"atrium"}}}'
-mcp_post() { # url outfile -> prints http status
-    curl -sS -o "$2" -w '%{http_code} %{content_type}' --max-time 5 -X POST "$1" \
+# One certificate for both proxies: EC P-256, for 127.0.0.1.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+    -keyout "$TMP/key.pem" -out "$TMP/cert.pem" >/dev/null 2>&1 || die "openssl could not make a certificate"
+
+# The request body of each scenario (wrk sends the same bytes, from bench/wrk).
+body_of() { # tool [extra params]
+    printf '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"progressToken":"p1"},"name":"%s","arguments":{"room_id":"atrium"}%s}}' "$1" "${2:-}"
+}
+mcp_post() { # url tool outfile -> prints "status content-type"
+    curl -ksS -o "$3" -w '%{http_code} %{content_type}' --max-time 5 -X POST "$1" \
         -H 'Content-Type: application/json' \
         -H 'Accept: application/json, text/event-stream' \
         -H 'MCP-Protocol-Version: 2026-07-28' \
         -H 'Mcp-Method: tools/call' \
-        -H 'Mcp-Name: get_room' \
-        --data-binary "$BODY"
+        -H "Mcp-Name: $2" \
+        --data-binary "$(body_of "$2")"
 }
 
 wait_ready() { # name pid logfile check-command...
@@ -180,23 +209,31 @@ wait_ready() { # name pid logfile check-command...
     tail -n 20 "$logf" >&2 || true
     die "$name not ready after 15 s"
 }
-upstream_answers() { [[ $(mcp_post "http://127.0.0.1:$UP_PORT/mcp" /dev/null) == 200* ]]; }
+answers() { [[ $(mcp_post "$1" get_room /dev/null) == 200* ]]; }
 
-log "demo upstream on 127.0.0.1:$UP_PORT (TOKIO_WORKER_THREADS=$UPSTREAM_THREADS)"
-TOKIO_WORKER_THREADS=$UPSTREAM_THREADS RUST_LOG=warn \
-    "$BIN" demo-upstream --listen "127.0.0.1:$UP_PORT" >"$TMP/upstream.log" 2>&1 &
+log "bench-upstream on 127.0.0.1:$UP_PORT (TOKIO_WORKER_THREADS=$UPSTREAM_THREADS)"
+TOKIO_WORKER_THREADS=$UPSTREAM_THREADS "$UP_BIN" "127.0.0.1:$UP_PORT" >"$TMP/upstream.log" 2>&1 &
 UP_PID=$!
 PIDS+=("$UP_PID")
-wait_ready "demo upstream" "$UP_PID" "$TMP/upstream.log" upstream_answers
+wait_ready "bench-upstream" "$UP_PID" "$TMP/upstream.log" answers "http://127.0.0.1:$UP_PORT/mcp"
 
-cat >"$TMP/portcullis.toml" <<EOF
+start_portcullis() { # target binary
+    local t=$1 bin=$2 conf="$TMP/$1.toml"
+    cat >"$conf" <<EOF
 # generated by bench/load.sh
 [[listener]]
 name = "public"
-address = "127.0.0.1:$PC_PORT"
+address = "127.0.0.1:${PORT[$t]}"
+
+[[listener]]
+name = "tls"
+address = "127.0.0.1:${TLS_PORT[$t]}"
+[listener.tls]
+cert = "$TMP/cert.pem"
+key = "$TMP/key.pem"
 
 [admin]
-address = "127.0.0.1:$ADMIN_PORT"
+address = "127.0.0.1:${ADMIN[$t]}"
 
 [log]
 level = "warn"
@@ -205,24 +242,34 @@ level = "warn"
 id = "bench"
 name = "Bench upstream"
 url = "http://127.0.0.1:$UP_PORT/mcp"
+# Each sealed requestState is redeemed once (the mrtr scenario pays for it).
+single_use_state = true
 
 [[route]]
 path = "/mcp"
 upstream = "bench"
 EOF
-"$BIN" check --config "$TMP/portcullis.toml" >/dev/null || die "portcullis rejects the generated config $TMP/portcullis.toml"
-log "portcullis on 127.0.0.1:$PC_PORT (TOKIO_WORKER_THREADS=$PROXY_THREADS)"
-TOKIO_WORKER_THREADS=$PROXY_THREADS \
-    "$BIN" run --config "$TMP/portcullis.toml" >"$TMP/portcullis.log" 2>&1 &
-PC_PID=$!
-PIDS+=("$PC_PID")
-wait_ready portcullis "$PC_PID" "$TMP/portcullis.log" \
-    curl -sf --max-time 2 "http://127.0.0.1:$ADMIN_PORT/readyz"
+    "$bin" check --config "$conf" >/dev/null || die "$t rejects the generated config $conf"
+    log "$t on 127.0.0.1:${PORT[$t]} and TLS :${TLS_PORT[$t]} (TOKIO_WORKER_THREADS=$PROXY_THREADS)"
+    TOKIO_WORKER_THREADS=$PROXY_THREADS "$bin" run --config "$conf" >"$TMP/$t.log" 2>&1 &
+    local pid=$!
+    PIDS+=("$pid")
+    wait_ready "$t" "$pid" "$TMP/$t.log" curl -sf --max-time 2 "http://127.0.0.1:${ADMIN[$t]}/readyz"
+    REPLY=$pid
+}
+
+declare -A PROXY_PID=([direct]="")
+start_portcullis portcullis "$BIN"; PROXY_PID[portcullis]=$REPLY
+TARGETS=(direct portcullis nginx)
+if [[ -n $BASELINE_BIN ]]; then
+    start_portcullis baseline "$BASELINE_BIN"; PROXY_PID[baseline]=$REPLY
+    TARGETS+=(baseline)
+fi
 
 NGX="$TMP/nginx"
 mkdir -p "$NGX"/{client_body,proxy,fastcgi,uwsgi,scgi}
 cat >"$NGX/nginx.conf" <<EOF
-# generated by bench/load.sh: nginx as a plain reverse proxy to the demo upstream
+# generated by bench/load.sh: nginx as a plain reverse proxy to bench-upstream
 daemon off;
 master_process on;
 worker_processes $PROXY_THREADS;
@@ -254,8 +301,14 @@ http {
         keepalive_timeout 60s;
     }
 
+    # TLS 1.3 only, the same certificate as Portcullis.
+    ssl_certificate $TMP/cert.pem;
+    ssl_certificate_key $TMP/key.pem;
+    ssl_protocols TLSv1.3;
+
     server {
-        listen 127.0.0.1:$NGX_PORT backlog=4096;
+        listen 127.0.0.1:${PORT[nginx]} backlog=4096;
+        listen 127.0.0.1:${TLS_PORT[nginx]} ssl backlog=4096;
         location /mcp {
             proxy_pass http://mcp_upstream;
             proxy_http_version 1.1;
@@ -274,50 +327,77 @@ http {
 EOF
 nginx -t -q -p "$NGX/" -e "$NGX/error.log" -c "$NGX/nginx.conf" >/dev/null 2>&1 \
     || { nginx -t -p "$NGX/" -e "$NGX/error.log" -c "$NGX/nginx.conf" || true; die "nginx rejects $NGX/nginx.conf"; }
-log "nginx on 127.0.0.1:$NGX_PORT (worker_processes $PROXY_THREADS)"
+log "nginx on 127.0.0.1:${PORT[nginx]} and TLS :${TLS_PORT[nginx]} (worker_processes $PROXY_THREADS)"
 nginx -p "$NGX/" -e "$NGX/error.log" -c "$NGX/nginx.conf" >"$TMP/nginx.out" 2>&1 &
-NGX_PID=$!
-PIDS+=("$NGX_PID")
-nginx_answers() { [[ $(mcp_post "http://127.0.0.1:$NGX_PORT/mcp" /dev/null) == 200* ]]; }
-wait_ready nginx "$NGX_PID" "$NGX/error.log" nginx_answers
+PROXY_PID[nginx]=$!
+PIDS+=("${PROXY_PID[nginx]}")
+wait_ready nginx "${PROXY_PID[nginx]}" "$NGX/error.log" answers "http://127.0.0.1:${PORT[nginx]}/mcp"
 
-declare -A URL=(
-    [direct]="http://127.0.0.1:$UP_PORT/mcp"
-    [portcullis]="http://127.0.0.1:$PC_PORT/mcp"
-    [nginx]="http://127.0.0.1:$NGX_PORT/mcp"
-)
-# Whose CPU each run is charged with: the proxy (none for direct) and the upstream.
-declare -A PROXY_PID=([direct]="" [portcullis]=$PC_PID [nginx]=$NGX_PID)
+url_of() { # target tls(0/1)
+    if [[ $1 == direct ]]; then echo "http://127.0.0.1:$UP_PORT/mcp"
+    elif (($2)); then echo "https://127.0.0.1:${TLS_PORT[$1]}/mcp"
+    else echo "http://127.0.0.1:${PORT[$1]}/mcp"; fi
+}
+# Scenario -> wrk script, tool, TLS, Connection: close.
+declare -A LUA=([mrtr]=mrtr.lua) TOOL=([sse]=watch_room [big]=room_report [mrtr]=book_room) \
+    IS_TLS=([tls]=1 [handshake]=1) CLOSE=([handshake]=1)
+targets_of() { # scenario -> REPLY_TARGETS
+    REPLY_TARGETS=()
+    local t
+    for t in "${TARGETS[@]}"; do
+        [[ $t == direct && -n ${IS_TLS[$1]:-} ]] && continue
+        REPLY_TARGETS+=("$t")
+    done
+}
 
 # ---------------------------------------------------------------------------
 # Correctness check before measuring: 200 + a JSON-RPC result on every path.
 # ---------------------------------------------------------------------------
-for t in "${TARGETS[@]}"; do
-    out="$TMP/check-$t.body"
-    st=$(mcp_post "${URL[$t]}" "$out") || die "$t: curl failed"
-    body=$(head -c 2000 "$out")
-    [[ $st == 200* ]] || die "$t: HTTP $st: $body"
-    if [[ $st == *event-stream* ]]; then
-        # An SSE answer: the JSON-RPC message is in the data: line(s).
-        body=$(sed -n 's/^data: *//p' "$out" | tr -d '\n')
-    fi
-    [[ $body == *'"jsonrpc":"2.0"'* && $body == *'"result":'* && $body == *'"id":1'* ]] \
-        || die "$t: HTTP 200 but no JSON-RPC result: $body"
-    [[ $body != *'"isError":true'* ]] || die "$t: the tool call failed: $body"
-    log "check $t: HTTP ${st%% *}, ${st#* }, $(wc -c <"$out") bytes: $(head -c 160 "$out")"
+declare -A CHECKED
+for spec in $SCENARIOS; do
+    sc=${spec%@*}
+    tool=${TOOL[$sc]:-get_room}
+    tls=${IS_TLS[$sc]:-0}
+    targets_of "$sc"
+    for t in "${REPLY_TARGETS[@]}"; do
+        key="$t/$tool/$tls"
+        [[ -n ${CHECKED[$key]:-} ]] && continue
+        CHECKED[$key]=1
+        out="$TMP/check-$t-$tool-$tls.body"
+        st=$(mcp_post "$(url_of "$t" "$tls")" "$tool" "$out") || die "$t: curl failed"
+        body=$(head -c 4000 "$out")
+        [[ $st == 200* ]] || die "$t $tool: HTTP $st: $body"
+        if [[ $st == *event-stream* ]]; then
+            body=$(sed -n 's/^data: *//p' "$out" | tail -n 1)
+        fi
+        [[ $body == *'"jsonrpc":"2.0"'* && $body == *'"result":'* && $body == *'"id":1'* ]] \
+            || die "$t $tool: HTTP 200 but no JSON-RPC result: $body"
+        [[ $body != *'"isError":true'* ]] || die "$t $tool: the tool call failed: $body"
+        log "check $t $tool$( ((tls)) && echo ' (TLS)'): HTTP ${st%% *}, ${st#* }, $(wc -c <"$out") bytes"
+    done
 done
 
 # ---------------------------------------------------------------------------
 # Measurement
 # ---------------------------------------------------------------------------
-# utime+stime (clock ticks) of a process and its direct children (nginx's
-# workers). /proc/PID/stat covers all threads of the process.
+# utime and stime (clock ticks) of a process and its direct children (nginx's
+# workers) -> "user sys". /proc/PID/stat covers all threads of the process.
 cpu_ticks() {
-    local pid=$1 total=0 p t
+    local pid=$1 u=0 s=0 p a b
+    [[ -n $pid ]] || { echo "0 0"; return; }
+    for p in "$pid" $(cat /proc/"$pid"/task/*/children 2>/dev/null || true); do
+        read -r a b < <(awk '{ sub(/^.*\) /, ""); print $12, $13 }' /proc/"$p"/stat 2>/dev/null || echo "0 0")
+        u=$((u + a)); s=$((s + b))
+    done
+    echo "$u $s"
+}
+# Resident memory (KiB) of a process and its direct children.
+rss_kib() {
+    local pid=$1 total=0 p r
     [[ -n $pid ]] || { echo 0; return; }
     for p in "$pid" $(cat /proc/"$pid"/task/*/children 2>/dev/null || true); do
-        t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' /proc/"$p"/stat 2>/dev/null || echo 0)
-        total=$((total + t))
+        r=$(awk '/^VmRSS:/ { print $2 }' /proc/"$p"/status 2>/dev/null || echo 0)
+        total=$((total + ${r:-0}))
     done
     echo "$total"
 }
@@ -336,10 +416,9 @@ child_cpu() {
     REPLY=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%.3f", t }' "$TMP/times")
 }
 
-# Before each target's warm-up: wait (at most QUIET_MAX s) until the machine is
-# quiet, i.e. CPU use by anything (our proxies and upstream are idle between
-# runs) is below OTHER_WARN % of one CPU over a 1 s sample. Other people's
-# builds on a 2-core box otherwise decide the result.
+# Before each warm-up: wait (at most QUIET_MAX s) until the machine is quiet,
+# i.e. CPU use by anything (our processes are idle between runs) is below
+# OTHER_WARN % of one CPU over a 1 s sample.
 wait_quiet() {
     local start=$SECONDS a b busy said=0
     while :; do
@@ -360,10 +439,11 @@ wait_quiet() {
 # wrk runs in the background and is waited for, so that a TERM/INT to this
 # script is handled at once (cleanup stops it) rather than after the run.
 WRK_PID=""
-run_wrk() { # url seconds outfile
-    local rc=0
-    timeout --kill-after=5 $(($2 + 30)) \
-        wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$2s" --timeout 5s -s "$LUA" "$1" >"$3" 2>&1 &
+run_wrk() { # scenario connections url seconds outfile
+    local rc=0 sc=$1
+    MCP_TOOL=${TOOL[$sc]:-get_room} MCP_CLOSE=${CLOSE[$sc]:-0} \
+        timeout --kill-after=5 $(($4 + 30)) \
+        wrk -t"$WRK_THREADS" -c"$2" -d"$4s" --timeout 5s -s "$BENCH_DIR/wrk/${LUA[$sc]:-tools_call.lua}" "$3" >"$5" 2>&1 &
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=""
@@ -378,131 +458,157 @@ field() { # name line -> value
 ERRORS=()
 RESULTS="$TMP/results.tsv"
 NOISY=()
-printf 'target\trep\trps\tp50_us\tp99_us\tproxy_cpu_us_per_req\tupstream_cpu_us_per_req\trequests\tbytes_per_req\twrk_cpu_us_per_req\tidle_pct\tother_pct\n' >"$RESULTS"
+COLS='scenario target rep rps p50_us p99_us user_us sys_us cpu_us upstream_us rss_kib requests bytes_per_req wrk_us idle_pct other_pct'
+tr ' ' '\t' <<<"$COLS" >"$RESULTS"
 
-total_s=$((REPS * ${#TARGETS[@]} * (DURATION + WARMUP + 2)))
-log "measuring: ${REPS} rep(s) x ${TARGETS[*]}, ${DURATION}s each + ${WARMUP}s warm-up, ${CONNECTIONS} connections, wrk -t${WRK_THREADS} (~${total_s}s)"
-printf '\n%-11s %3s %10s %9s %9s %9s %13s %13s %11s %6s %7s  %s\n' target rep 'req/s' 'p50 ms' 'p90 ms' 'p99 ms' \
-    'proxy µs/req' 'upstr µs/req' 'wrk µs/req' 'idle%' 'other%' errors
+nruns=0
+for spec in $SCENARIOS; do targets_of "${spec%@*}"; nruns=$((nruns + ${#REPLY_TARGETS[@]})); done
+total_s=$((REPS * nruns * (DURATION + WARMUP + 2)))
+log "measuring: ${REPS} rep(s) x [$SCENARIOS] x [${TARGETS[*]}], ${DURATION}s each + ${WARMUP}s warm-up, wrk -t${WRK_THREADS} (~${total_s}s)"
+printf '\n%-13s %-10s %3s %9s %8s %8s %8s %8s %8s %8s %8s %7s %7s  %s\n' scenario target rep 'req/s' 'p50 ms' 'p99 ms' \
+    'user µs' 'sys µs' 'cpu µs' 'upst µs' 'RSS MiB' 'idle%' 'other%' errors
 for rep in $(seq 1 "$REPS"); do
-    for t in "${TARGETS[@]}"; do
-        url=${URL[$t]}
-        ((QUIET_MAX > 0)) && wait_quiet
-        if ((WARMUP > 0)); then
-            run_wrk "$url" "$WARMUP" "$TMP/warmup-$t-$rep.txt" || true
-        fi
-        pp=${PROXY_PID[$t]}
-        p0=$(cpu_ticks "$pp"); u0=$(cpu_ticks "$UP_PID")
-        child_cpu; w0=$REPLY; machine_ticks; m0=$REPLY
-        rc=0
-        run_wrk "$url" "$DURATION" "$TMP/wrk-$t-$rep.txt" || rc=$?
-        machine_ticks; m1=$REPLY; child_cpu; w1=$REPLY
-        p1=$(cpu_ticks "$pp"); u1=$(cpu_ticks "$UP_PID")
-        line=$(grep '^WRKRESULT ' "$TMP/wrk-$t-$rep.txt" || true)
-        if ((rc != 0)) || [[ -z $line ]]; then
-            cat "$TMP/wrk-$t-$rep.txt" >&2
-            die "wrk against $t failed (exit $rc)"
-        fi
-        for pid in "$UP_PID" "$PC_PID" "$NGX_PID"; do
-            kill -0 "$pid" 2>/dev/null || die "process $pid died during the $t run (logs in $TMP)"
+    for spec in $SCENARIOS; do
+        sc=${spec%@*}
+        conns=${spec#*@}
+        targets_of "$sc"
+        for t in "${REPLY_TARGETS[@]}"; do
+            url=$(url_of "$t" "${IS_TLS[$sc]:-0}")
+            ((QUIET_MAX > 0)) && wait_quiet
+            if ((WARMUP > 0)); then
+                run_wrk "$sc" "$conns" "$url" "$WARMUP" "$TMP/warmup-$spec-$t-$rep.txt" || true
+            fi
+            pp=${PROXY_PID[$t]}
+            read -r pu0 ps0 < <(cpu_ticks "$pp"); read -r uu0 us0 < <(cpu_ticks "$UP_PID")
+            child_cpu; w0=$REPLY; machine_ticks; m0=$REPLY
+            rc=0
+            out="$TMP/wrk-$spec-$t-$rep.txt"
+            run_wrk "$sc" "$conns" "$url" "$DURATION" "$out" || rc=$?
+            machine_ticks; m1=$REPLY; child_cpu; w1=$REPLY
+            read -r pu1 ps1 < <(cpu_ticks "$pp"); read -r uu1 us1 < <(cpu_ticks "$UP_PID")
+            rss=$(rss_kib "$pp")
+            line=$(grep '^WRKRESULT ' "$out" || true)
+            if ((rc != 0)) || [[ -z $line ]]; then
+                cat "$out" >&2
+                die "wrk against $t ($spec) failed (exit $rc)"
+            fi
+            for pid in "$UP_PID" "${PROXY_PID[@]}"; do
+                [[ -z $pid ]] || kill -0 "$pid" 2>/dev/null || die "process $pid died during the $t $spec run (logs in $TMP)"
+            done
+            req=$(field requests "$line")
+            ((req > 0)) || die "wrk completed no request against $t ($spec)"
+            errs=""
+            for e in connect read write status timeout other; do
+                n=$(field "$e" "$line")
+                [[ -z $n || $n == 0 ]] || errs+="$e=$n "
+            done
+            [[ -z $errs ]] || ERRORS+=("$spec $t rep $rep: ${errs% }")
+            # Per request: proxy user / kernel CPU, upstream and wrk CPU; over
+            # the run: machine idle % and "other" = CPU used by anything but
+            # proxy+upstream+wrk, in % of one CPU.
+            row=$(awk -v l="$line" -v pu="$((pu1 - pu0))" -v ps="$((ps1 - ps0))" -v ut="$((uu1 - uu0 + us1 - us0))" \
+                -v w0="$w0" -v w1="$w1" -v m0="$m0" -v m1="$m1" -v ncpu="$NCPU" -v hz="$CLK_TCK" -v req="$req" \
+                -v pp="$pp" -v rss="$rss" 'BEGIN {
+                    n = split(l, kv, " "); for (i = 2; i <= n; i++) { split(kv[i], a, "="); f[a[1]] = a[2] }
+                    us = 1e6 / hz / req; wt = (w1 - w0) * hz
+                    if (pp == "") { u = "-"; s = "-"; c = "-"; r = "-"; pt = 0 }
+                    else { u = sprintf("%.2f", pu * us); s = sprintf("%.2f", ps * us); c = sprintf("%.2f", (pu + ps) * us); r = rss; pt = pu + ps }
+                    split(m0, b0, " "); split(m1, b1, " ")
+                    busy = b1[1] - b0[1]; total = b1[2] - b0[2]; if (total <= 0) total = 1
+                    idle = 100 * (total - busy) / total
+                    other = 100 * (busy - pt - ut - wt) / (total / ncpu); if (other < 0) other = 0
+                    printf "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%.0f\t%.2f\t%.0f\t%.0f\n", f["rps"], f["p50_us"], f["p99_us"],
+                        u, s, c, ut * us, r, req, f["bytes"] / req, wt / hz * 1e6 / req, idle, other }')
+            printf '%s\t%s\t%s\t%s\n' "$spec" "$t" "$rep" "$row" >>"$RESULTS"
+            IFS=$'\t' read -r rps p50 p99 u s c up r _req _bpr _wcpu idle other <<<"$row"
+            rmib=$(awk -v r="$r" 'BEGIN { if (r == "-") print "-"; else printf "%.1f", r / 1024 }')
+            printf '%-13s %-10s %3s %9.0f %8.3f %8.3f %8s %8s %8s %8s %8s %7s %7s  %s\n' "$spec" "$t" "$rep" "$rps" \
+                "$(awk -v x="$p50" 'BEGIN{print x/1000}')" "$(awk -v x="$p99" 'BEGIN{print x/1000}')" \
+                "$u" "$s" "$c" "$up" "$rmib" "$idle" "$other" "${errs:-0}"
+            ((other > OTHER_WARN)) && NOISY+=("$spec $t rep $rep: other processes used ${other}% of a CPU")
+            sleep 1
         done
-        req=$(field requests "$line")
-        ((req > 0)) || die "wrk completed no request against $t"
-        errs=""
-        for e in connect read write status timeout; do
-            n=$(field "$e" "$line")
-            ((n == 0)) || errs+="$e=$n "
-        done
-        if [[ -n $errs ]]; then
-            ERRORS+=("$t rep $rep: ${errs% }")
-        fi
-        # Per request: proxy, upstream and wrk CPU; over the run: machine idle %
-        # and "other" = CPU used by anything but proxy+upstream+wrk, in % of one
-        # CPU (other work on the box skews a run; see the warning below).
-        read -r rps p50 p90 p99 pcpu ucpu wcpu idle other bpr < <(awk -v l="$line" -v p0="$p0" -v p1="$p1" \
-            -v u0="$u0" -v u1="$u1" -v w0="$w0" -v w1="$w1" -v m0="$m0" -v m1="$m1" -v ncpu="$NCPU" \
-            -v hz="$CLK_TCK" -v req="$req" -v pp="$pp" 'BEGIN {
-                n = split(l, kv, " "); for (i = 2; i <= n; i++) { split(kv[i], a, "="); f[a[1]] = a[2] }
-                pt = (pp == "") ? 0 : p1 - p0; ut = u1 - u0; wt = (w1 - w0) * hz
-                pc = (pp == "") ? "-" : sprintf("%.2f", pt / hz * 1e6 / req)
-                split(m0, b0, " "); split(m1, b1, " ")
-                busy = b1[1] - b0[1]; total = b1[2] - b0[2]; if (total <= 0) total = 1
-                idle = 100 * (total - busy) / total
-                other = 100 * (busy - pt - ut - wt) / (total / ncpu); if (other < 0) other = 0
-                printf "%s %s %s %s %s %.2f %.2f %.0f %.0f %.0f\n", f["rps"], f["p50_us"], f["p90_us"], f["p99_us"], pc,
-                    ut / hz * 1e6 / req, wt / hz * 1e6 / req, idle, other, f["bytes"] / req }')
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$rep" "$rps" "$p50" "$p99" "$pcpu" "$ucpu" \
-            "$req" "$bpr" "$wcpu" "$idle" "$other" >>"$RESULTS"
-        printf '%-11s %3s %10.0f %9.3f %9.3f %9.3f %13s %13s %11s %6s %7s  %s\n' "$t" "$rep" "$rps" \
-            "$(awk -v x="$p50" 'BEGIN{print x/1000}')" "$(awk -v x="$p90" 'BEGIN{print x/1000}')" \
-            "$(awk -v x="$p99" 'BEGIN{print x/1000}')" "$pcpu" "$ucpu" "$wcpu" "$idle" "$other" "${errs:-0}"
-        if ((other > OTHER_WARN)); then
-            NOISY+=("$t rep $rep: other processes used ${other}% of a CPU")
-        fi
-        sleep 1
     done
 done
 
 # ---------------------------------------------------------------------------
-# Report: medians per target, ratios
+# Report: medians per scenario and target, ratios
 # ---------------------------------------------------------------------------
-median() { # target column max_other -> median of that column over the runs whose other% <= max_other
-    awk -F'\t' -v t="$1" -v c="$2" -v mo="$3" 'NR > 1 && $1 == t && $c != "-" && $12 + 0 <= mo + 0 { print $c }' "$RESULTS" | sort -g |
+col() { # name -> column number in results.tsv
+    local i=1 c
+    for c in $COLS; do [[ $c == "$1" ]] && { echo "$i"; return; }; i=$((i + 1)); done
+    die "no column $1"
+}
+OTHER_COL=$(col other_pct)
+median() { # scenario target column max_other
+    awk -F'\t' -v sc="$1" -v t="$2" -v c="$(col "$3")" -v oc="$OTHER_COL" -v mo="$4" \
+        'NR > 1 && $1 == sc && $2 == t && $c != "-" && $oc + 0 <= mo + 0 { print $c }' "$RESULTS" | sort -g |
         awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 f2() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.2f", x }'; }
 ms() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.3f", x / 1000 }'; }
+mib() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.1f", x / 1024 }'; }
 report() { # max_other title
-    local t n
-    declare -A M
+    local spec t n m
     echo
     echo "$2:"
-    printf '%-11s %4s %10s %9s %9s %14s %14s %10s\n' target runs 'req/s' 'p50 ms' 'p99 ms' 'proxy µs/req' 'upstr µs/req' 'bytes/resp'
-    for t in "${TARGETS[@]}"; do
-        n=$(awk -F'\t' -v t="$t" -v mo="$1" 'NR > 1 && $1 == t && $12 + 0 <= mo + 0' "$RESULTS" | wc -l)
-        M[$t,rps]=$(median "$t" 3 "$1"); M[$t,p50]=$(median "$t" 4 "$1"); M[$t,p99]=$(median "$t" 5 "$1")
-        M[$t,pcpu]=$(median "$t" 6 "$1"); M[$t,ucpu]=$(median "$t" 7 "$1"); M[$t,bpr]=$(median "$t" 9 "$1")
-        printf '%-11s %4s %10s %9s %9s %14s %14s %10s\n' "$t" "$n" "${M[$t,rps]%.*}" "$(ms "${M[$t,p50]}")" \
-            "$(ms "${M[$t,p99]}")" "$(f2 "${M[$t,pcpu]}")" "$(f2 "${M[$t,ucpu]}")" "${M[$t,bpr]%.*}"
+    printf '%-13s %-10s %4s %9s %8s %8s %8s %8s %8s %8s %8s\n' scenario target runs 'req/s' 'p50 ms' 'p99 ms' \
+        'user µs' 'sys µs' 'cpu µs' 'upst µs' 'RSS MiB'
+    for spec in $SCENARIOS; do
+        declare -A M=()
+        targets_of "${spec%@*}"
+        for t in "${REPLY_TARGETS[@]}"; do
+            n=$(awk -F'\t' -v sc="$spec" -v t="$t" -v oc="$OTHER_COL" -v mo="$1" 'NR > 1 && $1 == sc && $2 == t && $oc + 0 <= mo + 0' "$RESULTS" | wc -l)
+            for m in rps p50_us p99_us user_us sys_us cpu_us upstream_us rss_kib; do
+                M[$t,$m]=$(median "$spec" "$t" "$m" "$1")
+            done
+            printf '%-13s %-10s %4s %9s %8s %8s %8s %8s %8s %8s %8s\n' "$spec" "$t" "$n" "${M[$t,rps]%.*}" \
+                "$(ms "${M[$t,p50_us]}")" "$(ms "${M[$t,p99_us]}")" "$(f2 "${M[$t,user_us]}")" "$(f2 "${M[$t,sys_us]}")" \
+                "$(f2 "${M[$t,cpu_us]}")" "$(f2 "${M[$t,upstream_us]}")" "$(mib "${M[$t,rss_kib]}")"
+        done
+        printf '%-13s ratios: throughput p/nginx %s, p/direct %s; p99 p/nginx %s; CPU/req p/nginx %s (user %s, sys %s)' "" \
+            "$(ratio "${M[portcullis,rps]}" "${M[nginx,rps]}")" "$(ratio "${M[portcullis,rps]:-}" "${M[direct,rps]:--}")" \
+            "$(ratio "${M[portcullis,p99_us]}" "${M[nginx,p99_us]}")" "$(ratio "${M[portcullis,cpu_us]}" "${M[nginx,cpu_us]}")" \
+            "$(ratio "${M[portcullis,user_us]}" "${M[nginx,user_us]}")" "$(ratio "${M[portcullis,sys_us]}" "${M[nginx,sys_us]}")"
+        if [[ -n $BASELINE_BIN ]]; then
+            printf '; p/baseline: throughput %s, CPU/req %s' "$(ratio "${M[portcullis,rps]}" "${M[baseline,rps]}")" \
+                "$(ratio "${M[portcullis,cpu_us]}" "${M[baseline,cpu_us]}")"
+        fi
+        echo
+        unset M
     done
-    cat <<EOF
-ratios of these medians:
-  throughput   portcullis/direct = $(ratio "${M[portcullis,rps]}" "${M[direct,rps]}")   portcullis/nginx = $(ratio "${M[portcullis,rps]}" "${M[nginx,rps]}")   (higher is better)
-  p99 latency  portcullis/direct = $(ratio "${M[portcullis,p99]}" "${M[direct,p99]}")   portcullis/nginx = $(ratio "${M[portcullis,p99]}" "${M[nginx,p99]}")   (lower is better)
-  CPU/request  portcullis/nginx  = $(ratio "${M[portcullis,pcpu]}" "${M[nginx,pcpu]}")   (lower is better)
-EOF
 }
 
 threads() { ls /proc/"$1"/task 2>/dev/null | wc -l; }
-ngx_workers=$(cat /proc/"$NGX_PID"/task/*/children 2>/dev/null | wc -w)
+ngx_workers=$(cat /proc/"${PROXY_PID[nginx]}"/task/*/children 2>/dev/null | wc -w)
 commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$ROOT" diff --quiet HEAD 2>/dev/null || commit+=" (+ uncommitted changes)"
 cat <<EOF
 
-== Portcullis whole-proxy load benchmark: MCP tools/call get_room ==
-commit:   $commit
-machine:  $(nproc) CPU(s), $(uname -sr); $(nginx -v 2>&1 | sed 's/^nginx version: //'); $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')
-load:     wrk -t$WRK_THREADS -c$CONNECTIONS, ${DURATION}s per run (+${WARMUP}s warm-up), $REPS rep(s), interleaved ${TARGETS[*]}
-fairness: portcullis runs with TOKIO_WORKER_THREADS=$PROXY_THREADS (tokio worker threads),
-          nginx with worker_processes $PROXY_THREADS (upstream keepalive 64, HTTP/1.1, proxy_buffering off);
-          the demo upstream with TOKIO_WORKER_THREADS=$UPSTREAM_THREADS. No CPU pinning.
-          OS threads at the end: portcullis $(threads "$PC_PID"), upstream $(threads "$UP_PID"), nginx $ngx_workers worker process(es).
-cpu:      utime+stime from /proc/PID/stat (all threads; nginx master + workers) over each
-          measured run / requests completed. 'proxy' = the proxy process, 'upstream' = demo server;
-          per run also wrk's own CPU, machine idle % and 'other' = CPU of everything else (% of one CPU).
+== Portcullis whole-proxy load benchmark (upstream: bench-upstream) ==
+commit:    $commit${BASELINE_BIN:+; baseline: $BASELINE_BIN}
+machine:   $(nproc) CPU(s), $(uname -sr); $(nginx -v 2>&1 | sed 's/^nginx version: //'); $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}'); $(openssl version | awk '{print $1, $2}')
+load:      wrk -t$WRK_THREADS, ${DURATION}s per run (+${WARMUP}s warm-up), $REPS rep(s), scenarios [$SCENARIOS], interleaved
+fairness:  portcullis runs with TOKIO_WORKER_THREADS=$PROXY_THREADS, nginx with worker_processes $PROXY_THREADS
+           (upstream keepalive 64, HTTP/1.1, proxy_buffering off, TLS 1.3 with the same P-256 certificate);
+           bench-upstream with TOKIO_WORKER_THREADS=$UPSTREAM_THREADS. No CPU pinning.
+           OS threads at the end: portcullis $(threads "${PROXY_PID[portcullis]}"), upstream $(threads "$UP_PID"), nginx $ngx_workers worker process(es).
+cpu:       utime (user) and stime (sys) from /proc/PID/stat (all threads; nginx master + workers) over each
+           measured run / requests completed; 'upst' = bench-upstream's CPU per request (subtract it
+           from direct-style figures); RSS = VmRSS at the end of the run (nginx: master + workers).
 EOF
 report 1000000 "medians over all $REPS rep(s)"
 if ((${#NOISY[@]})); then
     report "$OTHER_WARN" "medians over the quiet runs only (other% <= $OTHER_WARN; '-' = none was quiet)"
 fi
-for f in "$TMP/portcullis.log" "$TMP/upstream.log" "$NGX/error.log"; do
-    # The demo upstream announces itself on stderr; anything else is worth a look.
-    n=$(grep -cv '^demo MCP server on ' "$f" 2>/dev/null || true)
+for f in "$TMP/portcullis.log" "$TMP/baseline.log" "$TMP/upstream.log" "$NGX/error.log"; do
+    [[ -f $f ]] || continue
+    n=$(grep -cv '^bench-upstream on ' "$f" 2>/dev/null || true)
     if ((n > 0)); then
         echo
         echo "note: ${f#"$TMP/"} has $n line(s) (first 5):"
-        grep -v '^demo MCP server on ' "$f" | head -n 5 | sed $'s/\x1b\\[[0-9;]*m//g' | cut -c1-300 | sed 's/^/  /'
+        grep -v '^bench-upstream on ' "$f" | head -n 5 | sed $'s/\x1b\\[[0-9;]*m//g' | cut -c1-300 | sed 's/^/  /'
     fi
 done
 if ((${#NOISY[@]})); then
@@ -513,11 +619,11 @@ if ((${#NOISY[@]})); then
 fi
 if ((${#ERRORS[@]})); then
     echo
-    echo "wrk errors (non-2xx responses = status; the rest are socket errors):"
+    echo "wrk errors (non-2xx responses = status, MRTR answers that were neither input_required nor complete = other; the rest are socket errors):"
     printf '  %s\n' "${ERRORS[@]}"
     log "some runs had errors: their figures are suspect"
     exit 3
 else
     echo
-    echo "wrk errors: none (no non-2xx responses, no socket errors)"
+    echo "wrk errors: none"
 fi

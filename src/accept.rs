@@ -17,7 +17,7 @@ use crate::config::Limits;
 use arc_swap::ArcSwap;
 
 use crate::identify::PeerIdentity;
-use crate::layers::{ConnectionService, LayerSettings, RequestId};
+use crate::layers::{LayerSettings, Layered, RequestId};
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::{Gateway, Peer};
 use hyper_util::service::TowerToHyperService;
@@ -83,12 +83,14 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for PipelineService {
     }
 }
 
-/// The hyper service of one connection: the pipeline inside the generic layers.
+/// The hyper service of one connection: the pipeline inside the generic
+/// layers, built once for the connection (hyper clones it per request: a few
+/// reference counts).
 fn service(
     gateway: Arc<ArcSwap<Gateway>>,
     peer: Peer,
     layers: &LayerSettings,
-) -> TowerToHyperService<ConnectionService> {
+) -> TowerToHyperService<Layered<PipelineService>> {
     let pipeline = PipelineService {
         gateway,
         peer: Arc::new(peer),
@@ -131,13 +133,7 @@ pub async fn serve(
         let local = stream.local_addr().unwrap_or(addr);
         match &bound.tls {
             None => {
-                let peer = Peer {
-                    addr,
-                    local,
-                    listener: bound.index,
-                    tls: false,
-                    identity: PeerIdentity::default(),
-                };
+                let peer = Peer::new(addr, local, bound.index, false, PeerIdentity::default());
                 let conn = builder
                     .serve_connection(
                         TokioIo::new(stream),
@@ -174,13 +170,7 @@ pub async fn serve(
                         .peer_certificates()
                         .and_then(|c| c.first())
                         .map(|c| Arc::<[u8]>::from(c.as_ref()));
-                    let peer = Peer {
-                        addr,
-                        local,
-                        listener: index,
-                        tls: true,
-                        identity: PeerIdentity { client_cert },
-                    };
+                    let peer = Peer::new(addr, local, index, true, PeerIdentity { client_cert });
                     metrics.connections.inc();
                     let conn = builder
                         .serve_connection(TokioIo::new(tls_stream), service(gateway, peer, &layers))

@@ -2,8 +2,10 @@
 //! headers it adds.
 
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use smallvec::SmallVec;
 
 pub static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 pub static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
@@ -20,6 +22,22 @@ static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection"
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) and the framing headers the gateway
 // recomputes itself; `Host` is set from the upstream URL by the client.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    [
+        &header::CONNECTION,
+        &KEEP_ALIVE,
+        &PROXY_CONNECTION,
+        &header::PROXY_AUTHENTICATE,
+        &header::PROXY_AUTHORIZATION,
+        &header::TE,
+        &header::TRAILER,
+        &header::TRANSFER_ENCODING,
+        &header::UPGRADE,
+        &header::CONTENT_LENGTH,
+        &header::HOST,
+    ]
+    .contains(&name)
+}
 
 /// Headers named in `Connection` are hop-by-hop for this hop only.
 fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {
@@ -33,28 +51,95 @@ fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {
 }
 
 /// Remove hop-by-hop headers (and those `Connection` names) plus `drop`.
+/// One pass over the names present (a request has a handful) instead of a
+/// look-up per name that might be.
 fn strip_hop_by_hop(headers: &mut HeaderMap, drop: &[&HeaderName]) {
-    for name in connection_listed(headers) {
-        headers.remove(&name);
+    if headers.contains_key(header::CONNECTION) {
+        for name in connection_listed(headers) {
+            headers.remove(&name);
+        }
     }
-    for name in [
-        &header::CONNECTION,
-        &KEEP_ALIVE,
-        &PROXY_CONNECTION,
-        &header::PROXY_AUTHENTICATE,
-        &header::PROXY_AUTHORIZATION,
-        &header::TE,
-        &header::TRAILER,
-        &header::TRANSFER_ENCODING,
-        &header::UPGRADE,
-        &header::CONTENT_LENGTH,
-        &header::HOST,
-    ]
-    .into_iter()
-    .chain(drop.iter().copied())
-    {
+    let doomed: SmallVec<[HeaderName; 4]> = headers
+        .keys()
+        .filter(|name| is_hop_by_hop(name) || drop.contains(name))
+        .cloned()
+        .collect();
+    for name in &doomed {
         headers.remove(name);
     }
+}
+
+/// The forwarding headers of one connection's peer, built when it is
+/// accepted (every request on the connection adds the same ones).
+#[derive(Debug, Clone)]
+pub struct Forwarding {
+    /// The peer's address, as `X-Forwarded-For` gives it.
+    ip: Option<HeaderValue>,
+    ip_text: String,
+    /// `for=<node>;proto=<scheme>`: this hop's `Forwarded` element, before its host.
+    element: String,
+    tls: bool,
+    /// The `Forwarded` value for the first `Host` the connection sent (the
+    /// one a connection keeps sending).
+    by_host: OnceLock<(HeaderValue, HeaderValue)>,
+}
+
+impl Forwarding {
+    pub fn new(peer: SocketAddr, tls: bool) -> Forwarding {
+        let ip = peer.ip();
+        let proto = if tls { "https" } else { "http" };
+        // RFC 7239: IPv6 addresses are quoted and bracketed.
+        let element = if ip.is_ipv6() {
+            format!("for=\"[{ip}]\";proto={proto}")
+        } else {
+            format!("for={ip};proto={proto}")
+        };
+        let ip_text = ip.to_string();
+        Forwarding {
+            ip: HeaderValue::from_str(&ip_text).ok(),
+            ip_text,
+            element,
+            tls,
+            by_host: OnceLock::new(),
+        }
+    }
+
+    fn proto(&self) -> HeaderValue {
+        HeaderValue::from_static(if self.tls { "https" } else { "http" })
+    }
+
+    /// This hop's `Forwarded` element for a request sent to `host`.
+    fn element_for(&self, host: Option<&HeaderValue>) -> Option<HeaderValue> {
+        let Some(host) = host else {
+            return HeaderValue::from_str(&self.element).ok();
+        };
+        if let Some((h, v)) = self.by_host.get() {
+            if h == host {
+                return Some(v.clone());
+            }
+        }
+        let mut fwd = self.element.clone();
+        if let Some(h) = host.to_str().ok().filter(|h| {
+            h.bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b';' && b != b',')
+        }) {
+            fwd.push_str(";host=");
+            fwd.push_str(h);
+        }
+        let value = HeaderValue::from_str(&fwd).ok()?;
+        let _ = self.by_host.set((host.clone(), value.clone()));
+        Some(value)
+    }
+}
+
+/// `prev, ours`: a forwarding header that earlier hops started.
+fn appended(prev: &HeaderValue, ours: &[u8]) -> Option<HeaderValue> {
+    let prev = prev.to_str().ok()?;
+    let mut v = Vec::with_capacity(prev.len() + 2 + ours.len());
+    v.extend_from_slice(prev.as_bytes());
+    v.extend_from_slice(b", ");
+    v.extend_from_slice(ours);
+    HeaderValue::from_bytes(&v).ok()
 }
 
 /// What the client sent becomes what the upstream gets, edited in place:
@@ -62,12 +147,7 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, drop: &[&HeaderName]) {
 /// dropped so the upstream answers in a form the gateway can inspect;
 /// `Authorization` is kept only when the route says so (MCP forbids passing
 /// a client's token through to another server).
-pub fn to_upstream(
-    headers: &mut HeaderMap,
-    peer: SocketAddr,
-    tls: bool,
-    forward_authorization: bool,
-) {
+pub fn to_upstream(headers: &mut HeaderMap, peer: &Forwarding, forward_authorization: bool) {
     let host = headers.get(header::HOST).cloned();
     let dropped: &[&HeaderName] = if forward_authorization {
         &[&header::ACCEPT_ENCODING]
@@ -75,38 +155,24 @@ pub fn to_upstream(
         &[&header::ACCEPT_ENCODING, &header::AUTHORIZATION]
     };
     strip_hop_by_hop(headers, dropped);
-    let proto = if tls { "https" } else { "http" };
-    let ip = peer.ip();
-    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {ip}"),
-        None => ip.to_string(),
+    let xff = match headers.get(&X_FORWARDED_FOR) {
+        Some(prev) => appended(prev, peer.ip_text.as_bytes()),
+        None => peer.ip.clone(),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
+    if let Some(v) = xff {
         headers.insert(X_FORWARDED_FOR.clone(), v);
     }
-    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
-    if let Some(h) = &host {
-        headers.insert(X_FORWARDED_HOST.clone(), h.clone());
+    headers.insert(X_FORWARDED_PROTO.clone(), peer.proto());
+    let ours = peer.element_for(host.as_ref());
+    if let Some(h) = host {
+        headers.insert(X_FORWARDED_HOST.clone(), h);
     }
-    // RFC 7239: IPv6 addresses are quoted and bracketed.
-    let for_node = if ip.is_ipv6() {
-        format!("\"[{ip}]\"")
-    } else {
-        ip.to_string()
+    let fwd = match (headers.get(&FORWARDED), ours) {
+        (Some(prev), Some(ours)) => appended(prev, ours.as_bytes()),
+        (None, ours) => ours,
+        (Some(_), None) => None,
     };
-    let mut fwd = format!("for={for_node};proto={proto}");
-    if let Some(h) = host.as_ref().and_then(|h| h.to_str().ok()).filter(|h| {
-        h.bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b';' && b != b',')
-    }) {
-        fwd.push_str(";host=");
-        fwd.push_str(h);
-    }
-    let fwd = match headers.get(&FORWARDED).and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {fwd}"),
-        None => fwd,
-    };
-    if let Ok(v) = HeaderValue::from_str(&fwd) {
+    if let Some(v) = fwd {
         headers.insert(FORWARDED.clone(), v);
     }
 }
@@ -165,7 +231,7 @@ mod tests {
         h.insert(header::HOST, HeaderValue::from_static("gw.example:8080"));
         let peer: SocketAddr = "10.1.2.3:5555".parse().unwrap();
         let mut out = h.clone();
-        to_upstream(&mut out, peer, false, false);
+        to_upstream(&mut out, &Forwarding::new(peer, false), false);
         assert!(out.get("x-secret-hop").is_none());
         assert!(out.get("keep-alive").is_none());
         assert!(out.get(header::TRANSFER_ENCODING).is_none());
@@ -178,7 +244,7 @@ mod tests {
             "for=10.1.2.3;proto=http;host=gw.example:8080"
         );
         let mut with_auth = h.clone();
-        to_upstream(&mut with_auth, peer, true, true);
+        to_upstream(&mut with_auth, &Forwarding::new(peer, true), true);
         assert_eq!(with_auth[header::AUTHORIZATION], "Bearer t");
         assert_eq!(with_auth[&X_FORWARDED_PROTO], "https");
     }
@@ -190,9 +256,32 @@ mod tests {
         h.insert(&FORWARDED, HeaderValue::from_static("for=1.1.1.1"));
         let peer: SocketAddr = "[::1]:1".parse().unwrap();
         let mut out = h;
-        to_upstream(&mut out, peer, false, false);
+        to_upstream(&mut out, &Forwarding::new(peer, false), false);
         assert_eq!(out[&X_FORWARDED_FOR], "1.1.1.1, ::1");
         assert_eq!(out[&FORWARDED], "for=1.1.1.1, for=\"[::1]\";proto=http");
+    }
+
+    #[test]
+    fn a_connection_forwards_each_requests_own_host() {
+        let peer = Forwarding::new("10.0.0.9:1".parse().unwrap(), false);
+        for host in [
+            "a.example",
+            "a.example",
+            "b.example",
+            "bad\"host",
+            "a.example",
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            to_upstream(&mut h, &peer, false);
+            let want = if host.contains('"') {
+                "for=10.0.0.9;proto=http".to_owned()
+            } else {
+                format!("for=10.0.0.9;proto=http;host={host}")
+            };
+            assert_eq!(h[&FORWARDED], want.as_str());
+            assert_eq!(h[&X_FORWARDED_HOST], host);
+        }
     }
 
     #[test]

@@ -9,6 +9,18 @@ use clap::{Parser, Subcommand};
 use portcullis::config::{ConfigErrors, GatewayConfig, LogConfig, LogFormat};
 use portcullis::server::{shutdown_signal, RunningGateway};
 
+/// jemalloc instead of glibc's malloc: fewer cycles per request, and with its
+/// background thread, memory freed by closed connections goes back to the
+/// system within seconds (see bench/README.md for the measurements).
+/// `_RJEM_MALLOC_CONF` in the environment adds settings.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's built-in settings (a C string it reads at start).
+#[allow(non_upper_case_globals)]
+#[export_name = "_rjem_malloc_conf"]
+pub static malloc_conf: &u8 = &b"background_thread:true\0"[0];
+
 #[derive(Parser)]
 #[command(
     name = "portcullis",

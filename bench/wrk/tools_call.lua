@@ -1,4 +1,7 @@
--- wrk script: one MCP 2026-07-28 tools/call (get_room) per request.
+-- wrk script: one MCP 2026-07-28 tools/call per request, of the tool named
+-- by $MCP_TOOL (default get_room; bench/upstream answers get_room small,
+-- watch_room as an event stream, room_report with ~256 KiB). $MCP_CLOSE=1
+-- adds "Connection: close" (a new connection, and TLS handshake, per request).
 --
 -- The gateway checks that the Mcp-Method / Mcp-Name headers match the body,
 -- so every request carries both. The body is a constant string: wrk sends the
@@ -14,8 +17,12 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
 wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
 wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "get_room"
-wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"get_room","arguments":{"room_id":"atrium"}}}'
+local tool = os.getenv("MCP_TOOL") or "get_room"
+wrk.headers["Mcp-Name"] = tool
+if os.getenv("MCP_CLOSE") == "1" then
+  wrk.headers["Connection"] = "close"
+end
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p1"},"name":"' .. tool .. '","arguments":{"room_id":"atrium"}}}'
 
 function done(summary, latency, requests)
   local secs = summary.duration / 1e6

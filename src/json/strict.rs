@@ -239,6 +239,81 @@ where
     Ok(out)
 }
 
+/// Check `bytes` strictly and, when they are an object, return its
+/// top-level member `member`, which must then be a string: one pass where
+/// reading a member and checking the value would take two. An error here may
+/// come before or after the member; callers that must tell which repeat the
+/// two steps on failure.
+pub fn validate_with_member<'a>(
+    bytes: &'a [u8],
+    member: &str,
+) -> Result<Option<Cow<'a, str>>, JsonError> {
+    let failure = Failure::default();
+    run(
+        bytes,
+        &failure,
+        WithMember {
+            failure: &failure,
+            member,
+        },
+    )
+}
+
+/// [`Check`] of a value that also takes out one string member of it.
+struct WithMember<'f, 'm> {
+    failure: &'f Failure,
+    member: &'m str,
+}
+
+impl<'de> DeserializeSeed<'de> for WithMember<'_, '_> {
+    type Value = Option<Cow<'de, str>>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for WithMember<'_, '_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Check(self.failure).visit_seq(seq).map(|()| None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut seen = SeenKeys::default();
+        let mut found = None;
+        while let Some(Key(key)) = map.next_key()? {
+            seen.note(&key, self.failure)?;
+            if key == self.member {
+                found = Some(map.next_value::<Key<'de>>()?.0);
+            } else {
+                map.next_value_seed(Check(self.failure))?;
+            }
+        }
+        Ok(found)
+    }
+}
+
 /// Check `bytes` strictly without building anything.
 pub fn validate(bytes: &[u8]) -> Result<(), JsonError> {
     let failure = Failure::default();
@@ -299,6 +374,30 @@ mod tests {
         assert!(validate(b"{} {}").is_err());
         assert_eq!(validate(b"  ").unwrap_err().kind, JsonErrorKind::Empty);
         assert!(validate(br#"{"a":"\ud83d\ude00"}"#).is_ok());
+    }
+
+    #[test]
+    fn one_member_is_taken_out_of_a_checked_object() {
+        let got = validate_with_member(
+            br#"{"a":[1,{"b":2}],"resultType":"complete"}"#,
+            "resultType",
+        );
+        assert_eq!(got.unwrap().as_deref(), Some("complete"));
+        assert_eq!(
+            validate_with_member(br#"{"a":1}"#, "resultType").unwrap(),
+            None
+        );
+        assert_eq!(validate_with_member(b"[1,2]", "resultType").unwrap(), None);
+        let spelled = validate_with_member(br#"{"result\u0054ype":"x"}"#, "resultType");
+        assert_eq!(spelled.unwrap().as_deref(), Some("x"));
+        for bad in [
+            &br#"{"resultType":"a","result\u0054ype":"b"}"#[..],
+            br#"{"resultType":"a","x":{"k":1,"k":2}}"#,
+            br#"{"resultType":1}"#,
+            br#"{"resultType":"a"} x"#,
+        ] {
+            assert!(validate_with_member(bad, "resultType").is_err());
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
-use http::{HeaderName, HeaderValue, Request, Response};
+use http::header::Entry;
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use tower::{Layer, Service};
 
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -76,18 +77,33 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let value = match req.headers().get(&X_REQUEST_ID) {
-            Some(v) if sane(v) => v.clone(),
-            _ => mint(),
-        };
-        req.headers_mut()
-            .insert(X_REQUEST_ID.clone(), value.clone());
+        let value = assign(req.headers_mut());
         let text: Arc<str> = Arc::from(value.to_str().unwrap_or("-"));
         req.extensions_mut().insert(RequestId(text));
         WithRequestId {
             inner: self.inner.call(req),
             value: Some(value),
         }
+    }
+}
+
+/// The request's id: the client's when sane, else a new one, left on the
+/// request (one value: the upstream gets exactly one) with one header look-up.
+fn assign(headers: &mut HeaderMap) -> HeaderValue {
+    match headers.entry(&X_REQUEST_ID) {
+        Entry::Occupied(mut e) if sane(e.get()) => {
+            let kept = e.get().clone();
+            if e.iter().nth(1).is_some() {
+                e.insert(kept.clone());
+            }
+            kept
+        }
+        Entry::Occupied(mut e) => {
+            let minted = mint();
+            e.insert(minted.clone());
+            minted
+        }
+        Entry::Vacant(e) => e.insert(mint()).clone(),
     }
 }
 
@@ -128,5 +144,18 @@ mod tests {
         assert!(sane(&a) && sane(&b), "{a:?}");
         assert!(!sane(&HeaderValue::from_static("bad id\twith tab")));
         assert!(!sane(&HeaderValue::from_static("")));
+    }
+
+    #[test]
+    fn a_sane_id_is_kept_once_and_a_bad_one_replaced() {
+        let mut h = HeaderMap::new();
+        h.append(&X_REQUEST_ID, HeaderValue::from_static("trace-abc-123"));
+        h.append(&X_REQUEST_ID, HeaderValue::from_static("second"));
+        assert_eq!(assign(&mut h), "trace-abc-123");
+        assert_eq!(h.get_all(&X_REQUEST_ID).iter().count(), 1);
+        h.insert(&X_REQUEST_ID, HeaderValue::from_static("bad id"));
+        let v = assign(&mut h);
+        assert!(sane(&v) && h[&X_REQUEST_ID] == v, "{v:?}");
+        assert!(assign(&mut HeaderMap::new()).len() > 9);
     }
 }

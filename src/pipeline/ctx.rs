@@ -39,13 +39,7 @@ impl RequestCtx {
     ) -> Option<RequestCtx> {
         let route = gateway.routes.select(path)?.clone();
         let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let peer = Arc::new(Peer {
-            addr: loopback,
-            local: loopback,
-            listener: 0,
-            tls: false,
-            identity: Default::default(),
-        });
+        let peer = Arc::new(Peer::new(loopback, loopback, 0, false, Default::default()));
         Some(RequestCtx {
             gateway,
             route,

@@ -29,7 +29,7 @@ use hyper::body::Incoming;
 
 use crate::audit::AuditSink;
 use crate::config::{GatewayConfig, ServerNames};
-use crate::headers::{to_upstream, LAST_EVENT_ID};
+use crate::headers::{to_upstream, Forwarding, LAST_EVENT_ID};
 use crate::identify::PeerIdentity;
 use crate::model::{Generation, ProtocolVersion, Reason, Refusal, SharedClock};
 use crate::mrtr::replay::ReplayStore;
@@ -54,6 +54,27 @@ pub struct Peer {
     pub listener: usize,
     pub tls: bool,
     pub identity: PeerIdentity,
+    /// The forwarding headers its requests get, built once per connection.
+    pub forwarding: Forwarding,
+}
+
+impl Peer {
+    pub fn new(
+        addr: SocketAddr,
+        local: SocketAddr,
+        listener: usize,
+        tls: bool,
+        identity: PeerIdentity,
+    ) -> Peer {
+        Peer {
+            addr,
+            local,
+            listener,
+            tls,
+            identity,
+            forwarding: Forwarding::new(addr, tls),
+        }
+    }
 }
 
 /// The runtime services of one config generation, built from its settings.
@@ -80,10 +101,7 @@ pub struct Carried {
 
 impl Gateway {
     pub fn new(config: Arc<GatewayConfig>, carried: Carried) -> Result<Self, rustls::Error> {
-        let routes = RouteTable::new(&config)?;
-        for up in &config.upstreams {
-            carried.metrics.register_upstream(&up.id);
-        }
+        let routes = RouteTable::new(&config, &carried.metrics)?;
         let throttle = match carried.throttle {
             Some((settings, throttle)) if settings == config.throttle => throttle,
             _ => Throttle::new(&config.throttle),
@@ -166,9 +184,9 @@ impl Gateway {
         record: &mut RequestRecord,
     ) -> Result<Response<ProxyBody>, Refused> {
         let route = self.route(req.uri().path())?;
-        record.set_upstream(route.upstream.label.clone());
-        let name = route.name().to_owned();
-        let at = |r: Refusal| Refused::new(r, None, &name);
+        record.set_upstream(route.upstream.metrics.clone());
+        let name = route.name();
+        let at = |r: Refusal| Refused::new(r, None, name);
         let (mut parts, body) = req.into_parts();
         let generations = &route.config.generations;
         let transport = request::head::check(&parts, &self.head_rules(&peer, generations))
@@ -189,7 +207,7 @@ impl Gateway {
             Transport::Post => {
                 let limits = &self.config.limits;
                 let bytes = request::read(&parts, body, limits).await.map_err(at)?;
-                request::parse(&parts, &bytes, generations).map_err(|r| r.within(None, &name))?
+                request::parse(&parts, &bytes, generations).map_err(|r| r.within(None, name))?
             }
             other => {
                 let mut r = ParsedRequest::without_message(other, ProtocolVersion::V2025_11_25);
@@ -211,7 +229,7 @@ impl Gateway {
             session: None,
         };
         let within =
-            |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), &name));
+            |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
         session::open(&mut ctx, &parts.headers).map_err(|r| within(r, &ctx))?;
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)
@@ -224,8 +242,7 @@ impl Gateway {
         let upstream = &route.upstream;
         to_upstream(
             &mut parts.headers,
-            peer.addr,
-            peer.tls,
+            &peer.forwarding,
             upstream.settings.forward_authorization,
         );
         session::to_upstream(&ctx, &mut parts.headers);
@@ -235,11 +252,11 @@ impl Gateway {
             .client
             .send(transport.http_method(), parts.headers, body)
             .await
-            .map_err(|r| Refused::new(r, id.as_deref(), &name))?;
-        self.metrics.observe_upstream(&upstream.label, sent);
+            .map_err(|r| Refused::new(r, id.as_deref(), name))?;
+        upstream.metrics.observe_upstream(sent);
         response::check(ctx, resp)
             .await
-            .map_err(|r| with_retry_after(Refused::new(r, id.as_deref(), &name)))
+            .map_err(|r| with_retry_after(Refused::new(r, id.as_deref(), name)))
     }
 
     fn route(&self, path: &str) -> Result<Arc<Route>, Refused> {

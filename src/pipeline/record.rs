@@ -3,12 +3,12 @@
 //! gateway's own outcome names. Nothing a client typed becomes a label.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::model::{Generation, McpMethod, Reason};
@@ -184,12 +184,18 @@ impl Metrics {
         }))
     }
 
-    /// Make a label set known at start so dashboards show zeros, not gaps.
-    pub fn register_upstream(&self, upstream: &str) {
-        for stream in ["false", "true"] {
-            let _ = self.request_duration.with_label_values(&[upstream, stream]);
-        }
-        let _ = self.upstream_duration.with_label_values(&[upstream]);
+    /// The metric handles of `upstream`, resolved now (which also makes its
+    /// label set known at start, so dashboards show zeros, not gaps).
+    pub fn upstream(&self, upstream: &str) -> Arc<UpstreamMetrics> {
+        let duration = |stream: &str| self.request_duration.with_label_values(&[upstream, stream]);
+        Arc::new(UpstreamMetrics {
+            label: Arc::from(upstream),
+            request_duration: [duration("false"), duration("true")],
+            upstream_duration: self.upstream_duration.with_label_values(&[upstream]),
+            ok_by_method: (0..=McpMethod::KNOWN.len())
+                .map(|_| OnceLock::new())
+                .collect(),
+        })
     }
 
     pub fn state_refused(&self, upstream: &str, reason: Reason) {
@@ -240,12 +246,6 @@ impl Metrics {
             self.reload_state.restart_required_total.inc();
         }
         self.reload_state.restart_required.set(i64::from(changed));
-    }
-
-    pub fn observe_upstream(&self, upstream: &str, started: Instant) {
-        self.upstream_duration
-            .with_label_values(&[upstream])
-            .observe(started.elapsed().as_secs_f64());
     }
 
     /// Count one inspected `input_required` result and its verdicts. Rule and
@@ -337,6 +337,27 @@ impl ReloadMetrics {
     }
 }
 
+/// The metric handles of one upstream, resolved once per config load: a
+/// `with_label_values` look-up hashes every label value and takes a lock,
+/// three times per request otherwise. `requests_total` with outcome `ok` is
+/// resolved per method on first use; other outcomes are rare and looked up.
+pub struct UpstreamMetrics {
+    /// The `upstream` label (the configured id).
+    pub label: Arc<str>,
+    /// Indexed by "is an event stream" (the `stream` label).
+    request_duration: [Histogram; 2],
+    upstream_duration: Histogram,
+    /// Indexed by `McpMethod as usize` (`Other` last).
+    ok_by_method: Vec<OnceLock<IntCounter>>,
+}
+
+impl UpstreamMetrics {
+    pub fn observe_upstream(&self, started: Instant) {
+        self.upstream_duration
+            .observe(started.elapsed().as_secs_f64());
+    }
+}
+
 /// How a request ended, as counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -361,8 +382,8 @@ impl Outcome {
 pub struct RequestRecord {
     metrics: Arc<Metrics>,
     started: Instant,
-    upstream: Option<Arc<str>>,
-    method: &'static str,
+    upstream: Option<Arc<UpstreamMetrics>>,
+    method: Option<McpMethod>,
     outcome: Outcome,
     finished: bool,
     /// The response is an event stream: its duration is the stream's life.
@@ -393,7 +414,7 @@ impl RequestRecord {
             metrics,
             started,
             upstream: None,
-            method: "none",
+            method: None,
             outcome: Outcome::Ok,
             finished: false,
             streamed: false,
@@ -431,16 +452,16 @@ impl RequestRecord {
         self.deadline = deadline;
     }
 
-    pub fn set_upstream(&mut self, id: Arc<str>) {
-        self.upstream = Some(id);
+    pub fn set_upstream(&mut self, upstream: Arc<UpstreamMetrics>) {
+        self.upstream = Some(upstream);
     }
 
     pub fn upstream_label(&self) -> Option<Arc<str>> {
-        self.upstream.clone()
+        self.upstream.as_ref().map(|u| u.label.clone())
     }
 
     pub fn set_method(&mut self, method: McpMethod) {
-        self.method = method.as_str();
+        self.method = Some(method);
     }
 
     pub fn set_outcome(&mut self, outcome: Outcome) {
@@ -469,29 +490,53 @@ impl Drop for RequestRecord {
         } else {
             Outcome::ClientCancelled
         };
-        let upstream = self.upstream.as_deref().unwrap_or("none");
-        self.metrics
-            .requests
-            .with_label_values(&[upstream, self.method, outcome.label()])
-            .inc();
+        self.count(outcome);
         let elapsed = self.started.elapsed();
-        self.metrics
-            .request_duration
-            .with_label_values(&[upstream, if self.streamed { "true" } else { "false" }])
-            .observe(elapsed.as_secs_f64());
+        let streamed = usize::from(self.streamed);
+        match &self.upstream {
+            Some(up) => up.request_duration[streamed].observe(elapsed.as_secs_f64()),
+            None => self
+                .metrics
+                .request_duration
+                .with_label_values(&["none", ["false", "true"][streamed]])
+                .observe(elapsed.as_secs_f64()),
+        }
         if let Some(a) = &self.access {
             tracing::info!(
                 target: "portcullis::access",
                 request_id = %a.request_id,
-                method = self.method,
+                method = self.method.map_or("none", McpMethod::as_str),
                 target = a.target.as_deref().unwrap_or(""),
-                upstream,
+                upstream = self.upstream.as_ref().map_or("none", |u| &*u.label),
                 status = a.status,
                 reason = outcome.label(),
                 stream = self.streamed,
                 duration_ms = elapsed.as_secs_f64() * 1000.0,
                 "request"
             );
+        }
+    }
+}
+
+impl RequestRecord {
+    /// `requests_total`, through the upstream's resolved handle when there is one.
+    fn count(&self, outcome: Outcome) {
+        let method = self.method.map_or("none", McpMethod::as_str);
+        let Some(up) = &self.upstream else {
+            let labels = ["none", method, outcome.label()];
+            return self.metrics.requests.with_label_values(&labels).inc();
+        };
+        match (outcome, self.method) {
+            (Outcome::Ok, Some(m)) => up.ok_by_method[m as usize]
+                .get_or_init(|| {
+                    let labels = [&*up.label, method, "ok"];
+                    self.metrics.requests.with_label_values(&labels)
+                })
+                .inc(),
+            _ => {
+                let labels = [&*up.label, method, outcome.label()];
+                self.metrics.requests.with_label_values(&labels).inc()
+            }
         }
     }
 }
@@ -514,7 +559,7 @@ mod tests {
         let m = Metrics::new().unwrap();
         let start = |deadline: Option<Instant>| {
             let mut r = RequestRecord::start(m.clone(), Instant::now());
-            r.set_upstream(Arc::from("up"));
+            r.set_upstream(m.upstream("up"));
             r.set_method(McpMethod::ToolsCall);
             r.set_deadline(deadline);
             r

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::forward::UpstreamClient;
+use super::record::{Metrics, UpstreamMetrics};
 use crate::config::{GatewayConfig, RouteConfig, UpstreamRoute};
 
 /// An upstream and its connection pool, shared by every path routed to it.
@@ -14,6 +15,8 @@ pub struct RoutedUpstream {
     pub client: UpstreamClient,
     /// The `upstream` label of metrics (the configured id).
     pub label: Arc<str>,
+    /// Its metric handles, resolved once.
+    pub metrics: Arc<UpstreamMetrics>,
 }
 
 /// What a path resolves to.
@@ -34,13 +37,15 @@ pub struct RouteTable {
 }
 
 impl RouteTable {
-    pub fn new(config: &GatewayConfig) -> Result<Self, rustls::Error> {
+    pub fn new(config: &GatewayConfig, metrics: &Metrics) -> Result<Self, rustls::Error> {
         let mut by_id: HashMap<&str, Arc<RoutedUpstream>> = HashMap::new();
         for up in &config.upstreams {
+            let metrics = metrics.upstream(&up.id);
             let routed = RoutedUpstream {
                 settings: up.clone(),
                 client: UpstreamClient::new(up.clone())?,
-                label: Arc::from(up.id.as_str()),
+                label: metrics.label.clone(),
+                metrics,
             };
             by_id.insert(up.id.as_str(), Arc::new(routed));
         }

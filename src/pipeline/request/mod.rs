@@ -16,6 +16,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use hyper::body::Incoming;
 use serde_json::value::RawValue;
+use smallvec::SmallVec;
 
 use super::refuse::Refused;
 use crate::config::Limits;
@@ -172,7 +173,12 @@ pub fn parse(
         ),
         None => None,
     };
-    let supported = ProtocolVersion::of(generations);
+    // The versions of the route's generations, newest first (on the stack).
+    let supported: SmallVec<[ProtocolVersion; 8]> = ProtocolVersion::ALL
+        .iter()
+        .copied()
+        .filter(|v| generations.contains(&v.generation()))
+        .collect();
     let version = mcp_headers::detect(parts, method, view.as_ref(), &supported).map_err(reject)?;
     let stateless = version.generation() == Generation::Stateless;
     if stateless && msg.kind == MessageKind::Response {

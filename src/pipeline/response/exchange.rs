@@ -219,15 +219,18 @@ impl Exchange {
     /// A result: `input_required` goes to the policy, everything else
     /// passes unchanged (a list filtered by permissions).
     fn result(&mut self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
-        let result_type = match result_type(result.get().as_bytes()) {
+        let bytes = result.get().as_bytes();
+        // The common case in one pass: a valid result and its type. On a
+        // failure the two steps run apart, so the refusal is the one they give.
+        let result_type = match json::strict::validate_with_member(bytes, "resultType") {
             Ok(t) => t,
-            Err(e) => return Disposition::Refuse(read_failure(&e)),
+            Err(_) => match checked_in_two_steps(bytes) {
+                Ok(t) => t,
+                Err(refused) => return refused,
+            },
         };
         if result_type.as_deref() == Some("input_required") {
             return self.question(id, result);
-        }
-        if let Err(e) = json::validate(result.get().as_bytes()) {
-            return Disposition::Refuse(read_failure(&e));
         }
         self.operation_completed();
         match self.ctx.request.method {
@@ -326,6 +329,17 @@ impl Exchange {
             },
         }
     }
+}
+
+/// The result's type, then (unless the policy reads it: `input_required`)
+/// the result checked strictly.
+fn checked_in_two_steps(bytes: &[u8]) -> Result<Option<Cow<'_, str>>, Disposition> {
+    let refuse = |e: json::JsonError| Disposition::Refuse(read_failure(&e));
+    let result_type = result_type(bytes).map_err(refuse)?;
+    if result_type.as_deref() != Some("input_required") {
+        json::validate(bytes).map_err(refuse)?;
+    }
+    Ok(result_type)
 }
 
 fn read_failure(e: &json::JsonError) -> Refusal {

@@ -1,0 +1,254 @@
+//! `bench-upstream`: a minimal MCP answerer (protocol 2026-07-28) for
+//! `bench/load.sh` and `bench/memory.sh`. It is the one upstream behind every
+//! target of the load benchmark (direct, nginx, Portcullis), and it is cheap
+//! on purpose: the real SDK server of `portcullis demo` costs several times
+//! what the proxies cost, which hides the difference being measured.
+//!
+//! It answers `tools/call` by the tool's name (anything else gets an empty
+//! `complete` result), echoing the request's id byte for byte:
+//!
+//! * `get_room`: a small `complete` result (the size of the demo's answer);
+//! * `watch_room`: an event stream of three `notifications/progress` (with
+//!   the request's `_meta.progressToken`), then the `complete` result;
+//! * `room_report`: a `complete` result of about 256 KiB (rows of objects);
+//! * `book_room`: the MRTR exchange, scripted. Without `requestState` it
+//!   answers `input_required` with a 5-field form and a `requestState` of its
+//!   own; a retry must bring that state back (with `inputResponses`), and is
+//!   answered `complete`, echoing the state; anything else is a JSON-RPC error.
+//!
+//! Not a conforming MCP server: no `initialize`, no header checks, no
+//! sessions. It never reads anything but 127.0.0.1 traffic it is sent.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// The prefix of this server's own `requestState`s; a retry must echo one.
+const STATE_PREFIX: &str = "bench-up.";
+
+const GET_ROOM: &str = r#"{"resultType":"complete","content":[{"type":"text","text":"The Atrium (atrium) has 24 seats."}],"structuredContent":{"room_id":"atrium","seats":24},"isError":false}"#;
+
+const FORM: &str = r#"{"resultType":"input_required","inputRequests":{"contact":{"method":"elicitation/create","params":{"mode":"form","message":"Who should we send the booking to?","requestedSchema":{"type":"object","properties":{"name":{"type":"string","title":"Name","maxLength":80},"email":{"type":"string","format":"email","title":"Email"},"seats":{"type":"integer","minimum":1,"maximum":40,"title":"Seats"},"room":{"type":"string","title":"Room","oneOf":[{"const":"atrium","title":"Atrium"},{"const":"nook","title":"Nook"}]},"catering":{"type":"boolean","title":"Catering","default":false}},"required":["name","email"]}}}},"requestState":""#;
+
+/// What the answerer reads of a request.
+#[derive(Deserialize)]
+struct Call<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    params: Option<Params<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct Params<'a> {
+    #[serde(borrow, default)]
+    name: Option<&'a str>,
+    #[serde(rename = "requestState", borrow, default)]
+    request_state: Option<&'a str>,
+    #[serde(rename = "inputResponses", borrow, default)]
+    input_responses: Option<&'a RawValue>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<Meta<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct Meta<'a> {
+    #[serde(rename = "progressToken", borrow, default)]
+    progress_token: Option<&'a RawValue>,
+}
+
+/// A JSON-RPC response: `{"jsonrpc":"2.0","id":ID,` then `rest`.
+fn message(id: &str, member: &str, value: &[&str]) -> Bytes {
+    let len = value.iter().map(|v| v.len()).sum::<usize>();
+    let mut out = BytesMut::with_capacity(32 + id.len() + member.len() + len);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(member.as_bytes());
+    out.extend_from_slice(b"\":");
+    for v in value {
+        out.extend_from_slice(v.as_bytes());
+    }
+    out.extend_from_slice(b"}");
+    out.freeze()
+}
+
+fn error(id: &str, text: &str) -> Bytes {
+    let e = serde_json::json!({"code": -32602, "message": text}).to_string();
+    message(id, "error", &[&e])
+}
+
+/// About 256 KiB of rows, built once.
+fn report_result() -> String {
+    let rows: Vec<String> = (0..4750)
+        .map(|i| {
+            format!(
+                r#"{{"room":"room-{i}","floor":{},"seats":{},"free":{}}}"#,
+                i % 9,
+                i % 40,
+                i % 2 == 0
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"resultType":"complete","content":[{{"type":"text","text":"{} rooms"}}],"structuredContent":{{"rooms":[{}]}}}}"#,
+        rows.len(),
+        rows.join(",")
+    )
+}
+
+struct Answers {
+    report: String,
+    states: AtomicU64,
+}
+
+enum Answer {
+    Json(Bytes),
+    Events(Vec<Bytes>),
+}
+
+impl Answers {
+    fn answer(&self, body: &[u8]) -> Answer {
+        let Ok(call) = serde_json::from_slice::<Call<'_>>(body) else {
+            return Answer::Json(error("null", "not a JSON-RPC request"));
+        };
+        let id = call.id.map_or("null", RawValue::get);
+        let params = call.params.unwrap_or_default();
+        match params.name {
+            Some("get_room") => Answer::Json(message(id, "result", &[GET_ROOM])),
+            Some("room_report") => Answer::Json(message(id, "result", &[&self.report])),
+            Some("watch_room") => Answer::Events(watch(id, &params)),
+            Some("book_room") => Answer::Json(self.book(id, &params)),
+            _ => Answer::Json(message(
+                id,
+                "result",
+                &[r#"{"resultType":"complete","content":[]}"#],
+            )),
+        }
+    }
+
+    fn book(&self, id: &str, params: &Params<'_>) -> Bytes {
+        match (params.request_state, params.input_responses) {
+            (None, None) => {
+                let n = self.states.fetch_add(1, Ordering::Relaxed);
+                let state = format!("{STATE_PREFIX}{n}");
+                message(id, "result", &[FORM, &state, "\"}"])
+            }
+            (Some(state), Some(_)) if state.starts_with(STATE_PREFIX) => {
+                let done = format!(
+                    r#"{{"resultType":"complete","content":[{{"type":"text","text":"Booked ({state})."}}]}}"#
+                );
+                message(id, "result", &[&done])
+            }
+            (Some(_), Some(_)) => error(id, "requestState is not this server's"),
+            _ => error(id, "requestState and inputResponses go together"),
+        }
+    }
+}
+
+/// Three progress notifications, then the result: one SSE event each.
+fn watch(id: &str, params: &Params<'_>) -> Vec<Bytes> {
+    let token = params
+        .meta
+        .as_ref()
+        .and_then(|m| m.progress_token)
+        .map_or("\"bench\"", RawValue::get);
+    let mut events: Vec<Bytes> = (1..=3)
+        .map(|i| {
+            Bytes::from(format!(
+                "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"progressToken\":{token},\"progress\":{i},\"total\":3,\"message\":\"Checked {i} of 3 rooms\"}}}}\n\n"
+            ))
+        })
+        .collect();
+    let result = message(id, "result", &[GET_ROOM]);
+    let mut last = BytesMut::with_capacity(result.len() + 24);
+    last.extend_from_slice(b"event: message\ndata: ");
+    last.extend_from_slice(&result);
+    last.extend_from_slice(b"\n\n");
+    events.push(last.freeze());
+    events
+}
+
+/// The events of a stream, one frame each (written as they are polled, as
+/// a server that produces them one by one would).
+struct Events(std::collections::VecDeque<Bytes>);
+
+impl http_body::Body for Events {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+    }
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+async fn handle(
+    answers: &'static Answers,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, hyper::Error> {
+    let body = req.into_body().collect().await?.to_bytes();
+    let (ctype, body): (&'static str, Body) = match answers.answer(&body) {
+        Answer::Json(b) => ("application/json", Full::new(b).boxed()),
+        Answer::Events(events) => ("text/event-stream", Events(events.into()).boxed()),
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
+    Ok(resp)
+}
+
+#[tokio::main]
+async fn main() {
+    let addr: SocketAddr = match std::env::args().nth(1).as_deref().map(str::parse) {
+        Some(Ok(a)) => a,
+        _ => {
+            eprintln!("usage: bench-upstream 127.0.0.1:PORT");
+            std::process::exit(2);
+        }
+    };
+    if !addr.ip().is_loopback() {
+        eprintln!("bench-upstream listens on loopback only");
+        std::process::exit(2);
+    }
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("bench-upstream: cannot listen on {addr}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let answers: &'static Answers = Box::leak(Box::new(Answers {
+        report: report_result(),
+        states: AtomicU64::new(0),
+    }));
+    eprintln!(
+        "bench-upstream on {addr} (room_report result: {} bytes)",
+        answers.report.len()
+    );
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| handle(answers, req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
