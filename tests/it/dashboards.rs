@@ -169,9 +169,23 @@ impl Drop for Prometheus {
     }
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
+/// The port Prometheus logs it listens on (it binds port 0 itself, so no
+/// other process can take the port between choosing and binding it).
+fn listening_port(log: &str) -> Option<u16> {
+    log.lines()
+        .filter(|l| l.contains("msg=\"Listening on\""))
+        .find_map(|l| l.rsplit("address=127.0.0.1:").next()?.trim().parse().ok())
+}
+
+/// An address where nothing answers: a socket bound and held, never
+/// listening, so a connection is refused for the whole test.
+fn dead_address() -> (std::net::SocketAddr, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let addr = socket.local_addr().expect("addr");
+    (addr, socket)
 }
 
 impl Prometheus {
@@ -186,20 +200,32 @@ impl Prometheus {
         );
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("write prometheus.yml");
-        let port = free_port();
+        let log_path = dir.path().join("prometheus.log");
         let child = Command::new(binary)
             .arg(format!("--config.file={}", config_path.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
                 dir.path().join("tsdb").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.listen-address=127.0.0.1:0")
             .stdout(Stdio::null())
             .stderr(Stdio::from(
-                std::fs::File::create(dir.path().join("prometheus.log")).expect("log file"),
+                std::fs::File::create(&log_path).expect("log file"),
             ))
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let port = loop {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if let Some(port) = listening_port(&log) {
+                break port;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus did not start in 30 s; its log:\n{log}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         let p = Prometheus {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -637,7 +663,8 @@ async fn every_dashboard_and_alert_expression_returns_data_on_a_real_prometheus(
     install_crypto();
     let rooms = start_demo().await;
     let hostile = hostile_upstream().await;
-    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let (dead_addr, _held) = dead_address();
+    let dead = format!("http://{dead_addr}/mcp");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     let config = gateway_config(&rooms, &hostile.url(), &dead);
