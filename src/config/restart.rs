@@ -46,6 +46,8 @@ impl GatewayConfig {
         );
         differ("log.format".into(), self.log.format == running.log.format);
         differ("log.level".into(), self.log.level == running.log.level);
+        // The exporter is built once, at start.
+        differ("tracing".into(), self.tracing == running.tracing);
         changed
     }
 }

@@ -9,11 +9,15 @@
 //! 4. a deadline (`tower`): no response head within `request_timeout`
 //!    answers 504 `gateway_timeout`.
 //!
+//! With `[tracing]` configured, the trace layer ([`trace`]) sits right after
+//! the request id: the request's span and the W3C trace headers.
+//!
 //! The MCP phases stay typed code in [`crate::pipeline`]: they share one
 //! request context, which layers would have to pass through extensions.
 
 mod recover;
 pub mod request_id;
+mod trace;
 
 use std::any::Any;
 use std::convert::Infallible;
@@ -26,7 +30,7 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::load_shed::error::Overloaded;
 use tower::timeout::error::Elapsed;
 use tower::util::BoxCloneService;
-use tower::{BoxError, ServiceBuilder};
+use tower::{BoxError, Layer, ServiceBuilder};
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::model::{Reason, Refusal};
@@ -50,6 +54,8 @@ pub struct LayerSettings {
     pub metrics: Arc<Metrics>,
     /// Shared by every connection, so the limit is gateway-wide.
     pub in_flight: GlobalConcurrencyLimitLayer,
+    /// OpenTelemetry traces, when configured (the trace layer is left out otherwise).
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl LayerSettings {
@@ -59,7 +65,13 @@ impl LayerSettings {
             request_timeout,
             metrics,
             in_flight: GlobalConcurrencyLimitLayer::new(max_in_flight),
+            telemetry: None,
         }
+    }
+
+    pub fn with_telemetry(mut self, telemetry: Option<Arc<crate::telemetry::Telemetry>>) -> Self {
+        self.telemetry = telemetry;
+        self
     }
 }
 
@@ -117,9 +129,18 @@ where
         })
         .timeout(timeout)
         .service(inner);
-    let stack = ServiceBuilder::new()
-        .layer(RequestIdLayer)
+    let guarded = ServiceBuilder::new()
         .layer(CatchPanicLayer::custom(on_panic))
         .service(recover::Recover::new(limited, layer_error));
-    BoxCloneService::new(stack)
+    // Two stacks rather than an optional layer: with tracing off a request
+    // does not pass through it at all.
+    match &settings.telemetry {
+        Some(t) => BoxCloneService::new(
+            ServiceBuilder::new()
+                .layer(RequestIdLayer)
+                .layer(trace::TraceLayer(t.clone()))
+                .service(guarded),
+        ),
+        None => BoxCloneService::new(RequestIdLayer.layer(guarded)),
+    }
 }
