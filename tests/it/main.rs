@@ -17,6 +17,7 @@ mod explain;
 mod hostile_reasons;
 mod identity;
 mod mrtr;
+mod otlp;
 mod policy;
 mod proxy;
 mod reload;
