@@ -82,5 +82,14 @@ mod tests {
             ["limits.max_connections", "log.level"],
             "the body limit is read per request"
         );
+        let traced = parse(
+            "[tracing]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"",
+            8080,
+        );
+        assert_eq!(
+            traced.restart_only_changes(&running),
+            ["tracing"],
+            "the exporter is built at start"
+        );
     }
 }
