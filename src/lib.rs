@@ -22,6 +22,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod server;
 pub mod sessions;
+pub mod telemetry;
 pub mod throttle;
 pub mod tls;
 pub mod watch;

@@ -23,6 +23,7 @@ use crate::model::{system_clock, SharedClock};
 use crate::mrtr::replay::ReplayStore;
 use crate::pipeline::record::Metrics;
 use crate::pipeline::{Carried, Gateway};
+use crate::telemetry::Telemetry;
 use crate::watch::FileWatch;
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +38,8 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     #[error("upstream TLS setup: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("tracing: {0}")]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +72,8 @@ pub struct RunningGateway {
     /// The config the listeners were bound and the logger set up with:
     /// what restart-only settings are compared against.
     started: Arc<GatewayConfig>,
+    /// The trace exporter, when `[tracing]` is configured (fixed at start).
+    telemetry: Option<Arc<Telemetry>>,
 }
 
 /// Listeners a caller bound already (tests hand theirs over), by config order.
@@ -140,11 +145,13 @@ impl RunningGateway {
         let (tx, rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let connections = Arc::new(Semaphore::new(config.limits.max_connections));
+        let telemetry = config.tracing.as_ref().map(Telemetry::start).transpose()?;
         let layers = LayerSettings::new(
             config.limits.max_in_flight_requests,
             config.limits.request_timeout,
             metrics.clone(),
-        );
+        )
+        .with_telemetry(telemetry.clone());
 
         let mut handed = handed.into_iter();
         let mut bound = Vec::new();
@@ -211,6 +218,7 @@ impl RunningGateway {
             clock,
             files,
             started: config,
+            telemetry,
         })
     }
 
@@ -334,6 +342,9 @@ impl RunningGateway {
         self.stop_accepting().await;
         while self.tasks.join_next().await.is_some() {}
         self.current.load().audit.flush().await;
+        if let Some(t) = self.telemetry.take() {
+            t.shutdown().await;
+        }
         if let Some((tx, task)) = self.admin.take() {
             let _ = tx.send(true);
             let _ = task.await;

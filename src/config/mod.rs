@@ -11,6 +11,7 @@ mod raw;
 mod read;
 mod restart;
 mod route;
+mod traces;
 mod upstream;
 mod words;
 
@@ -34,6 +35,7 @@ pub use limits::{Limits, LogConfig, LogFormat};
 pub use listener::{ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
 pub use route::RouteConfig;
+pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
 
 #[derive(Debug, Clone)]
@@ -60,6 +62,8 @@ pub struct GatewayConfig {
     /// (policies directory, state keys file).
     pub watched_files: Vec<PathBuf>,
     pub audit: AuditSettings,
+    /// OpenTelemetry traces; `None` (no `[tracing]` section) is off.
+    pub tracing: Option<traces::TraceSettings>,
 }
 
 impl GatewayConfig {
@@ -180,6 +184,7 @@ fn validate(
     let audit = p.take(
         AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e.into())),
     );
+    let tracing = p.take(traces::trace_settings(raw.tracing.as_ref(), loc));
     if !p.is_empty() {
         return None;
     }
@@ -199,6 +204,7 @@ fn validate(
         throttle: throttle?,
         watched_files: watched_files(&raw, base),
         audit: audit?,
+        tracing: tracing?,
     })
 }
 

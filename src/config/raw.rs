@@ -23,6 +23,7 @@ pub struct RawConfig {
     pub auth: Vec<Spanned<crate::identify::RawAuthScheme>>,
     pub rate_limits: Option<Spanned<crate::throttle::RawRateLimits>>,
     pub audit: Option<Spanned<crate::audit::RawAudit>>,
+    pub tracing: Option<Spanned<super::traces::RawTracing>>,
     #[serde(default)]
     pub state: RawState,
     #[serde(default)]

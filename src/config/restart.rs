@@ -46,6 +46,8 @@ impl GatewayConfig {
         );
         differ("log.format".into(), self.log.format == running.log.format);
         differ("log.level".into(), self.log.level == running.log.level);
+        // The exporter is built once, at start.
+        differ("tracing".into(), self.tracing == running.tracing);
         changed
     }
 }
@@ -79,6 +81,15 @@ mod tests {
             limits.restart_only_changes(&running),
             ["limits.max_connections", "log.level"],
             "the body limit is read per request"
+        );
+        let traced = parse(
+            "[tracing]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"",
+            8080,
+        );
+        assert_eq!(
+            traced.restart_only_changes(&running),
+            ["tracing"],
+            "the exporter is built at start"
         );
     }
 }

@@ -9,6 +9,10 @@
 //! 4. a deadline ([`deadline`]): no response head within `request_timeout`
 //!    answers 504 `gateway_timeout`.
 //!
+//! 2a. with `[tracing]` configured, the trace layer ([`trace`]) right after
+//!    the request id: the request's span and the W3C trace headers (without
+//!    it the layer only checks an `Option`).
+//!
 //! Each layer's service is a small struct of `Arc`s and its future a named
 //! type, so the stack is built once per connection, cloning it per request
 //! costs a few reference counts, and the pipeline's [`ProxyBody`] reaches
@@ -24,6 +28,7 @@ pub mod deadline;
 pub mod panic;
 pub mod request_id;
 pub mod shed;
+pub mod trace;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +47,9 @@ pub use request_id::{RequestId, RequestIdLayer, X_REQUEST_ID};
 pub use shed::{InFlight, LoadShedLayer};
 
 /// The whole service one connection's requests go through.
-pub type Layered<S> =
-    request_id::SetRequestId<panic::CatchPanic<shed::LoadShed<deadline::Deadline<S>>>>;
+pub type Layered<S> = request_id::SetRequestId<
+    trace::TraceRequests<panic::CatchPanic<shed::LoadShed<deadline::Deadline<S>>>>,
+>;
 
 /// What the layers need, shared by every connection.
 #[derive(Clone)]
@@ -53,6 +59,8 @@ pub struct LayerSettings {
     pub metrics: Arc<Metrics>,
     /// Shared by every connection, so the limit is gateway-wide.
     pub in_flight: InFlight,
+    /// OpenTelemetry traces, when configured.
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl LayerSettings {
@@ -62,7 +70,13 @@ impl LayerSettings {
             request_timeout,
             metrics,
             in_flight: InFlight::new(max_in_flight),
+            telemetry: None,
         }
+    }
+
+    pub fn with_telemetry(mut self, telemetry: Option<Arc<crate::telemetry::Telemetry>>) -> Self {
+        self.telemetry = telemetry;
+        self
     }
 }
 
@@ -76,6 +90,7 @@ fn refusal_response(refusal: &Refusal) -> Response<ProxyBody> {
 pub fn around<S>(inner: S, settings: &LayerSettings) -> Layered<S> {
     ServiceBuilder::new()
         .layer(RequestIdLayer)
+        .layer(trace::TraceLayer(settings.telemetry.clone()))
         .layer(CatchPanicLayer::new(settings.metrics.clone()))
         .layer(LoadShedLayer::new(settings.in_flight.clone()))
         .layer(DeadlineLayer::new(settings.request_timeout))

@@ -12,6 +12,7 @@ use super::{Gateway, Peer};
 use crate::identify::Principal;
 use crate::mrtr::retry::AcceptedRetry;
 use crate::mrtr::Binding;
+use crate::telemetry::RequestTrace;
 
 pub struct RequestCtx {
     /// The services of the config generation the request started under.
@@ -27,6 +28,8 @@ pub struct RequestCtx {
     pub retry: Option<AcceptedRetry>,
     /// The 2025-11-25 session the request belongs to.
     pub session: Option<OpenSession>,
+    /// The request's span (empty when tracing is off).
+    pub trace: RequestTrace,
 }
 
 impl RequestCtx {
@@ -50,6 +53,7 @@ impl RequestCtx {
             request,
             retry: None,
             session: None,
+            trace: RequestTrace::off(),
         })
     }
 

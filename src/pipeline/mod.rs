@@ -34,6 +34,7 @@ use crate::identify::PeerIdentity;
 use crate::model::{Generation, ProtocolVersion, Reason, Refusal, SharedClock};
 use crate::mrtr::replay::ReplayStore;
 use crate::mrtr::MrtrShared;
+use crate::telemetry::{Phase, RequestTrace};
 use crate::throttle::{Scope, Throttle};
 use body::ProxyBody;
 use ctx::RequestCtx;
@@ -153,8 +154,11 @@ impl Gateway {
         if self.config.log.access {
             record.log_access(request_id.clone());
         }
+        let trace = req.extensions().get::<RequestTrace>().cloned();
+        let trace = trace.unwrap_or_default();
+        record.set_trace(trace.clone());
         let outcome = self
-            .exchange(req, peer, request_id.clone(), started, &mut record)
+            .exchange(req, peer, request_id.clone(), started, &mut record, &trace)
             .await;
         match outcome {
             Ok(resp) => {
@@ -164,6 +168,7 @@ impl Gateway {
                 resp.map(|b| b.recorded(record))
             }
             Err(refused) => {
+                trace.refused(refused.refusal.reason.as_str());
                 if refused.refusal.reason.is_upstream_failure() {
                     if let Some(label) = record.upstream_label() {
                         self.metrics.upstream_error(&label, refused.refusal.reason);
@@ -182,6 +187,7 @@ impl Gateway {
         request_id: Arc<str>,
         started: Instant,
         record: &mut RequestRecord,
+        trace: &RequestTrace,
     ) -> Result<Response<ProxyBody>, Refused> {
         let route = self.route(req.uri().path())?;
         record.set_upstream(route.upstream.metrics.clone());
@@ -217,6 +223,7 @@ impl Gateway {
         };
         record.set_method(parsed.method);
         record.set_target(parsed.target.as_deref());
+        trace.request_checked(parsed.method.as_str());
         let mut ctx = RequestCtx {
             gateway: self.clone(),
             route: route.clone(),
@@ -227,6 +234,7 @@ impl Gateway {
             request: parsed,
             retry: None,
             session: None,
+            trace: trace.clone(),
         };
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
@@ -235,10 +243,15 @@ impl Gateway {
         access::throttle_target(&ctx)
             .await
             .map_err(|r| within(r, &ctx))?;
+        trace.phase(Phase::Access);
         let body = match answer::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
             Some(answer) => answer,
             None => retry::check(&mut ctx).await.map_err(|r| within(r, &ctx))?,
         };
+        if let Some(prior) = ctx.retry.as_ref().map(|r| &r.prior) {
+            trace.operation(&prior.operation, prior.round + 1);
+        }
+        trace.phase(Phase::StateCheck);
         let upstream = &route.upstream;
         to_upstream(
             &mut parts.headers,
@@ -254,9 +267,12 @@ impl Gateway {
             .await
             .map_err(|r| Refused::new(r, id.as_deref(), name))?;
         upstream.metrics.observe_upstream(sent);
-        response::check(ctx, resp)
+        trace.forwarded(&upstream.settings.id);
+        let checked = response::check(ctx, resp)
             .await
-            .map_err(|r| with_retry_after(Refused::new(r, id.as_deref(), name)))
+            .map_err(|r| with_retry_after(Refused::new(r, id.as_deref(), name)))?;
+        trace.phase(Phase::ResponseCheck);
+        Ok(checked)
     }
 
     fn route(&self, path: &str) -> Result<Arc<Route>, Refused> {

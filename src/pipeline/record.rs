@@ -13,6 +13,7 @@ use prometheus::{
 
 use crate::model::{Generation, McpMethod, Reason};
 use crate::policy::inspect::Verdict;
+use crate::telemetry::{Phase, RequestTrace};
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -393,6 +394,8 @@ pub struct RequestRecord {
     deadline: Option<Instant>,
     /// The access log line's own fields, when `[log] access` is on.
     access: Option<Box<AccessLine>>,
+    /// The request's span, held until the response ends (empty when off).
+    trace: RequestTrace,
 }
 
 /// What the access log line says beyond the metric labels: names and
@@ -420,7 +423,13 @@ impl RequestRecord {
             streamed: false,
             deadline: None,
             access: None,
+            trace: RequestTrace::off(),
         }
+    }
+
+    /// Keep the request's span open until the response ends.
+    pub fn set_trace(&mut self, trace: RequestTrace) {
+        self.trace = trace;
     }
 
     /// Write one access log line (target `portcullis::access`) when the
@@ -481,6 +490,7 @@ impl RequestRecord {
 
 impl Drop for RequestRecord {
     fn drop(&mut self) {
+        self.trace.phase(Phase::Record);
         self.metrics.in_flight.dec();
         let cut_by_deadline = self.deadline.is_some_and(|d| Instant::now() >= d);
         let outcome = if self.finished || self.outcome != Outcome::Ok {

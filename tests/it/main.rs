@@ -18,6 +18,7 @@ mod hardening;
 mod hostile_reasons;
 mod identity;
 mod mrtr;
+mod otlp;
 mod policy;
 mod proxy;
 mod reload;

@@ -74,6 +74,7 @@ impl Exchange {
         self.pushes += 1;
         let round = self.pushes;
         let operation = self.operation.get_or_insert_with(new_operation_id).clone();
+        self.ctx.trace.operation(&operation, round);
         let (outcome, report) = self.police(method, name, msg);
         match outcome {
             Ok(params) => self.deliver(id, method, name, params, report, operation, round),

@@ -40,6 +40,7 @@ impl Exchange {
                 Disposition::Refuse(r)
             }
             Ok((value, minted)) => {
+                self.ctx.trace.operation(&minted.operation, minted.round);
                 self.audit_question(&report, Some(&minted), None);
                 match response_bytes(id, &value) {
                     Some(bytes) => Disposition::Ask(bytes),
