@@ -176,18 +176,6 @@ fn all_values(span: &Span) -> String {
         .collect()
 }
 
-async fn answering_ok() -> ScriptedUpstream {
-    ScriptedUpstream::start(|req| {
-        let result = json!({"content": [{"type": "text", "text": "ok"}]});
-        vec![http_response(
-            "200 OK",
-            "application/json",
-            &result_json(&id_of(req), result),
-        )]
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_call_is_one_server_span_continuing_the_clients_trace() {
     let collector = Collector::start().await;

@@ -8,18 +8,6 @@ use crate::common::*;
 use crate::otlp::{client_traceparent, hex, Collector, CLIENT_TRACE};
 use serde_json::json;
 
-async fn answering_ok() -> ScriptedUpstream {
-    ScriptedUpstream::start(|req| {
-        let result = json!({"content": [{"type": "text", "text": "ok"}]});
-        vec![http_response(
-            "200 OK",
-            "application/json",
-            &result_json(&id_of(req), result),
-        )]
-    })
-    .await
-}
-
 #[tokio::test]
 async fn the_upstream_is_a_child_of_the_gateways_span_in_the_clients_trace() {
     let collector = Collector::start().await;

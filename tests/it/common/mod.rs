@@ -327,6 +327,19 @@ pub fn id_of(req: &Received) -> String {
         .unwrap_or_else(|| "null".into())
 }
 
+/// An upstream that answers every request with a small `complete` result.
+pub async fn answering_ok() -> ScriptedUpstream {
+    ScriptedUpstream::start(|req| {
+        let result = serde_json::json!({"content": [{"type": "text", "text": "ok"}]});
+        vec![http_response(
+            "200 OK",
+            "application/json",
+            &result_json(&id_of(req), result),
+        )]
+    })
+    .await
+}
+
 /// An upstream that answers every request with the same `input_required`:
 /// one form under `key` with `properties`. Retries only get asked again.
 pub async fn always_asking(
