@@ -24,23 +24,7 @@ async fn a_stream_open_at_the_drain_deadline_ends_with_a_shutting_down_event() {
         "[shutdown]\ndrain_timeout = \"600ms\"",
     ))
     .await;
-    let resp = call(
-        &client(),
-        &url(&gw),
-        "long",
-        "room_report",
-        json!({"steps": 20, "delay_ms": 300}),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(resp.headers()["content-type"], "text/event-stream");
-    let mut body = futures_util::StreamExt::boxed(resp.bytes_stream());
-    let first = futures_util::StreamExt::next(&mut body)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
+    let mut body = open_room_report(&gw, "long", 20, 300).await;
 
     let started = Instant::now();
     let shutdown = tokio::spawn(gw.shutdown());

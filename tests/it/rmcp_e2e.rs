@@ -413,23 +413,7 @@ async fn rmcp_client_books_the_big_room_on_the_demo_server() {
 async fn dropping_a_demo_report_midway_cancels_it_upstream() {
     let gw = start_gateway(&config_text(&start_demo().await, "", "")).await;
     let before = portcullis_demo::report_streams_cancelled();
-    let resp = call(
-        &client(),
-        &url(&gw),
-        "r1",
-        "room_report",
-        json!({"steps": 20, "delay_ms": 100}),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(resp.headers()["content-type"], "text/event-stream");
-    let mut stream = futures_util::StreamExt::boxed(resp.bytes_stream());
-    let first = futures_util::StreamExt::next(&mut stream)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
+    let stream = open_room_report(&gw, "r1", 20, 100).await;
     drop(stream);
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
     while portcullis_demo::report_streams_cancelled() == before

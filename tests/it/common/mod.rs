@@ -327,6 +327,29 @@ pub fn id_of(req: &Received) -> String {
         .unwrap_or_else(|| "null".into())
 }
 
+/// A demo `room_report` call through `gw`, read up to its first progress
+/// event: the event stream, still open.
+pub async fn open_room_report(
+    gw: &RunningGateway,
+    id: &str,
+    steps: u32,
+    delay_ms: u64,
+) -> futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>> {
+    let args = serde_json::json!({"steps": steps, "delay_ms": delay_ms});
+    let resp = call(&client(), &url(gw), id, "room_report", args)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut stream = futures_util::StreamExt::boxed(resp.bytes_stream());
+    let first = futures_util::StreamExt::next(&mut stream)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
+    stream
+}
+
 /// An upstream that answers every request with a small `complete` result.
 pub async fn answering_ok() -> ScriptedUpstream {
     ScriptedUpstream::start(|req| {
