@@ -1,6 +1,8 @@
 //! Elicitation policy: what an upstream may ask a person, and how.
 
 pub mod config;
+#[cfg(test)]
+mod corpus_tally;
 pub mod detect;
 pub mod form;
 pub mod injection;

@@ -2,7 +2,7 @@
 //! benign corpus nothing (rates printed with `--nocapture`); generated
 //! variants of the disclosure class are all caught.
 
-use std::collections::BTreeMap;
+use crate::policy::corpus_tally::Tally;
 
 use proptest::prelude::*;
 use serde::Deserialize;
@@ -45,29 +45,6 @@ fn rules() -> &'static InjectionRules {
 
 fn corpus(text: &str) -> Vec<Case> {
     toml::from_str::<Corpus>(text).expect("corpus parses").case
-}
-
-#[derive(Default)]
-struct Tally(BTreeMap<String, (usize, usize)>);
-
-impl Tally {
-    fn add(&mut self, group: &str, hit: bool) {
-        let e = self.0.entry(group.to_owned()).or_default();
-        e.0 += usize::from(hit);
-        e.1 += 1;
-    }
-
-    fn report(&self, title: &str) -> String {
-        let mut out = format!("{title}\n");
-        for (group, (hit, total)) in &self.0 {
-            out += &format!("  {group:<30} {hit:>4} / {total:<4}\n");
-        }
-        out
-    }
-
-    fn shares(&self) -> impl Iterator<Item = f64> + '_ {
-        self.0.values().map(|&(h, t)| h as f64 / t as f64)
-    }
 }
 
 #[test]
