@@ -145,6 +145,18 @@ impl McpMethod {
         )
     }
 
+    /// The member of a list result whose items a server offers to the model
+    /// (their titles and descriptions go into its context).
+    pub const fn catalogue(self) -> Option<&'static str> {
+        match self {
+            McpMethod::ToolsList => Some("tools"),
+            McpMethod::PromptsList => Some("prompts"),
+            McpMethod::ResourcesList => Some("resources"),
+            McpMethod::ResourcesTemplatesList => Some("resourceTemplates"),
+            _ => None,
+        }
+    }
+
     /// A list whose items permissions filter.
     pub const fn list(self) -> Option<ListMember> {
         let (kind, items, name) = match self {
@@ -234,5 +246,17 @@ mod tests {
         );
         assert!(McpMethod::ToolsList.target().is_none());
         assert_eq!(McpMethod::ToolsList.list().unwrap().items, "tools");
+        for m in [
+            McpMethod::ToolsList,
+            McpMethod::PromptsList,
+            McpMethod::ResourcesList,
+        ] {
+            assert_eq!(m.catalogue(), m.list().map(|l| l.items), "{m}");
+        }
+        assert_eq!(
+            McpMethod::ResourcesTemplatesList.catalogue(),
+            Some("resourceTemplates")
+        );
+        assert_eq!(McpMethod::ToolsCall.catalogue(), None);
     }
 }

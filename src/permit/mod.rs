@@ -6,7 +6,8 @@
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use crate::identify::Principal;
-use crate::json;
+use serde_json::Value;
+
 use crate::model::{McpMethod, TargetKind};
 
 /// One allow or deny rule.
@@ -95,29 +96,25 @@ impl Permissions {
     /// the rewritten result, or `None` when nothing had to be removed. The
     /// result is read strictly: one that could be read two ways (a member
     /// given twice) is an error, so nothing hides from the filter.
-    pub fn filter_list(
-        &self,
-        who: &Principal,
-        method: McpMethod,
-        result: &str,
-    ) -> Result<Option<serde_json::Value>, json::JsonError> {
+    /// Keeps only the items of a list result (already strictly parsed)
+    /// that the caller may use; `true` when some were removed.
+    pub fn filter_list(&self, who: &Principal, method: McpMethod, result: &mut Value) -> bool {
         let Some(list) = method.list() else {
-            return Ok(None);
+            return false;
         };
         if self.is_open() {
-            return Ok(None);
+            return false;
         }
-        let mut value = json::parse_value(result.as_bytes())?;
-        let Some(items) = value.get_mut(list.items).and_then(|v| v.as_array_mut()) else {
-            return Ok(None);
+        let Some(items) = result.get_mut(list.items).and_then(Value::as_array_mut) else {
+            return false;
         };
         let before = items.len();
         items.retain(|item| {
             item.get(list.name)
-                .and_then(serde_json::Value::as_str)
+                .and_then(Value::as_str)
                 .is_some_and(|n| self.permits(who, list.kind, n))
         });
-        Ok((items.len() != before).then_some(value))
+        items.len() != before
     }
 }
 
@@ -176,25 +173,17 @@ mod tests {
             allow: vec![PermissionRule::new(&[], &[], &["get_*"], &[], &[]).unwrap()],
             deny: vec![],
         };
-        let result = r#"{"resultType":"complete","tools":[{"name":"get_room"},{"name":"book_room"}],"ttlMs":0,"cacheScope":"private"}"#;
-        let out = p
-            .filter_list(&Principal::anonymous(), McpMethod::ToolsList, result)
-            .unwrap()
-            .unwrap();
-        assert_eq!(out["tools"].as_array().unwrap().len(), 1);
-        assert_eq!(out["tools"][0]["name"], "get_room");
-        assert!(p
-            .filter_list(
-                &Principal::anonymous(),
-                McpMethod::ToolsList,
-                r#"{"tools":[{"name":"get_x"}]}"#
-            )
-            .unwrap()
-            .is_none());
-        // A duplicated list member could hide a denied tool from the filter.
-        let twice = r#"{"tools":[{"name":"get_x"}],"tools":[{"name":"book_room"}]}"#;
-        assert!(p
-            .filter_list(&Principal::anonymous(), McpMethod::ToolsList, twice)
-            .is_err());
+        let who = Principal::anonymous();
+        let mut result: Value = serde_json::from_str(
+            r#"{"resultType":"complete","tools":[{"name":"get_room"},{"name":"book_room"}],"ttlMs":0}"#,
+        )
+        .unwrap();
+        assert!(p.filter_list(&who, McpMethod::ToolsList, &mut result));
+        assert_eq!(result["tools"].as_array().unwrap().len(), 1);
+        assert_eq!(result["tools"][0]["name"], "get_room");
+        let mut allowed = serde_json::json!({"tools":[{"name":"get_x"}]});
+        assert!(!p.filter_list(&who, McpMethod::ToolsList, &mut allowed));
+        // Not a list this filter knows: nothing is removed.
+        assert!(!p.filter_list(&who, McpMethod::ToolsCall, &mut result));
     }
 }

@@ -13,13 +13,14 @@ use bytes::Bytes;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use serde_json::Value;
 
 use super::super::ctx::RequestCtx;
 use super::super::request::Transport;
 use crate::json::strict::{Failure, Key};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{Generation, McpMethod, Reason, Refusal};
-use crate::policy::inspect::{inspect_notification, Report, Subject};
+use crate::policy::inspect::{inspect_listing, inspect_notification, Report, Subject};
 use serde::de::IgnoredAny;
 
 /// The response phase's view of the exchange: the request context and
@@ -237,7 +238,13 @@ impl Exchange {
             McpMethod::Initialize | McpMethod::ServerDiscover => {
                 self.server_description(id, result)
             }
-            _ => self.filter_list(id, result),
+            method if method.catalogue().is_some() => {
+                match json::parse_value(result.get().as_bytes()) {
+                    Ok(mut value) => self.listing(id, method, &mut value, Disposition::Final),
+                    Err(e) => Disposition::Refuse(read_failure(&e)),
+                }
+            }
+            _ => Disposition::Final,
         }
     }
 
@@ -270,7 +277,8 @@ impl Exchange {
 
     /// A response on a resumed session stream replays the answer to an
     /// earlier request, which this exchange did not see: it is checked
-    /// strictly, and a list in it is filtered by its shape.
+    /// strictly, and a list in it is filtered and its text checked as the
+    /// list's own answer would be.
     fn resumed_response(&self, msg: &Message<'_>) -> Disposition {
         if !self.ctx.request.resuming {
             return violation(
@@ -278,55 +286,66 @@ impl Exchange {
                 "response",
             );
         }
-        let member = msg.result.or(msg.error);
-        if let Some(e) = member
-            .map(|m| json::validate(m.get().as_bytes()))
-            .and_then(Result::err)
-        {
-            return Disposition::Refuse(read_failure(&e));
-        }
         let Some(result) = msg.result else {
-            return Disposition::Notify;
+            return match msg.error.map(|e| json::validate(e.get().as_bytes())) {
+                Some(Err(e)) => Disposition::Refuse(read_failure(&e)),
+                _ => Disposition::Notify,
+            };
         };
-        for method in [
+        let mut value = match json::parse_value(result.get().as_bytes()) {
+            Ok(v) => v,
+            Err(e) => return Disposition::Refuse(read_failure(&e)),
+        };
+        // Which request it answers is not known here: a list is recognised
+        // by its member.
+        let listed = [
             McpMethod::ToolsList,
             McpMethod::PromptsList,
             McpMethod::ResourcesList,
-        ] {
-            let filtered = self.ctx.route.config.permissions.filter_list(
-                &self.ctx.principal,
-                method,
-                result.get(),
-            );
-            match filtered {
-                Err(e) => return Disposition::Refuse(read_failure(&e)),
-                Ok(None) => {}
-                Ok(Some(value)) => {
-                    return match response_bytes(msg.id, &value) {
-                        Some(bytes) => Disposition::NotifyRewritten(bytes),
-                        None => Disposition::Refuse(reencode_failed()),
-                    }
-                }
-            }
+            McpMethod::ResourcesTemplatesList,
+        ]
+        .into_iter()
+        .find(|m| {
+            m.catalogue()
+                .is_some_and(|items| value.get(items).is_some_and(Value::is_array))
+        });
+        match listed {
+            Some(method) => self.listing(msg.id, method, &mut value, Disposition::Notify),
+            None => Disposition::Notify,
         }
-        Disposition::Notify
     }
 
-    /// A list result keeps only what the caller may use.
-    fn filter_list(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
-        let route = &self.ctx.route.config;
-        let filtered = route.permissions.filter_list(
-            &self.ctx.principal,
-            self.ctx.request.method,
-            result.get(),
-        );
-        match filtered {
-            Err(e) => Disposition::Refuse(read_failure(&e)),
-            Ok(None) => Disposition::Final,
-            Ok(Some(value)) => match response_bytes(id, &value) {
-                Some(bytes) => Disposition::FinalRewritten(bytes),
-                None => Disposition::Refuse(reencode_failed()),
-            },
+    /// A list result keeps only what the caller may use, and its text
+    /// gets the text rules (`policy::inspect::listing`): one strict parse
+    /// for both. `unchanged` is what to deliver when neither changed it.
+    fn listing(
+        &self,
+        id: Option<&RawValue>,
+        method: McpMethod,
+        value: &mut Value,
+        unchanged: Disposition,
+    ) -> Disposition {
+        let Some(items) = method.catalogue() else {
+            return unchanged;
+        };
+        let permissions = &self.ctx.route.config.permissions;
+        let filtered = permissions.filter_list(&self.ctx.principal, method, value);
+        let settings = &self.ctx.route.upstream.settings;
+        let (outcome, report) = inspect_listing(&settings.policy, &self.subject(), items, value);
+        self.record_text(&report);
+        let cleaned = match outcome {
+            Ok(cleaned) => cleaned,
+            Err(r) => return Disposition::Refuse(r),
+        };
+        if !filtered && !cleaned {
+            return unchanged;
+        }
+        let Some(bytes) = response_bytes(id, value) else {
+            return Disposition::Refuse(reencode_failed());
+        };
+        match unchanged {
+            Disposition::Notify => Disposition::NotifyRewritten(bytes),
+            _ => Disposition::FinalRewritten(bytes),
         }
     }
 }

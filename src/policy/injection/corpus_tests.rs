@@ -7,7 +7,7 @@ use crate::policy::corpus_tally::Tally;
 use proptest::prelude::*;
 use serde::Deserialize;
 
-use super::{builtin_rules, InjectionRules, RuleAction};
+use super::{builtin_rules, InjectionRules, RuleAction, TextContext};
 
 const HOSTILE: &str = include_str!("../../../data/injection/corpus/hostile.toml");
 const BENIGN: &str = include_str!("../../../data/injection/corpus/benign.toml");
@@ -23,8 +23,10 @@ struct Case {
     rule: Option<String>,
     class: String,
     lang: String,
+    /// Where the text is shown (`listing`: a server's tool, prompt or
+    /// resource list; otherwise a form or a sampling request).
     #[serde(rename = "where")]
-    _member: Option<String>,
+    member: Option<String>,
     text: String,
     /// `heldout`: written after the word lists were settled.
     set: Option<String>,
@@ -43,6 +45,15 @@ fn rules() -> &'static InjectionRules {
     })
 }
 
+impl Case {
+    fn context(&self) -> TextContext {
+        match self.member.as_deref() {
+            Some("listing") => TextContext::Listing,
+            _ => TextContext::Form,
+        }
+    }
+}
+
 fn corpus(text: &str) -> Vec<Case> {
     toml::from_str::<Corpus>(text).expect("corpus parses").case
 }
@@ -57,7 +68,11 @@ fn hostile_corpus_is_caught() {
     let cases = corpus(HOSTILE);
     for case in &cases {
         let want = case.rule.as_deref().expect("hostile cases name their rule");
-        let hits: Vec<String> = r.scan(&case.text).into_iter().map(|h| h.rule).collect();
+        let hits: Vec<String> = r
+            .scan_in(&case.text, case.context())
+            .into_iter()
+            .map(|h| h.rule)
+            .collect();
         let hit = hits.iter().any(|h| h == want);
         if !hit {
             missed.push(format!("{:?} → {hits:?} (want {want})", case.text));
@@ -101,7 +116,11 @@ fn benign_corpus_passes() {
     let cases = corpus(BENIGN);
     for case in &cases {
         assert!(case.rule.is_none());
-        let hits: Vec<String> = r.scan(&case.text).into_iter().map(|h| h.rule).collect();
+        let hits: Vec<String> = r
+            .scan_in(&case.text, case.context())
+            .into_iter()
+            .map(|h| h.rule)
+            .collect();
         if !hits.is_empty() {
             flagged.push(format!("{:?} → {hits:?}", case.text));
         }

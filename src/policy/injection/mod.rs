@@ -87,6 +87,9 @@ pub enum TextContext {
     Form,
     /// The message of a URL-mode elicitation.
     UrlMode,
+    /// The title or description of a tool, prompt or resource a server
+    /// lists, or of a parameter in its schema.
+    Listing,
 }
 
 /// How a rule recognises text.
@@ -94,9 +97,13 @@ pub enum TextContext {
 enum Matcher {
     /// An operator's regex over the text as shown.
     Regex(Regex),
-    /// A built-in rule: entries of `rules.toml` (bit per entry) and its
-    /// regexes.
-    Builtin { entries: u64, patterns: Vec<Regex> },
+    /// A built-in rule: entries of `rules.toml` (bit per entry), those of
+    /// them that apply to listings, and its regexes.
+    Builtin {
+        entries: u64,
+        listed: u64,
+        patterns: Vec<Regex>,
+    },
 }
 
 /// One compiled rule.
@@ -172,10 +179,12 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
             Some(rule) => {
                 if let Matcher::Builtin {
                     entries,
+                    listed,
                     patterns: p,
                 } = &mut rule.matcher
                 {
                     *entries |= 1 << i;
+                    *listed |= u64::from(raw.listing) << i;
                     p.extend(patterns);
                 }
             }
@@ -185,6 +194,7 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
                 action,
                 matcher: Matcher::Builtin {
                     entries: 1 << i,
+                    listed: u64::from(raw.listing) << i,
                     patterns,
                 },
             }),
@@ -203,8 +213,9 @@ pub struct InjectionRules {
     /// The rule of each regex in `set`.
     set_owner: Vec<usize>,
     engine: Option<Arc<WordEngine>>,
-    /// (entries, rule index) of the active built-in rules.
-    word_rules: Vec<(u64, usize)>,
+    /// (entries, entries for listings, rule index) of the active built-in
+    /// rules.
+    word_rules: Vec<(u64, u64, usize)>,
 }
 
 /// A rule that matched, by name.
@@ -231,11 +242,13 @@ impl InjectionRules {
             .into_iter()
             .filter(|r| r.action != RuleAction::Off)
             .collect();
-        let word_rules: Vec<(u64, usize)> = rules
+        let word_rules: Vec<(u64, u64, usize)> = rules
             .iter()
             .enumerate()
             .filter_map(|(i, r)| match r.matcher {
-                Matcher::Builtin { entries, .. } => Some((entries, i)),
+                Matcher::Builtin {
+                    entries, listed, ..
+                } => Some((entries, listed, i)),
                 Matcher::Regex(_) => None,
             })
             .collect();
@@ -278,7 +291,12 @@ impl InjectionRules {
             return Vec::new();
         }
         let mut matched = vec![false; self.rules.len()];
-        for &(mask, i) in &self.word_rules {
+        for &(all, listed, i) in &self.word_rules {
+            let mask = if context == TextContext::Listing {
+                listed
+            } else {
+                all
+            };
             matched[i] |= entries & mask != 0;
         }
         if regex_hit {
@@ -290,7 +308,7 @@ impl InjectionRules {
             .rules
             .iter()
             .zip(matched)
-            .filter(|(r, m)| *m && (context == TextContext::Form || r.url_mode))
+            .filter(|(r, m)| *m && (context != TextContext::UrlMode || r.url_mode))
             .map(|(r, _)| InjectionHit {
                 rule: r.name.clone(),
                 action: r.action,

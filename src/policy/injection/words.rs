@@ -61,6 +61,11 @@ pub(super) struct RawRule {
     window: usize,
     #[serde(default = "yes")]
     pub url_mode: bool,
+    /// Whether the words apply to what a server lists (tool descriptions
+    /// describe what a tool does: "Execute a shell command" there is not a
+    /// request). The patterns always apply.
+    #[serde(default = "yes")]
+    pub listing: bool,
     #[serde(default)]
     pub patterns: Vec<String>,
 }

@@ -12,6 +12,7 @@
 mod capability;
 mod deprecated;
 mod form;
+mod listing;
 mod notification;
 mod provenance;
 mod secret;
@@ -124,6 +125,23 @@ pub fn inspect_notification(
         let changed = run.check_notification(method, &mut v)?;
         Ok((changed && run.enforcing()).then_some(v))
     });
+    (outcome, run.report)
+}
+
+/// Inspect the text of a list result (tools, prompts, resources, resource
+/// templates), already strictly parsed, in place; `items` names its list
+/// member. On success, whether the text changed (only when enforcing) and
+/// the value must be re-encoded.
+pub fn inspect_listing(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    items: &str,
+    result: &mut Value,
+) -> (Result<bool, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    let outcome = run
+        .check_listing(items, result)
+        .map(|()| run.report.sanitised());
     (outcome, run.report)
 }
 

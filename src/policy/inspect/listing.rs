@@ -1,0 +1,116 @@
+//! Rule: what a server lists for the model to choose from — the titles and
+//! descriptions of its tools, prompts, resources and resource templates, the
+//! descriptions inside a tool's input and output schemas, a prompt's
+//! argument descriptions — is put into the model's context by every client
+//! that offers them. Instructions hidden there ("tool poisoning") reach the
+//! model before any call, so this text gets the text rules of a form: made
+//! safe and scanned for prompt injection. It is never cut: the body limit
+//! bounds it, and a shortened description would change what a tool means.
+
+use serde_json::{Map, Value};
+
+use super::{clip, Checked, Run};
+use crate::policy::injection::TextContext;
+
+/// How deep a tool's schema is walked for titles and descriptions.
+const MAX_SCHEMA_DEPTH: usize = 16;
+
+/// The parts of a listed item a person or a model reads.
+const ITEM_TEXT: [&str; 2] = ["title", "description"];
+
+impl Run<'_> {
+    /// Clean the readable text of every item under `items` in place.
+    pub(super) fn check_listing(&mut self, items: &str, result: &mut Value) -> Checked<()> {
+        let Some(list) = result.get_mut(items).and_then(Value::as_array_mut) else {
+            return Ok(());
+        };
+        for item in list.iter_mut().filter_map(Value::as_object_mut) {
+            let key = item_key(item);
+            self.check_item(&key, item)?;
+        }
+        Ok(())
+    }
+
+    fn check_item(&mut self, key: &str, item: &mut Map<String, Value>) -> Checked<()> {
+        for part in ITEM_TEXT {
+            self.clean_listed(key, None, part, item.get_mut(part))?;
+        }
+        if let Some(Value::Object(notes)) = item.get_mut("annotations") {
+            self.clean_listed(key, None, "annotations.title", notes.get_mut("title"))?;
+        }
+        for schema in ["inputSchema", "outputSchema"] {
+            if let Some(s) = item.get_mut(schema) {
+                self.check_schema_text(key, None, s, 0)?;
+            }
+        }
+        if let Some(Value::Array(arguments)) = item.get_mut("arguments") {
+            for argument in arguments.iter_mut().filter_map(Value::as_object_mut) {
+                let name = argument.get("name").and_then(Value::as_str).map(clip);
+                for part in ITEM_TEXT {
+                    self.clean_listed(key, name.as_deref(), part, argument.get_mut(part))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every `title` and `description` string of a JSON schema, at any depth
+    /// (properties, items, definitions, combinators); `field` is the nearest
+    /// property name.
+    fn check_schema_text(
+        &mut self,
+        key: &str,
+        field: Option<&str>,
+        schema: &mut Value,
+        depth: usize,
+    ) -> Checked<()> {
+        if depth > MAX_SCHEMA_DEPTH {
+            return Ok(());
+        }
+        match schema {
+            Value::Object(map) => {
+                for (name, child) in map.iter_mut() {
+                    match (name.as_str(), &mut *child) {
+                        ("title", Value::String(_)) => {
+                            self.clean_listed(key, field, "title", Some(child))?
+                        }
+                        ("description", Value::String(_)) => {
+                            self.clean_listed(key, field, "description", Some(child))?
+                        }
+                        ("properties", Value::Object(props)) => {
+                            for (prop, sub) in props.iter_mut() {
+                                let prop = clip(prop);
+                                self.check_schema_text(key, Some(&prop), sub, depth + 1)?;
+                            }
+                        }
+                        _ => self.check_schema_text(key, field, child, depth + 1)?,
+                    }
+                }
+                Ok(())
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .try_for_each(|v| self.check_schema_text(key, field, v, depth + 1)),
+            _ => Ok(()),
+        }
+    }
+
+    fn clean_listed(
+        &mut self,
+        key: &str,
+        field: Option<&str>,
+        part: &'static str,
+        slot: Option<&mut Value>,
+    ) -> Checked<()> {
+        self.clean_in(key, field, part, slot, usize::MAX, TextContext::Listing)
+    }
+}
+
+/// A listed item's name for verdicts and refusals: its `name`, else its
+/// `uri` or `uriTemplate`, made printable and short.
+fn item_key(item: &Map<String, Value>) -> String {
+    ["name", "uri", "uriTemplate"]
+        .iter()
+        .find_map(|k| item.get(*k).and_then(Value::as_str))
+        .map_or_else(|| "item".to_owned(), clip)
+}
