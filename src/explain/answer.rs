@@ -16,7 +16,8 @@ use crate::pipeline::response::exchange::{Carrier, Disposition, Exchange};
 use crate::pipeline::sse::SseFramer;
 use crate::pipeline::Gateway;
 use crate::policy::inspect::{
-    trace_every_rule, trace_notification, trace_result, Report, Verdict, PROVENANCE_KEY,
+    trace_every_rule, trace_listing, trace_notification, trace_result, Report, Verdict,
+    PROVENANCE_KEY,
 };
 
 /// What the message file holds.
@@ -222,9 +223,15 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
     let policy = &exchange.ctx.route.upstream.settings.policy;
     let subject = exchange.subject();
     if let Some(result) = msg.result {
-        let loose: Value = serde_json::from_str(result.get()).ok()?;
+        let mut loose: Value = serde_json::from_str(result.get()).ok()?;
         if loose.get("resultType").and_then(Value::as_str) != Some("input_required") {
-            return None;
+            // A list the server offers the model: its text rules.
+            let items = exchange.ctx.request.method.catalogue()?;
+            let (_, report) = trace_listing(policy, &subject, items, &mut loose);
+            return Some(Traced {
+                report,
+                every_rule: Vec::new(),
+            });
         }
         let bytes = result.get().as_bytes();
         let (outcome, report) = trace_result(policy, &subject, bytes);
@@ -299,6 +306,10 @@ pub(super) fn explain(
     let client: Option<Value> = json::parse_value(&client_bytes).ok();
     let delivered_result = client.as_ref().and_then(|c| c.get("result"));
     Ok(Explanation {
+        keys_name: match exchange.ctx.request.method.catalogue() {
+            Some(_) => "listed item",
+            None => "input request",
+        },
         upstream,
         message: read_as,
         decision: if delivered.is_ok() {

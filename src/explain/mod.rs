@@ -105,6 +105,10 @@ pub struct Explanation {
     pub message: &'static str,
     /// delivered | refused (a retry: forwarded | refused).
     pub decision: &'static str,
+    /// What a check's `key` names: an input request, or an item of a list
+    /// result (a tool, prompt or resource).
+    #[serde(skip)]
+    pub keys_name: &'static str,
     /// Every rule that ran, in order, passes included.
     pub checks: Vec<Check>,
     /// When an enforcing policy refused: what every rule would have found

@@ -22,19 +22,19 @@ fn shown(s: &str) -> String {
     out
 }
 
-fn group_name(key: Option<&str>, field: Option<&str>, top: &str) -> String {
+fn group_name(key: Option<&str>, field: Option<&str>, top: &str, keys: &str) -> String {
     match (key, field) {
         (None, _) => top.into(),
-        (Some(k), None) => format!("input request \"{}\"", shown(k)),
-        (Some(k), Some(f)) => format!("input request \"{}\", field \"{}\"", shown(k), shown(f)),
+        (Some(k), None) => format!("{keys} \"{}\"", shown(k)),
+        (Some(k), Some(f)) => format!("{keys} \"{}\", field \"{}\"", shown(k), shown(f)),
     }
 }
 
 /// Checks grouped by (key, field), groups in the order they first appear.
-fn grouped<'a>(checks: &'a [Check], top: &str) -> Vec<(String, Vec<&'a Check>)> {
+fn grouped<'a>(checks: &'a [Check], top: &str, keys: &str) -> Vec<(String, Vec<&'a Check>)> {
     let mut groups: Vec<(String, Vec<&Check>)> = Vec::new();
     for c in checks {
-        let name = group_name(c.key.as_deref(), c.field.as_deref(), top);
+        let name = group_name(c.key.as_deref(), c.field.as_deref(), top, keys);
         match groups.iter_mut().find(|(n, _)| *n == name) {
             Some((_, list)) => list.push(c),
             None => groups.push((name, vec![c])),
@@ -43,8 +43,8 @@ fn grouped<'a>(checks: &'a [Check], top: &str) -> Vec<(String, Vec<&'a Check>)> 
     groups
 }
 
-fn write_checks(out: &mut String, checks: &[Check], top: &str) {
-    for (name, list) in grouped(checks, top) {
+fn write_checks(out: &mut String, checks: &[Check], top: &str, keys: &str) {
+    for (name, list) in grouped(checks, top, keys) {
         let _ = writeln!(out, "  {name}");
         for c in list {
             let detail = c.detail.as_deref().map(shown).unwrap_or_default();
@@ -93,13 +93,13 @@ pub(super) fn text(e: &Explanation) -> String {
     } else {
         "the whole message"
     };
-    write_checks(&mut out, &e.checks, top);
+    write_checks(&mut out, &e.checks, top, e.keys_name);
     if !e.every_rule.is_empty() {
         let _ = writeln!(
             out,
             "\nthe policy stops at its first refusal; had it only monitored, every rule would say:"
         );
-        write_checks(&mut out, &e.every_rule, top);
+        write_checks(&mut out, &e.every_rule, top, e.keys_name);
     }
     let code = u8::from(e.refused());
     let _ = writeln!(

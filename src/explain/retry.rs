@@ -325,6 +325,7 @@ pub(super) async fn explain(
         ),
     };
     Ok(Explanation {
+        keys_name: "input request",
         upstream,
         message: "a client retry",
         decision: if refusal.is_some() {
@@ -346,6 +347,7 @@ pub(super) async fn explain(
 /// A retry the request check refuses before any state is looked at.
 fn refused_early(upstream: UpstreamOut, refusal: &Refusal) -> Explanation {
     Explanation {
+        keys_name: "input request",
         upstream,
         message: "a client retry",
         decision: "refused",

@@ -13,6 +13,7 @@ use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 use smallvec::SmallVec;
 
@@ -195,12 +196,15 @@ impl<'de> Visitor<'de> for Build<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
+        // One hash per member: the entry both finds a duplicate and keeps
+        // the slot for the value.
         while let Some(Key(key)) = map.next_key()? {
-            if out.contains_key(key.as_ref()) {
-                return Err(self.0.duplicate(&key));
+            match out.entry(key.into_owned()) {
+                Entry::Occupied(taken) => return Err(self.0.duplicate(taken.key())),
+                Entry::Vacant(slot) => {
+                    slot.insert(map.next_value_seed(self)?);
+                }
             }
-            let v = map.next_value_seed(self)?;
-            out.insert(key.into_owned(), v);
         }
         Ok(Value::Object(out))
     }

@@ -145,6 +145,21 @@ pub fn inspect_listing(
     (outcome, run.report)
 }
 
+/// [`inspect_listing`], with every check that ran in [`Report::trace`].
+pub fn trace_listing(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    items: &str,
+    result: &mut Value,
+) -> (Result<bool, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    run.tracing = true;
+    let outcome = run
+        .check_listing(items, result)
+        .map(|()| run.report.sanitised());
+    (outcome, run.report)
+}
+
 /// [`inspect_result`], with every check that ran in [`Report::trace`].
 pub fn trace_result(
     policy: &Policy,
