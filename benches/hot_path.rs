@@ -11,40 +11,63 @@ use portcullis::config::GatewayConfig;
 use portcullis::model::Generation;
 use portcullis::pipeline::ctx::RequestCtx;
 use portcullis::pipeline::request::parse;
-use portcullis::pipeline::response::exchange::{Carrier, Exchange};
+use portcullis::pipeline::response::exchange::{Carrier, Disposition, Exchange};
 use portcullis::pipeline::sse::SseFramer;
 use portcullis::pipeline::Gateway;
 use serde_json::json;
 
 const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}},"name":"get_room","arguments":{"room_id":"atrium"}}}"#;
 
+const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
 fn parts() -> http::request::Parts {
-    http::Request::builder()
+    parts_for("tools/call", Some("get_room"))
+}
+
+fn parts_for(method: &str, name: Option<&str>) -> http::request::Parts {
+    let mut b = http::Request::builder()
         .method("POST")
         .uri("/mcp")
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "get_room")
-        .body(())
-        .unwrap()
-        .into_parts()
-        .0
+        .header("mcp-method", method);
+    if let Some(name) = name {
+        b = b.header("mcp-name", name);
+    }
+    b.body(()).unwrap().into_parts().0
 }
 
 /// The response phase of a tools/call on an offline gateway.
 fn exchange() -> Exchange {
+    exchange_for(&parts(), CALL)
+}
+
+fn exchange_for(parts: &http::request::Parts, body: &'static str) -> Exchange {
     let text = "[[listener]]\naddress=\"127.0.0.1:0\"\n[[upstream]]\nid=\"b\"\nname=\"Bench\"\nurl=\"http://127.0.0.1:9/mcp\"\n[[route]]\npath=\"/mcp\"\nupstream=\"b\"\n";
     let cfg = GatewayConfig::parse(text, Path::new("bench.toml")).unwrap();
     let gateway = Gateway::offline(cfg).unwrap();
-    let request = parse(
-        &parts(),
-        &Bytes::from_static(CALL.as_bytes()),
-        Generation::ALL,
-    )
-    .unwrap();
+    let request = parse(parts, &Bytes::from_static(body.as_bytes()), Generation::ALL).unwrap();
     Exchange::new(RequestCtx::offline(Arc::clone(&gateway), "/mcp", request).unwrap())
+}
+
+/// A tools/list result of `n` tools, each with a two-sentence description
+/// and four described parameters (every string gets the text rules).
+fn tools_list(n: usize) -> Vec<u8> {
+    let tools: Vec<_> = (0..n)
+        .map(|i| json!({"name": format!("tool_{i}"), "title": format!("Tool {i}"),
+            "description": format!("Look up the bookings of room {i} for a day. Returns the hours that are taken and by whom, newest first."),
+            "inputSchema": {"type": "object", "properties": {
+                "day": {"type": "string", "description": "ISO 8601 date, for example 2026-09-17"},
+                "hour": {"type": "integer", "description": "Hour of the day, 0 to 23"},
+                "room": {"type": "string", "description": "Room id as listed by list_rooms"},
+                "limit": {"type": "integer", "description": "The maximum number of bookings to return"}},
+                "required": ["day"]}}))
+        .collect();
+    serde_json::to_vec(
+        &json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":tools}}),
+    )
+    .unwrap()
 }
 
 /// A `complete` tools/call result of about `size` bytes.
@@ -95,6 +118,15 @@ fn response_check(c: &mut Criterion) {
             b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(&bytes)).is_ok())
         });
     }
+    // A list's text rules run over every title and description.
+    let mut listing = exchange_for(&parts_for("tools/list", None), LIST);
+    let bytes = tools_list(100);
+    let delivered = listing.inspect(&bytes, Carrier::Body);
+    assert!(matches!(delivered, Disposition::Final), "{delivered:?}");
+    g.throughput(Throughput::Bytes(bytes.len() as u64));
+    g.bench_function("tools_list_100/inspect", |b| {
+        b.iter(|| listing.inspect(black_box(&bytes), Carrier::Body))
+    });
     g.finish();
 }
 
