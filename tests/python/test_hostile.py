@@ -349,7 +349,7 @@ POLICY_CODE = -32010
 
 def also_counted(c: Case) -> list[tuple[str, dict]]:
     """The counters besides requests_total that a refusal of this kind moves."""
-    if c.ask.method in {"server/discover", "tools/list"}:
+    if c.ask.method in {"server/discover", "tools/list"} and c.reason == "prompt_injection":
         # Not a question: the text rules' verdict is what is counted.
         return [("portcullis_policy_verdicts_total", {"upstream": "hostile", "rule": "prompt_injection",
                                                        "action": "block"})]
