@@ -64,6 +64,7 @@ pub const METHODS: &[(&str, Option<(&str, &str)>)] = &[
     ("tools/list", None),
     ("prompts/list", None),
     ("resources/list", None),
+    ("resources/templates/list", None),
     ("ping", None),
     ("subscriptions/listen", None),
 ];
