@@ -22,8 +22,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// connections that went idle or closed is back within seconds (bench/README.md).
 #[allow(non_upper_case_globals)]
 #[export_name = "_rjem_malloc_conf"]
-pub static malloc_conf: &u8 =
-    &b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0"[0];
+pub static malloc_conf: &u8 = &b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0"[0];
 
 #[derive(Parser)]
 #[command(

@@ -12,9 +12,6 @@ use serde_json::{Map, Value};
 use super::{clip, Checked, Run};
 use crate::policy::injection::TextContext;
 
-/// How deep a tool's schema is walked for titles and descriptions.
-const MAX_SCHEMA_DEPTH: usize = 16;
-
 /// The parts of a listed item a person or a model reads.
 const ITEM_TEXT: [&str; 2] = ["title", "description"];
 
@@ -40,7 +37,7 @@ impl Run<'_> {
         }
         for schema in ["inputSchema", "outputSchema"] {
             if let Some(s) = item.get_mut(schema) {
-                self.check_schema_text(key, None, s, 0)?;
+                self.check_schema_text(key, None, s)?;
             }
         }
         if let Some(Value::Array(arguments)) = item.get_mut("arguments") {
@@ -55,18 +52,15 @@ impl Run<'_> {
     }
 
     /// Every `title` and `description` string of a JSON schema, at any depth
-    /// (properties, items, definitions, combinators); `field` is the nearest
-    /// property name.
+    /// (properties, items, definitions, combinators): none is left unread,
+    /// and the strict parse already bounds the depth (`json::MAX_DEPTH`).
+    /// `field` is the nearest property name.
     fn check_schema_text(
         &mut self,
         key: &str,
         field: Option<&str>,
         schema: &mut Value,
-        depth: usize,
     ) -> Checked<()> {
-        if depth > MAX_SCHEMA_DEPTH {
-            return Ok(());
-        }
         match schema {
             Value::Object(map) => {
                 for (name, child) in map.iter_mut() {
@@ -80,17 +74,17 @@ impl Run<'_> {
                         ("properties", Value::Object(props)) => {
                             for (prop, sub) in props.iter_mut() {
                                 let prop = clip(prop);
-                                self.check_schema_text(key, Some(&prop), sub, depth + 1)?;
+                                self.check_schema_text(key, Some(&prop), sub)?;
                             }
                         }
-                        _ => self.check_schema_text(key, field, child, depth + 1)?,
+                        _ => self.check_schema_text(key, field, child)?,
                     }
                 }
                 Ok(())
             }
             Value::Array(items) => items
                 .iter_mut()
-                .try_for_each(|v| self.check_schema_text(key, field, v, depth + 1)),
+                .try_for_each(|v| self.check_schema_text(key, field, v)),
             _ => Ok(()),
         }
     }

@@ -12,9 +12,6 @@ use super::{Checked, Run};
 use crate::model::McpMethod;
 use crate::policy::injection::TextContext;
 
-/// How deep log data is walked for strings.
-const MAX_WALK: usize = 16;
-
 impl Run<'_> {
     /// Clean the readable text of `params` in place; `true` when it changed.
     pub(super) fn check_notification(
@@ -31,7 +28,7 @@ impl Run<'_> {
             }
             McpMethod::LogMessage => {
                 if let Some(data) = params.get_mut("data") {
-                    self.clean_all(data, max, 0)?;
+                    self.clean_all(data, max)?;
                 }
             }
             McpMethod::Initialize | McpMethod::ServerDiscover => {
@@ -71,20 +68,15 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn clean_all(&mut self, value: &mut Value, max: usize, depth: usize) -> Checked<()> {
-        if depth > MAX_WALK {
-            return Ok(());
-        }
+    /// Every string of log data, at any depth: the strict parse already
+    /// bounds the depth (`json::MAX_DEPTH`), so none is left unread.
+    fn clean_all(&mut self, value: &mut Value, max: usize) -> Checked<()> {
         match value {
             Value::String(_) => {
                 self.clean_in("log", None, "data", Some(value), max, TextContext::Form)
             }
-            Value::Array(items) => items
-                .iter_mut()
-                .try_for_each(|v| self.clean_all(v, max, depth + 1)),
-            Value::Object(map) => map
-                .values_mut()
-                .try_for_each(|v| self.clean_all(v, max, depth + 1)),
+            Value::Array(items) => items.iter_mut().try_for_each(|v| self.clean_all(v, max)),
+            Value::Object(map) => map.values_mut().try_for_each(|v| self.clean_all(v, max)),
             _ => Ok(()),
         }
     }
