@@ -110,7 +110,11 @@ impl Run<'_> {
     }
 }
 
-/// The text of a sampling request a model would read.
+/// The text of a sampling request a model would read: the system prompt
+/// and every string in the messages' content, whatever its block type
+/// (text, a tool result's content, an embedded resource's text, a resource
+/// link's description, a tool use's input) — only base64 payloads and the
+/// protocol's own tags are not text.
 fn sampling_texts(params: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(s) = params.get("systemPrompt").and_then(Value::as_str) {
@@ -122,19 +126,25 @@ fn sampling_texts(params: &Map<String, Value>) -> Vec<String> {
         .into_iter()
         .flatten()
     {
-        let content = message.get("content");
-        let blocks: Vec<&Value> = match content {
-            Some(Value::Array(a)) => a.iter().collect(),
-            Some(v) => vec![v],
-            None => Vec::new(),
-        };
-        out.extend(
-            blocks
-                .iter()
-                .filter_map(|b| b.get("text"))
-                .filter_map(Value::as_str)
-                .map(str::to_owned),
-        );
+        if let Some(content) = message.get("content") {
+            strings_of(content, &mut out);
+        }
     }
     out
+}
+
+/// Members of content blocks that hold no text a model reads as words.
+const NOT_TEXT: &[&str] = &["type", "mimeType", "data", "blob", "_meta"];
+
+/// Every string in `value` (depth is bounded by the strict parse).
+fn strings_of(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings_of(v, out)),
+        Value::Object(map) => map
+            .iter()
+            .filter(|(k, _)| !NOT_TEXT.contains(&k.as_str()))
+            .for_each(|(_, v)| strings_of(v, out)),
+        _ => {}
+    }
 }
