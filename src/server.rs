@@ -62,9 +62,10 @@ pub struct RunningGateway {
     current: Arc<ArcSwap<Gateway>>,
     source: Option<PathBuf>,
     shutdown: watch::Sender<bool>,
-    tasks: JoinSet<()>,
+    /// The accept loops; taken by the one drain that waits for them.
+    tasks: tokio::sync::Mutex<JoinSet<()>>,
     /// The admin listener outlives the drain so probes can watch it.
-    admin: Option<(watch::Sender<bool>, tokio::task::JoinHandle<()>)>,
+    admin: std::sync::Mutex<Option<AdminTask>>,
     metrics: Arc<Metrics>,
     clock: SharedClock,
     /// Stamps of the config's files when the running config was loaded.
@@ -75,6 +76,9 @@ pub struct RunningGateway {
     /// The trace exporter, when `[tracing]` is configured (fixed at start).
     telemetry: Option<Arc<Telemetry>>,
 }
+
+/// The admin listener's stop switch and task.
+type AdminTask = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
 
 /// Listeners a caller bound already (tests hand theirs over), by config order.
 pub type Listeners = Vec<std::net::TcpListener>;
@@ -212,8 +216,8 @@ impl RunningGateway {
             current,
             source,
             shutdown: tx,
-            tasks,
-            admin,
+            tasks: tokio::sync::Mutex::new(tasks),
+            admin: std::sync::Mutex::new(admin),
             metrics,
             clock,
             files,
@@ -338,14 +342,25 @@ impl RunningGateway {
 
     /// Stop accepting, report not-ready, and wait for in-flight requests (up to
     /// the configured drain deadline).
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
+        self.drain().await;
+    }
+
+    /// The drain itself, on a shared reference: whoever else holds the
+    /// gateway (the file watcher in the middle of a reload) cannot make it
+    /// skip the wait for open streams.
+    async fn drain(&self) {
         self.stop_accepting().await;
-        while self.tasks.join_next().await.is_some() {}
+        {
+            let mut tasks = self.tasks.lock().await;
+            while tasks.join_next().await.is_some() {}
+        }
         self.current.load().audit.flush().await;
-        if let Some(t) = self.telemetry.take() {
+        if let Some(t) = self.telemetry.clone() {
             t.shutdown().await;
         }
-        if let Some((tx, task)) = self.admin.take() {
+        let admin = self.admin.lock().ok().and_then(|mut a| a.take());
+        if let Some((tx, task)) = admin {
             let _ = tx.send(true);
             let _ = task.await;
         }
@@ -366,16 +381,10 @@ impl RunningGateway {
         let _ = self.shutdown.send(true);
     }
 
-    /// [`RunningGateway::shutdown`] for a gateway shared with a file watcher.
+    /// [`RunningGateway::shutdown`] for a gateway shared with a file watcher
+    /// (or anything else holding it): the same drain, whoever holds it.
     pub async fn shutdown_shared(self: Arc<Self>) {
-        match Arc::try_unwrap(self) {
-            Ok(me) => me.shutdown().await,
-            Err(shared) => {
-                // The watcher holds only a weak reference, so this is another
-                // strong holder: signal and let it finish the drain.
-                shared.stop_accepting().await;
-            }
-        }
+        self.drain().await;
     }
 }
 

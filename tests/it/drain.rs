@@ -124,3 +124,43 @@ async fn the_pre_stop_delay_serves_on_while_readiness_says_503() {
     );
     shutdown.await.unwrap();
 }
+
+/// SIGTERM may come while another part of the process holds the gateway
+/// (the config file watcher in the middle of a reload): the drain still
+/// waits for the open stream, and returns only after it ended.
+#[tokio::test]
+async fn a_gateway_held_elsewhere_still_waits_for_open_streams() {
+    let demo = start_demo().await;
+    let gw = start_gateway(&config_text(
+        &demo,
+        "",
+        "[shutdown]\ndrain_timeout = \"5s\"",
+    ))
+    .await;
+    let mcp = url(&gw);
+    let gw = std::sync::Arc::new(gw);
+    let watcher = std::sync::Arc::clone(&gw);
+    let resp = call(
+        &client(),
+        &mcp,
+        "held",
+        "room_report",
+        json!({"steps": 4, "delay_ms": 250}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let shutdown = tokio::spawn(gw.shutdown_shared());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !shutdown.is_finished(),
+        "the drain returned while a stream was open"
+    );
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("Room report: checked 4 rooms"), "{text}");
+    tokio::time::timeout(Duration::from_secs(5), shutdown)
+        .await
+        .expect("the drain ends once the stream did")
+        .unwrap();
+    drop(watcher);
+}
