@@ -121,10 +121,7 @@ pub fn inspect_notification(
     params: &[u8],
 ) -> (Result<Option<Value>, Refusal>, Report) {
     let mut run = Run::new(policy, subject);
-    let outcome = run.parse(params, "notification").and_then(|mut v| {
-        let changed = run.check_notification(method, &mut v)?;
-        Ok((changed && run.enforcing()).then_some(v))
-    });
+    let outcome = run.notification(method, params);
     (outcome, run.report)
 }
 
@@ -139,9 +136,7 @@ pub fn inspect_listing(
     result: &mut Value,
 ) -> (Result<bool, Refusal>, Report) {
     let mut run = Run::new(policy, subject);
-    let outcome = run
-        .check_listing(items, result)
-        .map(|()| run.report.sanitised());
+    let outcome = run.listing(items, result);
     (outcome, run.report)
 }
 
@@ -152,11 +147,8 @@ pub fn trace_listing(
     items: &str,
     result: &mut Value,
 ) -> (Result<bool, Refusal>, Report) {
-    let mut run = Run::new(policy, subject);
-    run.tracing = true;
-    let outcome = run
-        .check_listing(items, result)
-        .map(|()| run.report.sanitised());
+    let mut run = Run::traced(policy, subject);
+    let outcome = run.listing(items, result);
     (outcome, run.report)
 }
 
@@ -166,8 +158,7 @@ pub fn trace_result(
     subject: &Subject<'_>,
     result: &[u8],
 ) -> (Result<Value, Refusal>, Report) {
-    let mut run = Run::new(policy, subject);
-    run.tracing = true;
+    let mut run = Run::traced(policy, subject);
     let outcome = run.result(result);
     (outcome, run.report)
 }
@@ -180,8 +171,7 @@ pub fn trace_every_rule(
     subject: &Subject<'_>,
     result: &[u8],
 ) -> (Result<Value, Refusal>, Report) {
-    let mut run = Run::new(policy, subject);
-    run.tracing = true;
+    let mut run = Run::traced(policy, subject);
     run.monitor_only = true;
     let outcome = run.result(result);
     (outcome, run.report)
@@ -194,12 +184,8 @@ pub fn trace_notification(
     method: McpMethod,
     params: &[u8],
 ) -> (Result<Option<Value>, Refusal>, Report) {
-    let mut run = Run::new(policy, subject);
-    run.tracing = true;
-    let outcome = run.parse(params, "notification").and_then(|mut v| {
-        let changed = run.check_notification(method, &mut v)?;
-        Ok((changed && run.enforcing()).then_some(v))
-    });
+    let mut run = Run::traced(policy, subject);
+    let outcome = run.notification(method, params);
     (outcome, run.report)
 }
 
@@ -247,6 +233,28 @@ impl<'a> Run<'a> {
             tracing: false,
             monitor_only: false,
         }
+    }
+
+    /// A run that records every check in [`Report::trace`].
+    fn traced(policy: &'a Policy, subject: &'a Subject<'a>) -> Self {
+        Run {
+            tracing: true,
+            ..Run::new(policy, subject)
+        }
+    }
+
+    /// A notification's (or server description's) text, cleaned: the value
+    /// to deliver when enforcing changed it.
+    fn notification(&mut self, method: McpMethod, params: &[u8]) -> Checked<Option<Value>> {
+        let mut v = self.parse(params, "notification")?;
+        let changed = self.check_notification(method, &mut v)?;
+        Ok((changed && self.enforcing()).then_some(v))
+    }
+
+    /// A list's text, cleaned in place: whether it changed.
+    fn listing(&mut self, items: &str, result: &mut Value) -> Checked<bool> {
+        self.check_listing(items, result)?;
+        Ok(self.report.sanitised())
     }
 
     pub(crate) fn enforcing(&self) -> bool {
