@@ -6,24 +6,22 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use portcullis::server::RunningGateway;
 use serde_json::{json, Value};
 
-async fn start_demo() -> String {
+/// A gateway in front of the demo server, with `shutdown` as its
+/// `[shutdown]` settings.
+async fn demo_gateway(shutdown: &str) -> RunningGateway {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(portcullis_demo::serve(listener, std::future::pending()));
-    format!("http://{addr}/mcp")
+    let demo = format!("http://{addr}/mcp");
+    start_gateway(&config_text(&demo, "", shutdown)).await
 }
 
 #[tokio::test]
 async fn a_stream_open_at_the_drain_deadline_ends_with_a_shutting_down_event() {
-    let demo = start_demo().await;
-    let gw = start_gateway(&config_text(
-        &demo,
-        "",
-        "[shutdown]\ndrain_timeout = \"600ms\"",
-    ))
-    .await;
+    let gw = demo_gateway("[shutdown]\ndrain_timeout = \"600ms\"").await;
     let mut body = open_room_report(&gw, "long", 20, 300).await;
 
     let started = Instant::now();
@@ -59,13 +57,7 @@ async fn a_stream_open_at_the_drain_deadline_ends_with_a_shutting_down_event() {
 
 #[tokio::test]
 async fn a_stream_that_finishes_within_the_drain_is_not_cut() {
-    let demo = start_demo().await;
-    let gw = start_gateway(&config_text(
-        &demo,
-        "",
-        "[shutdown]\ndrain_timeout = \"5s\"",
-    ))
-    .await;
+    let gw = demo_gateway("[shutdown]\ndrain_timeout = \"5s\"").await;
     let resp = call(
         &client(),
         &url(&gw),
@@ -85,13 +77,7 @@ async fn a_stream_that_finishes_within_the_drain_is_not_cut() {
 
 #[tokio::test]
 async fn the_pre_stop_delay_serves_on_while_readiness_says_503() {
-    let demo = start_demo().await;
-    let gw = start_gateway(&config_text(
-        &demo,
-        "",
-        "[shutdown]\npre_stop_delay = \"1500ms\"\ndrain_timeout = \"1s\"",
-    ))
-    .await;
+    let gw = demo_gateway("[shutdown]\npre_stop_delay = \"1500ms\"\ndrain_timeout = \"1s\"").await;
     let (mcp, ready) = (
         url(&gw),
         format!("http://{}/readyz", gw.admin_addr.unwrap()),
@@ -130,13 +116,7 @@ async fn the_pre_stop_delay_serves_on_while_readiness_says_503() {
 /// waits for the open stream, and returns only after it ended.
 #[tokio::test]
 async fn a_gateway_held_elsewhere_still_waits_for_open_streams() {
-    let demo = start_demo().await;
-    let gw = start_gateway(&config_text(
-        &demo,
-        "",
-        "[shutdown]\ndrain_timeout = \"5s\"",
-    ))
-    .await;
+    let gw = demo_gateway("[shutdown]\ndrain_timeout = \"5s\"").await;
     let mcp = url(&gw);
     let gw = std::sync::Arc::new(gw);
     let watcher = std::sync::Arc::clone(&gw);
