@@ -17,5 +17,5 @@ pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemC
 pub use drain::DrainSignal;
 pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
-pub use reason::{markdown_table as reason_table, Reason, Refusal};
+pub use reason::{markdown_table as reason_table, printable_name, Reason, Refusal};
 pub use settings::{toml_syntax_message, ConfigError, SettingsError};

@@ -222,6 +222,13 @@ impl Refusal {
     }
 }
 
+/// A name taken from a message (a key, a field, a method, a tool), fit for
+/// a refusal's words and the logs: control characters dropped, at most 64
+/// characters.
+pub fn printable_name(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(64).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,7 +74,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::value_scan::SecretValueScanner;
-use crate::model::{Asked, FieldKind, FormSchema, Reason, TextFormat};
+use crate::model::{printable_name, Asked, FieldKind, FormSchema, Reason, TextFormat};
 
 /// Why an answer was refused: `key` and `field` name where; `why` says what a
 /// person should fix. Never contains the value itself.
@@ -144,7 +144,7 @@ pub fn check_answers(
     input_responses.retain(|key, _| {
         let keep = find(key).is_some();
         if !keep {
-            report.dropped_keys.push(clip(key));
+            report.dropped_keys.push(printable_name(key));
         }
         keep
     });
@@ -160,7 +160,7 @@ pub fn check_answers(
     }
 
     report.answer_bytes = serialized_len(input_responses);
-    report.kept = input_responses.keys().map(|k| clip(k)).collect();
+    report.kept = input_responses.keys().map(|k| printable_name(k)).collect();
     Ok(report)
 }
 
@@ -171,11 +171,6 @@ fn invalid(key: &str, field: Option<&str>, why: impl Into<String>) -> AnswerProb
         why: why.into(),
         reason: Reason::InvalidAnswer,
     }
-}
-
-/// A client-chosen name made safe for messages and logs.
-fn clip(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
 fn serialized_len(map: &Map<String, Value>) -> usize {
@@ -221,7 +216,7 @@ fn elicitation(
             None,
             format!(
                 "unexpected member \"{}\": an elicitation answer has only action and content",
-                clip(stray)
+                printable_name(stray)
             ),
         ));
     }
@@ -281,7 +276,7 @@ fn check_form(
         let Some(field) = schema.fields.iter().find(|f| &f.name == name) else {
             return Err(invalid(
                 key,
-                Some(&clip(name)),
+                Some(&printable_name(name)),
                 "this field was not asked for; remove it",
             ));
         };

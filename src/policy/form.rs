@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-pub use crate::model::{FieldKind, FormField, FormSchema, TextFormat};
+pub use crate::model::{printable_name, FieldKind, FormField, FormSchema, TextFormat};
 
 /// Why a schema is outside the allowed subset. `field` is the property name
 /// when the problem is inside one property.
@@ -60,7 +60,7 @@ pub fn read_form_schema(schema: &Value, limits: &SchemaLimits) -> Result<FormSch
             None,
             format!(
                 "keyword \"{}\" is not allowed at the top of a form schema",
-                clip(k)
+                printable_name(k)
             ),
         ));
     }
@@ -101,10 +101,6 @@ pub fn read_form_schema(schema: &Value, limits: &SchemaLimits) -> Result<FormSch
     Ok(FormSchema { fields })
 }
 
-fn clip(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(64).collect()
-}
-
 fn required_names<'a>(
     required: Option<&'a Value>,
     props: &Map<String, Value>,
@@ -136,7 +132,7 @@ fn allowed_keys(name: &str, prop: &Map<String, Value>, keys: &[&str]) -> Result<
     {
         Some(k) => Err(problem(
             Some(name),
-            format!("keyword \"{}\" is not allowed here", clip(k)),
+            format!("keyword \"{}\" is not allowed here", printable_name(k)),
         )),
         None => Ok(()),
     }
@@ -175,7 +171,10 @@ fn read_property(
         Some(other) => {
             return Err(problem(
                 Some(name),
-                format!("type \"{}\" is not a form field type", clip(other)),
+                format!(
+                    "type \"{}\" is not a form field type",
+                    printable_name(other)
+                ),
             ))
         }
         None => {
@@ -339,7 +338,10 @@ fn titled_options(
         if let Some(k) = o.keys().find(|k| *k != "const" && *k != "title") {
             return Err(problem(
                 Some(name),
-                format!("keyword \"{}\" is not allowed in an option", clip(k)),
+                format!(
+                    "keyword \"{}\" is not allowed in an option",
+                    printable_name(k)
+                ),
             ));
         }
         let value = o
@@ -404,7 +406,7 @@ fn multi_choice(
         if let Some(k) = items.keys().find(|k| *k != "anyOf") {
             return Err(problem(
                 Some(name),
-                format!("keyword \"{}\" is not allowed in items", clip(k)),
+                format!("keyword \"{}\" is not allowed in items", printable_name(k)),
             ));
         }
         titled_options(name, items.get("anyOf"), "items.anyOf", limits)?
@@ -414,7 +416,7 @@ fn multi_choice(
                 Some(name),
                 format!(
                     "keyword \"{}\" is not allowed in items (only string enums)",
-                    clip(k)
+                    printable_name(k)
                 ),
             ));
         }

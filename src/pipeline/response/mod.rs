@@ -20,7 +20,7 @@ use super::request::Transport;
 use super::session;
 use crate::headers::{to_client, MCP_SESSION_ID, X_ACCEL_BUFFERING};
 use crate::json::MessageKind;
-use crate::model::{McpMethod, Reason, Refusal};
+use crate::model::{printable_name, McpMethod, Reason, Refusal};
 use exchange::{Carrier, Disposition, Exchange};
 use stream::SseBody;
 
@@ -75,8 +75,12 @@ pub async fn check(
     let what = if media.is_empty() {
         Some(" without a content type".to_owned())
     } else {
-        (!is_stream && !is_json)
-            .then(|| format!(" with content type {}, not a JSON-RPC message", clip(media)))
+        (!is_stream && !is_json).then(|| {
+            format!(
+                " with content type {}, not a JSON-RPC message",
+                printable_name(media)
+            )
+        })
     };
     // Notifications and a client's answers get no message back (202).
     let notification = ctx.request.kind != MessageKind::Request;
@@ -197,10 +201,6 @@ fn with_upstream_headers(refusal: Refusal, headers: &HeaderMap) -> Refusal {
         }
         _ => refusal,
     }
-}
-
-fn clip(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
 fn build(status: StatusCode, headers: HeaderMap, body: ProxyBody) -> Response<ProxyBody> {

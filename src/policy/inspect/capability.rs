@@ -3,8 +3,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{clip, Checked, Run};
-use crate::model::{Reason, Refusal};
+use super::{Checked, Run};
+use crate::model::{printable_name, Reason, Refusal};
 
 impl Run<'_> {
     pub(super) fn check_capabilities(&mut self, requests: &Map<String, Value>) -> Checked<()> {
@@ -31,8 +31,10 @@ impl Run<'_> {
                     }
                     "url" | "form" => {}
                     other => {
-                        let message =
-                            format!("elicitation mode \"{}\" is not form or url", clip(other));
+                        let message = format!(
+                            "elicitation mode \"{}\" is not form or url",
+                            printable_name(other)
+                        );
                         return Err(self.malformed(Some(key), message));
                     }
                 },
@@ -53,7 +55,7 @@ impl Run<'_> {
                 "roots/list" if !caps.roots => drop(needed.insert("roots".into(), json!({}))),
                 "roots/list" => {}
                 other => {
-                    let message = format!("input request method \"{}\" is not elicitation/create, sampling/createMessage or roots/list", clip(other));
+                    let message = format!("input request method \"{}\" is not elicitation/create, sampling/createMessage or roots/list", printable_name(other));
                     return Err(self.invalid(
                         Reason::UnknownInputRequestMethod,
                         "protocol",

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{clip, Checked, Run};
-use crate::model::{Asked, Reason};
+use super::{Checked, Run};
+use crate::model::{printable_name, Asked, Reason};
 use crate::policy::config::Action;
 use crate::policy::injection::TextContext;
 
@@ -40,7 +40,7 @@ impl Run<'_> {
             .and_then(Value::as_str)
             .unwrap_or("none");
         if context != "none" && self.policy.sampling_include_context == Action::Block {
-            let message = format!("{} asks to include context (\"{}\") in a sampling request; this policy blocks that", self.subject.upstream_name, clip(context));
+            let message = format!("{} asks to include context (\"{}\") in a sampling request; this policy blocks that", self.subject.upstream_name, printable_name(context));
             self.violation(
                 Reason::SamplingContextNotAllowed,
                 "deprecated",

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{clip, Checked, Run};
-use crate::model::{Asked, FieldKind, Reason};
+use super::{Checked, Run};
+use crate::model::{printable_name, Asked, FieldKind, Reason};
 use crate::policy::form::{read_form_schema, SchemaError, SchemaLimits};
 use crate::policy::injection::TextContext;
 use crate::policy::sanitize::is_unsafe_machine_value;
@@ -16,7 +16,10 @@ impl Run<'_> {
             .keys()
             .find(|k| !matches!(k.as_str(), "mode" | "message" | "requestedSchema" | "_meta"))
         {
-            let message = format!("member \"{}\" is not part of a form elicitation", clip(k));
+            let message = format!(
+                "member \"{}\" is not part of a form elicitation",
+                printable_name(k)
+            );
             return Err(self.malformed(Some(key), message));
         }
         if !params.get("message").is_some_and(Value::is_string) {
@@ -105,7 +108,7 @@ impl Run<'_> {
             if !option_values(prop).any(is_unsafe_machine_value) {
                 self.pass("text_safety", Some(key), Some(name), "option values");
             } else {
-                let message = format!("an option value or the default of field \"{}\" contains markup or invisible characters; values are never altered, so the form is refused", clip(name));
+                let message = format!("an option value or the default of field \"{}\" contains markup or invisible characters; values are never altered, so the form is refused", printable_name(name));
                 self.violation(
                     Reason::UnsafeOptionValue,
                     "text_safety",

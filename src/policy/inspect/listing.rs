@@ -9,7 +9,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{clip, Checked, Run};
+use super::{Checked, Run};
+use crate::model::printable_name;
 use crate::policy::injection::TextContext;
 
 /// The parts of a listed item a person or a model reads.
@@ -42,7 +43,10 @@ impl Run<'_> {
         }
         if let Some(Value::Array(arguments)) = item.get_mut("arguments") {
             for argument in arguments.iter_mut().filter_map(Value::as_object_mut) {
-                let name = argument.get("name").and_then(Value::as_str).map(clip);
+                let name = argument
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(printable_name);
                 for part in ITEM_TEXT {
                     self.clean_listed(key, name.as_deref(), part, argument.get_mut(part))?;
                 }
@@ -73,7 +77,7 @@ impl Run<'_> {
                         }
                         ("properties", Value::Object(props)) => {
                             for (prop, sub) in props.iter_mut() {
-                                let prop = clip(prop);
+                                let prop = printable_name(prop);
                                 self.check_schema_text(key, Some(&prop), sub)?;
                             }
                         }
@@ -106,5 +110,5 @@ fn item_key(item: &Map<String, Value>) -> String {
     ["name", "uri", "uriTemplate"]
         .iter()
         .find_map(|k| item.get(*k).and_then(Value::as_str))
-        .map_or_else(|| "item".to_owned(), clip)
+        .map_or_else(|| "item".to_owned(), printable_name)
 }

@@ -219,11 +219,6 @@ fn refusal(
     r
 }
 
-/// A name from the message fit for an error: printable, at most 64 characters.
-pub(crate) fn clip(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(64).collect()
-}
-
 impl<'a> Run<'a> {
     fn new(policy: &'a Policy, subject: &'a Subject<'a>) -> Self {
         Run {

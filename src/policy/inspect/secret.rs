@@ -5,8 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::form::remove_fields;
-use super::{clip, Checked, Run};
-use crate::model::{FormSchema, Reason};
+use super::{Checked, Run};
+use crate::model::{printable_name, FormSchema, Reason};
 use crate::policy::config::Action;
 use crate::policy::secrets::FieldText;
 
@@ -88,7 +88,7 @@ impl Run<'_> {
                     let what = hit.kind.as_str().replace('_', " ");
                     let message = format!(
                         "{upstream} asks for a {what} in form field \"{}\"; {advice}",
-                        clip(&field.name)
+                        printable_name(&field.name)
                     );
                     self.violation(
                         Reason::SecretFieldRequested,

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{clip, Checked, Run};
-use crate::model::{Asked, Reason};
+use super::{Checked, Run};
+use crate::model::{printable_name, Asked, Reason};
 use crate::policy::config::Action;
 use crate::policy::injection::TextContext;
 
@@ -21,7 +21,10 @@ impl Run<'_> {
                 "mode" | "message" | "url" | "elicitationId" | "_meta"
             )
         }) {
-            let message = format!("member \"{}\" is not part of a URL elicitation", clip(k));
+            let message = format!(
+                "member \"{}\" is not part of a URL elicitation",
+                printable_name(k)
+            );
             return Err(self.malformed(Some(key), message));
         }
         let (Some(Value::String(url)), Some(Value::String(_))) =
