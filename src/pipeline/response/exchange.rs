@@ -217,10 +217,14 @@ impl Exchange {
         }
     }
 
-    /// A result: `input_required` goes to the policy, everything else
-    /// passes unchanged (a list filtered by permissions).
+    /// A result: `input_required` goes to the policy; a server's
+    /// description of itself and its lists get the text rules (a list is
+    /// also filtered by permissions); everything else passes unchanged.
     fn result(&mut self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
         let bytes = result.get().as_bytes();
+        if let Some(listed) = self.complete_listing(id, bytes) {
+            return listed;
+        }
         // The common case in one pass: a valid result and its type. On a
         // failure the two steps run apart, so the refusal is the one they give.
         let result_type = match json::strict::validate_with_member(bytes, "resultType") {
@@ -246,6 +250,23 @@ impl Exchange {
             }
             _ => Disposition::Final,
         }
+    }
+
+    /// A complete list result, parsed once for its type, its permissions
+    /// and its text. `None` for anything else (another method,
+    /// `input_required`, a `resultType` that is not a string, bytes that do
+    /// not parse): the general path reads it and gives the refusal.
+    fn complete_listing(&mut self, id: Option<&RawValue>, bytes: &[u8]) -> Option<Disposition> {
+        let method = self.ctx.request.method;
+        method.catalogue()?;
+        let mut value = json::parse_value(bytes).ok()?;
+        match value.get("resultType") {
+            None => {}
+            Some(Value::String(t)) if t != "input_required" => {}
+            Some(_) => return None,
+        }
+        self.operation_completed();
+        Some(self.listing(id, method, &mut value, Disposition::Final))
     }
 
     fn record_text(&self, report: &Report) {
