@@ -17,7 +17,8 @@ use portcullis::json::parse_value;
 use portcullis::model::Generation;
 use portcullis::pipeline::response::exchange::{Carrier, Disposition, Exchange};
 use portcullis::pipeline::sse::{SseEvent, SseFramer};
-use portcullis::policy::config::Mode;
+use portcullis::policy::config::{Mode, Policy};
+use portcullis::policy::icon_rules::IconAction;
 use portcullis_fuzz::forbidden::{decode_numeric_refs, first_forbidden};
 use portcullis_fuzz::{offline, Chunks};
 use serde_json::Value;
@@ -110,8 +111,14 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
             let v = strict(out, "a rewritten notification");
             let orig: Value = serde_json::from_slice(message).expect("it was JSON");
             assert_eq!(v["method"], orig["method"]);
-            assert!(v.get("id").is_none());
-            notification_text_is_clean(&v);
+            if v.get("method").is_some() {
+                assert!(v.get("id").is_none());
+                notification_text_is_clean(&v);
+            } else {
+                // A list replayed on a resumed stream.
+                assert_eq!(v["id"], orig["id"]);
+                list_is_kept(ex, &v["result"], &orig["result"], enforcing);
+            }
         }
         Disposition::Final => {
             let v = strict(message, "a delivered response");
@@ -129,12 +136,15 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
                 Some("input_required"),
                 "a question passed uninspected"
             );
+            if let (true, Some(items)) = (enforcing, ex.ctx.request.method.catalogue()) {
+                listed_text_is_clean(&ex.ctx.route.upstream.settings.policy, &v["result"], items);
+            }
         }
         Disposition::FinalRewritten(out) => {
             let v = strict(out, "a rewritten response");
             let orig: Value = serde_json::from_slice(message).expect("it was JSON");
             assert_eq!(v["id"], orig["id"]);
-            list_is_subset(&v["result"], &orig["result"]);
+            list_is_kept(ex, &v["result"], &orig["result"], enforcing);
         }
         Disposition::Ask(out) => {
             let v = strict(out, "a delivered question");
@@ -166,17 +176,145 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
     }
 }
 
-fn list_is_subset(new: &Value, old: &Value) {
+/// A rewritten list keeps a subsequence of the upstream's items, in order;
+/// each kept item is the upstream's but for the text a person or model
+/// reads (titles and descriptions), which in enforce mode is clean.
+fn list_is_kept(ex: &Exchange, new: &Value, old: &Value, enforcing: bool) {
     for member in ["tools", "prompts", "resources", "resourceTemplates"] {
         let (Some(n), Some(o)) = (new.get(member), old.get(member)) else {
+            assert!(
+                new.get(member).is_none(),
+                "a list the upstream did not send"
+            );
             continue;
         };
         let (Some(n), Some(o)) = (n.as_array(), o.as_array()) else {
             panic!("{member} changed type");
         };
+        let mut upstream = o.iter();
         for item in n {
-            assert!(o.contains(item), "a list item the upstream did not send");
+            assert!(
+                upstream.any(|was| same_but_text(item, was)),
+                "a list item the upstream did not send, or out of order"
+            );
         }
+    }
+    if let (true, Some(items)) = (enforcing, ex.ctx.request.method.catalogue()) {
+        listed_text_is_clean(&ex.ctx.route.upstream.settings.policy, new, items);
+    }
+}
+
+/// Equal, except that a string under a `title` or `description` key may
+/// have been cleaned, and an item's icons may have lost some (or, when
+/// they were no list, gone).
+fn same_but_text(new: &Value, old: &Value) -> bool {
+    match (new, old) {
+        (Value::Object(n), Value::Object(o)) => {
+            let icons_gone = usize::from(!n.contains_key("icons") && o.contains_key("icons"));
+            n.len() + icons_gone == o.len()
+                && n.iter().all(|(k, x)| {
+                    o.get(k).is_some_and(|y| {
+                        let text = matches!(k.as_str(), "title" | "description")
+                            && x.is_string()
+                            && y.is_string();
+                        text || (k == "icons" && kept_icons(x, y)) || same_but_text(x, y)
+                    })
+                })
+        }
+        (Value::Array(n), Value::Array(o)) => {
+            n.len() == o.len() && n.iter().zip(o).all(|(x, y)| same_but_text(x, y))
+        }
+        _ => new == old,
+    }
+}
+
+/// Icons kept are the upstream's, in order; in enforce mode each is an
+/// image by `data:` or an https URL.
+fn kept_icons(new: &Value, old: &Value) -> bool {
+    let (Some(n), Some(o)) = (new.as_array(), old.as_array()) else {
+        return false;
+    };
+    let mut upstream = o.iter();
+    n.iter().all(|icon| upstream.any(|was| was == icon))
+}
+
+/// In enforce mode no listed text a person or model reads carries a
+/// forbidden character: an item's title and description, its
+/// annotations' title, every title and description of its schemas, its
+/// arguments' titles and descriptions.
+fn listed_text_is_clean(policy: &Policy, result: &Value, items: &str) {
+    let Some(list) = result.get(items).and_then(Value::as_array) else {
+        return;
+    };
+    for (i, item) in list.iter().enumerate() {
+        let at = format!("{items}[{i}]");
+        for part in ["title", "description"] {
+            string_is_clean(&item[part], &format!("{at}.{part}"));
+            if let Some(args) = item["arguments"].as_array() {
+                for a in args {
+                    string_is_clean(&a[part], &format!("{at}.arguments.{part}"));
+                }
+            }
+        }
+        string_is_clean(&item["annotations"]["title"], &format!("{at}.annotations"));
+        for schema in ["inputSchema", "outputSchema"] {
+            schema_text_is_clean(&item[schema], &format!("{at}.{schema}"));
+        }
+        icons_are_safe(policy, &item["icons"], &at);
+    }
+}
+
+/// What the icon rule keeps in enforce mode: an icon the route's policy
+/// accepts, and never a source a client runs or reads locally.
+fn icons_are_safe(policy: &Policy, icons: &Value, at: &str) {
+    if policy.icons.action == IconAction::Allow {
+        return;
+    }
+    let Some(icons) = icons.as_array() else {
+        assert!(icons.is_null(), "{at}: icons that are not a list");
+        return;
+    };
+    for icon in icons {
+        let src = icon["src"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{at}: an icon without src"));
+        let lower = src.to_ascii_lowercase();
+        assert!(
+            lower.starts_with("data:image/")
+                || lower.starts_with("https://")
+                || lower.starts_with("http://"),
+            "{at}: an icon the client should not fetch"
+        );
+        assert!(
+            policy.icons.check(src, icon["mimeType"].as_str()).is_ok(),
+            "{at}: an icon the policy refuses"
+        );
+    }
+}
+
+/// The listing rule reads strings only; any other value there is data.
+fn string_is_clean(v: &Value, at: &str) {
+    if v.is_string() {
+        readable_text_is_clean(v, at);
+    }
+}
+
+fn schema_text_is_clean(v: &Value, at: &str) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map {
+                let at = format!("{at}.{k}");
+                match (k.as_str(), x) {
+                    ("title" | "description", Value::String(_)) => readable_text_is_clean(x, &at),
+                    ("properties", Value::Object(props)) => {
+                        props.values().for_each(|p| schema_text_is_clean(p, &at))
+                    }
+                    _ => schema_text_is_clean(x, &at),
+                }
+            }
+        }
+        Value::Array(xs) => xs.iter().for_each(|x| schema_text_is_clean(x, at)),
+        _ => {}
     }
 }
 

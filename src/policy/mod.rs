@@ -5,6 +5,7 @@ pub mod config;
 mod corpus_tally;
 pub mod detect;
 pub mod form;
+pub mod icon_rules;
 pub mod injection;
 pub mod inspect;
 pub mod sanitize;

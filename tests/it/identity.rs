@@ -254,14 +254,7 @@ async fn rate_limits_answer_429_with_retry_after() {
             .status(),
         200
     );
-    let m = c
-        .get(format!("http://{}/metrics", gw.admin_addr.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics(&gw).await;
     assert!(
         m.contains(r#"portcullis_rate_limited_total{scope="principal",upstream="test"} 1"#),
         "{m}"

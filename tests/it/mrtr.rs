@@ -454,14 +454,7 @@ async fn refusals_are_counted_by_reason() {
         accept_room("nook"),
     )
     .await;
-    let m = c
-        .get(format!("http://{}/metrics", gw.admin_addr.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics(&gw).await;
     assert!(
         m.contains(
             r#"portcullis_request_state_refusals_total{reason="state_arguments_mismatch",upstream="test"} 1"#

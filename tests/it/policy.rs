@@ -345,6 +345,43 @@ async fn input_required_on_another_method_is_refused() {
     gw.shutdown().await;
 }
 
+/// A tools/list whose icons a client would fetch or run is delivered
+/// without them, as a JSON body and on a stream, and the removal counted.
+#[tokio::test]
+async fn listed_icons_a_client_should_not_fetch_are_removed_through_the_gateway() {
+    let png = "data:image/png;base64,iVBORw0KGgo=";
+    let listed = json!({"tools": [{"name": "book_room", "inputSchema": {"type": "object"},
+        "icons": [{"src": "javascript:alert(1)"}, {"src": png, "mimeType": "image/png"},
+                  {"src": "https://169.254.169.254/latest/meta-data/"}, {"src": "https://cdn.example.com/a.svg"}]}]});
+    for via in [Via::Json, Via::Sse] {
+        let up = answering(listed.to_string(), via).await;
+        let gw = start_gateway(&config_text(&up.url(), "", "")).await;
+        let body = json!({"jsonrpc": "2.0", "id": "l1", "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let resp = client()
+            .post(url(&gw))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", VERSION)
+            .header("mcp-method", "tools/list")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let (status, v) = received(resp).await;
+        assert_eq!(status, 200, "{via:?}: {v}");
+        assert_eq!(v["id"], "l1");
+        assert_eq!(
+            v["result"]["tools"][0]["icons"],
+            json!([{"src": png, "mimeType": "image/png"}]),
+            "{via:?}: {v}"
+        );
+        let metrics = metrics(&gw).await;
+        assert!(metrics.contains(r#"portcullis_policy_verdicts_total{action="remove",generation="2026-07-28",rule="icons",upstream="test"} 3"#), "{metrics}");
+        gw.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn undeclared_capabilities_become_32021() {
     let url = json!({"method": "elicitation/create", "params": {"mode": "url", "url": "https://mcp.example.com/x", "message": "Go"}});
@@ -717,14 +754,7 @@ async fn verdicts_are_counted_in_metrics() {
         .bytes()
         .await
         .unwrap();
-    let metrics = client()
-        .get(format!("http://{}/metrics", gw.admin_addr.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&gw).await;
     assert!(metrics.contains(r#"portcullis_policy_verdicts_total{action="block",generation="2026-07-28",rule="secret_field",upstream="test"} 1"#), "{metrics}");
     assert!(metrics.contains(
         r#"portcullis_input_required_total{generation="2026-07-28",outcome="refused",upstream="test"} 1"#

@@ -995,14 +995,7 @@ async fn promtool_accepts_the_metrics_exposition() {
     .bytes()
     .await
     .unwrap();
-    let metrics = c
-        .get(format!("http://{}/metrics", gw.admin_addr.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&gw).await;
     let mut child = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())

@@ -104,14 +104,7 @@ async fn twenty_reloads_under_load_lose_no_request() {
         ok.load(Ordering::Relaxed)
     );
     assert_eq!(upstream_name_seen(&client(), &url).await, "Upstream v20");
-    let m = client()
-        .get(format!("http://{}/metrics", gw.admin_addr.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics(&gw).await;
     assert!(
         m.contains("portcullis_config_reloads_total{result=\"success\"} 21"),
         "{m}"
@@ -133,14 +126,7 @@ async fn a_bad_file_keeps_the_old_config_and_says_why() {
         "{err}"
     );
     assert_eq!(upstream_name_seen(&client(), &url(&gw)).await, "Good");
-    let m = client()
-        .get(format!("http://{}/metrics", gw.admin_addr.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics(&gw).await;
     assert!(
         m.contains("portcullis_config_reloads_total{result=\"failure\"} 1"),
         "{m}"

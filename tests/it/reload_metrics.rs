@@ -13,17 +13,6 @@ use portcullis::server::RunningGateway;
 
 const BIN: &str = env!("CARGO_BIN_EXE_portcullis");
 
-async fn metrics(gw: &RunningGateway) -> String {
-    client()
-        .get(format!("http://{}/metrics", gw.admin_addr.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// The value of an unlabelled metric.
 fn value(metrics: &str, name: &str) -> f64 {
     metrics

@@ -247,6 +247,15 @@ pub(super) fn pick<'a, T>(
         .find_map(|s| get(&s.raw).map(|v| (v, *s)))
 }
 
+/// A yes/no setting: the nearest file that sets it, else no.
+pub(super) fn flag(chain: &[&Source], get: fn(&RawPolicy) -> Option<bool>) -> bool {
+    chain
+        .iter()
+        .rev()
+        .find_map(|s| get(&s.raw))
+        .unwrap_or(false)
+}
+
 pub(super) fn choice<'a, T: Copy>(
     chain: &[&'a Source],
     field: &str,

@@ -89,6 +89,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         BLOCK_ALLOW,
     )?;
     let url = url_policy(chain, url_mode)?;
+    let icons = icon_policy(chain, &url)?;
     let sampling = choice(
         chain,
         "deprecated.sampling",
@@ -113,11 +114,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
     let sampling_max_messages = size(chain, "deprecated.sampling_max_messages", |r| {
         r.deprecated.sampling_max_messages.as_ref()
     })?;
-    let single_use = chain
-        .iter()
-        .rev()
-        .find_map(|s| s.raw.state.single_use)
-        .unwrap_or(false);
+    let single_use = flag(chain, |r| r.state.single_use);
     let injection = injection_rules(chain)?;
     Ok(Policy {
         name: own.name.clone(),
@@ -129,6 +126,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         secrets,
         url_mode,
         url,
+        icons,
         sampling,
         roots,
         sampling_include_context,
@@ -210,13 +208,7 @@ pub(super) fn hosts(
 }
 
 pub(super) fn url_policy(chain: &[&Source], url_mode: Action) -> Result<UrlPolicy, ConfigError> {
-    let flag = |get: fn(&RawPolicy) -> Option<bool>| {
-        chain
-            .iter()
-            .rev()
-            .find_map(|s| get(&s.raw))
-            .unwrap_or(false)
-    };
+    let flag = |get| flag(chain, get);
     let (allowed, allowed_src) = match pick(chain, |r| r.url_mode.allowed_hosts.as_ref()) {
         Some((list, src)) => (
             hosts(src, "url_mode.allowed_hosts", list)?,
@@ -260,6 +252,35 @@ pub(super) fn url_policy(chain: &[&Source], url_mode: Action) -> Result<UrlPolic
         allowed_hosts: allowed,
         denied_hosts: denied,
         max_url_bytes,
+    })
+}
+
+/// Icons given by URL get the URL-mode checks (scheme, addresses, names,
+/// denied hosts) but their own allowed hosts: where a server may send a
+/// person to sign in is not where its pictures live.
+fn icon_policy(chain: &[&Source], url: &UrlPolicy) -> Result<IconPolicy, ConfigError> {
+    let action = choice(
+        chain,
+        "icons.action",
+        |r| r.icons.action.as_ref(),
+        &[
+            ("check", IconAction::Check),
+            ("strip", IconAction::Strip),
+            ("allow", IconAction::Allow),
+        ],
+    )?;
+    let allowed_hosts = match pick(chain, |r| r.icons.allowed_hosts.as_ref()) {
+        Some((list, src)) => hosts(src, "icons.allowed_hosts", list)?,
+        None => Vec::new(),
+    };
+    let allow_svg = flag(chain, |r| r.icons.allow_svg);
+    Ok(IconPolicy {
+        action,
+        allow_svg,
+        url: UrlPolicy {
+            allowed_hosts,
+            ..url.clone()
+        },
     })
 }
 

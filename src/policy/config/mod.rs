@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::icon_rules::{IconAction, IconPolicy};
 use super::injection::{builtin_rules, word_lists, InjectionRule, InjectionRules, RuleAction};
 use super::sanitize::HtmlMode;
 use super::secrets::{SecretFieldDetector, SecretKind};
@@ -79,6 +80,7 @@ pub struct Policy {
     pub secrets: SecretFieldDetector,
     pub url_mode: Action,
     pub url: UrlPolicy,
+    pub icons: IconPolicy,
     pub sampling: Action,
     pub roots: Action,
     pub sampling_include_context: Action,

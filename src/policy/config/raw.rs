@@ -18,6 +18,8 @@ pub(super) struct RawPolicy {
     #[serde(default)]
     pub(super) url_mode: RawUrlMode,
     #[serde(default)]
+    pub(super) icons: RawIcons,
+    #[serde(default)]
     pub(super) deprecated: RawDeprecated,
     #[serde(default)]
     pub(super) injection: RawInjection,
@@ -81,6 +83,14 @@ pub(super) struct RawUrlMode {
     pub(super) allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) denied_hosts: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) max_url_bytes: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIcons {
+    pub(super) action: Option<Spanned<String>>,
+    pub(super) allow_svg: Option<bool>,
+    pub(super) allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -6,6 +6,7 @@
 //! model before any call, so this text gets the text rules of a form: made
 //! safe and scanned for prompt injection. It is never cut: the body limit
 //! bounds it, and a shortened description would change what a tool means.
+//! Each item's icons get the icon rule (`icons.rs`).
 
 use serde_json::{Map, Value};
 
@@ -36,6 +37,7 @@ impl Run<'_> {
         if let Some(Value::Object(notes)) = item.get_mut("annotations") {
             self.clean_listed(key, None, "annotations.title", notes.get_mut("title"))?;
         }
+        self.check_icons(key, item)?;
         for schema in ["inputSchema", "outputSchema"] {
             if let Some(s) = item.get_mut(schema) {
                 self.check_schema_text(key, None, s)?;

@@ -12,6 +12,7 @@
 mod capability;
 mod deprecated;
 mod form;
+mod icons;
 mod listing;
 mod notification;
 mod provenance;
@@ -50,6 +51,14 @@ pub struct Verdict {
     pub key: Option<String>,
     pub field: Option<String>,
     pub detail: Option<String>,
+}
+
+impl Verdict {
+    /// Whether the message delivered differs from the upstream's because
+    /// of it (text made safe, an icon removed).
+    pub fn rewrites(&self) -> bool {
+        matches!(self.action, "sanitize" | "remove")
+    }
 }
 
 /// What the inspection found: read by the audit trail and the metrics, so
@@ -249,7 +258,7 @@ impl<'a> Run<'a> {
     /// A list's text, cleaned in place: whether it changed.
     fn listing(&mut self, items: &str, result: &mut Value) -> Checked<bool> {
         self.check_listing(items, result)?;
-        Ok(self.report.sanitised())
+        Ok(self.report.verdicts.iter().any(Verdict::rewrites))
     }
 
     pub(crate) fn enforcing(&self) -> bool {

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::{Checked, Run};
+use super::{Checked, Run, Verdict};
 use crate::model::McpMethod;
 use crate::policy::injection::TextContext;
 
@@ -36,9 +36,7 @@ impl Run<'_> {
             }
             _ => {}
         }
-        let changed = self.report.verdicts[before..]
-            .iter()
-            .any(|v| v.action == "sanitize");
+        let changed = self.report.verdicts[before..].iter().any(Verdict::rewrites);
         Ok(changed)
     }
 
@@ -63,6 +61,9 @@ impl Run<'_> {
             for (part, max) in parts {
                 let slot = info.get_mut(part);
                 self.clean_in("server", None, part, slot, max, TextContext::Form)?;
+            }
+            if let Value::Object(info) = info {
+                self.check_icons("server", info)?;
             }
         }
         Ok(())

@@ -720,3 +720,175 @@ fn sampling_text_is_read_in_every_block_type() {
     let (ok, _) = run("untrusted", asking(json!({"s": sampling(image)})));
     assert!(ok.is_ok(), "base64 payloads are not text: {ok:?}");
 }
+
+// ------------------------------------------------------------------- icons
+
+/// Sources a client must not fetch or run on a server's say-so, in the
+/// spellings a server might use; each is removed wherever icons sit.
+const HOSTILE_ICONS: &[&str] = &[
+    "http://tracker.example.com/pixel.png",
+    "HTTP://tracker.example.com/pixel.png",
+    "javascript:alert(document.cookie)",
+    "JavaScript:alert(1)",
+    "file:///etc/passwd",
+    "https://169.254.169.254/latest/meta-data/",
+    "https://127.0.0.1:8080/admin.png",
+    "https://[::ffff:7f00:1]/i.png",
+    "https://nas.local/i.png",
+    "https://intranet/i.png",
+    "https://user:token@cdn.example.com/i.png",
+    "https://cdn.example.com/logo.svg",
+    "https://cdn.example.com/logo.SvG#x",
+    "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+",
+    "DATA:image/SVG+XML,<svg onload=alert(1)>",
+    "data:text/html;base64,PHNjcmlwdD4=",
+    "data:,hello",
+    "blob:https://cdn.example.com/uuid",
+    "ftp://cdn.example.com/i.png",
+    "//cdn.example.com/i.png",
+];
+
+const GOOD_ICON: &str = "data:image/png;base64,iVBORw0KGgo=";
+
+fn with_icons(icons: Value) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "tools",
+            json!({"tools": [{"name": "book_room", "icons": icons}]}),
+        ),
+        (
+            "prompts",
+            json!({"prompts": [{"name": "standup", "icons": icons}]}),
+        ),
+        (
+            "resources",
+            json!({"resources": [{"uri": "file:///a", "name": "a", "icons": icons}]}),
+        ),
+        (
+            "resourceTemplates",
+            json!({"resourceTemplates": [{"uriTemplate": "file:///{x}", "name": "x", "icons": icons}]}),
+        ),
+    ]
+}
+
+#[test]
+fn listed_icons_a_client_should_not_fetch_are_removed() {
+    for bad in HOSTILE_ICONS {
+        let icons = json!([{"src": GOOD_ICON, "mimeType": "image/png"}, {"src": bad}]);
+        for (items, result) in with_icons(icons) {
+            let (out, report, after) = listing(&policy("untrusted"), items, result);
+            assert!(out.unwrap(), "{items} {bad}: must be rewritten");
+            let kept = &after[items][0]["icons"];
+            assert_eq!(
+                kept,
+                &json!([{"src": GOOD_ICON, "mimeType": "image/png"}]),
+                "{bad}"
+            );
+            let v = report.verdicts.iter().find(|v| v.rule == "icons").unwrap();
+            assert_eq!(v.action, "remove");
+            let detail = v.detail.as_deref().unwrap();
+            assert!(detail.starts_with("icons[1]: "), "{detail}");
+            assert!(
+                !detail.contains(bad),
+                "a source is never recorded: {detail}"
+            );
+        }
+    }
+}
+
+#[test]
+fn icons_keep_what_passes_and_the_policy_decides_the_rest() {
+    let good =
+        json!([{"src": GOOD_ICON}, {"src": "https://cdn.example.com/i.png", "sizes": ["48x48"]}]);
+    for (items, result) in with_icons(good.clone()) {
+        let before = result.clone();
+        let (out, _, after) = listing(&policy("untrusted"), items, result);
+        assert!(!out.unwrap(), "{items}: good icons change nothing");
+        assert_eq!(before, after);
+    }
+    // Not an icon: a member of another type, an icon without src, a mimeType
+    // that is not a string or not an image.
+    for odd in [
+        json!("https://cdn.example.com/i.png"),
+        json!([{"href": "https://cdn.example.com/i.png"}]),
+        json!([{"src": GOOD_ICON, "mimeType": 7}]),
+        json!([{"src": "https://cdn.example.com/i.png", "mimeType": "text/html"}]),
+    ] {
+        let (items, result) = with_icons(odd.clone()).remove(0);
+        let (out, _, after) = listing(&policy("untrusted"), items, result);
+        assert!(out.unwrap(), "{odd}");
+        let left = &after[items][0]["icons"];
+        assert!(left.is_null() || left == &json!([]), "{odd}: {left}");
+    }
+    let svg = json!([{"src": "data:image/svg+xml;base64,PHN2Zz4="}]);
+    let (items, result) = with_icons(svg.clone()).remove(0);
+    let (out, _, _) = listing(&policy("trusted"), items, result);
+    assert!(!out.unwrap(), "trusted allows SVG");
+    let hosts = custom("[icons]\nallowed_hosts = [\"*.example.com\"]\n");
+    let icons =
+        json!([{"src": "https://cdn.example.com/i.png"}, {"src": "https://cdn.example.org/i.png"}]);
+    let (items, result) = with_icons(icons).remove(0);
+    let (_, _, after) = listing(&hosts, items, result);
+    assert_eq!(
+        after["tools"][0]["icons"],
+        json!([{"src": "https://cdn.example.com/i.png"}])
+    );
+    let strip = custom("[icons]\naction = \"strip\"\n");
+    let (items, result) = with_icons(good.clone()).remove(0);
+    let (out, _, after) = listing(&strip, items, result);
+    assert!(out.unwrap());
+    assert_eq!(after["tools"][0]["icons"], json!([]));
+    let allow = custom("[icons]\naction = \"allow\"\n");
+    let (items, result) = with_icons(json!([{"src": "javascript:alert(1)"}])).remove(0);
+    assert!(!listing(&allow, items, result).0.unwrap());
+    let monitor = custom("mode = \"monitor\"\n");
+    let (items, result) = with_icons(json!([{"src": "javascript:alert(1)"}])).remove(0);
+    let (out, report, after) = listing(&monitor, items, result);
+    assert!(!out.unwrap(), "monitor mode changes nothing");
+    assert_eq!(after["tools"][0]["icons"][0]["src"], "javascript:alert(1)");
+    assert!(report
+        .verdicts
+        .iter()
+        .any(|v| v.rule == "icons" && v.action == "monitor"));
+}
+
+#[test]
+fn a_server_s_own_icons_get_the_icon_rule() {
+    let initialize = br#"{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"r","version":"1","icons":[{"src":"http://tracker.example.com/p.png"},{"src":"data:image/png;base64,iVBORw0KGgo="}]}}"#;
+    let (out, report) = inspect_notification(
+        &policy("untrusted"),
+        &subject(all_caps()),
+        McpMethod::Initialize,
+        initialize,
+    );
+    let v = out.unwrap().expect("rewritten");
+    assert_eq!(
+        v["serverInfo"]["icons"],
+        json!([{"src": "data:image/png;base64,iVBORw0KGgo="}])
+    );
+    assert!(report
+        .verdicts
+        .iter()
+        .any(|v| v.rule == "icons" && v.key.as_deref() == Some("server")));
+}
+
+#[test]
+fn icon_settings_are_checked_when_the_policy_loads() {
+    for body in [
+        "[icons]\naction = \"block\"\n",
+        "[icons]\nallowed_hosts = [\"https://x\"]\n",
+        "[icons]\nallow_svg = \"yes\"\n",
+        "[icons]\nsrc = []\n",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("p.toml"),
+            format!("extends = \"untrusted\"\n{body}"),
+        )
+        .unwrap();
+        let Err(e) = PolicySet::load(Some(dir.path())) else {
+            panic!("{body} loaded");
+        };
+        assert!(e.to_string().contains("p.toml:3:"), "{body}: {e}");
+    }
+}

@@ -350,6 +350,21 @@ pub async fn open_room_report(
     stream
 }
 
+/// The gateway's /metrics page.
+pub async fn metrics(gw: &RunningGateway) -> String {
+    client()
+        .get(format!(
+            "http://{}/metrics",
+            gw.admin_addr.expect("an admin listener")
+        ))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text")
+}
+
 /// An upstream that answers every request with a small `complete` result.
 pub async fn answering_ok() -> ScriptedUpstream {
     ScriptedUpstream::start(|req| {

@@ -1,0 +1,72 @@
+//! Rule: the icons a server names for itself and for what it lists are
+//! fetched and drawn by the client unasked, so each one is held to the
+//! icon policy (`policy::icon_rules`); one that fails is removed when
+//! enforcing and recorded either way (rule `icons`, its reason as detail).
+
+use serde_json::{Map, Value};
+
+use super::{Checked, Run};
+use crate::policy::icon_rules::{IconAction, IconRefusal};
+
+impl Run<'_> {
+    /// Check the `icons` member of `owner` (a listed item, `serverInfo`).
+    pub(super) fn check_icons(&mut self, key: &str, owner: &mut Map<String, Value>) -> Checked<()> {
+        if self.policy.icons.action == IconAction::Allow {
+            return Ok(());
+        }
+        let Some(icons) = owner.get_mut("icons") else {
+            return Ok(());
+        };
+        let Value::Array(list) = icons else {
+            self.icon_refused(key, None, IconRefusal::NotAnIcon);
+            if self.enforcing() {
+                owner.remove("icons");
+            }
+            return Ok(());
+        };
+        let mut keep = Vec::with_capacity(list.len());
+        for (i, icon) in list.iter().enumerate() {
+            match self.icon_verdict(icon) {
+                Ok(()) => {
+                    self.pass("icons", Some(key), None, "icon");
+                    keep.push(true);
+                }
+                Err(why) => {
+                    self.icon_refused(key, Some(i), why);
+                    keep.push(false);
+                }
+            }
+        }
+        if self.enforcing() {
+            let mut verdicts = keep.into_iter();
+            list.retain(|_| verdicts.next().unwrap_or(false));
+        }
+        Ok(())
+    }
+
+    fn icon_verdict(&self, icon: &Value) -> Result<(), IconRefusal> {
+        let Some(src) = icon.get("src").and_then(Value::as_str) else {
+            return Err(IconRefusal::NotAnIcon);
+        };
+        let mime_type = match icon.get("mimeType") {
+            None => None,
+            Some(Value::String(m)) => Some(m.as_str()),
+            Some(_) => return Err(IconRefusal::NotAnIcon),
+        };
+        self.policy.icons.check(src, mime_type)
+    }
+
+    /// Never the icon's source: a URL may carry a token.
+    fn icon_refused(&mut self, key: &str, index: Option<usize>, why: IconRefusal) {
+        let action = if self.enforcing() {
+            "remove"
+        } else {
+            "monitor"
+        };
+        let detail = match index {
+            Some(i) => format!("icons[{i}]: {}", why.as_str()),
+            None => format!("icons: {}", why.as_str()),
+        };
+        self.note("icons", action, Some(key), None, Some(detail));
+    }
+}
