@@ -28,7 +28,9 @@ impl Run<'_> {
         for (i, icon) in list.iter().enumerate() {
             match self.icon_verdict(icon) {
                 Ok(()) => {
-                    self.pass("icons", Some(key), None, "icon");
+                    if self.tracing {
+                        self.pass("icons", Some(key), None, &format!("icons[{i}]"));
+                    }
                     keep.push(true);
                 }
                 Err(why) => {
