@@ -238,8 +238,8 @@ fn kept_icons(new: &Value, old: &Value) -> bool {
     n.iter().all(|icon| upstream.any(|was| was == icon))
 }
 
-/// In enforce mode no listed text a person or model reads carries a
-/// forbidden character: an item's title and description, its
+/// In enforce mode no listed name hides a character, and no listed text a
+/// person or model reads carries a forbidden character: an item's title and description, its
 /// annotations' title, every title and description of its schemas, its
 /// arguments' titles and descriptions.
 fn listed_text_is_clean(policy: &Policy, result: &Value, items: &str) {
@@ -248,6 +248,9 @@ fn listed_text_is_clean(policy: &Policy, result: &Value, items: &str) {
     };
     for (i, item) in list.iter().enumerate() {
         let at = format!("{items}[{i}]");
+        if let Some((_, c, why)) = item["name"].as_str().and_then(first_forbidden) {
+            panic!("{at}: a name with a {why} ({c:?}) is listed");
+        }
         for part in ["title", "description"] {
             string_is_clean(&item[part], &format!("{at}.{part}"));
             if let Some(args) = item["arguments"].as_array() {

@@ -6,13 +6,16 @@
 //! model before any call, so this text gets the text rules of a form: made
 //! safe and scanned for prompt injection. It is never cut: the body limit
 //! bounds it, and a shortened description would change what a tool means.
-//! Each item's icons get the icon rule (`icons.rs`).
+//! An item's `name` is never changed (it is what the client calls): one
+//! that hides characters removes the item. Each item's icons get the icon
+//! rule (`icons.rs`).
 
 use serde_json::{Map, Value};
 
 use super::{Checked, Run};
 use crate::model::printable_name;
 use crate::policy::injection::TextContext;
+use crate::policy::sanitize::has_hidden_characters;
 
 /// The parts of a listed item a person or a model reads.
 const ITEM_TEXT: [&str; 2] = ["title", "description"];
@@ -23,14 +26,27 @@ impl Run<'_> {
         let Some(list) = result.get_mut(items).and_then(Value::as_array_mut) else {
             return Ok(());
         };
-        for item in list.iter_mut().filter_map(Value::as_object_mut) {
-            let key = item_key(item);
-            self.check_item(&key, item)?;
+        let mut keep = Vec::with_capacity(list.len());
+        for item in list.iter_mut() {
+            let kept = match item.as_object_mut() {
+                Some(item) => {
+                    let key = item_key(item);
+                    self.check_item(&key, item)?
+                }
+                None => true,
+            };
+            keep.push(kept);
+        }
+        if self.enforcing() && keep.contains(&false) {
+            let mut keep = keep.into_iter();
+            list.retain(|_| keep.next().unwrap_or(true));
         }
         Ok(())
     }
 
-    fn check_item(&mut self, key: &str, item: &mut Map<String, Value>) -> Checked<()> {
+    /// Whether the item stays in the list.
+    fn check_item(&mut self, key: &str, item: &mut Map<String, Value>) -> Checked<bool> {
+        let keep = self.check_item_name(key, item)?;
         for part in ITEM_TEXT {
             self.clean_listed(key, None, part, item.get_mut(part))?;
         }
@@ -54,7 +70,30 @@ impl Run<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(keep)
+    }
+
+    /// A name is what the client calls, and what it shows when there is no
+    /// title: it cannot be cleaned without changing what it names, so an
+    /// item whose name hides characters is removed. Its words are not
+    /// scanned: a name says what a tool does (`export_chat_history`), it
+    /// does not address the model.
+    fn check_item_name(&mut self, key: &str, item: &Map<String, Value>) -> Checked<bool> {
+        let Some(Value::String(name)) = item.get("name") else {
+            return Ok(true);
+        };
+        if !has_hidden_characters(name) {
+            self.pass("text_safety", Some(key), None, "name");
+            return Ok(true);
+        }
+        let action = if self.enforcing() {
+            "remove"
+        } else {
+            "monitor"
+        };
+        let detail = Some("name: hidden characters".to_owned());
+        self.note("text_safety", action, Some(key), None, detail);
+        Ok(!self.enforcing())
     }
 
     /// Every `title` and `description` string of a JSON schema, at any depth

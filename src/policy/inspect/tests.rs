@@ -892,3 +892,58 @@ fn icon_settings_are_checked_when_the_policy_loads() {
         assert!(e.to_string().contains("p.toml:3:"), "{body}: {e}");
     }
 }
+
+/// A name cannot be cleaned (the client calls it): an item whose name hides
+/// characters is removed, in every list, and the others stay.
+#[test]
+fn an_item_whose_name_hides_characters_is_removed() {
+    for hidden in [
+        '\u{202e}',
+        '\u{200b}',
+        '\u{2066}',
+        '\u{e0041}',
+        '\u{1b}',
+        '\u{7}',
+        '\u{feff}',
+    ] {
+        let name = format!("delete{hidden}_all");
+        for (items, mut result) in listings_with("tool.title", "Book a room") {
+            let first = result[items][0].clone();
+            let mut hiding = first.clone();
+            hiding["name"] = json!(name);
+            result[items] = json!([first, hiding]);
+            let (out, report, after) = listing(&policy("untrusted"), items, result);
+            assert!(out.unwrap(), "{items} {hidden:?}: must be rewritten");
+            assert_eq!(after[items], json!([first]), "{items} {hidden:?}");
+            assert!(report
+                .verdicts
+                .iter()
+                .any(|v| v.rule == "text_safety" && v.action == "remove"));
+        }
+    }
+    let ordinary = [
+        "export_chat_history",
+        "read_file",
+        "Café menu",
+        "Q3 report (draft)",
+        "システム",
+    ];
+    for name in ordinary {
+        let mut result = json!({"resources": [{"uri": "file:///a", "name": name}]});
+        let before = result.clone();
+        let (out, _) = inspect_listing(
+            &policy("untrusted"),
+            &subject(all_caps()),
+            "resources",
+            &mut result,
+        );
+        assert!(!out.unwrap(), "{name}");
+        assert_eq!(before, result);
+    }
+    let monitor = custom("mode = \"monitor\"\n");
+    let mut result = json!({"tools": [{"name": "a\u{202e}b"}]});
+    let (out, report) = inspect_listing(&monitor, &subject(all_caps()), "tools", &mut result);
+    assert!(!out.unwrap());
+    assert_eq!(result["tools"].as_array().unwrap().len(), 1);
+    assert!(report.verdicts.iter().any(|v| v.action == "monitor"));
+}

@@ -332,10 +332,7 @@ fn fits(s: &str, max: usize) -> bool {
 /// `5 < 6`, `>=10`, `AT&T` are safe. Machine values are never altered by the
 /// gateway; an option whose value is unsafe is refused instead.
 pub fn is_unsafe_machine_value(value: &str) -> bool {
-    if value
-        .chars()
-        .any(|c| c.is_control() || classify_char(c).is_some())
-    {
+    if has_hidden_characters(value) {
         return true;
     }
     if has_forbidden_scheme(value) {
@@ -348,6 +345,14 @@ pub fn is_unsafe_machine_value(value: &str) -> bool {
         }
     }
     false
+}
+
+/// Control, bidi, zero-width, tag or other characters a person does not
+/// see as written.
+pub fn has_hidden_characters(value: &str) -> bool {
+    value
+        .chars()
+        .any(|c| c.is_control() || classify_char(c).is_some())
 }
 
 fn has_forbidden_scheme(value: &str) -> bool {
