@@ -157,7 +157,10 @@ impl InjectionRule {
 pub fn word_lists() -> Result<Vec<String>, InjectionError> {
     let mut names: Vec<String> = Vec::new();
     for raw in words::raw_rules()? {
-        for list in [raw.verbs, raw.objects] {
+        for list in [Some(raw.verbs), Some(raw.objects), raw.near]
+            .into_iter()
+            .flatten()
+        {
             if !names.contains(&list) {
                 names.push(list);
             }

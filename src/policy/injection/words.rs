@@ -58,6 +58,10 @@ pub(super) struct RawRule {
     pub name: String,
     pub verbs: String,
     pub objects: String,
+    /// A third list, one of whose phrases must be in the verb's clause
+    /// too ("… into the notes **argument**").
+    #[serde(default)]
+    pub near: Option<String>,
     window: usize,
     #[serde(default = "yes")]
     pub url_mode: bool,
@@ -107,6 +111,7 @@ struct Grammar {
 struct WordRule {
     verbs: usize,
     objects: usize,
+    near: Option<usize>,
     window: usize,
 }
 
@@ -161,6 +166,7 @@ impl WordEngine {
             .map(|r| WordRule {
                 verbs: index(&r.verbs),
                 objects: index(&r.objects),
+                near: r.near.as_deref().map(&mut index),
                 window: r.window,
             })
             .collect();
@@ -208,6 +214,10 @@ impl WordEngine {
             };
             let verbs: Vec<_> = in_list(rule.verbs)
                 .filter(|v| !self.negated(&n, v.start, v.end))
+                .filter(|v| {
+                    rule.near
+                        .is_none_or(|near| in_list(near).any(|d| n.same_clause(v.start, d.start)))
+                })
                 .collect();
             if verbs.is_empty() {
                 continue;
