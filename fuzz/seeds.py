@@ -246,6 +246,12 @@ def hand_written(out: Path) -> None:
         write(out, "upstream_message", upstream_seed(m, "tools/call", False))
         write(out, "upstream_message", upstream_seed(m, "tools/call", True))
     write(out, "upstream_message", bytes([1, 0, 7]) + b"data: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":7,\"result\":{}}\r\r")
+    # Framing a reader may take differently: a BOM before the stream, fields
+    # that are data to a lenient reader only.
+    ask = b'{"jsonrpc":"2.0","method":"elicitation/create","params":{"message":"x"}}'
+    done = b'data: {"jsonrpc":"2.0","id":7,"result":{}}\n\n'
+    for lead in (b"\xef\xbb\xbfdata: ", b" data: ", b"DATA: ", b"\xef\xbb\xbf: c\n\ndata: "):
+        write(out, "upstream_message", bytes([1, 0, 7]) + lead + ask + b"\n\n" + done)
 
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"_meta": META, "name": "book_room", "arguments": {"hint": "the big room"}}}

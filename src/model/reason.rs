@@ -71,7 +71,7 @@ reason_table! {
     InternalError => "internal_error", -32603, INTERNAL_SERVER_ERROR, "a bug in the gateway (a panic while handling the request); counted, the gateway keeps serving";
     UpstreamUnreachable => "upstream_unreachable", -32001, BAD_GATEWAY, "connect failed (refused, DNS, TLS)";
     UpstreamTimeout => "upstream_timeout", -32001, GATEWAY_TIMEOUT, "no response head / JSON body within `response_timeout`, or a stream silent past `stream_idle_timeout`";
-    UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, stream ended without a response";
+    UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, an event-stream line that is no field, stream ended without a response";
     UpstreamConnectionClosed => "upstream_connection_closed", -32001, BAD_GATEWAY, "the upstream closed the connection mid-answer";
     UpstreamResponseTooLarge => "upstream_response_too_large", -32001, BAD_GATEWAY, "one message over `max_response_body_bytes`";
     UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id";

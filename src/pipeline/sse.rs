@@ -20,10 +20,20 @@ pub enum SseError {
     TooLarge(usize),
     #[error("an event's data is not UTF-8")]
     NotUtf8,
+    /// A line no event-stream reader should act on: what one client
+    /// ignores another may read as data, so the event is not forwarded.
+    #[error("an event has a line that is neither a data, event, id or retry field nor a comment")]
+    UnknownField,
 }
 
+/// A UTF-8 byte order mark, which a client's decoder drops at the start of
+/// a stream (so `\u{feff}data:` is a data line to it).
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
 /// Incremental event splitter. Lines end in CRLF, LF or CR (per the HTML
-/// living standard's event stream grammar); an empty line ends an event.
+/// living standard's event stream grammar); an empty line ends an event; a
+/// BOM that starts the stream is dropped, as decoders do; a line that is
+/// no known field is an error, not an ignored line (fail closed).
 #[derive(Debug)]
 pub struct SseFramer {
     buf: BytesMut,
@@ -32,6 +42,8 @@ pub struct SseFramer {
     /// Start of the line being scanned.
     line_start: usize,
     max_event: usize,
+    /// Whether the stream's first bytes were looked at for a BOM.
+    started: bool,
 }
 
 impl SseFramer {
@@ -41,6 +53,7 @@ impl SseFramer {
             scan: 0,
             line_start: 0,
             max_event,
+            started: false,
         }
     }
 
@@ -55,6 +68,16 @@ impl SseFramer {
 
     /// The next whole event, if one is buffered.
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        if !self.started {
+            // The stream is read as its clients decode it: without a BOM.
+            if self.buf.len() < BOM.len() && BOM.starts_with(&self.buf) {
+                return Ok(None);
+            }
+            if self.buf.starts_with(BOM) {
+                self.buf.advance(BOM.len());
+            }
+            self.started = true;
+        }
         loop {
             let Some(rel) = memchr::memchr2(b'\n', b'\r', &self.buf[self.scan..]) else {
                 self.scan = self.buf.len();
@@ -120,6 +143,9 @@ fn fields_of(raw: &[u8]) -> Result<Fields, SseError> {
             None => (rest, &rest[rest.len()..]),
         };
         rest = next;
+        if line.is_empty() {
+            continue; // the blank line that ends the event
+        }
         let (field, value) = match memchr::memchr(b':', line) {
             Some(0) => continue, // comment
             Some(i) => {
@@ -131,6 +157,9 @@ fn fields_of(raw: &[u8]) -> Result<Fields, SseError> {
             }
             None => (line, &line[line.len()..]),
         };
+        if !matches!(field, b"data" | b"event" | b"id" | b"retry") {
+            return Err(SseError::UnknownField);
+        }
         if field == b"id" && !value.contains(&0) {
             id = Some(
                 std::str::from_utf8(value)
@@ -228,6 +257,64 @@ mod tests {
             let joined: Vec<u8> = ev.iter().flat_map(|e| e.raw.to_vec()).collect();
             assert_eq!(joined, stream);
         }
+    }
+
+    /// Clients decode a stream without its BOM, so the gateway reads it
+    /// the same way, however the BOM is split.
+    #[test]
+    fn a_bom_that_starts_the_stream_is_dropped_wherever_it_is_cut() {
+        let stream: &[u8] = b"\xef\xbb\xbfdata: {\"a\":1}\n\ndata: 2\n\n";
+        for cut in 0..stream.len() {
+            let ev = all(&[&stream[..cut], &stream[cut..]]);
+            let data: Vec<_> = ev.iter().map(|e| e.data.clone().unwrap()).collect();
+            assert_eq!(data, ["{\"a\":1}", "2"], "cut at {cut}");
+            let joined: Vec<u8> = ev.iter().flat_map(|e| e.raw.to_vec()).collect();
+            assert_eq!(joined, &stream[3..]);
+        }
+        // Only at the very start: later it is part of a field name.
+        let mut f = SseFramer::new(1 << 20);
+        f.push(b"data: 1\n\n\xef\xbb\xbfdata: 2\n\n");
+        assert_eq!(f.next_event().unwrap().unwrap().data.as_deref(), Some("1"));
+        assert_eq!(f.next_event().unwrap_err(), SseError::UnknownField);
+        // Not a BOM after all: the bytes stay.
+        let mut f = SseFramer::new(1 << 20);
+        f.push(b"\xef");
+        assert_eq!(f.next_event().unwrap(), None);
+        f.push(b"x: 1\n\n");
+        assert_eq!(f.next_event().unwrap_err(), SseError::UnknownField);
+    }
+
+    /// What one reader ignores another may take for data: a line that is no
+    /// known field fails the stream instead of being forwarded.
+    #[test]
+    fn a_line_that_is_no_known_field_is_an_error() {
+        for line in [
+            &b" data: {}"[..],
+            b"DATA: {}",
+            b"Data:{}",
+            b"data : {}",
+            b"\tdata: {}",
+            b"\xc2\xa0data: {}",
+            b"\xe2\x80\x8bdata: {}",
+            b"foo: bar",
+            b"message",
+            b"",
+        ] {
+            if line.is_empty() {
+                continue;
+            }
+            let mut f = SseFramer::new(1 << 20);
+            f.push(line);
+            f.push(b"\n\n");
+            assert_eq!(
+                f.next_event(),
+                Err(SseError::UnknownField),
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        let known = all(&[b"event: message\nid: 3\nretry: 100\n: note\ndata: x\n\n"]);
+        assert_eq!(known[0].data.as_deref(), Some("x"));
     }
 
     #[test]

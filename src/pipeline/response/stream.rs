@@ -84,7 +84,7 @@ impl SseBody {
                 Err(e) => {
                     let reason = match e {
                         SseError::TooLarge(_) => Reason::UpstreamResponseTooLarge,
-                        SseError::NotUtf8 => Reason::UpstreamBadResponse,
+                        SseError::NotUtf8 | SseError::UnknownField => Reason::UpstreamBadResponse,
                     };
                     let message = format!("the upstream's event stream was refused: {e}");
                     return self.fail(Refusal::new(reason, message));

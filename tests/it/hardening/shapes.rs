@@ -416,3 +416,81 @@ async fn upstream_refusals_keep_their_status() {
     }
     gw.shutdown().await;
 }
+
+/// Ways to write a data line that some event-stream reader takes for data
+/// and another ignores, and a BOM before the stream's first line (which
+/// clients' decoders drop). Each hides an `elicitation/create` the
+/// upstream must not send, before an ordinary response.
+fn framing_tricks() -> Vec<(&'static str, &'static [u8], bool)> {
+    vec![
+        // (what, bytes before "data", at the stream's start)
+        ("a BOM that starts the stream", b"\xef\xbb\xbf", true),
+        ("a BOM before a later data line", b"\xef\xbb\xbf", false),
+        ("a space before the field", b" ", false),
+        ("a tab before the field", b"\t", false),
+        ("a no-break space before the field", b"\xc2\xa0", false),
+        (
+            "a zero-width space before the field",
+            b"\xe2\x80\x8b",
+            false,
+        ),
+        ("an upper-case field", b"UPPER", false),
+    ]
+}
+
+#[tokio::test]
+async fn a_message_hidden_by_event_stream_framing_never_reaches_the_client() {
+    let tricks = framing_tricks();
+    let scripts: Vec<Vec<Step>> = tricks
+        .iter()
+        .enumerate()
+        .map(|(i, (_, before, at_start))| {
+            let hidden = notification("elicitation/create", &marker(i)).to_string();
+            let field: &[u8] = if before == b"UPPER" { b"DATA" } else { b"data" };
+            let prefix: &[u8] = if before == b"UPPER" { b"" } else { before };
+            let mut event = Vec::new();
+            if !at_start {
+                event.extend_from_slice(b": lead\n\n");
+            }
+            event.extend_from_slice(prefix);
+            event.extend_from_slice(field);
+            event.extend_from_slice(format!(": {hidden}\n\n").as_bytes());
+            let mut chunked = format!("{:x}\r\n", event.len()).into_bytes();
+            chunked.extend_from_slice(&event);
+            chunked.extend_from_slice(b"\r\n");
+            let late = response(&json!(format!("v{i}")), "done");
+            vec![
+                sse_head(),
+                Step::Write(chunked),
+                sse_event(&late.to_string()),
+                sse_end(),
+            ]
+        })
+        .collect();
+    let up = playing(scripts).await;
+    let gw = start_gateway(&config_text(&up.url(), "", "")).await;
+    let c = client();
+    for (i, (what, _, at_start)) in tricks.iter().enumerate() {
+        let id = format!("v{i}");
+        let resp = call(&c, &url(&gw), &id, "hostile_tool", json!({}))
+            .send()
+            .await
+            .unwrap();
+        let text = resp.text().await.unwrap();
+        assert!(!text.contains(&marker(i)), "{what}: leaked {text}");
+        assert!(
+            !text.contains("done"),
+            "{what}: the late response passed: {text}"
+        );
+        let ev = events(&text);
+        let refusal: Value = serde_json::from_str(ev.last().expect("an error event"))
+            .unwrap_or_else(|_| panic!("{what}: {text}"));
+        // Read as clients read it, the BOM-led event is the forbidden request.
+        let reason = match at_start {
+            true => "upstream_protocol_violation",
+            false => "upstream_bad_response",
+        };
+        assert_eq!(refusal["error"]["data"]["reason"], reason, "{what}: {text}");
+    }
+    gw.shutdown().await;
+}
