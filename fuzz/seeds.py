@@ -201,6 +201,10 @@ def hand_written(out: Path) -> None:
         {"jsonrpc": "2.0", "id": 7, "result": {"resultType": "complete", "content": [{"type": "text", "text": "ok"}]}},
         {"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "book_room", "inputSchema": {"type": "object"}},
                                                           {"name": "delete_all", "inputSchema": {"type": "object"}}]}},
+        {"jsonrpc": "2.0", "id": 7, "result": {"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {
+            "name": "s", "version": "1", "title": "Rooms\u202e", "description": "<b>x</b>",
+            "icons": [{"src": "javascript:alert(1)"}, {"src": "data:image/png;base64,iVBORw0KGgo="}],
+            "websiteUrl": "javascript:alert(1)"}}}},
         {"jsonrpc": "2.0", "id": 8, "result": {}},
         {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse"}},
         {"jsonrpc": "2.0", "id": 7, "method": "elicitation/create", "params": {"message": "hi"}},
@@ -241,6 +245,7 @@ def hand_written(out: Path) -> None:
         '[{"jsonrpc":"2.0","id":7,"result":{}}]',
         '{"jsonrpc":"2.0","id":7,"result":{"resultType":"input_required","requestState":"s","x":' + "[" * 200 + "]" * 200 + "}}",
         '{"jsonrpc":"2.0","id":7,"result":{"t":"\\ud800"}}',
+        '{"jsonrpc":"2.0","id":7,"result":{"_meta":{"io.modelcontextprotocol\\/\\u0073erverInfo":{"name":"s","version":"1","title":"a\\u200bb"}}}}',
     ]
     for m in raw:
         write(out, "upstream_message", upstream_seed(m, "tools/call", False))

@@ -141,12 +141,18 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
             if let (true, Some(items)) = (enforcing, ex.ctx.request.method.catalogue()) {
                 listed_text_is_clean(&ex.ctx.route.upstream.settings.policy, &v["result"], items);
             }
+            if enforcing {
+                server_info_is_clean(&ex.ctx.route.upstream.settings.policy, &v);
+            }
         }
         Disposition::FinalRewritten(out) => {
             let v = strict(out, "a rewritten response");
             let orig: Value = serde_json::from_slice(message).expect("it was JSON");
             assert_eq!(v["id"], orig["id"]);
             list_is_kept(ex, &v["result"], &orig["result"], enforcing);
+            if enforcing {
+                server_info_is_clean(&ex.ctx.route.upstream.settings.policy, &v);
+            }
         }
         Disposition::Ask(out) => {
             let v = strict(out, "a delivered question");
@@ -295,6 +301,15 @@ fn icons_are_safe(policy: &Policy, icons: &Value, at: &str) {
             "{at}: an icon the policy refuses"
         );
     }
+}
+
+/// The server identity a 2026-07-28 result may carry under `_meta` is
+/// shown to people: in enforce mode its text is clean and its icons safe.
+fn server_info_is_clean(policy: &Policy, response: &Value) {
+    let info = &response["result"]["_meta"]["io.modelcontextprotocol/serverInfo"];
+    string_is_clean(&info["title"], "serverInfo.title");
+    string_is_clean(&info["description"], "serverInfo.description");
+    icons_are_safe(policy, &info["icons"], "serverInfo");
 }
 
 /// The listing rule reads strings only; any other value there is data.

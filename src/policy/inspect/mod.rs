@@ -17,6 +17,7 @@ mod listing;
 mod notification;
 mod provenance;
 mod secret;
+mod server_info;
 mod shape;
 mod text;
 mod url;
@@ -31,6 +32,7 @@ use crate::json;
 use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
 
 pub use provenance::PROVENANCE_KEY;
+pub use server_info::SERVER_INFO_KEY;
 
 /// The exchange the inspected message belongs to.
 #[derive(Debug, Clone, Copy)]
@@ -149,6 +151,20 @@ pub fn inspect_listing(
     (outcome, run.report)
 }
 
+/// Inspect the server identity under the `_meta` of any other result,
+/// already strictly parsed, in place: whether it changed.
+pub fn inspect_result_meta(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    result: &mut Value,
+) -> (Result<bool, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    let outcome = run
+        .check_meta_server_info(result)
+        .map(|()| run.report.verdicts.iter().any(Verdict::rewrites));
+    (outcome, run.report)
+}
+
 /// [`inspect_listing`], with every check that ran in [`Report::trace`].
 pub fn trace_listing(
     policy: &Policy,
@@ -258,6 +274,7 @@ impl<'a> Run<'a> {
     /// A list's text, cleaned in place: whether it changed.
     fn listing(&mut self, items: &str, result: &mut Value) -> Checked<bool> {
         self.check_listing(items, result)?;
+        self.check_meta_server_info(result)?;
         Ok(self.report.verdicts.iter().any(Verdict::rewrites))
     }
 
@@ -442,6 +459,7 @@ impl<'a> Run<'a> {
             obj.insert("inputRequests".into(), Value::Object(requests));
         }
         self.annotate(obj);
+        self.check_meta_server_info(&mut result)?;
         Ok(result)
     }
 

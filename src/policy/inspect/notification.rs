@@ -1,10 +1,10 @@
 //! Rule: the text of a notification a server may send on a request's stream
 //! (`notifications/progress` messages, `notifications/message` log data),
 //! and the server's description of itself (`instructions` and the
-//! `serverInfo` title and description of an `initialize` or
-//! `server/discover` result, which clients put in the model's context), is
-//! read by a person or a model, so it gets the same text rules as a form:
-//! made safe, and scanned for prompt injection.
+//! `serverInfo` of an `initialize` result or the `_meta` one of any result,
+//! which clients put in the model's context: `server_info.rs`), is read by
+//! a person or a model, so it gets the same text rules as a form: made
+//! safe, and scanned for prompt injection.
 
 use serde_json::Value;
 
@@ -52,21 +52,10 @@ impl Run<'_> {
             usize::MAX,
             TextContext::Form,
         )?;
-        let limits = self.policy.limits;
         if let Some(info) = result.get_mut("serverInfo") {
-            let parts = [
-                ("title", limits.max_title_chars),
-                ("description", limits.max_description_chars),
-            ];
-            for (part, max) in parts {
-                let slot = info.get_mut(part);
-                self.clean_in("server", None, part, slot, max, TextContext::Form)?;
-            }
-            if let Value::Object(info) = info {
-                self.check_icons("server", info)?;
-            }
+            self.check_server_info(info)?;
         }
-        Ok(())
+        self.check_meta_server_info(result)
     }
 
     /// Every string of log data, at any depth: the strict parse already
