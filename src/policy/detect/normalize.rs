@@ -302,10 +302,14 @@ struct Splitter {
     token_first: usize,
     /// Word ranges to join back into one word (see [`Splitter::end_token`]).
     merges: Vec<std::ops::Range<usize>>,
+    /// Line breaks since the last word: one wraps a sentence, two (a blank
+    /// line) end it.
+    line_breaks: u8,
 }
 
 impl Splitter {
     fn push(&mut self, c: char, class: Class) {
+        self.line_breaks = 0;
         let mut open = match self.open {
             Some(open) => open,
             None => {
@@ -389,18 +393,23 @@ impl Splitter {
 
     /// Sentence punctuation starts a new clause, a comma a new phrase. A dot
     /// inside a token (`github.com`, `user.password`) is a plain separator.
+    /// A line break is where text wraps ("Ignore previous⏎instructions"), so
+    /// it starts a phrase; a blank line or a paragraph separator a clause.
     fn separator(&mut self, c: char, next: Option<char>) {
         self.end_token();
         let sentence_dot = c == '.' && next.is_none_or(char::is_whitespace);
+        let line_break = c == '\n' || c == '\u{2028}' || (c == '\r' && next != Some('\n'));
+        if line_break {
+            self.line_breaks = self.line_breaks.saturating_add(1);
+        }
+        let blank_line = line_break && self.line_breaks >= 2;
         if sentence_dot
-            || matches!(
-                c,
-                '\n' | '\r' | ';' | '!' | '?' | '。' | '！' | '？' | '\u{2028}' | '\u{2029}'
-            )
+            || blank_line
+            || matches!(c, ';' | '!' | '?' | '。' | '！' | '？' | '\u{2029}')
         {
             self.clause += 1;
             self.phrase += 1;
-        } else if matches!(c, ',' | '、' | '，') {
+        } else if line_break || matches!(c, ',' | '、' | '，') {
             self.phrase += 1;
         }
     }
@@ -435,6 +444,7 @@ fn split(input: &str) -> Normalised {
         phrase: 0,
         token_first: 0,
         merges: Vec::new(),
+        line_breaks: 0,
     };
     // The class of the last letter or digit, for camelCase.
     let mut prev = Class::Sep;
