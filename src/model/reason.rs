@@ -74,7 +74,7 @@ reason_table! {
     UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, an event-stream line that is no field, stream ended without a response";
     UpstreamConnectionClosed => "upstream_connection_closed", -32001, BAD_GATEWAY, "the upstream closed the connection mid-answer";
     UpstreamResponseTooLarge => "upstream_response_too_large", -32001, BAD_GATEWAY, "one message over `max_response_body_bytes`";
-    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id";
+    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id, a list result whose items are not objects";
     ShuttingDown => "shutting_down", -32006, SERVICE_UNAVAILABLE, "refused or cut during drain";
     InputRequiredNotAllowed => "input_required_not_allowed", -32010, OK, "`input_required` on a method that cannot have it";
     InvalidInputRequired => "invalid_input_required", -32010, OK, "malformed `input_required` (shape, nesting)";

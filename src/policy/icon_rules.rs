@@ -23,6 +23,7 @@ pub enum IconAction {
 /// Raster image types a `data:` icon may have; SVG only with `allow_svg`.
 const RASTER: &[&str] = &[
     "image/png",
+    "image/apng",
     "image/jpeg",
     "image/jpg",
     "image/gif",
@@ -105,8 +106,9 @@ impl IconPolicy {
         }
     }
 
+    /// A media type, parameters aside (`image/png; charset=binary`).
     fn image_type(&self, media: &str) -> Result<(), IconRefusal> {
-        let media = media.trim();
+        let media = media.split(';').next().unwrap_or(media).trim();
         if media.eq_ignore_ascii_case(SVG) {
             return if self.allow_svg {
                 Ok(())
@@ -134,12 +136,13 @@ fn data_media_type(src: &str) -> Option<&str> {
     Some(header.split(';').next().unwrap_or(header))
 }
 
-/// Whether a URL's path names an SVG file. What the server really serves
+/// Whether a URL's path, decoded, names an SVG file anywhere (`i.svg`,
+/// `i%2Esvg`, `i.svg;.png`, `i.svg%00.png`). What the server really serves
 /// there is the client's to read: the gateway does not fetch icons.
 fn names_svg(src: &str) -> bool {
     let path = src.split(['?', '#']).next().unwrap_or(src);
-    let path = path.trim_end_matches('/').to_ascii_lowercase();
-    path.ends_with(".svg") || path.ends_with(".svgz")
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    decoded.to_ascii_lowercase().contains(".svg")
 }
 
 #[cfg(test)]
@@ -199,6 +202,11 @@ mod tests {
                 IconRefusal::Url(UrlRefusal::Punycode),
             ),
             ("https://example.com/logo.SVG?x=1", IconRefusal::Svg),
+            ("https://example.com/i%2Esvg", IconRefusal::Svg),
+            ("https://example.com/i.sv%67", IconRefusal::Svg),
+            ("https://example.com/i.svg;.png", IconRefusal::Svg),
+            ("https://example.com/i.svg%00.png", IconRefusal::Svg),
+            ("https://example.com/i.svgz", IconRefusal::Svg),
             ("data:image/svg+xml;base64,PHN2Zz4=", IconRefusal::Svg),
             (
                 "data:text/html,<script>alert(1)</script>",
@@ -217,6 +225,12 @@ mod tests {
         let p = policy(false);
         let png = "https://example.com/i.png";
         assert_eq!(p.check(png, Some("image/png")), Ok(()));
+        assert_eq!(p.check(png, Some("image/png; charset=binary")), Ok(()));
+        assert_eq!(p.check(png, Some("image/apng")), Ok(()));
+        assert_eq!(
+            p.check(png, Some("IMAGE/SVG+XML ; x=1")),
+            Err(IconRefusal::Svg)
+        );
         assert_eq!(
             p.check(png, Some("text/html")),
             Err(IconRefusal::NotAnImage)

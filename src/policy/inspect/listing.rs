@@ -13,7 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::{Checked, Run};
-use crate::model::printable_name;
+use crate::model::{printable_name, Reason, Refusal};
 use crate::policy::injection::TextContext;
 use crate::policy::sanitize::has_hidden_characters;
 
@@ -23,25 +23,37 @@ const ITEM_TEXT: [&str; 2] = ["title", "description"];
 impl Run<'_> {
     /// Clean the readable text of every item under `items` in place.
     pub(super) fn check_listing(&mut self, items: &str, result: &mut Value) -> Checked<()> {
-        let Some(list) = result.get_mut(items).and_then(Value::as_array_mut) else {
-            return Ok(());
+        let list = match result.get_mut(items) {
+            None => return Ok(()),
+            Some(Value::Array(list)) => list,
+            Some(_) => return Err(self.not_a_list(items)),
         };
+        if !list.iter().all(Value::is_object) {
+            return Err(self.not_a_list(items));
+        }
         let mut keep = Vec::with_capacity(list.len());
-        for item in list.iter_mut() {
-            let kept = match item.as_object_mut() {
-                Some(item) => {
-                    let key = item_key(item);
-                    self.check_item(&key, item)?
-                }
-                None => true,
-            };
-            keep.push(kept);
+        for item in list.iter_mut().filter_map(Value::as_object_mut) {
+            let key = item_key(item);
+            keep.push(self.check_item(&key, item)?);
         }
         if self.enforcing() && keep.contains(&false) {
             let mut keep = keep.into_iter();
             list.retain(|_| keep.next().unwrap_or(true));
         }
         Ok(())
+    }
+
+    /// What no client can read as the list leaves nothing to inspect: it
+    /// is refused rather than passed unread.
+    fn not_a_list(&mut self, items: &str) -> Refusal {
+        let message = format!("the upstream's {items} is not a list of objects");
+        self.invalid(
+            Reason::UpstreamProtocolViolation,
+            "protocol",
+            None,
+            None,
+            message,
+        )
     }
 
     /// Whether the item stays in the list.
