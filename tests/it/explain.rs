@@ -358,9 +358,10 @@ fn a_listed_tool_is_explained_by_its_name() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let e = json_of(&out);
     assert_eq!(e["refusal"]["reason"], "prompt_injection", "{e}");
+    // Its name is scanned and passes; its description is refused.
     assert_eq!(
         actions(&e["checks"], "prompt_injection", Some("book_room"), None),
-        ["block"]
+        ["pass", "block"]
     );
     let shown = explain(&cfg, &poisoned, &["--method", "tools/list"]);
     let stdout = String::from_utf8_lossy(&shown.stdout);
@@ -374,6 +375,7 @@ fn a_listed_tool_is_explained_by_its_name() {
     let out = explain(&cfg, &clean, &["--method", "tools/list", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let e = json_of(&out);
+    // The property's name, then its description.
     assert_eq!(
         actions(
             &e["checks"],
@@ -381,7 +383,7 @@ fn a_listed_tool_is_explained_by_its_name() {
             Some("book_room"),
             Some("day")
         ),
-        ["pass"],
+        ["pass", "pass"],
         "{e}"
     );
 }

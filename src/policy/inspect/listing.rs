@@ -73,10 +73,11 @@ impl Run<'_> {
         }
         if let Some(Value::Array(arguments)) = item.get_mut("arguments") {
             for argument in arguments.iter_mut().filter_map(Value::as_object_mut) {
-                let name = argument
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .map(printable_name);
+                let raw_name = argument.get("name").and_then(Value::as_str);
+                if let Some(n) = raw_name {
+                    self.scan_listed(key, None, "argument name", n)?;
+                }
+                let name = raw_name.map(printable_name);
                 for part in ITEM_TEXT {
                     self.clean_listed(key, name.as_deref(), part, argument.get_mut(part))?;
                 }
@@ -87,13 +88,14 @@ impl Run<'_> {
 
     /// A name is what the client calls, and what it shows when there is no
     /// title: it cannot be cleaned without changing what it names, so an
-    /// item whose name hides characters is removed. Its words are not
-    /// scanned: a name says what a tool does (`export_chat_history`), it
-    /// does not address the model.
+    /// item whose name hides characters is removed. Its words are scanned
+    /// like any listed text (`export_chat_history` names what a tool does:
+    /// the listing rules let that pass).
     fn check_item_name(&mut self, key: &str, item: &Map<String, Value>) -> Checked<bool> {
         let Some(Value::String(name)) = item.get("name") else {
             return Ok(true);
         };
+        self.scan_listed(key, None, "name", name)?;
         if !has_hidden_characters(name) {
             self.pass("text_safety", Some(key), None, "name");
             return Ok(true);
@@ -109,9 +111,12 @@ impl Run<'_> {
     }
 
     /// Every `title` and `description` string of a JSON schema, at any depth
-    /// (properties, items, definitions, combinators): none is left unread,
-    /// and the strict parse already bounds the depth (`json::MAX_DEPTH`).
-    /// `field` is the nearest property name.
+    /// (properties, items, definitions, combinators), is cleaned and
+    /// scanned; every other string (`enum`, `const`, `default`, `examples`,
+    /// `$comment`, `x-` keys) and every property name, values the model
+    /// reads but that cannot change without changing the schema, is
+    /// scanned. None is left unread, and the strict parse already bounds the
+    /// depth (`json::MAX_DEPTH`). `field` is the nearest property name.
     fn check_schema_text(
         &mut self,
         key: &str,
@@ -128,10 +133,13 @@ impl Run<'_> {
                         ("description", Value::String(_)) => {
                             self.clean_listed(key, field, "description", Some(child))?
                         }
+                        // A fixed vocabulary, not text.
+                        ("type" | "format", Value::String(_)) => {}
                         ("properties", Value::Object(props)) => {
                             for (prop, sub) in props.iter_mut() {
-                                let prop = printable_name(prop);
-                                self.check_schema_text(key, Some(&prop), sub)?;
+                                let shown = printable_name(prop);
+                                self.scan_listed(key, Some(&shown), "property name", prop)?;
+                                self.check_schema_text(key, Some(&shown), sub)?;
                             }
                         }
                         _ => self.check_schema_text(key, field, child)?,
@@ -142,8 +150,19 @@ impl Run<'_> {
             Value::Array(items) => items
                 .iter_mut()
                 .try_for_each(|v| self.check_schema_text(key, field, v)),
+            Value::String(text) => self.scan_listed(key, field, "schema value", text),
             _ => Ok(()),
         }
+    }
+
+    fn scan_listed(
+        &mut self,
+        key: &str,
+        field: Option<&str>,
+        part: &'static str,
+        text: &str,
+    ) -> Checked<()> {
+        self.scan_injection(key, field, part, text, TextContext::Listing)
     }
 
     fn clean_listed(

@@ -501,6 +501,24 @@ fn listings_with(place: &str, text: &str) -> Vec<(&'static str, Value)> {
         "prompt.argument" => prompt["arguments"][0]["description"] = t,
         "resource.description" => resource["description"] = t,
         "template.title" => template["title"] = t,
+        "tool.input.enum" => {
+            tool["inputSchema"]["properties"]["day"]["enum"] = json!(["2026-12-01", text])
+        }
+        "tool.input.default" => tool["inputSchema"]["properties"]["day"]["default"] = t,
+        "tool.input.examples" => {
+            tool["inputSchema"]["properties"]["day"]["examples"] = json!([text])
+        }
+        "tool.input.const" => tool["outputSchema"]["properties"]["room"]["const"] = t,
+        "tool.input.comment" => tool["inputSchema"]["$comment"] = t,
+        "tool.input.extension" => tool["inputSchema"]["x-instructions"] = t,
+        "tool.input.defs" => {
+            tool["inputSchema"]["$defs"] = json!({"Room": {"type": "string", "enum": [text]}})
+        }
+        "tool.input.property_name" => {
+            tool["inputSchema"]["properties"][text] = json!({"type": "string"})
+        }
+        "tool.name" => tool["name"] = t,
+        "prompt.argument_name" => prompt["arguments"][0]["name"] = t,
         other => panic!("unknown place {other}"),
     }
     vec![
@@ -526,6 +544,20 @@ fn member_of(place: &str) -> &'static str {
         _ => "resourceTemplates",
     }
 }
+
+/// Machine values a model reads in a listing: scanned, never changed.
+const SCANNED_PLACES: &[&str] = &[
+    "tool.input.enum",
+    "tool.input.default",
+    "tool.input.examples",
+    "tool.input.const",
+    "tool.input.comment",
+    "tool.input.extension",
+    "tool.input.defs",
+    "tool.input.property_name",
+    "tool.name",
+    "prompt.argument_name",
+];
 
 const LISTED_PLACES: &[&str] = &[
     "tool.description",
@@ -567,7 +599,8 @@ fn poisoned_listings_are_refused_wherever_the_text_sits() {
     ];
     let untrusted = policy("untrusted");
     let mut refused = 0;
-    for place in LISTED_PLACES {
+    let places = || LISTED_PLACES.iter().chain(SCANNED_PLACES);
+    for place in places() {
         for poison in poisons {
             for (items, result) in listings_with(place, poison) {
                 let before = result.clone();
@@ -584,12 +617,13 @@ fn poisoned_listings_are_refused_wherever_the_text_sits() {
                     .find(|v| v.action == "block")
                     .unwrap();
                 let named = before[items].as_array().unwrap().last().unwrap()["name"].clone();
-                assert_eq!(blocked.key.as_deref(), named.as_str(), "{place}");
+                let named = named.as_str().map(crate::model::printable_name);
+                assert_eq!(blocked.key, named, "{place}");
                 refused += 1;
             }
         }
     }
-    assert_eq!(refused, LISTED_PLACES.len() * poisons.len());
+    assert_eq!(refused, places().count() * poisons.len());
 }
 
 #[test]
