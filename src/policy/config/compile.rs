@@ -41,6 +41,9 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         max_description_chars: size(chain, "limits.max_description_chars", |r| {
             r.limits.max_description_chars.as_ref()
         })?,
+        max_text_bytes: size(chain, "limits.max_text_bytes", |r| {
+            r.limits.max_text_bytes.as_ref()
+        })?,
         max_string_max_length: number(chain, "limits.max_string_max_length", |r| {
             r.limits.max_string_max_length.as_ref()
         })?,

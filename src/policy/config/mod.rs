@@ -66,6 +66,8 @@ pub struct PolicyLimits {
     pub max_message_chars: usize,
     pub max_title_chars: usize,
     pub max_description_chars: usize,
+    /// Text bytes read in one message, all its strings together.
+    pub max_text_bytes: usize,
     pub max_string_max_length: u64,
 }
 

@@ -44,6 +44,7 @@ pub(super) struct RawLimits {
     pub(super) max_message_chars: Option<Spanned<i64>>,
     pub(super) max_title_chars: Option<Spanned<i64>>,
     pub(super) max_description_chars: Option<Spanned<i64>>,
+    pub(super) max_text_bytes: Option<Spanned<i64>>,
     pub(super) max_string_max_length: Option<Spanned<i64>>,
 }
 

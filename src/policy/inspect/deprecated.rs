@@ -51,7 +51,9 @@ impl Run<'_> {
         }
         self.check_sampling_size(key, params)?;
         for text in sampling_texts(params) {
-            self.scan_injection(key, None, "sampling text", &text, TextContext::Form)?;
+            if self.spend(key, None, text.len())? {
+                self.scan_injection(key, None, "sampling text", &text, TextContext::Form)?;
+            }
         }
         self.report.asked.push((key.to_owned(), Asked::Sampling));
         Ok(())

@@ -162,6 +162,9 @@ impl Run<'_> {
         part: &'static str,
         text: &str,
     ) -> Checked<()> {
+        if !self.spend(key, field, text.len())? {
+            return Ok(());
+        }
         self.scan_injection(key, field, part, text, TextContext::Listing)
     }
 

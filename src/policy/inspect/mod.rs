@@ -225,6 +225,10 @@ pub(crate) struct Run<'a> {
     tracing: bool,
     /// Treat an enforcing policy as monitoring ([`trace_every_rule`]).
     monitor_only: bool,
+    /// Text bytes still to read in this message (`limits.max_text_bytes`).
+    text_left: usize,
+    /// The budget ran out while monitoring: the rest is not read.
+    over_budget: bool,
 }
 
 fn refusal(
@@ -252,7 +256,27 @@ impl<'a> Run<'a> {
             report: Report::default(),
             tracing: false,
             monitor_only: false,
+            text_left: policy.limits.max_text_bytes,
+            over_budget: false,
         }
+    }
+
+    /// Spend `bytes` of the message's text budget: the sanitiser and the
+    /// rules cost per byte, and a hostile upstream chooses how many. `false`
+    /// when the text is not to be read (the budget ran out while
+    /// monitoring); over it when enforcing, the message is refused.
+    pub(crate) fn spend(&mut self, key: &str, field: Option<&str>, bytes: usize) -> Checked<bool> {
+        if self.over_budget {
+            return Ok(false);
+        }
+        if let Some(left) = self.text_left.checked_sub(bytes) {
+            self.text_left = left;
+            return Ok(true);
+        }
+        self.over_budget = true;
+        let what = "more text than the gateway reads in one message";
+        self.limit("max_text_bytes", Some(key), field, what)?;
+        Ok(false)
     }
 
     /// A run that records every check in [`Report::trace`].

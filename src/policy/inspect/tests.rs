@@ -1059,3 +1059,43 @@ fn a_list_that_is_not_a_list_of_objects_is_refused() {
     );
     assert!(!out.unwrap());
 }
+
+/// The text read in one message is bounded, all its strings together: the
+/// cost per byte is the gateway's, the bytes the upstream's.
+#[test]
+fn the_text_of_one_message_is_read_up_to_a_budget() {
+    let untrusted = policy("untrusted");
+    let budget = untrusted.limits.max_text_bytes;
+    // One long description, or many short ones adding up.
+    let long = json!({"tools": [{"name": "x", "description": "<a ".repeat(budget / 3 + 1)}]});
+    let many: Vec<Value> = (0..budget / 1000 + 1)
+        .map(|i| json!({"name": format!("t{i}"), "description": "<b>".repeat(334)}))
+        .collect();
+    for result in [long, json!({"tools": many})] {
+        let mut r = result.clone();
+        let (out, _) = inspect_listing(&untrusted, &subject(all_caps()), "tools", &mut r);
+        let refusal = out.unwrap_err();
+        assert_eq!(refusal.reason, Reason::LimitExceeded);
+        assert_eq!(refusal.data("limit"), Some(&json!("max_text_bytes")));
+        let monitor = custom("mode = \"monitor\"\n");
+        let mut r = result.clone();
+        let (out, report) = inspect_listing(&monitor, &subject(all_caps()), "tools", &mut r);
+        assert!(!out.unwrap());
+        assert!(report
+            .verdicts
+            .iter()
+            .any(|v| v.rule == "limit" && v.action == "monitor"));
+    }
+    let progress = json!({"progressToken": "p", "progress": 1, "message": "x".repeat(budget + 1)});
+    let (out, _) = inspect_notification(
+        &untrusted,
+        &subject(all_caps()),
+        McpMethod::Progress,
+        progress.to_string().as_bytes(),
+    );
+    assert_eq!(out.unwrap_err().reason, Reason::LimitExceeded);
+    let trusted = policy("trusted");
+    let mut fits = json!({"tools": [{"name": "x", "description": "a".repeat(budget + 1)}]});
+    let (out, _) = inspect_listing(&trusted, &subject(all_caps()), "tools", &mut fits);
+    assert!(out.is_ok(), "trusted reads more");
+}

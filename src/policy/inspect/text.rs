@@ -34,6 +34,9 @@ impl Run<'_> {
         let Some(Value::String(text)) = slot else {
             return Ok(());
         };
+        if !self.spend(key, field, text.len())? {
+            return Ok(());
+        }
         let cleaner = TextPolicy {
             html: self.policy.html,
             max_chars,
