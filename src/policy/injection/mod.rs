@@ -87,8 +87,9 @@ pub enum TextContext {
     Form,
     /// The message of a URL-mode elicitation.
     UrlMode,
-    /// The title or description of a tool, prompt or resource a server
-    /// lists, or of a parameter in its schema.
+    /// What a server says about its tools, prompts and resources (what it
+    /// lists, their schemas) and about itself (its instructions and
+    /// description): it describes, where a form asks.
     Listing,
 }
 
@@ -102,7 +103,8 @@ enum Matcher {
     Builtin {
         entries: u64,
         listed: u64,
-        patterns: Vec<Regex>,
+        /// Each regex, and whether it applies to what a server lists.
+        patterns: Vec<(Regex, bool)>,
     },
 }
 
@@ -143,12 +145,15 @@ impl InjectionRule {
         }
     }
 
-    fn regexes(&self) -> impl Iterator<Item = &Regex> {
+    /// Each regex, and whether it applies to what a server lists (an
+    /// operator's always does).
+    fn regexes(&self) -> impl Iterator<Item = (&Regex, bool)> {
         let (one, many) = match &self.matcher {
-            Matcher::Regex(r) => (Some(r), &[][..]),
+            Matcher::Regex(r) => (Some((r, true)), &[][..]),
             Matcher::Builtin { patterns, .. } => (None, patterns.as_slice()),
         };
-        one.into_iter().chain(many)
+        one.into_iter()
+            .chain(many.iter().map(|(r, listed)| (r, *listed)))
     }
 }
 
@@ -176,7 +181,7 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
         let patterns = raw
             .patterns
             .iter()
-            .map(|p| Regex::new(p))
+            .map(|p| Regex::new(p).map(|r| (r, raw.listing_patterns)))
             .collect::<Result<Vec<_>, _>>()?;
         match rules.iter_mut().find(|r| r.name == raw.name) {
             Some(rule) => {
@@ -214,7 +219,7 @@ pub struct InjectionRules {
     rules: Vec<InjectionRule>,
     set: RegexSet,
     /// The rule of each regex in `set`.
-    set_owner: Vec<usize>,
+    set_owner: Vec<(usize, bool)>,
     engine: Option<Arc<WordEngine>>,
     /// (entries, entries for listings, rule index) of the active built-in
     /// rules.
@@ -260,11 +265,14 @@ impl InjectionRules {
             (false, true) => Some(words::builtin()?),
             (false, false) => Some(Arc::new(WordEngine::build(extra)?)),
         };
-        let (patterns, set_owner): (Vec<&str>, Vec<usize>) = rules
-            .iter()
-            .enumerate()
-            .flat_map(|(i, r)| r.regexes().map(move |re| (re.as_str(), i)))
-            .unzip();
+        let mut patterns = Vec::new();
+        let mut set_owner = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            for (re, listed) in r.regexes() {
+                patterns.push(re.as_str());
+                set_owner.push((i, listed));
+            }
+        }
         Ok(InjectionRules {
             set: RegexSet::new(patterns)?,
             set_owner,
@@ -304,7 +312,8 @@ impl InjectionRules {
         }
         if regex_hit {
             for i in self.set.matches(text).iter() {
-                matched[self.set_owner[i]] = true;
+                let (rule, listed) = self.set_owner[i];
+                matched[rule] |= listed || context != TextContext::Listing;
             }
         }
         let mut hits: Vec<InjectionHit> = self

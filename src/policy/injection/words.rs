@@ -72,6 +72,10 @@ pub(super) struct RawRule {
     pub listing: bool,
     #[serde(default)]
     pub patterns: Vec<String>,
+    /// Whether the patterns apply to what a server lists (they do unless
+    /// this says otherwise; `listing` is about the words).
+    #[serde(default = "yes")]
+    pub listing_patterns: bool,
 }
 
 fn yes() -> bool {

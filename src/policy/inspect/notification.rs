@@ -50,7 +50,7 @@ impl Run<'_> {
             "instructions",
             slot,
             usize::MAX,
-            TextContext::Form,
+            TextContext::Listing,
         )?;
         if let Some(info) = result.get_mut("serverInfo") {
             self.check_server_info(info)?;

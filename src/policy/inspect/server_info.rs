@@ -2,7 +2,8 @@
 //! `serverInfo` of an `initialize` result and, under 2026-07-28, the
 //! `_meta["io.modelcontextprotocol/serverInfo"]` a server may put on any
 //! result ("intended for display"). Its title and description get the text
-//! rules, its icons the icon rule, and its `websiteUrl`, a link a client
+//! rules of what a server lists (it describes, where a form asks), its
+//! icons the icon rule, and its `websiteUrl`, a link a client
 //! shows, the checks of an icon URL (one that fails is removed).
 
 use serde_json::{Map, Value};
@@ -27,7 +28,7 @@ impl Run<'_> {
         ];
         for (part, max) in parts {
             let slot = info.get_mut(part);
-            self.clean_in("server", None, part, slot, max, TextContext::Form)?;
+            self.clean_in("server", None, part, slot, max, TextContext::Listing)?;
         }
         self.check_icons("server", info)?;
         self.check_website(info);
