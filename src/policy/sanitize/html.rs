@@ -179,10 +179,49 @@ pub(super) fn tag_end(s: &str, start: usize) -> usize {
     bytes.len()
 }
 
+/// Names a parser or a renderer treats as markup (`data/html/elements.txt`).
+static HTML_ELEMENTS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
+    include_str!("../../../data/html/elements.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+});
+
+/// Escapes the `<` of a tag whose name is no HTML element (`<language_code>`,
+/// `<think>`, `List<String>`): a writer's placeholder, not markup, so `Strip`
+/// keeps it as text (made inert by [`neutralize`]) instead of deleting it.
+pub(super) fn escape_foreign_tags(s: &str) -> Cow<'_, str> {
+    let foreign = |i: usize| {
+        let rest = s[i + 1..].strip_prefix('/').unwrap_or(&s[i + 1..]);
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':' | '.')))
+            .unwrap_or(rest.len());
+        let name = &rest[..name_len];
+        name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && !HTML_ELEMENTS.contains(name.to_ascii_lowercase().as_str())
+    };
+    if !s.match_indices('<').any(|(i, _)| foreign(i)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut last = 0;
+    for (i, _) in s.match_indices('<') {
+        if foreign(i) {
+            out.push_str(&s[last..i]);
+            out.push_str("&lt;");
+            last = i + 1;
+        }
+    }
+    out.push_str(&s[last..]);
+    Cow::Owned(out)
+}
+
 /// `Strip`: HTML to plain text, through ammonia. The result is not yet inert
 /// (decoded `&lt;b&gt;` is `<b>`); [`neutralize`] does that last.
 pub(super) fn strip_html_to_text(src: &str) -> String {
     let pre = pre_escape(src);
+    let pre = escape_foreign_tags(&pre);
     let serialized = STRIP_HTML.clean(&pre).to_string();
     let mut out = String::with_capacity(serialized.len());
     let mut pending: Option<char> = None;
@@ -484,6 +523,45 @@ mod tests {
         assert_eq!(strip("a<b and c>d"), "ad");
         assert_eq!(strip("&#91;x&#93;(javascript:alert(1))"), "x");
         assert_eq!(strip("&lt;https://e.example&gt;"), "https://e.example");
+    }
+
+    /// A tag whose name is no HTML element is a writer's placeholder: kept
+    /// as inert text; markup is still removed, script content included.
+    #[test]
+    fn strip_keeps_placeholders_that_are_no_html() {
+        for (raw, shown) in [
+            (
+                "format <language_code>-<country_code>",
+                "format < language_code>-< country_code>",
+            ),
+            (
+                "removes <think>...</think> tags",
+                "removes < think>...< /think> tags",
+            ),
+            (
+                "Returns a List<String> of names",
+                "Returns a List< String> of names",
+            ),
+            (
+                "<organizationSlug>/<projectSlug>",
+                "< organizationSlug>/< projectSlug>",
+            ),
+            (
+                "docker exec <container> <cmd>",
+                "docker exec < container> < cmd>",
+            ),
+            ("<p>Hello</p>", "Hello"),
+            ("<script>steal()</script>ok", "ok"),
+            ("<b onclick=x>bold</b>", "bold"),
+            (
+                "<x-widget onclick=steal()>w",
+                "< x-widget onclick=steal()>w",
+            ),
+            ("<scr<x>ipt>alert(1)</script>", "< scr< x>ipt>alert(1)"),
+        ] {
+            assert_eq!(strip(raw), shown, "{raw:?}");
+            assert_stable(STRIP, raw);
+        }
     }
 
     #[test]
