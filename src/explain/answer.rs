@@ -16,8 +16,8 @@ use crate::pipeline::response::exchange::{Carrier, Disposition, Exchange};
 use crate::pipeline::sse::SseFramer;
 use crate::pipeline::Gateway;
 use crate::policy::inspect::{
-    trace_every_rule, trace_listing, trace_notification, trace_result, Report, Verdict,
-    PROVENANCE_KEY,
+    trace_every_rule, trace_listing, trace_notification, trace_result, trace_result_meta, Report,
+    Verdict, PROVENANCE_KEY,
 };
 
 /// What the message file holds.
@@ -145,12 +145,22 @@ pub(super) fn client_request(
     args: &ExplainArgs,
     id: &str,
 ) -> Result<crate::pipeline::request::ParsedRequest, UsageError> {
-    let version = crate::model::ProtocolVersion::V2026_07_28.as_str();
     let method = McpMethod::parse(&args.method);
-    let mut params = json!({"_meta": {
-        "io.modelcontextprotocol/protocolVersion": version,
-        "io.modelcontextprotocol/clientCapabilities": capabilities(&args.caps),
-    }});
+    // `initialize` exists only in 2025-11-25 sessions: its own shape.
+    let legacy = method == McpMethod::Initialize;
+    let version = match legacy {
+        true => crate::model::ProtocolVersion::V2025_11_25,
+        false => crate::model::ProtocolVersion::V2026_07_28,
+    }
+    .as_str();
+    let mut params = match legacy {
+        true => json!({"protocolVersion": version, "capabilities": capabilities(&args.caps),
+            "clientInfo": {"name": "portcullis-explain", "version": env!("CARGO_PKG_VERSION")}}),
+        false => json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": capabilities(&args.caps),
+        }}),
+    };
     let member = method.target().map(|t| t.member);
     match member {
         Some("name") => {
@@ -166,9 +176,12 @@ pub(super) fn client_request(
         .method("POST")
         .uri("/")
         .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", version)
-        .header("mcp-method", &args.method);
+        .header("accept", "application/json, text/event-stream");
+    if !legacy {
+        request = request
+            .header("mcp-protocol-version", version)
+            .header("mcp-method", &args.method);
+    }
     if member.is_some() {
         request = request.header("mcp-name", &args.target);
     }
@@ -180,7 +193,7 @@ pub(super) fn client_request(
     crate::pipeline::request::parse(
         &parts,
         &Bytes::from(body.to_string()),
-        &[crate::model::Generation::Stateless],
+        crate::model::Generation::ALL,
     )
     .map_err(|r| {
         UsageError::Message(format!(
@@ -225,9 +238,16 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
     if let Some(result) = msg.result {
         let mut loose: Value = serde_json::from_str(result.get()).ok()?;
         if loose.get("resultType").and_then(Value::as_str) != Some("input_required") {
-            // A list the server offers the model: its text rules.
-            let items = exchange.ctx.request.method.catalogue()?;
-            let (_, report) = trace_listing(policy, &subject, items, &mut loose);
+            // A list the server offers the model, its description of itself,
+            // or the identity any result may carry: their text rules.
+            let method = exchange.ctx.request.method;
+            let report = match method.catalogue() {
+                Some(items) => trace_listing(policy, &subject, items, &mut loose).1,
+                None if matches!(method, McpMethod::Initialize | McpMethod::ServerDiscover) => {
+                    trace_notification(policy, &subject, method, result.get().as_bytes()).1
+                }
+                None => trace_result_meta(policy, &subject, &mut loose).1,
+            };
             return Some(Traced {
                 report,
                 every_rule: Vec::new(),
@@ -306,9 +326,10 @@ pub(super) fn explain(
     let client: Option<Value> = json::parse_value(&client_bytes).ok();
     let delivered_result = client.as_ref().and_then(|c| c.get("result"));
     Ok(Explanation {
-        keys_name: match exchange.ctx.request.method.catalogue() {
-            Some(_) => "listed item",
-            None => "input request",
+        keys_name: match exchange.ctx.request.method {
+            m if m.catalogue().is_some() => "listed item",
+            McpMethod::Initialize | McpMethod::ServerDiscover => "description of",
+            _ => "input request",
         },
         upstream,
         message: read_as,

@@ -158,11 +158,16 @@ pub fn inspect_result_meta(
     subject: &Subject<'_>,
     result: &mut Value,
 ) -> (Result<bool, Refusal>, Report) {
-    let mut run = Run::new(policy, subject);
-    let outcome = run
-        .check_meta_server_info(result)
-        .map(|()| run.report.verdicts.iter().any(Verdict::rewrites));
-    (outcome, run.report)
+    Run::new(policy, subject).result_meta(result)
+}
+
+/// [`inspect_result_meta`], with every check that ran in [`Report::trace`].
+pub fn trace_result_meta(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    result: &mut Value,
+) -> (Result<bool, Refusal>, Report) {
+    Run::traced(policy, subject).result_meta(result)
 }
 
 /// [`inspect_listing`], with every check that ran in [`Report::trace`].
@@ -293,6 +298,14 @@ impl<'a> Run<'a> {
         let mut v = self.parse(params, "notification")?;
         let changed = self.check_notification(method, &mut v)?;
         Ok((changed && self.enforcing()).then_some(v))
+    }
+
+    /// A result's `_meta` server identity, cleaned in place: whether it changed.
+    fn result_meta(mut self, result: &mut Value) -> (Checked<bool>, Report) {
+        let outcome = self
+            .check_meta_server_info(result)
+            .map(|()| self.report.verdicts.iter().any(Verdict::rewrites));
+        (outcome, self.report)
     }
 
     /// A list's text, cleaned in place: whether it changed.
