@@ -49,6 +49,7 @@ impl Case {
     fn context(&self) -> TextContext {
         match self.member.as_deref() {
             Some("listing") => TextContext::Listing,
+            Some("prompts") => TextContext::PromptListing,
             _ => TextContext::Form,
         }
     }

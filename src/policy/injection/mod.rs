@@ -91,6 +91,9 @@ pub enum TextContext {
     /// lists, their schemas) and about itself (its instructions and
     /// description): it describes, where a form asks.
     Listing,
+    /// What a server lists as prompts: a listing whose templates work on
+    /// the person's own conversation.
+    PromptListing,
 }
 
 /// How a rule recognises text.
@@ -103,6 +106,8 @@ enum Matcher {
     Builtin {
         entries: u64,
         listed: u64,
+        /// Entries that apply to prompt listings.
+        prompted: u64,
         /// Each regex, and whether it applies to what a server lists.
         patterns: Vec<(Regex, bool)>,
     },
@@ -183,16 +188,19 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
             .iter()
             .map(|p| Regex::new(p).map(|r| (r, raw.listing_patterns)))
             .collect::<Result<Vec<_>, _>>()?;
+        let prompts = raw.prompts.unwrap_or(raw.listing);
         match rules.iter_mut().find(|r| r.name == raw.name) {
             Some(rule) => {
                 if let Matcher::Builtin {
                     entries,
                     listed,
+                    prompted,
                     patterns: p,
                 } = &mut rule.matcher
                 {
                     *entries |= 1 << i;
                     *listed |= u64::from(raw.listing) << i;
+                    *prompted |= u64::from(prompts) << i;
                     p.extend(patterns);
                 }
             }
@@ -203,6 +211,7 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
                 matcher: Matcher::Builtin {
                     entries: 1 << i,
                     listed: u64::from(raw.listing) << i,
+                    prompted: u64::from(prompts) << i,
                     patterns,
                 },
             }),
@@ -221,9 +230,9 @@ pub struct InjectionRules {
     /// The rule of each regex in `set`.
     set_owner: Vec<(usize, bool)>,
     engine: Option<Arc<WordEngine>>,
-    /// (entries, entries for listings, rule index) of the active built-in
-    /// rules.
-    word_rules: Vec<(u64, u64, usize)>,
+    /// (entries, entries for listings, entries for prompt listings, rule
+    /// index) of the active built-in rules.
+    word_rules: Vec<(u64, u64, u64, usize)>,
 }
 
 /// A rule that matched, by name.
@@ -250,13 +259,16 @@ impl InjectionRules {
             .into_iter()
             .filter(|r| r.action != RuleAction::Off)
             .collect();
-        let word_rules: Vec<(u64, u64, usize)> = rules
+        let word_rules: Vec<(u64, u64, u64, usize)> = rules
             .iter()
             .enumerate()
             .filter_map(|(i, r)| match r.matcher {
                 Matcher::Builtin {
-                    entries, listed, ..
-                } => Some((entries, listed, i)),
+                    entries,
+                    listed,
+                    prompted,
+                    ..
+                } => Some((entries, listed, prompted, i)),
                 Matcher::Regex(_) => None,
             })
             .collect();
@@ -302,18 +314,19 @@ impl InjectionRules {
             return Vec::new();
         }
         let mut matched = vec![false; self.rules.len()];
-        for &(all, listed, i) in &self.word_rules {
-            let mask = if context == TextContext::Listing {
-                listed
-            } else {
-                all
+        for &(all, listed, prompted, i) in &self.word_rules {
+            let mask = match context {
+                TextContext::Listing => listed,
+                TextContext::PromptListing => prompted,
+                TextContext::Form | TextContext::UrlMode => all,
             };
             matched[i] |= entries & mask != 0;
         }
         if regex_hit {
             for i in self.set.matches(text).iter() {
                 let (rule, listed) = self.set_owner[i];
-                matched[rule] |= listed || context != TextContext::Listing;
+                let listing = matches!(context, TextContext::Listing | TextContext::PromptListing);
+                matched[rule] |= listed || !listing;
             }
         }
         let mut hits: Vec<InjectionHit> = self

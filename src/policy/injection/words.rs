@@ -70,6 +70,11 @@ pub(super) struct RawRule {
     /// request). The patterns always apply.
     #[serde(default = "yes")]
     pub listing: bool,
+    /// Whether the words apply to what a server lists as prompts: templates
+    /// a person picks to work on their own conversation ("Summarise the
+    /// conversation so far"). As `listing` unless given.
+    #[serde(default)]
+    pub prompts: Option<bool>,
     #[serde(default)]
     pub patterns: Vec<String>,
     /// Whether the patterns apply to what a server lists (they do unless

@@ -31,6 +31,10 @@ impl Run<'_> {
         if !list.iter().all(Value::is_object) {
             return Err(self.not_a_list(items));
         }
+        self.listed_as = match items {
+            "prompts" => TextContext::PromptListing,
+            _ => TextContext::Listing,
+        };
         let mut keep = Vec::with_capacity(list.len());
         for item in list.iter_mut().filter_map(Value::as_object_mut) {
             let key = item_key(item);
@@ -165,7 +169,7 @@ impl Run<'_> {
         if !self.spend(key, field, text.len())? {
             return Ok(());
         }
-        self.scan_injection(key, field, part, text, TextContext::Listing)
+        self.scan_injection(key, field, part, text, self.listed_as)
     }
 
     fn clean_listed(
@@ -175,7 +179,7 @@ impl Run<'_> {
         part: &'static str,
         slot: Option<&mut Value>,
     ) -> Checked<()> {
-        self.clean_in(key, field, part, slot, usize::MAX, TextContext::Listing)
+        self.clean_in(key, field, part, slot, usize::MAX, self.listed_as)
     }
 }
 

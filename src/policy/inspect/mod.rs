@@ -30,6 +30,7 @@ use serde_json::{Map, Value};
 use super::config::{Mode, Policy};
 use crate::json;
 use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
+use crate::policy::injection::TextContext;
 
 pub use provenance::PROVENANCE_KEY;
 pub use server_info::SERVER_INFO_KEY;
@@ -234,6 +235,8 @@ pub(crate) struct Run<'a> {
     text_left: usize,
     /// The budget ran out while monitoring: the rest is not read.
     over_budget: bool,
+    /// How the items of the list being read are read (prompts differ).
+    listed_as: TextContext,
 }
 
 fn refusal(
@@ -263,6 +266,7 @@ impl<'a> Run<'a> {
             monitor_only: false,
             text_left: policy.limits.max_text_bytes,
             over_budget: false,
+            listed_as: TextContext::Listing,
         }
     }
 
