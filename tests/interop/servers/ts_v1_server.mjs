@@ -17,14 +17,16 @@ function buildServer() {
   server.registerTool(
     'book',
     { description: flowDescription('book'), inputSchema: { hint: z.string() } },
-    async ({ hint }) => {
+    async ({ hint }, extra) => {
       const [round] = roundsOf('book', { hint });
       const [[key, question]] = Object.entries(round);
-      const reply = await server.server.elicitInput({
-        mode: 'form',
-        message: question.message,
-        requestedSchema: question.schema,
-      });
+      // On the call's own stream: without relatedRequestId the SDK sends it on the
+      // standalone GET stream, and drops it when that stream is not open yet (the
+      // client opens it without waiting, so a tools/call can overtake it).
+      const reply = await server.server.elicitInput(
+        { mode: 'form', message: question.message, requestedSchema: question.schema },
+        { relatedRequestId: extra.requestId },
+      );
       const result =
         reply.action === 'accept' ? { answers: { [key]: reply.content } } : { stopped: { key, action: reply.action } };
       return { content: [{ type: 'text', text: outcomeText('book', result) }] };
