@@ -94,13 +94,18 @@ pub(super) fn pre_escape(s: &str) -> Cow<'_, str> {
         last_gt.is_none_or(|g| g < i)
             || (s[i..].starts_with("<!--") && last_comment_end.is_none_or(|e| e < i + 2))
     };
-    if !s.match_indices('<').any(|(i, _)| needs(i)) {
+    escape_lt_where(s, needs)
+}
+
+/// `s` with each `<` at a byte offset `escape` picks written `&lt;`.
+fn escape_lt_where(s: &str, escape: impl Fn(usize) -> bool) -> Cow<'_, str> {
+    if !s.match_indices('<').any(|(i, _)| escape(i)) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     let mut last = 0;
     for (i, _) in s.match_indices('<') {
-        if needs(i) {
+        if escape(i) {
             out.push_str(&s[last..i]);
             out.push_str("&lt;");
             last = i + 1;
@@ -201,20 +206,7 @@ pub(super) fn escape_foreign_tags(s: &str) -> Cow<'_, str> {
         name.starts_with(|c: char| c.is_ascii_alphabetic())
             && !HTML_ELEMENTS.contains(name.to_ascii_lowercase().as_str())
     };
-    if !s.match_indices('<').any(|(i, _)| foreign(i)) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    let mut last = 0;
-    for (i, _) in s.match_indices('<') {
-        if foreign(i) {
-            out.push_str(&s[last..i]);
-            out.push_str("&lt;");
-            last = i + 1;
-        }
-    }
-    out.push_str(&s[last..]);
-    Cow::Owned(out)
+    escape_lt_where(s, foreign)
 }
 
 /// `Strip`: HTML to plain text, through ammonia. The result is not yet inert
