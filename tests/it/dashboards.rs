@@ -639,17 +639,6 @@ const VOLUME: Mix = Mix {
     spam: 250,
 };
 
-async fn admin_metrics(gw: &RunningGateway) -> String {
-    client()
-        .get(format!("http://{}/metrics", gw.admin_addr.expect("admin")))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_and_alert_expression_returns_data_on_a_real_prometheus() {
     let Some(binary) = prometheus_binary() else {
@@ -690,7 +679,7 @@ async fn every_dashboard_and_alert_expression_returns_data_on_a_real_prometheus(
     assert!(gw.reload().await.is_err(), "the broken config is refused");
     tokio::time::sleep(Duration::from_millis(3000)).await;
 
-    let own = admin_metrics(&gw).await;
+    let own = metrics(&gw).await;
     for needle in [
         r#"portcullis_upstream_errors_total{reason="upstream_connection_closed",upstream="hostile"} 11"#,
         r#"portcullis_rate_limited_total{scope="principal_tool",upstream="rooms"} 251"#,

@@ -4,6 +4,7 @@
 //! made of it.
 
 use crate::common::*;
+use portcullis::server::RunningGateway;
 use serde_json::{json, Value};
 
 const PROVENANCE: &str = "dev.portcullis/provenance";
@@ -322,22 +323,28 @@ async fn protocol_shapes_are_checked() {
     .await;
 }
 
-#[tokio::test]
-async fn input_required_on_another_method_is_refused() {
-    let up = answering(input_required(json!({"room": room_form()})), Via::Json).await;
-    let gw = start_gateway(&config_text(&up.url(), "", "")).await;
+/// A `tools/list` (id `l1`) with the client's `caps`: what the client receives.
+async fn list_tools(gw: &RunningGateway, caps: Value) -> (u16, Value) {
     let body = json!({"jsonrpc": "2.0", "id": "l1", "method": "tools/list", "params": {"_meta": {
-        "io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}}});
+        "io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientCapabilities": caps}}});
     let resp = client()
-        .post(url(&gw))
+        .post(url(gw))
         .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", VERSION)
         .header("mcp-method", "tools/list")
         .body(body.to_string())
         .send()
         .await
         .unwrap();
-    let (_, v) = received(resp).await;
+    received(resp).await
+}
+
+#[tokio::test]
+async fn input_required_on_another_method_is_refused() {
+    let up = answering(input_required(json!({"room": room_form()})), Via::Json).await;
+    let gw = start_gateway(&config_text(&up.url(), "", "")).await;
+    let (_, v) = list_tools(&gw, json!({"elicitation": {}})).await;
     assert_eq!(
         v["error"]["data"]["reason"], "input_required_not_allowed",
         "{v}"
@@ -356,19 +363,7 @@ async fn listed_icons_a_client_should_not_fetch_are_removed_through_the_gateway(
     for via in [Via::Json, Via::Sse] {
         let up = answering(listed.to_string(), via).await;
         let gw = start_gateway(&config_text(&up.url(), "", "")).await;
-        let body = json!({"jsonrpc": "2.0", "id": "l1", "method": "tools/list", "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientCapabilities": {}}}});
-        let resp = client()
-            .post(url(&gw))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", VERSION)
-            .header("mcp-method", "tools/list")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        let (status, v) = received(resp).await;
+        let (status, v) = list_tools(&gw, json!({})).await;
         assert_eq!(status, 200, "{via:?}: {v}");
         assert_eq!(v["id"], "l1");
         assert_eq!(
