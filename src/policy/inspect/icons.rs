@@ -18,8 +18,7 @@ impl Run<'_> {
             return Ok(());
         };
         let Value::Array(list) = icons else {
-            self.icon_refused(key, None, IconRefusal::NotAnIcon);
-            if self.enforcing() {
+            if self.icon_refused(key, None, IconRefusal::NotAnIcon) {
                 owner.remove("icons");
             }
             return Ok(());
@@ -33,15 +32,12 @@ impl Run<'_> {
                     }
                     keep.push(true);
                 }
-                Err(why) => {
-                    self.icon_refused(key, Some(i), why);
-                    keep.push(false);
-                }
+                Err(why) => keep.push(!self.icon_refused(key, Some(i), why)),
             }
         }
-        if self.enforcing() {
-            let mut verdicts = keep.into_iter();
-            list.retain(|_| verdicts.next().unwrap_or(false));
+        if keep.contains(&false) {
+            let mut keep = keep.into_iter();
+            list.retain(|_| keep.next().unwrap_or(false));
         }
         Ok(())
     }
@@ -58,17 +54,13 @@ impl Run<'_> {
         self.policy.icons.check(src, mime_type)
     }
 
-    /// Never the icon's source: a URL may carry a token.
-    fn icon_refused(&mut self, key: &str, index: Option<usize>, why: IconRefusal) {
-        let action = if self.enforcing() {
-            "remove"
-        } else {
-            "monitor"
-        };
+    /// Never the icon's source: a URL may carry a token. `true` when the
+    /// icon is to be removed.
+    fn icon_refused(&mut self, key: &str, index: Option<usize>, why: IconRefusal) -> bool {
         let detail = match index {
             Some(i) => format!("icons[{i}]: {}", why.as_str()),
             None => format!("icons: {}", why.as_str()),
         };
-        self.note("icons", action, Some(key), None, Some(detail));
+        self.removal("icons", key, detail)
     }
 }

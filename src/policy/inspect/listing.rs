@@ -104,14 +104,8 @@ impl Run<'_> {
             self.pass("text_safety", Some(key), None, "name");
             return Ok(true);
         }
-        let action = if self.enforcing() {
-            "remove"
-        } else {
-            "monitor"
-        };
-        let detail = Some("name: hidden characters".to_owned());
-        self.note("text_safety", action, Some(key), None, detail);
-        Ok(!self.enforcing())
+        let detail = "name: hidden characters".to_owned();
+        Ok(!self.removal("text_safety", key, detail))
     }
 
     /// Every `title` and `description` string of a JSON schema, at any depth

@@ -334,6 +334,16 @@ impl<'a> Run<'a> {
         self.record(rule, action, key, field, detail, None);
     }
 
+    /// Something the rule takes out of the message (an icon, a link, a listed
+    /// item): recorded as `remove` when enforcing, `monitor` otherwise;
+    /// `true` when it is to be removed.
+    pub(crate) fn removal(&mut self, rule: &'static str, key: &str, detail: String) -> bool {
+        let enforcing = self.enforcing();
+        let action = if enforcing { "remove" } else { "monitor" };
+        self.note(rule, action, Some(key), None, Some(detail));
+        enforcing
+    }
+
     /// A verdict; the trace gets `why` (the refusal's words) as its detail
     /// when the verdict has none of its own.
     fn record(

@@ -3,8 +3,9 @@
 //! and the server's description of itself (`instructions` and the
 //! `serverInfo` of an `initialize` result or the `_meta` one of any result,
 //! which clients put in the model's context: `server_info.rs`), is read by
-//! a person or a model, so it gets the same text rules as a form: made
-//! safe, and scanned for prompt injection.
+//! a person or a model, so it gets the text rules: made safe, and scanned
+//! for prompt injection (a server's description of itself as what it lists
+//! is read: it describes, where a form asks).
 
 use serde_json::Value;
 

@@ -61,14 +61,7 @@ impl Run<'_> {
             Some(Err(why)) => why.as_str(),
             None => "not_a_string",
         };
-        let action = if self.enforcing() {
-            "remove"
-        } else {
-            "monitor"
-        };
-        let detail = Some(format!("websiteUrl: {why}"));
-        self.note("website_url", action, Some("server"), None, detail);
-        if self.enforcing() {
+        if self.removal("website_url", "server", format!("websiteUrl: {why}")) {
             info.remove("websiteUrl");
         }
     }
