@@ -96,18 +96,47 @@ pub enum TextContext {
     PromptListing,
 }
 
+/// Entries of `rules.toml` (bit per entry), by where they apply.
+#[derive(Debug, Clone, Copy, Default)]
+struct EntryMasks {
+    all: u64,
+    listed: u64,
+    prompted: u64,
+}
+
+impl EntryMasks {
+    fn add(&mut self, i: usize, raw: &words::RawRule) {
+        let listed = raw.listing;
+        let prompted = raw.prompts.unwrap_or(listed);
+        self.all |= 1 << i;
+        self.listed |= u64::from(listed) << i;
+        self.prompted |= u64::from(prompted) << i;
+    }
+
+    fn of(self, context: TextContext) -> u64 {
+        match context {
+            TextContext::Listing => self.listed,
+            TextContext::PromptListing => self.prompted,
+            TextContext::Form | TextContext::UrlMode => self.all,
+        }
+    }
+}
+
+impl TextContext {
+    /// What a server lists or says about itself (not a form).
+    fn is_listing(self) -> bool {
+        matches!(self, TextContext::Listing | TextContext::PromptListing)
+    }
+}
+
 /// How a rule recognises text.
 #[derive(Debug, Clone)]
 enum Matcher {
     /// An operator's regex over the text as shown.
     Regex(Regex),
-    /// A built-in rule: entries of `rules.toml` (bit per entry), those of
-    /// them that apply to listings, and its regexes.
+    /// A built-in rule: its entries of `rules.toml` and its regexes.
     Builtin {
-        entries: u64,
-        listed: u64,
-        /// Entries that apply to prompt listings.
-        prompted: u64,
+        entries: EntryMasks,
         /// Each regex, and whether it applies to what a server lists.
         patterns: Vec<(Regex, bool)>,
     },
@@ -188,33 +217,27 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
             .iter()
             .map(|p| Regex::new(p).map(|r| (r, raw.listing_patterns)))
             .collect::<Result<Vec<_>, _>>()?;
-        let prompts = raw.prompts.unwrap_or(raw.listing);
         match rules.iter_mut().find(|r| r.name == raw.name) {
             Some(rule) => {
                 if let Matcher::Builtin {
                     entries,
-                    listed,
-                    prompted,
                     patterns: p,
                 } = &mut rule.matcher
                 {
-                    *entries |= 1 << i;
-                    *listed |= u64::from(raw.listing) << i;
-                    *prompted |= u64::from(prompts) << i;
+                    entries.add(i, &raw);
                     p.extend(patterns);
                 }
             }
-            None => rules.push(InjectionRule {
-                url_mode: raw.url_mode && !NOT_FOR_URL_MODE.contains(&raw.name.as_str()),
-                name: raw.name,
-                action,
-                matcher: Matcher::Builtin {
-                    entries: 1 << i,
-                    listed: u64::from(raw.listing) << i,
-                    prompted: u64::from(prompts) << i,
-                    patterns,
-                },
-            }),
+            None => {
+                let mut entries = EntryMasks::default();
+                entries.add(i, &raw);
+                rules.push(InjectionRule {
+                    url_mode: raw.url_mode && !NOT_FOR_URL_MODE.contains(&raw.name.as_str()),
+                    name: raw.name,
+                    action,
+                    matcher: Matcher::Builtin { entries, patterns },
+                });
+            }
         }
     }
     Ok(rules)
@@ -230,9 +253,8 @@ pub struct InjectionRules {
     /// The rule of each regex in `set`.
     set_owner: Vec<(usize, bool)>,
     engine: Option<Arc<WordEngine>>,
-    /// (entries, entries for listings, entries for prompt listings, rule
-    /// index) of the active built-in rules.
-    word_rules: Vec<(u64, u64, u64, usize)>,
+    /// (entries, rule index) of the active built-in rules.
+    word_rules: Vec<(EntryMasks, usize)>,
 }
 
 /// A rule that matched, by name.
@@ -259,16 +281,11 @@ impl InjectionRules {
             .into_iter()
             .filter(|r| r.action != RuleAction::Off)
             .collect();
-        let word_rules: Vec<(u64, u64, u64, usize)> = rules
+        let word_rules: Vec<(EntryMasks, usize)> = rules
             .iter()
             .enumerate()
             .filter_map(|(i, r)| match r.matcher {
-                Matcher::Builtin {
-                    entries,
-                    listed,
-                    prompted,
-                    ..
-                } => Some((entries, listed, prompted, i)),
+                Matcher::Builtin { entries, .. } => Some((entries, i)),
                 Matcher::Regex(_) => None,
             })
             .collect();
@@ -314,19 +331,14 @@ impl InjectionRules {
             return Vec::new();
         }
         let mut matched = vec![false; self.rules.len()];
-        for &(all, listed, prompted, i) in &self.word_rules {
-            let mask = match context {
-                TextContext::Listing => listed,
-                TextContext::PromptListing => prompted,
-                TextContext::Form | TextContext::UrlMode => all,
-            };
+        for &(masks, i) in &self.word_rules {
+            let mask = masks.of(context);
             matched[i] |= entries & mask != 0;
         }
         if regex_hit {
             for i in self.set.matches(text).iter() {
                 let (rule, listed) = self.set_owner[i];
-                let listing = matches!(context, TextContext::Listing | TextContext::PromptListing);
-                matched[rule] |= listed || !listing;
+                matched[rule] |= listed || !context.is_listing();
             }
         }
         let mut hits: Vec<InjectionHit> = self
