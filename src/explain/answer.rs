@@ -243,7 +243,7 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
             let method = exchange.ctx.request.method;
             let report = match method.catalogue() {
                 Some(items) => trace_listing(policy, &subject, items, &mut loose).1,
-                None if matches!(method, McpMethod::Initialize | McpMethod::ServerDiscover) => {
+                None if method.describes_server() => {
                     trace_notification(policy, &subject, method, result.get().as_bytes()).1
                 }
                 None => trace_result_meta(policy, &subject, &mut loose).1,
@@ -328,7 +328,7 @@ pub(super) fn explain(
     Ok(Explanation {
         keys_name: match exchange.ctx.request.method {
             m if m.catalogue().is_some() => "listed item",
-            McpMethod::Initialize | McpMethod::ServerDiscover => "description of",
+            m if m.describes_server() => "description of",
             _ => "input request",
         },
         upstream,

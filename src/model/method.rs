@@ -157,6 +157,12 @@ impl McpMethod {
         }
     }
 
+    /// A request whose result is the server's description of itself
+    /// (instructions, `serverInfo`), which the text rules read.
+    pub const fn describes_server(self) -> bool {
+        matches!(self, McpMethod::Initialize | McpMethod::ServerDiscover)
+    }
+
     /// A list whose items permissions filter.
     pub const fn list(self) -> Option<ListMember> {
         let (kind, items, name) = match self {

@@ -241,9 +241,7 @@ impl Exchange {
         }
         self.operation_completed();
         match self.ctx.request.method {
-            McpMethod::Initialize | McpMethod::ServerDiscover => {
-                self.server_description(id, result)
-            }
+            method if method.describes_server() => self.server_description(id, result),
             method if method.catalogue().is_some() => {
                 match json::parse_value(result.get().as_bytes()) {
                     Ok(mut value) => self.listing(id, method, &mut value, Disposition::Final),
