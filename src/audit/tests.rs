@@ -30,6 +30,7 @@ fn received_from_result(result: &str) -> AuditEvent {
         sampling: true,
         sampling_context: true,
         roots: true,
+        tasks: true,
     };
     let subject = Subject {
         method: McpMethod::ToolsCall,

@@ -34,7 +34,7 @@ pub use crate::model::ConfigError;
 pub use limits::{Limits, LogConfig, LogFormat};
 pub use listener::{ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
-pub use route::RouteConfig;
+pub use route::{RouteConfig, TaskMode};
 pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
 

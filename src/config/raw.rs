@@ -146,6 +146,8 @@ pub struct RawRoute {
     pub allow_anonymous: Option<bool>,
     /// Protocol generations served: "2026-07-28", "2025-11-25" (default both).
     pub generations: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The Tasks extension: "police" (default) or "refuse".
+    pub tasks: Option<Spanned<String>>,
     #[serde(default)]
     pub allow: Vec<Spanned<RawPermission>>,
     #[serde(default)]

@@ -24,6 +24,28 @@ pub struct RouteConfig {
     pub permissions: Permissions,
     /// The protocol generations this route serves.
     pub generations: Vec<Generation>,
+    /// What the route does with the Tasks extension.
+    pub tasks: TaskMode,
+}
+
+/// `route.tasks`: tasks are policed like every other carrier of a question
+/// (the default), or refused outright where an operator wants none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskMode {
+    #[default]
+    Police,
+    Refuse,
+}
+
+impl TaskMode {
+    const ALL: [TaskMode; 2] = [TaskMode::Police, TaskMode::Refuse];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TaskMode::Police => "police",
+            TaskMode::Refuse => "refuse",
+        }
+    }
 }
 
 /// What the routes are checked against: the upstreams that are valid, the
@@ -83,6 +105,9 @@ pub(super) fn routes(
                 loc,
             ))
             .unwrap_or_else(|| Generation::ALL.to_vec());
+        let tasks = p
+            .take(task_mode(&r.tasks, &format!("route[{i}].tasks"), loc))
+            .unwrap_or_default();
         let (Some(up), Some(allow), Some(deny)) = (up, allow, deny) else {
             continue;
         };
@@ -92,6 +117,7 @@ pub(super) fn routes(
             allow_anonymous,
             permissions: Permissions { allow, deny },
             generations,
+            tasks,
         };
         if out.insert(path.clone(), Arc::new(route)).is_some() {
             p.push(loc.at(
@@ -158,6 +184,34 @@ fn permission_rules(
         out.push(built);
     }
     Ok(out)
+}
+
+fn task_mode(
+    raw: &Option<Spanned<String>>,
+    field: &str,
+    loc: &Locator<'_>,
+) -> Result<TaskMode, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(TaskMode::default());
+    };
+    TaskMode::ALL
+        .into_iter()
+        .find(|m| m.as_str() == raw.get_ref())
+        .ok_or_else(|| {
+            let names: Vec<String> = TaskMode::ALL
+                .iter()
+                .map(|m| format!("\"{}\"", m.as_str()))
+                .collect();
+            loc.at(
+                raw.span(),
+                field,
+                format!(
+                    "\"{}\" is not a tasks mode; use {}",
+                    raw.get_ref(),
+                    names.join(" or ")
+                ),
+            )
+        })
 }
 
 fn generations(

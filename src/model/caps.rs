@@ -11,7 +11,13 @@ pub struct ClientCaps {
     pub sampling: bool,
     pub sampling_context: bool,
     pub roots: bool,
+    /// The Tasks extension (`extensions["io.modelcontextprotocol/tasks"]`):
+    /// a server may answer a tools/call with a task only then.
+    pub tasks: bool,
 }
+
+/// The Tasks extension's identifier (SEP-2663), in capabilities.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The capabilities object as written; members the gateway does not police
 /// are skipped.
@@ -23,6 +29,15 @@ pub struct RawCaps {
     sampling: Option<RawSampling>,
     #[serde(default)]
     roots: Option<IgnoredAny>,
+    #[serde(default)]
+    extensions: Option<RawExtensions>,
+}
+
+#[derive(Deserialize)]
+struct RawExtensions {
+    // Must equal TASKS_EXTENSION (serde needs the literal; a test compares).
+    #[serde(default, rename = "io.modelcontextprotocol/tasks")]
+    tasks: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -53,6 +68,7 @@ impl From<RawCaps> for ClientCaps {
             sampling: c.sampling.is_some(),
             sampling_context: c.sampling.as_ref().is_some_and(|s| s.context.is_some()),
             roots: c.roots.is_some(),
+            tasks: c.extensions.is_some_and(|e| e.tasks.is_some()),
         }
     }
 }
@@ -78,5 +94,13 @@ mod tests {
             ClientCaps::parse(r#"{"elicitation":{"url":{}},"sampling":{"context":{}},"roots":{}}"#);
         assert!(!c.elicitation_form && c.elicitation_url && c.sampling_context && c.roots);
         assert_eq!(ClientCaps::parse("[]"), ClientCaps::default());
+    }
+
+    #[test]
+    fn the_tasks_extension_is_read_under_its_identifier() {
+        let raw = format!(r#"{{"extensions":{{"{TASKS_EXTENSION}":{{}}}}}}"#);
+        assert!(ClientCaps::parse(&raw).tasks);
+        assert!(!ClientCaps::parse(r#"{"extensions":{"io.modelcontextprotocol/task":{}}}"#).tasks);
+        assert!(!ClientCaps::parse(r#"{"tasks":{}}"#).tasks);
     }
 }

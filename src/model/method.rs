@@ -96,6 +96,7 @@ method_table! {
     CompletionComplete => "completion/complete", ClientToServer;
     LoggingSetLevel => "logging/setLevel", ClientToServer;
     TasksGet => "tasks/get", ClientToServer;
+    TasksUpdate => "tasks/update", ClientToServer;
     TasksResult => "tasks/result", ClientToServer;
     TasksList => "tasks/list", ClientToServer;
     TasksCancel => "tasks/cancel", ClientToServer;
@@ -125,9 +126,12 @@ impl McpMethod {
             McpMethod::ResourcesSubscribe | McpMethod::ResourcesUnsubscribe => {
                 ("uri", false, Some(TargetKind::Resource))
             }
-            McpMethod::TasksGet | McpMethod::TasksResult | McpMethod::TasksCancel => {
-                ("taskId", false, None)
+            // The Tasks extension (2026-07-28) makes `Mcp-Name` = taskId
+            // mandatory; 2025-11-25's `tasks/result` has no such header.
+            McpMethod::TasksGet | McpMethod::TasksUpdate | McpMethod::TasksCancel => {
+                ("taskId", true, None)
             }
+            McpMethod::TasksResult => ("taskId", false, None),
             _ => return None,
         };
         Some(TargetMember {
@@ -142,6 +146,15 @@ impl McpMethod {
         matches!(
             self,
             McpMethod::ToolsCall | McpMethod::PromptsGet | McpMethod::ResourcesRead
+        )
+    }
+
+    /// A request about one task of the Tasks extension: its `requestState`
+    /// is the gateway's own, as on an MRTR retry.
+    pub const fn is_task_request(self) -> bool {
+        matches!(
+            self,
+            McpMethod::TasksGet | McpMethod::TasksUpdate | McpMethod::TasksCancel
         )
     }
 

@@ -12,7 +12,7 @@ mod reason;
 mod settings;
 
 pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestShape, TextFormat};
-pub use caps::{ClientCaps, RawCaps};
+pub use caps::{ClientCaps, RawCaps, TASKS_EXTENSION};
 pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemClock};
 pub use drain::DrainSignal;
 pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};

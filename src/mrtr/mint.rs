@@ -20,6 +20,10 @@ pub struct MintInput<'a> {
     pub answer_bytes: u64,
     pub upstream_state: Option<String>,
     pub asked: Vec<(String, Asked)>,
+    /// This state delivers new questions: a round more, under the round and
+    /// time limits. An MRTR question always does; a task's state sealed
+    /// into a status without new questions stays at its round.
+    pub asks: bool,
 }
 
 /// The operation and round of a minted state.
@@ -35,27 +39,21 @@ impl MrtrShared {
         let settings = &self.settings;
         let now_ms = self.clock.now_millis();
         let now = now_ms / 1000;
+        let step = u32::from(input.asks);
         let (operation, round, started_ms, prior_bytes) = match input.prior {
+            // The clock of a task's questions starts with its first one,
+            // not when the (possibly long) task was created.
+            Some(p) if p.round == 0 => (p.operation.clone(), step, now_ms, p.answer_bytes),
             Some(p) => (
                 p.operation.clone(),
-                p.round.saturating_add(1),
+                p.round.saturating_add(step),
                 p.started_millis(),
                 p.answer_bytes,
             ),
-            None => (new_operation_id(), 1, now_ms, 0),
+            None => (new_operation_id(), step, now_ms, 0),
         };
-        if round > settings.max_rounds {
-            let message = format!("the server has asked {} rounds of questions in one operation; the gateway stops it here", settings.max_rounds);
-            return Err(Refusal::new(Reason::RoundLimitExceeded, message)
-                .with_data("limit", settings.max_rounds.into()));
-        }
-        let max_ms = u64::try_from(settings.max_operation_time.as_millis()).unwrap_or(u64::MAX);
-        if now_ms.saturating_sub(started_ms) > max_ms {
-            let t = humantime::format_duration(settings.max_operation_time);
-            return Err(Refusal::new(
-                Reason::OperationExpired,
-                format!("the operation has taken longer than {t}; the gateway stops it here"),
-            ));
+        if input.asks {
+            self.check_limits(round, started_ms, now_ms)?;
         }
         let sealed = SealedState {
             v: 1,
@@ -83,5 +81,24 @@ impl MrtrShared {
             obj.insert("requestState".into(), Value::String(token));
         }
         Ok(Minted { operation, round })
+    }
+
+    /// The round and time limits of an operation that asks again.
+    fn check_limits(&self, round: u32, started_ms: u64, now_ms: u64) -> Result<(), Refusal> {
+        let settings = &self.settings;
+        if round > settings.max_rounds {
+            let message = format!("the server has asked {} rounds of questions in one operation; the gateway stops it here", settings.max_rounds);
+            return Err(Refusal::new(Reason::RoundLimitExceeded, message)
+                .with_data("limit", settings.max_rounds.into()));
+        }
+        let max_ms = u64::try_from(settings.max_operation_time.as_millis()).unwrap_or(u64::MAX);
+        if now_ms.saturating_sub(started_ms) > max_ms {
+            let t = humantime::format_duration(settings.max_operation_time);
+            return Err(Refusal::new(
+                Reason::OperationExpired,
+                format!("the operation has taken longer than {t}; the gateway stops it here"),
+            ));
+        }
+        Ok(())
     }
 }

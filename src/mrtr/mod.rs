@@ -9,6 +9,7 @@ pub mod replay;
 pub mod retry;
 pub mod seal;
 pub mod settings;
+pub mod task;
 pub mod value_scan;
 
 use std::sync::Arc;
@@ -108,6 +109,15 @@ pub fn params_digest(params: &Map<String, Value>) -> String {
         .collect();
     let canonical = serde_jcs::to_vec(&salient).unwrap_or_default();
     URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, &canonical).as_ref())
+}
+
+/// The digest a task's sealed state binds: its task id, as
+/// [`params_digest`] of `{"taskId": …}` (the salient params of every
+/// `tasks/*` request about it).
+pub fn task_digest(task_id: &str) -> String {
+    let mut params = Map::new();
+    params.insert("taskId".into(), Value::String(task_id.to_owned()));
+    params_digest(&params)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use super::answers::{check_answers, AnswerProblem, AnswerReport, AnswerRules};
 use super::seal::{OpenError, SealedState};
 use super::settings::SingleUse;
 use super::{Binding, MrtrShared};
-use crate::model::{Reason, Refusal};
+use crate::model::{McpMethod, Reason, Refusal};
 
 /// A retry that passed its checks.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ impl MrtrShared {
 
     /// Open the client's state: within the size this gateway issues, sealed
     /// with a key it holds, unaltered.
-    fn open_state(&self, token: &str) -> Result<SealedState, Refusal> {
+    pub(super) fn open_state(&self, token: &str) -> Result<SealedState, Refusal> {
         if token.len() > self.settings.max_client_state_bytes {
             return Err(refusal(
                 Reason::StateTooLarge,
@@ -114,11 +114,11 @@ impl MrtrShared {
         }
         let mut params = retry.params;
         let answers = self.take_answers(&mut params, prior)?;
-        let body = rewrite(retry.id, binding, params, prior)?;
+        let body = rewrite(retry.id, binding.method, params, prior)?;
         Ok((body, answers))
     }
 
-    fn check_binding(
+    pub(super) fn check_binding(
         &self,
         prior: &SealedState,
         binding: &Binding<'_>,
@@ -172,7 +172,7 @@ impl MrtrShared {
         }
     }
 
-    fn take_answers(
+    pub(super) fn take_answers(
         &self,
         params: &mut Map<String, Value>,
         prior: &SealedState,
@@ -210,7 +210,7 @@ impl MrtrShared {
     }
 }
 
-fn answer_refusal(p: AnswerProblem) -> Refusal {
+pub(super) fn answer_refusal(p: AnswerProblem) -> Refusal {
     let mut r = Refusal::new(p.reason, p.why).with_data("key", p.key.into());
     if let Some(f) = p.field {
         r = r.with_data("field", f.into());
@@ -227,9 +227,9 @@ struct Forwarded<'a> {
 }
 
 /// The body with the upstream's own state (or none) and the checked answers.
-fn rewrite(
+pub(super) fn rewrite(
     id: &RawValue,
-    binding: &Binding<'_>,
+    method: McpMethod,
     mut params: Map<String, Value>,
     prior: &SealedState,
 ) -> Result<Bytes, Refusal> {
@@ -244,7 +244,7 @@ fn rewrite(
     let message = Forwarded {
         jsonrpc: "2.0",
         id,
-        method: binding.method.as_str(),
+        method: method.as_str(),
         params: &params,
     };
     serde_json::to_vec(&message)

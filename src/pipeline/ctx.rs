@@ -11,6 +11,7 @@ use super::session::OpenSession;
 use super::{Gateway, Peer};
 use crate::identify::Principal;
 use crate::mrtr::retry::AcceptedRetry;
+use crate::mrtr::task::AcceptedTask;
 use crate::mrtr::Binding;
 use crate::telemetry::RequestTrace;
 
@@ -26,6 +27,9 @@ pub struct RequestCtx {
     pub request: ParsedRequest,
     /// Set by the retry check when the request answers questions.
     pub retry: Option<AcceptedRetry>,
+    /// Set by the task check when a request about a task brought the
+    /// gateway's state back.
+    pub task: Option<AcceptedTask>,
     /// The 2025-11-25 session the request belongs to.
     pub session: Option<OpenSession>,
     /// The request's span (empty when tracing is off).
@@ -52,6 +56,7 @@ impl RequestCtx {
             principal: Principal::anonymous(),
             request,
             retry: None,
+            task: None,
             session: None,
             trace: RequestTrace::off(),
         })

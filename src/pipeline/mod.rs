@@ -19,6 +19,7 @@ pub mod retry;
 pub mod route;
 pub mod session;
 pub mod sse;
+pub mod task;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -233,6 +234,7 @@ impl Gateway {
             principal,
             request: parsed,
             retry: None,
+            task: None,
             session: None,
             trace: trace.clone(),
         };
@@ -246,7 +248,10 @@ impl Gateway {
         trace.phase(Phase::Access);
         let body = match answer::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
             Some(answer) => answer,
-            None => retry::check(&mut ctx).await.map_err(|r| within(r, &ctx))?,
+            None => match task::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
+                Some(body) => body,
+                None => retry::check(&mut ctx).await.map_err(|r| within(r, &ctx))?,
+            },
         };
         if let Some(prior) = ctx.retry.as_ref().map(|r| &r.prior) {
             trace.operation(&prior.operation, prior.round + 1);

@@ -48,6 +48,8 @@ impl From<SealedCaps> for ClientCaps {
             sampling: c.sampling,
             sampling_context: c.context,
             roots: c.roots,
+            // The Tasks extension is a 2026-07-28 per-request declaration.
+            tasks: false,
         }
     }
 }

@@ -25,6 +25,7 @@ mod reload;
 mod reload_metrics;
 mod rmcp_e2e;
 mod sessions;
+mod tasks;
 mod throttle_redis;
 mod tls;
 mod trace_context;

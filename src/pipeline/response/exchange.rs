@@ -21,7 +21,8 @@ use crate::json::strict::{Failure, Key};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::policy::inspect::{
-    inspect_listing, inspect_notification, inspect_result_meta, Report, Subject, SERVER_INFO_KEY,
+    inspect_listing, inspect_notification, inspect_result_meta, Report, Subject, TaskCarrier,
+    SERVER_INFO_KEY,
 };
 use serde::de::IgnoredAny;
 
@@ -146,11 +147,13 @@ impl Exchange {
         }
     }
 
-    fn notification(&self, msg: &Message<'_>, carrier: Carrier) -> Disposition {
+    fn notification(&mut self, msg: &Message<'_>, carrier: Carrier) -> Disposition {
         let method = McpMethod::parse(msg.method.as_deref().unwrap_or_default());
         let allowed = match self.ctx.request.method {
             _ if self.sessions() => method.is_server_notification(),
             McpMethod::SubscriptionsListen => method.is_server_notification(),
+            // The Tasks extension sends a task's status on its tasks/get stream.
+            McpMethod::TasksGet if method == McpMethod::TasksStatus => true,
             _ => method.is_request_stream_notification() && method != McpMethod::Cancelled,
         };
         if carrier == Carrier::Body {
@@ -171,6 +174,9 @@ impl Exchange {
         let Some(params) = msg.params else {
             return Disposition::Notify;
         };
+        if method == McpMethod::TasksStatus {
+            return self.task_notification(params);
+        }
         let route = &self.ctx.route.upstream.settings;
         let (outcome, report) = inspect_notification(
             &route.policy,
@@ -238,6 +244,12 @@ impl Exchange {
         };
         if result_type.as_deref() == Some("input_required") {
             return self.question(id, result);
+        }
+        if result_type.as_deref() == Some("task") {
+            return self.task_result(id, result, TaskCarrier::Created);
+        }
+        if self.ctx.request.method == McpMethod::TasksGet {
+            return self.task_result(id, result, TaskCarrier::Status);
         }
         self.operation_completed();
         match self.ctx.request.method {

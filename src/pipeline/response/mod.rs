@@ -8,6 +8,7 @@ mod gate;
 mod push;
 mod question;
 mod stream;
+mod task;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};

@@ -61,6 +61,7 @@ impl Exchange {
             answer_bytes: retry.map_or(0, |r| r.answers.answer_bytes as u64),
             upstream_state: report.request_state.clone(),
             asked: report.asked.clone(),
+            asks: true,
         };
         ctx.gateway.mrtr.mint(input, value)
     }

@@ -19,6 +19,7 @@ mod provenance;
 mod secret;
 mod server_info;
 mod shape;
+mod task;
 mod text;
 mod url;
 
@@ -34,6 +35,7 @@ use crate::policy::injection::TextContext;
 
 pub use provenance::PROVENANCE_KEY;
 pub use server_info::SERVER_INFO_KEY;
+pub use task::{CheckedTask, TaskCarrier};
 
 /// The exchange the inspected message belongs to.
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +107,20 @@ pub fn inspect_result(
 ) -> (Result<Value, Refusal>, Report) {
     let mut run = Run::new(policy, subject);
     let outcome = run.result(result);
+    (outcome, run.report)
+}
+
+/// Inspect a task of the Tasks extension (raw JSON: a result or a
+/// notification's params) wherever it travels: its questions under the
+/// question policy, its text and result under the rules for them.
+pub fn inspect_task(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    task: &[u8],
+    carrier: TaskCarrier,
+) -> (Result<CheckedTask, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    let outcome = run.task(task, carrier);
     (outcome, run.report)
 }
 

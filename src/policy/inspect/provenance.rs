@@ -11,6 +11,13 @@ use crate::model::Asked;
 /// The `_meta` key under which the gateway annotates what it let through.
 pub const PROVENANCE_KEY: &str = "dev.portcullis/provenance";
 
+/// A `_meta` key in the gateway's own namespace, in any letter case.
+pub(super) fn is_gateway_key(key: &str) -> bool {
+    const PREFIX: &str = "dev.portcullis/";
+    key.get(..PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX))
+}
+
 impl Run<'_> {
     /// The gateway's annotation replaces anything the upstream wrote under
     /// the gateway's own `_meta` prefix.
@@ -22,7 +29,7 @@ impl Run<'_> {
             *meta = Value::Object(Map::new());
         }
         let Value::Object(meta) = meta else { return };
-        meta.retain(|k, _| !k.starts_with("dev.portcullis/"));
+        meta.retain(|k, _| !is_gateway_key(k));
         let verdicts: Vec<Value> = self
             .report
             .verdicts

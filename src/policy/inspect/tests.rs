@@ -30,6 +30,7 @@ fn all_caps() -> ClientCaps {
         sampling: true,
         sampling_context: true,
         roots: true,
+        tasks: true,
     }
 }
 

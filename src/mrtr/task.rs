@@ -1,0 +1,145 @@
+//! Check a request about one task of the Tasks extension (`tasks/get`,
+//! `tasks/update`, `tasks/cancel`) that brings the gateway's state back.
+//!
+//! Every task the gateway delivers carries its own sealed `requestState`
+//! (the upstream's inside, with the task id, the caller and the questions
+//! outstanding), as an MRTR question does. A request about the task must
+//! come from the same caller, through the same upstream, about the same
+//! task; a `tasks/update` is an answer and gets the one answer check: asked
+//! keys only, each field against the schema that was asked, the secret
+//! scan, each question answered once, the operation's answer budget. Then
+//! the upstream's own state takes the gateway's place.
+
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::answers::AnswerReport;
+use super::retry::{rewrite, RetryRefused};
+use super::seal::SealedState;
+use super::{task_digest, Binding, MrtrShared};
+use crate::model::{McpMethod, Reason, Refusal};
+
+/// What the request check read of a task request.
+pub struct TaskRequest<'a> {
+    /// The client's `id`, as written.
+    pub id: &'a RawValue,
+    pub method: McpMethod,
+    /// `params.taskId` (equal to `Mcp-Name`, checked).
+    pub task_id: &'a str,
+    /// The gateway's sealed state the client echoed.
+    pub token: &'a str,
+    /// `params`, parsed strictly.
+    pub params: Map<String, Value>,
+}
+
+/// A task request that passed its checks.
+#[derive(Debug)]
+pub struct AcceptedTask {
+    /// The body to forward: the upstream's own state back in place (and,
+    /// on an update, only the answers that were asked for).
+    pub body: Bytes,
+    /// The state the client brought: the task's operation and round.
+    pub prior: SealedState,
+    /// The answers of a `tasks/update` (empty otherwise).
+    pub answers: AnswerReport,
+}
+
+impl MrtrShared {
+    /// Check a task request and build the body to forward.
+    pub async fn check_task_request(
+        &self,
+        binding: &Binding<'_>,
+        request: TaskRequest<'_>,
+    ) -> Result<AcceptedTask, RetryRefused> {
+        let prior = self.open_state(request.token)?;
+        match self.check_task_opened(binding, request, &prior).await {
+            Ok((body, answers)) => Ok(AcceptedTask {
+                body,
+                prior,
+                answers,
+            }),
+            Err(refusal) => Err(RetryRefused {
+                refusal,
+                opened: Some(Box::new(prior)),
+            }),
+        }
+    }
+
+    async fn check_task_opened(
+        &self,
+        binding: &Binding<'_>,
+        request: TaskRequest<'_>,
+        prior: &SealedState,
+    ) -> Result<(Bytes, AnswerReport), Refusal> {
+        // A task's state is sealed for the answer it may take (tasks/update)
+        // about one task id; get and cancel are checked against the same.
+        let task = Binding {
+            method: McpMethod::TasksUpdate,
+            target: Some(request.task_id),
+            ..*binding
+        };
+        self.check_binding(prior, &task, &task_digest(request.task_id))?;
+        let mut params = request.params;
+        let answers = match request.method {
+            McpMethod::TasksUpdate => self.task_answers(&mut params, prior).await?,
+            _ => AnswerReport::default(),
+        };
+        let body = rewrite(request.id, request.method, params, prior)?;
+        Ok((body, answers))
+    }
+
+    /// The answers of a `tasks/update`: checked against the questions the
+    /// state names, each question answered once, within the answer budget
+    /// of the whole task (kept in the single-use store, since one state may
+    /// take several partial updates).
+    async fn task_answers(
+        &self,
+        params: &mut Map<String, Value>,
+        prior: &SealedState,
+    ) -> Result<AnswerReport, Refusal> {
+        if !matches!(params.get("inputResponses"), Some(Value::Object(_))) {
+            return Err(Refusal::new(
+                Reason::InvalidAnswer,
+                "tasks/update carries its answers in an inputResponses object",
+            ));
+        }
+        let report = self.take_answers(params, prior)?;
+        let keep_until = prior
+            .expires
+            .saturating_add(self.settings.max_operation_time.as_secs());
+        for key in &report.kept {
+            let id = format!("{}.task.{key}", prior.operation);
+            match self.replay.consume_once(&id, keep_until).await {
+                Ok(true) => {}
+                Ok(false) => return Err(Refusal::new(
+                    Reason::StateReplayed,
+                    "this question of the task has been answered already; each is answered once",
+                )
+                .with_data("key", key.clone().into())),
+                Err(_) => return Err(store_unavailable()),
+            }
+        }
+        let total = self
+            .replay
+            .add_bytes(&prior.operation, report.answer_bytes as u64, keep_until)
+            .await
+            .map_err(|_| store_unavailable())?;
+        if total > self.settings.max_answer_bytes {
+            let message = format!(
+                "the answers to this task exceed {} bytes; the gateway stops it here",
+                self.settings.max_answer_bytes
+            );
+            return Err(Refusal::new(Reason::AnswerLimitExceeded, message)
+                .with_data("limit", self.settings.max_answer_bytes.into()));
+        }
+        Ok(report)
+    }
+}
+
+fn store_unavailable() -> Refusal {
+    Refusal::new(
+        Reason::StateStoreUnavailable,
+        "the gateway cannot check single-use state right now; try again",
+    )
+}

@@ -1,0 +1,117 @@
+//! Phase: a request about a task of the Tasks extension. A route that
+//! refuses tasks refuses every `tasks/*` request here. Otherwise the
+//! gateway's state a `tasks/get` or `tasks/cancel` brings back is opened
+//! and checked (same caller, same upstream, same task) and the upstream's
+//! own put in its place; a `tasks/update` is an answer, so it must bring
+//! one, and its answers get the one answer check before anything goes
+//! upstream. A refusal here means nothing was forwarded.
+
+use bytes::Bytes;
+use serde_json::value::RawValue;
+
+use super::ctx::RequestCtx;
+use crate::audit::AuditEvent;
+use crate::config::TaskMode;
+use crate::json::MessageKind;
+use crate::model::{McpMethod, Reason, Refusal};
+use crate::mrtr::retry::RetryRefused;
+use crate::mrtr::task::TaskRequest;
+
+/// Every method of a task's lifecycle, 2025-11-25's included.
+fn is_tasks_method(method: McpMethod) -> bool {
+    method.is_task_request() || matches!(method, McpMethod::TasksResult | McpMethod::TasksList)
+}
+
+/// When the request is about a task and brought the gateway's state: the
+/// body to forward.
+pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
+    let request = &ctx.request;
+    let method = request.method;
+    if !is_tasks_method(method) || request.kind != MessageKind::Request {
+        return Ok(None);
+    }
+    if ctx.route.config.tasks == TaskMode::Refuse {
+        return Err(Refusal::new(
+            Reason::TasksRefused,
+            format!("this endpoint does not serve tasks ({method})"),
+        ));
+    }
+    // Without the gateway's state a get or a cancel goes on as written
+    // (the upstream decides); an update is an answer and needs one.
+    let state_given = request.request_state.is_some() || request.request_state_not_string;
+    if !method.is_task_request() || (!state_given && method != McpMethod::TasksUpdate) {
+        return Ok(None);
+    }
+    match accept(ctx).await {
+        Ok(body) => Ok(Some(body)),
+        Err(RetryRefused { refusal, opened }) => {
+            ctx.gateway
+                .metrics
+                .state_refused(&ctx.route.upstream.label, refusal.reason);
+            let audit = &ctx.gateway.audit;
+            if audit.enabled() {
+                let at = match &opened {
+                    Some(s) => ctx.audit_context().with_operation(&s.operation, s.round),
+                    None => ctx.audit_context(),
+                };
+                audit.emit(&at, AuditEvent::retry_refused(&refusal));
+            }
+            Err(refusal)
+        }
+    }
+}
+
+async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, RetryRefused> {
+    let request = &ctx.request;
+    let token = match (&request.request_state, request.request_state_not_string) {
+        (_, true) => {
+            return Err(Refusal::new(Reason::StateInvalid, "requestState must be a string").into())
+        }
+        (None, false) => {
+            return Err(Refusal::new(
+                Reason::StateMissing,
+                "tasks/update came without the requestState this gateway delivered with the task's questions; send the latest one",
+            )
+            .into())
+        }
+        (Some(token), false) => token.as_str(),
+    };
+    let task_id = request.target.as_deref().ok_or_else(|| {
+        RetryRefused::from(Refusal::new(
+            Reason::InvalidRequest,
+            format!("{} needs params.taskId", request.method),
+        ))
+    })?;
+    let id: &RawValue = request
+        .id()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .ok_or_else(|| {
+            RetryRefused::from(Refusal::new(
+                Reason::InvalidRequest,
+                "a task request has an id",
+            ))
+        })?;
+    let task = TaskRequest {
+        id,
+        method: request.method,
+        task_id,
+        token,
+        params: request.params_map(),
+    };
+    let binding = ctx.binding();
+    let accepted = ctx.gateway.mrtr.check_task_request(&binding, task).await?;
+    let audit = &ctx.gateway.audit;
+    if audit.enabled() && ctx.request.method == McpMethod::TasksUpdate {
+        let at = ctx
+            .audit_context()
+            .with_operation(&accepted.prior.operation, accepted.prior.round);
+        audit.emit(&at, AuditEvent::retry_ok(&accepted.answers));
+        audit.emit(
+            &at,
+            AuditEvent::forwarded(&accepted.answers, &accepted.prior),
+        );
+    }
+    let body = accepted.body.clone();
+    ctx.task = Some(accepted);
+    Ok(body)
+}
