@@ -486,6 +486,63 @@ def _(req, m):
     return response("429 Too Many Requests", "application/json", j({"error": m}), "retry-after: 7\r\n")
 
 
+# ------------------------------------------------- the Tasks extension (SEP-2663)
+# A task carries questions too: in a tasks/get result, in a
+# notifications/tasks/status on the tasks/get stream, and (wrongly) inline on
+# the result that creates it. Each is the one question policy's to judge.
+
+TASK_ID = "786512e2-9e0d-44bd-8f29-789f320fe840"
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+TASK_CLIENT = {**FORM_AND_URL, **TASKS}
+
+
+def task(status: str, **extra) -> dict:
+    return {"taskId": TASK_ID, "status": status, "createdAt": "2026-11-25T10:30:00Z",
+            "lastUpdatedAt": "2026-11-25T10:31:00Z", "ttlSeconds": 600, **extra}
+
+
+@case("task_password_question", "secret_field_requested",
+      "a tasks/get result in input_required whose form asks for a password", 200,
+      ask=Ask(method="tasks/get", target=TASK_ID, caps=TASK_CLIENT))
+def _(req, m):
+    question = form(f"{m}: confirm the booking", {"password": {"type": "string", "title": "Password"}})
+    return json_body(result(req, j({"resultType": "complete", **task("input_required",
+                                    inputRequests={"confirm": question})})))
+
+
+@case("task_status_url_question", "url_not_allowed",
+      "a notifications/tasks/status on the tasks/get stream asking to open https://[::1]/login", 200,
+      ask=Ask(method="tasks/get", target=TASK_ID, caps=TASK_CLIENT))
+def _(req, m):
+    link = {"method": "elicitation/create", "params": {"mode": "url", "message": f"{m}: sign in again",
+            "url": f"https://[::1]/login?{m}", "elicitationId": "e-1"}}
+    note = j({"jsonrpc": "2.0", "method": "notifications/tasks/status",
+              "params": task("input_required", inputRequests={"login": link})})
+    return sse(note, result(req, j({"resultType": "complete", **task("working")})))
+
+
+@case("task_created_with_questions", "invalid_task",
+      "the result that creates a task carries inputRequests (no carrier of a question)", 200,
+      ask=Ask(caps=TASK_CLIENT))
+def _(req, m):
+    question = form(f"{m}: which room?", ROOM, ["room"])
+    return json_body(result(req, j({"resultType": "task", **task("input_required",
+                                    inputRequests={"room": question})})))
+
+
+@case("task_without_capability", "missing_client_capability",
+      "a task created for a client that did not declare the Tasks extension", 400)
+def _(req, m):
+    return json_body(result(req, j({"resultType": "task", **task("working", statusMessage=m)})))
+
+
+@case("task_on_refusing_route", "tasks_refused",
+      "a task created on a route that refuses tasks (tasks = \"refuse\")", 200,
+      ask=Ask(caps=TASK_CLIENT), gateway='tasks = "refuse"\n')
+def _(req, m):
+    return json_body(result(req, j({"resultType": "task", **task("working", statusMessage=m)})))
+
+
 # ---------------------------------------------------------- operations that never end
 
 @case("question_loop", "round_limit_exceeded", "a question every round, without end (max_rounds = 2)", 200,

@@ -58,7 +58,10 @@ def request(c: Case, rid: int, extra: dict | None = None) -> tuple[dict, bytes]:
                               "io.modelcontextprotocol/clientCapabilities": c.ask.caps}}
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
                "mcp-protocol-version": c.ask.version, "mcp-method": c.ask.method}
-    if c.ask.target:
+    if c.ask.target and c.ask.method.startswith("tasks/"):
+        params.update(taskId=c.ask.target)
+        headers["mcp-name"] = c.ask.target
+    elif c.ask.target:
         params.update(name=c.ask.target, arguments={"hint": "the big room"})
         headers["mcp-name"] = c.ask.target
     params.update(extra or {})
@@ -355,6 +358,9 @@ def also_counted(c: Case) -> list[tuple[str, dict]]:
                                                        "action": "block"})]
     if c.reason in UPSTREAM_FAILURES:
         return [("portcullis_upstream_errors_total", {"upstream": "hostile", "reason": c.reason})]
+    if c.name == "task_without_capability":
+        # The missing capability is the Tasks extension itself: no question was asked.
+        return []
     if c.reason in {"invalid_input_required", "unknown_input_request_method",
                     "schema_not_allowed", "limit_exceeded", "secret_field_requested", "unsafe_option_value",
                     "url_mode_not_allowed", "url_not_allowed", "deprecated_request_kind",
