@@ -51,7 +51,7 @@ pub fn gateway() -> Arc<Gateway> {
 /// What the client asked and what it declared it can do.
 pub const CAPS: &[&str] = &[
     r#"{"elicitation":{"form":{}}}"#,
-    r#"{"elicitation":{"form":{},"url":{}},"sampling":{"context":{}},"roots":{}}"#,
+    r#"{"elicitation":{"form":{},"url":{}},"sampling":{"context":{}},"roots":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}"#,
     r#"{}"#,
     r#"{"elicitation":{}}"#,
 ];
@@ -67,6 +67,7 @@ pub const METHODS: &[(&str, Option<(&str, &str)>)] = &[
     ("resources/templates/list", None),
     ("ping", None),
     ("subscriptions/listen", None),
+    ("tasks/get", Some(("taskId", "786512e2-9e0d"))),
 ];
 
 /// The client request the upstream's message answers, checked by the real
