@@ -16,8 +16,8 @@ use crate::pipeline::response::exchange::{Carrier, Disposition, Exchange};
 use crate::pipeline::sse::SseFramer;
 use crate::pipeline::Gateway;
 use crate::policy::inspect::{
-    trace_every_rule, trace_listing, trace_notification, trace_result, trace_result_meta, Report,
-    Verdict, PROVENANCE_KEY,
+    trace_every_rule, trace_notification, trace_result, trace_result_meta, trace_whole_result,
+    Report, Verdict, PROVENANCE_KEY,
 };
 
 /// What the message file holds.
@@ -242,7 +242,7 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
             // or the identity any result may carry: their text rules.
             let method = exchange.ctx.request.method;
             let report = match method.catalogue() {
-                Some(items) => trace_listing(policy, &subject, items, &mut loose).1,
+                Some(_) => trace_whole_result(policy, &subject, &mut loose).1,
                 None if method.describes_server() => {
                     trace_notification(policy, &subject, method, result.get().as_bytes()).1
                 }
@@ -313,7 +313,16 @@ pub(super) fn explain(
             crate::model::Reason::UpstreamProtocolViolation,
             "a pushed request would be withheld",
         )),
-        Disposition::Refuse(r) => Err(r),
+        // Offline there is no question budget to spend: the policy's word.
+        Disposition::PushPending(push) => match exchange.admit_push(push, Ok(())) {
+            Disposition::Pushed(b) => Ok(b),
+            Disposition::Refuse(r) => Err(r),
+            _ => Err(Refusal::new(
+                crate::model::Reason::UpstreamProtocolViolation,
+                "a pushed request would be withheld",
+            )),
+        },
+        Disposition::Refuse(r) | Disposition::ReplayRefused { refusal: r, .. } => Err(r),
     };
     let (report, every_rule) = match traced {
         Some(t) => (Some(t.report), t.every_rule),

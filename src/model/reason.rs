@@ -74,9 +74,10 @@ reason_table! {
     UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, an event-stream line that is no field, stream ended without a response";
     UpstreamConnectionClosed => "upstream_connection_closed", -32001, BAD_GATEWAY, "the upstream closed the connection mid-answer";
     UpstreamResponseTooLarge => "upstream_response_too_large", -32001, BAD_GATEWAY, "one message over `max_response_body_bytes`";
-    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id, a list result whose items are not objects";
+    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id, a list result whose items are not objects, a task replayed on a resumed stream";
     ShuttingDown => "shutting_down", -32006, SERVICE_UNAVAILABLE, "refused or cut during drain";
     InputRequiredNotAllowed => "input_required_not_allowed", -32010, OK, "`input_required` on a method that cannot have it";
+    ReplayedQuestion => "replayed_question", -32010, OK, "an `input_required` result replayed on a resumed 2025-11-25 stream: the request it answers is unknown, so no state can be sealed for it (a question that breaks a rule gets that rule's reason)";
     InvalidInputRequired => "invalid_input_required", -32010, OK, "malformed `input_required` (shape, nesting)";
     DuplicateMember => "duplicate_member", -32010, OK, "a member given twice in an upstream message (parser differential)";
     UnknownInputRequestMethod => "unknown_input_request_method", -32010, OK, "not elicitation/create, sampling/createMessage, roots/list";

@@ -23,6 +23,7 @@ mod policy;
 mod proxy;
 mod reload;
 mod reload_metrics;
+mod resumed;
 mod rmcp_e2e;
 mod sessions;
 mod tasks;

@@ -45,6 +45,7 @@ from hostile_upstream import HostileUpstream
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = "2026-07-28"
+LEGACY = "2025-11-25"
 DIRECT_TIMEOUT_S = 2.5  # longer than any gateway timeout a row sets (1s)
 CLIENT_TIMEOUT_S = 15.0
 CASES = {c.name: c for c in hostile_cases.CASES}
@@ -87,6 +88,16 @@ class Reply:
     body: bytes = b""
     timed_out: bool = False
 
+    def header(self, name: str) -> str | None:
+        """A response header (the head is the text up to the first blank line)."""
+        for line in re.split(r"\r?\n", self.text):
+            if not line.strip():
+                return None
+            k, sep, v = line.partition(":")
+            if sep and k.strip().lower() == name:
+                return v.strip()
+        return None
+
     @property
     def message(self) -> dict | None:
         try:
@@ -121,12 +132,12 @@ def dechunk(body: bytes) -> bytes:
     return out
 
 
-def send_raw(url: str, headers: dict, body: bytes) -> Reply:
+def send_raw(url: str, headers: dict, body: bytes, method: str = "POST") -> Reply:
     """A raw HTTP/1.1 exchange: what a client straight at the upstream gets,
     whatever the upstream does (a hang is `timed_out`)."""
     host, port = re.match(r"http://([^:/]+):(\d+)", url).groups()
     path = url.split(f":{port}", 1)[1]
-    head = f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n"
+    head = f"{method} {path} HTTP/1.1\r\nhost: {host}:{port}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
     data, timed_out = b"", False
     with socket.create_connection((host, int(port)), timeout=DIRECT_TIMEOUT_S) as s:
@@ -156,15 +167,34 @@ def send_raw(url: str, headers: dict, body: bytes) -> Reply:
     return Reply(status, text, message, body, timed_out)
 
 
-def send_http(client: httpx2.Client, url: str, headers: dict, body: bytes) -> Reply:
-    r = client.post(url, headers=headers, content=body)
+def send_http(client: httpx2.Client, url: str, headers: dict, body: bytes, method: str = "POST") -> Reply:
+    r = client.request(method, url, headers=headers, content=body)
     head = "".join(f"{k}: {v}\n" for k, v in r.headers.items())
     is_stream = r.headers.get("content-type", "").startswith("text/event-stream")
     return Reply(r.status_code, head + "\n" + r.text, last_data(r.text, is_stream), r.content)
 
 
+def play_resumed(c: Case, send) -> list[Reply]:
+    """A 2025-11-25 session (initialize, notifications/initialized), then its
+    stream resumed with Last-Event-ID: the replayed events are the last reply."""
+    base = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": LEGACY}
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": c.ask.caps, "clientInfo": {"name": "hostile-suite", "version": "1"}}}
+    first = send(base, json.dumps(init).encode())
+    session = first.header("mcp-session-id")
+    assert session, f"{c.name}: initialize gave no session:\n{first.text[:500]}"
+    base["mcp-session-id"] = session
+    initialized = send(base, json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+    listen = {"accept": "text/event-stream", "mcp-protocol-version": LEGACY, "mcp-session-id": session,
+              "last-event-id": "r0"}
+    return [first, initialized, send(listen, b"", "GET")]
+
+
 def play(c: Case, send) -> list[Reply]:
     """The client's side of a case: ask, and answer up to `rounds` questions."""
+    if c.ask.resume:
+        return play_resumed(c, send)
     if c.ask.version != VERSION:
         pytest.fail(f"{c.name}: add the {c.ask.version} session handshake to play() first", pytrace=False)
     headers, body = request(c, 1)
@@ -289,7 +319,7 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 def check_direct(c: Case, upstream: HostileUpstream) -> str:
     upstream.received[c.name].clear()
-    replies = play(c, lambda h, b: send_raw(upstream.url(c.name), h, b))
+    replies = play(c, lambda h, b, m="POST": send_raw(upstream.url(c.name), h, b, m))
     last = replies[-1]
     if c.leak == "upstream":
         reached = any(c.marker.encode() in r.body for r in upstream.received[c.name])
@@ -321,7 +351,7 @@ def check_gateway(c: Case, upstream: HostileUpstream) -> tuple[str, str]:
     with gateway_for(c, upstream) as (url, admin):
         upstream.received[c.name].clear()
         with httpx2.Client(timeout=CLIENT_TIMEOUT_S) as client:
-            replies = play(c, lambda h, b: send_http(client, url, h, b))
+            replies = play(c, lambda h, b, m="POST": send_http(client, url, h, b, m))
         last = replies[-1]
         error = (last.message or {}).get("error") or {}
         reason = error.get("data", {}).get("reason")
@@ -335,7 +365,8 @@ def check_gateway(c: Case, upstream: HostileUpstream) -> tuple[str, str]:
             assert not leaked, f"{c.name}: the answers reached the upstream"
         with urllib.request.urlopen(f"{admin}/metrics", timeout=5) as m:
             metrics = m.read().decode()
-    counted = metric(metrics, "portcullis_requests_total", upstream="hostile", method=c.ask.method, outcome=c.reason)
+    counted = metric(metrics, "portcullis_requests_total", upstream="hostile", method=c.ask.metric_method,
+                     outcome=c.reason)
     assert counted == 1, f"{c.name}: portcullis_requests_total{{outcome={c.reason}}} is {counted}, not 1"
     seen = [f"requests_total{{outcome={c.reason}}}=1"]
     for name, labels in also_counted(c):
@@ -352,7 +383,9 @@ POLICY_CODE = -32010
 
 def also_counted(c: Case) -> list[tuple[str, dict]]:
     """The counters besides requests_total that a refusal of this kind moves."""
-    if c.ask.method in {"server/discover", "tools/list"} and c.reason == "prompt_injection":
+    reads_text = c.ask.resume or c.ask.method in {"server/discover", "tools/list", "prompts/list", "resources/list",
+                                                  "resources/templates/list"}
+    if reads_text and c.reason == "prompt_injection":
         # Not a question: the text rules' verdict is what is counted.
         return [("portcullis_policy_verdicts_total", {"upstream": "hostile", "rule": "prompt_injection",
                                                        "action": "block"})]
@@ -365,7 +398,7 @@ def also_counted(c: Case) -> list[tuple[str, dict]]:
                     "schema_not_allowed", "limit_exceeded", "secret_field_requested", "unsafe_option_value",
                     "url_mode_not_allowed", "url_not_allowed", "deprecated_request_kind",
                     "sampling_context_not_allowed", "prompt_injection", "missing_client_capability",
-                    "input_required_not_allowed"}:
+                    "input_required_not_allowed", "replayed_question"}:
         return [("portcullis_input_required_total", {"upstream": "hostile", "outcome": "refused"})]
     if c.reason == "rate_limited":
         return [("portcullis_rate_limited_total", {"upstream": "hostile", "scope": "input_required_rounds"})]

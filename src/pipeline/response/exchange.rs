@@ -17,12 +17,12 @@ use serde_json::Value;
 
 use super::super::ctx::RequestCtx;
 use super::super::request::Transport;
+use super::push::PendingPush;
 use crate::json::strict::{Failure, Key};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::policy::inspect::{
-    inspect_listing, inspect_notification, inspect_result_meta, Report, Subject, TaskCarrier,
-    SERVER_INFO_KEY,
+    inspect_notification, inspect_result_meta, Report, Subject, TaskCarrier, SERVER_INFO_KEY,
 };
 use serde::de::IgnoredAny;
 
@@ -48,6 +48,11 @@ pub enum Disposition {
     /// A pushed request the policy refused: the gateway answered the
     /// upstream itself, the client sees nothing of it; the stream goes on.
     Withheld,
+    /// A pushed question that passed the policy, waiting for the question
+    /// budget (`input_required_rounds`, shared with MRTR questions): the
+    /// stream awaits [`Exchange::question_gate`], then
+    /// [`Exchange::admit_push`] delivers or withholds it.
+    PushPending(Box<PendingPush>),
     /// A notification whose text had to be made safe.
     NotifyRewritten(Bytes),
     /// The response to the request, unchanged; nothing more is read after it.
@@ -59,6 +64,10 @@ pub enum Disposition {
     Ask(Bytes),
     /// The client gets this error instead, and the exchange ends.
     Refuse(Refusal),
+    /// A response replayed on a resumed stream, refused: `message` is the
+    /// error answering the replayed id, delivered in its place; the stream
+    /// goes on.
+    ReplayRefused { message: Bytes, refusal: Refusal },
 }
 
 /// Where the message came: a JSON body or one event of a stream.
@@ -295,7 +304,8 @@ impl Exchange {
     }
 
     /// A complete list result, parsed once for its type, its permissions
-    /// and its text. `None` for anything else (another method,
+    /// and its text, read whole (every list member in it, not only the
+    /// method's own). `None` for anything else (another method,
     /// `input_required`, a `resultType` that is not a string, bytes that do
     /// not parse): the general path reads it and gives the refusal.
     fn complete_listing(&mut self, id: Option<&RawValue>, bytes: &[u8]) -> Option<Disposition> {
@@ -311,7 +321,7 @@ impl Exchange {
         Some(self.listing(id, method, &mut value, Disposition::Final))
     }
 
-    fn record_text(&self, report: &Report) {
+    pub(super) fn record_text(&self, report: &Report) {
         let metrics = &self.ctx.gateway.metrics;
         let upstream = &self.ctx.route.upstream.settings.id;
         metrics.record_text_verdicts(upstream, self.ctx.request.generation(), &report.verdicts);
@@ -339,9 +349,9 @@ impl Exchange {
     }
 
     /// A response on a resumed session stream replays the answer to an
-    /// earlier request, which this exchange did not see: it is checked
-    /// strictly, and a list in it is filtered and its text checked as the
-    /// list's own answer would be.
+    /// earlier request, which this exchange did not see: its result is
+    /// recognised by its shape and checked as in its own exchange
+    /// (`replay.rs`).
     fn resumed_response(&self, msg: &Message<'_>) -> Disposition {
         if !self.ctx.request.resuming {
             return violation(
@@ -355,32 +365,14 @@ impl Exchange {
                 _ => Disposition::Notify,
             };
         };
-        let mut value = match json::parse_value(result.get().as_bytes()) {
-            Ok(v) => v,
-            Err(e) => return Disposition::Refuse(read_failure(&e)),
-        };
-        // Which request it answers is not known here: a list is recognised
-        // by its member.
-        let listed = [
-            McpMethod::ToolsList,
-            McpMethod::PromptsList,
-            McpMethod::ResourcesList,
-            McpMethod::ResourcesTemplatesList,
-        ]
-        .into_iter()
-        .find(|m| {
-            m.catalogue()
-                .is_some_and(|items| value.get(items).is_some_and(Value::is_array))
-        });
-        match listed {
-            Some(method) => self.listing(msg.id, method, &mut value, Disposition::Notify),
-            None => Disposition::Notify,
-        }
+        self.replayed(msg.id, result)
     }
 
     /// A list result keeps only what the caller may use, and its text
-    /// gets the text rules (`policy::inspect::listing`): one strict parse
-    /// for both. `unchanged` is what to deliver when neither changed it.
+    /// gets the text rules: read whole, so a second list member, a server
+    /// description or `_meta` identity beside the method's own list is
+    /// read too (`Exchange::whole`). `unchanged` is what to deliver when
+    /// neither changed it.
     fn listing(
         &self,
         id: Option<&RawValue>,
@@ -388,28 +380,10 @@ impl Exchange {
         value: &mut Value,
         unchanged: Disposition,
     ) -> Disposition {
-        let Some(items) = method.catalogue() else {
-            return unchanged;
-        };
-        let permissions = &self.ctx.route.config.permissions;
-        let filtered = permissions.filter_list(&self.ctx.principal, method, value);
-        let settings = &self.ctx.route.upstream.settings;
-        let (outcome, report) = inspect_listing(&settings.policy, &self.subject(), items, value);
-        self.record_text(&report);
-        let cleaned = match outcome {
-            Ok(cleaned) => cleaned,
-            Err(r) => return Disposition::Refuse(r),
-        };
-        if !filtered && !cleaned {
+        if method.catalogue().is_none() {
             return unchanged;
         }
-        let Some(bytes) = response_bytes(id, value) else {
-            return Disposition::Refuse(reencode_failed());
-        };
-        match unchanged {
-            Disposition::Notify => Disposition::NotifyRewritten(bytes),
-            _ => Disposition::FinalRewritten(bytes),
-        }
+        self.whole(id, value, unchanged)
     }
 }
 
@@ -431,7 +405,7 @@ fn checked_in_two_steps(bytes: &[u8]) -> Result<Option<Cow<'_, str>>, Dispositio
     Ok(result_type)
 }
 
-fn read_failure(e: &json::JsonError) -> Refusal {
+pub(super) fn read_failure(e: &json::JsonError) -> Refusal {
     let reason = if e.is_duplicate() {
         Reason::DuplicateMember
     } else {

@@ -1,7 +1,9 @@
-//! What must happen before an answer reaches the client: a question waits
-//! for the principal's rounds limit; any answer to a single-use retry
-//! consumes the state it answered, so a replay after it is refused, and of
-//! concurrent retries with one state only the first answer is delivered.
+//! What must happen before an answer reaches the client: a question (an
+//! MRTR `input_required` or a pushed 2025-11-25 request, one budget for
+//! both) waits for the principal's rounds limit; any answer to a single-use
+//! retry consumes the state it answered, so a replay after it is refused,
+//! and of concurrent retries with one state only the first answer is
+//! delivered.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,56 +13,93 @@ use super::exchange::Exchange;
 use crate::audit::AuditEvent;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::access::rate_limited;
+use crate::pipeline::Gateway;
 use crate::throttle::Scope;
 
 pub type Gate = Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send>>;
 
+/// One question's token of the principal's question budget
+/// (`input_required_rounds`).
+struct QuestionToken {
+    gateway: Arc<Gateway>,
+    principal: Arc<str>,
+    upstream: Arc<str>,
+}
+
+impl QuestionToken {
+    async fn take(&self) -> Result<(), Refusal> {
+        let gateway = &self.gateway;
+        let scope = Scope::InputRequiredRounds;
+        match gateway
+            .throttle
+            .check_parts(scope, &[&self.principal])
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(limited)) => {
+                gateway.metrics.rate_limited(&self.upstream, scope.as_str());
+                Err(rate_limited(
+                    scope,
+                    limited.retry_after_secs(),
+                    "the server asked this caller too many questions",
+                ))
+            }
+            Err(_) => Err(Refusal::new(
+                Reason::RateLimiterUnavailable,
+                "the rate limiter is unavailable; try again",
+            )),
+        }
+    }
+}
+
 impl Exchange {
+    /// The question budget's token, when a limit is configured.
+    fn question_token(&self) -> Option<QuestionToken> {
+        let ctx = &self.ctx;
+        self.questions_budgeted().then(|| QuestionToken {
+            gateway: ctx.gateway.clone(),
+            principal: ctx.principal.name.clone(),
+            upstream: ctx.route.upstream.label.clone(),
+        })
+    }
+
+    /// Whether questions spend a budget (`input_required_rounds` is set).
+    pub(super) fn questions_budgeted(&self) -> bool {
+        self.ctx
+            .gateway
+            .throttle
+            .is_limited(Scope::InputRequiredRounds)
+    }
+
+    /// The gate before delivering a pushed question: its token of the
+    /// question budget, the one an MRTR question takes.
+    pub(super) fn question_gate(&self) -> Option<Gate> {
+        let token = self.question_token()?;
+        Some(Box::pin(async move { token.take().await }))
+    }
+
     /// The gate before delivering the final message (`asking`: a question).
     pub(super) fn gate(&self, asking: bool) -> Option<Gate> {
         let ctx = &self.ctx;
-        let rounds = asking && ctx.gateway.throttle.is_limited(Scope::InputRequiredRounds);
+        let rounds = self.question_token().filter(|_| asking);
         let single_use = &ctx.route.upstream.settings.single_use;
         let consume = ctx
             .retry
             .as_ref()
             .filter(|_| single_use.applies(ctx.binding().tool()))
             .map(|r| r.prior.clone());
-        if !rounds && consume.is_none() {
+        if rounds.is_none() && consume.is_none() {
             return None;
         }
         let gateway = ctx.gateway.clone();
-        let principal: Arc<str> = ctx.principal.name.clone();
         let upstream = ctx.route.upstream.label.clone();
         let audit_at = consume
             .as_ref()
             .filter(|_| gateway.audit.enabled())
             .map(|p| ctx.audit_context().with_operation(&p.operation, p.round));
         Some(Box::pin(async move {
-            if rounds {
-                match gateway
-                    .throttle
-                    .check_parts(Scope::InputRequiredRounds, &[&principal])
-                    .await
-                {
-                    Ok(Ok(())) => {}
-                    Ok(Err(limited)) => {
-                        gateway
-                            .metrics
-                            .rate_limited(&upstream, Scope::InputRequiredRounds.as_str());
-                        return Err(rate_limited(
-                            Scope::InputRequiredRounds,
-                            limited.retry_after_secs(),
-                            "the server asked this caller too many questions",
-                        ));
-                    }
-                    Err(_) => {
-                        return Err(Refusal::new(
-                            Reason::RateLimiterUnavailable,
-                            "the rate limiter is unavailable; try again",
-                        ))
-                    }
-                }
+            if let Some(token) = rounds {
+                token.take().await?;
             }
             if let Some(prior) = consume {
                 if !gateway.mrtr.consume(&prior).await {

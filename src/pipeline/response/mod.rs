@@ -7,6 +7,7 @@ pub mod exchange;
 mod gate;
 mod push;
 mod question;
+mod replay;
 mod stream;
 mod task;
 
@@ -158,11 +159,13 @@ async fn json(
             Disposition::Notify
             | Disposition::NotifyRewritten(_)
             | Disposition::Pushed(_)
+            | Disposition::PushPending(_)
             | Disposition::Withheld => return Err(Refusal::new(
                 Reason::UpstreamProtocolViolation,
                 "the upstream answered with a notification instead of the response to the request",
             )),
             Disposition::Refuse(r) => return Err(r),
+            Disposition::ReplayRefused { refusal, .. } => return Err(refusal),
         };
     if let Some(gate) = exchange.gate(asking) {
         gate.await?;

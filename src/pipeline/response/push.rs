@@ -5,6 +5,13 @@
 //! the gateway answers the upstream itself with a JSON-RPC error naming
 //! the reason, so the upstream's tool call ends and neither side waits.
 //! A push nobody answers within `push_timeout` is answered the same way.
+//! A pushed question spends the principal's question budget
+//! (`input_required_rounds`) exactly as an MRTR question does: one budget
+//! for every question. The budget is asynchronous (it may live in Redis),
+//! so a question that passed the policy is handed back as
+//! [`Disposition::PushPending`]; the stream awaits the budget's gate and
+//! then [`Exchange::admit_push`] delivers it, or withholds it with the
+//! rate-limit refusal answered to the upstream.
 
 use std::time::Duration;
 
@@ -52,6 +59,19 @@ struct ErrorData {
     reason: &'static str,
 }
 
+/// A pushed question that passed the policy, waiting for its token of the
+/// question budget; what delivering or withholding it needs.
+#[derive(Debug)]
+pub struct PendingPush {
+    id: Box<RawValue>,
+    method: McpMethod,
+    name: String,
+    params: Option<Value>,
+    report: Report,
+    operation: String,
+    round: u32,
+}
+
 impl Exchange {
     pub(super) fn push(&mut self, msg: &Message<'_>) -> Disposition {
         let name = msg.method.as_deref().unwrap_or_default();
@@ -77,9 +97,42 @@ impl Exchange {
         self.ctx.trace.operation(&operation, round);
         let (outcome, report) = self.police(method, name, msg);
         match outcome {
+            Ok(params) if method != McpMethod::Ping && self.questions_budgeted() => {
+                Disposition::PushPending(Box::new(PendingPush {
+                    id: id.to_owned(),
+                    method,
+                    name: name.to_owned(),
+                    params,
+                    report,
+                    operation,
+                    round,
+                }))
+            }
             Ok(params) => self.deliver(id, method, name, params, report, operation, round),
             Err(refusal) => {
                 self.withhold(id, &refusal, &report, &operation, round);
+                Disposition::Withheld
+            }
+        }
+    }
+
+    /// A pushed question once its budget's gate resolved: delivered with
+    /// its token, else withheld (the upstream gets the refusal, the
+    /// verdict is recorded).
+    pub fn admit_push(&self, push: Box<PendingPush>, budget: Result<(), Refusal>) -> Disposition {
+        let PendingPush {
+            id,
+            method,
+            name,
+            params,
+            report,
+            operation,
+            round,
+        } = *push;
+        match budget {
+            Ok(()) => self.deliver(&id, method, &name, params, report, operation, round),
+            Err(refusal) => {
+                self.withhold(&id, &refusal, &report, &operation, round);
                 Disposition::Withheld
             }
         }

@@ -80,7 +80,12 @@ impl Exchange {
 
     /// The provenance events of one question: received, each verdict, then
     /// delivered (under the operation and round just minted) or refused.
-    fn audit_question(&self, report: &Report, minted: Option<&Minted>, refused: Option<&Refusal>) {
+    pub(super) fn audit_question(
+        &self,
+        report: &Report,
+        minted: Option<&Minted>,
+        refused: Option<&Refusal>,
+    ) {
         let sink = &self.ctx.gateway.audit;
         if !sink.enabled() {
             return;

@@ -16,15 +16,25 @@ use tokio::time::Sleep;
 
 use super::exchange::{Carrier, Disposition, Exchange};
 use super::gate::Gate;
+use super::push::PendingPush;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::body::EventSource;
 use crate::pipeline::refuse::error_bytes;
 use crate::pipeline::sse::{event_for, event_id_only, event_with_id, SseError, SseFramer};
 
+/// What waits for a gate; nothing after it is read until it resolves.
+enum Waiting {
+    /// The final message: out if the gate passes, else the stream fails.
+    Final(Bytes),
+    /// A pushed question and its event's id, waiting for the question
+    /// budget: delivered, or withheld (the stream goes on either way).
+    Push(Box<PendingPush>, Option<String>),
+}
+
 pub struct SseBody {
     exchange: Exchange,
-    /// The final message waiting for its gate.
-    gate: Option<(Gate, Bytes)>,
+    /// A message waiting for its gate.
+    gate: Option<(Gate, Waiting)>,
     upstream: Option<Incoming>,
     framer: SseFramer,
     out: VecDeque<Bytes>,
@@ -53,15 +63,22 @@ impl SseBody {
         }
     }
 
-    /// End the stream with an error event and let go of the upstream.
-    fn fail(&mut self, refusal: Refusal) {
-        self.refused = Some(refusal.reason);
+    /// A refusal the request's record reports (the last one, when a
+    /// resumed stream refused a replay and went on).
+    fn note_refusal(&mut self, reason: Reason) {
+        self.refused = Some(reason);
         let ctx = &self.exchange.ctx;
-        if refusal.reason.is_upstream_failure() {
+        if reason.is_upstream_failure() {
             ctx.gateway
                 .metrics
-                .upstream_error(&ctx.route.upstream.label, refusal.reason);
+                .upstream_error(&ctx.route.upstream.label, reason);
         }
+    }
+
+    /// End the stream with an error event and let go of the upstream.
+    fn fail(&mut self, refusal: Refusal) {
+        self.note_refusal(refusal.reason);
+        let ctx = &self.exchange.ctx;
         let body = error_bytes(ctx.id(), &refusal, Some(ctx.upstream_name()));
         self.out.push_back(event_for(&body));
         self.upstream = None;
@@ -72,12 +89,43 @@ impl SseBody {
         self.upstream = None;
         match self.exchange.gate(asking) {
             None => self.out.push_back(message),
-            Some(gate) => self.gate = Some((gate, message)),
+            Some(gate) => self.gate = Some((gate, Waiting::Final(message))),
+        }
+    }
+
+    /// A pushed question's disposition, as its event: delivered, or only
+    /// its id (a comment line) so the client can resume from it.
+    fn push_out(&mut self, disposition: Disposition, id: Option<&str>) {
+        match disposition {
+            Disposition::Pushed(message) => self.out.push_back(event_with_id(id, &message)),
+            Disposition::Refuse(r) => self.fail(r),
+            _ => {
+                if let Some(id) = id {
+                    self.out.push_back(event_id_only(id));
+                }
+            }
+        }
+    }
+
+    /// A pushed question waits for the question budget; until its gate
+    /// resolves nothing after it is read. `false` when it is waiting.
+    fn budget_push(&mut self, push: Box<PendingPush>, id: Option<&str>) -> bool {
+        match self.exchange.question_gate() {
+            Some(gate) => {
+                let waiting = Waiting::Push(push, id.map(str::to_owned));
+                self.gate = Some((gate, waiting));
+                false
+            }
+            None => {
+                let admitted = self.exchange.admit_push(push, Ok(()));
+                self.push_out(admitted, id);
+                true
+            }
         }
     }
 
     fn take_events(&mut self) {
-        loop {
+        while self.gate.is_none() && self.upstream.is_some() {
             let ev = match self.framer.next_event() {
                 Ok(None) => return,
                 Ok(Some(ev)) => ev,
@@ -99,15 +147,22 @@ impl SseBody {
             let id = ev.id.as_deref();
             match self.exchange.inspect(data.as_bytes(), Carrier::Stream) {
                 Disposition::Notify => self.out.push_back(ev.raw),
-                Disposition::NotifyRewritten(message) | Disposition::Pushed(message) => {
+                Disposition::NotifyRewritten(message) => {
                     self.out.push_back(event_with_id(id, &message))
                 }
                 // The event's id still reaches the client, so it can resume
                 // from it: a comment line carries it.
-                Disposition::Withheld => {
-                    if let Some(id) = id {
-                        self.out.push_back(event_id_only(id));
+                pushed @ (Disposition::Pushed(_) | Disposition::Withheld) => {
+                    self.push_out(pushed, id)
+                }
+                Disposition::PushPending(push) => {
+                    if !self.budget_push(push, id) {
+                        return;
                     }
+                }
+                Disposition::ReplayRefused { message, refusal } => {
+                    self.note_refusal(refusal.reason);
+                    self.out.push_back(event_with_id(id, &message));
                 }
                 Disposition::Final => return self.finish_with(ev.raw, false),
                 Disposition::FinalRewritten(message) => {
@@ -194,11 +249,16 @@ impl EventSource for SseBody {
             }
             if let Some((gate, _)) = self.gate.as_mut() {
                 let passed = std::task::ready!(gate.as_mut().poll(cx));
-                if let Some((_, message)) = self.gate.take() {
-                    match passed {
-                        Ok(()) => self.out.push_back(message),
-                        Err(r) => self.fail(r),
+                match (self.gate.take(), passed) {
+                    (Some((_, Waiting::Final(message))), Ok(())) => self.out.push_back(message),
+                    (Some((_, Waiting::Final(_))), Err(r)) => self.fail(r),
+                    (Some((_, Waiting::Push(push, id))), passed) => {
+                        let admitted = self.exchange.admit_push(push, passed);
+                        self.push_out(admitted, id.as_deref());
+                        // The events read after the push, in order.
+                        self.take_events();
                     }
+                    (None, _) => {}
                 }
                 continue;
             }

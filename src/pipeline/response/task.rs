@@ -32,7 +32,7 @@ impl Exchange {
     /// A result that is a task: the one a tools/call created, or the task
     /// a `tasks/get` reads.
     pub(super) fn task_result(
-        &mut self,
+        &self,
         id: Option<&RawValue>,
         result: &RawValue,
         carrier: TaskCarrier,
@@ -51,7 +51,7 @@ impl Exchange {
     }
 
     /// `notifications/tasks/status`: the same task, pushed.
-    pub(super) fn task_notification(&mut self, params: &RawValue) -> Disposition {
+    pub(super) fn task_notification(&self, params: &RawValue) -> Disposition {
         let delivered = self
             .task_allowed(TaskCarrier::Status)
             .and_then(|()| self.police_task(params.get().as_bytes(), TaskCarrier::Status));
@@ -65,20 +65,54 @@ impl Exchange {
         }
     }
 
-    /// Whether a task may come here at all: the route serves tasks, and a
-    /// created one answers a tools/call whose client declared the extension
-    /// (a server must not create a task for any other).
-    fn task_allowed(&self, carrier: TaskCarrier) -> Result<(), Refusal> {
-        let ctx = &self.ctx;
-        if ctx.route.config.tasks == TaskMode::Refuse {
+    /// A task replayed on a resumed stream: the request it answered is not
+    /// known, but a task's state binds the task id, not the request, so it
+    /// is policed and sealed like any other; the stream goes on.
+    pub(super) fn replayed_task(
+        &self,
+        id: Option<&RawValue>,
+        result: &RawValue,
+        created: bool,
+    ) -> Disposition {
+        let carrier = if created {
+            TaskCarrier::Created
+        } else {
+            TaskCarrier::Status
+        };
+        let delivered = self
+            .tasks_served()
+            .and_then(|()| match created {
+                true => self.task_declared(),
+                false => Ok(()),
+            })
+            .and_then(|()| self.police_task(result.get().as_bytes(), carrier));
+        match delivered.map(|d| response_bytes(id, &d.value)) {
+            Ok(Some(bytes)) => Disposition::NotifyRewritten(bytes),
+            Ok(None) => Disposition::Refuse(reencode_failed()),
+            Err(r) => Disposition::Refuse(r),
+        }
+    }
+
+    /// The route serves tasks (`tasks = "police"`).
+    fn tasks_served(&self) -> Result<(), Refusal> {
+        if self.ctx.route.config.tasks == TaskMode::Refuse {
             return Err(Refusal::new(
                 Reason::TasksRefused,
                 format!(
                     "{} answered with a task; this endpoint does not serve tasks",
-                    ctx.upstream_name()
+                    self.ctx.upstream_name()
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Whether a task may come here at all: the route serves tasks, and a
+    /// created one answers a tools/call whose client declared the extension
+    /// (a server must not create a task for any other).
+    fn task_allowed(&self, carrier: TaskCarrier) -> Result<(), Refusal> {
+        self.tasks_served()?;
+        let ctx = &self.ctx;
         if carrier != TaskCarrier::Created {
             return Ok(());
         }
@@ -92,6 +126,12 @@ impl Exchange {
                 ),
             ));
         }
+        self.task_declared()
+    }
+
+    /// The client declared the Tasks extension on this request.
+    fn task_declared(&self) -> Result<(), Refusal> {
+        let ctx = &self.ctx;
         if !ctx.request.client.tasks {
             let needed = json!({ "extensions": { TASKS_EXTENSION: {} } });
             return Err(Refusal::new(
@@ -108,7 +148,7 @@ impl Exchange {
     }
 
     /// The task rule, then the gateway's state sealed into the task.
-    fn police_task(&mut self, bytes: &[u8], carrier: TaskCarrier) -> Result<Delivered, Refusal> {
+    fn police_task(&self, bytes: &[u8], carrier: TaskCarrier) -> Result<Delivered, Refusal> {
         let settings = &self.ctx.route.upstream.settings;
         let (outcome, report) = inspect_task(&settings.policy, &self.subject(), bytes, carrier);
         let asking = !report.received.is_empty();

@@ -22,6 +22,7 @@ mod shape;
 mod task;
 mod text;
 mod url;
+mod whole;
 
 #[cfg(test)]
 mod tests;
@@ -36,6 +37,7 @@ use crate::policy::injection::TextContext;
 pub use provenance::PROVENANCE_KEY;
 pub use server_info::SERVER_INFO_KEY;
 pub use task::{CheckedTask, TaskCarrier};
+pub use whole::list_members;
 
 /// The exchange the inspected message belongs to.
 #[derive(Debug, Clone, Copy)]
@@ -165,6 +167,31 @@ pub fn inspect_listing(
 ) -> (Result<bool, Refusal>, Report) {
     let mut run = Run::new(policy, subject);
     let outcome = run.listing(items, result);
+    (outcome, run.report)
+}
+
+/// Inspect a complete result whole, already strictly parsed, in place:
+/// the server description, every list member present and the `_meta`
+/// server identity (`whole.rs`). On success, whether the text changed
+/// (only when enforcing) and the value must be re-encoded.
+pub fn inspect_whole_result(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    result: &mut Value,
+) -> (Result<bool, Refusal>, Report) {
+    let mut run = Run::new(policy, subject);
+    let outcome = run.whole_result(result);
+    (outcome, run.report)
+}
+
+/// [`inspect_whole_result`], with every check that ran in [`Report::trace`].
+pub fn trace_whole_result(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    result: &mut Value,
+) -> (Result<bool, Refusal>, Report) {
+    let mut run = Run::traced(policy, subject);
+    let outcome = run.whole_result(result);
     (outcome, run.report)
 }
 

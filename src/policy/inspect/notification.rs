@@ -41,9 +41,15 @@ impl Run<'_> {
         Ok(changed)
     }
 
+    fn check_server_description(&mut self, result: &mut Value) -> Checked<()> {
+        self.check_description_text(result)?;
+        self.check_meta_server_info(result)
+    }
+
+    /// `instructions` and `serverInfo`, without the `_meta` identity.
     /// Instructions are as long as the server needs (the body limit bounds
     /// them): cleaned and scanned, never cut.
-    fn check_server_description(&mut self, result: &mut Value) -> Checked<()> {
+    pub(super) fn check_description_text(&mut self, result: &mut Value) -> Checked<()> {
         let slot = result.get_mut("instructions");
         self.clean_in(
             "server",
@@ -53,10 +59,10 @@ impl Run<'_> {
             usize::MAX,
             TextContext::Listing,
         )?;
-        if let Some(info) = result.get_mut("serverInfo") {
-            self.check_server_info(info)?;
+        match result.get_mut("serverInfo") {
+            Some(info) => self.check_server_info(info),
+            None => Ok(()),
         }
-        self.check_meta_server_info(result)
     }
 
     /// Every string of log data, at any depth: the strict parse already
