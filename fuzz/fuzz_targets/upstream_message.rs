@@ -54,7 +54,10 @@ fn stream(ex: &mut Exchange, payload: &[u8], seed: u8) {
         };
         let d = ex.inspect(data.as_bytes(), Carrier::Stream);
         judge(ex, data.as_bytes(), Carrier::Stream, &d);
-        if !matches!(d, Disposition::Notify | Disposition::NotifyRewritten(_)) {
+        if !matches!(
+            d,
+            Disposition::Notify | Disposition::NotifyRewritten(_) | Disposition::AskNotify(_)
+        ) {
             return;
         }
     }
@@ -111,6 +114,13 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
             if enforcing {
                 notification_text_is_clean(&v);
             }
+        }
+        Disposition::AskNotify(out) => {
+            assert_eq!(carrier, Carrier::Stream);
+            let v = strict(out, "a task's status that asks");
+            assert_eq!(v["method"], "notifications/tasks/status");
+            let orig: Value = serde_json::from_slice(message).expect("it was JSON");
+            question_is_subset(&v["params"], &orig["params"], enforcing);
         }
         Disposition::NotifyRewritten(out) => {
             assert_eq!(carrier, Carrier::Stream);

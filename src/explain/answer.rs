@@ -307,6 +307,7 @@ pub(super) fn explain(
         Disposition::Final | Disposition::Notify => Ok(Bytes::from(bytes.clone())),
         Disposition::FinalRewritten(b)
         | Disposition::NotifyRewritten(b)
+        | Disposition::AskNotify(b)
         | Disposition::Ask(b)
         | Disposition::Pushed(b) => Ok(b),
         Disposition::Withheld => Err(Refusal::new(

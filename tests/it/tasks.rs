@@ -635,3 +635,59 @@ async fn a_route_that_refuses_tasks_refuses_them_both_ways() {
         );
     }
 }
+
+/// A task's questions spend the one question budget (`input_required_rounds`)
+/// on every carrier; a poll that shows the same questions again does not.
+#[tokio::test]
+async fn a_tasks_questions_share_the_question_budget() {
+    let s = script(task(
+        "input_required",
+        json!({"inputRequests": {"room": room_form()}}),
+    ));
+    let up = tasks_upstream(s.clone()).await;
+    let text = config_text(
+        &up.url(),
+        "",
+        "[rate_limits]\ninput_required_rounds = { rate = \"1/m\" }\n",
+    );
+    let gw = start_gateway(&text).await;
+    let url = url(&gw);
+    let state = create(&url).await;
+    let (_, v) = post(
+        &url,
+        "tasks/get",
+        Some(TASK),
+        get_task("g1", Some(&state), TASK),
+    )
+    .await;
+    let asked = v["result"]["requestState"]
+        .as_str()
+        .expect("asked")
+        .to_owned();
+    // The same question again: no new round, delivered.
+    let (_, v) = post(
+        &url,
+        "tasks/get",
+        Some(TASK),
+        get_task("g2", Some(&asked), TASK),
+    )
+    .await;
+    assert_eq!(v["result"]["status"], "input_required", "{v}");
+    // A new question, pushed on a listen stream: over the budget.
+    let other = form(
+        "And when?",
+        json!({"day": {"type": "string", "format": "date"}}),
+    );
+    s.lock().unwrap().note = Some(task(
+        "input_required",
+        json!({"inputRequests": {"day": other}}),
+    ));
+    let listen = request(
+        "l1",
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [TASK]}}),
+        &everything_caps(),
+    );
+    let (_, v) = post(&url, "subscriptions/listen", None, listen).await;
+    assert_eq!(v["error"]["data"]["reason"], "rate_limited", "{v}");
+}

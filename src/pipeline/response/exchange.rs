@@ -55,6 +55,10 @@ pub enum Disposition {
     PushPending(Box<PendingPush>),
     /// A notification whose text had to be made safe.
     NotifyRewritten(Bytes),
+    /// A notification that asks new questions (a task's status in
+    /// `input_required`), passed by the policy and sealed: delivered once
+    /// the question budget allows; the stream goes on.
+    AskNotify(Bytes),
     /// The response to the request, unchanged; nothing more is read after it.
     Final,
     /// The response rewritten (a list filtered to what the caller may use).

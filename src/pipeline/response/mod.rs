@@ -158,6 +158,7 @@ async fn json(
             // The inspector refuses a notification or a push in a JSON body.
             Disposition::Notify
             | Disposition::NotifyRewritten(_)
+            | Disposition::AskNotify(_)
             | Disposition::Pushed(_)
             | Disposition::PushPending(_)
             | Disposition::Withheld => return Err(Refusal::new(

@@ -29,6 +29,9 @@ enum Waiting {
     /// A pushed question and its event's id, waiting for the question
     /// budget: delivered, or withheld (the stream goes on either way).
     Push(Box<PendingPush>, Option<String>),
+    /// A notification that asks (a task's status), as its event, waiting
+    /// for the question budget: out if it passes, else the stream fails.
+    Notice(Bytes),
 }
 
 pub struct SseBody {
@@ -160,6 +163,16 @@ impl SseBody {
                         return;
                     }
                 }
+                Disposition::AskNotify(message) => {
+                    let event = event_with_id(id, &message);
+                    match self.exchange.question_gate() {
+                        Some(gate) => {
+                            self.gate = Some((gate, Waiting::Notice(event)));
+                            return;
+                        }
+                        None => self.out.push_back(event),
+                    }
+                }
                 Disposition::ReplayRefused { message, refusal } => {
                     self.note_refusal(refusal.reason);
                     self.out.push_back(event_with_id(id, &message));
@@ -252,6 +265,11 @@ impl EventSource for SseBody {
                 match (self.gate.take(), passed) {
                     (Some((_, Waiting::Final(message))), Ok(())) => self.out.push_back(message),
                     (Some((_, Waiting::Final(_))), Err(r)) => self.fail(r),
+                    (Some((_, Waiting::Notice(event))), Ok(())) => {
+                        self.out.push_back(event);
+                        self.take_events();
+                    }
+                    (Some((_, Waiting::Notice(_))), Err(r)) => self.fail(r),
                     (Some((_, Waiting::Push(push, id))), passed) => {
                         let admitted = self.exchange.admit_push(push, passed);
                         self.push_out(admitted, id.as_deref());

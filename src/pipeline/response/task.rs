@@ -56,11 +56,13 @@ impl Exchange {
             .task_allowed(TaskCarrier::Status)
             .and_then(|()| self.police_task(params.get().as_bytes(), TaskCarrier::Status));
         let out = delivered.map(|d| {
-            json!({"jsonrpc": "2.0", "method": McpMethod::TasksStatus.as_str(), "params": d.value})
+            let v = json!({"jsonrpc": "2.0", "method": McpMethod::TasksStatus.as_str(), "params": d.value});
+            (serde_json::to_vec(&v), d.new_round)
         });
-        match out.map(|v| serde_json::to_vec(&v)) {
-            Ok(Ok(bytes)) => Disposition::NotifyRewritten(Bytes::from(bytes)),
-            Ok(Err(_)) => Disposition::Refuse(reencode_failed()),
+        match out {
+            Ok((Ok(bytes), true)) => Disposition::AskNotify(Bytes::from(bytes)),
+            Ok((Ok(bytes), false)) => Disposition::NotifyRewritten(Bytes::from(bytes)),
+            Ok((Err(_), _)) => Disposition::Refuse(reencode_failed()),
             Err(r) => Disposition::Refuse(r),
         }
     }
