@@ -52,8 +52,16 @@ fn stream(ex: &mut Exchange, payload: &[u8], seed: u8) {
         let Some(data) = ev.data.as_deref() else {
             continue;
         };
-        let d = ex.inspect(data.as_bytes(), Carrier::Stream);
+        let mut d = ex.inspect(data.as_bytes(), Carrier::Stream);
         judge(ex, data.as_bytes(), Carrier::Stream, &d);
+        // A pushed question waits for the budget; offline there is none.
+        if let Disposition::PushPending(push) = d {
+            d = ex.admit_push(push, Ok(()));
+            judge(ex, data.as_bytes(), Carrier::Stream, &d);
+        }
+        if matches!(d, Disposition::ReplayRefused { .. }) {
+            continue;
+        }
         if !matches!(
             d,
             Disposition::Notify | Disposition::NotifyRewritten(_) | Disposition::AskNotify(_)
@@ -194,6 +202,19 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
         Disposition::Withheld => {
             assert_eq!(carrier, Carrier::Stream);
             assert_eq!(ex.ctx.request.generation(), Generation::Sessions);
+        }
+        Disposition::PushPending(_) => {
+            assert_eq!(
+                carrier,
+                Carrier::Stream,
+                "a pushed request as the JSON body"
+            );
+            assert_eq!(ex.ctx.request.generation(), Generation::Sessions);
+        }
+        Disposition::ReplayRefused { message, refusal } => {
+            assert_eq!(carrier, Carrier::Stream, "a replay in a JSON body");
+            let e = strict(message, "a refused replay");
+            assert_eq!(e["error"]["data"]["reason"], refusal.reason.as_str());
         }
         Disposition::Refuse(r) => {
             let body = portcullis::json::error_body(ex.ctx.id(), r, Some("fuzz"));
