@@ -158,6 +158,12 @@ impl McpMethod {
         )
     }
 
+    /// Any method of a task's lifecycle, 2025-11-25's experimental ones
+    /// (`tasks/result`, `tasks/list`) included.
+    pub const fn is_tasks_method(self) -> bool {
+        self.is_task_request() || matches!(self, McpMethod::TasksResult | McpMethod::TasksList)
+    }
+
     /// The member of a list result whose items a server offers to the model
     /// (their titles and descriptions go into its context).
     pub const fn catalogue(self) -> Option<&'static str> {

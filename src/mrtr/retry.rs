@@ -118,18 +118,33 @@ impl MrtrShared {
         Ok((body, answers))
     }
 
-    pub(super) fn check_binding(
+    fn check_binding(
         &self,
         prior: &SealedState,
         binding: &Binding<'_>,
         digest: &str,
     ) -> Result<(), Refusal> {
+        self.check_fresh(prior)?;
+        self.check_bound(prior, binding, digest)
+    }
+
+    pub(super) fn check_fresh(&self, prior: &SealedState) -> Result<(), Refusal> {
         if self.clock.now_secs() > prior.expires {
             return Err(refusal(
                 Reason::StateExpired,
                 "requestState has expired; start the operation again",
             ));
         }
+        Ok(())
+    }
+
+    /// Who, where and what: the state was sealed for this request.
+    pub(super) fn check_bound(
+        &self,
+        prior: &SealedState,
+        binding: &Binding<'_>,
+        digest: &str,
+    ) -> Result<(), Refusal> {
         if prior.principal != binding.principal_key() {
             return Err(refusal(
                 Reason::StatePrincipalMismatch,

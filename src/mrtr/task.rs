@@ -79,10 +79,15 @@ impl MrtrShared {
             target: Some(request.task_id),
             ..*binding
         };
-        self.check_binding(prior, &task, &task_digest(request.task_id))?;
+        self.check_bound(prior, &task, &task_digest(request.task_id))?;
         let mut params = request.params;
+        // An answer must be fresh; reading or cancelling the task is not an
+        // answer, and a client may poll less often than round_timeout.
         let answers = match request.method {
-            McpMethod::TasksUpdate => self.task_answers(&mut params, prior).await?,
+            McpMethod::TasksUpdate => {
+                self.check_fresh(prior)?;
+                self.task_answers(&mut params, prior).await?
+            }
             _ => AnswerReport::default(),
         };
         let body = rewrite(request.id, request.method, params, prior)?;

@@ -17,17 +17,12 @@ use crate::model::{McpMethod, Reason, Refusal};
 use crate::mrtr::retry::RetryRefused;
 use crate::mrtr::task::TaskRequest;
 
-/// Every method of a task's lifecycle, 2025-11-25's included.
-fn is_tasks_method(method: McpMethod) -> bool {
-    method.is_task_request() || matches!(method, McpMethod::TasksResult | McpMethod::TasksList)
-}
-
 /// When the request is about a task and brought the gateway's state: the
 /// body to forward.
 pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
     let request = &ctx.request;
     let method = request.method;
-    if !is_tasks_method(method) || request.kind != MessageKind::Request {
+    if !method.is_tasks_method() || request.kind != MessageKind::Request {
         return Ok(None);
     }
     if ctx.route.config.tasks == TaskMode::Refuse {

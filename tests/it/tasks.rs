@@ -691,3 +691,49 @@ async fn a_tasks_questions_share_the_question_budget() {
     let (_, v) = post(&url, "subscriptions/listen", None, listen).await;
     assert_eq!(v["error"]["data"]["reason"], "rate_limited", "{v}");
 }
+
+/// Past `round_timeout` a task's state still reads the task (a client may
+/// poll less often), but no longer answers it.
+#[tokio::test]
+async fn an_old_task_state_reads_the_task_but_answers_nothing() {
+    let s = script(task(
+        "input_required",
+        json!({"requestState": "up-2", "inputRequests": {"room": room_form()}}),
+    ));
+    let up = tasks_upstream(s).await;
+    let clock = portcullis::model::ManualClock::starting_now();
+    let text = config_text(&up.url(), "", "[state]\nround_timeout = \"1m\"\n");
+    let gw = start_gateway_with_clock(&text, clock.clone()).await;
+    let url = url(&gw);
+    let created = create(&url).await;
+    let (_, v) = post(
+        &url,
+        "tasks/get",
+        Some(TASK),
+        get_task("g1", Some(&created), TASK),
+    )
+    .await;
+    let asked = v["result"]["requestState"]
+        .as_str()
+        .expect("state")
+        .to_owned();
+    clock.advance(std::time::Duration::from_secs(120));
+    let (_, v) = post(
+        &url,
+        "tasks/get",
+        Some(TASK),
+        get_task("g2", Some(&created), TASK),
+    )
+    .await;
+    assert_eq!(v["result"]["status"], "input_required", "{v}");
+    let answer = json!({"room": {"action": "accept", "content": {"room": "atrium"}}});
+    let (_, v) = post(
+        &url,
+        "tasks/update",
+        Some(TASK),
+        update_task(Some(&asked), TASK, answer),
+    )
+    .await;
+    assert_eq!(v["error"]["data"]["reason"], "state_expired", "{v}");
+    assert!(received(&up, "tasks/update").is_empty());
+}
