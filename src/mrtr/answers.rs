@@ -54,7 +54,12 @@
 //!   an array of objects; `model` and `stopReason`, when present, strings.
 //!   (`model` is required by the schema but not enforced: sampling is a
 //!   deprecated kind and its answer is model output, not something a person
-//!   typed into a form.)
+//!   typed into a form.) Unless [`AnswerRules::allow_secret_values`], the
+//!   text the client returns is scanned like a form's text field: every
+//!   `text` of a text block (also inside a `tool_result`'s content) and every
+//!   string in a `tool_use`'s `input`; a hit is `secret_in_answer` naming
+//!   the key and `content`. A host's model or person can put a pasted token
+//!   into a sampling answer as easily as into a form.
 //! * **Roots answers** (`Asked::Roots`, a `ListRootsResult`): an object with a
 //!   `roots` array of objects, each with a `uri` string that is a `file://`
 //!   URI (required by the schema "for now") and an optional string `name`.
@@ -154,7 +159,7 @@ pub fn check_answers(
         match what {
             Asked::Form(schema) => elicitation(key, answer, Some(schema), rules, &mut report)?,
             Asked::Url { .. } => elicitation(key, answer, None, rules, &mut report)?,
-            Asked::Sampling => sampling(key, answer)?,
+            Asked::Sampling => sampling(key, answer, rules)?,
             Asked::Roots => roots(key, answer)?,
         }
     }
@@ -610,7 +615,7 @@ fn parse_time(b: &[u8]) -> Option<()> {
 
 // ---- sampling and roots -----------------------------------------------------
 
-fn sampling(key: &str, answer: &Value) -> Result<(), AnswerProblem> {
+fn sampling(key: &str, answer: &Value, rules: &AnswerRules) -> Result<(), AnswerProblem> {
     let obj = answer.as_object().ok_or_else(|| {
         invalid(
             key,
@@ -645,7 +650,80 @@ fn sampling(key: &str, answer: &Value) -> Result<(), AnswerProblem> {
             return Err(invalid(key, Some(member), "must be a string"));
         }
     }
-    Ok(())
+    if rules.allow_secret_values {
+        return Ok(());
+    }
+    match obj
+        .get("content")
+        .and_then(|c| sampled_secret(c, &rules.scanner, 0))
+    {
+        None => Ok(()),
+        Some(kind) => Err(AnswerProblem {
+            key: key.to_owned(),
+            field: Some("content".to_owned()),
+            why: format!(
+                "the sampled text contains what looks like {}; secrets must not travel \
+                 through a sampling answer (remove it)",
+                kind.describe()
+            ),
+            reason: Reason::SecretInAnswer,
+        }),
+    }
+}
+
+/// How deep a sampling answer's blocks (and a tool call's input) are read.
+const SAMPLING_SCAN_DEPTH: usize = 8;
+
+/// The first secret in the text of a sampling answer's content: a block, an
+/// array of blocks, a `tool_result`'s blocks, a `tool_use`'s input strings.
+fn sampled_secret(
+    content: &Value,
+    scanner: &SecretValueScanner,
+    depth: usize,
+) -> Option<super::value_scan::SecretValueKind> {
+    if depth > SAMPLING_SCAN_DEPTH {
+        return None;
+    }
+    match content {
+        Value::Array(blocks) => blocks
+            .iter()
+            .find_map(|b| sampled_secret(b, scanner, depth + 1)),
+        Value::Object(block) => match block.get("type").and_then(Value::as_str) {
+            Some("text") => block
+                .get("text")
+                .and_then(Value::as_str)
+                .and_then(|t| scanner.scan(t)),
+            Some("tool_result") => block
+                .get("content")
+                .and_then(|c| sampled_secret(c, scanner, depth + 1)),
+            Some("tool_use") => block
+                .get("input")
+                .and_then(|i| strings_secret(i, scanner, depth + 1)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The first secret among the strings of `value`, at any depth up to the limit.
+fn strings_secret(
+    value: &Value,
+    scanner: &SecretValueScanner,
+    depth: usize,
+) -> Option<super::value_scan::SecretValueKind> {
+    if depth > SAMPLING_SCAN_DEPTH {
+        return None;
+    }
+    match value {
+        Value::String(s) => scanner.scan(s),
+        Value::Array(items) => items
+            .iter()
+            .find_map(|v| strings_secret(v, scanner, depth + 1)),
+        Value::Object(members) => members
+            .values()
+            .find_map(|v| strings_secret(v, scanner, depth + 1)),
+        _ => None,
+    }
 }
 
 fn roots(key: &str, answer: &Value) -> Result<(), AnswerProblem> {
@@ -1222,6 +1300,47 @@ mod tests {
         let (_, out) =
             check(json!({"book": {"action": "decline", "content": {"notes": token}}})).unwrap();
         assert_eq!(Value::Object(out), json!({"book": {"action": "decline"}}));
+    }
+
+    #[test]
+    fn a_secret_in_a_sampling_answer_is_refused_in_every_carrier() {
+        let token = fake_github_token();
+        let card = "4111 1111 1111 1111".to_owned();
+        let text = |t: &str| json!({"type": "text", "text": format!("sure, here: {t}")});
+        // Every place a sampling answer carries text a client chose.
+        let carriers: Vec<Box<dyn Fn(&str) -> Value>> = vec![
+            Box::new(move |t| text(t)),
+            Box::new(move |t| json!([{"type": "text", "text": "ok"}, text(t)])),
+            Box::new(
+                move |t| json!([{"type": "tool_result", "toolUseId": "c1", "content": [text(t)]}]),
+            ),
+            Box::new(
+                |t| json!([{"type": "tool_use", "id": "c1", "name": "w", "input": {"q": {"deep": [t]}}}]),
+            ),
+        ];
+        for (n, carrier) in carriers.iter().enumerate() {
+            for secret in [&token, &card] {
+                let answer = json!({"sample": {"role": "assistant", "content": carrier(secret), "model": "m"}});
+                let p = check(answer.clone()).unwrap_err();
+                assert_eq!(p.reason, Reason::SecretInAnswer, "carrier {n}");
+                assert_eq!(
+                    (p.key.as_str(), p.field.as_deref()),
+                    ("sample", Some("content"))
+                );
+                let shown = format!("{p} {p:?}");
+                assert!(
+                    !shown.contains(secret.as_str()) && !shown.contains("4111"),
+                    "{shown}"
+                );
+                // The same switch as forms: a policy may allow it.
+                check_with(answer, true).unwrap();
+                // Ordinary model text passes.
+                let plain = json!({"sample": {"role": "assistant", "content": carrier("Paris, 4 rooms"), "model": "m"}});
+                check(plain).unwrap();
+            }
+        }
+        // An image's data or an unknown block's members are not text a person chose.
+        check(json!({"sample": {"role": "assistant", "content": {"type": "image", "data": token, "mimeType": "image/png"}}})).unwrap();
     }
 
     #[test]
