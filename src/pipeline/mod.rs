@@ -239,7 +239,9 @@ impl Gateway {
         };
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
-        session::open(&mut ctx, &parts.headers).map_err(|r| within(r, &ctx))?;
+        session::open(&mut ctx, &parts.headers)
+            .await
+            .map_err(|r| within(r, &ctx))?;
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)
             .await

@@ -24,6 +24,7 @@ mod proxy;
 mod reload;
 mod reload_metrics;
 mod rmcp_e2e;
+mod session_ends;
 mod sessions;
 mod throttle_redis;
 mod tls;

@@ -47,6 +47,8 @@ pub enum Disposition {
     /// A pushed request the policy refused: the gateway answered the
     /// upstream itself, the client sees nothing of it; the stream goes on.
     Withheld,
+    /// Decided once a check in the single-use store answers (stream only).
+    Held(super::gate::Held),
     /// A notification whose text had to be made safe.
     NotifyRewritten(Bytes),
     /// The response to the request, unchanged; nothing more is read after it.
@@ -150,7 +152,9 @@ impl Exchange {
         let method = McpMethod::parse(msg.method.as_deref().unwrap_or_default());
         let allowed = match self.ctx.request.method {
             _ if self.sessions() => method.is_server_notification(),
-            McpMethod::SubscriptionsListen => method.is_server_notification(),
+            McpMethod::SubscriptionsListen => {
+                method.is_server_notification() && !method.is_sessions_only()
+            }
             _ => method.is_request_stream_notification() && method != McpMethod::Cancelled,
         };
         if carrier == Carrier::Body {
@@ -168,29 +172,36 @@ impl Exchange {
                 "notification",
             );
         }
-        let Some(params) = msg.params else {
-            return Disposition::Notify;
+        let checked = match msg.params {
+            None => Disposition::Notify,
+            Some(params) => {
+                let route = &self.ctx.route.upstream.settings;
+                let (outcome, report) = inspect_notification(
+                    &route.policy,
+                    &self.subject(),
+                    method,
+                    params.get().as_bytes(),
+                );
+                self.record_text(&report);
+                match outcome {
+                    Ok(None) => Disposition::Notify,
+                    Ok(Some(params)) => match serde_json::to_vec(&NotificationOut {
+                        jsonrpc: "2.0",
+                        method: method.as_str(),
+                        params: &params,
+                    }) {
+                        Ok(bytes) => Disposition::NotifyRewritten(Bytes::from(bytes)),
+                        Err(_) => Disposition::Refuse(reencode_failed()),
+                    },
+                    Err(r) => Disposition::Refuse(r),
+                }
+            }
         };
-        let route = &self.ctx.route.upstream.settings;
-        let (outcome, report) = inspect_notification(
-            &route.policy,
-            &self.subject(),
-            method,
-            params.get().as_bytes(),
-        );
-        self.record_text(&report);
-        match outcome {
-            Ok(None) => Disposition::Notify,
-            Ok(Some(params)) => match serde_json::to_vec(&NotificationOut {
-                jsonrpc: "2.0",
-                method: method.as_str(),
-                params: &params,
-            }) {
-                Ok(bytes) => Disposition::NotifyRewritten(Bytes::from(bytes)),
-                Err(_) => Disposition::Refuse(reencode_failed()),
-            },
-            Err(r) => Disposition::Refuse(r),
+        // Only an elicitation this gateway showed in this session completes.
+        if method == McpMethod::ElicitationComplete {
+            return self.elicitation_complete(msg, checked);
         }
+        checked
     }
 
     fn response(&mut self, msg: &Message<'_>) -> Disposition {

@@ -15,7 +15,7 @@ use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::exchange::{Carrier, Disposition, Exchange};
-use super::gate::Gate;
+use super::gate::{Gate, Held};
 use crate::model::{Reason, Refusal};
 use crate::pipeline::body::EventSource;
 use crate::pipeline::refuse::error_bytes;
@@ -25,6 +25,9 @@ pub struct SseBody {
     exchange: Exchange,
     /// The final message waiting for its gate.
     gate: Option<(Gate, Bytes)>,
+    /// A message waiting for its check (its raw event and id); the events
+    /// after it wait in the framer.
+    held: Option<(Held, Bytes, Option<String>)>,
     upstream: Option<Incoming>,
     framer: SseFramer,
     out: VecDeque<Bytes>,
@@ -43,6 +46,7 @@ impl SseBody {
         SseBody {
             exchange,
             gate: None,
+            held: None,
             upstream: Some(upstream),
             framer,
             out: VecDeque::new(),
@@ -77,7 +81,7 @@ impl SseBody {
     }
 
     fn take_events(&mut self) {
-        loop {
+        while self.held.is_none() {
             let ev = match self.framer.next_event() {
                 Ok(None) => return,
                 Ok(Some(ev)) => ev,
@@ -96,29 +100,51 @@ impl SseBody {
                 self.out.push_back(ev.raw);
                 continue;
             };
-            let id = ev.id.as_deref();
-            match self.exchange.inspect(data.as_bytes(), Carrier::Stream) {
-                Disposition::Notify => self.out.push_back(ev.raw),
-                Disposition::NotifyRewritten(message) | Disposition::Pushed(message) => {
-                    self.out.push_back(event_with_id(id, &message))
-                }
-                // The event's id still reaches the client, so it can resume
-                // from it: a comment line carries it.
-                Disposition::Withheld => {
-                    if let Some(id) = id {
-                        self.out.push_back(event_id_only(id));
-                    }
-                }
-                Disposition::Final => return self.finish_with(ev.raw, false),
-                Disposition::FinalRewritten(message) => {
-                    return self.finish_with(event_with_id(id, &message), false)
-                }
-                Disposition::Ask(message) => {
-                    return self.finish_with(event_with_id(id, &message), true)
-                }
-                Disposition::Refuse(r) => return self.fail(r),
+            let disposition = self.exchange.inspect(data.as_bytes(), Carrier::Stream);
+            if !self.apply(disposition, ev.raw, ev.id) {
+                return;
             }
         }
+    }
+
+    /// What becomes of one event; `false` when nothing more is read now
+    /// (the stream ended, or the event waits for its check).
+    fn apply(&mut self, disposition: Disposition, raw: Bytes, id: Option<String>) -> bool {
+        let event_id = id.as_deref();
+        match disposition {
+            Disposition::Notify => self.out.push_back(raw),
+            Disposition::NotifyRewritten(message) | Disposition::Pushed(message) => {
+                self.out.push_back(event_with_id(event_id, &message))
+            }
+            // The event's id still reaches the client, so it can resume
+            // from it: a comment line carries it.
+            Disposition::Withheld => {
+                if let Some(id) = event_id {
+                    self.out.push_back(event_id_only(id));
+                }
+            }
+            Disposition::Held(check) => {
+                self.held = Some((check, raw, id));
+                return false;
+            }
+            Disposition::Final => {
+                self.finish_with(raw, false);
+                return false;
+            }
+            Disposition::FinalRewritten(message) => {
+                self.finish_with(event_with_id(event_id, &message), false);
+                return false;
+            }
+            Disposition::Ask(message) => {
+                self.finish_with(event_with_id(event_id, &message), true);
+                return false;
+            }
+            Disposition::Refuse(r) => {
+                self.fail(r);
+                return false;
+            }
+        }
+        true
     }
 
     fn poll_upstream(&mut self, cx: &mut Context<'_>) -> Poll<Option<()>> {
@@ -183,13 +209,24 @@ impl EventSource for SseBody {
                 return Poll::Ready(Some(b));
             }
             // Cut only a stream still waiting for its final message.
-            let open = self.upstream.is_some() || self.gate.is_some();
+            let open = self.upstream.is_some() || self.gate.is_some() || self.held.is_some();
             if open && self.cut_off.as_mut().poll(cx).is_ready() {
                 self.gate = None;
+                self.held = None;
                 self.fail(Refusal::new(
                     Reason::ShuttingDown,
                     "the gateway is shutting down and ended this stream; retry the request",
                 ));
+                continue;
+            }
+            if let Some((check, _, _)) = self.held.as_mut() {
+                let decided = std::task::ready!(check.poll(cx));
+                if let Some((_, raw, id)) = self.held.take() {
+                    if self.apply(decided, raw, id) {
+                        // The events that waited behind it.
+                        self.take_events();
+                    }
+                }
                 continue;
             }
             if let Some((gate, _)) = self.gate.as_mut() {
