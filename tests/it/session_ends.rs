@@ -525,3 +525,112 @@ async fn a_refused_delete_leaves_the_session_open() {
     assert_eq!(resp.status(), 200, "the session goes on");
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn every_instance_sharing_the_store_sees_the_session_end_and_what_it_was_shown() {
+    if !crate::throttle_redis::redis_installed() {
+        return;
+    }
+    let redis = TcpRedis::start().await;
+    let up = ScriptedUpstream::start(upstream).await;
+    let keys = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(keys.path(), portcullis::mrtr::seal::new_key_line("shared")).unwrap();
+    let shared = format!(
+        "[state]\nkeys_file = \"{}\"\nsingle_use_backend = \"redis\"\nredis_url = \"{}\"\n",
+        keys.path().display(),
+        redis.url()
+    );
+    let a = start_gateway(&config_text(&up.url(), "", &shared)).await;
+    let b = start_gateway(&config_text(&up.url(), "", &shared)).await;
+    let (c, ua, ub) = (client(), url(&a), url(&b));
+    let session = initialize(&c, &ua).await;
+    // Shown through one instance, completed through the other.
+    let shown = call(&c, &ua, &session, "url", None).await;
+    assert_eq!(shown[0]["params"]["elicitationId"], "e-shown", "{shown:?}");
+    let (status, got) = listen(&c, &ub, &session, r#"{"elicitationId":"e-shown"}"#).await;
+    assert_eq!((status, completions(&got)), (200, 1), "{got:?}");
+    let got = call(
+        &c,
+        &ub,
+        &session,
+        "",
+        Some(r#"{"elicitationId":"e-other"}"#),
+    )
+    .await;
+    assert!(refused_with(&got, "upstream_protocol_violation"), "{got:?}");
+    // Ended through one instance, refused by the other.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let resp = post(&c, &ub, Some(&session), list.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = c
+        .delete(&ua)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = post(&c, &ub, Some(&session), list).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(
+        json_of(resp).await["error"]["data"]["reason"],
+        "session_expired"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A `redis-server` on a free loopback TCP port (the single-use store takes a
+/// `redis://` URL), killed on drop.
+struct TcpRedis {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl TcpRedis {
+    async fn start() -> TcpRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let redis = TcpRedis { port, child };
+        for _ in 0..500 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return redis;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("redis-server did not come up");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+}
+
+impl Drop for TcpRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
