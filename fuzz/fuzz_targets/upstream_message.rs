@@ -176,6 +176,11 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
             assert_eq!(carrier, Carrier::Stream);
             assert_eq!(ex.ctx.request.generation(), Generation::Sessions);
         }
+        // Waits for the single-use store: only in a 2025-11-25 session.
+        Disposition::Held(_) => {
+            assert_eq!(carrier, Carrier::Stream);
+            assert!(ex.ctx.session.is_some(), "a held message outside a session");
+        }
         Disposition::Refuse(r) => {
             let body = portcullis::json::error_body(ex.ctx.id(), r, Some("fuzz"));
             let e = strict(&body, "a refusal");
