@@ -109,10 +109,7 @@ impl Forwarding {
     }
 
     /// This hop's `Forwarded` element for a request sent to `host`.
-    fn element_for(&self, host: Option<&HeaderValue>) -> Option<HeaderValue> {
-        let Some(host) = host else {
-            return HeaderValue::from_str(&self.element).ok();
-        };
+    fn element_for(&self, host: &HeaderValue) -> Option<HeaderValue> {
         if let Some((h, v)) = self.by_host.get() {
             if h == host {
                 return Some(v.clone());
@@ -143,12 +140,18 @@ fn appended(prev: &HeaderValue, ours: &[u8]) -> Option<HeaderValue> {
 }
 
 /// What the client sent becomes what the upstream gets, edited in place:
-/// hop-by-hop headers out, forwarding headers in. `Accept-Encoding` is
-/// dropped so the upstream answers in a form the gateway can inspect;
-/// `Authorization` is kept only when the route says so (MCP forbids passing
-/// a client's token through to another server).
-pub fn to_upstream(headers: &mut HeaderMap, peer: &Forwarding, forward_authorization: bool) {
-    let host = headers.get(header::HOST).cloned();
+/// hop-by-hop headers out, forwarding headers in. `authority` is the one the
+/// server-name check read (an absolute target or HTTP/2 `:authority` before
+/// `Host`): the upstream is told that one, never a `Host` nobody checked.
+/// `Accept-Encoding` is dropped so the upstream answers in a form the
+/// gateway can inspect; `Authorization` is kept only when the route says so
+/// (MCP forbids passing a client's token through to another server).
+pub fn to_upstream(
+    headers: &mut HeaderMap,
+    peer: &Forwarding,
+    authority: &HeaderValue,
+    forward_authorization: bool,
+) {
     let dropped: &[&HeaderName] = if forward_authorization {
         &[&header::ACCEPT_ENCODING]
     } else {
@@ -163,10 +166,8 @@ pub fn to_upstream(headers: &mut HeaderMap, peer: &Forwarding, forward_authoriza
         headers.insert(X_FORWARDED_FOR.clone(), v);
     }
     headers.insert(X_FORWARDED_PROTO.clone(), peer.proto());
-    let ours = peer.element_for(host.as_ref());
-    if let Some(h) = host {
-        headers.insert(X_FORWARDED_HOST.clone(), h);
-    }
+    let ours = peer.element_for(authority);
+    headers.insert(X_FORWARDED_HOST.clone(), authority.clone());
     let fwd = match (headers.get(&FORWARDED), ours) {
         (Some(prev), Some(ours)) => appended(prev, ours.as_bytes()),
         (None, ours) => ours,
@@ -231,7 +232,8 @@ mod tests {
         h.insert(header::HOST, HeaderValue::from_static("gw.example:8080"));
         let peer: SocketAddr = "10.1.2.3:5555".parse().unwrap();
         let mut out = h.clone();
-        to_upstream(&mut out, &Forwarding::new(peer, false), false);
+        let host = HeaderValue::from_static("gw.example:8080");
+        to_upstream(&mut out, &Forwarding::new(peer, false), &host, false);
         assert!(out.get("x-secret-hop").is_none());
         assert!(out.get("keep-alive").is_none());
         assert!(out.get(header::TRANSFER_ENCODING).is_none());
@@ -244,7 +246,7 @@ mod tests {
             "for=10.1.2.3;proto=http;host=gw.example:8080"
         );
         let mut with_auth = h.clone();
-        to_upstream(&mut with_auth, &Forwarding::new(peer, true), true);
+        to_upstream(&mut with_auth, &Forwarding::new(peer, true), &host, true);
         assert_eq!(with_auth[header::AUTHORIZATION], "Bearer t");
         assert_eq!(with_auth[&X_FORWARDED_PROTO], "https");
     }
@@ -256,9 +258,13 @@ mod tests {
         h.insert(&FORWARDED, HeaderValue::from_static("for=1.1.1.1"));
         let peer: SocketAddr = "[::1]:1".parse().unwrap();
         let mut out = h;
-        to_upstream(&mut out, &Forwarding::new(peer, false), false);
+        let host = HeaderValue::from_static("gw");
+        to_upstream(&mut out, &Forwarding::new(peer, false), &host, false);
         assert_eq!(out[&X_FORWARDED_FOR], "1.1.1.1, ::1");
-        assert_eq!(out[&FORWARDED], "for=1.1.1.1, for=\"[::1]\";proto=http");
+        assert_eq!(
+            out[&FORWARDED],
+            "for=1.1.1.1, for=\"[::1]\";proto=http;host=gw"
+        );
     }
 
     #[test]
@@ -271,9 +277,11 @@ mod tests {
             "bad\"host",
             "a.example",
         ] {
+            // The Host header is not what is forwarded: the checked authority is.
             let mut h = HeaderMap::new();
-            h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
-            to_upstream(&mut h, &peer, false);
+            h.insert(header::HOST, HeaderValue::from_static("unchecked.example"));
+            to_upstream(&mut h, &peer, &HeaderValue::from_str(host).unwrap(), false);
+            assert!(h.get(header::HOST).is_none());
             let want = if host.contains('"') {
                 "for=10.0.0.9;proto=http".to_owned()
             } else {

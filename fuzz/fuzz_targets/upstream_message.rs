@@ -216,6 +216,11 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
             let e = strict(message, "a refused replay");
             assert_eq!(e["error"]["data"]["reason"], refusal.reason.as_str());
         }
+        // Waits for the single-use store: only in a 2025-11-25 session.
+        Disposition::Held(_) => {
+            assert_eq!(carrier, Carrier::Stream);
+            assert!(ex.ctx.session.is_some(), "a held message outside a session");
+        }
         Disposition::Refuse(r) => {
             let body = portcullis::json::error_body(ex.ctx.id(), r, Some("fuzz"));
             let e = strict(&body, "a refusal");

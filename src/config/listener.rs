@@ -64,6 +64,15 @@ fn normal_host(host: &str) -> String {
     host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
 }
 
+/// `localhost`, `127.0.0.1` or `[::1]`, in any case, with or without the
+/// one trailing dot: the names of the loopback default.
+pub fn is_loopback_name(host: &str) -> bool {
+    matches!(
+        normal_host(host).as_str(),
+        "localhost" | "127.0.0.1" | "[::1]"
+    )
+}
+
 impl ServerNames {
     /// Whether a request for `authority` (the `Host` header or the HTTP/2
     /// `:authority`) is one this listener serves; `local_port` is the port
@@ -80,8 +89,8 @@ impl ServerNames {
         match self {
             ServerNames::Any => true,
             ServerNames::Loopback => {
-                let loopback = matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]");
-                loopback && port.map_or(matches!(local_port, 80 | 443), |p| p == local_port)
+                is_loopback_name(a.host())
+                    && port.map_or(matches!(local_port, 80 | 443), |p| p == local_port)
             }
             ServerNames::Names(names) => names
                 .iter()
@@ -411,6 +420,30 @@ mod tests {
             assert!(!n.allows(bad, 8080), "{bad}");
         }
         assert!(n.allows("localhost", 80));
+    }
+
+    #[test]
+    fn loopback_names_allow_one_trailing_dot_only() {
+        for name in [
+            "localhost",
+            "LOCALHOST",
+            "localhost.",
+            "127.0.0.1",
+            "[::1]",
+            "[::1].",
+        ] {
+            assert!(is_loopback_name(name), "{name}");
+        }
+        for name in [
+            "localhost..",
+            "127.0.0.2",
+            "[::2]",
+            "localhost.evil",
+            "127.0.0.1.nip.io",
+            "",
+        ] {
+            assert!(!is_loopback_name(name), "{name}");
+        }
     }
 
     #[test]

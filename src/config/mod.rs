@@ -32,7 +32,7 @@ use raw::RawConfig;
 
 pub use crate::model::ConfigError;
 pub use limits::{Limits, LogConfig, LogFormat};
-pub use listener::{ListenerConfig, ServerName, ServerNames};
+pub use listener::{is_loopback_name, ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
 pub use route::{RouteConfig, TaskMode};
 pub use traces::TraceSettings;

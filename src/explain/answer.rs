@@ -323,6 +323,11 @@ pub(super) fn explain(
                 "a pushed request would be withheld",
             )),
         },
+        // Offline there is no session whose store entries could decide it.
+        Disposition::Held(_) => Err(Refusal::new(
+            crate::model::Reason::UpstreamProtocolViolation,
+            "this message waits for the session's entries in the single-use store, which an offline explanation does not have",
+        )),
         Disposition::Refuse(r) | Disposition::ReplayRefused { refusal: r, .. } => Err(r),
     };
     let (report, every_rule) = match traced {

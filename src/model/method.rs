@@ -211,8 +211,16 @@ impl McpMethod {
         )
     }
 
+    /// Notifications of 2025-11-25 that 2026-07-28 no longer has: a
+    /// server may send them on a session's streams only, never on a
+    /// `subscriptions/listen` stream.
+    pub const fn is_sessions_only(self) -> bool {
+        matches!(self, McpMethod::ElicitationComplete)
+    }
+
     /// Notifications a server may send to a client at all (on a
-    /// `subscriptions/listen` stream, or a 2025-11-25 session's streams).
+    /// `subscriptions/listen` stream, or a 2025-11-25 session's streams;
+    /// see [`Self::is_sessions_only`]).
     pub const fn is_server_notification(self) -> bool {
         matches!(
             self,

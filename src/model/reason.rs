@@ -74,7 +74,7 @@ reason_table! {
     UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, an event-stream line that is no field, stream ended without a response";
     UpstreamConnectionClosed => "upstream_connection_closed", -32001, BAD_GATEWAY, "the upstream closed the connection mid-answer";
     UpstreamResponseTooLarge => "upstream_response_too_large", -32001, BAD_GATEWAY, "one message over `max_response_body_bytes`";
-    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id, a list result whose items are not objects, a task replayed on a resumed stream";
+    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id, a list result whose items are not objects, a 2025-11-25 `{\"task\": …}` result replayed on a resumed stream, a `notifications/elicitation/complete` on a 2026-07-28 stream or naming no URL-mode elicitation this gateway delivered in the session";
     ShuttingDown => "shutting_down", -32006, SERVICE_UNAVAILABLE, "refused or cut during drain";
     InputRequiredNotAllowed => "input_required_not_allowed", -32010, OK, "`input_required` on a method that cannot have it";
     ReplayedQuestion => "replayed_question", -32010, OK, "an `input_required` result replayed on a resumed 2025-11-25 stream: the request it answers is unknown, so no state can be sealed for it (a question that breaks a rule gets that rule's reason)";
@@ -115,7 +115,7 @@ reason_table! {
     RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, "Redis down with `redis_failure = \"refuse\"`";
     ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, "the caller may not use that tool, prompt or resource";
     SessionInvalid => "session_invalid", -32017, NOT_FOUND, "`Mcp-Session-Id` not issued by this gateway, altered, or issued to another caller or for another upstream (2025-11-25; the client initializes again)";
-    SessionExpired => "session_expired", -32017, NOT_FOUND, "a 2025-11-25 session older than `session_lifetime` (the client initializes again)";
+    SessionExpired => "session_expired", -32017, NOT_FOUND, "a 2025-11-25 session older than `session_lifetime`, or ended with DELETE (on every instance sharing the single-use store; the client initializes again); also the gateway's answer to a request an upstream pushes in a session that has ended";
     AnswerNotRequested => "answer_not_requested", -32602, BAD_REQUEST, "a client's JSON-RPC response to a request this gateway did not deliver in this session";
     UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`";
 }

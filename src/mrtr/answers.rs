@@ -54,7 +54,12 @@
 //!   an array of objects; `model` and `stopReason`, when present, strings.
 //!   (`model` is required by the schema but not enforced: sampling is a
 //!   deprecated kind and its answer is model output, not something a person
-//!   typed into a form.)
+//!   typed into a form.) Unless [`AnswerRules::allow_secret_values`], the
+//!   text the client returns is scanned like a form's text field: every
+//!   `text` of a text block (also inside a `tool_result`'s content) and every
+//!   string in a `tool_use`'s `input`; a hit is `secret_in_answer` naming
+//!   the key and `content`. A host's model or person can put a pasted token
+//!   into a sampling answer as easily as into a form.
 //! * **Roots answers** (`Asked::Roots`, a `ListRootsResult`): an object with a
 //!   `roots` array of objects, each with a `uri` string that is a `file://`
 //!   URI (required by the schema "for now") and an optional string `name`.
@@ -73,6 +78,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::sampling_answer::sampling;
 use super::value_scan::SecretValueScanner;
 use crate::model::{printable_name, Asked, FieldKind, FormSchema, Reason, TextFormat};
 
@@ -154,7 +160,7 @@ pub fn check_answers(
         match what {
             Asked::Form(schema) => elicitation(key, answer, Some(schema), rules, &mut report)?,
             Asked::Url { .. } => elicitation(key, answer, None, rules, &mut report)?,
-            Asked::Sampling => sampling(key, answer)?,
+            Asked::Sampling => sampling(key, answer, rules)?,
             Asked::Roots => roots(key, answer)?,
         }
     }
@@ -164,7 +170,7 @@ pub fn check_answers(
     Ok(report)
 }
 
-fn invalid(key: &str, field: Option<&str>, why: impl Into<String>) -> AnswerProblem {
+pub(super) fn invalid(key: &str, field: Option<&str>, why: impl Into<String>) -> AnswerProblem {
     AnswerProblem {
         key: key.to_owned(),
         field: field.map(str::to_owned),
@@ -609,44 +615,6 @@ fn parse_time(b: &[u8]) -> Option<()> {
 }
 
 // ---- sampling and roots -----------------------------------------------------
-
-fn sampling(key: &str, answer: &Value) -> Result<(), AnswerProblem> {
-    let obj = answer.as_object().ok_or_else(|| {
-        invalid(
-            key,
-            None,
-            "the answer to a sampling request must be an object with role, content and model",
-        )
-    })?;
-    match obj.get("role").and_then(Value::as_str) {
-        Some("user" | "assistant") => {}
-        _ => {
-            return Err(invalid(
-                key,
-                Some("role"),
-                "must be \"user\" or \"assistant\"",
-            ))
-        }
-    }
-    let content_ok = match obj.get("content") {
-        Some(Value::Object(_)) => true,
-        Some(Value::Array(items)) => items.iter().all(Value::is_object),
-        _ => false,
-    };
-    if !content_ok {
-        return Err(invalid(
-            key,
-            Some("content"),
-            "must be a content block object or an array of content blocks",
-        ));
-    }
-    for member in ["model", "stopReason"] {
-        if obj.get(member).is_some_and(|m| !m.is_string()) {
-            return Err(invalid(key, Some(member), "must be a string"));
-        }
-    }
-    Ok(())
-}
 
 fn roots(key: &str, answer: &Value) -> Result<(), AnswerProblem> {
     let list = answer
@@ -1222,6 +1190,48 @@ mod tests {
         let (_, out) =
             check(json!({"book": {"action": "decline", "content": {"notes": token}}})).unwrap();
         assert_eq!(Value::Object(out), json!({"book": {"action": "decline"}}));
+    }
+
+    #[test]
+    fn a_secret_in_a_sampling_answer_is_refused_in_every_carrier() {
+        let token = fake_github_token();
+        let card = "4111 1111 1111 1111".to_owned();
+        let text = |t: &str| json!({"type": "text", "text": format!("sure, here: {t}")});
+        // Every place a sampling answer carries text a client chose.
+        type Carrier = Box<dyn Fn(&str) -> Value>;
+        let carriers: Vec<Carrier> = vec![
+            Box::new(move |t| text(t)),
+            Box::new(move |t| json!([{"type": "text", "text": "ok"}, text(t)])),
+            Box::new(
+                move |t| json!([{"type": "tool_result", "toolUseId": "c1", "content": [text(t)]}]),
+            ),
+            Box::new(
+                |t| json!([{"type": "tool_use", "id": "c1", "name": "w", "input": {"q": {"deep": [t]}}}]),
+            ),
+        ];
+        for (n, carrier) in carriers.iter().enumerate() {
+            for secret in [&token, &card] {
+                let answer = json!({"sample": {"role": "assistant", "content": carrier(secret), "model": "m"}});
+                let p = check(answer.clone()).unwrap_err();
+                assert_eq!(p.reason, Reason::SecretInAnswer, "carrier {n}");
+                assert_eq!(
+                    (p.key.as_str(), p.field.as_deref()),
+                    ("sample", Some("content"))
+                );
+                let shown = format!("{p} {p:?}");
+                assert!(
+                    !shown.contains(secret.as_str()) && !shown.contains("4111"),
+                    "{shown}"
+                );
+                // The same switch as forms: a policy may allow it.
+                check_with(answer, true).unwrap();
+                // Ordinary model text passes.
+                let plain = json!({"sample": {"role": "assistant", "content": carrier("Paris, 4 rooms"), "model": "m"}});
+                check(plain).unwrap();
+            }
+        }
+        // An image's data or an unknown block's members are not text a person chose.
+        check(json!({"sample": {"role": "assistant", "content": {"type": "image", "data": token, "mimeType": "image/png"}}})).unwrap();
     }
 
     #[test]

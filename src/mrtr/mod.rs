@@ -7,6 +7,7 @@ pub mod answers;
 pub mod mint;
 pub mod replay;
 pub mod retry;
+mod sampling_answer;
 pub mod seal;
 pub mod settings;
 pub mod task;

@@ -196,11 +196,12 @@ impl Gateway {
         let at = |r: Refusal| Refused::new(r, None, name);
         let (mut parts, body) = req.into_parts();
         let generations = &route.config.generations;
-        let transport = request::head::check(&parts, &self.head_rules(&peer, generations))
-            .map_err(|r| {
+        let head =
+            request::head::check(&parts, &self.head_rules(&peer, generations)).map_err(|r| {
                 let allow = HeaderValue::from_static(request::head::allowed_methods(generations));
                 at(r).with_header(header::ALLOW, allow)
             })?;
+        let transport = head.transport;
         let principal = access::identify(self, &route, &parts.headers, &peer)?;
         access::throttle(
             self,
@@ -240,7 +241,9 @@ impl Gateway {
         };
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
-        session::open(&mut ctx, &parts.headers).map_err(|r| within(r, &ctx))?;
+        session::open(&mut ctx, &parts.headers)
+            .await
+            .map_err(|r| within(r, &ctx))?;
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)
             .await
@@ -261,6 +264,7 @@ impl Gateway {
         to_upstream(
             &mut parts.headers,
             &peer.forwarding,
+            &head.authority,
             upstream.settings.forward_authorization,
         );
         session::to_upstream(&ctx, &mut parts.headers);
@@ -301,6 +305,7 @@ impl Gateway {
             generations,
             allowed_origins: &self.config.allowed_origins,
             local_port: peer.local.port(),
+            loopback: peer.local.ip().is_loopback(),
             tls: peer.tls,
         }
     }

@@ -1,7 +1,9 @@
 //! Phase: the 2025-11-25 session. A request that carries the gateway's
 //! session id has it opened and checked against who is calling and which
-//! upstream the route leads to; the upstream later gets its own session id
-//! back. An `initialize` has none yet: the response phase mints one.
+//! upstream the route leads to, and against the single-use store: a session
+//! the client ended with DELETE stays ended on every instance that shares
+//! the store, until its own expiry. The upstream later gets its own session
+//! id back. An `initialize` has none yet: the response phase mints one.
 
 use http::{HeaderMap, HeaderValue};
 
@@ -21,7 +23,7 @@ fn invalid(message: &str) -> Refusal {
 }
 
 /// Open the client's session id, when the request carries one.
-pub fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refusal> {
+pub async fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refusal> {
     if ctx.request.generation() != Generation::Sessions {
         return Ok(());
     }
@@ -69,9 +71,49 @@ pub fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refusal> {
             "this session has ended; initialize again",
         ));
     }
+    match gateway.mrtr.replay.is_consumed(&state.ended_id()).await {
+        Ok(false) => {}
+        Ok(true) => {
+            return Err(Refusal::new(
+                Reason::SessionExpired,
+                "this session was ended with DELETE; initialize again",
+            ))
+        }
+        Err(_) => return Err(store_unavailable()),
+    }
     ctx.request.client = state.caps.into();
     ctx.session = Some(OpenSession { state });
     Ok(())
+}
+
+fn store_unavailable() -> Refusal {
+    Refusal::new(
+        Reason::StateStoreUnavailable,
+        "the gateway cannot check whether this session has ended right now; try again",
+    )
+}
+
+/// After the upstream accepted a DELETE: the session is over for every
+/// instance sharing the single-use store, until it would have expired.
+pub async fn end(ctx: &RequestCtx) -> Result<(), Refusal> {
+    let Some(session) = ctx.session.as_ref() else {
+        return Ok(());
+    };
+    let gateway = &ctx.gateway;
+    let until = session
+        .state
+        .expires_secs(gateway.config.state.session_lifetime);
+    gateway
+        .mrtr
+        .replay
+        .consume(&session.state.ended_id(), until)
+        .await
+        .map_err(|_| {
+            Refusal::new(
+                Reason::StateStoreUnavailable,
+                "the upstream ended the session, but the gateway could not record it; send DELETE again",
+            )
+        })
 }
 
 /// The session header the upstream gets: its own session id, or none.

@@ -122,6 +122,31 @@ impl From<OpenError> for TokenError {
 }
 
 impl SessionState {
+    /// When the session ends by age (unix seconds): what the single-use
+    /// store's entries about it live for.
+    pub fn expires_secs(&self, lifetime: std::time::Duration) -> u64 {
+        (self.created_ms / 1000).saturating_add(lifetime.as_secs())
+    }
+
+    /// The single-use store's key that says the session was ended (DELETE).
+    pub fn ended_id(&self) -> String {
+        format!("session-ended.{}", self.nonce)
+    }
+
+    /// The single-use store's key that says this session was shown the
+    /// URL-mode elicitation `elicitation_id` (the upstream's id, digested:
+    /// it is the upstream's text and any length).
+    pub fn elicitation_id(&self, elicitation_id: &str) -> String {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let digest = ring::digest::digest(&ring::digest::SHA256, elicitation_id.as_bytes());
+        format!(
+            "elicitation.{}.{}",
+            self.nonce,
+            URL_SAFE_NO_PAD.encode(digest.as_ref())
+        )
+    }
+
     pub fn new(
         upstream_session: Option<String>,
         principal: String,

@@ -25,6 +25,7 @@ mod reload;
 mod reload_metrics;
 mod resumed;
 mod rmcp_e2e;
+mod session_ends;
 mod sessions;
 mod tasks;
 mod throttle_redis;

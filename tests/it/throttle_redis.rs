@@ -17,7 +17,7 @@ struct RedisServer {
     child: Option<Child>,
 }
 
-fn redis_installed() -> bool {
+pub(crate) fn redis_installed() -> bool {
     let ok = Command::new("redis-server")
         .arg("--version")
         .stdout(Stdio::null())

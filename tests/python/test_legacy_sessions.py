@@ -171,7 +171,7 @@ async def test_pushed_message_markup(urls, via_gateway):
         assert "<b>one</b> \x1b[31mcolour" in params.message
 
 
-async def test_delete_ends_the_session(urls):
+async def test_delete_ends_the_session(urls, via_gateway):
     async with connect(urls[0], accept_all()) as s:
         await s.client.list_tools()
     [sid] = s.session_ids
@@ -187,6 +187,10 @@ async def test_delete_ends_the_session(urls):
             },
         )
     assert after.status_code == 404, after.text
+    if via_gateway:
+        # The gateway's own session ended with the upstream's: it refuses the
+        # id itself rather than passing the upstream's 404 on.
+        assert after.json()["error"]["data"]["reason"] == "session_expired", after.text
 
 
 async def test_session_goes_on_at_a_second_gateway(urls):

@@ -2,10 +2,10 @@
 //! so that a wrong method, host, origin or type costs nothing: the checks
 //! the MCP spec asks of a server, which the gateway is toward the client.
 
-use http::{header, request::Parts, Method};
+use http::{header, request::Parts, HeaderValue, Method};
 
 use super::Transport;
-use crate::config::ServerNames;
+use crate::config::{is_loopback_name, ServerNames};
 use crate::model::{Generation, Reason, Refusal};
 
 /// What the head checks need of the listener and the config.
@@ -15,7 +15,19 @@ pub struct HeadRules<'a> {
     pub generations: &'a [Generation],
     pub allowed_origins: &'a std::collections::HashSet<String>,
     pub local_port: u16,
+    /// The connection came in on a loopback address.
+    pub loopback: bool,
     pub tls: bool,
+}
+
+/// What the head checks found that later phases need.
+#[derive(Debug)]
+pub struct Head {
+    pub transport: Transport,
+    /// The authority the server-name check read (the absolute target or
+    /// `:authority`, else `Host`): what the upstream is told the request
+    /// was sent to. Any other `Host` was never checked.
+    pub authority: HeaderValue,
 }
 
 /// The `Host` (HTTP/1.1) or `:authority` (HTTP/2) the request was sent to.
@@ -36,7 +48,7 @@ pub fn allowed_methods(generations: &[Generation]) -> &'static str {
     }
 }
 
-pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Transport, Refusal> {
+pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Head, Refusal> {
     let sessions = rules.generations.contains(&Generation::Sessions);
     let transport = match parts.method {
         Method::POST => Transport::Post,
@@ -52,31 +64,36 @@ pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Transport, Refusal>
             ))
         }
     };
-    check_host(parts, rules)?;
+    let authority = check_host(parts, rules)?;
     check_origin(parts, rules)?;
     if transport == Transport::Post {
         check_content_type(parts)?;
     }
-    Ok(transport)
+    Ok(Head {
+        transport,
+        authority,
+    })
 }
 
 /// DNS rebinding: a page on another site that resolves its own name to
-/// this address reaches the gateway with its own name as `Host`.
-fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<(), Refusal> {
+/// this address reaches the gateway with its own name as `Host`. Returns
+/// the authority it checked.
+fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<HeaderValue, Refusal> {
     let hosts = parts.headers.get_all(header::HOST).iter().count();
-    let ok = hosts <= 1
-        && authority(parts).is_some_and(|a| rules.server_names.allows(a, rules.local_port));
-    if ok {
-        return Ok(());
-    }
-    Err(Refusal::new(
-        Reason::HostNotAllowed,
-        "this listener does not serve that host name (see server_names)",
-    ))
+    let checked = authority(parts)
+        .filter(|a| hosts <= 1 && rules.server_names.allows(a, rules.local_port))
+        .and_then(|a| HeaderValue::from_str(a).ok());
+    checked.ok_or_else(|| {
+        Refusal::new(
+            Reason::HostNotAllowed,
+            "this listener does not serve that host name (see server_names)",
+        )
+    })
 }
 
 /// The spec: a server must validate `Origin` and answer 403 for an invalid
-/// one. Allowed: the configured origins and the gateway's own.
+/// one. Allowed: the configured origins and the gateway's own (see
+/// [`is_own_origin`]).
 fn check_origin(parts: &Parts, rules: &HeadRules<'_>) -> Result<(), Refusal> {
     let mut origins = parts.headers.get_all(header::ORIGIN).iter();
     let Some(origin) = origins.next() else {
@@ -103,7 +120,14 @@ fn check_origin(parts: &Parts, rules: &HeadRules<'_>) -> Result<(), Refusal> {
     }
 }
 
-/// `scheme://authority` of the request itself (the host was checked).
+/// `scheme://authority` of the request itself. That proves the page came
+/// from the gateway only when the host was checked against names the
+/// gateway owns: listed `server_names`, or the loopback default. Under
+/// `server_names = ["*"]` any `Host` passes, so a page on an attacker's name
+/// resolved to this address (DNS rebinding) would send that name as both
+/// `Host` and `Origin`; there only a loopback origin on a loopback listener
+/// is the gateway's own (a page on this machine's loopback at this port is
+/// the gateway), and every other origin must be in `allowed_origins`.
 fn is_own_origin(origin: &str, parts: &Parts, rules: &HeadRules<'_>) -> bool {
     let scheme = if rules.tls { "https://" } else { "http://" };
     let (Some(rest), Some(authority)) = (origin.strip_prefix(scheme), authority(parts)) else {
@@ -115,7 +139,18 @@ fn is_own_origin(origin: &str, parts: &Parts, rules: &HeadRules<'_>) -> bool {
             .map(str::to_owned)
             .unwrap_or_else(|| a.to_owned())
     };
-    strip(rest) == strip(&authority.to_ascii_lowercase())
+    if strip(rest) != strip(&authority.to_ascii_lowercase()) {
+        return false;
+    }
+    match rules.server_names {
+        ServerNames::Any => {
+            rules.loopback
+                && rest
+                    .parse::<http::uri::Authority>()
+                    .is_ok_and(|a| is_loopback_name(a.host()))
+        }
+        ServerNames::Loopback | ServerNames::Names(_) => true,
+    }
 }
 
 fn check_content_type(parts: &Parts) -> Result<(), Refusal> {
@@ -159,6 +194,7 @@ mod tests {
             generations: &[Generation::Stateless],
             allowed_origins: origins,
             local_port: 8080,
+            loopback: true,
             tls: false,
         };
         check(p, &rules).err().map(|r| r.reason)
@@ -210,5 +246,70 @@ mod tests {
             Some(Reason::OriginNotAllowed)
         );
         assert_eq!(reason(&from("null"), &none), Some(Reason::OriginNotAllowed));
+    }
+
+    #[test]
+    fn under_a_wildcard_only_a_loopback_page_is_the_own_origin() {
+        let none = HashSet::new();
+        let check_with = |host: &str, origin: &str, loopback: bool| {
+            let p = parts("POST", &[JSON, ("host", host), ("origin", origin)]);
+            let rules = HeadRules {
+                server_names: &ServerNames::Any,
+                generations: &[Generation::Stateless],
+                allowed_origins: &none,
+                local_port: 8080,
+                loopback,
+                tls: false,
+            };
+            check(&p, &rules).err().map(|r| r.reason)
+        };
+        for host in [
+            "evil.example:8080",
+            "evil.example",
+            "127.0.0.1.nip.io:8080",
+            "10.0.0.5:8080",
+        ] {
+            for origin in [
+                format!("http://{host}"),
+                format!("http://{}/", host.to_uppercase()),
+            ] {
+                for loopback in [true, false] {
+                    assert_eq!(
+                        check_with(host, &origin, loopback),
+                        Some(Reason::OriginNotAllowed),
+                        "{host} {origin} {loopback}"
+                    );
+                }
+            }
+        }
+        for host in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LocalHost.:8080",
+            "[::1]:8080",
+        ] {
+            let origin = format!("http://{host}");
+            assert_eq!(check_with(host, &origin, true), None, "{host}");
+            assert_eq!(
+                check_with(host, &origin, false),
+                Some(Reason::OriginNotAllowed),
+                "{host} on a public listener"
+            );
+        }
+        // The wildcard itself still serves any Host without an Origin.
+        let p = parts("POST", &[JSON, ("host", "evil.example")]);
+        let head = check(
+            &p,
+            &HeadRules {
+                server_names: &ServerNames::Any,
+                generations: &[Generation::Stateless],
+                allowed_origins: &none,
+                local_port: 8080,
+                loopback: true,
+                tls: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(head.authority, "evil.example");
     }
 }

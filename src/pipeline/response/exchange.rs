@@ -53,6 +53,8 @@ pub enum Disposition {
     /// stream awaits [`Exchange::question_gate`], then
     /// [`Exchange::admit_push`] delivers or withholds it.
     PushPending(Box<PendingPush>),
+    /// Decided once a check in the single-use store answers (stream only).
+    Held(super::gate::Held),
     /// A notification whose text had to be made safe.
     NotifyRewritten(Bytes),
     /// A notification that asks new questions (a task's status in
@@ -164,7 +166,9 @@ impl Exchange {
         let method = McpMethod::parse(msg.method.as_deref().unwrap_or_default());
         let allowed = match self.ctx.request.method {
             _ if self.sessions() => method.is_server_notification(),
-            McpMethod::SubscriptionsListen => method.is_server_notification(),
+            McpMethod::SubscriptionsListen => {
+                method.is_server_notification() && !method.is_sessions_only()
+            }
             // The Tasks extension sends a task's status on its tasks/get stream.
             McpMethod::TasksGet if method == McpMethod::TasksStatus => true,
             _ => method.is_request_stream_notification() && method != McpMethod::Cancelled,
@@ -184,32 +188,39 @@ impl Exchange {
                 "notification",
             );
         }
-        let Some(params) = msg.params else {
-            return Disposition::Notify;
-        };
-        if method == McpMethod::TasksStatus {
+        if let (McpMethod::TasksStatus, Some(params)) = (method, msg.params) {
             return self.task_notification(params);
         }
-        let route = &self.ctx.route.upstream.settings;
-        let (outcome, report) = inspect_notification(
-            &route.policy,
-            &self.subject(),
-            method,
-            params.get().as_bytes(),
-        );
-        self.record_text(&report);
-        match outcome {
-            Ok(None) => Disposition::Notify,
-            Ok(Some(params)) => match serde_json::to_vec(&NotificationOut {
-                jsonrpc: "2.0",
-                method: method.as_str(),
-                params: &params,
-            }) {
-                Ok(bytes) => Disposition::NotifyRewritten(Bytes::from(bytes)),
-                Err(_) => Disposition::Refuse(reencode_failed()),
-            },
-            Err(r) => Disposition::Refuse(r),
+        let checked = match msg.params {
+            None => Disposition::Notify,
+            Some(params) => {
+                let route = &self.ctx.route.upstream.settings;
+                let (outcome, report) = inspect_notification(
+                    &route.policy,
+                    &self.subject(),
+                    method,
+                    params.get().as_bytes(),
+                );
+                self.record_text(&report);
+                match outcome {
+                    Ok(None) => Disposition::Notify,
+                    Ok(Some(params)) => match serde_json::to_vec(&NotificationOut {
+                        jsonrpc: "2.0",
+                        method: method.as_str(),
+                        params: &params,
+                    }) {
+                        Ok(bytes) => Disposition::NotifyRewritten(Bytes::from(bytes)),
+                        Err(_) => Disposition::Refuse(reencode_failed()),
+                    },
+                    Err(r) => Disposition::Refuse(r),
+                }
+            }
+        };
+        // Only an elicitation this gateway showed in this session completes.
+        if method == McpMethod::ElicitationComplete {
+            return self.elicitation_complete(msg, checked);
         }
+        checked
     }
 
     fn response(&mut self, msg: &Message<'_>) -> Disposition {

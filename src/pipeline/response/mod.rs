@@ -5,6 +5,7 @@
 
 pub mod exchange;
 mod gate;
+mod in_session;
 mod push;
 mod question;
 mod replay;
@@ -99,7 +100,11 @@ pub async fn check(
         head.headers.insert(MCP_SESSION_ID.clone(), minted);
     }
     if ctx.request.transport == Transport::End {
-        return ended(status, head.headers, body).await;
+        let answer = ended(status, head.headers, body).await?;
+        if answer.status().is_success() {
+            session::end(&ctx).await?;
+        }
+        return Ok(answer);
     }
     let exchange = Exchange::new(ctx);
     if is_stream && status.is_success() {
@@ -161,7 +166,8 @@ async fn json(
             | Disposition::AskNotify(_)
             | Disposition::Pushed(_)
             | Disposition::PushPending(_)
-            | Disposition::Withheld => return Err(Refusal::new(
+            | Disposition::Withheld
+            | Disposition::Held(_) => return Err(Refusal::new(
                 Reason::UpstreamProtocolViolation,
                 "the upstream answered with a notification instead of the response to the request",
             )),

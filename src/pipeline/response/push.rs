@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::exchange::{Disposition, Exchange};
+use super::in_session::ShownPush;
 use crate::audit::{AuditEvent, OperationOutcome};
 use crate::headers::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::json::Message;
@@ -210,6 +211,7 @@ impl Exchange {
         if method != McpMethod::Ping {
             self.record(&report, true, &push.operation, round, None);
         }
+        let shown = ShownPush::of(&push, params.as_ref());
         self.expire_later(push, id, timeout);
         match serde_json::to_vec(&PushOut {
             jsonrpc: "2.0",
@@ -217,7 +219,7 @@ impl Exchange {
             method: name,
             params: params.as_ref(),
         }) {
-            Ok(bytes) => Disposition::Pushed(Bytes::from(bytes)),
+            Ok(bytes) => self.push_in_session(Bytes::from(bytes), id, shown),
             Err(_) => Disposition::Refuse(Refusal::new(
                 Reason::InternalError,
                 "a pushed request could not be re-encoded",
@@ -320,7 +322,7 @@ impl Exchange {
     }
 
     /// What posting a message to the upstream, in this session, needs.
-    fn upstream_sender(&self) -> UpstreamSender {
+    pub(super) fn upstream_sender(&self) -> UpstreamSender {
         let ctx = &self.ctx;
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -352,13 +354,13 @@ impl Exchange {
 }
 
 /// Posts the gateway's own answer to an upstream.
-struct UpstreamSender {
+pub(super) struct UpstreamSender {
     route: std::sync::Arc<crate::pipeline::route::Route>,
     headers: HeaderMap,
 }
 
 impl UpstreamSender {
-    async fn send(self, body: Bytes) {
+    pub(super) async fn send(self, body: Bytes) {
         let upstream = &self.route.upstream;
         match upstream.client.send(Method::POST, self.headers, body).await {
             Ok(resp) if resp.status().is_success() => {}
@@ -373,7 +375,7 @@ impl UpstreamSender {
 }
 
 /// A JSON-RPC error answering the upstream's request `id`.
-fn error_answer(id: &RawValue, refusal: &Refusal) -> Option<Bytes> {
+pub(super) fn error_answer(id: &RawValue, refusal: &Refusal) -> Option<Bytes> {
     let body = ErrorOut {
         jsonrpc: "2.0",
         id,

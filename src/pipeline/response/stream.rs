@@ -15,7 +15,7 @@ use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::exchange::{Carrier, Disposition, Exchange};
-use super::gate::Gate;
+use super::gate::{Gate, Held};
 use super::push::PendingPush;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::body::EventSource;
@@ -38,6 +38,9 @@ pub struct SseBody {
     exchange: Exchange,
     /// A message waiting for its gate.
     gate: Option<(Gate, Waiting)>,
+    /// A message waiting for its check in the single-use store (its raw
+    /// event and id); the events after it wait in the framer.
+    held: Option<(Held, Bytes, Option<String>)>,
     upstream: Option<Incoming>,
     framer: SseFramer,
     out: VecDeque<Bytes>,
@@ -56,6 +59,7 @@ impl SseBody {
         SseBody {
             exchange,
             gate: None,
+            held: None,
             upstream: Some(upstream),
             framer,
             out: VecDeque::new(),
@@ -119,16 +123,16 @@ impl SseBody {
                 self.gate = Some((gate, waiting));
                 false
             }
+            // Delivering may still wait for the session's store (`Held`).
             None => {
                 let admitted = self.exchange.admit_push(push, Ok(()));
-                self.push_out(admitted, id);
-                true
+                self.apply(admitted, Bytes::new(), id.map(str::to_owned))
             }
         }
     }
 
     fn take_events(&mut self) {
-        while self.gate.is_none() && self.upstream.is_some() {
+        while self.gate.is_none() && self.held.is_none() && self.upstream.is_some() {
             let ev = match self.framer.next_event() {
                 Ok(None) => return,
                 Ok(Some(ev)) => ev,
@@ -147,46 +151,64 @@ impl SseBody {
                 self.out.push_back(ev.raw);
                 continue;
             };
-            let id = ev.id.as_deref();
-            match self.exchange.inspect(data.as_bytes(), Carrier::Stream) {
-                Disposition::Notify => self.out.push_back(ev.raw),
-                Disposition::NotifyRewritten(message) => {
-                    self.out.push_back(event_with_id(id, &message))
-                }
-                // The event's id still reaches the client, so it can resume
-                // from it: a comment line carries it.
-                pushed @ (Disposition::Pushed(_) | Disposition::Withheld) => {
-                    self.push_out(pushed, id)
-                }
-                Disposition::PushPending(push) => {
-                    if !self.budget_push(push, id) {
-                        return;
-                    }
-                }
-                Disposition::AskNotify(message) => {
-                    let event = event_with_id(id, &message);
-                    match self.exchange.question_gate() {
-                        Some(gate) => {
-                            self.gate = Some((gate, Waiting::Notice(event)));
-                            return;
-                        }
-                        None => self.out.push_back(event),
-                    }
-                }
-                Disposition::ReplayRefused { message, refusal } => {
-                    self.note_refusal(refusal.reason);
-                    self.out.push_back(event_with_id(id, &message));
-                }
-                Disposition::Final => return self.finish_with(ev.raw, false),
-                Disposition::FinalRewritten(message) => {
-                    return self.finish_with(event_with_id(id, &message), false)
-                }
-                Disposition::Ask(message) => {
-                    return self.finish_with(event_with_id(id, &message), true)
-                }
-                Disposition::Refuse(r) => return self.fail(r),
+            let disposition = self.exchange.inspect(data.as_bytes(), Carrier::Stream);
+            if !self.apply(disposition, ev.raw, ev.id) {
+                return;
             }
         }
+    }
+
+    /// What becomes of one event; `false` when nothing more is read now
+    /// (the stream ended, or the event waits for its gate or its check).
+    fn apply(&mut self, disposition: Disposition, raw: Bytes, id: Option<String>) -> bool {
+        let event_id = id.as_deref();
+        match disposition {
+            Disposition::Notify => self.out.push_back(raw),
+            Disposition::NotifyRewritten(message) => {
+                self.out.push_back(event_with_id(event_id, &message))
+            }
+            // The event's id still reaches the client, so it can resume
+            // from it: a comment line carries it.
+            pushed @ (Disposition::Pushed(_) | Disposition::Withheld) => {
+                self.push_out(pushed, event_id)
+            }
+            Disposition::PushPending(push) => return self.budget_push(push, event_id),
+            Disposition::AskNotify(message) => {
+                let event = event_with_id(event_id, &message);
+                match self.exchange.question_gate() {
+                    Some(gate) => {
+                        self.gate = Some((gate, Waiting::Notice(event)));
+                        return false;
+                    }
+                    None => self.out.push_back(event),
+                }
+            }
+            Disposition::Held(check) => {
+                self.held = Some((check, raw, id));
+                return false;
+            }
+            Disposition::ReplayRefused { message, refusal } => {
+                self.note_refusal(refusal.reason);
+                self.out.push_back(event_with_id(event_id, &message));
+            }
+            Disposition::Final => {
+                self.finish_with(raw, false);
+                return false;
+            }
+            Disposition::FinalRewritten(message) => {
+                self.finish_with(event_with_id(event_id, &message), false);
+                return false;
+            }
+            Disposition::Ask(message) => {
+                self.finish_with(event_with_id(event_id, &message), true);
+                return false;
+            }
+            Disposition::Refuse(r) => {
+                self.fail(r);
+                return false;
+            }
+        }
+        true
     }
 
     fn poll_upstream(&mut self, cx: &mut Context<'_>) -> Poll<Option<()>> {
@@ -251,9 +273,10 @@ impl EventSource for SseBody {
                 return Poll::Ready(Some(b));
             }
             // Cut only a stream still waiting for its final message.
-            let open = self.upstream.is_some() || self.gate.is_some();
+            let open = self.upstream.is_some() || self.gate.is_some() || self.held.is_some();
             if open && self.cut_off.as_mut().poll(cx).is_ready() {
                 self.gate = None;
+                self.held = None;
                 self.fail(Refusal::new(
                     Reason::ShuttingDown,
                     "the gateway is shutting down and ended this stream; retry the request",
@@ -272,11 +295,22 @@ impl EventSource for SseBody {
                     (Some((_, Waiting::Notice(_))), Err(r)) => self.fail(r),
                     (Some((_, Waiting::Push(push, id))), passed) => {
                         let admitted = self.exchange.admit_push(push, passed);
-                        self.push_out(admitted, id.as_deref());
-                        // The events read after the push, in order.
-                        self.take_events();
+                        if self.apply(admitted, Bytes::new(), id) {
+                            // The events read after the push, in order.
+                            self.take_events();
+                        }
                     }
                     (None, _) => {}
+                }
+                continue;
+            }
+            if let Some((check, _, _)) = self.held.as_mut() {
+                let decided = std::task::ready!(check.poll(cx));
+                if let Some((_, raw, id)) = self.held.take() {
+                    if self.apply(decided, raw, id) {
+                        // The events that waited behind it.
+                        self.take_events();
+                    }
                 }
                 continue;
             }

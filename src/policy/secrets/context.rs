@@ -33,6 +33,9 @@ const NEUTRAL_CLAUSE: usize = 6;
 const CARD_REACH: usize = 8;
 /// How far from a card-only term its owner may be ("passport expiry date").
 const OWNER_REACH: usize = 3;
+/// How far from a described noun the place it describes may be ("the long
+/// number embossed on the front of your Visa").
+const DESCRIBED_REACH: usize = 10;
 
 /// Articles and possessives, skipped when looking for the word before.
 const DET: u32 = flag::DETERMINER | flag::POSSESSIVE;
@@ -99,6 +102,13 @@ impl Scan {
                     end: h.end,
                     kind,
                     guard,
+                }),
+                // Which secret a generic noun is, its clause decides (`kind_of`).
+                Entry::Described => Some(Hit {
+                    start: h.start,
+                    end: h.end,
+                    kind: SecretKind::CardNumber,
+                    guard: Guard::Described,
                 }),
                 Entry::Card => None,
             })
@@ -190,10 +200,10 @@ impl Judge<'_> {
     }
 
     fn kind_of(&self, hit: &Hit) -> SecretKind {
-        if hit.guard == Guard::SecurityCode && (self.card || self.card_near(hit)) {
-            SecretKind::CardSecurityCode
-        } else {
-            hit.kind
+        match hit.guard {
+            Guard::SecurityCode if self.card || self.card_near(hit) => SecretKind::CardSecurityCode,
+            Guard::Described => self.described(hit).unwrap_or(hit.kind),
+            _ => hit.kind,
         }
     }
 
@@ -216,6 +226,8 @@ impl Judge<'_> {
             Guard::Secret => self.secret_is_noun(hit),
             Guard::Card => self.card_ok(hit),
             Guard::Plain | Guard::SecurityCode => true,
+            // `number`, `code`, `words` name nothing by themselves.
+            Guard::Described => false,
         }
     }
 
@@ -237,6 +249,7 @@ impl Judge<'_> {
             Guard::Secret => self.secret_is_noun(hit),
             Guard::Card => self.card_ok(hit),
             Guard::Plain | Guard::SecurityCode => true,
+            Guard::Described => self.described(hit).is_some(),
         }
     }
 
@@ -385,5 +398,88 @@ impl Judge<'_> {
             .take_while(|&j| self.n.same_phrase(j, hit.start))
             .any(|j| self.has(j, flag::EXPIRY_OWNER));
         !(before || after)
+    }
+}
+
+/// Secrets described, not named: a generic noun (`described_*` in
+/// `context.toml`) and, in the same clause, the place the secret lives.
+impl Judge<'_> {
+    /// What the noun at `hit` describes, if its clause says where it lives:
+    /// an SMS or an authenticator (a one-time code), an ATM (a PIN), the back
+    /// of a card (its security code), the reader's own card (its number), a
+    /// wallet (a seed phrase), logging in (a password).
+    fn described(&self, hit: &Hit) -> Option<SecretKind> {
+        let i = hit.start;
+        if self.noun_owned(i) {
+            return None;
+        }
+        let lo = i.saturating_sub(DESCRIBED_REACH);
+        let hi = (hit.end + DESCRIBED_REACH).min(self.n.len());
+        let window = || {
+            (lo..hi)
+                .filter(move |&j| !(hit.start..hit.end).contains(&j) && self.n.same_clause(j, i))
+        };
+        // A place that modifies another noun is not where the secret lives
+        // ("the login page", "wallet transactions").
+        let near = |f: u32| {
+            window().any(|j| {
+                self.has(j, f)
+                    && !(j + 1 < self.n.len()
+                        && self.n.same_phrase(j + 1, j)
+                        && self.has(j + 1, flag::DESCRIBED_OWNER | flag::METADATA))
+            })
+        };
+        if self.has(i, flag::DESCRIBED_WORDS) {
+            return match () {
+                _ if near(flag::WALLET) => Some(SecretKind::SeedPhrase),
+                _ if near(flag::LOGIN) => Some(SecretKind::Password),
+                _ => None,
+            };
+        }
+        if near(flag::SENT) {
+            return Some(SecretKind::OneTimeCode);
+        }
+        if near(flag::ATM) {
+            return Some(SecretKind::Pin);
+        }
+        let card = window().any(|j| self.readers_card(j, i));
+        if near(flag::BACK) && (card || self.card) {
+            return Some(SecretKind::CardSecurityCode);
+        }
+        (card && self.has(i, flag::DESCRIBED_NUMBER)).then_some(SecretKind::CardNumber)
+    }
+
+    /// "order number", "promo code", "numéro de commande", "номер заказа":
+    /// the noun belongs to something else.
+    fn noun_owned(&self, i: usize) -> bool {
+        let mut p = self.prev(i);
+        while let Some(k) = p.filter(|&k| self.has(k, DET | flag::NUMBER)) {
+            p = self.prev(k);
+        }
+        let before = p.is_some_and(|k| self.has(k, flag::DESCRIBED_OWNER));
+        let next = |k: usize| (k < self.n.len() && self.n.same_phrase(k, i)).then_some(k);
+        let after = next(i + 1).is_some_and(|k| {
+            self.has(k, flag::DESCRIBED_OWNER)
+                || (self.n.word(k).chars().count() <= 2 || self.has(k, flag::OF_WORD | DET))
+                    && next(k + 1).is_some_and(|m| self.has(m, flag::DESCRIBED_OWNER))
+        });
+        before || after
+    }
+
+    /// Word `j` names a payment card that is the reader's: no owner right
+    /// before it ("library card", "travel visa"), and after the noun only
+    /// through an article or possessive ("the number on your Visa", not
+    /// "the number of cards").
+    fn readers_card(&self, j: usize, noun: usize) -> bool {
+        if !self.has(j, flag::CARD) {
+            return false;
+        }
+        if self
+            .prev(j)
+            .is_some_and(|p| self.has(p, flag::DESCRIBED_OWNER))
+        {
+            return false;
+        }
+        j < noun || (noun + 1..j).any(|k| self.has(k, DET))
     }
 }

@@ -38,7 +38,9 @@ struct Case {
     options: Vec<String>,
     entry: Option<bool>,
     /// `heldout`: written after the word lists were settled, measured once
-    /// before any change for it (the closing report gives that figure).
+    /// before any change for it (the closing report gives that figure);
+    /// `described18`: secrets asked for by description only (issue 18),
+    /// hostile and benign written together before the lists changed for them.
     set: Option<String>,
 }
 
@@ -99,8 +101,8 @@ fn hostile_corpus_is_caught() {
         if got != want {
             missed.push(format!("{case:?} → {got:?}"));
         }
-        if case.set.as_deref() == Some("heldout") {
-            heldout.add("held-out", hit);
+        if let Some(set) = &case.set {
+            heldout.add(set, hit);
         }
         by_kind.add(case.kind.as_deref().unwrap_or_default(), hit);
         by_class.add(&case.class, hit);
@@ -116,7 +118,7 @@ fn hostile_corpus_is_caught() {
     println!("{}", by_lang.report("per language"));
     println!(
         "{}",
-        heldout.report("of which written after the lists were settled")
+        heldout.report("of which written after the lists were settled, per set")
     );
     println!("wrong or missed: {missed:#?}");
     assert!(cases.len() >= 250, "{} hostile cases", cases.len());
@@ -137,8 +139,8 @@ fn benign_corpus_passes() {
         if got.is_some() {
             flagged.push(format!("{case:?} → {got:?}"));
         }
-        if case.set.as_deref() == Some("heldout") {
-            heldout.add("held-out", got.is_some());
+        if let Some(set) = &case.set {
+            heldout.add(set, got.is_some());
         }
         by_class.add(&case.class, got.is_some());
         by_lang.add(&case.lang, got.is_some());
@@ -152,7 +154,7 @@ fn benign_corpus_passes() {
     println!("{}", by_lang.report("false positives per language"));
     println!(
         "{}",
-        heldout.report("of which written after the lists were settled")
+        heldout.report("of which written after the lists were settled, per set")
     );
     println!("flagged: {flagged:#?}");
     assert!(cases.len() >= 200, "{} benign cases", cases.len());

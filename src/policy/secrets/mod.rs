@@ -58,6 +58,23 @@
 //!      code; card-only terms (`expiry date`, `MM/YY`, `有効期限`) count only
 //!      when a card is named in the field or request and nothing else owns
 //!      them (`passport expiry date`).
+//! 5. **Described, not named** (`described_*` and the place lists in
+//!    `context.toml`). A generic noun in a title, description or message
+//!    (`number`, `digits`, `code`, `words`, `Nummer`, `código`, `コード`, …)
+//!    asks for a secret when the same clause says where that secret lives,
+//!    and the place decides which: an SMS or an authenticator app (a
+//!    one-time code: "your one-time code from the SMS", "Код из СМС"), an ATM
+//!    (a PIN), the back of a card with a card named (its security code:
+//!    "the 3 digits on the back of your card"), the reader's own card (its
+//!    number: "the long number embossed on your Visa", "Die lange Nummer auf
+//!    Ihrer Visa-Karte"), a wallet (a seed phrase), logging in (a password).
+//!    A noun that belongs to something else is not one ("order number",
+//!    "promo code", "numéro de commande", "номер заказа"), nor a card that is
+//!    not a payment card ("library card", "travel visa"), nor a place that
+//!    modifies another noun ("the login page", "wallet transactions"); a card
+//!    after the noun must be reached through an article or possessive ("the
+//!    number on your Visa", not "the number of cards"). Names never count
+//!    this way: a field called `number` says nothing by itself.
 //!
 //! The detector is a safety net for careless or naive servers and for obvious
 //! phishing; a determined server can always paraphrase, which is why the

@@ -35,6 +35,9 @@ pub(super) enum Guard {
     Secret,
     SecurityCode,
     Card,
+    /// A generic noun (`described_*` in `context.toml`): a secret only when
+    /// the clause says where it lives; the place decides the kind.
+    Described,
 }
 
 impl Guard {
@@ -57,6 +60,8 @@ pub(super) enum Entry {
     Term(SecretKind, Guard),
     /// A word that names a payment card.
     Card,
+    /// A generic noun that may describe a secret (a number, a code, words).
+    Described,
 }
 
 /// Context flags of a word (one lookup answers every list).
@@ -82,10 +87,19 @@ pub(super) mod flag {
     pub const CARD: u32 = 1 << 18;
     pub const EXPIRY_OWNER: u32 = 1 << 19;
     pub const GENERIC_FIELD: u32 = 1 << 20;
+    pub const DESCRIBED_NUMBER: u32 = 1 << 21;
+    pub const DESCRIBED_CODE: u32 = 1 << 22;
+    pub const DESCRIBED_WORDS: u32 = 1 << 23;
+    pub const SENT: u32 = 1 << 24;
+    pub const ATM: u32 = 1 << 25;
+    pub const BACK: u32 = 1 << 26;
+    pub const WALLET: u32 = 1 << 27;
+    pub const LOGIN: u32 = 1 << 28;
+    pub const DESCRIBED_OWNER: u32 = 1 << 29;
 }
 
 /// The lists of `context.toml`, by field name, with their flag.
-const CONTEXT_LISTS: [(&str, u32); 22] = [
+const CONTEXT_LISTS: [(&str, u32); 31] = [
     ("metadata", flag::METADATA),
     ("name_flags", flag::NAME_FLAG),
     ("prev_block", flag::PREV_BLOCK),
@@ -108,6 +122,24 @@ const CONTEXT_LISTS: [(&str, u32); 22] = [
     ("expiry_owners", flag::EXPIRY_OWNER),
     ("generic_fields", flag::GENERIC_FIELD),
     ("cjk_words", 0),
+    ("described_numbers", flag::DESCRIBED_NUMBER),
+    ("described_codes", flag::DESCRIBED_CODE),
+    ("described_words", flag::DESCRIBED_WORDS),
+    ("sent_words", flag::SENT),
+    ("atm_words", flag::ATM),
+    ("back_words", flag::BACK),
+    ("wallet_words", flag::WALLET),
+    ("login_words", flag::LOGIN),
+    ("described_owners", flag::DESCRIBED_OWNER),
+];
+
+/// The lists whose words are also phrases of their own (found in a text
+/// like terms are).
+const PHRASE_LISTS: [(&str, Entry); 4] = [
+    ("card_words", Entry::Card),
+    ("described_numbers", Entry::Described),
+    ("described_codes", Entry::Described),
+    ("described_words", Entry::Described),
 ];
 
 /// Shipped or policy data that does not compile.
@@ -189,8 +221,10 @@ pub(super) fn build(extra: &[(SecretKind, String)]) -> Result<Tables, TableError
         .iter()
         .map(|(p, k, g)| (p.as_str(), Entry::Term(*k, *g)))
         .collect();
-    let cards = context.get("card_words").map(Vec::as_slice).unwrap_or(&[]);
-    entries.extend(cards.iter().map(|w| (w.as_str(), Entry::Card)));
+    for (list, entry) in PHRASE_LISTS {
+        let words = context.get(list).map(Vec::as_slice).unwrap_or(&[]);
+        entries.extend(words.iter().map(|w| (w.as_str(), entry)));
+    }
     let phrases = PhraseSet::new(entries).map_err(|e| data_err("terms", e))?;
     let lexicon = lexicon(&terms, &words)?;
     Ok(Tables {

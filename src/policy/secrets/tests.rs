@@ -751,3 +751,106 @@ fn compiled_tables_fit_a_memory_budget() {
     println!("secret phrases: {bytes} bytes");
     assert!(bytes < 4 << 20, "{bytes} bytes");
 }
+
+/// Secrets described rather than named (issue 18), in every carrier a person
+/// reads (title, description, the form's message with an asking verb), under
+/// innocuous field names, in several spellings: each is found, as its kind.
+#[test]
+fn described_secrets_are_found_in_every_carrier_and_spelling() {
+    let d = detector();
+    let described = [
+        ("the long number embossed on your Visa", K::CardNumber),
+        (
+            "the 16 digits printed on the front of your debit card",
+            K::CardNumber,
+        ),
+        ("the 3 digits on the back of your card", K::CardSecurityCode),
+        ("your one-time code from the SMS", K::OneTimeCode),
+        ("the 6 digits we just texted to you", K::OneTimeCode),
+        ("the code shown in your authenticator app", K::OneTimeCode),
+        ("the 4 digits you type at the ATM", K::Pin),
+        ("the 12 words you wrote down for your wallet", K::SeedPhrase),
+        ("die lange Nummer auf Ihrer Visa-Karte", K::CardNumber),
+        ("le code reçu par SMS", K::OneTimeCode),
+        (
+            "los tres dígitos del reverso de su tarjeta",
+            K::CardSecurityCode,
+        ),
+        ("код из СМС", K::OneTimeCode),
+        ("カード裏面の3桁の数字", K::CardSecurityCode),
+    ];
+    let spellings: [fn(&str) -> String; 4] = [
+        |s| s.to_owned(),
+        |s| s.to_uppercase(),
+        |s| s.replace(' ', "\u{00a0}"),
+        |s| s.replacen(' ', " \u{200b}", 2),
+    ];
+    for (text, kind) in described {
+        for spell in spellings {
+            let text = spell(text);
+            for name in ["value", "info", "ref", "n", "details"] {
+                let as_title = FieldText {
+                    title: Some(&text),
+                    ..FieldText::named(name)
+                };
+                let as_description = FieldText {
+                    description: Some(&text),
+                    ..FieldText::named(name)
+                };
+                for field in [as_title, as_description] {
+                    let got = d
+                        .check_form("confirm", None, &[field])
+                        .fields
+                        .pop()
+                        .flatten();
+                    assert_eq!(got.map(|m| m.kind), Some(kind), "{name}: {text:?}");
+                }
+                let message = format!("To go on, please enter {text}.");
+                let got = d.check_form("confirm", Some(&message), &[FieldText::named(name)]);
+                assert_eq!(
+                    got.message.map(|m| m.kind),
+                    Some(kind),
+                    "message: {message:?}"
+                );
+            }
+            // Only talking about it, not asking: a negated request.
+            let told = format!("We will never ask you to share {text}.");
+            assert_eq!(d.check_message(&told), None, "{told:?}");
+        }
+    }
+}
+
+/// The same nouns that belong to something else, or places that are not a
+/// secret's, stay ordinary in every carrier.
+#[test]
+fn described_nouns_of_other_things_stay_ordinary() {
+    let d = detector();
+    for text in [
+        "the order number from the SMS we sent",
+        "the tracking number in the text we sent you",
+        "the number of cards to deal",
+        "the room number printed on your key card",
+        "the number on the back of your jersey",
+        "the words to show on the login page",
+        "words to search for in your wallet transactions",
+        "your membership number on the front of your library card",
+        "le numéro de commande reçu par SMS",
+        "номер заказа из СМС",
+        "describe the card design you want",
+    ] {
+        for name in ["value", "info"] {
+            let field = FieldText {
+                description: Some(text),
+                ..FieldText::named(name)
+            };
+            let got = d
+                .check_form("confirm", None, &[field])
+                .fields
+                .pop()
+                .flatten();
+            assert_eq!(got, None, "{text:?}");
+        }
+        let message = format!("Please enter {text}.");
+        assert_eq!(d.check_message(&message), None, "{message:?}");
+    }
+}

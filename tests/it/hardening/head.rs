@@ -267,3 +267,142 @@ async fn configured_origins_pass_beside_the_own_one() {
     }
     gw.shutdown().await;
 }
+
+/// POST a tools/call to `addr` with request target `target` (a path, or the
+/// absolute form) and the given `Host` header, on either protocol (on HTTP/2
+/// an absolute target is the `:authority`, and `host` travels beside it).
+async fn post_target(addr: SocketAddr, version: Version, target: &str, host: &str) -> u16 {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    let io = TokioIo::new(stream);
+    let mut builder = http::Request::post(target).header("host", host);
+    for (k, v) in [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", VERSION),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "get_room"),
+    ] {
+        builder = builder.header(k, v);
+    }
+    let body = Full::new(Bytes::from(call_body("h1", "get_room", json!({}))));
+    let req = builder.body(body).expect("request");
+    let resp = match version {
+        Version::Http1 => {
+            let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(conn);
+            send.send_request(req).await.expect("answer")
+        }
+        Version::Http2 => {
+            let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            send.send_request(req).await.expect("answer")
+        }
+    };
+    resp.status().as_u16()
+}
+
+#[tokio::test]
+async fn the_upstream_is_told_the_authority_the_check_read() {
+    let up = ScriptedUpstream::start(ok_result).await;
+    let gw = start_gateway(&config_text(&up.url(), "", "")).await;
+    let addr = gw.addrs[0];
+    let own = format!("127.0.0.1:{}", addr.port());
+    let absolute = format!("http://{own}/mcp");
+    // The checked authority is the absolute target (HTTP/1.1) or
+    // `:authority` (HTTP/2); a `Host` beside it was never checked.
+    for version in [Version::Http1, Version::Http2] {
+        for unchecked in [
+            "evil.example.com",
+            "evil.example.com:443",
+            "127.0.0.1.nip.io",
+            "localhost:1",
+        ] {
+            let before = up.requests().len();
+            let status = post_target(addr, version, &absolute, unchecked).await;
+            assert_eq!(status, 200, "{version:?} {unchecked}");
+            let got = up.requests().pop().expect("forwarded");
+            assert_eq!(up.requests().len(), before + 1);
+            assert_eq!(
+                got.header("x-forwarded-host").as_deref(),
+                Some(own.as_str()),
+                "{version:?} {unchecked}"
+            );
+            let forwarded = got.header("forwarded").unwrap_or_default();
+            assert!(
+                forwarded.ends_with(&format!(";host={own}")) && !forwarded.contains(unchecked),
+                "{version:?} {unchecked}: {forwarded}"
+            );
+        }
+    }
+    // An origin-form target: the checked `Host` is what goes on.
+    assert_eq!(post_target(addr, Version::Http1, "/mcp", &own).await, 200);
+    let got = up.requests().pop().expect("forwarded");
+    assert_eq!(
+        got.header("x-forwarded-host").as_deref(),
+        Some(own.as_str())
+    );
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_wildcard_server_name_does_not_make_the_callers_host_its_own_origin() {
+    let up = ScriptedUpstream::start(ok_result).await;
+    let wildcard = |extra: &str| {
+        config_text(&up.url(), "", extra).replace(
+            "address = \"127.0.0.1:0\"\n\n[admin]",
+            "address = \"127.0.0.1:0\"\nserver_names = [\"*\"]\n\n[admin]",
+        )
+    };
+    let text = wildcard("");
+    assert!(text.contains("server_names = [\"*\"]"));
+    let gw = start_gateway(&text).await;
+    let addr = gw.addrs[0];
+    let port = addr.port();
+    // DNS rebinding: a page on the attacker's name, resolved to this
+    // address, sends its own name as Host and as Origin. Any Host passes
+    // the wildcard, so it proves nothing about the origin.
+    let attacker_hosts = [
+        format!("rebind.attacker.example:{port}"),
+        "rebind.attacker.example".to_owned(),
+        format!("127.0.0.1.nip.io:{port}"),
+        format!("LOCALHOST.attacker.example:{port}"),
+        format!("192.168.1.20:{port}"),
+    ];
+    for version in [Version::Http1, Version::Http2] {
+        for host in &attacker_hosts {
+            for origin in [format!("http://{host}"), format!("HTTP://{host}/")] {
+                let (status, v) = post_as(addr, version, host, Some(&origin)).await;
+                assert_eq!(
+                    (status, v["error"]["data"]["reason"].as_str()),
+                    (403, Some("origin_not_allowed")),
+                    "{version:?} {host} {origin}: {v}"
+                );
+            }
+            // Without an Origin (not a browser) the wildcard serves it.
+            let (status, _) = post_as(addr, version, host, None).await;
+            assert_eq!(status, 200, "{version:?} {host}");
+        }
+        // A loopback page on this very port is the gateway's own origin.
+        for own in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+            let (status, v) = post_as(addr, version, &own, Some(&format!("http://{own}"))).await;
+            assert_eq!(status, 200, "{version:?} {own}: {v}");
+        }
+    }
+    gw.shutdown().await;
+    // A configured origin still passes with the wildcard.
+    let gw = start_gateway(&wildcard(
+        "[security]\nallowed_origins = [\"https://app.example.com\"]",
+    ))
+    .await;
+    let (status, v) = post_as(
+        gw.addrs[0],
+        Version::Http1,
+        "mcp.example.com",
+        Some("https://app.example.com"),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    gw.shutdown().await;
+}
