@@ -27,6 +27,7 @@ mod resumed;
 mod rmcp_e2e;
 mod sessions;
 mod tasks;
+mod tasks_hostile;
 mod throttle_redis;
 mod tls;
 mod trace_context;
