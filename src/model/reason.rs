@@ -90,7 +90,7 @@ reason_table! {
     DeprecatedRequestKind => "deprecated_request_kind", -32010, OK, "sampling or roots blocked by policy";
     SamplingContextNotAllowed => "sampling_context_not_allowed", -32010, OK, "`includeContext` other than none";
     PromptInjection => "prompt_injection", -32010, OK, "`data.injectionRule`";
-    InvalidTask => "invalid_task", -32010, OK, "a task (Tasks extension) whose shape is wrong: no `taskId`, an unknown `status`, `inputRequests` outside `input_required` or on the task-creating result, a task answering a method other than tools/call";
+    InvalidTask => "invalid_task", -32010, OK, "a task (Tasks extension) whose shape is wrong: no `taskId`, an unknown `status`, `inputRequests` outside `input_required` or on the task-creating result, a task answering a method other than tools/call, a completed task whose `result` asks again (`input_required`, another task), a `tasks/update` or `tasks/cancel` acknowledgement that asks, a `tasks/get` answered with another task";
     TasksRefused => "tasks_refused", -32018, OK, "the route refuses the Tasks extension (`tasks = \"refuse\"`): a `tasks/*` request, or an upstream that answered with a task";
     MissingClientCapability => "missing_client_capability", -32021, BAD_REQUEST, "`data.requiredCapabilities`";
     StateMissing => "state_missing", -32602, BAD_REQUEST, "`inputResponses` without the gateway's `requestState`";

@@ -16,6 +16,11 @@ pub struct MintInput<'a> {
     pub digest: &'a str,
     /// The state the request answered, on a retry.
     pub prior: Option<&'a SealedState>,
+    /// The operation a state without `prior` belongs to: a task's own
+    /// ([`super::task_operation`]), so every state sealed for one task
+    /// shares its single-use questions and answer budget; a new one when
+    /// `None`.
+    pub operation: Option<&'a str>,
     /// Answer bytes the request carried.
     pub answer_bytes: u64,
     pub upstream_state: Option<String>,
@@ -50,7 +55,12 @@ impl MrtrShared {
                 p.started_millis(),
                 p.answer_bytes,
             ),
-            None => (new_operation_id(), step, now_ms, 0),
+            None => (
+                input.operation.map_or_else(new_operation_id, str::to_owned),
+                step,
+                now_ms,
+                0,
+            ),
         };
         if input.asks {
             self.check_limits(round, started_ms, now_ms)?;

@@ -121,9 +121,52 @@ pub fn task_digest(task_id: &str) -> String {
     params_digest(&params)
 }
 
+/// The operation of a task, the same for every state sealed for it: who
+/// asks (the principal), through which upstream, about which task. A
+/// state minted without a prior (a poll without the gateway's state, a
+/// status notification on a listen stream) then still shares the task's
+/// consumed questions and answer budget.
+pub fn task_operation(binding: &Binding<'_>, task_id: &str) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [binding.principal_key().as_str(), binding.upstream, task_id] {
+        ctx.update(&(part.len() as u64).to_be_bytes());
+        ctx.update(part.as_bytes());
+    }
+    let digest = ctx.finish();
+    format!("task-{}", URL_SAFE_NO_PAD.encode(&digest.as_ref()[..16]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tasks_operation_is_one_per_caller_upstream_and_task() {
+        let b = |principal, upstream| Binding {
+            principal,
+            upstream,
+            method: McpMethod::TasksUpdate,
+            target: None,
+        };
+        let alice = b(Some(("api_key", "alice")), "up");
+        let op = task_operation(&alice, "t-1");
+        assert_eq!(op, task_operation(&alice, "t-1"));
+        assert_ne!(op, task_operation(&alice, "t-2"));
+        assert_ne!(
+            op,
+            task_operation(&b(Some(("api_key", "bob")), "up"), "t-1")
+        );
+        assert_ne!(
+            op,
+            task_operation(&b(Some(("api_key", "alice")), "up2"), "t-1")
+        );
+        assert_ne!(op, task_operation(&b(None, "up"), "t-1"));
+        // Lengths are bound in: moving a byte between parts changes it.
+        assert_ne!(
+            task_operation(&b(None, "upx"), "t"),
+            task_operation(&b(None, "up"), "xt")
+        );
+    }
 
     #[test]
     fn digest_ignores_round_members_and_key_order() {

@@ -95,9 +95,12 @@ impl MrtrShared {
     }
 
     /// The answers of a `tasks/update`: checked against the questions the
-    /// state names, each question answered once, within the answer budget
-    /// of the whole task (kept in the single-use store, since one state may
-    /// take several partial updates).
+    /// state names, none answered already (one state may take several
+    /// partial updates, so this is per question), within the answer budget
+    /// of the whole task. A question is consumed when the upstream has
+    /// acknowledged its answer ([`MrtrShared::consume_task_answers`]), as a
+    /// single-use MRTR state is: an update the upstream never took (a 502,
+    /// a timeout) can be sent again.
     async fn task_answers(
         &self,
         params: &mut Map<String, Value>,
@@ -110,24 +113,20 @@ impl MrtrShared {
             ));
         }
         let report = self.take_answers(params, prior)?;
-        let keep_until = prior
-            .expires
-            .saturating_add(self.settings.max_operation_time.as_secs());
         for key in &report.kept {
-            let id = format!("{}.task.{key}", prior.operation);
-            match self.replay.consume_once(&id, keep_until).await {
-                Ok(true) => {}
-                Ok(false) => return Err(Refusal::new(
-                    Reason::StateReplayed,
-                    "this question of the task has been answered already; each is answered once",
-                )
-                .with_data("key", key.clone().into())),
+            match self.replay.is_consumed(&question_id(prior, key)).await {
+                Ok(false) => {}
+                Ok(true) => return Err(answered_already(key)),
                 Err(_) => return Err(store_unavailable()),
             }
         }
         let total = self
             .replay
-            .add_bytes(&prior.operation, report.answer_bytes as u64, keep_until)
+            .add_bytes(
+                &prior.operation,
+                report.answer_bytes as u64,
+                keep_until(&self.settings, prior),
+            )
             .await
             .map_err(|_| store_unavailable())?;
         if total > self.settings.max_answer_bytes {
@@ -140,6 +139,50 @@ impl MrtrShared {
         }
         Ok(report)
     }
+
+    /// The upstream acknowledged a `tasks/update`: each question it answered
+    /// is consumed. Of concurrent updates answering one question (all of
+    /// which reached the upstream, as concurrent MRTR retries do), only the
+    /// first acknowledgement is delivered; the others are `state_replayed`.
+    pub async fn consume_task_answers(
+        &self,
+        prior: &SealedState,
+        keys: &[String],
+    ) -> Result<(), Refusal> {
+        let until = keep_until(&self.settings, prior);
+        for key in keys {
+            match self
+                .replay
+                .consume_once(&question_id(prior, key), until)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => return Err(answered_already(key)),
+                Err(_) => return Err(store_unavailable()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The single-use store's key for one question of a task.
+fn question_id(prior: &SealedState, key: &str) -> String {
+    format!("{}.task.{key}", prior.operation)
+}
+
+/// How long a task's consumed questions and answer bytes are remembered.
+fn keep_until(settings: &super::settings::StateSettings, prior: &SealedState) -> u64 {
+    prior
+        .expires
+        .saturating_add(settings.max_operation_time.as_secs())
+}
+
+fn answered_already(key: &str) -> Refusal {
+    Refusal::new(
+        Reason::StateReplayed,
+        "this question of the task has been answered already; each is answered once",
+    )
+    .with_data("key", key.to_owned().into())
 }
 
 fn store_unavailable() -> Refusal {

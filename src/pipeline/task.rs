@@ -4,7 +4,8 @@
 //! and checked (same caller, same upstream, same task) and the upstream's
 //! own put in its place; a `tasks/update` is an answer, so it must bring
 //! one, and its answers get the one answer check before anything goes
-//! upstream. A refusal here means nothing was forwarded.
+//! upstream; answers on any other `tasks/*` request are refused. A refusal
+//! here means nothing was forwarded.
 
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -29,6 +30,15 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
         return Err(Refusal::new(
             Reason::TasksRefused,
             format!("this endpoint does not serve tasks ({method})"),
+        ));
+    }
+    // Answers travel in tasks/update only, under the answer check; an
+    // upstream written to an earlier draft (answers on tasks/get) would
+    // take them unchecked anywhere else.
+    if request.input_responses && method != McpMethod::TasksUpdate {
+        return Err(Refusal::new(
+            Reason::InvalidAnswer,
+            format!("{method} carries no answers; a task's answers go in tasks/update"),
         ));
     }
     // Without the gateway's state a get or a cancel goes on as written

@@ -28,6 +28,7 @@ mod rmcp_e2e;
 mod session_ends;
 mod sessions;
 mod tasks;
+mod tasks_hostile;
 mod throttle_redis;
 mod tls;
 mod trace_context;

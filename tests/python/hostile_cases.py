@@ -554,6 +554,34 @@ def _(req, m):
     return json_body(result(req, j({"resultType": "task", **task("working", statusMessage=m)})))
 
 
+@case("task_result_asks", "invalid_task",
+      "a completed task whose result is itself an input_required asking to open https://[::1]/login", 200,
+      ask=Ask(method="tasks/get", target=TASK_ID, caps=TASK_CLIENT))
+def _(req, m):
+    link = {"method": "elicitation/create", "params": {"mode": "url", "message": f"{m}: sign in again",
+            "url": f"https://[::1]/login?{m}", "elicitationId": "e-1"}}
+    inner = {"resultType": "input_required", "inputRequests": {"login": link}}
+    return json_body(result(req, j({"resultType": "complete", **task("completed", result=inner)})))
+
+
+@case("task_ack_asks", "invalid_task",
+      "a tasks/cancel acknowledgement that carries the task with a password form", 200,
+      ask=Ask(method="tasks/cancel", target=TASK_ID, caps=TASK_CLIENT))
+def _(req, m):
+    question = form(f"{m}: confirm the cancellation", {"password": {"type": "string", "title": "Password"}})
+    return json_body(result(req, j({"resultType": "complete", **task("input_required",
+                                    inputRequests={"confirm": question})})))
+
+
+@case("task_other_task", "invalid_task",
+      "a tasks/get answered with another task's question (a fresh operation escapes max_rounds)", 200,
+      ask=Ask(method="tasks/get", target=TASK_ID, caps=TASK_CLIENT))
+def _(req, m):
+    question = form(f"{m}: which room?", ROOM, ["room"])
+    other = {**task("input_required", inputRequests={"room": question}), "taskId": "another-task"}
+    return json_body(result(req, j({"resultType": "complete", **other})))
+
+
 # ---------------------------------------------------------- operations that never end
 
 @case("question_loop", "round_limit_exceeded", "a question every round, without end (max_rounds = 2)", 200,

@@ -275,6 +275,14 @@ impl Exchange {
         if self.ctx.request.method == McpMethod::TasksGet {
             return self.task_result(id, result, TaskCarrier::Status);
         }
+        if matches!(
+            self.ctx.request.method,
+            McpMethod::TasksUpdate | McpMethod::TasksCancel
+        ) {
+            if let Some(d) = self.task_ack(id, result) {
+                return d;
+            }
+        }
         self.operation_completed();
         match self.ctx.request.method {
             method if method.describes_server() => self.server_description(id, result),

@@ -1,9 +1,9 @@
 //! What must happen before an answer reaches the client: a question (an
 //! MRTR `input_required` or a pushed 2025-11-25 request, one budget for
 //! both) waits for the principal's rounds limit; any answer to a single-use
-//! retry consumes the state it answered, so a replay after it is refused,
-//! and of concurrent retries with one state only the first answer is
-//! delivered.
+//! retry consumes the state it answered, and the acknowledgement of a
+//! `tasks/update` the questions it answered, so a replay after it is
+//! refused, and of concurrent retries only the first answer is delivered.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -111,7 +111,13 @@ impl Exchange {
             .as_ref()
             .filter(|_| single_use.applies(ctx.binding().tool()))
             .map(|r| r.prior.clone());
-        if rounds.is_none() && consume.is_none() {
+        // A tasks/update's questions are consumed by the acknowledgement.
+        let answered = ctx
+            .task
+            .as_ref()
+            .filter(|t| !t.answers.kept.is_empty())
+            .map(|t| (t.prior.clone(), t.answers.kept.clone()));
+        if rounds.is_none() && consume.is_none() && answered.is_none() {
             return None;
         }
         let gateway = ctx.gateway.clone();
@@ -120,9 +126,22 @@ impl Exchange {
             .as_ref()
             .filter(|_| gateway.audit.enabled())
             .map(|p| ctx.audit_context().with_operation(&p.operation, p.round));
+        let task_audit_at = answered
+            .as_ref()
+            .filter(|_| gateway.audit.enabled())
+            .map(|(p, _)| ctx.audit_context().with_operation(&p.operation, p.round));
         Some(Box::pin(async move {
             if let Some(token) = rounds {
                 token.take().await?;
+            }
+            if let Some((prior, keys)) = answered {
+                if let Err(refusal) = gateway.mrtr.consume_task_answers(&prior, &keys).await {
+                    gateway.metrics.state_refused(&upstream, refusal.reason);
+                    if let Some(at) = task_audit_at {
+                        gateway.audit.emit(&at, AuditEvent::retry_refused(&refusal));
+                    }
+                    return Err(refusal);
+                }
             }
             if let Some(prior) = consume {
                 if !gateway.mrtr.consume(&prior).await {

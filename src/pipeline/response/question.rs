@@ -58,6 +58,7 @@ impl Exchange {
             binding: &ctx.binding(),
             digest: ctx.request.digest(),
             prior: retry.map(|r| &r.prior),
+            operation: None,
             answer_bytes: retry.map_or(0, |r| r.answers.answer_bytes as u64),
             upstream_state: report.request_state.clone(),
             asked: report.asked.clone(),

@@ -11,13 +11,14 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use super::exchange::{reencode_failed, response_bytes, Disposition, Exchange};
+use super::exchange::{read_failure, reencode_failed, response_bytes, Disposition, Exchange};
 use crate::audit::{AuditEvent, OperationOutcome};
 use crate::config::TaskMode;
+use crate::json;
 use crate::model::{McpMethod, Reason, Refusal, TASKS_EXTENSION};
 use crate::mrtr::mint::{MintInput, Minted};
 use crate::mrtr::seal::{new_operation_id, SealedState};
-use crate::mrtr::{task_digest, Binding};
+use crate::mrtr::{task_digest, task_operation, Binding};
 use crate::policy::inspect::{inspect_task, Report, TaskCarrier};
 
 /// A task that passed: what to deliver, and whether it asks a new round of
@@ -37,9 +38,15 @@ impl Exchange {
         result: &RawValue,
         carrier: TaskCarrier,
     ) -> Disposition {
+        // A task read by a request about one task (`tasks/get`, an
+        // acknowledgement that shows it) is that task.
+        let asked_about = match carrier {
+            TaskCarrier::Status => self.ctx.request.target.as_deref(),
+            TaskCarrier::Created => None,
+        };
         let delivered = self
             .task_allowed(carrier)
-            .and_then(|()| self.police_task(result.get().as_bytes(), carrier));
+            .and_then(|()| self.police_task(result.get().as_bytes(), carrier, asked_about));
         match delivered {
             Ok(d) => match response_bytes(id, &d.value) {
                 Some(bytes) if d.new_round => Disposition::Ask(bytes),
@@ -54,7 +61,7 @@ impl Exchange {
     pub(super) fn task_notification(&self, params: &RawValue) -> Disposition {
         let delivered = self
             .task_allowed(TaskCarrier::Status)
-            .and_then(|()| self.police_task(params.get().as_bytes(), TaskCarrier::Status));
+            .and_then(|()| self.police_task(params.get().as_bytes(), TaskCarrier::Status, None));
         let out = delivered.map(|d| {
             let v = json!({"jsonrpc": "2.0", "method": McpMethod::TasksStatus.as_str(), "params": d.value});
             (serde_json::to_vec(&v), d.new_round)
@@ -87,12 +94,39 @@ impl Exchange {
                 true => self.task_declared(),
                 false => Ok(()),
             })
-            .and_then(|()| self.police_task(result.get().as_bytes(), carrier));
+            .and_then(|()| self.police_task(result.get().as_bytes(), carrier, None));
         match delivered.map(|d| response_bytes(id, &d.value)) {
             Ok(Some(bytes)) => Disposition::NotifyRewritten(bytes),
             Ok(None) => Disposition::Refuse(reencode_failed()),
             Err(r) => Disposition::Refuse(r),
         }
+    }
+
+    /// The answer to a `tasks/update` or `tasks/cancel`: an empty
+    /// acknowledgement (2025-11-25's cancel answers with the task). It
+    /// carries no questions: a task asks in `tasks/get` and its status
+    /// notifications. A task it shows is policed as one; `None` for a
+    /// plain acknowledgement, which goes on as any other result.
+    pub(super) fn task_ack(&self, id: Option<&RawValue>, result: &RawValue) -> Option<Disposition> {
+        let value = match json::parse_value(result.get().as_bytes()) {
+            Ok(v) => v,
+            Err(e) => return Some(Disposition::Refuse(read_failure(&e))),
+        };
+        let asks = |v: &Value| v.get("inputRequests").is_some();
+        if asks(&value) || value.get("task").is_some_and(asks) {
+            let refusal = Refusal::new(
+                Reason::InvalidTask,
+                format!(
+                    "{} answered {} with questions; it is acknowledged with an empty result, and a task asks in tasks/get",
+                    self.ctx.upstream_name(),
+                    self.ctx.request.method
+                ),
+            )
+            .with_data("rule", "protocol".into());
+            return Some(Disposition::Refuse(refusal));
+        }
+        let is_task = value.get("taskId").is_some() && value.get("status").is_some();
+        is_task.then(|| self.task_result(id, result, TaskCarrier::Status))
     }
 
     /// The route serves tasks (`tasks = "police"`).
@@ -150,10 +184,28 @@ impl Exchange {
     }
 
     /// The task rule, then the gateway's state sealed into the task.
-    fn police_task(&self, bytes: &[u8], carrier: TaskCarrier) -> Result<Delivered, Refusal> {
+    /// `asked_about`: the task id the request named, which the task must be
+    /// (another task's questions would be sealed as a fresh operation).
+    fn police_task(
+        &self,
+        bytes: &[u8],
+        carrier: TaskCarrier,
+        asked_about: Option<&str>,
+    ) -> Result<Delivered, Refusal> {
         let settings = &self.ctx.route.upstream.settings;
         let (outcome, report) = inspect_task(&settings.policy, &self.subject(), bytes, carrier);
         let asking = !report.received.is_empty();
+        let outcome = outcome.and_then(|c| match asked_about {
+            Some(want) if c.task_id != want => Err(Refusal::new(
+                Reason::InvalidTask,
+                format!(
+                    "{} answered a request about one task with another task",
+                    self.ctx.upstream_name()
+                ),
+            )
+            .with_data("rule", "protocol".into())),
+            _ => Ok(c),
+        });
         let checked = match outcome {
             Ok(c) => c,
             Err(r) => {
@@ -213,10 +265,12 @@ impl Exchange {
             target: Some(task_id),
             ..ctx.binding()
         };
+        let operation = task_operation(&binding, task_id);
         let input = MintInput {
             binding: &binding,
             digest: &task_digest(task_id),
             prior,
+            operation: Some(&operation),
             answer_bytes: 0,
             upstream_state: report.request_state.clone(),
             asked: report.asked.clone(),

@@ -110,10 +110,23 @@ impl Run<'_> {
     }
 
     /// A completed task's result is the call's result: the rules of one.
+    /// It is the call's final answer, so it asks nothing: a result that is
+    /// itself a question (`input_required`) or another task would reach a
+    /// client that surfaces it as the call's outcome without the question
+    /// policy.
     fn task_result(&mut self, result: &mut Value) -> Checked<()> {
         let Some(obj) = result.as_object_mut() else {
             return Err(self.bad_task("a completed task's result is an object"));
         };
+        let final_type = match obj.get("resultType") {
+            None => true,
+            Some(t) => t == "complete",
+        };
+        if !final_type || obj.contains_key("inputRequests") {
+            return Err(self.bad_task(
+                "a completed task's result is the call's final result; it cannot ask again or be another task",
+            ));
+        }
         strip_gateway_meta(obj);
         self.check_meta_server_info(result)
     }
