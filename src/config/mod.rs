@@ -31,7 +31,7 @@ use problems::Problems;
 use raw::RawConfig;
 
 pub use crate::model::ConfigError;
-pub use limits::{Limits, LogConfig, LogFormat};
+pub use limits::{InspectionLimits, Limits, LogConfig, LogFormat};
 pub use listener::{ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
 pub use route::RouteConfig;
