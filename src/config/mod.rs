@@ -321,6 +321,33 @@ upstream = "rooms"
     }
 
     #[test]
+    fn inspection_settings_are_read_and_checked() {
+        let set = GOOD.to_owned()
+            + "\n[limits]\ninline_inspection_bytes = 1024\nheavy_inspections_per_upstream = 3\nheavy_inspection_queue = 0\n";
+        let limits = parse(&set).expect("valid").limits.inspection;
+        assert_eq!(
+            (limits.inline_bytes, limits.per_upstream, limits.queue),
+            (1024, 3, 0)
+        );
+        let defaults = parse(GOOD).expect("valid").limits.inspection;
+        assert_eq!(defaults, InspectionLimits::default());
+        assert!(defaults.per_upstream >= 1 && defaults.queue > 0);
+        let bad = GOOD.to_owned()
+            + "\n[limits]\ninline_inspection_bytes = 0\nheavy_inspections_per_upstream = 0\nheavy_inspection_queue = -1\n";
+        let e = parse(&bad).unwrap_err();
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "limits.inline_inspection_bytes",
+                "limits.heavy_inspections_per_upstream",
+                "limits.heavy_inspection_queue",
+            ],
+            "{e}"
+        );
+    }
+
+    #[test]
     fn syntax_errors_are_said_in_words() {
         let e = only(&GOOD.replace("\"127.0.0.1:0\"", "127.0.0.1:0"));
         assert_eq!((e.line, e.field.as_str()), (3, "(syntax)"), "{e}");
