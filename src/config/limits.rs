@@ -26,6 +26,31 @@ pub struct Limits {
     pub max_in_flight_requests: usize,
     /// From request head to response head, whatever the phase.
     pub request_timeout: Duration,
+    /// Where upstream messages are inspected (`pipeline::heavy`).
+    pub inspection: InspectionLimits,
+}
+
+/// An upstream message (a JSON body or one SSE event) up to `inline_bytes`
+/// is inspected on the runtime worker that read it; a larger one on the
+/// blocking threads, at most `per_upstream` of one upstream's at once and
+/// `queue` more of its waiting, so no upstream's answers can take the
+/// workers, or all the inspection capacity, from the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InspectionLimits {
+    pub inline_bytes: usize,
+    pub per_upstream: usize,
+    pub queue: usize,
+}
+
+impl Default for InspectionLimits {
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        InspectionLimits {
+            inline_bytes: 16 << 10,
+            per_upstream: (cpus / 2).max(1),
+            queue: 128,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -40,6 +65,7 @@ impl Default for Limits {
             http2_max_concurrent_streams: 256,
             max_in_flight_requests: 10_000,
             request_timeout: Duration::from_secs(120),
+            inspection: InspectionLimits::default(),
         }
     }
 }
@@ -121,6 +147,27 @@ pub(super) fn limits(raw: &RawLimits, loc: &Locator<'_>, p: &mut Problems) -> Li
         "limits.max_in_flight_requests",
         d.max_in_flight_requests,
     );
+    let di = d.inspection;
+    let inspection = InspectionLimits {
+        inline_bytes: count(
+            &raw.inline_inspection_bytes,
+            "limits.inline_inspection_bytes",
+            di.inline_bytes,
+        ),
+        per_upstream: count(
+            &raw.heavy_inspections_per_upstream,
+            "limits.heavy_inspections_per_upstream",
+            di.per_upstream,
+        ),
+        queue: p.or(
+            loc.whole(
+                &raw.heavy_inspection_queue,
+                "limits.heavy_inspection_queue",
+                di.queue,
+            ),
+            di.queue,
+        ),
+    };
     let mut time = |raw: &Option<toml::Spanned<String>>, field: &str, default: Duration| {
         p.or(loc.duration(raw, field, default), default)
     };
@@ -146,6 +193,7 @@ pub(super) fn limits(raw: &RawLimits, loc: &Locator<'_>, p: &mut Problems) -> Li
             "limits.request_timeout",
             d.request_timeout,
         ),
+        inspection,
     }
 }
 

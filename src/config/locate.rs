@@ -71,6 +71,18 @@ impl Locator<'_> {
             .filter(|v| *v > 0)
             .ok_or_else(|| self.at(raw.span(), field, "must be a positive whole number"))
     }
+
+    /// A count that may be zero.
+    pub fn whole(
+        &self,
+        raw: &Option<Spanned<i64>>,
+        field: &str,
+        default: usize,
+    ) -> Result<usize, ConfigError> {
+        let Some(raw) = raw else { return Ok(default) };
+        usize::try_from(*raw.get_ref())
+            .map_err(|_| self.at(raw.span(), field, "must be a whole number, 0 or more"))
+    }
 }
 
 /// A path from the config, relative to the config file's folder.

@@ -31,7 +31,7 @@ use problems::Problems;
 use raw::RawConfig;
 
 pub use crate::model::ConfigError;
-pub use limits::{Limits, LogConfig, LogFormat};
+pub use limits::{InspectionLimits, Limits, LogConfig, LogFormat};
 pub use listener::{is_loopback_name, ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
 pub use route::{RouteConfig, TaskMode};
@@ -318,6 +318,33 @@ upstream = "rooms"
         );
         assert!(e.iter().all(|e| e.line > 0 && e.column > 0), "{e}");
         assert_eq!(e.to_string().lines().count(), 6);
+    }
+
+    #[test]
+    fn inspection_settings_are_read_and_checked() {
+        let set = GOOD.to_owned()
+            + "\n[limits]\ninline_inspection_bytes = 1024\nheavy_inspections_per_upstream = 3\nheavy_inspection_queue = 0\n";
+        let limits = parse(&set).expect("valid").limits.inspection;
+        assert_eq!(
+            (limits.inline_bytes, limits.per_upstream, limits.queue),
+            (1024, 3, 0)
+        );
+        let defaults = parse(GOOD).expect("valid").limits.inspection;
+        assert_eq!(defaults, InspectionLimits::default());
+        assert!(defaults.per_upstream >= 1 && defaults.queue > 0);
+        let bad = GOOD.to_owned()
+            + "\n[limits]\ninline_inspection_bytes = 0\nheavy_inspections_per_upstream = 0\nheavy_inspection_queue = -1\n";
+        let e = parse(&bad).unwrap_err();
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "limits.inline_inspection_bytes",
+                "limits.heavy_inspections_per_upstream",
+                "limits.heavy_inspection_queue",
+            ],
+            "{e}"
+        );
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct RawLimits {
     pub http2_max_concurrent_streams: Option<Spanned<i64>>,
     pub max_in_flight_requests: Option<Spanned<i64>>,
     pub request_timeout: Option<Spanned<String>>,
+    pub inline_inspection_bytes: Option<Spanned<i64>>,
+    pub heavy_inspections_per_upstream: Option<Spanned<i64>>,
+    pub heavy_inspection_queue: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

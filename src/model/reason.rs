@@ -67,6 +67,7 @@ reason_table! {
     HeaderMismatch => "header_mismatch", -32020, BAD_REQUEST, "one of those differs from the body, is given twice, or is badly encoded";
     UnsupportedProtocolVersion => "unsupported_protocol_version", -32022, BAD_REQUEST, "`data.requested`, `data.supported`";
     Overloaded => "overloaded", -32014, SERVICE_UNAVAILABLE, "more requests in flight than `max_in_flight_requests` (`Retry-After`)";
+    InspectionBusy => "inspection_busy", -32014, SERVICE_UNAVAILABLE, "an upstream message over `inline_inspection_bytes` while that upstream already has `heavy_inspections_per_upstream` large messages in inspection and `heavy_inspection_queue` waiting (`Retry-After`)";
     GatewayTimeout => "gateway_timeout", -32015, GATEWAY_TIMEOUT, "no response head within `request_timeout`";
     InternalError => "internal_error", -32603, INTERNAL_SERVER_ERROR, "a bug in the gateway (a panic while handling the request); counted, the gateway keeps serving";
     UpstreamUnreachable => "upstream_unreachable", -32001, BAD_GATEWAY, "connect failed (refused, DNS, TLS)";

@@ -11,6 +11,7 @@ pub mod answer;
 pub mod body;
 pub mod ctx;
 pub mod forward;
+pub mod heavy;
 pub mod record;
 pub mod refuse;
 pub mod request;

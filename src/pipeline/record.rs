@@ -11,6 +11,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+use super::heavy::HeavyMetrics;
 use crate::model::{Generation, McpMethod, Reason};
 use crate::policy::inspect::Verdict;
 use crate::telemetry::{Phase, RequestTrace};
@@ -37,6 +38,8 @@ pub struct Metrics {
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
     panics: prometheus::IntCounter,
+    /// The lanes of large-message inspection (`heavy.rs`).
+    pub heavy: HeavyMetrics,
     /// Lifecycle state the admin listener and open streams share with the
     /// server across config generations: readiness, and the drain cut.
     pub ready: AtomicBool,
@@ -159,6 +162,7 @@ impl Metrics {
         )?;
         registry.register(Box::new(panics.clone()))?;
         let reload_state = ReloadMetrics::new(&registry)?;
+        let heavy = HeavyMetrics::new(&registry)?;
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -180,6 +184,7 @@ impl Metrics {
             last_reload_success,
             reload_state,
             panics,
+            heavy,
             ready: AtomicBool::new(false),
             drain: crate::model::DrainSignal::default(),
         }))

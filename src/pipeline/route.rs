@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::forward::UpstreamClient;
+use super::heavy::HeavyLane;
 use super::record::{Metrics, UpstreamMetrics};
 use crate::config::{GatewayConfig, RouteConfig, UpstreamRoute};
 
@@ -17,6 +18,8 @@ pub struct RoutedUpstream {
     pub label: Arc<str>,
     /// Its metric handles, resolved once.
     pub metrics: Arc<UpstreamMetrics>,
+    /// Its share of the inspection of large messages.
+    pub heavy: Arc<HeavyLane>,
 }
 
 /// What a path resolves to.
@@ -40,12 +43,14 @@ impl RouteTable {
     pub fn new(config: &GatewayConfig, metrics: &Metrics) -> Result<Self, rustls::Error> {
         let mut by_id: HashMap<&str, Arc<RoutedUpstream>> = HashMap::new();
         for up in &config.upstreams {
+            let heavy = HeavyLane::new(config.limits.inspection, &metrics.heavy, &up.id);
             let metrics = metrics.upstream(&up.id);
             let routed = RoutedUpstream {
                 settings: up.clone(),
                 client: UpstreamClient::new(up.clone())?,
                 label: metrics.label.clone(),
                 metrics,
+                heavy: Arc::new(heavy),
             };
             by_id.insert(up.id.as_str(), Arc::new(routed));
         }

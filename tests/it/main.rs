@@ -17,6 +17,7 @@ mod explain;
 mod hardening;
 mod hostile_reasons;
 mod identity;
+mod inspection;
 mod mrtr;
 mod otlp;
 mod policy;

@@ -136,7 +136,7 @@ pub async fn check(
 
 /// A JSON body: held whole, judged once.
 async fn json(
-    mut exchange: Exchange,
+    exchange: Exchange,
     status: StatusCode,
     headers: HeaderMap,
     body: Incoming,
@@ -146,7 +146,7 @@ async fn json(
     if bytes.is_empty() && notification && status.is_success() {
         return Ok(build(status, headers, ProxyBody::empty()));
     }
-    let verdict = exchange.inspect(&bytes, Carrier::Body);
+    let (exchange, bytes, verdict) = inspect_body(exchange, bytes).await?;
     let (message, asking) =
         match verdict {
             Disposition::Final => (bytes, false),
@@ -178,6 +178,26 @@ async fn json(
         gate.await?;
     }
     Ok(build(status, headers, ProxyBody::full(message)))
+}
+
+/// A whole body through [`Exchange::inspect`]: on this worker when it is
+/// small, in the upstream's lane on a blocking thread when it is large
+/// (`pipeline::heavy`).
+async fn inspect_body(
+    mut exchange: Exchange,
+    bytes: Bytes,
+) -> Result<(Exchange, Bytes, Disposition), Refusal> {
+    let lane = exchange.ctx.route.upstream.heavy.clone();
+    if !lane.is_heavy(bytes.len()) {
+        let verdict = exchange.inspect(&bytes, Carrier::Body);
+        return Ok((exchange, bytes, verdict));
+    }
+    let turn = lane.admit().await?;
+    turn.run(move || {
+        let verdict = exchange.inspect(&bytes, Carrier::Body);
+        (exchange, bytes, verdict)
+    })
+    .await
 }
 
 /// The answer to a DELETE that ends a session: its status, no body.

@@ -1,7 +1,10 @@
 //! An upstream event stream, inspected event by event and forwarded as each
 //! event completes. Ends after the final response, or with a JSON-RPC error
 //! event when anything goes wrong; letting go of the upstream closes its
-//! connection, which is how MCP cancels the upstream request.
+//! connection, which is how MCP cancels the upstream request. An event
+//! larger than `inline_inspection_bytes` is inspected in its upstream's
+//! lane off the runtime workers (`pipeline::heavy`): the stream's state goes
+//! to a blocking thread with it and comes back.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -20,7 +23,9 @@ use super::push::PendingPush;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::body::EventSource;
 use crate::pipeline::refuse::error_bytes;
-use crate::pipeline::sse::{event_for, event_id_only, event_with_id, SseError, SseFramer};
+use crate::pipeline::sse::{
+    event_for, event_id_only, event_with_id, SseError, SseEvent, SseFramer,
+};
 
 /// What waits for a gate; nothing after it is read until it resolves.
 enum Waiting {
@@ -35,7 +40,29 @@ enum Waiting {
 }
 
 pub struct SseBody {
+    /// The stream's state; away while an event is inspected off the workers.
+    events: Option<Box<Events>>,
+    offloaded: Option<Offloaded>,
+    /// Why the stream ended when its state did not come back.
+    lost: Option<Reason>,
+}
+
+/// The stream's state, coming back from a blocking thread (`None`: the
+/// runtime shut down before the inspection ran).
+type Offloaded = Pin<Box<dyn Future<Output = Option<Box<Events>>> + Send>>;
+
+/// What the stream does next.
+enum Next {
+    Event(Bytes),
+    End,
+    /// An event too large to inspect on the workers is waiting.
+    Heavy,
+}
+
+struct Events {
     exchange: Exchange,
+    /// The event the workers left for the upstream's inspection lane.
+    heavy: Option<SseEvent>,
     /// A message waiting for its gate.
     gate: Option<(Gate, Waiting)>,
     /// A message waiting for its check in the single-use store (its raw
@@ -56,8 +83,9 @@ impl SseBody {
         let framer = SseFramer::new(exchange.max_message_bytes);
         let idle_timeout = exchange.ctx.route.upstream.settings.stream_idle_timeout;
         let cut_off = exchange.ctx.gateway.metrics.drain.cut_off();
-        SseBody {
+        let events = Events {
             exchange,
+            heavy: None,
             gate: None,
             held: None,
             upstream: Some(upstream),
@@ -67,9 +95,16 @@ impl SseBody {
             idle_timeout,
             refused: None,
             cut_off,
+        };
+        SseBody {
+            events: Some(Box::new(events)),
+            offloaded: None,
+            lost: None,
         }
     }
+}
 
+impl Events {
     /// A refusal the request's record reports (the last one, when a
     /// resumed stream refused a replay and went on).
     fn note_refusal(&mut self, reason: Reason) {
@@ -85,6 +120,7 @@ impl SseBody {
     /// End the stream with an error event and let go of the upstream.
     fn fail(&mut self, refusal: Refusal) {
         self.note_refusal(refusal.reason);
+        self.heavy = None;
         let ctx = &self.exchange.ctx;
         let body = error_bytes(ctx.id(), &refusal, Some(ctx.upstream_name()));
         self.out.push_back(event_for(&body));
@@ -131,9 +167,15 @@ impl SseBody {
         }
     }
 
-    fn take_events(&mut self) {
+    /// Inspect the events buffered so far. On the workers (`!offloaded`),
+    /// one over `inline_inspection_bytes` stops the loop, left in `heavy`.
+    fn take_events(&mut self, offloaded: bool) {
         while self.gate.is_none() && self.held.is_none() && self.upstream.is_some() {
-            let ev = match self.framer.next_event() {
+            let next = match self.heavy.take() {
+                Some(ev) => Ok(Some(ev)),
+                None => self.framer.next_event(),
+            };
+            let ev = match next {
                 Ok(None) => return,
                 Ok(Some(ev)) => ev,
                 Err(e) => {
@@ -145,6 +187,11 @@ impl SseBody {
                     return self.fail(Refusal::new(reason, message));
                 }
             };
+            let size = ev.data.as_ref().map_or(0, String::len);
+            if !offloaded && self.exchange.ctx.route.upstream.heavy.is_heavy(size) {
+                self.heavy = Some(ev);
+                return;
+            }
             // Comments, retry hints and the empty priming event a 2025-11-25
             // server sends first (an id to resume from) carry no message.
             let Some(data) = ev.data.as_deref().filter(|d| !d.trim().is_empty()) else {
@@ -221,7 +268,7 @@ impl SseBody {
                 self.idle.as_mut().reset(deadline);
                 if let Ok(data) = frame.into_data() {
                     self.framer.push(&data);
-                    self.take_events();
+                    self.take_events(false);
                 }
             }
             // A 2025-11-25 client resumes a cut stream with Last-Event-ID;
@@ -264,13 +311,30 @@ impl SseBody {
         }
         Poll::Ready(Some(()))
     }
-}
 
-impl EventSource for SseBody {
-    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+    /// The waiting large event (and whatever was buffered after it),
+    /// inspected in the upstream's lane on a blocking thread.
+    async fn inspect_heavy(mut self: Box<Self>) -> Option<Box<Self>> {
+        let lane = self.exchange.ctx.route.upstream.heavy.clone();
+        match lane.admit().await {
+            Err(refusal) => {
+                self.fail(refusal);
+                Some(self)
+            }
+            Ok(turn) => turn
+                .run(move || {
+                    self.take_events(true);
+                    self
+                })
+                .await
+                .ok(),
+        }
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
         loop {
             if let Some(b) = self.out.pop_front() {
-                return Poll::Ready(Some(b));
+                return Poll::Ready(Next::Event(b));
             }
             // Cut only a stream still waiting for its final message.
             let open = self.upstream.is_some() || self.gate.is_some() || self.held.is_some();
@@ -290,14 +354,14 @@ impl EventSource for SseBody {
                     (Some((_, Waiting::Final(_))), Err(r)) => self.fail(r),
                     (Some((_, Waiting::Notice(event))), Ok(())) => {
                         self.out.push_back(event);
-                        self.take_events();
+                        self.take_events(false);
                     }
                     (Some((_, Waiting::Notice(_))), Err(r)) => self.fail(r),
                     (Some((_, Waiting::Push(push, id))), passed) => {
                         let admitted = self.exchange.admit_push(push, passed);
                         if self.apply(admitted, Bytes::new(), id) {
                             // The events read after the push, in order.
-                            self.take_events();
+                            self.take_events(false);
                         }
                     }
                     (None, _) => {}
@@ -309,18 +373,56 @@ impl EventSource for SseBody {
                 if let Some((_, raw, id)) = self.held.take() {
                     if self.apply(decided, raw, id) {
                         // The events that waited behind it.
-                        self.take_events();
+                        self.take_events(false);
                     }
                 }
                 continue;
             }
+            if self.heavy.is_some() {
+                return Poll::Ready(Next::Heavy);
+            }
             if std::task::ready!(self.poll_upstream(cx)).is_none() {
+                return Poll::Ready(Next::End);
+            }
+        }
+    }
+}
+
+impl EventSource for SseBody {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        loop {
+            if let Some(offloaded) = self.offloaded.as_mut() {
+                let back = std::task::ready!(offloaded.as_mut().poll(cx));
+                self.offloaded = None;
+                match back {
+                    Some(mut events) => {
+                        // The inspection's time is not the upstream's silence.
+                        let deadline = tokio::time::Instant::now() + events.idle_timeout;
+                        events.idle.as_mut().reset(deadline);
+                        self.events = Some(events);
+                    }
+                    None => {
+                        self.lost = Some(Reason::ShuttingDown);
+                        return Poll::Ready(None);
+                    }
+                }
+            }
+            let Some(events) = self.events.as_mut() else {
                 return Poll::Ready(None);
+            };
+            match std::task::ready!(events.poll_next(cx)) {
+                Next::Event(b) => return Poll::Ready(Some(b)),
+                Next::End => return Poll::Ready(None),
+                Next::Heavy => {
+                    if let Some(events) = self.events.take() {
+                        self.offloaded = Some(Box::pin(events.inspect_heavy()));
+                    }
+                }
             }
         }
     }
 
     fn refused(&self) -> Option<Reason> {
-        self.refused
+        self.events.as_ref().map_or(self.lost, |e| e.refused)
     }
 }

@@ -25,6 +25,9 @@ impl Run<'_> {
         };
         let mut keep = Vec::with_capacity(list.len());
         for (i, icon) in list.iter().enumerate() {
+            if !self.spend(key, None, 0)? {
+                break;
+            }
             match self.icon_verdict(icon) {
                 Ok(()) => {
                     if self.tracing {
@@ -37,7 +40,8 @@ impl Run<'_> {
         }
         if keep.contains(&false) {
             let mut keep = keep.into_iter();
-            list.retain(|_| keep.next().unwrap_or(false));
+            // Icons left unread (the budget ran out while monitoring) stay.
+            list.retain(|_| keep.next().unwrap_or(true));
         }
         Ok(())
     }

@@ -38,6 +38,9 @@ impl Run<'_> {
         let mut keep = Vec::with_capacity(list.len());
         for item in list.iter_mut().filter_map(Value::as_object_mut) {
             let key = item_key(item);
+            if !self.spend(&key, None, 0)? {
+                break;
+            }
             keep.push(self.check_item(&key, item)?);
         }
         if self.enforcing() && keep.contains(&false) {
@@ -77,6 +80,9 @@ impl Run<'_> {
         }
         if let Some(Value::Array(arguments)) = item.get_mut("arguments") {
             for argument in arguments.iter_mut().filter_map(Value::as_object_mut) {
+                if !self.spend(key, None, 0)? {
+                    break;
+                }
                 let raw_name = argument.get("name").and_then(Value::as_str);
                 if let Some(n) = raw_name {
                     self.scan_listed(key, None, "argument name", n)?;
@@ -121,6 +127,11 @@ impl Run<'_> {
         field: Option<&str>,
         schema: &mut Value,
     ) -> Checked<()> {
+        // A string spends its own bytes where it is read; every other
+        // member or element costs its share, read or not.
+        if !schema.is_string() && !self.spend(key, field, 0)? {
+            return Ok(());
+        }
         match schema {
             Value::Object(map) => {
                 for (name, child) in map.iter_mut() {

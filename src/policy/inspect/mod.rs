@@ -265,6 +265,11 @@ pub fn trace_notification(
 
 pub(crate) type Checked<T> = Result<T, Refusal>;
 
+/// What one string, listed item, icon or schema member or element costs of
+/// `max_text_bytes` besides its text: reading an empty string costs about
+/// what reading 16 bytes of text does.
+pub const COST_PER_THING: usize = 16;
+
 pub(crate) struct Run<'a> {
     pub policy: &'a Policy,
     pub subject: &'a Subject<'a>,
@@ -313,15 +318,19 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Spend `bytes` of the message's text budget: the sanitiser and the
-    /// rules cost per byte, and a hostile upstream chooses how many. `false`
-    /// when the text is not to be read (the budget ran out while
+    /// Spend the message's text budget on one thing read: a string of
+    /// `bytes` bytes, or (with 0) one listed item, icon or schema member or
+    /// element. The sanitiser and the rules cost per byte and per thing,
+    /// and a hostile upstream chooses how many, so each costs
+    /// [`COST_PER_THING`] on top of its bytes: an empty string is not free.
+    /// `false` when it is not to be read (the budget ran out while
     /// monitoring); over it when enforcing, the message is refused.
     pub(crate) fn spend(&mut self, key: &str, field: Option<&str>, bytes: usize) -> Checked<bool> {
         if self.over_budget {
             return Ok(false);
         }
-        if let Some(left) = self.text_left.checked_sub(bytes) {
+        let cost = bytes.saturating_add(COST_PER_THING);
+        if let Some(left) = self.text_left.checked_sub(cost) {
             self.text_left = left;
             return Ok(true);
         }

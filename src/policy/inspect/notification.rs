@@ -72,6 +72,8 @@ impl Run<'_> {
             Value::String(_) => {
                 self.clean_in("log", None, "data", Some(value), max, TextContext::Form)
             }
+            // Every other member or element costs its share of the budget.
+            _ if !self.spend("log", None, 0)? => Ok(()),
             Value::Array(items) => items.iter_mut().try_for_each(|v| self.clean_all(v, max)),
             Value::Object(map) => map.values_mut().try_for_each(|v| self.clean_all(v, max)),
             _ => Ok(()),

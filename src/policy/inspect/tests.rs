@@ -1080,6 +1080,121 @@ fn the_text_of_one_message_is_read_up_to_a_budget() {
     assert!(out.is_ok(), "trusted reads more");
 }
 
+/// Every string counts against the budget, the empty one too, and so does
+/// every listed item, icon, prompt argument, schema member and element and
+/// log data element: reading them costs the gateway whatever their text, so
+/// a message of a million empty things is bounded like one of long text.
+#[test]
+fn empty_strings_and_every_element_count_against_the_text_budget() {
+    let untrusted = policy("untrusted");
+    let over = untrusted.limits.max_text_bytes / COST_PER_THING + 1;
+    let zeros = |n: usize| vec![json!(0); n];
+    let empties = |n: usize| vec![json!(""); n];
+    let objects = |n: usize| vec![json!({}); n];
+    let tool = |extra: Value| {
+        let mut t = json!({"name": "t", "inputSchema": {"type": "object"}});
+        if let (Some(t), Value::Object(extra)) = (t.as_object_mut(), extra) {
+            t.extend(extra);
+        }
+        t
+    };
+    type Variant = (&'static str, Box<dyn Fn(usize) -> (&'static str, Value)>);
+    let variants: Vec<Variant> = vec![
+        (
+            "empty descriptions",
+            Box::new(move |n| {
+                let item = json!({"name": "", "title": "", "description": ""});
+                ("tools", json!({"tools": vec![item; n]}))
+            }),
+        ),
+        (
+            "empty items",
+            Box::new(move |n| ("tools", json!({"tools": objects(n)}))),
+        ),
+        (
+            "schema enum elements",
+            Box::new(move |n| {
+                let schema = json!({"type": "object", "properties": {"a": {"type": "integer", "enum": zeros(n)}}});
+                (
+                    "tools",
+                    json!({"tools": [tool(json!({"inputSchema": schema}))]}),
+                )
+            }),
+        ),
+        (
+            "schema empty strings",
+            Box::new(move |n| {
+                let schema = json!({"type": "object", "properties": {"a": {"type": "string", "examples": empties(n)}}});
+                (
+                    "tools",
+                    json!({"tools": [tool(json!({"inputSchema": schema}))]}),
+                )
+            }),
+        ),
+        (
+            "schema members",
+            Box::new(move |n| {
+                let props: serde_json::Map<String, Value> =
+                    (0..n).map(|i| (format!("p{i}"), json!({}))).collect();
+                let schema = json!({"type": "object", "properties": props});
+                (
+                    "tools",
+                    json!({"tools": [tool(json!({"inputSchema": schema}))]}),
+                )
+            }),
+        ),
+        (
+            "icons",
+            Box::new(move |n| {
+                let icon = json!({"src": "https://icons.example.com/a.png"});
+                (
+                    "tools",
+                    json!({"tools": [tool(json!({"icons": vec![icon; n]}))]}),
+                )
+            }),
+        ),
+        (
+            "prompt arguments",
+            Box::new(move |n| {
+                (
+                    "prompts",
+                    json!({"prompts": [{"name": "p", "arguments": objects(n)}]}),
+                )
+            }),
+        ),
+    ];
+    for (what, make) in &variants {
+        let (items, result) = make(over);
+        let (out, _, _) = listing(&untrusted, items, result);
+        let refusal = out.expect_err(what);
+        assert_eq!(refusal.reason, Reason::LimitExceeded, "{what}");
+        assert_eq!(
+            refusal.data("limit"),
+            Some(&json!("max_text_bytes")),
+            "{what}"
+        );
+        // The same shape well inside the budget is read and passes.
+        let (items, result) = make(over / 8);
+        let (out, _, _) = listing(&untrusted, items, result);
+        assert!(out.is_ok(), "{what}: {out:?}");
+    }
+    for (what, data) in [("zeros", zeros(over)), ("empty strings", empties(over))] {
+        let log = |data: Vec<Value>| {
+            let params = json!({"level": "info", "data": data});
+            inspect_notification(
+                &untrusted,
+                &subject(all_caps()),
+                McpMethod::LogMessage,
+                params.to_string().as_bytes(),
+            )
+            .0
+        };
+        let refusal = log(data.clone()).expect_err(what);
+        assert_eq!(refusal.reason, Reason::LimitExceeded, "log data of {what}");
+        assert!(log(data[..over / 8].to_vec()).is_ok(), "log data of {what}");
+    }
+}
+
 /// What a server says about itself is read like what it lists: a shell
 /// server may name the commands it blocks; code fetched and run still counts.
 #[test]
