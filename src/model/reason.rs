@@ -94,7 +94,7 @@ reason_table! {
     InvalidTask => "invalid_task", -32010, OK, "a task (Tasks extension) whose shape is wrong: no `taskId`, an unknown `status`, `inputRequests` outside `input_required` or on the task-creating result, a task answering a method other than tools/call, a completed task whose `result` asks again (`input_required`, another task), a `tasks/update` or `tasks/cancel` acknowledgement that asks, a `tasks/get` answered with another task";
     TasksRefused => "tasks_refused", -32018, OK, "the route refuses the Tasks extension (`tasks = \"refuse\"`): a `tasks/*` request, or an upstream that answered with a task";
     MissingClientCapability => "missing_client_capability", -32021, BAD_REQUEST, "`data.requiredCapabilities`";
-    StateMissing => "state_missing", -32602, BAD_REQUEST, "`inputResponses` without the gateway's `requestState`";
+    StateMissing => "state_missing", -32602, BAD_REQUEST, "`inputResponses`, or a 2026-07-28 `tasks/*` request, without the gateway's `requestState`";
     StateTooLarge => "state_too_large", -32602, BAD_REQUEST, "a client state larger than the gateway issues";
     StateInvalid => "state_invalid", -32602, BAD_REQUEST, "not issued by this gateway, altered or truncated";
     StateUnknownKey => "state_unknown_key", -32602, BAD_REQUEST, "sealed with a key this instance does not hold";

@@ -41,10 +41,14 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
             format!("{method} carries no answers; a task's answers go in tasks/update"),
         ));
     }
-    // Without the gateway's state a get or a cancel goes on as written
-    // (the upstream decides); an update is an answer and needs one.
+    // Every task the gateway delivers carries its state and a 2026-07-28
+    // client echoes the latest: without one a request could read (and then
+    // answer) a task another caller started. 2025-11-25 has no task state:
+    // its get and cancel go on as written.
     let state_given = request.request_state.is_some() || request.request_state_not_string;
-    if !method.is_task_request() || (!state_given && method != McpMethod::TasksUpdate) {
+    let stateless = request.generation() == crate::model::Generation::Stateless;
+    let needs_state = stateless || method == McpMethod::TasksUpdate;
+    if !method.is_task_request() || (!state_given && !needs_state) {
         return Ok(None);
     }
     match accept(ctx).await {
@@ -75,7 +79,10 @@ async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, RetryRefused> {
         (None, false) => {
             return Err(Refusal::new(
                 Reason::StateMissing,
-                "tasks/update came without the requestState this gateway delivered with the task's questions; send the latest one",
+                format!(
+                    "{} came without the requestState this gateway delivered with the task; send the latest one",
+                    request.method
+                ),
             )
             .into())
         }

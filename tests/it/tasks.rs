@@ -598,7 +598,9 @@ async fn a_caller_cannot_use_another_callers_task_state() {
         "{v}"
     );
     let v = send(ALICE, "tasks/get", TASK, get_task("g2", Some(&state), TASK)).await;
-    assert_eq!(v["result"]["status"], "working", "{v}");
+    assert_eq!(v["result"]["status"], "working", "{v}"); // Nor can bob read it by its id alone.
+    let v = send(BOB, "tasks/get", TASK, get_task("g3", None, TASK)).await;
+    assert_eq!(v["error"]["data"]["reason"], "state_missing", "{v}");
 }
 
 #[tokio::test]

@@ -595,11 +595,12 @@ async fn a_tasks_get_answered_with_another_task_is_refused() {
     nothing_of(&v, &["which day"]);
 }
 
-/// A `tasks/get` without the gateway's state (a client that lost it, or
-/// never had one) whose answer asks: the question still gets the question
-/// policy, and a question that passes is sealed, so its answer is bound.
+/// A `tasks/get` without the gateway's state (a client that lost it, never
+/// had one, or names another caller's task) is refused before the upstream;
+/// with it, a question still gets the question policy, and a question that
+/// passes is sealed, so its answer is bound.
 #[tokio::test]
-async fn a_tasks_get_without_the_gateways_state_is_still_policed_and_sealed() {
+async fn a_tasks_get_needs_the_gateways_state_and_is_policed_and_sealed_with_it() {
     let p = plan();
     set(
         &p,
@@ -612,7 +613,13 @@ async fn a_tasks_get_without_the_gateways_state_is_still_policed_and_sealed() {
     let up = upstream(p.clone()).await;
     let gw = gateway(&up, "").await;
     let url = url(&gw);
+    // Without the gateway's state the task is not read at all: it could be
+    // another caller's.
     let (v, _) = poll(&url, None).await;
+    assert_eq!(reason(&v), "state_missing", "{v}");
+    assert!(received(&up, "tasks/get").is_empty());
+    let created = create(&url).await;
+    let (v, _) = poll(&url, Some(&created)).await;
     assert_eq!(reason(&v), "secret_field_requested", "{v}");
     nothing_of(&v, &["bank password"]);
 
@@ -624,7 +631,7 @@ async fn a_tasks_get_without_the_gateways_state_is_still_policed_and_sealed() {
             json!({"requestState": "up-2", "inputRequests": {"room": room_form()}}),
         ),
     );
-    let (v, state) = poll(&url, None).await;
+    let (v, state) = poll(&url, Some(&created)).await;
     let state = state.expect("sealed");
     assert!(state.starts_with("pcs1."), "{v}");
     assert_eq!(
@@ -790,7 +797,8 @@ async fn a_request_state_that_is_not_a_string_is_refused_both_ways() {
         "tasks/get",
         task("working", json!({"requestState": {"forged": true}})),
     );
-    let (v, _) = poll(&url, None).await;
+    let created = create(&url).await;
+    let (v, _) = poll(&url, Some(&created)).await;
     assert!(v.get("error").is_some(), "{v}");
 }
 
@@ -937,9 +945,9 @@ async fn each_question_of_a_task_is_answered_once() {
     assert_eq!(reason(&v), "state_replayed", "{v}");
     assert_eq!(received(&up, "tasks/update").len(), before);
 
-    // A second state for the same task, from a poll without one: the room
-    // it shows again was answered already.
-    let (_, fresh) = poll(&url, None).await;
+    // A second state for the same task, from another poll: the room it
+    // shows again was answered already.
+    let (_, fresh) = poll(&url, Some(&asked)).await;
     let fresh = fresh.expect("a state");
     let v = post(
         &url,

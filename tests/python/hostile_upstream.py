@@ -120,7 +120,21 @@ def benign(req: Request) -> list[Step]:
     client lists the tools before it calls one)."""
     if isinstance(req.message, dict) and req.message.get("method") == "tools/list":
         return json_body(result(req, BENIGN_TOOLS))
+    if isinstance(req.message, dict) and req.message.get("method") == "tools/call" and declares_tasks(req):
+        return json_body(result(req, BENIGN_TASK))
     return json_body(result(req, '{"resultType":"complete"}'))
+
+
+# A task a client that declared the Tasks extension is given for its
+# tools/call (a case about tasks/* polls it afterwards).
+BENIGN_TASK = ('{"resultType":"task","taskId":"786512e2-9e0d-44bd-8f29-789f320fe840","status":"working",'
+               '"createdAt":"2026-11-25T10:30:00Z","lastUpdatedAt":"2026-11-25T10:30:00Z","ttlSeconds":600,'
+               '"requestState":"up-0"}')
+
+
+def declares_tasks(req: Request) -> bool:
+    caps = req.params.get("_meta", {}).get("io.modelcontextprotocol/clientCapabilities", {})
+    return isinstance(caps, dict) and "io.modelcontextprotocol/tasks" in (caps.get("extensions") or {})
 
 
 def only_for(method: str, script: Script) -> Script:

@@ -191,14 +191,32 @@ def play_resumed(c: Case, send) -> list[Reply]:
     return [first, initialized, send(listen, b"", "GET")]
 
 
+def create_task(c: Case, send) -> Reply:
+    """The tools/call that creates the task a tasks/* case is about."""
+    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": c.ask.version,
+                        "io.modelcontextprotocol/clientCapabilities": c.ask.caps},
+              "name": "hostile_tool", "arguments": {}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "mcp-protocol-version": c.ask.version, "mcp-method": "tools/call", "mcp-name": "hostile_tool"}
+    body = {"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": params}
+    return send(headers, json.dumps(body).encode())
+
+
 def play(c: Case, send) -> list[Reply]:
     """The client's side of a case: ask, and answer up to `rounds` questions."""
     if c.ask.resume:
         return play_resumed(c, send)
     if c.ask.version != VERSION:
         pytest.fail(f"{c.name}: add the {c.ask.version} session handshake to play() first", pytrace=False)
-    headers, body = request(c, 1)
     replies: list[Reply] = []
+    extra = None
+    if c.ask.method.startswith("tasks/"):
+        # A task is polled with the state its creation gave (the gateway's own).
+        created = create_task(c, send)
+        replies.append(created)
+        state = ((created.message or {}).get("result") or {}).get("requestState")
+        extra = {"requestState": state} if state else None
+    headers, body = request(c, 1, extra)
     for n in range(c.rounds + 1):
         reply = send(headers, body)
         replies.append(reply)
