@@ -89,6 +89,7 @@ reason_table! {
     DeprecatedRequestKind => "deprecated_request_kind", -32010, OK, "sampling or roots blocked by policy";
     SamplingContextNotAllowed => "sampling_context_not_allowed", -32010, OK, "`includeContext` other than none";
     PromptInjection => "prompt_injection", -32010, OK, "`data.injectionRule`";
+    InvalidName => "invalid_name", -32010, OK, "a server name (`serverInfo.name`) with markup, controls or invisible characters, or over 256 bytes: it cannot be cleaned without changing whom it names";
     MissingClientCapability => "missing_client_capability", -32021, BAD_REQUEST, "`data.requiredCapabilities`";
     StateMissing => "state_missing", -32602, BAD_REQUEST, "`inputResponses` without the gateway's `requestState`";
     StateTooLarge => "state_too_large", -32602, BAD_REQUEST, "a client state larger than the gateway issues";
