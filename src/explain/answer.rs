@@ -16,8 +16,8 @@ use crate::pipeline::response::exchange::{Carrier, Disposition, Exchange};
 use crate::pipeline::sse::SseFramer;
 use crate::pipeline::Gateway;
 use crate::policy::inspect::{
-    trace_every_rule, trace_notification, trace_result, trace_result_meta, trace_whole_result,
-    Report, Verdict, PROVENANCE_KEY,
+    trace_content, trace_every_rule, trace_notification, trace_result, trace_whole_result, Report,
+    Verdict, PROVENANCE_KEY,
 };
 
 /// What the message file holds.
@@ -239,14 +239,14 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
         let mut loose: Value = serde_json::from_str(result.get()).ok()?;
         if loose.get("resultType").and_then(Value::as_str) != Some("input_required") {
             // A list the server offers the model, its description of itself,
-            // or the identity any result may carry: their text rules.
+            // or anything else it hands back: their rules.
             let method = exchange.ctx.request.method;
             let report = match method.catalogue() {
                 Some(_) => trace_whole_result(policy, &subject, &mut loose).1,
                 None if method.describes_server() => {
                     trace_notification(policy, &subject, method, result.get().as_bytes()).1
                 }
-                None => trace_result_meta(policy, &subject, &mut loose).1,
+                None => trace_content(policy, &subject, method, &mut loose).1,
             };
             return Some(Traced {
                 report,

@@ -93,6 +93,7 @@ reason_table! {
     PromptInjection => "prompt_injection", -32010, OK, "`data.injectionRule`";
     InvalidTask => "invalid_task", -32010, OK, "a task (Tasks extension) whose shape is wrong: no `taskId`, an unknown `status`, `inputRequests` outside `input_required` or on the task-creating result, a task answering a method other than tools/call, a completed task whose `result` asks again (`input_required`, another task), a `tasks/update` or `tasks/cancel` acknowledgement that asks, a `tasks/get` answered with another task";
     TasksRefused => "tasks_refused", -32018, OK, "the route refuses the Tasks extension (`tasks = \"refuse\"`): a `tasks/*` request, or an upstream that answered with a task";
+    InvalidName => "invalid_name", -32010, OK, "a server name (`serverInfo.name`) with markup, controls or invisible characters, or over 256 bytes: it cannot be cleaned without changing whom it names";
     MissingClientCapability => "missing_client_capability", -32021, BAD_REQUEST, "`data.requiredCapabilities`";
     StateMissing => "state_missing", -32602, BAD_REQUEST, "`inputResponses`, or a 2026-07-28 `tasks/*` request, without the gateway's `requestState`";
     StateTooLarge => "state_too_large", -32602, BAD_REQUEST, "a client state larger than the gateway issues";

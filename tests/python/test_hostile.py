@@ -403,10 +403,10 @@ def also_counted(c: Case) -> list[tuple[str, dict]]:
     """The counters besides requests_total that a refusal of this kind moves."""
     reads_text = c.ask.resume or c.ask.method in {"server/discover", "tools/list", "prompts/list", "resources/list",
                                                   "resources/templates/list"}
-    if reads_text and c.reason == "prompt_injection":
+    if (reads_text and c.reason == "prompt_injection") or not c.question:
         # Not a question: the text rules' verdict is what is counted.
-        return [("portcullis_policy_verdicts_total", {"upstream": "hostile", "rule": "prompt_injection",
-                                                       "action": "block"})]
+        rule = {"invalid_name": "name"}.get(c.reason, c.reason)
+        return [("portcullis_policy_verdicts_total", {"upstream": "hostile", "rule": rule, "action": "block"})]
     if c.reason in UPSTREAM_FAILURES:
         return [("portcullis_upstream_errors_total", {"upstream": "hostile", "reason": c.reason})]
     if c.name == "task_without_capability":
@@ -437,6 +437,67 @@ def test_danger_is_real_directly_and_gone_through_the_gateway(hostile: HostileUp
     check_gateway(c, hostile)
 
 
+REWRITES = {r.name: r for r in hostile_cases.REWRITES}
+
+
+def strings_of(reply: Reply) -> list[str]:
+    """Every string of every JSON-RPC message the client decoded."""
+    body = reply.text.split("\n\n", 1)[-1] if reply.text.startswith("HTTP/") else reply.text
+    texts = [reply.data or ""]
+    texts += ["\n".join(line[5:].removeprefix(" ") for line in event.splitlines() if line.startswith("data:"))
+              for event in re.split(r"\r?\n\r?\n", body)]
+    out: list[str] = []
+
+    def walk(v) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                out.append(k)
+                walk(x)
+
+    for t in texts:
+        try:
+            walk(json.loads(t))
+        except ValueError:
+            pass
+    return out
+
+
+def dangerous(r: hostile_cases.Rewrite, reply: Reply) -> bool:
+    if r.chars is None:
+        return r.marker in reply.text
+    return any(re.search(r.chars, s) for s in strings_of(reply))
+
+
+def check_rewritten(r: hostile_cases.Rewrite, upstream: HostileUpstream) -> tuple[str, str]:
+    c = Case(r.name, "", r.attack, r.script, 200, ask=r.ask)
+    direct = play(c, lambda h, b: send_raw(upstream.url(r.name), h, b))[-1]
+    assert dangerous(r, direct), f"{r.name}: directly, the danger never reached the client:\n{direct.text[:600]}"
+    with gateway_for(c, upstream) as (url, admin):
+        with httpx2.Client(timeout=CLIENT_TIMEOUT_S) as client:
+            last = play(c, lambda h, b: send_http(client, url, h, b))[-1]
+        with urllib.request.urlopen(f"{admin}/metrics", timeout=5) as m:
+            metrics = m.read().decode()
+    error = (last.message or {}).get("error") or {}
+    assert "reason" not in (error.get("data") or {}), f"{r.name}: refused, not rewritten: {last.text[:600]}"
+    assert last.status == 200, f"{r.name}: HTTP {last.status}"
+    assert not dangerous(r, last), f"{r.name}: the danger reached the client through the gateway:\n{last.text[:800]}"
+    assert any(r.kept in s for s in strings_of(last)), f"{r.name}: {r.kept!r} did not arrive:\n{last.text[:800]}"
+    removed = sum(metric(metrics, "portcullis_policy_verdicts_total", upstream="hostile", rule=rule, action=action)
+                  for rule, action in [("text_safety", "sanitize"), ("provenance", "remove")])
+    assert removed >= 1, f"{r.name}: no removal counted in policy_verdicts_total"
+    return "delivered without it", f"policy_verdicts_total={int(removed)}"
+
+
+@pytest.mark.parametrize("name", list(REWRITES))
+def test_rewritten_danger_is_real_directly_and_gone_through_the_gateway(hostile: HostileUpstream, name: str) -> None:
+    check_rewritten(REWRITES[name], hostile)
+
+
 def upstream_reasons() -> dict[str, str]:
     with (Path(__file__).parent / "hostile_reasons.toml").open("rb") as f:
         return tomllib.load(f)["upstream"]
@@ -451,9 +512,9 @@ def test_every_reason_an_upstream_can_provoke_has_a_case() -> None:
 
 
 def test_case_names_and_markers_are_unique() -> None:
-    names = [c.name for c in hostile_cases.CASES]
+    names = [c.name for c in hostile_cases.CASES] + [r.name for r in hostile_cases.REWRITES]
     assert len(names) == len(set(names))
-    markers = [c.marker for c in hostile_cases.CASES]
+    markers = [c.marker for c in hostile_cases.CASES] + [r.marker for r in hostile_cases.REWRITES]
     assert not any(a != b and a in b for a in markers for b in markers), "a marker inside another"
 
 
@@ -471,6 +532,13 @@ def main() -> None:
             failed += 1
             direct, refused, counted = "?", f"FAILED: {str(e).splitlines()[0]}", ""
         print(f"| `{c.reason}` | {c.attack} | {direct} | {refused} | {counted} |", flush=True)
+    for r in hostile_cases.REWRITES:
+        try:
+            delivered, counted = check_rewritten(r, up)
+        except (AssertionError, pytest.fail.Exception) as e:
+            failed += 1
+            delivered, counted = f"FAILED: {str(e).splitlines()[0]}", ""
+        print(f"| (rewritten) | {r.attack} | reaches the client | {delivered} | {counted} |", flush=True)
     sys.exit(1 if failed else 0)
 
 

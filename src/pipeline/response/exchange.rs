@@ -21,10 +21,10 @@ use super::push::PendingPush;
 use crate::json::strict::{Failure, Key};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{Generation, McpMethod, Reason, Refusal};
-use crate::policy::inspect::{
-    inspect_notification, inspect_result_meta, Report, Subject, TaskCarrier, SERVER_INFO_KEY,
-};
+use crate::policy::inspect::{inspect_notification, Report, Subject, TaskCarrier};
 use serde::de::IgnoredAny;
+
+mod content;
 
 /// The response phase's view of the exchange: the request context and
 /// where the message arrived.
@@ -241,7 +241,7 @@ impl Exchange {
                 return Disposition::Refuse(read_failure(&e));
             }
             self.operation_ended_with_error();
-            return Disposition::Final;
+            return self.content_error(msg.id, error);
         }
         match msg.result {
             Some(result) => self.result(msg.id, result),
@@ -296,34 +296,11 @@ impl Exchange {
         }
     }
 
-    /// Any other result passes unchanged, unless it carries the server's
-    /// identity under `_meta` (2026-07-28), which is shown to people: that
-    /// gets the server-description rules. Only a result that may name it
-    /// (the key, or an escape that could spell it) is parsed.
+    /// Any other result (a tool's result, a resource's contents, a prompt,
+    /// completions, …): the rules for data a server hands back
+    /// (`policy::inspect::content`, in `exchange/content.rs`).
     fn plain_result(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
-        let bytes = result.get().as_bytes();
-        if !may_name_server_info(bytes) {
-            return Disposition::Final;
-        }
-        let mut value = match json::parse_value(bytes) {
-            Ok(v) => v,
-            Err(e) => return Disposition::Refuse(read_failure(&e)),
-        };
-        let meta = value.get("_meta");
-        if meta.and_then(|m| m.get(SERVER_INFO_KEY)).is_none() {
-            return Disposition::Final;
-        }
-        let settings = &self.ctx.route.upstream.settings;
-        let (outcome, report) = inspect_result_meta(&settings.policy, &self.subject(), &mut value);
-        self.record_text(&report);
-        match outcome {
-            Ok(false) => Disposition::Final,
-            Ok(true) => match response_bytes(id, &value) {
-                Some(bytes) => Disposition::FinalRewritten(bytes),
-                None => Disposition::Refuse(reencode_failed()),
-            },
-            Err(r) => Disposition::Refuse(r),
-        }
+        self.content_result(id, result)
     }
 
     /// A complete list result, parsed once for its type, its permissions
@@ -408,13 +385,6 @@ impl Exchange {
         }
         self.whole(id, value, unchanged)
     }
-}
-
-/// Whether a result's bytes may hold the `_meta` server identity: its
-/// key as written, or a `\u` / `\/` escape that could spell it.
-fn may_name_server_info(bytes: &[u8]) -> bool {
-    memchr::memmem::find(bytes, b"serverInfo").is_some()
-        || memchr::memchr_iter(b'\\', bytes).any(|i| matches!(bytes.get(i + 1), Some(b'u' | b'/')))
 }
 
 /// The result's type, then (unless the policy reads it: `input_required`)

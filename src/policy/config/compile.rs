@@ -119,6 +119,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
     })?;
     let single_use = flag(chain, |r| r.state.single_use);
     let injection = injection_rules(chain)?;
+    let content = content_policy(chain)?;
     Ok(Policy {
         name: own.name.clone(),
         description: own.raw.description.clone(),
@@ -136,7 +137,37 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         sampling_max_tokens,
         sampling_max_messages,
         injection,
+        content,
         single_use,
+    })
+}
+
+/// `[content]`: how data a server hands back is read.
+fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
+    let injection = choice(
+        chain,
+        "content.injection",
+        |r| r.content.injection.as_ref(),
+        &[
+            ("monitor", ContentInjection::Monitor),
+            ("enforce", ContentInjection::Enforce),
+            ("off", ContentInjection::Off),
+        ],
+    )?;
+    let allow_links = choice(
+        chain,
+        "content.links",
+        |r| r.content.links.as_ref(),
+        &[("check", false), ("allow", true)],
+    )?;
+    let allowed_hosts = match pick(chain, |r| r.content.allowed_hosts.as_ref()) {
+        Some((list, src)) => hosts(src, "content.allowed_hosts", list)?,
+        None => Vec::new(),
+    };
+    Ok(ContentPolicy {
+        injection,
+        allow_links,
+        allowed_hosts,
     })
 }
 

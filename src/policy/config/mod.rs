@@ -71,6 +71,31 @@ pub struct PolicyLimits {
     pub max_string_max_length: u64,
 }
 
+/// What the injection rules do with data a server hands back (`[content]
+/// injection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentInjection {
+    /// Not scanned.
+    Off,
+    /// Scanned; what the rules find is recorded, nothing refused.
+    Monitor,
+    /// Scanned; the rules' own actions apply (a blocking rule refuses
+    /// when the policy enforces).
+    Enforce,
+}
+
+/// `[content]`: the rules for data a server hands back (tool results,
+/// resource contents, errors; `policy::inspect::content`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentPolicy {
+    pub injection: ContentInjection,
+    /// Links to hosts not allowed stay (images never do).
+    pub allow_links: bool,
+    /// Hosts images and links may point at besides the upstream's own
+    /// (and its subdomains).
+    pub allowed_hosts: Vec<HostPattern>,
+}
+
 /// A compiled policy: everything the inspector needs, no strings to re-read.
 pub struct Policy {
     pub name: String,
@@ -91,6 +116,7 @@ pub struct Policy {
     /// The most messages a sampling request may carry.
     pub sampling_max_messages: usize,
     pub injection: InjectionRules,
+    pub content: ContentPolicy,
     /// Every sealed state of an upstream under this policy is answered once.
     pub single_use: bool,
 }

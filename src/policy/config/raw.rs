@@ -25,6 +25,16 @@ pub(super) struct RawPolicy {
     pub(super) injection: RawInjection,
     #[serde(default)]
     pub(super) state: RawPolicyState,
+    #[serde(default)]
+    pub(super) content: RawContent,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawContent {
+    pub(super) injection: Option<Spanned<String>>,
+    pub(super) links: Option<Spanned<String>>,
+    pub(super) allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

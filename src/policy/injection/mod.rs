@@ -255,6 +255,9 @@ pub struct InjectionRules {
     engine: Option<Arc<WordEngine>>,
     /// (entries, rule index) of the active built-in rules.
     word_rules: Vec<(EntryMasks, usize)>,
+    /// Some regex may be anchored to the start or end of the text
+    /// ([`may_anchor`]).
+    anchored: bool,
 }
 
 /// A rule that matched, by name.
@@ -302,7 +305,9 @@ impl InjectionRules {
                 set_owner.push((i, listed));
             }
         }
+        let anchored = patterns.iter().any(|p| may_anchor(p));
         Ok(InjectionRules {
+            anchored,
             set: RegexSet::new(patterns)?,
             set_owner,
             rules,
@@ -313,6 +318,30 @@ impl InjectionRules {
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// Whether any rule could match a string of the message whose raw
+    /// JSON is `raw`: `false` only when scanning each of its strings, in
+    /// any context, would find nothing. Anything but plain ASCII and any
+    /// `\u` escape is `true` (the caller parses such a message anyway).
+    /// The other escapes are decoded first (`\n` is a line break, as in
+    /// the string); the message then holds each string whole between
+    /// separators, so the word rules' raw-text test and the regexes, run
+    /// once over it, find whatever they would find in a string — unless a
+    /// regex is anchored to the start or end of the text, which makes the
+    /// answer `true`.
+    pub fn may_match_json(&self, raw: &str) -> bool {
+        if self.rules.is_empty() {
+            return false;
+        }
+        if !raw.is_ascii() || raw.contains("\\u") {
+            return true;
+        }
+        let text = unescape_json(raw);
+        if self.engine.as_ref().is_some_and(|e| e.may_match(&text)) {
+            return true;
+        }
+        !self.set.is_empty() && (self.anchored || self.set.is_match(&text))
     }
 
     /// The rules that match `text`, blocking ones first.
@@ -354,4 +383,42 @@ impl InjectionRules {
         hits.sort_by_key(|h| h.action != RuleAction::Block);
         hits
     }
+}
+
+/// Raw JSON (without `\u` escapes) with its two-character escapes decoded.
+fn unescape_json(raw: &str) -> std::borrow::Cow<'_, str> {
+    if !raw.contains('\\') {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether a regex may be anchored to the start or end of its text (`^`
+/// outside a class's negation, `$`, `\A`, `\z`): conservative, a
+/// literal `\$` counts too.
+fn may_anchor(pattern: &str) -> bool {
+    let b = pattern.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| match c {
+        b'$' => true,
+        b'^' => i == 0 || b[i - 1] != b'[',
+        b'A' | b'z' | b'Z' => i > 0 && b[i - 1] == b'\\',
+        _ => false,
+    })
 }

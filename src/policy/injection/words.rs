@@ -203,6 +203,12 @@ impl WordEngine {
         })
     }
 
+    /// Whether [`Self::matches`] could find anything in `text` (the
+    /// conservative raw-text test it starts with).
+    pub fn may_match(&self, text: &str) -> bool {
+        self.phrases.may_match(text)
+    }
+
     /// The rule entries (bit per entry of `rules.toml`) that match `text`.
     pub fn matches(&self, text: &str) -> u64 {
         if !self.phrases.may_match(text) {

@@ -7,8 +7,10 @@
 //! safe and scanned for prompt injection. It is never cut: the body limit
 //! bounds it, and a shortened description would change what a tool means.
 //! An item's `name` is never changed (it is what the client calls): one
-//! that hides characters removes the item. Each item's icons get the icon
-//! rule (`icons.rs`).
+//! that hides characters removes the item, and so does a tool's name that
+//! is not a tool name of the specification (1 to 128 of `A-Z a-z 0-9 _ -
+//! .`, and `/` as SEP-986 allows). Each item's icons get the icon rule
+//! (`icons.rs`).
 
 use serde_json::{Map, Value};
 
@@ -41,7 +43,7 @@ impl Run<'_> {
             if !self.spend(&key, None, 0)? {
                 break;
             }
-            keep.push(self.check_item(&key, item)?);
+            keep.push(self.check_item(items, &key, item)?);
         }
         if self.enforcing() && keep.contains(&false) {
             let mut keep = keep.into_iter();
@@ -64,8 +66,13 @@ impl Run<'_> {
     }
 
     /// Whether the item stays in the list.
-    fn check_item(&mut self, key: &str, item: &mut Map<String, Value>) -> Checked<bool> {
-        let keep = self.check_item_name(key, item)?;
+    fn check_item(
+        &mut self,
+        items: &str,
+        key: &str,
+        item: &mut Map<String, Value>,
+    ) -> Checked<bool> {
+        let keep = self.check_item_name(items, key, item)?;
         for part in ITEM_TEXT {
             self.clean_listed(key, None, part, item.get_mut(part))?;
         }
@@ -101,17 +108,26 @@ impl Run<'_> {
     /// item whose name hides characters is removed. Its words are scanned
     /// like any listed text (`export_chat_history` names what a tool does:
     /// the listing rules let that pass).
-    fn check_item_name(&mut self, key: &str, item: &Map<String, Value>) -> Checked<bool> {
+    fn check_item_name(
+        &mut self,
+        items: &str,
+        key: &str,
+        item: &Map<String, Value>,
+    ) -> Checked<bool> {
         let Some(Value::String(name)) = item.get("name") else {
             return Ok(true);
         };
         self.scan_listed(key, None, "name", name)?;
-        if !has_hidden_characters(name) {
-            self.pass("text_safety", Some(key), None, "name");
-            return Ok(true);
+        if has_hidden_characters(name) {
+            let detail = "name: hidden characters".to_owned();
+            return Ok(!self.removal("text_safety", key, detail));
         }
-        let detail = "name: hidden characters".to_owned();
-        Ok(!self.removal("text_safety", key, detail))
+        self.pass("text_safety", Some(key), None, "name");
+        if items == "tools" && !is_tool_name(name) {
+            let detail = "name: not a tool name".to_owned();
+            return Ok(!self.removal("name", key, detail));
+        }
+        Ok(true)
     }
 
     /// Every `title` and `description` string of a JSON schema, at any depth
@@ -186,6 +202,15 @@ impl Run<'_> {
     ) -> Checked<()> {
         self.clean_in(key, field, part, slot, usize::MAX, self.listed_as)
     }
+}
+
+/// A tool name as the specification has it (1 to 128 characters of `A-Z
+/// a-z 0-9 _ - .`), with the `/` SEP-986 adds.
+pub(super) fn is_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/'))
 }
 
 /// A listed item's name for verdicts and refusals: its `name`, else its

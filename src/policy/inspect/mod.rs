@@ -10,6 +10,7 @@
 //! through them.
 
 mod capability;
+mod content;
 mod deprecated;
 mod form;
 mod icons;
@@ -34,7 +35,8 @@ use crate::json;
 use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
 use crate::policy::injection::TextContext;
 
-pub use provenance::PROVENANCE_KEY;
+pub use content::{inspect_content, inspect_error, may_need_content, trace_content};
+pub use provenance::{is_gateway_key, may_carry_gateway_key, PROVENANCE_KEY};
 pub use server_info::SERVER_INFO_KEY;
 pub use task::{CheckedTask, TaskCarrier};
 pub use whole::list_members;
@@ -205,15 +207,6 @@ pub fn inspect_result_meta(
     Run::new(policy, subject).result_meta(result)
 }
 
-/// [`inspect_result_meta`], with every check that ran in [`Report::trace`].
-pub fn trace_result_meta(
-    policy: &Policy,
-    subject: &Subject<'_>,
-    result: &mut Value,
-) -> (Result<bool, Refusal>, Report) {
-    Run::traced(policy, subject).result_meta(result)
-}
-
 /// [`inspect_listing`], with every check that ran in [`Report::trace`].
 pub fn trace_listing(
     policy: &Policy,
@@ -352,8 +345,9 @@ impl<'a> Run<'a> {
     /// to deliver when enforcing changed it.
     fn notification(&mut self, method: McpMethod, params: &[u8]) -> Checked<Option<Value>> {
         let mut v = self.parse(params, "notification")?;
+        let stripped = self.strip_namespace_in(params, &mut v);
         let changed = self.check_notification(method, &mut v)?;
-        Ok((changed && self.enforcing()).then_some(v))
+        Ok(((changed && self.enforcing()) || stripped).then_some(v))
     }
 
     /// A result's `_meta` server identity, cleaned in place: whether it changed.
@@ -366,6 +360,7 @@ impl<'a> Run<'a> {
 
     /// A list's text, cleaned in place: whether it changed.
     fn listing(&mut self, items: &str, result: &mut Value) -> Checked<bool> {
+        self.strip_namespace(result);
         self.check_listing(items, result)?;
         self.check_meta_server_info(result)?;
         Ok(self.report.verdicts.iter().any(Verdict::rewrites))
@@ -526,6 +521,7 @@ impl<'a> Run<'a> {
             self.pass("limit", None, None, "max_result_bytes");
         }
         let mut result = self.parse(bytes, "input_required result")?;
+        self.strip_namespace_in(bytes, &mut result);
         if !self.subject.method.allows_input_required() {
             let message = format!("input_required is only allowed in answers to tools/call, prompts/get and resources/read, not {}", self.subject.method);
             return Err(self.invalid(
@@ -572,7 +568,11 @@ impl<'a> Run<'a> {
             self.limit("max_result_bytes", None, None, "a server request")?;
         }
         let params = match params {
-            Some(bytes) => self.parse(bytes, "server request")?,
+            Some(bytes) => {
+                let mut parsed = self.parse(bytes, "server request")?;
+                self.strip_namespace_in(bytes, &mut parsed);
+                parsed
+            }
             None => Value::Object(Map::new()),
         };
         if !params.is_object() {

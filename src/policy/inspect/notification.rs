@@ -1,5 +1,7 @@
 //! Rule: the text of a notification a server may send on a request's stream
-//! (`notifications/progress` messages, `notifications/message` log data),
+//! (`notifications/progress` messages, `notifications/message` log data and
+//! its `logger`, the `reason` of `notifications/cancelled`, the `title` of
+//! `notifications/resources/updated`),
 //! and the server's description of itself (`instructions` and the
 //! `serverInfo` of an `initialize` result or the `_meta` one of any result,
 //! which clients put in the model's context: `server_info.rs`), is read by
@@ -28,9 +30,20 @@ impl Run<'_> {
                 self.clean_in("progress", None, "message", slot, max, TextContext::Form)?;
             }
             McpMethod::LogMessage => {
+                let slot = params.get_mut("logger");
+                self.clean_in("log", None, "logger", slot, max, TextContext::Form)?;
                 if let Some(data) = params.get_mut("data") {
                     self.clean_all(data, max)?;
                 }
+            }
+            McpMethod::Cancelled => {
+                let slot = params.get_mut("reason");
+                self.clean_in("cancelled", None, "reason", slot, max, TextContext::Form)?;
+            }
+            McpMethod::ResourcesUpdated => {
+                let max = self.policy.limits.max_title_chars;
+                let slot = params.get_mut("title");
+                self.clean_in("resource", None, "title", slot, max, TextContext::Form)?;
             }
             McpMethod::Initialize | McpMethod::ServerDiscover => {
                 self.check_server_description(params)?;

@@ -4,13 +4,22 @@
 //! result ("intended for display"). Its title and description get the text
 //! rules of what a server lists (it describes, where a form asks), its
 //! icons the icon rule, and its `websiteUrl`, a link a client
-//! shows, the checks of an icon URL (one that fails is removed).
+//! shows, the checks of an icon URL (one that fails is removed). Its
+//! `name` says whom the client is talking to and cannot be cleaned without
+//! changing that: one with markup, controls or invisible characters, or
+//! longer than [`MAX_SERVER_NAME_BYTES`], is refused (`invalid_name`); its
+//! words are scanned like the rest.
 
 use serde_json::{Map, Value};
 
 use super::{Checked, Run};
+use crate::model::Reason;
 use crate::policy::icon_rules::IconAction;
 use crate::policy::injection::TextContext;
+use crate::policy::sanitize::is_unsafe_machine_value;
+
+/// The longest server name the gateway passes.
+pub const MAX_SERVER_NAME_BYTES: usize = 256;
 
 /// Where a 2026-07-28 result carries the server's identity.
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
@@ -21,6 +30,9 @@ impl Run<'_> {
         let Value::Object(info) = info else {
             return Ok(());
         };
+        if let Some(Value::String(name)) = info.get("name") {
+            self.check_server_name(name)?;
+        }
         let limits = self.policy.limits;
         let parts = [
             ("title", limits.max_title_chars),
@@ -44,6 +56,25 @@ impl Run<'_> {
             Some(info) => self.check_server_info(info),
             None => Ok(()),
         }
+    }
+
+    fn check_server_name(&mut self, name: &str) -> Checked<()> {
+        if self.spend("server", None, name.len())? {
+            self.scan_injection("server", None, "name", name, TextContext::Listing)?;
+        }
+        let why = if name.len() > MAX_SERVER_NAME_BYTES {
+            "is longer than 256 bytes"
+        } else if is_unsafe_machine_value(name) {
+            "has markup, controls or invisible characters"
+        } else {
+            self.pass("name", Some("server"), None, "name");
+            return Ok(());
+        };
+        let message = format!(
+            "{} sent a server name that {why}",
+            self.subject.upstream_name
+        );
+        self.violation(Reason::InvalidName, "name", Some("server"), None, message)
     }
 
     fn check_website(&mut self, info: &mut Map<String, Value>) {

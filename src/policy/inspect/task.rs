@@ -7,10 +7,10 @@
 //! a completed task's `result` is the call's result and gets the rules of
 //! one. A task is not a higher-trust channel.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{Checked, Run};
-use crate::model::Reason;
+use crate::model::{McpMethod, Reason};
 use crate::policy::injection::TextContext;
 
 /// The statuses a task can be in.
@@ -96,10 +96,9 @@ impl Run<'_> {
         if let Some(result) = obj.get_mut("result") {
             self.task_result(result)?;
         }
-        if asks {
+        self.strip_namespace(&mut value);
+        if let (true, Some(obj)) = (asks, value.as_object_mut()) {
             self.annotate(obj);
-        } else {
-            strip_gateway_meta(obj);
         }
         self.check_meta_server_info(&mut value)?;
         Ok(CheckedTask {
@@ -127,19 +126,12 @@ impl Run<'_> {
                 "a completed task's result is the call's final result; it cannot ask again or be another task",
             ));
         }
-        strip_gateway_meta(obj);
-        self.check_meta_server_info(result)
+        // The rules for data a server hands back, as the call's own result
+        // would get them (its text, links, the gateway's namespace).
+        self.content(McpMethod::ToolsCall, result).map(drop)
     }
 
     fn bad_task(&mut self, message: impl Into<String>) -> crate::model::Refusal {
         self.invalid(Reason::InvalidTask, "protocol", None, None, message.into())
-    }
-}
-
-/// Nothing an upstream writes under the gateway's own `_meta` prefix reaches
-/// a client: only the gateway speaks there.
-fn strip_gateway_meta(obj: &mut Map<String, Value>) {
-    if let Some(Value::Object(meta)) = obj.get_mut("_meta") {
-        meta.retain(|k, _| !super::provenance::is_gateway_key(k));
     }
 }

@@ -5,12 +5,12 @@ use serde_json::{json, Value};
 use super::*;
 use crate::policy::config::PolicySet;
 
-fn policy(name: &str) -> std::sync::Arc<Policy> {
+pub(super) fn policy(name: &str) -> std::sync::Arc<Policy> {
     PolicySet::load(None).unwrap().get(name).unwrap()
 }
 
 /// A policy file `extends = "untrusted"` with `body` added.
-fn custom(body: &str) -> std::sync::Arc<Policy> {
+pub(super) fn custom(body: &str) -> std::sync::Arc<Policy> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("custom.toml"),
@@ -23,7 +23,7 @@ fn custom(body: &str) -> std::sync::Arc<Policy> {
         .unwrap()
 }
 
-fn all_caps() -> ClientCaps {
+pub(super) fn all_caps() -> ClientCaps {
     ClientCaps {
         elicitation_form: true,
         elicitation_url: true,
@@ -34,7 +34,7 @@ fn all_caps() -> ClientCaps {
     }
 }
 
-fn subject(client: ClientCaps) -> Subject<'static> {
+pub(super) fn subject(client: ClientCaps) -> Subject<'static> {
     Subject {
         method: McpMethod::ToolsCall,
         client,

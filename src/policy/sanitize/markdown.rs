@@ -311,7 +311,7 @@ fn rewrite(
 }
 
 /// Applies the edits no other edit contains (inner ones wait for the next pass).
-fn apply_outermost(s: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
+pub(super) fn apply_outermost(s: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
     edits.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
     let mut out = String::with_capacity(s.len());
     let mut at = 0;

@@ -115,12 +115,14 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+mod data;
 mod html;
 mod markdown;
 #[cfg(test)]
 mod test_support;
 mod unicode;
 
+pub use data::{data_needs_work, DataPolicy};
 use html::{
     has_forbidden_attr_url, lt_is_active, neutralize, pre_escape, relax, strip_html_to_text,
     SAFE_HTML,
@@ -180,11 +182,14 @@ pub enum TextFinding {
     ZeroWidth,
     TagChar,
     Truncated,
+    /// An image, link or element of data pointing at a host not allowed
+    /// (`data.rs`).
+    ExternalLink,
 }
 
 impl TextFinding {
     /// Every finding, in the order used in [`Sanitized::findings`].
-    pub const ALL: [TextFinding; 8] = [
+    pub const ALL: [TextFinding; 9] = [
         TextFinding::Html,
         TextFinding::DangerousLink,
         TextFinding::AnsiEscape,
@@ -193,6 +198,7 @@ impl TextFinding {
         TextFinding::ZeroWidth,
         TextFinding::TagChar,
         TextFinding::Truncated,
+        TextFinding::ExternalLink,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -205,6 +211,7 @@ impl TextFinding {
             TextFinding::ZeroWidth => "zero_width",
             TextFinding::TagChar => "tag_char",
             TextFinding::Truncated => "truncated",
+            TextFinding::ExternalLink => "external_link",
         }
     }
 }
@@ -553,7 +560,8 @@ mod tests {
                 "bidi",
                 "zero_width",
                 "tag_char",
-                "truncated"
+                "truncated",
+                "external_link"
             ]
         );
         assert_eq!(HtmlMode::Strip.as_str(), "strip");

@@ -1,0 +1,84 @@
+//! What a server hands back that is neither a question, a list nor its
+//! description of itself — a tool's result, a resource's contents, a
+//! prompt, completions, any other result, and an error's message and
+//! data — through `policy::inspect::content`. Most of it has nothing those
+//! rules act on, and is delivered as it came after one byte scan
+//! ([`may_need_content`]); the rest is parsed once and read.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::{read_failure, reencode_failed, response_bytes, Disposition, Exchange};
+use crate::json;
+use crate::model::Refusal;
+use crate::policy::inspect::{inspect_content, inspect_error, may_need_content, Report};
+
+impl Exchange {
+    /// Any other result: parsed only when the byte scan says the rules
+    /// could find something in it.
+    pub(super) fn content_result(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
+        let policy = &self.ctx.route.upstream.settings.policy;
+        if !may_need_content(policy, result.get()) {
+            return Disposition::Final;
+        }
+        let mut value = match json::parse_value(result.get().as_bytes()) {
+            Ok(v) => v,
+            Err(e) => return Disposition::Refuse(read_failure(&e)),
+        };
+        let method = self.ctx.request.method;
+        let outcome = inspect_content(policy, &self.subject(), method, &mut value);
+        self.delivered(outcome, || response_bytes(id, &value))
+    }
+
+    /// An error's `message` and `data` (already checked strictly), read as
+    /// data when the byte scan says they may need it.
+    pub(super) fn content_error(&self, id: Option<&RawValue>, error: &RawValue) -> Disposition {
+        let policy = &self.ctx.route.upstream.settings.policy;
+        if !may_need_content(policy, error.get()) {
+            return Disposition::Final;
+        }
+        let mut value = match json::parse_value(error.get().as_bytes()) {
+            Ok(v) => v,
+            Err(e) => return Disposition::Refuse(read_failure(&e)),
+        };
+        let outcome = inspect_error(policy, &self.subject(), &mut value);
+        self.delivered(outcome, || error_bytes(id, &value))
+    }
+
+    fn delivered(
+        &self,
+        (outcome, report): (Result<bool, Refusal>, Report),
+        encode: impl FnOnce() -> Option<Bytes>,
+    ) -> Disposition {
+        self.record_text(&report);
+        match outcome {
+            Ok(false) => Disposition::Final,
+            Ok(true) => match encode() {
+                Some(bytes) => Disposition::FinalRewritten(bytes),
+                None => Disposition::Refuse(reencode_failed()),
+            },
+            Err(r) => Disposition::Refuse(r),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorOut<'a> {
+    jsonrpc: &'static str,
+    id: &'a RawValue,
+    error: &'a Value,
+}
+
+/// An error response carrying `error`, for `id` (`null` when the upstream gave none).
+fn error_bytes(id: Option<&RawValue>, error: &Value) -> Option<Bytes> {
+    let id = id.unwrap_or(json::null_id());
+    serde_json::to_vec(&ErrorOut {
+        jsonrpc: "2.0",
+        id,
+        error,
+    })
+    .ok()
+    .map(Bytes::from)
+}

@@ -1,0 +1,377 @@
+//! Rule: what a server hands back — a tool's result (`content` text,
+//! `structuredContent`, resource links, embedded resources), the contents
+//! of `resources/read`, the messages of `prompts/get`, the values of
+//! `completion/complete`, an error's `message` and `data` — is read by a
+//! model or shown to a person like everything else a server says, but it
+//! is data: any text at all, code, markup someone asked for. Each part gets
+//! what its readers expect:
+//!
+//! * **Data** (tool results, resource contents, errors, and any other
+//!   result): terminal escapes, controls, invisible characters and what a
+//!   renderer would fetch or follow on a host not allowed are taken out
+//!   (`sanitize::DataPolicy`; verdict `text_safety`, detail
+//!   `PART: FINDINGS`), nothing else; base64 `data`/`blob` is not text.
+//!   Every string is scanned for prompt injection as listed text is read
+//!   (it describes, where a form asks); the verdict is recorded
+//!   (`[content] injection = "monitor"`, the presets' value) or, with
+//!   `"enforce"`, carried out as the policy's injection rules say.
+//! * **Prompt messages** (`prompts/get`) become turns of the conversation:
+//!   their text gets the listing rules of a prompt (made safe, scanned, a
+//!   blocking rule refuses).
+//! * **Completion values** are put into an argument as they are: one that
+//!   hides characters is removed, the others are scanned like data.
+//!
+//! Before any of it, anything under the gateway's own `_meta` namespace,
+//! at any depth, is removed (`provenance.rs`), and a `_meta` server
+//! identity gets its rules (`server_info.rs`).
+
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
+use serde_json::{Map, Value};
+
+use super::{Checked, Report, Run, Subject, Verdict};
+use crate::model::McpMethod;
+use crate::policy::config::{ContentInjection, Policy};
+use crate::policy::injection::TextContext;
+use crate::policy::sanitize::{data_needs_work, has_hidden_characters, DataPolicy};
+
+/// Inspect a result that is neither a question, a list nor the server's
+/// description of itself (a tool's result, a resource's contents, a
+/// prompt, completions, anything else), already strictly parsed, in place:
+/// whether it changed and must be re-encoded. `method` is the request it
+/// answers (for a task's result, the request that made the task).
+pub fn inspect_content(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    method: McpMethod,
+    result: &mut Value,
+) -> (Checked<bool>, Report) {
+    let mut run = Run::new(policy, subject);
+    let outcome = run.content(method, result);
+    (outcome, run.report)
+}
+
+/// [`inspect_content`], with every check that ran in [`Report::trace`].
+pub fn trace_content(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    method: McpMethod,
+    result: &mut Value,
+) -> (Checked<bool>, Report) {
+    let mut run = Run::traced(policy, subject);
+    let outcome = run.content(method, result);
+    (outcome, run.report)
+}
+
+/// Inspect a JSON-RPC `error` object of an upstream response in place
+/// (its `message` and `data` are data): whether it changed.
+pub fn inspect_error(
+    policy: &Policy,
+    subject: &Subject<'_>,
+    error: &mut Value,
+) -> (Checked<bool>, Report) {
+    let mut run = Run::new(policy, subject);
+    run.strip_namespace(error);
+    let outcome = match error {
+        Value::Object(map) => {
+            let walked =
+                ["message", "data"]
+                    .into_iter()
+                    .try_for_each(|part| match map.get_mut(part) {
+                        Some(v) => run.data(part, v),
+                        None => Ok(()),
+                    });
+            walked.map(|()| run.changed())
+        }
+        _ => Ok(run.changed()),
+    };
+    (outcome, run.report)
+}
+
+/// Whether a message's raw JSON (a result, an error) may hold anything
+/// these rules, the namespace rule or the `_meta` identity rules act on:
+/// `false` only when parsing it could find nothing. Anything not plain
+/// ASCII, any `\u` escape (it can spell any character), the markup an
+/// image, a link or an element needs, the names `serverInfo` and
+/// `portcullis` in any case, and whatever the injection rules might match
+/// send it to the parse.
+pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
+    if !raw.is_ascii() || memchr::memmem::find(raw.as_bytes(), b"\\u").is_some() {
+        return true;
+    }
+    if RESERVED.as_ref().is_none_or(|ac| ac.is_match(raw)) || needs_markup_read(raw) {
+        return true;
+    }
+    policy.content.injection != ContentInjection::Off && policy.injection.may_match_json(raw)
+}
+
+/// The words a key the gateway reads in `_meta` holds as written (its own
+/// namespace, `provenance.rs`; the server identity, `server_info.rs`).
+static RESERVED: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(["portcullis", "serverinfo"])
+        .ok()
+});
+
+/// `<`, `](`, `]:` (a `\/` escape is only a slash).
+fn needs_markup_read(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    memchr::memchr(b'<', b).is_some()
+        || memchr::memchr_iter(b']', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b':')))
+}
+
+/// A member of a content block or resource that is base64, not text.
+fn is_binary(map: &Map<String, Value>, member: &str) -> bool {
+    match member {
+        "blob" => true,
+        "data" => matches!(
+            map.get("type").and_then(Value::as_str),
+            Some("image" | "audio")
+        ),
+        _ => false,
+    }
+}
+
+/// Whether a resource of this media type may be rendered as markdown or
+/// HTML (`text/markdown`, `text/html`, `image/svg+xml`, and `text/plain`,
+/// which chat clients commonly render as markdown), rather than shown as
+/// it is (code, JSON, CSV, …).
+fn is_rendered(mime: &str) -> bool {
+    let essence = mime
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "text/markdown"
+            | "text/x-markdown"
+            | "text/html"
+            | "application/xhtml+xml"
+            | "image/svg+xml"
+            | "text/plain"
+            | ""
+    )
+}
+
+/// The host of the upstream's own endpoint, without its port.
+fn own_host(authority: &str) -> Option<String> {
+    url::Url::parse(&format!("http://{authority}/"))
+        .ok()?
+        .host_str()
+        .map(str::to_ascii_lowercase)
+}
+
+impl Run<'_> {
+    pub(super) fn content(&mut self, method: McpMethod, result: &mut Value) -> Checked<bool> {
+        self.strip_namespace(result);
+        self.check_meta_server_info(result)?;
+        let Value::Object(map) = result else {
+            return Ok(self.changed());
+        };
+        match method {
+            McpMethod::PromptsGet => self.prompt(map)?,
+            McpMethod::CompletionComplete => self.completion(map)?,
+            _ => {
+                for (member, value) in map.iter_mut() {
+                    if member == "_meta" || member == "resultType" {
+                        continue;
+                    }
+                    match value {
+                        Value::Array(items) => {
+                            for (i, item) in items.iter_mut().enumerate() {
+                                self.data(&format!("{member}[{i}]"), item)?;
+                            }
+                        }
+                        other => self.data(member, other)?,
+                    }
+                }
+            }
+        }
+        Ok(self.changed())
+    }
+
+    /// Whether anything recorded so far changes what is delivered.
+    fn changed(&self) -> bool {
+        self.report.verdicts.iter().any(Verdict::rewrites)
+    }
+
+    /// Every string of `value` read as data, at any depth (the strict
+    /// parse bounds it), but for `_meta` and base64 payloads.
+    fn data(&mut self, key: &str, value: &mut Value) -> Checked<()> {
+        self.data_in(key, value, true)
+    }
+
+    /// `markup`: whether the strings may be rendered as markdown or HTML.
+    fn data_in(&mut self, key: &str, value: &mut Value, markup: bool) -> Checked<()> {
+        match value {
+            Value::String(_) => self.clean_data(key, value, markup),
+            Value::Array(items) => items
+                .iter_mut()
+                .try_for_each(|v| self.data_in(key, v, markup)),
+            Value::Object(map) => {
+                let binary: Vec<bool> = map.keys().map(|k| is_binary(map, k)).collect();
+                let rendered = map
+                    .get("mimeType")
+                    .and_then(Value::as_str)
+                    .is_none_or(is_rendered);
+                for ((member, v), binary) in map.iter_mut().zip(binary) {
+                    let markup = markup && (member != "text" || rendered);
+                    if member != "_meta" && !binary {
+                        self.data_in(key, v, markup)?;
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn clean_data(&mut self, key: &str, slot: &mut Value, markup: bool) -> Checked<()> {
+        let Value::String(text) = slot else {
+            return Ok(());
+        };
+        if data_needs_work(text) {
+            let own = own_host(self.subject.upstream_host);
+            let policy = self.policy;
+            let content = &policy.content;
+            let allowed = |host: &str| {
+                own.as_deref().is_some_and(|o| {
+                    host == o || host.strip_suffix(o).is_some_and(|s| s.ends_with('.'))
+                }) || content.allowed_hosts.iter().any(|p| p.matches(host))
+            };
+            let cleaner = DataPolicy {
+                markup,
+                allow_links: content.allow_links,
+                allowed_host: &allowed,
+            };
+            let cleaned = cleaner.clean(text);
+            if !cleaned.findings.is_empty() {
+                let findings: Vec<&str> = cleaned.findings.iter().map(|f| f.as_str()).collect();
+                let action = if self.enforcing() {
+                    "sanitize"
+                } else {
+                    "monitor"
+                };
+                let detail = format!("data: {}", findings.join(","));
+                self.note("text_safety", action, Some(key), None, Some(detail));
+                if self.enforcing() {
+                    *text = cleaned.text.into_owned();
+                }
+            }
+        } else {
+            self.pass("text_safety", Some(key), None, "data");
+        }
+        self.scan_data(key, text_of(slot))
+    }
+
+    /// The injection rules over one string of data, as `[content]
+    /// injection` says: off, recorded only, or carried out.
+    fn scan_data(&mut self, key: &str, text: &str) -> Checked<()> {
+        let setting = self.policy.content.injection;
+        if setting == ContentInjection::Off {
+            return Ok(());
+        }
+        let monitor_only = self.monitor_only;
+        self.monitor_only |= setting == ContentInjection::Monitor;
+        let scanned = match self.spend(key, None, text.len()) {
+            Ok(true) => self.scan_injection(key, None, "data", text, TextContext::Listing),
+            other => other.map(drop),
+        };
+        self.monitor_only = monitor_only;
+        scanned
+    }
+
+    /// `prompts/get`: the description and every message's text under the
+    /// listing rules of a prompt.
+    fn prompt(&mut self, map: &mut Map<String, Value>) -> Checked<()> {
+        let slot = map.get_mut("description");
+        self.clean_in(
+            "prompt",
+            None,
+            "description",
+            slot,
+            usize::MAX,
+            TextContext::PromptListing,
+        )?;
+        let Some(Value::Array(messages)) = map.get_mut("messages") else {
+            return Ok(());
+        };
+        for (i, message) in messages.iter_mut().enumerate() {
+            if let Some(content) = message.get_mut("content") {
+                self.prompt_text(&format!("messages[{i}]"), content)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every string of a prompt message's content block but its kind, its
+    /// addresses and base64 payloads.
+    fn prompt_text(&mut self, key: &str, value: &mut Value) -> Checked<()> {
+        match value {
+            Value::String(_) => self.clean_in(
+                key,
+                None,
+                "message",
+                Some(value),
+                usize::MAX,
+                TextContext::PromptListing,
+            ),
+            Value::Array(items) => items.iter_mut().try_for_each(|v| self.prompt_text(key, v)),
+            Value::Object(map) => {
+                let binary: Vec<bool> = map.keys().map(|k| is_binary(map, k)).collect();
+                for ((member, v), binary) in map.iter_mut().zip(binary) {
+                    let machine = matches!(member.as_str(), "type" | "uri" | "mimeType" | "_meta");
+                    if !machine && !binary {
+                        self.prompt_text(key, v)?;
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `completion/complete`: a value goes into an argument as it is, so
+    /// one that hides characters is removed; each is scanned as data.
+    fn completion(&mut self, map: &mut Map<String, Value>) -> Checked<()> {
+        let Some(Value::Array(values)) =
+            map.get_mut("completion").and_then(|c| c.get_mut("values"))
+        else {
+            return Ok(());
+        };
+        let mut keep = Vec::with_capacity(values.len());
+        for (i, value) in values.iter().enumerate() {
+            let Value::String(text) = value else {
+                keep.push(true);
+                continue;
+            };
+            let key = format!("values[{i}]");
+            self.scan_data(&key, text)?;
+            if has_hidden_characters(text) {
+                let detail = "completion value: hidden characters".to_owned();
+                keep.push(!self.removal("text_safety", &key, detail));
+            } else {
+                self.pass("text_safety", Some(&key), None, "completion value");
+                keep.push(true);
+            }
+        }
+        if keep.contains(&false) {
+            let mut keep = keep.into_iter();
+            values.retain(|_| keep.next().unwrap_or(true));
+        }
+        Ok(())
+    }
+}
+
+fn text_of(slot: &Value) -> &str {
+    slot.as_str().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod corpus_tests;
+#[cfg(test)]
+mod tests;
