@@ -19,25 +19,27 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
     if !stateless || !request.method.allows_input_required() || !request.is_retry() {
         return Ok(request.body.clone());
     }
-    match accept(ctx).await {
-        Ok(body) => Ok(body),
-        Err(RetryRefused { refusal, opened }) => {
-            ctx.gateway
-                .metrics
-                .state_refused(&ctx.route.upstream.label, refusal.reason);
-            let audit = &ctx.gateway.audit;
-            if audit.enabled() {
-                // A state that opened names its operation and round; one
-                // that did not open has none to name.
-                let at = match &opened {
-                    Some(s) => ctx.audit_context().with_operation(&s.operation, s.round),
-                    None => ctx.audit_context(),
-                };
-                audit.emit(&at, AuditEvent::retry_refused(&refusal));
-            }
-            Err(refusal)
-        }
+    accept(ctx).await.map_err(|r| refused(ctx, r))
+}
+
+/// A refused state (a retry's, a task request's): counted and audited,
+/// then the refusal the client gets.
+pub(super) fn refused(ctx: &RequestCtx, refused: RetryRefused) -> Refusal {
+    let RetryRefused { refusal, opened } = refused;
+    ctx.gateway
+        .metrics
+        .state_refused(&ctx.route.upstream.label, refusal.reason);
+    let audit = &ctx.gateway.audit;
+    if audit.enabled() {
+        // A state that opened names its operation and round; one that did
+        // not open has none to name.
+        let at = match &opened {
+            Some(s) => ctx.audit_context().with_operation(&s.operation, s.round),
+            None => ctx.audit_context(),
+        };
+        audit.emit(&at, AuditEvent::retry_refused(&refusal));
     }
+    refusal
 }
 
 async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, RetryRefused> {

@@ -53,20 +53,7 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
     }
     match accept(ctx).await {
         Ok(body) => Ok(Some(body)),
-        Err(RetryRefused { refusal, opened }) => {
-            ctx.gateway
-                .metrics
-                .state_refused(&ctx.route.upstream.label, refusal.reason);
-            let audit = &ctx.gateway.audit;
-            if audit.enabled() {
-                let at = match &opened {
-                    Some(s) => ctx.audit_context().with_operation(&s.operation, s.round),
-                    None => ctx.audit_context(),
-                };
-                audit.emit(&at, AuditEvent::retry_refused(&refusal));
-            }
-            Err(refusal)
-        }
+        Err(r) => Err(super::retry::refused(ctx, r)),
     }
 }
 
