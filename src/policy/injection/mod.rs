@@ -324,12 +324,12 @@ impl InjectionRules {
     /// JSON is `raw`: `false` only when scanning each of its strings, in
     /// any context, would find nothing. Anything but plain ASCII and any
     /// `\u` escape is `true` (the caller parses such a message anyway).
-    /// The other escapes are decoded first (`\n` is a line break, as in
-    /// the string); the message then holds each string whole between
-    /// separators, so the word rules' raw-text test and the regexes, run
-    /// once over it, find whatever they would find in a string — unless a
-    /// regex is anchored to the start or end of the text, which makes the
-    /// answer `true`.
+    /// The string values are decoded (`\n` is a line break, as in the
+    /// string) and joined, each whole between separators, so the word
+    /// rules' raw-text test and the regexes, run once over them, find
+    /// whatever they would find in one string — unless a regex is anchored
+    /// to the start or end of the text, which makes the answer `true`.
+    /// Member names are not read (no rule reads them).
     pub fn may_match_json(&self, raw: &str) -> bool {
         if self.rules.is_empty() {
             return false;
@@ -337,7 +337,7 @@ impl InjectionRules {
         if !raw.is_ascii() || raw.contains("\\u") {
             return true;
         }
-        let text = unescape_json(raw);
+        let text = json_strings(raw);
         if self.engine.as_ref().is_some_and(|e| e.may_match(&text)) {
             return true;
         }
@@ -385,29 +385,46 @@ impl InjectionRules {
     }
 }
 
-/// Raw JSON (without `\u` escapes) with its two-character escapes decoded.
-fn unescape_json(raw: &str) -> std::borrow::Cow<'_, str> {
-    if !raw.contains('\\') {
-        return std::borrow::Cow::Borrowed(raw);
-    }
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
+/// The string values of raw JSON (ASCII, without `\u` escapes), decoded,
+/// each followed by a `"`: what the rules would read string by string, as
+/// one text. Member names are left out: the rules read values only.
+fn json_strings(raw: &str) -> String {
+    let b = raw.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(b.len() / 2);
+    let mut i = 0;
+    while let Some(open) = memchr::memchr(b'"', b.get(i..).unwrap_or_default()) {
+        let start = out.len();
+        i += open + 1;
+        while let Some(&c) = b.get(i) {
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    out.push(match b.get(i + 1) {
+                        Some(b'n') => b'\n',
+                        Some(b't') => b'\t',
+                        Some(b'r') => b'\r',
+                        Some(b'b') => 8,
+                        Some(b'f') => 12,
+                        Some(&other) => other,
+                        None => b' ',
+                    });
+                    i += 2;
+                }
+                c => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
         }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some(other) => out.push(other),
-            None => {}
+        i += 1;
+        let next = b.get(i..).unwrap_or_default();
+        if next.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b':') {
+            out.truncate(start);
+        } else {
+            out.push(b'"');
         }
     }
-    std::borrow::Cow::Owned(out)
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Whether a regex may be anchored to the start or end of its text (`^`

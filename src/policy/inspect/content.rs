@@ -27,7 +27,7 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::AhoCorasick;
+use regex::bytes::Regex;
 use serde_json::{Map, Value};
 
 use super::{Checked, Report, Run, Subject, Verdict};
@@ -100,7 +100,11 @@ pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
     if !raw.is_ascii() || memchr::memmem::find(raw.as_bytes(), b"\\u").is_some() {
         return true;
     }
-    if RESERVED.as_ref().is_none_or(|ac| ac.is_match(raw)) || needs_markup_read(raw) {
+    if RESERVED
+        .as_ref()
+        .is_none_or(|re| re.is_match(raw.as_bytes()))
+        || needs_markup_read(raw)
+    {
         return true;
     }
     policy.content.injection != ContentInjection::Off && policy.injection.may_match_json(raw)
@@ -108,12 +112,8 @@ pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
 
 /// The words a key the gateway reads in `_meta` holds as written (its own
 /// namespace, `provenance.rs`; the server identity, `server_info.rs`).
-static RESERVED: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .build(["portcullis", "serverinfo"])
-        .ok()
-});
+static RESERVED: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new("(?i-u)portcullis|serverinfo").ok());
 
 /// `<`, `](`, `]:` (a `\/` escape is only a slash).
 fn needs_markup_read(raw: &str) -> bool {

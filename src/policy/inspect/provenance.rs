@@ -16,7 +16,7 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::AhoCorasick;
+use regex::bytes::Regex;
 use serde_json::{json, Map, Value};
 
 use super::Run;
@@ -72,12 +72,7 @@ fn fold_key(key: &str) -> String {
     out
 }
 
-static PORTCULLIS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .build(["portcullis"])
-        .ok()
-});
+static PORTCULLIS: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new("(?i-u)portcullis").ok());
 
 /// Whether raw JSON may hold a key [`is_gateway_key`] would find: `false`
 /// only when it is plain ASCII without a `\u` escape and without
@@ -85,7 +80,7 @@ static PORTCULLIS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
 pub fn may_carry_gateway_key(raw: &[u8]) -> bool {
     !raw.is_ascii()
         || memchr::memmem::find(raw, b"\\u").is_some()
-        || PORTCULLIS.as_ref().is_none_or(|ac| ac.is_match(raw))
+        || PORTCULLIS.as_ref().is_none_or(|re| re.is_match(raw))
 }
 
 impl Run<'_> {

@@ -590,3 +590,19 @@ fn the_byte_scan_never_skips_what_the_rules_would_act_on() {
         "the scan lets plain results through: {skipped}"
     );
 }
+
+/// A plain structured result (the benchmark's) passes unparsed.
+#[test]
+fn a_plain_structured_result_is_not_parsed() {
+    let rows: Vec<Value> = (0..256)
+        .map(|i| json!({"room": format!("room-{i}"), "seats": i, "free": i % 2 == 0}))
+        .collect();
+    let raw = json!({"resultType": "complete", "content": [{"type": "text", "text": "rooms"}],
+        "structuredContent": {"rooms": rows}})
+    .to_string();
+    for name in ["untrusted", "trusted"] {
+        let p = policy(name);
+        assert!(!p.injection.may_match_json(&raw), "{name}: injection");
+        assert!(!may_need_content(&p, &raw), "{name}");
+    }
+}
