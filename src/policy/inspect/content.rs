@@ -92,12 +92,13 @@ pub fn inspect_error(
 /// Whether a message's raw JSON (a result, an error) may hold anything
 /// these rules, the namespace rule or the `_meta` identity rules act on:
 /// `false` only when parsing it could find nothing. Anything not plain
-/// ASCII, any `\u` escape (it can spell any character), the markup an
+/// ASCII, any `\u` escape (it can spell any character) or escaped control
+/// character (`\r`, `\b`, `\f`), the markup an
 /// image, a link or an element needs, the names `serverInfo` and
 /// `portcullis` in any case, and whatever the injection rules might match
 /// send it to the parse.
 pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
-    if !raw.is_ascii() || memchr::memmem::find(raw.as_bytes(), b"\\u").is_some() {
+    if !raw.is_ascii() || has_escaped_control(raw.as_bytes()) {
         return true;
     }
     if RESERVED
@@ -108,6 +109,13 @@ pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
         return true;
     }
     policy.content.injection != ContentInjection::Off && policy.injection.may_match_json(raw)
+}
+
+/// A `\u` escape (it can spell any character) or one of the escapes of a
+/// control character the data rules remove or change (`\r`, `\b`, `\f`).
+fn has_escaped_control(raw: &[u8]) -> bool {
+    memchr::memchr_iter(b'\\', raw)
+        .any(|i| matches!(raw.get(i + 1), Some(b'u' | b'r' | b'b' | b'f')))
 }
 
 /// The words a key the gateway reads in `_meta` holds as written (its own

@@ -537,7 +537,7 @@ fn a_server_name_with_markup_or_hidden_characters_is_refused() {
 // ------------------------------------------------------------ the byte scan
 
 /// Pieces results are made of, benign and not.
-const PIECES: [&str; 14] = [
+const PIECES: [&str; 17] = [
     "Room 12 is free",
     "a\\nb\\tc",
     "see https://rooms.example/x",
@@ -552,6 +552,9 @@ const PIECES: [&str; 14] = [
     "S-Y-S-T-E-M prompt",
     "p4ssw0rd",
     "x](y",
+    "safe\\rmalicious",
+    "back\\bspace",
+    "form\\ffeed",
 ];
 
 /// The scan may send a result to the parse for nothing, never let one
