@@ -188,8 +188,15 @@ impl Exchange {
                 "notification",
             );
         }
-        if let (McpMethod::TasksStatus, Some(params)) = (method, msg.params) {
-            return self.task_notification(params);
+        if method == McpMethod::TasksStatus {
+            // A task's status is its params; without them there is no task.
+            return match msg.params {
+                Some(params) => self.task_notification(params),
+                None => Disposition::Refuse(Refusal::new(
+                    Reason::InvalidTask,
+                    "the upstream sent notifications/tasks/status without a task in its params",
+                )),
+            };
         }
         let checked = match msg.params {
             None => Disposition::Notify,
