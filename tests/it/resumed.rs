@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::common::legacy_post as post;
 use crate::common::*;
 
 const LEGACY: &str = "2025-11-25";
@@ -111,24 +112,6 @@ fn replaying_upstream(req: &Received) -> Vec<Step> {
             b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec(),
         )],
     }
-}
-
-fn post(
-    c: &reqwest::Client,
-    url: &str,
-    session: Option<&str>,
-    body: Value,
-) -> reqwest::RequestBuilder {
-    let mut r = c
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", LEGACY)
-        .body(body.to_string());
-    if let Some(s) = session {
-        r = r.header("mcp-session-id", s);
-    }
-    r
 }
 
 async fn initialize(c: &reqwest::Client, url: &str) -> String {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::common::legacy_post as post;
 use crate::common::*;
 
 const LEGACY: &str = "2025-11-25";
@@ -64,24 +65,6 @@ fn room_push() -> Value {
 fn password_push() -> Value {
     json!({"method": "elicitation/create", "params": {"message": "Unlock the vault",
         "requestedSchema": {"type": "object", "properties": {"password": {"type": "string"}}}}})
-}
-
-fn post(
-    c: &reqwest::Client,
-    url: &str,
-    session: Option<&str>,
-    body: Value,
-) -> reqwest::RequestBuilder {
-    let mut r = c
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", LEGACY)
-        .body(body.to_string());
-    if let Some(s) = session {
-        r = r.header("mcp-session-id", s);
-    }
-    r
 }
 
 async fn initialize(c: &reqwest::Client, url: &str) -> String {

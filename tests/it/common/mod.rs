@@ -15,6 +15,28 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub const VERSION: &str = "2026-07-28";
 
+/// The older protocol generation, with sessions.
+pub const LEGACY_VERSION: &str = "2025-11-25";
+
+/// POST a 2025-11-25 message, in `session` when given.
+pub fn legacy_post(
+    c: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> reqwest::RequestBuilder {
+    let mut r = c
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", LEGACY_VERSION)
+        .body(body.to_string());
+    if let Some(s) = session {
+        r = r.header("mcp-session-id", s);
+    }
+    r
+}
+
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
