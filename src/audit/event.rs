@@ -23,17 +23,9 @@ pub const MAX_LIST_ITEMS: usize = 64;
 
 /// Characters never written: controls (C0, DEL, C1, so no line breaks or
 /// terminal escapes) and invisible formatting characters that could make a
-/// line read differently from what it says (zero-width, bidi controls, BOM).
+/// line read differently from what it says (the one table, `model::Invisible`).
 pub(crate) fn is_hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{FEFF}'
-                | '\u{FFF9}'..='\u{FFFB}'
-        )
+    c.is_control() || crate::model::Invisible::of(c).is_some()
 }
 
 /// `s` without hidden characters, clipped to [`MAX_NAME_CHARS`]; borrowed

@@ -112,6 +112,7 @@ fn result_json() -> String {
 
 fn report() -> Report {
     Report {
+        intents: Vec::new(),
         verdicts: vec![
             Verdict {
                 rule: "secret_field",

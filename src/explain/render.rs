@@ -13,7 +13,7 @@ use super::{Check, Explanation};
 fn shown(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if crate::audit::is_hidden(c) || ('\u{E0000}'..='\u{E007F}').contains(&c) {
+        if crate::audit::is_hidden(c) {
             out.extend(c.escape_unicode());
         } else {
             out.push(c);

@@ -6,6 +6,7 @@ mod asked;
 mod caps;
 mod clock;
 mod drain;
+mod invisible;
 mod method;
 mod protocol;
 mod reason;
@@ -15,6 +16,7 @@ pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestSha
 pub use caps::{ClientCaps, RawCaps, TASKS_EXTENSION};
 pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemClock};
 pub use drain::DrainSignal;
+pub use invisible::{is_joining, Invisible};
 pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
 pub use reason::{markdown_table as reason_table, printable_name, Reason, Refusal};

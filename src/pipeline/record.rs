@@ -13,7 +13,7 @@ use prometheus::{
 
 use super::heavy::HeavyMetrics;
 use crate::model::{Generation, McpMethod, Reason};
-use crate::policy::inspect::Verdict;
+use crate::policy::inspect::{Report, Verdict};
 use crate::telemetry::{Phase, RequestTrace};
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -29,6 +29,7 @@ pub struct Metrics {
     in_flight: IntGauge,
     input_required: IntCounterVec,
     policy_verdicts: IntCounterVec,
+    listing_intents: IntCounterVec,
     pub connections: IntGauge,
     state_refusals: IntCounterVec,
     operation_rounds: HistogramVec,
@@ -90,6 +91,14 @@ impl Metrics {
             ),
             &["upstream", "rule", "action", "generation"],
         )?;
+        let listing_intents = IntCounterVec::new(
+            Opts::new(
+                "portcullis_listing_intents_total",
+                "What the intent detector found in listed items and server descriptions, by intent and what was done (remove, flag, block, monitor)",
+            ),
+            &["upstream", "intent", "action"],
+        )?;
+        registry.register(Box::new(listing_intents.clone()))?;
         let connections =
             IntGauge::new("portcullis_open_connections", "Client connections open now")?;
         let build_info = IntGaugeVec::new(
@@ -175,6 +184,7 @@ impl Metrics {
             in_flight,
             input_required,
             policy_verdicts,
+            listing_intents,
             connections,
             state_refusals,
             operation_rounds,
@@ -276,17 +286,18 @@ impl Metrics {
     }
 
     /// The text rules' findings on what is not a question (a notification's
-    /// text, a server's instructions).
-    pub fn record_text_verdicts(
-        &self,
-        upstream: &str,
-        generation: Generation,
-        verdicts: &[Verdict],
-    ) {
+    /// text, a server's instructions, a list's items) and the intents found
+    /// in what a server lists.
+    pub fn record_text_verdicts(&self, upstream: &str, generation: Generation, report: &Report) {
         let generation = generation.as_str();
-        for v in verdicts.iter().filter(|v| v.action != "pass") {
+        for v in report.verdicts.iter().filter(|v| v.action != "pass") {
             self.policy_verdicts
                 .with_label_values(&[upstream, v.rule, v.action, generation])
+                .inc();
+        }
+        for (intent, action) in &report.intents {
+            self.listing_intents
+                .with_label_values(&[upstream, intent.as_str(), action])
                 .inc();
         }
     }

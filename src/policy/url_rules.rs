@@ -44,6 +44,8 @@ use std::str::FromStr;
 use unicode_security::{skeleton, RestrictionLevel, RestrictionLevelDetection};
 use url::{Host, Url};
 
+use crate::model::Invisible;
+
 /// Default for [`UrlPolicy::max_url_bytes`].
 pub const DEFAULT_MAX_URL_BYTES: usize = 2048;
 
@@ -454,29 +456,7 @@ fn is_local_name(ascii_host: &str) -> bool {
 /// characters (zero-width spaces and joiners, soft hyphen, directional marks,
 /// embeddings, overrides and isolates, variation selectors, BOM, tags).
 fn is_ambiguous_char(c: char) -> bool {
-    c.is_control()
-        || c.is_whitespace()
-        || c == '\\'
-        || matches!(
-            c,
-            '\u{00AD}'
-                | '\u{034F}'
-                | '\u{061C}'
-                | '\u{115F}'..='\u{1160}'
-                | '\u{17B4}'..='\u{17B5}'
-                | '\u{180B}'..='\u{180F}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{3164}'
-                | '\u{FE00}'..='\u{FE0F}'
-                | '\u{FEFF}'
-                | '\u{FFA0}'
-                | '\u{FFF0}'..='\u{FFFB}'
-                | '\u{1BCA0}'..='\u{1BCA3}'
-                | '\u{1D173}'..='\u{1D17A}'
-                | '\u{E0000}'..='\u{E0FFF}'
-        )
+    c.is_control() || c.is_whitespace() || c == '\\' || Invisible::of(c).is_some()
 }
 
 /// The raw authority (`userinfo@host:port`) if `raw` is written as

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::super::ctx::RequestCtx;
 use super::super::request::Transport;
 use super::push::PendingPush;
+use crate::audit::AuditEvent;
 use crate::json::strict::{Failure, Key};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{Generation, McpMethod, Reason, Refusal};
@@ -328,10 +329,25 @@ impl Exchange {
         Some(self.listing(id, method, &mut value, Disposition::Final))
     }
 
+    /// The text rules' verdicts: counted, and each decision (not a pass)
+    /// written to the audit trail (an item removed from a list names the
+    /// item and why, never its text).
     pub(super) fn record_text(&self, report: &Report) {
         let metrics = &self.ctx.gateway.metrics;
         let upstream = &self.ctx.route.upstream.settings.id;
-        metrics.record_text_verdicts(upstream, self.ctx.request.generation(), &report.verdicts);
+        metrics.record_text_verdicts(upstream, self.ctx.request.generation(), report);
+        let sink = &self.ctx.gateway.audit;
+        if !sink.enabled() {
+            return;
+        }
+        let mut decided = AuditEvent::verdicts(report).peekable();
+        if decided.peek().is_none() {
+            return;
+        }
+        let at = self.ctx.audit_context();
+        for event in decided {
+            sink.emit(&at, event);
+        }
     }
 
     /// The server's instructions and its name for people go into the

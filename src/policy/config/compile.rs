@@ -120,6 +120,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
     let single_use = flag(chain, |r| r.state.single_use);
     let injection = injection_rules(chain)?;
     let content = content_policy(chain)?;
+    let listing = listing_policy(chain)?;
     Ok(Policy {
         name: own.name.clone(),
         description: own.raw.description.clone(),
@@ -138,7 +139,36 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         sampling_max_messages,
         injection,
         content,
+        listing,
         single_use,
+    })
+}
+
+/// `[listing]`: what a listed item that works against the user gets.
+fn listing_policy(chain: &[&Source]) -> Result<ListingPolicy, ConfigError> {
+    let on_violation = choice(
+        chain,
+        "listing.on_violation",
+        |r| r.listing.on_violation.as_ref(),
+        &[
+            ("remove", ListingAction::Remove),
+            ("refuse", ListingAction::Refuse),
+            ("flag", ListingAction::Flag),
+        ],
+    )?;
+    let promotion = choice(
+        chain,
+        "listing.promotion",
+        |r| r.listing.promotion.as_ref(),
+        &[
+            ("flag", PromotionAction::Flag),
+            ("remove", PromotionAction::Remove),
+            ("off", PromotionAction::Off),
+        ],
+    )?;
+    Ok(ListingPolicy {
+        on_violation,
+        promotion,
     })
 }
 

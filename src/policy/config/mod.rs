@@ -96,6 +96,36 @@ pub struct ContentPolicy {
     pub allowed_hosts: Vec<HostPattern>,
 }
 
+/// What a listed item (a tool, prompt, resource or template; a server's
+/// instructions) whose text works against the user gets (`[listing]
+/// on_violation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListingAction {
+    /// The item is taken out of the list; the rest is delivered.
+    Remove,
+    /// The whole list is refused.
+    Refuse,
+    /// Delivered, with a recorded verdict.
+    Flag,
+}
+
+/// What a listed item that promotes itself or steers the model toward the
+/// server's own tools gets (`[listing] promotion`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromotionAction {
+    Off,
+    Flag,
+    Remove,
+}
+
+/// `[listing]`: what the gateway does with what a server lists
+/// (`policy::inspect::listing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListingPolicy {
+    pub on_violation: ListingAction,
+    pub promotion: PromotionAction,
+}
+
 /// A compiled policy: everything the inspector needs, no strings to re-read.
 pub struct Policy {
     pub name: String,
@@ -117,6 +147,7 @@ pub struct Policy {
     pub sampling_max_messages: usize,
     pub injection: InjectionRules,
     pub content: ContentPolicy,
+    pub listing: ListingPolicy,
     /// Every sealed state of an upstream under this policy is answered once.
     pub single_use: bool,
 }

@@ -27,6 +27,15 @@ pub(super) struct RawPolicy {
     pub(super) state: RawPolicyState,
     #[serde(default)]
     pub(super) content: RawContent,
+    #[serde(default)]
+    pub(super) listing: RawListing,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawListing {
+    pub(super) on_violation: Option<Spanned<String>>,
+    pub(super) promotion: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

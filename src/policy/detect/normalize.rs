@@ -9,6 +9,7 @@ use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 use unicode_normalization::UnicodeNormalization;
 
 use super::lexicon::{Lexicon, Splitting};
+use crate::model::Invisible;
 
 /// What a word is made of; decides which readings the lexicon tries.
 pub(super) mod shape {
@@ -176,8 +177,12 @@ fn classify(c: char) -> Class {
     if is_cjk(c) {
         return Class::Cjk;
     }
-    if matches!(c, '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}') {
-        return Class::Skip; // Hangul fillers: letters that show nothing
+    match Invisible::of(c) {
+        // A line separator separates; everything else invisible (Hangul
+        // fillers, letters that show nothing, included) is skipped.
+        Some(Invisible::LineBreak) => return Class::Sep,
+        Some(_) => return Class::Skip,
+        None => {}
     }
     match get_general_category(c) {
         Gc::UppercaseLetter | Gc::TitlecaseLetter => Class::Upper,

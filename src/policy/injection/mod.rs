@@ -89,43 +89,15 @@ pub enum TextContext {
     UrlMode,
     /// What a server says about its tools, prompts and resources (what it
     /// lists, their schemas) and about itself (its instructions and
-    /// description): it describes, where a form asks.
+    /// description): it describes, where a form asks. Only an operator's
+    /// rules read it here; its meaning is judged by `policy::intent`.
     Listing,
-    /// What a server lists as prompts: a listing whose templates work on
-    /// the person's own conversation.
-    PromptListing,
-}
-
-/// Entries of `rules.toml` (bit per entry), by where they apply.
-#[derive(Debug, Clone, Copy, Default)]
-struct EntryMasks {
-    all: u64,
-    listed: u64,
-    prompted: u64,
-}
-
-impl EntryMasks {
-    fn add(&mut self, i: usize, raw: &words::RawRule) {
-        let listed = raw.listing;
-        let prompted = raw.prompts.unwrap_or(listed);
-        self.all |= 1 << i;
-        self.listed |= u64::from(listed) << i;
-        self.prompted |= u64::from(prompted) << i;
-    }
-
-    fn of(self, context: TextContext) -> u64 {
-        match context {
-            TextContext::Listing => self.listed,
-            TextContext::PromptListing => self.prompted,
-            TextContext::Form | TextContext::UrlMode => self.all,
-        }
-    }
 }
 
 impl TextContext {
     /// What a server lists or says about itself (not a form).
-    fn is_listing(self) -> bool {
-        matches!(self, TextContext::Listing | TextContext::PromptListing)
+    pub fn is_listing(self) -> bool {
+        self == TextContext::Listing
     }
 }
 
@@ -134,12 +106,9 @@ impl TextContext {
 enum Matcher {
     /// An operator's regex over the text as shown.
     Regex(Regex),
-    /// A built-in rule: its entries of `rules.toml` and its regexes.
-    Builtin {
-        entries: EntryMasks,
-        /// Each regex, and whether it applies to what a server lists.
-        patterns: Vec<(Regex, bool)>,
-    },
+    /// A built-in rule: its entries of `rules.toml` (bit per entry) and
+    /// its regexes.
+    Builtin { entries: u64, patterns: Vec<Regex> },
 }
 
 /// One compiled rule.
@@ -179,15 +148,16 @@ impl InjectionRule {
         }
     }
 
-    /// Each regex, and whether it applies to what a server lists (an
-    /// operator's always does).
+    /// Each regex, and whether it applies to what a server lists: an
+    /// operator's does; the built-in rules were written for what a server
+    /// asks, and what it lists is read by the intent detector
+    /// (`policy::intent`).
     fn regexes(&self) -> impl Iterator<Item = (&Regex, bool)> {
         let (one, many) = match &self.matcher {
             Matcher::Regex(r) => (Some((r, true)), &[][..]),
             Matcher::Builtin { patterns, .. } => (None, patterns.as_slice()),
         };
-        one.into_iter()
-            .chain(many.iter().map(|(r, listed)| (r, *listed)))
+        one.into_iter().chain(many.iter().map(|r| (r, false)))
     }
 }
 
@@ -215,7 +185,7 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
         let patterns = raw
             .patterns
             .iter()
-            .map(|p| Regex::new(p).map(|r| (r, raw.listing_patterns)))
+            .map(|p| Regex::new(p))
             .collect::<Result<Vec<_>, _>>()?;
         match rules.iter_mut().find(|r| r.name == raw.name) {
             Some(rule) => {
@@ -224,13 +194,12 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
                     patterns: p,
                 } = &mut rule.matcher
                 {
-                    entries.add(i, &raw);
+                    *entries |= 1 << i;
                     p.extend(patterns);
                 }
             }
             None => {
-                let mut entries = EntryMasks::default();
-                entries.add(i, &raw);
+                let entries = 1 << i;
                 rules.push(InjectionRule {
                     url_mode: raw.url_mode && !NOT_FOR_URL_MODE.contains(&raw.name.as_str()),
                     name: raw.name,
@@ -254,7 +223,7 @@ pub struct InjectionRules {
     set_owner: Vec<(usize, bool)>,
     engine: Option<Arc<WordEngine>>,
     /// (entries, rule index) of the active built-in rules.
-    word_rules: Vec<(EntryMasks, usize)>,
+    word_rules: Vec<(u64, usize)>,
     /// Some regex may be anchored to the start or end of the text
     /// ([`may_anchor`]).
     anchored: bool,
@@ -284,7 +253,7 @@ impl InjectionRules {
             .into_iter()
             .filter(|r| r.action != RuleAction::Off)
             .collect();
-        let word_rules: Vec<(EntryMasks, usize)> = rules
+        let word_rules: Vec<(u64, usize)> = rules
             .iter()
             .enumerate()
             .filter_map(|(i, r)| match r.matcher {
@@ -354,14 +323,16 @@ impl InjectionRules {
         if self.rules.is_empty() {
             return Vec::new();
         }
-        let entries = self.engine.as_ref().map_or(0, |e| e.matches(text));
+        let entries = match (&self.engine, context.is_listing()) {
+            (Some(engine), false) => engine.matches(text),
+            _ => 0,
+        };
         let regex_hit = !self.set.is_empty() && self.set.is_match(text);
         if entries == 0 && !regex_hit {
             return Vec::new();
         }
         let mut matched = vec![false; self.rules.len()];
-        for &(masks, i) in &self.word_rules {
-            let mask = masks.of(context);
+        for &(mask, i) in &self.word_rules {
             matched[i] |= entries & mask != 0;
         }
         if regex_hit {

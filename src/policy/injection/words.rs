@@ -65,22 +65,8 @@ pub(super) struct RawRule {
     window: usize,
     #[serde(default = "yes")]
     pub url_mode: bool,
-    /// Whether the words apply to what a server lists (tool descriptions
-    /// describe what a tool does: "Execute a shell command" there is not a
-    /// request). The patterns always apply.
-    #[serde(default = "yes")]
-    pub listing: bool,
-    /// Whether the words apply to what a server lists as prompts: templates
-    /// a person picks to work on their own conversation ("Summarise the
-    /// conversation so far"). As `listing` unless given.
-    #[serde(default)]
-    pub prompts: Option<bool>,
     #[serde(default)]
     pub patterns: Vec<String>,
-    /// Whether the patterns apply to what a server lists (they do unless
-    /// this says otherwise; `listing` is about the words).
-    #[serde(default = "yes")]
-    pub listing_patterns: bool,
 }
 
 fn yes() -> bool {
@@ -329,7 +315,11 @@ fn read_languages(
         let file: LangFile = toml::from_str(text).map_err(|e| err(lang, e))?;
         for (object, lists) in [(false, &file.verbs), (true, &file.objects)] {
             for (name, phrases) in lists {
-                let list = list_of(lang, name)?;
+                // The language files are shared with the intent detector
+                // (`policy::intent`), which reads the lists no rule here names.
+                let Ok(list) = list_of(lang, name) else {
+                    continue;
+                };
                 listed.extend(phrases.iter().map(|p| Listed {
                     phrase: p.clone(),
                     list,

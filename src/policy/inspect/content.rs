@@ -303,7 +303,7 @@ impl Run<'_> {
             "description",
             slot,
             usize::MAX,
-            TextContext::PromptListing,
+            TextContext::Listing,
         )?;
         let Some(Value::Array(messages)) = map.get_mut("messages") else {
             return Ok(());
@@ -326,7 +326,7 @@ impl Run<'_> {
                 "message",
                 Some(value),
                 usize::MAX,
-                TextContext::PromptListing,
+                TextContext::Listing,
             ),
             Value::Array(items) => items.iter_mut().try_for_each(|v| self.prompt_text(key, v)),
             Value::Object(map) => {

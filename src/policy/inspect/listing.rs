@@ -1,29 +1,37 @@
 //! Rule: what a server lists for the model to choose from — the titles and
-//! descriptions of its tools, prompts, resources and resource templates, the
-//! descriptions inside a tool's input and output schemas, a prompt's
-//! argument descriptions — is put into the model's context by every client
-//! that offers them. Instructions hidden there ("tool poisoning") reach the
-//! model before any call, so this text gets the text rules of a form: made
-//! safe and scanned for prompt injection. It is never cut: the body limit
-//! bounds it, and a shortened description would change what a tool means.
-//! An item's `name` is never changed (it is what the client calls): one
-//! that hides characters removes the item, and so does a tool's name that
-//! is not a tool name of the specification (1 to 128 of `A-Z a-z 0-9 _ -
-//! .`, and `/` as SEP-986 allows). Each item's icons get the icon rule
-//! (`icons.rs`).
+//! descriptions of its tools, prompts, resources and resource templates,
+//! every string of a tool's input and output schemas, a prompt's arguments
+//! — is put into the model's context by every client that offers them.
+//! Instructions hidden there ("tool poisoning") reach the model before any
+//! call. The text is delivered as the server wrote it (only characters no
+//! one sees are removed: `text.rs`), and its meaning is judged item by item
+//! by the intent detector (`intent.rs`): a verdict on one item acts on that
+//! item (removed, or flagged, or the list refused: `[listing]
+//! on_violation`), and the rest is delivered. Each item has its own text
+//! budget (`max_text_bytes`): one it cannot read whole is removed, so no
+//! real server is refused for the size of its list and no unread text is
+//! delivered. An item's `name` is never changed (it is what the client
+//! calls): one that hides characters removes the item, and so does a
+//! tool's name that is not a tool name of the specification (1 to 128 of
+//! `A-Z a-z 0-9 _ - .`, and `/` as SEP-986 allows). Each item's icons get
+//! the icon rule (`icons.rs`).
 
 use serde_json::{Map, Value};
 
 use super::{Checked, Run};
 use crate::model::{printable_name, Reason, Refusal};
 use crate::policy::injection::TextContext;
+use crate::policy::intent::Place;
 use crate::policy::sanitize::has_hidden_characters;
 
 /// The parts of a listed item a person or a model reads.
-const ITEM_TEXT: [&str; 2] = ["title", "description"];
+const ITEM_TEXT: [(&str, Place); 2] =
+    [("title", Place::Title), ("description", Place::Description)];
 
 impl Run<'_> {
-    /// Clean the readable text of every item under `items` in place.
+    /// Read every item under `items`: invisible characters removed in
+    /// place, each item judged, and the items that are not to be delivered
+    /// removed (when enforcing).
     pub(super) fn check_listing(&mut self, items: &str, result: &mut Value) -> Checked<()> {
         let list = match result.get_mut(items) {
             None => return Ok(()),
@@ -33,18 +41,29 @@ impl Run<'_> {
         if !list.iter().all(Value::is_object) {
             return Err(self.not_a_list(items));
         }
-        self.listed_as = match items {
-            "prompts" => TextContext::PromptListing,
-            _ => TextContext::Listing,
-        };
+        let message_budget = (self.text_left, self.over_budget);
         let mut keep = Vec::with_capacity(list.len());
+        let mut read = Vec::with_capacity(list.len());
+        let mut keys = Vec::with_capacity(list.len());
         for item in list.iter_mut().filter_map(Value::as_object_mut) {
             let key = item_key(item);
-            if !self.spend(&key, None, 0)? {
-                break;
+            self.text_left = self.policy.limits.max_text_bytes;
+            self.over_budget = false;
+            self.per_item = true;
+            let mut texts = ItemText::default();
+            let checked = self.check_item(items, &key, item, &mut texts);
+            self.per_item = false;
+            let mut kept = checked?;
+            if self.over_budget {
+                let detail = "more text than the gateway reads in one item".to_owned();
+                kept &= !self.removal("limit", &key, format!("max_text_bytes: {detail}"));
             }
-            keep.push(self.check_item(items, &key, item)?);
+            keep.push(kept);
+            read.push(texts);
+            keys.push(key);
         }
+        (self.text_left, self.over_budget) = message_budget;
+        self.judge_listed(&keys, &read, &mut keep)?;
         if self.enforcing() && keep.contains(&false) {
             let mut keep = keep.into_iter();
             list.retain(|_| keep.next().unwrap_or(true));
@@ -71,18 +90,20 @@ impl Run<'_> {
         items: &str,
         key: &str,
         item: &mut Map<String, Value>,
+        read: &mut ItemText,
     ) -> Checked<bool> {
-        let keep = self.check_item_name(items, key, item)?;
-        for part in ITEM_TEXT {
-            self.clean_listed(key, None, part, item.get_mut(part))?;
+        let keep = self.check_item_name(items, key, item, read)?;
+        for (part, place) in ITEM_TEXT {
+            self.clean_listed(key, None, part, item.get_mut(part), place, read)?;
         }
         if let Some(Value::Object(notes)) = item.get_mut("annotations") {
-            self.clean_listed(key, None, "annotations.title", notes.get_mut("title"))?;
+            let slot = notes.get_mut("title");
+            self.clean_listed(key, None, "annotations.title", slot, Place::Title, read)?;
         }
         self.check_icons(key, item)?;
         for schema in ["inputSchema", "outputSchema"] {
             if let Some(s) = item.get_mut(schema) {
-                self.check_schema_text(key, None, s)?;
+                self.check_schema_text(key, None, s, read)?;
             }
         }
         if let Some(Value::Array(arguments)) = item.get_mut("arguments") {
@@ -92,11 +113,13 @@ impl Run<'_> {
                 }
                 let raw_name = argument.get("name").and_then(Value::as_str);
                 if let Some(n) = raw_name {
-                    self.scan_listed(key, None, "argument name", n)?;
+                    self.scan_listed(key, None, "argument name", n, Place::ArgumentName, read)?;
                 }
                 let name = raw_name.map(printable_name);
-                for part in ITEM_TEXT {
-                    self.clean_listed(key, name.as_deref(), part, argument.get_mut(part))?;
+                for (part, _) in ITEM_TEXT {
+                    let slot = argument.get_mut(part);
+                    let field = name.as_deref();
+                    self.clean_listed(key, field, part, slot, Place::ArgumentText, read)?;
                 }
             }
         }
@@ -113,11 +136,12 @@ impl Run<'_> {
         items: &str,
         key: &str,
         item: &Map<String, Value>,
+        read: &mut ItemText,
     ) -> Checked<bool> {
         let Some(Value::String(name)) = item.get("name") else {
             return Ok(true);
         };
-        self.scan_listed(key, None, "name", name)?;
+        self.scan_listed(key, None, "name", name, Place::Name, read)?;
         if has_hidden_characters(name) {
             let detail = "name: hidden characters".to_owned();
             return Ok(!self.removal("text_safety", key, detail));
@@ -132,16 +156,18 @@ impl Run<'_> {
 
     /// Every `title` and `description` string of a JSON schema, at any depth
     /// (properties, items, definitions, combinators), is cleaned and
-    /// scanned; every other string (`enum`, `const`, `default`, `examples`,
-    /// `$comment`, `x-` keys) and every property name, values the model
-    /// reads but that cannot change without changing the schema, is
-    /// scanned. None is left unread, and the strict parse already bounds the
+    /// read; every other string (`enum`, `const`, `default`, `examples`,
+    /// `required`, `$comment`, `x-` keys, a `type` or `format` outside
+    /// their vocabulary) and every property name, values the model reads
+    /// but that cannot change without changing the schema, is read as it
+    /// is. None is left unread, and the strict parse already bounds the
     /// depth (`json::MAX_DEPTH`). `field` is the nearest property name.
     fn check_schema_text(
         &mut self,
         key: &str,
         field: Option<&str>,
         schema: &mut Value,
+        read: &mut ItemText,
     ) -> Checked<()> {
         // A string spends its own bytes where it is read; every other
         // member or element costs its share, read or not.
@@ -152,56 +178,96 @@ impl Run<'_> {
             Value::Object(map) => {
                 for (name, child) in map.iter_mut() {
                     match (name.as_str(), &mut *child) {
-                        ("title", Value::String(_)) => {
-                            self.clean_listed(key, field, "title", Some(child))?
-                        }
-                        ("description", Value::String(_)) => {
-                            self.clean_listed(key, field, "description", Some(child))?
+                        ("title" | "description", Value::String(_)) => {
+                            let part = if name == "title" {
+                                "title"
+                            } else {
+                                "description"
+                            };
+                            let slot = Some(child);
+                            self.clean_listed(key, field, part, slot, Place::SchemaText, read)?
                         }
                         // A fixed vocabulary, not text.
-                        ("type" | "format", Value::String(_)) => {}
+                        ("type" | "format", Value::String(word)) if is_schema_word(word) => {}
                         ("properties", Value::Object(props)) => {
                             for (prop, sub) in props.iter_mut() {
                                 let shown = printable_name(prop);
-                                self.scan_listed(key, Some(&shown), "property name", prop)?;
-                                self.check_schema_text(key, Some(&shown), sub)?;
+                                let place = Place::PropertyName;
+                                self.scan_listed(
+                                    key,
+                                    Some(&shown),
+                                    "property name",
+                                    prop,
+                                    place,
+                                    read,
+                                )?;
+                                self.check_schema_text(key, Some(&shown), sub, read)?;
                             }
                         }
-                        _ => self.check_schema_text(key, field, child)?,
+                        _ => self.check_schema_text(key, field, child, read)?,
                     }
                 }
                 Ok(())
             }
             Value::Array(items) => items
                 .iter_mut()
-                .try_for_each(|v| self.check_schema_text(key, field, v)),
-            Value::String(text) => self.scan_listed(key, field, "schema value", text),
+                .try_for_each(|v| self.check_schema_text(key, field, v, read)),
+            Value::String(text) => {
+                let place = Place::SchemaValue;
+                self.scan_listed(key, field, "schema value", text, place, read)
+            }
             _ => Ok(()),
         }
     }
 
+    /// A value read as it is (a name, a schema value): kept for the
+    /// judgement and scanned by the operator's rules.
     fn scan_listed(
         &mut self,
         key: &str,
         field: Option<&str>,
         part: &'static str,
         text: &str,
+        place: Place,
+        read: &mut ItemText,
     ) -> Checked<()> {
         if !self.spend(key, field, text.len())? {
             return Ok(());
         }
-        self.scan_injection(key, field, part, text, self.listed_as)
+        read.push((place, text.to_owned()));
+        self.scan_injection(key, field, part, text, TextContext::Listing)
     }
 
+    /// Text: invisible characters removed in place (`text.rs`), then kept
+    /// for the judgement.
     fn clean_listed(
         &mut self,
         key: &str,
         field: Option<&str>,
         part: &'static str,
-        slot: Option<&mut Value>,
+        mut slot: Option<&mut Value>,
+        place: Place,
+        read: &mut ItemText,
     ) -> Checked<()> {
-        self.clean_in(key, field, part, slot, usize::MAX, self.listed_as)
+        let context = TextContext::Listing;
+        self.clean_in(key, field, part, slot.as_deref_mut(), usize::MAX, context)?;
+        if let Some(Value::String(text)) = slot {
+            read.push((place, text.clone()));
+        }
+        Ok(())
     }
+}
+
+/// Every string of one listed item the model reads, with where it sits.
+pub(super) type ItemText = Vec<(Place, String)>;
+
+/// The words of JSON Schema's `type` and `format` vocabularies (and of the
+/// formats MCP servers use): anything else in those members is read.
+fn is_schema_word(word: &str) -> bool {
+    word.len() <= 32
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// A tool name as the specification has it (1 to 128 characters of `A-Z

@@ -14,6 +14,7 @@ mod content;
 mod deprecated;
 mod form;
 mod icons;
+mod intent;
 mod listing;
 mod notification;
 mod provenance;
@@ -33,7 +34,7 @@ use serde_json::{Map, Value};
 use super::config::{Mode, Policy};
 use crate::json;
 use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
-use crate::policy::injection::TextContext;
+use crate::policy::intent::Intent;
 
 pub use content::{inspect_content, inspect_error, may_need_content, trace_content};
 pub use provenance::{is_gateway_key, may_carry_gateway_key, PROVENANCE_KEY};
@@ -81,6 +82,9 @@ pub struct Report {
     pub request_state: Option<String>,
     /// The questions as the upstream sent them (names only).
     pub received: Vec<RequestShape>,
+    /// What the intent detector found on listed items and what was done
+    /// (`intent.rs`), for the metric.
+    pub intents: Vec<(Intent, &'static str)>,
     /// Every check that ran, in order, with `action = "pass"` for those
     /// that found nothing: filled only by the `trace_*` functions
     /// (`portcullis explain`), empty on the request path.
@@ -276,8 +280,9 @@ pub(crate) struct Run<'a> {
     text_left: usize,
     /// The budget ran out while monitoring: the rest is not read.
     over_budget: bool,
-    /// How the items of the list being read are read (prompts differ).
-    listed_as: TextContext,
+    /// Reading one listed item, whose budget is its own: running out
+    /// removes the item instead of refusing the list (`listing.rs`).
+    per_item: bool,
 }
 
 fn refusal(
@@ -307,7 +312,7 @@ impl<'a> Run<'a> {
             monitor_only: false,
             text_left: policy.limits.max_text_bytes,
             over_budget: false,
-            listed_as: TextContext::Listing,
+            per_item: false,
         }
     }
 
@@ -328,6 +333,9 @@ impl<'a> Run<'a> {
             return Ok(true);
         }
         self.over_budget = true;
+        if self.per_item {
+            return Ok(false);
+        }
         let what = "more text than the gateway reads in one message";
         self.limit("max_text_bytes", Some(key), field, what)?;
         Ok(false)
@@ -363,7 +371,7 @@ impl<'a> Run<'a> {
         self.strip_namespace(result);
         self.check_listing(items, result)?;
         self.check_meta_server_info(result)?;
-        Ok(self.report.verdicts.iter().any(Verdict::rewrites))
+        Ok(self.annotate_listing(result))
     }
 
     pub(crate) fn enforcing(&self) -> bool {

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::{Checked, Run, Verdict};
 use crate::model::McpMethod;
 use crate::policy::injection::TextContext;
+use crate::policy::intent::Place;
 
 impl Run<'_> {
     /// Clean the readable text of `params` in place; `true` when it changed.
@@ -61,7 +62,8 @@ impl Run<'_> {
 
     /// `instructions` and `serverInfo`, without the `_meta` identity.
     /// Instructions are as long as the server needs (the body limit bounds
-    /// them): cleaned and scanned, never cut.
+    /// them): only invisible characters removed, never cut; judged as one
+    /// item (removed when they work against the user: `intent.rs`).
     pub(super) fn check_description_text(&mut self, result: &mut Value) -> Checked<()> {
         let slot = result.get_mut("instructions");
         self.clean_in(
@@ -72,6 +74,13 @@ impl Run<'_> {
             usize::MAX,
             TextContext::Listing,
         )?;
+        if let Value::Object(map) = result {
+            self.judge_members(
+                "instructions",
+                map,
+                &[("instructions", Place::Instructions)],
+            )?;
+        }
         match result.get_mut("serverInfo") {
             Some(info) => self.check_server_info(info),
             None => Ok(()),

@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 use regex::bytes::Regex;
 use serde_json::{json, Map, Value};
 
-use super::Run;
+use super::{Run, Verdict};
 use crate::model::Asked;
 use crate::policy::detect::fold_value;
 use crate::policy::sanitize::has_hidden_characters;
@@ -114,6 +114,23 @@ impl Run<'_> {
         let before = self.report.verdicts.len();
         self.strip_namespace(value);
         self.report.verdicts.len() > before
+    }
+
+    /// A list or a server's description of itself is annotated only when
+    /// the gateway decided something about it (an item removed or flagged,
+    /// invisible characters removed): the annotation names each item and
+    /// why. A clean result stays byte for byte the upstream's. Whether the
+    /// result changed.
+    pub(super) fn annotate_listing(&mut self, result: &mut Value) -> bool {
+        let decided = self.report.verdicts.iter().any(|v| v.action != "pass");
+        let changed = self.report.verdicts.iter().any(Verdict::rewrites);
+        match result {
+            Value::Object(obj) if decided => {
+                self.annotate(obj);
+                true
+            }
+            _ => changed,
+        }
     }
 
     /// The gateway's annotation replaces anything the upstream wrote under

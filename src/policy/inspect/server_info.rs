@@ -2,7 +2,8 @@
 //! `serverInfo` of an `initialize` result and, under 2026-07-28, the
 //! `_meta["io.modelcontextprotocol/serverInfo"]` a server may put on any
 //! result ("intended for display"). Its title and description get the text
-//! rules of what a server lists (it describes, where a form asks), its
+//! rules of what a server lists (it describes, where a form asks: only
+//! invisible characters removed, never cut), its
 //! icons the icon rule, and its `websiteUrl`, a link a client
 //! shows, the checks of an icon URL (one that fails is removed). Its
 //! `name` says whom the client is talking to and cannot be cleaned without
@@ -16,6 +17,7 @@ use super::{Checked, Run};
 use crate::model::Reason;
 use crate::policy::icon_rules::IconAction;
 use crate::policy::injection::TextContext;
+use crate::policy::intent::Place;
 use crate::policy::sanitize::is_unsafe_machine_value;
 
 /// The longest server name the gateway passes.
@@ -27,21 +29,21 @@ pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 impl Run<'_> {
     /// An `Implementation` object: cleaned in place.
     pub(super) fn check_server_info(&mut self, info: &mut Value) -> Checked<()> {
+        const TEXT: [(&str, Place); 2] = [
+            ("title", Place::ServerIdentity),
+            ("description", Place::ServerIdentity),
+        ];
         let Value::Object(info) = info else {
             return Ok(());
         };
         if let Some(Value::String(name)) = info.get("name") {
             self.check_server_name(name)?;
         }
-        let limits = self.policy.limits;
-        let parts = [
-            ("title", limits.max_title_chars),
-            ("description", limits.max_description_chars),
-        ];
-        for (part, max) in parts {
+        for part in ["title", "description"] {
             let slot = info.get_mut(part);
-            self.clean_in("server", None, part, slot, max, TextContext::Listing)?;
+            self.clean_in("server", None, part, slot, usize::MAX, TextContext::Listing)?;
         }
+        self.judge_members("server", info, &TEXT)?;
         self.check_icons("server", info)?;
         self.check_website(info);
         Ok(())

@@ -1,12 +1,18 @@
-//! Rule: every human-facing string is made safe (HTML, ANSI, invisible and
-//! bidi characters, length) and scanned by the prompt-injection rules.
+//! Rule: every human-facing string is made safe and scanned by the
+//! prompt-injection rules. Text a host shows a person as UI (a form's
+//! message, titles and labels, a URL-mode message, notifications) is
+//! sanitised whole (HTML, links, ANSI, invisible and bidi characters,
+//! length). Text a model reads as the server wrote it (what a server lists
+//! and says about itself) keeps every visible character: only what no one
+//! sees is removed ([`strip_invisible`]); its meaning is judged by the
+//! intent detector, item by item (`listing.rs`).
 
 use serde_json::Value;
 
 use super::{Checked, Run};
 use crate::model::Reason;
 use crate::policy::injection::{RuleAction, TextContext};
-use crate::policy::sanitize::TextPolicy;
+use crate::policy::sanitize::{strip_invisible, TextPolicy};
 
 impl Run<'_> {
     /// Sanitise one human-facing string in place (when enforcing) and scan it
@@ -37,11 +43,15 @@ impl Run<'_> {
         if !self.spend(key, field, text.len())? {
             return Ok(());
         }
-        let cleaner = TextPolicy {
-            html: self.policy.html,
-            max_chars,
+        let cleaned = if context.is_listing() {
+            strip_invisible(text)
+        } else {
+            let cleaner = TextPolicy {
+                html: self.policy.html,
+                max_chars,
+            };
+            cleaner.sanitize(text)
         };
-        let cleaned = cleaner.sanitize(text);
         if cleaned.findings.is_empty() {
             self.pass("text_safety", Some(key), field, part);
         } else {

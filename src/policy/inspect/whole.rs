@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use super::{Checked, Run, Verdict};
+use super::{Checked, Run};
 use crate::model::McpMethod;
 
 /// The members of a result that hold a list of items a client offers the
@@ -29,7 +29,7 @@ impl Run<'_> {
             self.check_listing(items, result)?;
         }
         self.check_meta_server_info(result)?;
-        Ok(self.report.verdicts.iter().any(Verdict::rewrites))
+        Ok(self.annotate_listing(result))
     }
 }
 

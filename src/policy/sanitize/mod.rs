@@ -128,7 +128,7 @@ use html::{
     SAFE_HTML,
 };
 use markdown::{autolinks, markdown};
-use unicode::{classify_char, unicode_clean};
+use unicode::{classify_char, clean_invisible, unicode_clean};
 
 /// How HTML/markdown in a string is made inert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -352,6 +352,22 @@ pub fn is_unsafe_machine_value(value: &str) -> bool {
         }
     }
     false
+}
+
+/// Text a model reads that a person can also see as written (what a server
+/// lists, its instructions and its description of itself): only what no
+/// one sees is removed — terminal escapes whole, controls, bidi controls,
+/// zero-width and other invisible format characters, tags, Hangul fillers,
+/// and a joiner that joins nothing ([`crate::model::is_joining`]). Markup,
+/// entities, links and length stay exactly as the server wrote them: a
+/// description that says `<select>` or `&timestamp=` means it.
+pub fn strip_invisible(input: &str) -> Sanitized<'_> {
+    let mut findings = Findings::default();
+    let text = clean_invisible(input, &mut findings, true);
+    Sanitized {
+        findings: findings.to_vec(),
+        text,
+    }
 }
 
 /// Control, bidi, zero-width, tag or other characters a person does not

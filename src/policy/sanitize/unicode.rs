@@ -4,33 +4,52 @@
 use std::borrow::Cow;
 
 use super::{Findings, TextFinding};
+use crate::model::{is_joining, Invisible};
 
-/// The finding for a character that is always removed (ESC, `\r` and the C1
+/// The finding for a character that is always removed from shown text
+/// (the gateway's one table, [`Invisible`]; ESC, `\r` and the C1
 /// introducers get special treatment in [`unicode_clean`] first).
 pub(super) fn classify_char(c: char) -> Option<TextFinding> {
-    match c {
-        '\t' | '\n' => None,
-        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => Some(TextFinding::ControlChar),
-        '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}' => {
-            Some(TextFinding::Bidi)
-        }
-        '\u{200b}'..='\u{200d}'
-        | '\u{2060}'..='\u{2064}'
-        | '\u{206a}'..='\u{206f}'
-        | '\u{feff}'
-        | '\u{180e}'
-        | '\u{ad}'
-        | '\u{34f}'
-        | '\u{fff9}'..='\u{fffb}' => Some(TextFinding::ZeroWidth),
-        '\u{e0000}'..='\u{e007f}' => Some(TextFinding::TagChar),
-        _ => None,
+    Invisible::of(c)
+        .filter(|class| class.is_removed_from_text())
+        .map(finding)
+}
+
+fn finding(class: Invisible) -> TextFinding {
+    match class {
+        Invisible::Control => TextFinding::ControlChar,
+        Invisible::Bidi => TextFinding::Bidi,
+        Invisible::Tag => TextFinding::TagChar,
+        _ => TextFinding::ZeroWidth,
     }
 }
 
 pub(super) type CharCursor<'a> = std::iter::Peekable<std::str::Chars<'a>>;
 
 pub(super) fn unicode_clean<'a>(s: &'a str, findings: &mut Findings) -> Cow<'a, str> {
-    if !s.chars().any(|c| classify_char(c).is_some()) {
+    clean_invisible(s, findings, false)
+}
+
+/// [`unicode_clean`]; with `keep_joining`, a joiner between letters or
+/// symbols of a script that needs it ([`is_joining`]) stays.
+pub(super) fn clean_invisible<'a>(
+    s: &'a str,
+    findings: &mut Findings,
+    keep_joining: bool,
+) -> Cow<'a, str> {
+    let kept = |prev: Option<char>, c: char, next: Option<char>| {
+        keep_joining && Invisible::of(c) == Some(Invisible::Joiner) && is_joining(prev, next)
+    };
+    let mut prev = None;
+    let mut it = s.chars().peekable();
+    let clean = loop {
+        let Some(c) = it.next() else { break true };
+        if classify_char(c).is_some() && !kept(prev, c, it.peek().copied()) {
+            break false;
+        }
+        prev = Some(c);
+    };
+    if clean {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len());
@@ -56,6 +75,7 @@ pub(super) fn unicode_clean<'a>(s: &'a str, findings: &mut Findings) -> Cow<'a, 
                 }
             }
             _ => match classify_char(c) {
+                Some(_) if kept(out.chars().next_back(), c, it.peek().copied()) => out.push(c),
                 Some(f) => findings.add(f),
                 None => out.push(c),
             },
