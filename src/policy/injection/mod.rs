@@ -87,11 +87,36 @@ pub enum TextContext {
     Form,
     /// The message of a URL-mode elicitation.
     UrlMode,
+    /// Data a server hands back (tool results, resource contents, errors):
+    /// it describes, where a form asks.
+    Data,
     /// What a server says about its tools, prompts and resources (what it
-    /// lists, their schemas) and about itself (its instructions and
-    /// description): it describes, where a form asks. Only an operator's
-    /// rules read it here; its meaning is judged by `policy::intent`.
+    /// lists, their schemas, a prompt's messages) and about itself (its
+    /// instructions and description). Only an operator's rules read it
+    /// here; its meaning is judged by the intent detector (`policy::intent`).
     Listing,
+}
+
+/// Entries of `rules.toml` (bit per entry), by where they apply.
+#[derive(Debug, Clone, Copy, Default)]
+struct EntryMasks {
+    all: u64,
+    data: u64,
+}
+
+impl EntryMasks {
+    fn add(&mut self, i: usize, raw: &words::RawRule) {
+        self.all |= 1 << i;
+        self.data |= u64::from(raw.data) << i;
+    }
+
+    fn of(self, context: TextContext) -> u64 {
+        match context {
+            TextContext::Listing => 0,
+            TextContext::Data => self.data,
+            TextContext::Form | TextContext::UrlMode => self.all,
+        }
+    }
 }
 
 impl TextContext {
@@ -106,9 +131,12 @@ impl TextContext {
 enum Matcher {
     /// An operator's regex over the text as shown.
     Regex(Regex),
-    /// A built-in rule: its entries of `rules.toml` (bit per entry) and
-    /// its regexes.
-    Builtin { entries: u64, patterns: Vec<Regex> },
+    /// A built-in rule: its entries of `rules.toml` and its regexes.
+    Builtin {
+        entries: EntryMasks,
+        /// Each regex, and whether it applies to data a server hands back.
+        patterns: Vec<(Regex, bool)>,
+    },
 }
 
 /// One compiled rule.
@@ -148,16 +176,15 @@ impl InjectionRule {
         }
     }
 
-    /// Each regex, and whether it applies to what a server lists: an
-    /// operator's does; the built-in rules were written for what a server
-    /// asks, and what it lists is read by the intent detector
-    /// (`policy::intent`).
+    /// Each regex, and whether it applies to what a server describes with
+    /// (an operator's always does; a built-in one, only to data).
     fn regexes(&self) -> impl Iterator<Item = (&Regex, bool)> {
         let (one, many) = match &self.matcher {
             Matcher::Regex(r) => (Some((r, true)), &[][..]),
             Matcher::Builtin { patterns, .. } => (None, patterns.as_slice()),
         };
-        one.into_iter().chain(many.iter().map(|r| (r, false)))
+        one.into_iter()
+            .chain(many.iter().map(|(r, for_data)| (r, *for_data)))
     }
 }
 
@@ -185,7 +212,7 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
         let patterns = raw
             .patterns
             .iter()
-            .map(|p| Regex::new(p))
+            .map(|p| Regex::new(p).map(|r| (r, raw.data_patterns)))
             .collect::<Result<Vec<_>, _>>()?;
         match rules.iter_mut().find(|r| r.name == raw.name) {
             Some(rule) => {
@@ -194,12 +221,13 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
                     patterns: p,
                 } = &mut rule.matcher
                 {
-                    *entries |= 1 << i;
+                    entries.add(i, &raw);
                     p.extend(patterns);
                 }
             }
             None => {
-                let entries = 1 << i;
+                let mut entries = EntryMasks::default();
+                entries.add(i, &raw);
                 rules.push(InjectionRule {
                     url_mode: raw.url_mode && !NOT_FOR_URL_MODE.contains(&raw.name.as_str()),
                     name: raw.name,
@@ -223,7 +251,7 @@ pub struct InjectionRules {
     set_owner: Vec<(usize, bool)>,
     engine: Option<Arc<WordEngine>>,
     /// (entries, rule index) of the active built-in rules.
-    word_rules: Vec<(u64, usize)>,
+    word_rules: Vec<(EntryMasks, usize)>,
     /// Some regex may be anchored to the start or end of the text
     /// ([`may_anchor`]).
     anchored: bool,
@@ -253,7 +281,7 @@ impl InjectionRules {
             .into_iter()
             .filter(|r| r.action != RuleAction::Off)
             .collect();
-        let word_rules: Vec<(u64, usize)> = rules
+        let word_rules: Vec<(EntryMasks, usize)> = rules
             .iter()
             .enumerate()
             .filter_map(|(i, r)| match r.matcher {
@@ -269,9 +297,9 @@ impl InjectionRules {
         let mut patterns = Vec::new();
         let mut set_owner = Vec::new();
         for (i, r) in rules.iter().enumerate() {
-            for (re, listed) in r.regexes() {
+            for (re, for_data) in r.regexes() {
                 patterns.push(re.as_str());
-                set_owner.push((i, listed));
+                set_owner.push((i, for_data));
             }
         }
         let anchored = patterns.iter().any(|p| may_anchor(p));
@@ -332,13 +360,19 @@ impl InjectionRules {
             return Vec::new();
         }
         let mut matched = vec![false; self.rules.len()];
-        for &(mask, i) in &self.word_rules {
+        for &(masks, i) in &self.word_rules {
+            let mask = masks.of(context);
             matched[i] |= entries & mask != 0;
         }
         if regex_hit {
             for i in self.set.matches(text).iter() {
-                let (rule, listed) = self.set_owner[i];
-                matched[rule] |= listed || !context.is_listing();
+                let (rule, for_data) = self.set_owner[i];
+                let operator = self.rules[rule].pattern().is_some();
+                matched[rule] |= match context {
+                    TextContext::Form | TextContext::UrlMode => true,
+                    TextContext::Data => for_data,
+                    TextContext::Listing => operator,
+                };
             }
         }
         let mut hits: Vec<InjectionHit> = self

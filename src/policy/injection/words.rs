@@ -65,8 +65,17 @@ pub(super) struct RawRule {
     window: usize,
     #[serde(default = "yes")]
     pub url_mode: bool,
+    /// Whether the words apply to data a server hands back (a tool's
+    /// output describes: "Execute a shell command" there is not a
+    /// request). The patterns always apply.
+    #[serde(default = "yes")]
+    pub data: bool,
     #[serde(default)]
     pub patterns: Vec<String>,
+    /// Whether the patterns apply to data a server hands back (they do
+    /// unless this says otherwise; `data` is about the words).
+    #[serde(default = "yes")]
+    pub data_patterns: bool,
 }
 
 fn yes() -> bool {

@@ -286,7 +286,7 @@ impl Run<'_> {
         let monitor_only = self.monitor_only;
         self.monitor_only |= setting == ContentInjection::Monitor;
         let scanned = match self.spend(key, None, text.len()) {
-            Ok(true) => self.scan_injection(key, None, "data", text, TextContext::Listing),
+            Ok(true) => self.scan_injection(key, None, "data", text, TextContext::Data),
             other => other.map(drop),
         };
         self.monitor_only = monitor_only;
