@@ -116,13 +116,14 @@ impl Run<'_> {
         self.report.verdicts.len() > before
     }
 
-    /// A list or a server's description of itself is annotated only when
-    /// the gateway decided something about it (an item removed or flagged,
-    /// invisible characters removed): the annotation names each item and
-    /// why. A clean result stays byte for byte the upstream's. Whether the
-    /// result changed.
+    /// A list is annotated only when an enforcing gateway decided something
+    /// about it (an item removed or flagged, invisible characters
+    /// removed): the annotation names each item and why. A clean result,
+    /// or any result under a monitoring policy, stays byte for byte the
+    /// upstream's. Whether the result changed.
     pub(super) fn annotate_listing(&mut self, result: &mut Value) -> bool {
-        let decided = self.report.verdicts.iter().any(|v| v.action != "pass");
+        let decided =
+            self.enforcing() && self.report.verdicts.iter().any(|v| v.action != "pass");
         let changed = self.report.verdicts.iter().any(Verdict::rewrites);
         match result {
             Value::Object(obj) if decided => {
