@@ -8,6 +8,7 @@ pub mod form;
 pub mod icon_rules;
 pub mod injection;
 pub mod inspect;
+pub mod intent;
 pub mod sanitize;
 pub mod secrets;
 pub mod url_rules;
