@@ -166,9 +166,12 @@ fn listing_policy(chain: &[&Source]) -> Result<ListingPolicy, ConfigError> {
             ("off", PromotionAction::Off),
         ],
     )?;
+    let intent = IntentDetector::builtin()
+        .map_err(|e| missing(chain, &format!("listing (the intent detector: {e})")))?;
     Ok(ListingPolicy {
         on_violation,
         promotion,
+        intent,
     })
 }
 

@@ -14,6 +14,7 @@ use toml::Spanned;
 
 use super::icon_rules::{IconAction, IconPolicy};
 use super::injection::{builtin_rules, word_lists, InjectionRule, InjectionRules, RuleAction};
+use super::intent::IntentDetector;
 use super::sanitize::HtmlMode;
 use super::secrets::{SecretFieldDetector, SecretKind};
 use super::url_rules::{HostPattern, UrlPolicy};
@@ -119,11 +120,12 @@ pub enum PromotionAction {
 }
 
 /// `[listing]`: what the gateway does with what a server lists
-/// (`policy::inspect::listing`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// (`policy::inspect::listing`), and the detector that reads it.
+#[derive(Debug, Clone, Copy)]
 pub struct ListingPolicy {
     pub on_violation: ListingAction,
     pub promotion: PromotionAction,
+    pub intent: &'static IntentDetector,
 }
 
 /// A compiled policy: everything the inspector needs, no strings to re-read.

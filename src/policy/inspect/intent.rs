@@ -16,7 +16,7 @@ use super::listing::ItemText;
 use super::{Checked, Run};
 use crate::model::Reason;
 use crate::policy::config::{ListingAction, PromotionAction};
-use crate::policy::intent::{Finding, IntentDetector, Listed, Place};
+use crate::policy::intent::{Finding, Listed, Place};
 
 /// The verdict's rule name.
 const RULE: &str = "listing_intent";
@@ -36,7 +36,7 @@ impl Run<'_> {
             .filter_map(|t| t.iter().find(|(p, _)| *p == Place::Name))
             .map(|(_, name)| name.as_str())
             .collect();
-        let findings = IntentDetector::builtin().judge_list(&listed, &names);
+        let findings = self.policy.listing.intent.judge_list(&listed, &names);
         for ((key, found), kept) in keys.iter().zip(&findings).zip(keep.iter_mut()) {
             if *kept {
                 *kept = self.act_on(key, found)?;
@@ -61,7 +61,7 @@ impl Run<'_> {
         if texts.is_empty() {
             return Ok(());
         }
-        let findings = IntentDetector::builtin().judge_list(&[as_listed(&texts)], &[]);
+        let findings = self.policy.listing.intent.judge_list(&[as_listed(&texts)], &[]);
         let found = findings.first().map_or(&[][..], Vec::as_slice);
         if !self.act_on(key, found)? {
             for (m, _) in members {

@@ -1,0 +1,305 @@
+//! What one listed item says, as concepts: every text of the item, in every
+//! reading (`read.rs`), normalised once, its phrases, patterns and the
+//! computed concepts found, each with the clause it sits in.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::read::readings;
+use super::vocab::{Concepts, Rule, Vocab};
+use super::{Listed, Place};
+use crate::policy::detect::{Normalised, Splitting};
+
+/// How far before a verb a negation cancels it.
+const NEGATION_REACH: usize = 3;
+/// Bytes around an identifier searched for a word that makes it a tool.
+const TOOL_CONTEXT: usize = 48;
+
+/// An identifier that may name a tool: `send_email`, or anything quoted
+/// with backticks (`list-messages`, `sendEmail`).
+static IDENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"`([A-Za-z][A-Za-z0-9_.:/-]{2,63})`|\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")
+        .expect("constant regex")
+});
+static TOOLISH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(?:tools?|functions?|call(?:s|ed|ing)?|invok\w*|use[sd]?|using|server|mcp)\b",
+    )
+    .expect("constant regex")
+});
+
+/// One concept (or several) found in one reading of one text.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hit {
+    pub concepts: Concepts,
+    /// Which reading of which text of the item (hits combine within one).
+    pub unit: u32,
+    pub clause: u32,
+}
+
+/// The concepts of one item.
+#[derive(Debug, Default)]
+pub(super) struct Evidence {
+    pub hits: Vec<Hit>,
+    /// Every concept found anywhere in the item.
+    pub all: Concepts,
+    /// Indices (into the list) of the items whose names this item's prose
+    /// mentions.
+    pub mentions: Vec<usize>,
+}
+
+/// What the whole list declares: its items' names and parameter names.
+pub(super) struct ListContext<'a> {
+    /// Lowercased names the list declares (tools, prompts, resources).
+    pub own: HashSet<String>,
+    /// Lowercased parameter and argument names of every item.
+    pub params: HashSet<String>,
+    /// Each item's own name, lowercased, by index.
+    pub item_names: &'a [Option<String>],
+}
+
+impl Evidence {
+    pub fn gather(vocab: &Vocab, item: &[Listed<'_>], ctx: &ListContext<'_>, me: usize) -> Self {
+        let own_args: Vec<String> = item
+            .iter()
+            .filter(|l| matches!(l.place, Place::PropertyName | Place::ArgumentName))
+            .map(|l| l.text.to_lowercase())
+            .filter(|n| n.chars().count() >= 3)
+            .collect();
+        let mut ev = Evidence::default();
+        let mut unit = 0u32;
+        let own_bit = vocab.bit("own_argument");
+        let foreign_bit = vocab.bit("foreign_tool");
+        let quote_bit = vocab.bit("quote_mention");
+        for listed in item {
+            let prose = !matches!(
+                listed.place,
+                Place::Name | Place::PropertyName | Place::ArgumentName
+            );
+            let splitting = match prose {
+                true => Splitting::Text,
+                false => Splitting::Names,
+            };
+            for reading in readings(listed.text) {
+                let raw: &str = &reading;
+                let first = ev.hits.len();
+                words(vocab, raw, splitting, unit, &mut ev.hits);
+                let mut found: Vec<(usize, Concepts)> = Vec::new();
+                for (bit, re) in &vocab.patterns {
+                    found.extend(re.find_iter(raw).map(|m| (m.start(), *bit)));
+                }
+                if prose {
+                    let lower = raw.to_lowercase();
+                    if lower.len() == raw.len() {
+                        for a in &own_args {
+                            found.extend(word_at(&lower, a).map(|at| (at, own_bit)));
+                        }
+                        for (j, name) in ctx.item_names.iter().enumerate() {
+                            match name {
+                                Some(n) if j != me && n.len() >= 3 => {
+                                    if word_at(&lower, n).next().is_some() {
+                                        ev.mentions.push(j);
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    found.extend(foreign_tools(raw, ctx, &own_args).map(|at| (at, foreign_bit)));
+                }
+                found.sort_unstable_by_key(|f| f.0);
+                let clauses = clauses_at(raw, found.iter().map(|f| f.0));
+                ev.hits.extend(
+                    found
+                        .iter()
+                        .zip(clauses)
+                        .map(|(&(_, concepts), clause)| Hit {
+                            concepts,
+                            unit,
+                            clause,
+                        }),
+                );
+                drop_quoted(vocab, raw, quote_bit, &mut ev.hits[first..]);
+                unit += 1;
+            }
+        }
+        ev.mentions.sort_unstable();
+        ev.mentions.dedup();
+        ev.hits.retain(|h| h.concepts != 0);
+        ev.all = ev.hits.iter().fold(0, |m, h| m | h.concepts);
+        ev
+    }
+
+    /// Does `rule` fire on this item? Every group needs a hit in the same
+    /// reading within `scope` clauses of a hit of the first group.
+    pub fn fires(&self, rule: &Rule) -> bool {
+        if rule.item_any != 0 && self.all & rule.item_any == 0 {
+            return false;
+        }
+        if rule.all.iter().any(|g| self.all & g == 0) {
+            return false;
+        }
+        let (first, rest) = match rule.all.split_first() {
+            Some(x) => x,
+            None => return false,
+        };
+        self.hits
+            .iter()
+            .filter(|a| a.concepts & first != 0)
+            .any(|a| {
+                rest.iter().all(|g| {
+                    self.hits.iter().any(|h| {
+                        h.unit == a.unit
+                            && h.concepts & g != 0
+                            && rule.scope.is_none_or(|s| h.clause.abs_diff(a.clause) <= s)
+                    })
+                })
+            })
+    }
+
+    /// Does `rule` fire on the evidence of two items read as one (an attack
+    /// split across them)? Groups may sit anywhere in either.
+    pub fn fires_split(&self, other: &Evidence, rule: &Rule) -> bool {
+        let all = self.all | other.all;
+        (rule.item_any == 0 || all & rule.item_any != 0) && rule.all.iter().all(|g| all & g != 0)
+    }
+}
+
+/// Phrase hits of one reading (negated verbs lose their negatable concepts).
+fn words(vocab: &Vocab, raw: &str, splitting: Splitting, unit: u32, out: &mut Vec<Hit>) {
+    let n = Normalised::new(raw, &vocab.lexicon, splitting);
+    let mut hits = Vec::new();
+    vocab
+        .phrases
+        .find(&n, |w| w.bytes().all(|b| b.is_ascii_digit()), &mut hits);
+    for h in hits {
+        let mut concepts = *h.value;
+        if concepts & vocab.negatable != 0 && negated(vocab, &n, h.start) {
+            concepts &= !vocab.negatable;
+        }
+        let clause = n.words.get(h.start).map_or(0, |w| w.clause);
+        out.push(Hit {
+            concepts,
+            unit,
+            clause,
+        });
+    }
+}
+
+fn negated(vocab: &Vocab, n: &Normalised, start: usize) -> bool {
+    (start.saturating_sub(NEGATION_REACH)..start)
+        .rev()
+        .take_while(|&i| n.same_phrase(i, start))
+        .any(|i| vocab.negations.contains(n.word(i)))
+}
+
+/// A quoted example in a clause that says it is one ("detects phrases such
+/// as 'ignore previous instructions'") is mentioned, not meant.
+fn drop_quoted(vocab: &Vocab, raw: &str, quote_bit: Concepts, hits: &mut [Hit]) {
+    let quoted = raw.contains(['"', '\'', '`', '“', '”', '‘', '’', '«', '»']);
+    if !quoted || vocab.quotable == 0 {
+        return;
+    }
+    let mention: HashSet<(u32, u32)> = hits
+        .iter()
+        .filter(|h| h.concepts & quote_bit != 0)
+        .map(|h| (h.unit, h.clause))
+        .collect();
+    for h in hits.iter_mut() {
+        if mention.contains(&(h.unit, h.clause)) {
+            h.concepts &= !vocab.quotable;
+        }
+    }
+}
+
+/// Byte offsets where `word` occurs in `text` as a whole word.
+fn word_at<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word).filter_map(move |(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        (!before.is_some_and(is_word) && !after.is_some_and(is_word)).then_some(at)
+    })
+}
+
+/// Offsets of identifiers that look like a tool's name, near a word that
+/// makes them one ("call", "tool", "use"), and that the list does not
+/// declare.
+fn foreign_tools<'a>(
+    raw: &'a str,
+    ctx: &'a ListContext<'_>,
+    own_args: &'a [String],
+) -> impl Iterator<Item = usize> + 'a {
+    IDENT.captures_iter(raw).filter_map(move |c| {
+        let m = c.get(1).or_else(|| c.get(2))?;
+        let name = m.as_str();
+        if name.bytes().all(|b| !b.is_ascii_lowercase()) {
+            return None; // API_KEY, an environment variable
+        }
+        if name.contains('/') || name.contains('.') && !name.contains('_') {
+            return None; // a path or a file name
+        }
+        let lower = name.to_lowercase();
+        let declared = ctx.own.contains(&lower)
+            || ctx.params.contains(&lower)
+            || own_args.contains(&lower)
+            || lower
+                .rsplit(['.', ':', '/'])
+                .next()
+                .is_some_and(|t| ctx.own.contains(t));
+        if declared {
+            return None;
+        }
+        let lo = floor(raw, m.start().saturating_sub(TOOL_CONTEXT));
+        let hi = ceil(raw, (m.end() + TOOL_CONTEXT).min(raw.len()));
+        TOOLISH.is_match(&raw[lo..hi]).then_some(m.start())
+    })
+}
+
+fn floor(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The clause (as [`Normalised`] counts them) of each sorted byte offset.
+fn clauses_at(raw: &str, offsets: impl Iterator<Item = usize>) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut clause = 0u32;
+    let mut breaks = 0u8;
+    let mut chars = raw.char_indices().peekable();
+    for off in offsets {
+        while let Some(&(i, c)) = chars.peek() {
+            if i >= off {
+                break;
+            }
+            chars.next();
+            let next = chars.peek().map(|p| p.1);
+            let line = c == '\n' || c == '\u{2028}' || (c == '\r' && next != Some('\n'));
+            if line {
+                breaks = breaks.saturating_add(1);
+            } else if c.is_alphanumeric() {
+                breaks = 0;
+            }
+            let dot = c == '.' && next.is_none_or(char::is_whitespace);
+            if dot
+                || (line && breaks >= 2)
+                || matches!(c, ';' | '!' | '?' | '。' | '！' | '？' | '\u{2029}')
+            {
+                clause += 1;
+            }
+        }
+        out.push(clause);
+    }
+    out
+}

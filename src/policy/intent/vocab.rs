@@ -1,0 +1,350 @@
+//! The shipped vocabularies (`data/intent/`, and the lists of
+//! `data/injection/lang/` this detector shares) compiled into one phrase set,
+//! one lexicon, the regex concepts and the rules.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use regex::{Regex, RegexBuilder};
+use serde::Deserialize;
+
+use super::Intent;
+use crate::policy::detect::{parse_phrase, Lexicon, PhraseSet};
+
+const RULES: &str = include_str!("../../../data/intent/rules.toml");
+const PATTERNS: &str = include_str!("../../../data/intent/patterns.toml");
+const COMMON_WORDS: &str = include_str!("../../../data/detect/words.txt");
+
+/// The languages of `data/intent/lang/`.
+const LANGS: [(&str, &str); 20] = [
+    ("en", include_str!("../../../data/intent/lang/en.toml")),
+    ("de", include_str!("../../../data/intent/lang/de.toml")),
+    ("fr", include_str!("../../../data/intent/lang/fr.toml")),
+    ("es", include_str!("../../../data/intent/lang/es.toml")),
+    ("pt", include_str!("../../../data/intent/lang/pt.toml")),
+    ("it", include_str!("../../../data/intent/lang/it.toml")),
+    ("nl", include_str!("../../../data/intent/lang/nl.toml")),
+    ("pl", include_str!("../../../data/intent/lang/pl.toml")),
+    ("ru", include_str!("../../../data/intent/lang/ru.toml")),
+    ("ja", include_str!("../../../data/intent/lang/ja.toml")),
+    ("zh", include_str!("../../../data/intent/lang/zh.toml")),
+    ("ko", include_str!("../../../data/intent/lang/ko.toml")),
+    ("tr", include_str!("../../../data/intent/lang/tr.toml")),
+    ("uk", include_str!("../../../data/intent/lang/uk.toml")),
+    ("hi", include_str!("../../../data/intent/lang/hi.toml")),
+    ("ar", include_str!("../../../data/intent/lang/ar.toml")),
+    ("id", include_str!("../../../data/intent/lang/id.toml")),
+    ("vi", include_str!("../../../data/intent/lang/vi.toml")),
+    ("sv", include_str!("../../../data/intent/lang/sv.toml")),
+    ("fa", include_str!("../../../data/intent/lang/fa.toml")),
+];
+
+/// The prompt-injection detector's vocabularies (twelve languages), read
+/// here too so that each phrase lives in one file.
+const INJECTION_LANGS: [(&str, &str); 12] = [
+    ("en", include_str!("../../../data/injection/lang/en.toml")),
+    ("de", include_str!("../../../data/injection/lang/de.toml")),
+    ("fr", include_str!("../../../data/injection/lang/fr.toml")),
+    ("es", include_str!("../../../data/injection/lang/es.toml")),
+    ("pt", include_str!("../../../data/injection/lang/pt.toml")),
+    ("it", include_str!("../../../data/injection/lang/it.toml")),
+    ("nl", include_str!("../../../data/injection/lang/nl.toml")),
+    ("pl", include_str!("../../../data/injection/lang/pl.toml")),
+    ("ru", include_str!("../../../data/injection/lang/ru.toml")),
+    ("ja", include_str!("../../../data/injection/lang/ja.toml")),
+    ("zh", include_str!("../../../data/injection/lang/zh.toml")),
+    ("ko", include_str!("../../../data/injection/lang/ko.toml")),
+];
+
+/// (list name in `data/injection/lang/*.toml`, concept here).
+pub(super) const INJECTION_LISTS: &[(&str, &str)] = &[
+    ("ignore", "ignore"),
+    ("run", "run"),
+    ("system_prompt", "host_context"),
+    ("own_instructions", "host_context"),
+    ("host_context", "host_context"),
+    ("host_data", "host_data"),
+    ("call_argument", "argument"),
+    ("instructions", "prior_instructions"),
+    ("credentials", "credentials"),
+    ("terminal", "terminal"),
+];
+
+/// Concepts whose phrases are things (they may be written as one word:
+/// `systemprompt`, `apikey`).
+const NOUN_CONCEPTS: &[&str] = &[
+    "host_context",
+    "host_data",
+    "credentials",
+    "prior_instructions",
+];
+
+/// Concepts computed by the detector, not read from a list.
+pub(super) const COMPUTED: &[&str] = &["own_argument", "foreign_tool"];
+
+/// Shipped vocabulary that cannot be used (a bug in `data/`).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("intent vocabulary ({file}): {message}")]
+pub struct IntentError {
+    pub file: String,
+    pub message: String,
+}
+
+fn err(file: &str, message: impl ToString) -> IntentError {
+    IntentError {
+        file: file.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesFile {
+    negatable: Vec<String>,
+    quotable: Vec<String>,
+    rule: Vec<RawRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    intent: String,
+    cue: String,
+    all: Vec<Vec<String>>,
+    #[serde(default)]
+    scope: Option<u32>,
+    #[serde(default)]
+    item_any: Vec<String>,
+    #[serde(default)]
+    split: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatternsFile {
+    patterns: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LangFile {
+    #[serde(default)]
+    concepts: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    grammar: Grammar,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Grammar {
+    #[serde(default)]
+    negations: Vec<String>,
+    #[serde(default)]
+    words: Vec<String>,
+}
+
+/// The parts of an injection language file this detector reads.
+#[derive(Debug, Default, Deserialize)]
+struct InjectionLang {
+    #[serde(default)]
+    verbs: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    objects: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    grammar: Grammar,
+}
+
+/// A concept set: bit per concept.
+pub(super) type Concepts = u64;
+
+/// One rule, compiled.
+#[derive(Debug, Clone)]
+pub(super) struct Rule {
+    pub intent: Intent,
+    pub cue: &'static str,
+    pub all: Vec<Concepts>,
+    pub scope: Option<u32>,
+    pub item_any: Concepts,
+    /// May fire on two items read together (one names the other).
+    pub split: bool,
+}
+
+/// Everything the detector reads with.
+#[derive(Debug)]
+pub(super) struct Vocab {
+    pub lexicon: Lexicon,
+    pub phrases: PhraseSet<Concepts>,
+    /// Each regex concept: its patterns as one regex.
+    pub patterns: Vec<(Concepts, Regex)>,
+    pub negations: HashSet<Box<str>>,
+    pub rules: Vec<Rule>,
+    pub negatable: Concepts,
+    pub quotable: Concepts,
+    pub names: Vec<String>,
+}
+
+impl Vocab {
+    /// The bit of a concept name (known after [`Vocab::build`]).
+    pub fn bit(&self, name: &str) -> Concepts {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map_or(0, |i| 1 << i)
+    }
+
+    pub fn build() -> Result<Self, IntentError> {
+        let mut names: Vec<String> = COMPUTED.iter().map(|s| s.to_string()).collect();
+        let mut index = |name: &str| -> Result<Concepts, IntentError> {
+            let i = match names.iter().position(|n| n == name) {
+                Some(i) => i,
+                None => {
+                    names.push(name.to_owned());
+                    names.len() - 1
+                }
+            };
+            if i >= 64 {
+                return Err(err("intent", "more than 64 concepts"));
+            }
+            Ok(1 << i)
+        };
+
+        // Phrases of every language, with the concept each belongs to.
+        let mut listed: Vec<(String, Concepts, bool)> = Vec::new();
+        let mut negations = HashSet::new();
+        let mut words: Vec<String> = Vec::new();
+        for (lang, text) in LANGS {
+            let file: LangFile = toml::from_str(text).map_err(|e| err(lang, e))?;
+            for (concept, phrases) in &file.concepts {
+                let bit = index(concept)?;
+                let noun = NOUN_CONCEPTS.contains(&concept.as_str());
+                listed.extend(phrases.iter().map(|p| (p.clone(), bit, noun)));
+            }
+            negations.extend(file.grammar.negations.iter().map(|w| one_word(w)));
+            words.extend(file.grammar.words.iter().cloned());
+        }
+        for (lang, text) in INJECTION_LANGS {
+            let file: InjectionLang =
+                toml::from_str(text).map_err(|e| err(&format!("injection/{lang}"), e))?;
+            for (list, concept) in INJECTION_LISTS {
+                let bit = index(concept)?;
+                let noun = NOUN_CONCEPTS.contains(concept);
+                for phrases in [file.verbs.get(*list), file.objects.get(*list)]
+                    .into_iter()
+                    .flatten()
+                {
+                    listed.extend(phrases.iter().map(|p| (p.clone(), bit, noun)));
+                }
+            }
+            negations.extend(file.grammar.negations.iter().map(|w| one_word(w)));
+            words.extend(file.grammar.words.iter().cloned());
+        }
+
+        let pfile: PatternsFile = toml::from_str(PATTERNS).map_err(|e| err("patterns.toml", e))?;
+        let mut patterns = Vec::new();
+        for (concept, list) in &pfile.patterns {
+            let bit = index(concept)?;
+            let joined = list
+                .iter()
+                .map(|p| format!("(?:{p})"))
+                .collect::<Vec<_>>()
+                .join("|");
+            let re = RegexBuilder::new(&joined)
+                .case_insensitive(true)
+                .size_limit(1 << 22)
+                .build()
+                .map_err(|e| err("patterns.toml", e))?;
+            patterns.push((bit, re));
+        }
+
+        let rfile: RulesFile = toml::from_str(RULES).map_err(|e| err("rules.toml", e))?;
+        let mut set_of = |list: &[String]| -> Result<Concepts, IntentError> {
+            list.iter().try_fold(0, |m, n| Ok(m | index(n)?))
+        };
+        let negatable = set_of(&rfile.negatable)?;
+        let quotable = set_of(&rfile.quotable)?;
+        let mut rules = Vec::new();
+        for r in rfile.rule {
+            let intent = Intent::from_name(&r.intent)
+                .ok_or_else(|| err("rules.toml", format!("unknown intent {:?}", r.intent)))?;
+            let all = r
+                .all
+                .iter()
+                .map(|g| set_of(g))
+                .collect::<Result<Vec<_>, _>>()?;
+            if all.is_empty() {
+                return Err(err("rules.toml", format!("rule {:?} has no groups", r.cue)));
+            }
+            rules.push(Rule {
+                intent,
+                cue: Box::leak(r.cue.into_boxed_str()),
+                all,
+                scope: r.scope,
+                item_any: set_of(&r.item_any)?,
+                split: r.split,
+            });
+        }
+
+        // Every concept a rule names must come from somewhere.
+        let defined: HashSet<Concepts> = listed
+            .iter()
+            .map(|l| l.1)
+            .chain(patterns.iter().map(|p| p.0))
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            if i >= COMPUTED.len() && !defined.contains(&(1 << i)) {
+                return Err(err("intent", format!("concept {name:?} has no phrases")));
+            }
+        }
+
+        let phrases = PhraseSet::merged(
+            listed.iter().map(|(p, bit, _)| (p.as_str(), *bit)),
+            |kept, again, _| *kept |= again,
+        )
+        .map_err(|e| err("vocabulary", e))?;
+        let lexicon = lexicon(&listed, words)?;
+        Ok(Vocab {
+            lexicon,
+            phrases,
+            patterns,
+            negations,
+            rules,
+            negatable,
+            quotable,
+            names,
+        })
+    }
+}
+
+fn one_word(raw: &str) -> Box<str> {
+    crate::policy::detect::Normalised::plain(raw).text.into()
+}
+
+/// Known words: every phrase's words, grammar words and the common words
+/// of field names; nouns (up to three words) also match written as one word.
+fn lexicon(
+    listed: &[(String, Concepts, bool)],
+    words: Vec<String>,
+) -> Result<Lexicon, IntentError> {
+    use crate::policy::detect::Normalised;
+    let mut known: Vec<String> = words.iter().map(|w| Normalised::plain(w).text).collect();
+    known.extend(
+        COMMON_WORDS
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| Normalised::plain(l).text),
+    );
+    let mut terms = Vec::new();
+    let mut glued: HashMap<String, bool> = HashMap::new();
+    for (phrase, _, noun) in listed {
+        for p in parse_phrase(phrase).map_err(|e| err("vocabulary", e))? {
+            let ws: Vec<&str> = p.text.split(' ').collect();
+            known.extend(ws.iter().map(|w| w.to_string()));
+            if *noun {
+                terms.extend(ws.iter().filter(|w| w.len() > 3).map(|w| w.to_string()));
+                if !p.stem && !p.number_lead && (2..=3).contains(&ws.len()) {
+                    glued.insert(ws.concat(), true);
+                }
+            }
+        }
+    }
+    Lexicon::new(known, terms, glued).map_err(|e| err("lexicon", e))
+}
