@@ -307,14 +307,22 @@ fn explain_one() {
         let all = server_lists(&realworld_path().join(dir));
         for (k, items) in all {
             if k == key {
-                let i = items.iter().position(|x| x.get("name").and_then(Value::as_str).unwrap_or("?") == name);
+                let i = items
+                    .iter()
+                    .position(|x| x.get("name").and_then(Value::as_str).unwrap_or("?") == name);
                 pick = i.map(|i| (lists.len(), i));
             }
             lists.push(items);
         }
     } else if let Ok(text) = std::fs::read_to_string(attacks_path()) {
-        let rows: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-        if let Some(r) = rows.iter().find(|r| r.get("id").and_then(Value::as_str) == Some(&what)) {
+        let rows: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if let Some(r) = rows
+            .iter()
+            .find(|r| r.get("id").and_then(Value::as_str) == Some(&what))
+        {
             let list = r.get("list").cloned();
             let items: Vec<Value> = rows
                 .iter()
@@ -330,7 +338,11 @@ fn explain_one() {
         println!("not found: {what}");
         return;
     };
-    let names: Vec<&str> = lists.iter().flatten().filter_map(|x| x.get("name").and_then(Value::as_str)).collect();
+    let names: Vec<&str> = lists
+        .iter()
+        .flatten()
+        .filter_map(|x| x.get("name").and_then(Value::as_str))
+        .collect();
     let listed: Vec<Vec<Listed<'_>>> = lists[l].iter().map(listed_strings).collect();
     let ctx = super::evidence::ListContext::new(&names, &listed);
     let ev = super::evidence::Evidence::gather(&d.vocab, &listed[i], &ctx, i);
@@ -342,5 +354,8 @@ fn explain_one() {
         println!("unit {} clause {}: {concepts:?}", h.unit, h.clause);
     }
     println!("{:?}", d.judge(&ev));
-    println!("{}", serde_json::to_string_pretty(&lists[l][i]).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&lists[l][i]).unwrap_or_default()
+    );
 }
