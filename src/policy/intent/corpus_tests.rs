@@ -221,12 +221,14 @@ fn real_servers() {
         }
         servers += 1;
         let mut hit = 0;
+        // Everything the server lists is its own (instructions name tools).
+        let names: Vec<&str> = lists
+            .iter()
+            .flat_map(|l| &l.1)
+            .filter_map(|i| i.get("name").and_then(Value::as_str))
+            .collect();
         for (kind, items) in &lists {
             let listed: Vec<Vec<Listed<'_>>> = items.iter().map(listed_strings).collect();
-            let names: Vec<&str> = items
-                .iter()
-                .filter_map(|i| i.get("name").and_then(Value::as_str))
-                .collect();
             let bytes: usize = listed.iter().flatten().map(|l| l.text.len()).sum();
             if largest.as_ref().is_none_or(|l| bytes > l.0) && kind == "tools" {
                 largest = Some((bytes, dir.clone()));
@@ -287,5 +289,73 @@ fn time_largest(dir: &Path, bytes: usize) {
         items.len(),
         first.as_micros(),
         cached.as_micros()
+    );
+}
+
+/// `PORTCULLIS_INTENT_EXPLAIN='<server dir>|<list key>|<item name>'` or
+/// `'<attack id>'`: prints the item's concepts, hit by hit.
+#[test]
+fn explain_one() {
+    let Ok(what) = std::env::var("PORTCULLIS_INTENT_EXPLAIN") else {
+        return;
+    };
+    let d = detector();
+    let mut lists: Vec<Vec<Value>> = Vec::new();
+    let mut pick: Option<(usize, usize)> = None;
+    let parts: Vec<&str> = what.split('|').collect();
+    if let [dir, key, name] = parts[..] {
+        let all = server_lists(&realworld_path().join(dir));
+        for (k, items) in all {
+            if k == key {
+                let i = items
+                    .iter()
+                    .position(|x| x.get("name").and_then(Value::as_str).unwrap_or("?") == name);
+                pick = i.map(|i| (lists.len(), i));
+            }
+            lists.push(items);
+        }
+    } else if let Ok(text) = std::fs::read_to_string(attacks_path()) {
+        let rows: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if let Some(r) = rows
+            .iter()
+            .find(|r| r.get("id").and_then(Value::as_str) == Some(&what))
+        {
+            let list = r.get("list").cloned();
+            let items: Vec<Value> = rows
+                .iter()
+                .filter(|x| x.get("list").cloned() == list)
+                .filter_map(|x| x.get("item").cloned())
+                .collect();
+            let me = r.get("item").cloned().unwrap_or(Value::Null);
+            pick = items.iter().position(|x| *x == me).map(|i| (0, i));
+            lists.push(items);
+        }
+    }
+    let Some((l, i)) = pick else {
+        println!("not found: {what}");
+        return;
+    };
+    let names: Vec<&str> = lists
+        .iter()
+        .flatten()
+        .filter_map(|x| x.get("name").and_then(Value::as_str))
+        .collect();
+    let listed: Vec<Vec<Listed<'_>>> = lists[l].iter().map(listed_strings).collect();
+    let ctx = super::evidence::ListContext::new(&names, &listed);
+    let ev = super::evidence::Evidence::gather(&d.vocab, &listed[i], &ctx, i);
+    for h in &ev.hits {
+        let concepts: Vec<&str> = (0..64)
+            .filter(|b| h.concepts & (1u64 << b) != 0)
+            .filter_map(|b| d.vocab.names.get(b).map(String::as_str))
+            .collect();
+        println!("unit {} clause {}: {concepts:?}", h.unit, h.clause);
+    }
+    println!("{:?}", d.judge(&ev));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&lists[l][i]).unwrap_or_default()
     );
 }

@@ -23,9 +23,17 @@ static IDENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"`([A-Za-z][A-Za-z0-9_.:/-]{2,63})`|\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")
         .expect("constant regex")
 });
-static TOOLISH: LazyLock<Regex> = LazyLock::new(|| {
+/// A tool word right before an identifier ("call `x`", "the x tool")…
+static TOOL_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(?:tools?|functions?|call(?:s|ed|ing)?|invok\w*|use[sd]?|using|server|mcp)\b",
+        r"(?i)\b(?:call(?:s|ed|ing)?|invok\w*|us(?:e|es|ed|ing)|run(?:s|ning)?|tool|function)\s+(?:the\s+)?[`'\x22]?$",
+    )
+    .expect("constant regex")
+});
+/// …or right after it ("x tool", "x is called").
+static TOOL_AFTER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^[`'\x22]?\s*(?:tool|function|server|is\s+(?:called|invoked|used)|gets\s+called)\b",
     )
     .expect("constant regex")
 });
@@ -51,17 +59,50 @@ pub(super) struct Evidence {
 }
 
 /// What the whole list declares: its items' names and parameter names.
-pub(super) struct ListContext<'a> {
+pub(super) struct ListContext {
     /// Lowercased names the list declares (tools, prompts, resources).
     pub own: HashSet<String>,
     /// Lowercased parameter and argument names of every item.
     pub params: HashSet<String>,
-    /// Each item's own name, lowercased, by index.
-    pub item_names: &'a [Option<String>],
+    /// The items' names (at least three characters), one automaton.
+    pub names: Option<aho_corasick::AhoCorasick>,
+    /// The item of each pattern of `names`.
+    pub name_items: Vec<usize>,
+}
+
+impl ListContext {
+    pub fn new(own_names: &[&str], items: &[Vec<Listed<'_>>]) -> Self {
+        let mut patterns = Vec::new();
+        let mut name_items = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            if let Some(n) = item.iter().find(|l| l.place == Place::Name) {
+                let n = n.text.to_lowercase();
+                if n.chars().count() >= 3 {
+                    patterns.push(n);
+                    name_items.push(i);
+                }
+            }
+        }
+        let names = match patterns.is_empty() {
+            true => None,
+            false => aho_corasick::AhoCorasick::new(&patterns).ok(),
+        };
+        ListContext {
+            own: own_names.iter().map(|n| n.to_lowercase()).collect(),
+            params: items
+                .iter()
+                .flatten()
+                .filter(|l| matches!(l.place, Place::PropertyName | Place::ArgumentName))
+                .map(|l| l.text.to_lowercase())
+                .collect(),
+            names,
+            name_items,
+        }
+    }
 }
 
 impl Evidence {
-    pub fn gather(vocab: &Vocab, item: &[Listed<'_>], ctx: &ListContext<'_>, me: usize) -> Self {
+    pub fn gather(vocab: &Vocab, item: &[Listed<'_>], ctx: &ListContext, me: usize) -> Self {
         let own_args: Vec<String> = item
             .iter()
             .filter(|l| matches!(l.place, Place::PropertyName | Place::ArgumentName))
@@ -96,14 +137,12 @@ impl Evidence {
                         for a in &own_args {
                             found.extend(word_at(&lower, a).map(|at| (at, own_bit)));
                         }
-                        for (j, name) in ctx.item_names.iter().enumerate() {
-                            match name {
-                                Some(n) if j != me && n.len() >= 3 => {
-                                    if word_at(&lower, n).next().is_some() {
-                                        ev.mentions.push(j);
-                                    }
+                        if let Some(names) = &ctx.names {
+                            for m in names.find_overlapping_iter(&lower) {
+                                let j = ctx.name_items[m.pattern().as_usize()];
+                                if j != me && is_word_at(&lower, m.start(), m.end()) {
+                                    ev.mentions.push(j);
                                 }
-                                _ => {}
                             }
                         }
                     }
@@ -216,12 +255,15 @@ fn drop_quoted(vocab: &Vocab, raw: &str, quote_bit: Concepts, hits: &mut [Hit]) 
 
 /// Byte offsets where `word` occurs in `text` as a whole word.
 fn word_at<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
-    let is_word = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(word).filter_map(move |(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + word.len()..].chars().next();
-        (!before.is_some_and(is_word) && !after.is_some_and(is_word)).then_some(at)
-    })
+    text.match_indices(word)
+        .filter_map(move |(at, _)| is_word_at(text, at, at + word.len()).then_some(at))
+}
+
+/// `text[start..end]` is not part of a longer word.
+fn is_word_at(text: &str, start: usize, end: usize) -> bool {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    !text[..start].chars().next_back().is_some_and(is_word)
+        && !text[end..].chars().next().is_some_and(is_word)
 }
 
 /// Offsets of identifiers that look like a tool's name, near a word that
@@ -229,7 +271,7 @@ fn word_at<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a
 /// declare.
 fn foreign_tools<'a>(
     raw: &'a str,
-    ctx: &'a ListContext<'_>,
+    ctx: &'a ListContext,
     own_args: &'a [String],
 ) -> impl Iterator<Item = usize> + 'a {
     IDENT.captures_iter(raw).filter_map(move |c| {
@@ -252,9 +294,11 @@ fn foreign_tools<'a>(
         if declared {
             return None;
         }
-        let lo = floor(raw, m.start().saturating_sub(TOOL_CONTEXT));
-        let hi = ceil(raw, (m.end() + TOOL_CONTEXT).min(raw.len()));
-        TOOLISH.is_match(&raw[lo..hi]).then_some(m.start())
+        let whole = c.get(0)?;
+        let lo = floor(raw, whole.start().saturating_sub(TOOL_CONTEXT));
+        let hi = ceil(raw, (whole.end() + TOOL_CONTEXT).min(raw.len()));
+        let (before, after) = (&raw[lo..whole.start()], &raw[whole.end()..hi]);
+        (TOOL_BEFORE.is_match(before) || TOOL_AFTER.is_match(after)).then_some(m.start())
     })
 }
 

@@ -46,7 +46,7 @@ mod corpus_tests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -212,24 +212,7 @@ impl IntentDetector {
             return found.as_ref().clone();
         }
 
-        let item_names: Vec<Option<String>> = items
-            .iter()
-            .map(|item| {
-                item.iter()
-                    .find(|l| l.place == Place::Name)
-                    .map(|l| l.text.to_lowercase())
-            })
-            .collect();
-        let ctx = ListContext {
-            own: own_names.iter().map(|n| n.to_lowercase()).collect(),
-            params: items
-                .iter()
-                .flatten()
-                .filter(|l| matches!(l.place, Place::PropertyName | Place::ArgumentName))
-                .map(|l| l.text.to_lowercase())
-                .collect::<HashSet<_>>(),
-            item_names: &item_names,
-        };
+        let ctx = ListContext::new(own_names, items);
         let evidence: Vec<Arc<Evidence>> = items
             .iter()
             .enumerate()
@@ -249,7 +232,7 @@ impl IntentDetector {
     fn evidence(
         &self,
         item: &[Listed<'_>],
-        ctx: &ListContext<'_>,
+        ctx: &ListContext,
         context_key: u64,
         index: usize,
     ) -> Arc<Evidence> {

@@ -18,8 +18,9 @@ const MAX_DEPTH: usize = 2;
 
 static BASE64_RUN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_-]{16,}={0,2}").expect("constant regex"));
-static HYPHENATED: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\b\p{L}{1,6}(?:[-‐‑·.]\p{L}{1,6})+\b").expect("constant regex"));
+static HYPHENATED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b\p{L}{1,6}(?:[-‐‑·.]\p{L}{1,6}){2,}\b").expect("constant regex")
+});
 
 /// Every reading of `raw`, the text itself first.
 pub(super) fn readings(raw: &str) -> Vec<Cow<'_, str>> {
@@ -169,8 +170,8 @@ fn percent_decode(text: &str) -> String {
         .into_owned()
 }
 
-/// Short letter groups joined by hyphens or dots (`ex-fil-trate`,
-/// `i.g.n.o.r.e`) written as one word.
+/// Three or more short letter groups joined by hyphens or dots
+/// (`ex-fil-trate`, `i.g.n.o.r.e`) written as one word.
 fn join_hyphenated(text: &str) -> Option<String> {
     if !HYPHENATED.is_match(text) {
         return None;
