@@ -120,6 +120,16 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
     let single_use = flag(chain, |r| r.state.single_use);
     let injection = injection_rules(chain)?;
     let content = content_policy(chain)?;
+    let on_change = choice(
+        chain,
+        "listing.on_change",
+        |r| r.listing.on_change.as_ref(),
+        &[
+            ("remove", OnChange::Remove),
+            ("flag", OnChange::Flag),
+            ("allow", OnChange::Allow),
+        ],
+    )?;
     Ok(Policy {
         name: own.name.clone(),
         description: own.raw.description.clone(),
@@ -139,6 +149,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         injection,
         content,
         single_use,
+        on_change,
     })
 }
 

@@ -27,6 +27,16 @@ pub(super) struct RawPolicy {
     pub(super) state: RawPolicyState,
     #[serde(default)]
     pub(super) content: RawContent,
+    #[serde(default)]
+    pub(super) listing: RawListing,
+}
+
+/// `[listing]`: what the gateway does with what a server lists. The
+/// remembered definitions (rug pulls) are `on_change`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawListing {
+    pub(super) on_change: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
