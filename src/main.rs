@@ -218,7 +218,18 @@ fn main() -> ExitCode {
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
             Command::HashKey { generate } => hash_key(generate),
-            Command::Listings(args) => portcullis::listings::cli::run(args).await,
+            Command::Listings(args) => {
+                let admin = match (args.admin, &args.config) {
+                    (Some(a), _) => Ok(a),
+                    (None, Some(path)) => {
+                        portcullis::healthcheck::admin_from_config(path).map_err(|e| e.to_string())
+                    }
+                    (None, None) => {
+                        Err("give --config FILE (its [admin] address) or --admin IP:PORT".into())
+                    }
+                };
+                portcullis::listings::cli::run(args, admin).await
+            }
             Command::Healthcheck { config, url } => {
                 portcullis::healthcheck::run(config.as_deref(), url.as_deref()).await
             }

@@ -46,8 +46,15 @@ pub(super) async fn answer(
         (&Method::GET, "/listings") => list(&req, gateway).await,
         (&Method::POST, "/listings/accept") => accept(req, peer, gateway).await,
         _ => {
-            let mut r = error(StatusCode::METHOD_NOT_ALLOWED, "GET /listings, POST /listings/accept");
-            let allow = if req.uri().path() == "/listings" { "GET" } else { "POST" };
+            let mut r = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "GET /listings, POST /listings/accept",
+            );
+            let allow = if req.uri().path() == "/listings" {
+                "GET"
+            } else {
+                "POST"
+            };
             r.headers_mut()
                 .insert(header::ALLOW, http::HeaderValue::from_static(allow));
             r
@@ -67,7 +74,10 @@ async fn list(req: &Request<Incoming>, gateway: &Gateway) -> Response<Full<Bytes
             .map(|(_, v)| v.into_owned())
     });
     let Some(upstream) = upstream.filter(|u| configured(gateway, u)) else {
-        return error(StatusCode::NOT_FOUND, "name a configured upstream: ?upstream=ID");
+        return error(
+            StatusCode::NOT_FOUND,
+            "name a configured upstream: ?upstream=ID",
+        );
     };
     match gateway.listings.entries(&upstream).await {
         Ok(entries) => json_answer(
@@ -78,10 +88,17 @@ async fn list(req: &Request<Incoming>, gateway: &Gateway) -> Response<Full<Bytes
     }
 }
 
-async fn accept(req: Request<Incoming>, peer: SocketAddr, gateway: &Gateway) -> Response<Full<Bytes>> {
+async fn accept(
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    gateway: &Gateway,
+) -> Response<Full<Bytes>> {
     let headers = req.headers();
     if !peer.ip().is_loopback() {
-        return error(StatusCode::FORBIDDEN, "an acceptance is taken only from loopback");
+        return error(
+            StatusCode::FORBIDDEN,
+            "an acceptance is taken only from loopback",
+        );
     }
     let json_body = headers
         .get(header::CONTENT_TYPE)
@@ -104,10 +121,18 @@ async fn accept(req: Request<Incoming>, peer: SocketAddr, gateway: &Gateway) -> 
         );
     };
     if !configured(gateway, &body.upstream) {
-        return error(StatusCode::NOT_FOUND, "no upstream with that id is configured");
+        return error(
+            StatusCode::NOT_FOUND,
+            "no upstream with that id is configured",
+        );
     }
     let kind = match body.kind.as_deref().map(ItemKind::of_kind) {
-        Some(None) => return error(StatusCode::BAD_REQUEST, "kind is one of tool, prompt, resource, resource_template"),
+        Some(None) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "kind is one of tool, prompt, resource, resource_template",
+            )
+        }
         Some(k) => k,
         None => None,
     };
@@ -126,12 +151,15 @@ async fn accept(req: Request<Incoming>, peer: SocketAddr, gateway: &Gateway) -> 
             continue;
         };
         tracing::info!(upstream = %body.upstream, kind = kind.kind, item = %crate::audit::Name::new(name), "listing change accepted");
-        gateway.metrics.listing_changed(&body.upstream, kind.kind, "accepted");
+        gateway
+            .metrics
+            .listing_changed(&body.upstream, kind.kind, "accepted");
         if gateway.audit.enabled() {
             let at = accept_context(gateway, &body.upstream, name);
-            gateway
-                .audit
-                .emit(&at, AuditEvent::listing_changed(kind.kind, name, "accepted", None, None));
+            gateway.audit.emit(
+                &at,
+                AuditEvent::listing_changed(kind.kind, name, "accepted", None),
+            );
         }
         named.push(json!({"kind": kind.kind, "name": name}));
     }

@@ -357,9 +357,7 @@ pub enum AuditEvent {
         item: Name,
         /// removed | flagged | allowed | monitor | accepted
         action: &'static str,
-        /// The pinned definition's digest (SHA-256, hex).
-        pinned: Option<Name>,
-        /// The new definition's digest.
+        /// The new definition's digest (SHA-256 of its canonical JSON, hex).
         listed: Option<Name>,
     },
     /// The operation is over.
@@ -526,19 +524,17 @@ impl AuditEvent {
     }
 
     /// `listing_changed`: an item's kind and name, what was done, and the
-    /// digests of its pinned and listed definitions (never their text).
+    /// digest of its listed definition (never its text).
     pub fn listing_changed(
         kind: &'static str,
         item: &str,
         action: &'static str,
-        pinned: Option<&str>,
         listed: Option<&str>,
     ) -> AuditEvent {
         AuditEvent::ListingChanged {
             kind,
             item: Name::new(item),
             action,
-            pinned: pinned.map(Name::new),
             listed: listed.map(Name::new),
         }
     }

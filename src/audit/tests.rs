@@ -227,7 +227,6 @@ fn sample_events() -> Vec<AuditEvent> {
         "tool",
         "create_invoice",
         "removed",
-        Some("5f0c1e2a9b7d4c31"),
         Some("op-7Qm2"),
     ));
     events

@@ -16,8 +16,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
-use crate::healthcheck::admin_from_config;
-
 /// The header an acceptance must carry: a browser cannot send it to
 /// another origin without a preflight, which the admin listener refuses.
 pub const ACCEPT_HEADER: &str = "x-portcullis-admin";
@@ -29,7 +27,13 @@ pub struct ListingsArgs {
     #[command(subcommand)]
     pub command: ListingsCommand,
     /// Reach the [admin] address of this config file.
-    #[arg(short, long, value_name = "FILE", global = true, conflicts_with = "admin")]
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        global = true,
+        conflicts_with = "admin"
+    )]
     pub config: Option<PathBuf>,
     /// Reach the admin listener at this IP:PORT.
     #[arg(long, value_name = "IP:PORT", global = true)]
@@ -52,7 +56,12 @@ pub enum ListingsCommand {
         #[arg(long, value_name = "ID")]
         upstream: String,
         /// The item's name (a resource's URI, a template's URI template).
-        #[arg(long, value_name = "NAME", required_unless_present = "all", conflicts_with = "all")]
+        #[arg(
+            long,
+            value_name = "NAME",
+            required_unless_present = "all",
+            conflicts_with = "all"
+        )]
         item: Option<String>,
         /// Only the item of this kind: tool, prompt, resource, resource_template.
         #[arg(long, value_name = "KIND", requires = "item")]
@@ -73,14 +82,14 @@ enum CliError {
     Status(StatusCode, String),
 }
 
-pub async fn run(args: ListingsArgs) -> ExitCode {
-    let admin = match (&args.admin, &args.config) {
-        (Some(a), _) => *a,
-        (None, Some(path)) => match admin_from_config(path) {
-            Ok(a) => a,
-            Err(e) => return usage(&e.to_string()),
-        },
-        (None, None) => return usage("give --config FILE (its [admin] address) or --admin IP:PORT"),
+/// The subcommand, against the admin listener at `admin` (`--admin`, or
+/// the `[admin] address` of `--config`, which the caller reads: the
+/// healthcheck's reading of it). Exit 0 on success, 1 when the gateway
+/// refused or nothing matched, 2 on usage errors.
+pub async fn run(args: ListingsArgs, admin: Result<SocketAddr, String>) -> ExitCode {
+    let admin = match admin {
+        Ok(a) => a,
+        Err(e) => return usage(&e),
     };
     let outcome = match args.command {
         ListingsCommand::List { upstream, json } => list(admin, &upstream, json).await,
@@ -90,7 +99,10 @@ pub async fn run(args: ListingsArgs) -> ExitCode {
             kind,
             all,
         } => {
-            if let Some(k) = kind.as_deref().filter(|k| super::ItemKind::of_kind(k).is_none()) {
+            if let Some(k) = kind
+                .as_deref()
+                .filter(|k| super::ItemKind::of_kind(k).is_none())
+            {
                 return usage(&format!(
                     "--kind {k:?} is not one of tool, prompt, resource, resource_template"
                 ));
@@ -130,8 +142,15 @@ async fn list(admin: SocketAddr, upstream: &str, raw: bool) -> Result<ExitCode, 
         entries.len()
     );
     for e in &entries {
-        let short = |v: &Value| v.as_str().map_or("-".to_owned(), |d| d.chars().take(16).collect());
-        let state = if e["held"].is_string() { "HELD  " } else { "pinned" };
+        let short = |v: &Value| {
+            v.as_str()
+                .map_or("-".to_owned(), |d| d.chars().take(16).collect())
+        };
+        let state = if e["held"].is_string() {
+            "HELD  "
+        } else {
+            "pinned"
+        };
         println!(
             "{state} {:<17} {}  pinned {}  held {}",
             e["kind"].as_str().unwrap_or("?"),

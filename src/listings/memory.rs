@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::{Change, Seen, Selector, MAX_ITEMS_PER_UPSTREAM};
+use super::{Change, Digests, Seen, Selector, MAX_ITEMS_PER_UPSTREAM};
 
 #[derive(Default)]
 struct Pins {
@@ -44,7 +44,7 @@ impl Memory {
         self.with(upstream, |pins| pins.held.contains_key(field))
     }
 
-    pub fn entries(&self, upstream: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    pub fn entries(&self, upstream: &str) -> (Digests, Digests) {
         self.with(upstream, |pins| {
             let copy = |m: &HashMap<String, String>| {
                 m.iter()
@@ -112,11 +112,23 @@ mod tests {
     #[test]
     fn first_seen_is_pinned_then_a_change_is_held_until_accepted() {
         let m = Memory::default();
-        assert_eq!(m.observe("a", &[seen("tool:add", "1")], true), [Change::Pinned]);
-        assert_eq!(m.observe("a", &[seen("tool:add", "1")], true), [Change::Same]);
+        assert_eq!(
+            m.observe("a", &[seen("tool:add", "1")], true),
+            [Change::Pinned]
+        );
+        assert_eq!(
+            m.observe("a", &[seen("tool:add", "1")], true),
+            [Change::Same]
+        );
         let changed = [seen("tool:add", "2")];
-        assert_eq!(m.observe("a", &changed, true), [Change::Held { first: true }]);
-        assert_eq!(m.observe("a", &changed, true), [Change::Held { first: false }]);
+        assert_eq!(
+            m.observe("a", &changed, true),
+            [Change::Held { first: true }]
+        );
+        assert_eq!(
+            m.observe("a", &changed, true),
+            [Change::Held { first: false }]
+        );
         assert!(m.is_held("a", "tool:add"));
         // Another upstream's pins are its own.
         assert!(!m.is_held("b", "tool:add"));
@@ -135,10 +147,22 @@ mod tests {
     fn allow_repins_and_a_return_to_the_pin_releases_the_hold() {
         let m = Memory::default();
         m.observe("a", &[seen("prompt:p", "1")], true);
-        assert_eq!(m.observe("a", &[seen("prompt:p", "2")], false), [Change::Repinned]);
-        assert_eq!(m.observe("a", &[seen("prompt:p", "2")], true), [Change::Same]);
-        assert_eq!(m.observe("a", &[seen("prompt:p", "3")], true), [Change::Held { first: true }]);
-        assert_eq!(m.observe("a", &[seen("prompt:p", "2")], true), [Change::Same]);
+        assert_eq!(
+            m.observe("a", &[seen("prompt:p", "2")], false),
+            [Change::Repinned]
+        );
+        assert_eq!(
+            m.observe("a", &[seen("prompt:p", "2")], true),
+            [Change::Same]
+        );
+        assert_eq!(
+            m.observe("a", &[seen("prompt:p", "3")], true),
+            [Change::Held { first: true }]
+        );
+        assert_eq!(
+            m.observe("a", &[seen("prompt:p", "2")], true),
+            [Change::Same]
+        );
         assert!(!m.is_held("a", "prompt:p"));
     }
 
@@ -148,9 +172,21 @@ mod tests {
         let many: Vec<Seen> = (0..MAX_ITEMS_PER_UPSTREAM)
             .map(|i| seen(&format!("tool:t{i}"), "d"))
             .collect();
-        assert!(m.observe("a", &many, true).iter().all(|c| *c == Change::Pinned));
-        assert_eq!(m.observe("a", &[seen("tool:new", "d")], true), [Change::Unpinned]);
-        assert_eq!(m.observe("a", &[seen("tool:t0", "x")], true), [Change::Held { first: true }]);
-        assert_eq!(m.observe("b", &[seen("tool:new", "d")], true), [Change::Pinned]);
+        assert!(m
+            .observe("a", &many, true)
+            .iter()
+            .all(|c| *c == Change::Pinned));
+        assert_eq!(
+            m.observe("a", &[seen("tool:new", "d")], true),
+            [Change::Unpinned]
+        );
+        assert_eq!(
+            m.observe("a", &[seen("tool:t0", "x")], true),
+            [Change::Held { first: true }]
+        );
+        assert_eq!(
+            m.observe("b", &[seen("tool:new", "d")], true),
+            [Change::Pinned]
+        );
     }
 }

@@ -34,6 +34,9 @@ pub const MAX_ITEMS_PER_UPSTREAM: usize = 10_000;
 /// (the rate limiter's `redis_timeout` applies when that one is).
 const STATE_REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Field → digest pairs, as a store reads them.
+pub type Digests = Vec<(String, String)>;
+
 /// One item as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
@@ -195,7 +198,11 @@ impl ListingStore {
     }
 
     /// Pin the held definitions `which` selects; the fields accepted.
-    pub async fn accept(&self, upstream: &str, which: &Selector) -> Result<Vec<String>, StoreError> {
+    pub async fn accept(
+        &self,
+        upstream: &str,
+        which: &Selector,
+    ) -> Result<Vec<String>, StoreError> {
         match self {
             ListingStore::Memory(m) => Ok(m.accept(upstream, which)),
             ListingStore::Redis(r) => r.accept(upstream, which).await,
@@ -204,7 +211,7 @@ impl ListingStore {
 }
 
 /// Pins and holds (field → digest) as entries sorted by kind and name.
-fn merge(pinned: Vec<(String, String)>, held: Vec<(String, String)>) -> Vec<Entry> {
+fn merge(pinned: Digests, held: Digests) -> Vec<Entry> {
     let mut by_field: std::collections::BTreeMap<String, Entry> = Default::default();
     let fresh = |field: &str| {
         let (kind, name) = split_field(field)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use tokio::sync::OnceCell;
 
-use super::{Change, Seen, Selector, StoreError, MAX_ITEMS_PER_UPSTREAM};
+use super::{Change, Digests, Seen, Selector, StoreError, MAX_ITEMS_PER_UPSTREAM};
 
 /// KEYS: pinned, held. ARGV: hold (1/0), the bound, then field, digest
 /// pairs. Per item: 0 same, 1 pinned, 2 held (first), 3 held again,
@@ -98,7 +98,8 @@ impl RedisPins {
 
     async fn connection(&self) -> Result<ConnectionManager, StoreError> {
         let connect = self.conn.get_or_try_init(|| async {
-            let client = redis::Client::open(self.url.as_str()).map_err(|_| StoreError::Unavailable)?;
+            let client =
+                redis::Client::open(self.url.as_str()).map_err(|_| StoreError::Unavailable)?;
             let config = redis::aio::ConnectionManagerConfig::new()
                 .set_number_of_retries(1)
                 .set_connection_timeout(self.timeout.max(Duration::from_millis(500)))
@@ -180,10 +181,7 @@ impl RedisPins {
         self.run(cmd.query_async(&mut conn)).await
     }
 
-    pub async fn entries(
-        &self,
-        upstream: &str,
-    ) -> Result<(Vec<(String, String)>, Vec<(String, String)>), StoreError> {
+    pub async fn entries(&self, upstream: &str) -> Result<(Digests, Digests), StoreError> {
         let mut conn = self.connection().await?;
         let (pinned, held) = self.keys(upstream);
         let mut pipe = redis::pipe();
@@ -191,7 +189,11 @@ impl RedisPins {
         self.run(pipe.query_async(&mut conn)).await
     }
 
-    pub async fn accept(&self, upstream: &str, which: &Selector) -> Result<Vec<String>, StoreError> {
+    pub async fn accept(
+        &self,
+        upstream: &str,
+        which: &Selector,
+    ) -> Result<Vec<String>, StoreError> {
         let (_, held) = self.entries(upstream).await?;
         let fields: Vec<String> = held
             .into_iter()

@@ -254,9 +254,7 @@ impl Gateway {
             .await
             .map_err(|r| within(r, &ctx))?;
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
-        access::unchanged(&ctx)
-            .await
-            .map_err(|r| within(r, &ctx))?;
+        access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)
             .await
             .map_err(|r| within(r, &ctx))?;

@@ -100,9 +100,7 @@ impl Exchange {
             return pinning.decide(Ok(changes));
         }
         Disposition::Held(Held::new(async move {
-            let changes = store
-                .observe(&pinning.upstream, &pinning.seen, hold)
-                .await;
+            let changes = store.observe(&pinning.upstream, &pinning.seen, hold).await;
             pinning.decide(changes)
         }))
     }
@@ -196,7 +194,7 @@ impl Pinning {
             metrics.listing_changed(&self.upstream, kind, action);
             if let Some(at) = &self.audit_at {
                 let event =
-                    AuditEvent::listing_changed(kind, &listed.name, action, None, Some(&seen.digest));
+                    AuditEvent::listing_changed(kind, &listed.name, action, Some(&seen.digest));
                 self.gateway.audit.emit(at, event);
             }
         }
@@ -211,7 +209,12 @@ impl Pinning {
     /// build what the client gets.
     fn finish(mut self, removed: &[(ItemKind, usize, String)]) -> Disposition {
         if removed.is_empty() {
-            return deliver(self.id.as_deref(), &self.value, self.rewritten, self.unchanged);
+            return deliver(
+                self.id.as_deref(),
+                &self.value,
+                self.rewritten,
+                self.unchanged,
+            );
         }
         for (kind, index, _) in removed.iter().rev() {
             if let Some(Value::Array(items)) = self.value.get_mut(kind.member) {

@@ -97,8 +97,8 @@ pub struct ContentPolicy {
 }
 
 /// `[listing] on_change`: what becomes of a listed item whose definition
-/// differs from the one the gateway pinned for it (a rug pull;
-/// `crate::listings`).
+/// differs from the one the gateway pinned for it (a rug pull; the
+/// gateway's `listings` module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnChange {
     /// Removed from the delivered list, and a call to it refused, until an
