@@ -17,6 +17,7 @@
 //! refuses the list (`listing_store_unavailable`): delivering it unchecked
 //! would deliver what the policy holds; `flag` and `allow` deliver it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -34,10 +35,12 @@ use crate::policy::inspect::list_members;
 /// The `_meta` key of a list under which the gateway names what it removed.
 pub const REMOVED_KEY: &str = "dev.portcullis/removed";
 
-/// One listed item: where it is in the result and what it is.
+/// One listed item: what it is and where it is in the result (several
+/// places when the list names it more than once: they are one definition,
+/// digested together in order, and removed together).
 struct Listed {
     kind: ItemKind,
-    index: usize,
+    indices: Vec<usize>,
     name: String,
 }
 
@@ -109,8 +112,10 @@ impl Exchange {
 /// Every item with a name (a URI, a URI template) of every catalogue
 /// member present, and its digest.
 fn items(value: &Value) -> (Vec<Listed>, Vec<Seen>) {
-    let mut listed = Vec::new();
-    let mut seen = Vec::new();
+    let mut listed: Vec<Listed> = Vec::new();
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut digests: Vec<Vec<String>> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
     for member in list_members() {
         let (Some(kind), Some(Value::Array(items))) =
             (ItemKind::of_member(member), value.get(member))
@@ -121,16 +126,31 @@ fn items(value: &Value) -> (Vec<Listed>, Vec<Seen>) {
             let Some(name) = item.get(kind.identity).and_then(Value::as_str) else {
                 continue;
             };
+            let field = kind.field(name);
+            if let Some(&i) = at.get(&field) {
+                listed[i].indices.push(index);
+                digests[i].push(digest(item));
+                continue;
+            }
+            at.insert(field.clone(), listed.len());
+            digests.push(vec![digest(item)]);
             seen.push(Seen {
-                field: kind.field(name),
-                digest: digest(item),
+                field,
+                digest: String::new(),
             });
             listed.push(Listed {
                 kind,
-                index,
+                indices: vec![index],
                 name: name.to_owned(),
             });
         }
+    }
+    for (s, mut d) in seen.iter_mut().zip(digests) {
+        s.digest = if d.len() == 1 {
+            d.pop().unwrap_or_default()
+        } else {
+            digest(&Value::from(d))
+        };
     }
     (listed, seen)
 }
@@ -198,10 +218,11 @@ impl Pinning {
                 self.gateway.audit.emit(at, event);
             }
         }
-        let removed: Vec<(ItemKind, usize, String)> = removed
+        let mut removed: Vec<(ItemKind, usize, String)> = removed
             .into_iter()
-            .map(|l| (l.kind, l.index, l.name.clone()))
+            .flat_map(|l| l.indices.iter().map(|i| (l.kind, *i, l.name.clone())))
             .collect();
+        removed.sort_by_key(|(kind, index, _)| (kind.member, *index));
         self.finish(&removed)
     }
 
@@ -223,12 +244,14 @@ impl Pinning {
                 }
             }
         }
-        let named: Vec<Value> = removed
+        let mut named: Vec<Value> = removed
             .iter()
             .map(|(kind, _, name)| {
                 json!({"kind": kind.kind, "name": name, "reason": Reason::ListingChanged.as_str()})
             })
             .collect();
+        let mut once = std::collections::HashSet::new();
+        named.retain(|n| once.insert(n.to_string()));
         if let Value::Object(result) = &mut self.value {
             let meta = result
                 .entry("_meta")
