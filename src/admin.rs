@@ -1,5 +1,12 @@
 //! The admin listener: liveness, readiness and Prometheus metrics, kept off
-//! the data-plane listeners.
+//! the data-plane listeners; and the pinned listings (rug pulls):
+//! `GET /listings?upstream=ID` (names and digests, never text) and
+//! `POST /listings/accept`, the one request here that changes state. An
+//! acceptance is answered only to a peer on loopback, only with the
+//! `X-Portcullis-Admin` header and a JSON body, and never with an `Origin`
+//! (a browser page cannot send that header to another origin without a
+//! preflight, which this listener does not answer): `portcullis listings
+//! accept` on the gateway's host (or in its pod), nobody else.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -13,9 +20,16 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::pipeline::record::Metrics;
+use std::net::SocketAddr;
 
-fn text(
+use arc_swap::ArcSwap;
+
+use crate::pipeline::record::Metrics;
+use crate::pipeline::Gateway;
+
+mod listings;
+
+pub(crate) fn text(
     status: StatusCode,
     content_type: &'static str,
     body: impl Into<Bytes>,
@@ -25,6 +39,25 @@ fn text(
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
+}
+
+/// The running gateway, whose listing store the listings routes read.
+pub type Current = Arc<ArcSwap<Gateway>>;
+
+async fn route(
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    metrics: &Metrics,
+    current: Option<&Current>,
+) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path == "/listings" || path == "/listings/accept" {
+        return match current {
+            Some(current) => listings::answer(req, peer, &current.load_full()).await,
+            None => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+        };
+    }
+    answer(&req, metrics)
 }
 
 fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
@@ -54,18 +87,24 @@ fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
+    current: Option<Current>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = shutdown.changed() => return,
             r = listener.accept() => match r { Ok(s) => s, Err(_) => continue },
         };
         let metrics = metrics.clone();
+        let current = current.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
-                let r = answer(&req, &metrics);
-                async move { Ok::<_, Infallible>(r) }
+                let metrics = metrics.clone();
+                let current = current.clone();
+                async move {
+                    let r = route(req, peer, &metrics, current.as_ref()).await;
+                    Ok::<_, Infallible>(r)
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -57,6 +57,11 @@ pub enum ProbeError {
 
 /// The `/healthz` URL of the admin listener configured in `path`.
 pub fn url_from_config(path: &Path) -> Result<String, ProbeError> {
+    Ok(format!("http://{}/healthz", admin_from_config(path)?))
+}
+
+/// Where to reach the admin listener configured in `path`.
+pub fn admin_from_config(path: &Path) -> Result<SocketAddr, ProbeError> {
     let text = std::fs::read_to_string(path).map_err(|source| ProbeError::ReadConfig {
         path: path.to_owned(),
         source,
@@ -77,7 +82,7 @@ pub fn url_from_config(path: &Path) -> Result<String, ProbeError> {
     let bound: SocketAddr = address
         .parse()
         .map_err(|_| ProbeError::BadAddress(address.to_owned()))?;
-    Ok(format!("http://{}/healthz", probe_address(bound)))
+    Ok(probe_address(bound))
 }
 
 /// Where to reach a listener bound to `bound`: wildcards become loopback.
@@ -199,7 +204,7 @@ mod tests {
         let metrics = Metrics::new().expect("metrics");
         metrics.ready.store(ready, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(crate::admin::serve(listener, metrics, rx));
+        tokio::spawn(crate::admin::serve(listener, metrics, None, rx));
         (addr, tx)
     }
 

@@ -15,6 +15,7 @@ pub mod healthcheck;
 pub mod identify;
 pub mod json;
 pub mod layers;
+pub mod listings;
 pub mod model;
 pub mod mrtr;
 pub mod permit;

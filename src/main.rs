@@ -1,4 +1,4 @@
-//! The `portcullis` command: run, check, explain, demo, demo-upstream, healthcheck.
+//! The `portcullis` command: run, check, explain, demo, demo-upstream, listings, healthcheck.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -90,6 +90,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9100")]
         listen: SocketAddr,
     },
+    /// What a running gateway pinned of each upstream's lists, and the
+    /// operator's acceptance of a changed definition (rug pulls).
+    Listings(portcullis::listings::cli::ListingsArgs),
     /// Probe a running gateway's /healthz (Docker HEALTHCHECK): exit 0 on 200.
     Healthcheck {
         /// Probe the [admin] address of this config file.
@@ -215,6 +218,18 @@ fn main() -> ExitCode {
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
             Command::HashKey { generate } => hash_key(generate),
+            Command::Listings(args) => {
+                let admin = match (args.admin, &args.config) {
+                    (Some(a), _) => Ok(a),
+                    (None, Some(path)) => {
+                        portcullis::healthcheck::admin_from_config(path).map_err(|e| e.to_string())
+                    }
+                    (None, None) => {
+                        Err("give --config FILE (its [admin] address) or --admin IP:PORT".into())
+                    }
+                };
+                portcullis::listings::cli::run(args, admin).await
+            }
             Command::Healthcheck { config, url } => {
                 portcullis::healthcheck::run(config.as_deref(), url.as_deref()).await
             }

@@ -19,6 +19,7 @@ use crate::accept::{self, BoundListener};
 use crate::audit::AuditSink;
 use crate::config::{ConfigErrors, GatewayConfig};
 use crate::layers::LayerSettings;
+use crate::listings::{ListingBackend, ListingStore};
 use crate::model::{system_clock, SharedClock};
 use crate::mrtr::replay::ReplayStore;
 use crate::pipeline::record::Metrics;
@@ -130,6 +131,7 @@ impl RunningGateway {
         let config = Arc::new(config);
         let metrics = Metrics::new()?;
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
+        let listings = Arc::new(ListingStore::new(&ListingBackend::of(&config)));
         let audit = AuditSink::from_settings(config.audit.clone());
         if let Err(e) = audit.start() {
             tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
@@ -137,6 +139,7 @@ impl RunningGateway {
         let carried = Carried {
             metrics: metrics.clone(),
             replay,
+            listings,
             audit,
             clock: clock.clone(),
             throttle: None,
@@ -192,7 +195,12 @@ impl RunningGateway {
                 // supervisor (or a test) learns the port the OS chose.
                 tracing::info!(%addr, "admin listening");
                 let (admin_tx, admin_rx) = watch::channel(false);
-                let task = tokio::spawn(crate::admin::serve(listener, metrics.clone(), admin_rx));
+                let task = tokio::spawn(crate::admin::serve(
+                    listener,
+                    metrics.clone(),
+                    Some(current.clone()),
+                    admin_rx,
+                ));
                 (Some(addr), Some((admin_tx, task)))
             }
             None => (None, None),
@@ -286,6 +294,13 @@ impl RunningGateway {
         } else {
             Arc::new(ReplayStore::new(&config.state.replay))
         };
+        // The pins outlive a reload (in memory too) unless the Redis changed.
+        let backend = ListingBackend::of(&config);
+        let listings = if old.listings.serves(&backend) {
+            old.listings.clone()
+        } else {
+            Arc::new(ListingStore::new(&backend))
+        };
         let audit = if old.audit.settings() == &config.audit {
             old.audit.clone()
         } else {
@@ -296,6 +311,7 @@ impl RunningGateway {
         let carried = Carried {
             metrics: self.metrics.clone(),
             replay,
+            listings,
             audit,
             clock: self.clock.clone(),
             throttle: Some((old.config.throttle.clone(), old.throttle.clone())),

@@ -339,6 +339,19 @@ pub enum AuditEvent {
         /// Whether the upstream's own `requestState` was put back.
         upstream_state: bool,
     },
+    /// A listed item's definition differs from the one pinned for it (a
+    /// rug pull), written once per new definition; or an operator accepted
+    /// a held one (`action: "accepted"`). Digests, never text.
+    ListingChanged {
+        /// tool | prompt | resource | resource_template
+        kind: &'static str,
+        /// The item's name (a resource's URI, a template's URI template).
+        item: Name,
+        /// removed | flagged | allowed | monitor | accepted
+        action: &'static str,
+        /// The new definition's digest (SHA-256 of its canonical JSON, hex).
+        listed: Option<Name>,
+    },
     /// The operation is over.
     OperationEnd {
         outcome: OperationOutcome,
@@ -359,6 +372,7 @@ impl AuditEvent {
             AuditEvent::Refused { .. } => "refused",
             AuditEvent::RetryReceived { .. } => "retry_received",
             AuditEvent::Forwarded { .. } => "forwarded",
+            AuditEvent::ListingChanged { .. } => "listing_changed",
             AuditEvent::OperationEnd { .. } => "operation_end",
         }
     }
@@ -501,6 +515,22 @@ impl AuditEvent {
         }
     }
 
+    /// `listing_changed`: an item's kind and name, what was done, and the
+    /// digest of its listed definition (never its text).
+    pub fn listing_changed(
+        kind: &'static str,
+        item: &str,
+        action: &'static str,
+        listed: Option<&str>,
+    ) -> AuditEvent {
+        AuditEvent::ListingChanged {
+            kind,
+            item: Name::new(item),
+            action,
+            listed: listed.map(Name::new),
+        }
+    }
+
     /// Whether some list is longer than [`MAX_LIST_ITEMS`] and will be cut.
     pub fn truncated(&self) -> bool {
         let over = |n: usize| n > MAX_LIST_ITEMS;
@@ -529,6 +559,7 @@ impl AuditEvent {
             AuditEvent::Forwarded { keys, .. } => over(keys.len()),
             AuditEvent::PolicyVerdict { .. }
             | AuditEvent::Refused { .. }
+            | AuditEvent::ListingChanged { .. }
             | AuditEvent::OperationEnd { .. } => false,
         }
     }

@@ -224,6 +224,12 @@ fn sample_events() -> Vec<AuditEvent> {
         Duration::from_millis(8412),
         None,
     ));
+    events.push(AuditEvent::listing_changed(
+        "tool",
+        "create_invoice",
+        "removed",
+        Some("op-7Qm2"),
+    ));
     events
 }
 
@@ -424,10 +430,11 @@ fn no_event_can_carry_anything_but_names() {
             | AuditEvent::Refused { .. }
             | AuditEvent::RetryReceived { .. }
             | AuditEvent::Forwarded { .. }
+            | AuditEvent::ListingChanged { .. }
             | AuditEvent::OperationEnd { .. } => seen.insert(e.name()),
         };
     }
-    assert_eq!(seen.len(), 7, "every variant is sampled: {seen:?}");
+    assert_eq!(seen.len(), 8, "every variant is sampled: {seen:?}");
 
     let names_given = [
         // keys, field names, hosts, rule and finding names
@@ -474,6 +481,8 @@ fn no_event_can_carry_anything_but_names() {
         "complete",
         "secret_field_requested",
         "2026-07-28",
+        "tool",
+        "removed",
     ];
     let allowed: BTreeSet<&str> = names_given.iter().chain(&fixed).copied().collect();
     let ts = "2026-07-28T09:14:03.120Z";

@@ -116,6 +116,8 @@ reason_table! {
     RateLimited => "rate_limited", -32009, TOO_MANY_REQUESTS, "over a limit: `data.scope`, `data.retryAfterSeconds`, `Retry-After`";
     RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, "Redis down with `redis_failure = \"refuse\"`";
     ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, "the caller may not use that tool, prompt or resource";
+    ListingChanged => "listing_changed", -32010, OK, "a `tools/call`, `prompts/get` or `resources/read` naming an item whose listed definition changed since the gateway pinned it, held under `[listing] on_change = \"remove\"` until an operator accepts it (`portcullis listings accept`; `data.kind`)";
+    ListingStoreUnavailable => "listing_store_unavailable", -32007, SERVICE_UNAVAILABLE, "the store of pinned listings (Redis) unreachable under `on_change = \"remove\"`: a list, or a call naming a listed item, is refused rather than delivered unchecked";
     SessionInvalid => "session_invalid", -32017, NOT_FOUND, "`Mcp-Session-Id` not issued by this gateway, altered, or issued to another caller or for another upstream (2025-11-25; the client initializes again)";
     SessionExpired => "session_expired", -32017, NOT_FOUND, "a 2025-11-25 session older than `session_lifetime`, or ended with DELETE (on every instance sharing the single-use store; the client initializes again); also the gateway's answer to a request an upstream pushes in a session that has ended";
     AnswerNotRequested => "answer_not_requested", -32602, BAD_REQUEST, "a client's JSON-RPC response to a request this gateway did not deliver in this session";

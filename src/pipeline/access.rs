@@ -1,6 +1,7 @@
 //! Phases: identify (who is calling, by the route's schemes), throttle (one
 //! unit of each limit that applies), permit (may this caller use this tool,
-//! prompt or resource). Each is one function, called once, in that order.
+//! prompt or resource), unchanged (is that item held for a changed
+//! definition: rug pulls). Each is one function, called once, in that order.
 
 use http::{header, HeaderMap, HeaderValue};
 
@@ -10,6 +11,7 @@ use super::route::Route;
 use super::{Gateway, Peer};
 use crate::identify::{AuthFailure, Principal};
 use crate::model::{Reason, Refusal, TargetKind};
+use crate::policy::config::{Mode, OnChange};
 use crate::throttle::Scope;
 
 /// Identify: who is calling, by the route's schemes.
@@ -129,4 +131,42 @@ pub fn permit(ctx: &RequestCtx) -> Result<(), Refusal> {
             kind.as_str()
         ),
     ))
+}
+
+/// Unchanged: a `tools/call`, `prompts/get` or `resources/read` naming an
+/// item the gateway holds for a changed definition (`[listing] on_change =
+/// "remove"`, enforced) is refused, as its removal from the list promised,
+/// until an operator accepts it. A resource read through a template is
+/// not an item of its own and is not held.
+pub async fn unchanged(ctx: &RequestCtx) -> Result<(), Refusal> {
+    let policy = &ctx.route.upstream.settings.policy;
+    if policy.on_change != OnChange::Remove || policy.mode != Mode::Enforce {
+        return Ok(());
+    }
+    let kind = ctx.request.method.target().and_then(|t| t.kind);
+    let (Some(kind), Some(target)) = (kind, &ctx.request.target) else {
+        return Ok(());
+    };
+    let field = format!("{}:{target}", kind.as_str());
+    let upstream = &ctx.route.upstream.settings.id;
+    let store = &ctx.gateway.listings;
+    let held = match store.memory() {
+        Some(memory) => Ok(memory.is_held(upstream, &field)),
+        None => store.is_held(upstream, &field).await,
+    };
+    match held {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(Refusal::new(
+            Reason::ListingChanged,
+            format!(
+                "this {} changed its definition since the gateway first saw it; it is held until an operator accepts the change",
+                kind.as_str()
+            ),
+        )
+        .with_data("kind", kind.as_str().into())),
+        Err(_) => Err(Refusal::new(
+            Reason::ListingStoreUnavailable,
+            "the gateway cannot check this item against the definitions it pinned (its store is unreachable); try again",
+        )),
+    }
 }

@@ -33,6 +33,7 @@ use crate::audit::AuditSink;
 use crate::config::{GatewayConfig, ServerNames};
 use crate::headers::{to_upstream, Forwarding, LAST_EVENT_ID};
 use crate::identify::PeerIdentity;
+use crate::listings::{ListingBackend, ListingStore};
 use crate::model::{Generation, ProtocolVersion, Reason, Refusal, SharedClock};
 use crate::mrtr::replay::ReplayStore;
 use crate::mrtr::MrtrShared;
@@ -90,12 +91,15 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     pub audit: AuditSink,
     pub clock: SharedClock,
+    /// The pinned listings (rug pulls), carried from generation to generation.
+    pub listings: Arc<ListingStore>,
 }
 
 /// What outlives a config generation (handed from one to the next).
 pub struct Carried {
     pub metrics: Arc<Metrics>,
     pub replay: Arc<ReplayStore>,
+    pub listings: Arc<ListingStore>,
     pub audit: AuditSink,
     pub clock: SharedClock,
     /// The previous generation's limiter, reused when its settings did not change.
@@ -118,6 +122,7 @@ impl Gateway {
             metrics: carried.metrics,
             audit: carried.audit,
             clock: carried.clock,
+            listings: carried.listings,
         })
     }
 
@@ -126,9 +131,12 @@ impl Gateway {
     pub fn offline(config: GatewayConfig) -> Result<Arc<Gateway>, rustls::Error> {
         let metrics = Metrics::new().map_err(|e| rustls::Error::General(e.to_string()))?;
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
+        // Offline phases answer at once: the pins are this run's, in memory.
+        let listings = Arc::new(ListingStore::new(&ListingBackend::Memory));
         let carried = Carried {
             metrics,
             replay,
+            listings,
             audit: AuditSink::off(),
             clock: crate::model::system_clock(),
             throttle: None,
@@ -246,6 +254,7 @@ impl Gateway {
             .await
             .map_err(|r| within(r, &ctx))?;
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
+        access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)
             .await
             .map_err(|r| within(r, &ctx))?;

@@ -34,6 +34,7 @@ pub struct Metrics {
     state_refusals: IntCounterVec,
     operation_rounds: HistogramVec,
     rate_limited: IntCounterVec,
+    listing_changes: IntCounterVec,
     upstream_errors: IntCounterVec,
     config_reloads: IntCounterVec,
     last_reload_success: prometheus::Gauge,
@@ -137,6 +138,13 @@ impl Metrics {
             ),
             &["upstream", "scope"],
         )?;
+        let listing_changes = IntCounterVec::new(
+            Opts::new(
+                "portcullis_listing_changes_total",
+                "Listed definitions that differ from the one pinned for the item (rug pulls), once per new definition, by upstream, kind (tool, prompt, resource, resource_template) and action (removed, flagged, allowed, monitor, unpinned: the upstream's pins were full, unavailable: the store could not be asked)",
+            ),
+            &["upstream", "kind", "action"],
+        )?;
         let upstream_errors = IntCounterVec::new(
             Opts::new(
                 "portcullis_upstream_errors_total",
@@ -161,6 +169,7 @@ impl Metrics {
         registry.register(Box::new(state_refusals.clone()))?;
         registry.register(Box::new(operation_rounds.clone()))?;
         registry.register(Box::new(rate_limited.clone()))?;
+        registry.register(Box::new(listing_changes.clone()))?;
         registry.register(Box::new(upstream_errors.clone()))?;
         registry.register(Box::new(config_reloads.clone()))?;
         registry.register(Box::new(last_reload_success.clone()))?;
@@ -189,6 +198,7 @@ impl Metrics {
             state_refusals,
             operation_rounds,
             rate_limited,
+            listing_changes,
             upstream_errors,
             config_reloads,
             last_reload_success,
@@ -229,6 +239,14 @@ impl Metrics {
     pub fn rate_limited(&self, upstream: &str, scope: &'static str) {
         self.rate_limited
             .with_label_values(&[upstream, scope])
+            .inc();
+    }
+
+    /// A listed item's definition differs from its pin (`kind`: the
+    /// item's kind, never its name; `action`: what the gateway did).
+    pub fn listing_changed(&self, upstream: &str, kind: &'static str, action: &'static str) {
+        self.listing_changes
+            .with_label_values(&[upstream, kind, action])
             .inc();
     }
 

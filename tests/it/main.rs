@@ -18,6 +18,7 @@ mod hardening;
 mod hostile_reasons;
 mod identity;
 mod inspection;
+mod listings;
 mod mrtr;
 mod otlp;
 mod policy;

@@ -12,7 +12,7 @@ use portcullis::throttle::{RateLimited, RawRateLimits, Scope, Throttle, Throttle
 use serde::Deserialize;
 use toml::Spanned;
 
-struct RedisServer {
+pub(crate) struct RedisServer {
     dir: tempfile::TempDir,
     child: Option<Child>,
 }
@@ -46,13 +46,13 @@ impl RedisServer {
         self.dir.path().join("redis.sock")
     }
 
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let mut s = Self::not_started();
         s.restart().await;
         s
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis+unix://{}?db=0", self.socket().display())
     }
 
@@ -90,7 +90,7 @@ impl RedisServer {
         }
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -103,7 +103,7 @@ impl RedisServer {
             .await
     }
 
-    async fn keys(&self, pattern: &str) -> Vec<String> {
+    pub(crate) async fn keys(&self, pattern: &str) -> Vec<String> {
         let mut c = self.connection().await.unwrap();
         redis::cmd("KEYS")
             .arg(pattern)

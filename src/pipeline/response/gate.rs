@@ -52,9 +52,9 @@ impl QuestionToken {
     }
 }
 
-/// A message on a stream that waits for a check in the single-use store
-/// (was this elicitation delivered in this session, did the session end)
-/// before anything of it is decided. It resolves to what becomes of the
+/// A message that waits for a check in a store (the single-use store: was
+/// this elicitation delivered in this session, did the session end; the
+/// pins of a list in Redis) before anything of it is decided. It resolves to what becomes of the
 /// message then (`Notify`, `Pushed`, `Withheld`, `Refuse`, …); the stream
 /// holds the events after it until then, so their order is kept.
 pub struct Held(Pin<Box<dyn Future<Output = Disposition> + Send>>);
@@ -65,6 +65,17 @@ impl Held {
     }
 
     pub fn poll(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Disposition> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl Future for Held {
+    type Output = Disposition;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Disposition> {
         self.0.as_mut().poll(cx)
     }
 }

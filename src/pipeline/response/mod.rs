@@ -6,6 +6,7 @@
 pub mod exchange;
 mod gate;
 mod in_session;
+pub mod pins;
 mod push;
 mod question;
 mod replay;
@@ -146,7 +147,11 @@ async fn json(
     if bytes.is_empty() && notification && status.is_success() {
         return Ok(build(status, headers, ProxyBody::empty()));
     }
-    let (exchange, bytes, verdict) = inspect_body(exchange, bytes).await?;
+    let (exchange, bytes, mut verdict) = inspect_body(exchange, bytes).await?;
+    // A list waiting for the pins' store (`pins.rs`) is decided here.
+    if let Disposition::Held(held) = verdict {
+        verdict = held.await;
+    }
     let (message, asking) =
         match verdict {
             Disposition::Final => (bytes, false),

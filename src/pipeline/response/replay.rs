@@ -12,7 +12,7 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::exchange::{read_failure, reencode_failed, response_bytes, Disposition, Exchange};
+use super::exchange::{read_failure, Disposition, Exchange};
 use crate::json;
 use crate::model::{McpMethod, Reason, Refusal};
 use crate::policy::inspect::{inspect_result, inspect_whole_result, Subject};
@@ -109,8 +109,9 @@ impl Exchange {
 
     /// A complete result read whole: every list member present keeps only
     /// what the caller may use, then the whole result gets the text rules
-    /// (`policy::inspect::whole`). `unchanged` is what to deliver when
-    /// neither changed it.
+    /// (`policy::inspect::whole`), then its items are compared with the
+    /// pins (`pins.rs`). `unchanged` is what to deliver when none of them
+    /// changed it.
     pub(super) fn whole(
         &self,
         id: Option<&RawValue>,
@@ -130,16 +131,8 @@ impl Exchange {
             Ok(cleaned) => cleaned,
             Err(r) => return Disposition::Refuse(r),
         };
-        if !filtered && !cleaned {
-            return unchanged;
-        }
-        let Some(bytes) = response_bytes(id, value) else {
-            return Disposition::Refuse(reencode_failed());
-        };
-        match unchanged {
-            Disposition::Notify => Disposition::NotifyRewritten(bytes),
-            _ => Disposition::FinalRewritten(bytes),
-        }
+        // What passed is compared with the pins (`pins.rs`).
+        self.pinned(id, value, filtered || cleaned, unchanged)
     }
 }
 

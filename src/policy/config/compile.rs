@@ -121,6 +121,16 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
     let injection = injection_rules(chain)?;
     let content = content_policy(chain)?;
     let listing = listing_policy(chain)?;
+    let on_change = choice(
+        chain,
+        "listing.on_change",
+        |r| r.listing.on_change.as_ref(),
+        &[
+            ("remove", OnChange::Remove),
+            ("flag", OnChange::Flag),
+            ("allow", OnChange::Allow),
+        ],
+    )?;
     Ok(Policy {
         name: own.name.clone(),
         description: own.raw.description.clone(),
@@ -141,6 +151,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         content,
         listing,
         single_use,
+        on_change,
     })
 }
 

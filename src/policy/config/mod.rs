@@ -128,6 +128,30 @@ pub struct ListingPolicy {
     pub intent: &'static IntentDetector,
 }
 
+/// `[listing] on_change`: what becomes of a listed item whose definition
+/// differs from the one the gateway pinned for it (a rug pull; the
+/// gateway's `listings` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnChange {
+    /// Removed from the delivered list, and a call to it refused, until an
+    /// operator accepts the new definition.
+    Remove,
+    /// Delivered, recorded (audit, metric, `portcullis listings list`).
+    Flag,
+    /// The new definition is pinned in place of the old one.
+    Allow,
+}
+
+impl OnChange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnChange::Remove => "remove",
+            OnChange::Flag => "flag",
+            OnChange::Allow => "allow",
+        }
+    }
+}
+
 /// A compiled policy: everything the inspector needs, no strings to re-read.
 pub struct Policy {
     pub name: String,
@@ -152,6 +176,8 @@ pub struct Policy {
     pub listing: ListingPolicy,
     /// Every sealed state of an upstream under this policy is answered once.
     pub single_use: bool,
+    /// `[listing] on_change`: a changed definition of a listed item.
+    pub on_change: OnChange,
 }
 
 impl std::fmt::Debug for Policy {

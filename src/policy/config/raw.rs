@@ -31,11 +31,16 @@ pub(super) struct RawPolicy {
     pub(super) listing: RawListing,
 }
 
+/// `[listing]`: what the gateway does with what a server lists: an item
+/// whose text works against the user (`on_violation`), one that promotes
+/// itself (`promotion`), a remembered definition that changed (`on_change`,
+/// rug pulls).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawListing {
     pub(super) on_violation: Option<Spanned<String>>,
     pub(super) promotion: Option<Spanned<String>>,
+    pub(super) on_change: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -61,7 +61,11 @@ impl Run<'_> {
         if texts.is_empty() {
             return Ok(());
         }
-        let findings = self.policy.listing.intent.judge_list(&[as_listed(&texts)], &[]);
+        let findings = self
+            .policy
+            .listing
+            .intent
+            .judge_list(&[as_listed(&texts)], &[]);
         let found = findings.first().map_or(&[][..], Vec::as_slice);
         if !self.act_on(key, found)? {
             for (m, _) in members {

@@ -122,8 +122,7 @@ impl Run<'_> {
     /// or any result under a monitoring policy, stays byte for byte the
     /// upstream's. Whether the result changed.
     pub(super) fn annotate_listing(&mut self, result: &mut Value) -> bool {
-        let decided =
-            self.enforcing() && self.report.verdicts.iter().any(|v| v.action != "pass");
+        let decided = self.enforcing() && self.report.verdicts.iter().any(|v| v.action != "pass");
         let changed = self.report.verdicts.iter().any(Verdict::rewrites);
         match result {
             Value::Object(obj) if decided => {

@@ -1,0 +1,236 @@
+//! The gateway's memory of what each upstream listed (rug pulls).
+//!
+//! Per upstream (its configured id) and item (kind and name or URI), the
+//! digest of the item's definition as first seen is *pinned*: trust on
+//! first use. A later listing whose item has another digest is a change:
+//! it is *held* (its new digest remembered beside the pin) until an
+//! operator accepts it, or pinned at once under `on_change = "allow"`. An
+//! item listed again with its pinned digest is no longer held. Only digests
+//! and names are stored, never an item's text, so no old definition can be
+//! served and nothing a server wrote is kept.
+//!
+//! The store is in memory (per instance, kept across reloads), or in Redis
+//! when the gateway has one (`[rate_limits] backend = "redis"`, else
+//! `[state] single_use_backend = "redis"`), shared by every instance.
+
+pub mod cli;
+pub mod digest;
+mod memory;
+mod redis;
+
+use std::time::Duration;
+
+use crate::config::GatewayConfig;
+use crate::mrtr::settings::ReplayBackend;
+pub use digest::{digest, split_field, ItemKind, KINDS};
+
+/// The most items one upstream may have pinned. Past it new items are
+/// delivered unpinned (counted as `unpinned`): no pin is ever evicted, so
+/// an upstream cannot flush its own pins by listing many names, and one
+/// upstream cannot crowd out another's.
+pub const MAX_ITEMS_PER_UPSTREAM: usize = 10_000;
+
+/// How long a Redis call may take when the state store's Redis is used
+/// (the rate limiter's `redis_timeout` applies when that one is).
+const STATE_REDIS_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Field → digest pairs, as a store reads them.
+pub type Digests = Vec<(String, String)>;
+
+/// One item as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// `kind:name` ([`ItemKind::field`]).
+    pub field: String,
+    pub digest: String,
+}
+
+/// What a listing's item is, compared with the pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// As pinned.
+    Same,
+    /// Seen for the first time: pinned now.
+    Pinned,
+    /// Not as pinned: held. `first`: this definition was not held before
+    /// (the audit event and the metric are written once per definition).
+    Held { first: bool },
+    /// Not as pinned, and pinned now in its place (`allow`).
+    Repinned,
+    /// Seen for the first time with the upstream's pins full.
+    Unpinned,
+}
+
+/// What [`ListingStore::accept`] accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    All,
+    /// Every held item of that name (and kind, when given).
+    Item {
+        name: String,
+        kind: Option<ItemKind>,
+    },
+}
+
+impl Selector {
+    fn matches(&self, field: &str) -> bool {
+        match self {
+            Selector::All => true,
+            Selector::Item { name, kind } => split_field(field)
+                .is_some_and(|(k, n)| n == name && kind.is_none_or(|want| want == k)),
+        }
+    }
+}
+
+/// One item's entry: its pin and, when held, the definition held.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Entry {
+    pub kind: &'static str,
+    pub name: String,
+    pub pinned: Option<String>,
+    pub held: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the store of pinned listings (Redis) is unreachable")]
+    Unavailable,
+}
+
+/// Where the pins live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListingBackend {
+    Memory,
+    Redis {
+        url: String,
+        timeout: Duration,
+        prefix: String,
+    },
+}
+
+impl ListingBackend {
+    /// The gateway's Redis when it has one: the rate limiter's (its timeout
+    /// and key prefix), else the single-use store's.
+    pub fn of(config: &GatewayConfig) -> ListingBackend {
+        if let Some(r) = &config.throttle.redis {
+            return ListingBackend::Redis {
+                url: r.url.clone(),
+                timeout: r.timeout,
+                prefix: r.key_prefix.clone(),
+            };
+        }
+        match &config.state.replay {
+            ReplayBackend::Redis(url) => ListingBackend::Redis {
+                url: url.clone(),
+                timeout: STATE_REDIS_TIMEOUT,
+                prefix: "portcullis:".into(),
+            },
+            ReplayBackend::Local => ListingBackend::Memory,
+        }
+    }
+}
+
+pub enum ListingStore {
+    Memory(memory::Memory),
+    Redis(redis::RedisPins),
+}
+
+impl ListingStore {
+    pub fn new(backend: &ListingBackend) -> ListingStore {
+        match backend {
+            ListingBackend::Memory => ListingStore::Memory(memory::Memory::default()),
+            ListingBackend::Redis {
+                url,
+                timeout,
+                prefix,
+            } => ListingStore::Redis(redis::RedisPins::new(url, *timeout, prefix)),
+        }
+    }
+
+    /// Whether this store serves `backend` (a reload keeps it, and its memory).
+    pub fn serves(&self, backend: &ListingBackend) -> bool {
+        match (self, backend) {
+            (ListingStore::Memory(_), ListingBackend::Memory) => true,
+            (ListingStore::Redis(r), ListingBackend::Redis { url, prefix, .. }) => {
+                r.serves(url, prefix)
+            }
+            _ => false,
+        }
+    }
+
+    /// The in-memory store, which answers without waiting.
+    pub fn memory(&self) -> Option<&memory::Memory> {
+        match self {
+            ListingStore::Memory(m) => Some(m),
+            ListingStore::Redis(_) => None,
+        }
+    }
+
+    /// Compare a listing's items with `upstream`'s pins, pinning new ones;
+    /// a change is held (`hold`) or pinned in place of the old one.
+    pub async fn observe(
+        &self,
+        upstream: &str,
+        items: &[Seen],
+        hold: bool,
+    ) -> Result<Vec<Change>, StoreError> {
+        match self {
+            ListingStore::Memory(m) => Ok(m.observe(upstream, items, hold)),
+            ListingStore::Redis(r) => r.observe(upstream, items, hold).await,
+        }
+    }
+
+    /// Whether `upstream`'s item `field` is held.
+    pub async fn is_held(&self, upstream: &str, field: &str) -> Result<bool, StoreError> {
+        match self {
+            ListingStore::Memory(m) => Ok(m.is_held(upstream, field)),
+            ListingStore::Redis(r) => r.is_held(upstream, field).await,
+        }
+    }
+
+    /// What is pinned and held for `upstream`, by kind and name.
+    pub async fn entries(&self, upstream: &str) -> Result<Vec<Entry>, StoreError> {
+        let (pinned, held) = match self {
+            ListingStore::Memory(m) => m.entries(upstream),
+            ListingStore::Redis(r) => r.entries(upstream).await?,
+        };
+        Ok(merge(pinned, held))
+    }
+
+    /// Pin the held definitions `which` selects; the fields accepted.
+    pub async fn accept(
+        &self,
+        upstream: &str,
+        which: &Selector,
+    ) -> Result<Vec<String>, StoreError> {
+        match self {
+            ListingStore::Memory(m) => Ok(m.accept(upstream, which)),
+            ListingStore::Redis(r) => r.accept(upstream, which).await,
+        }
+    }
+}
+
+/// Pins and holds (field → digest) as entries sorted by kind and name.
+fn merge(pinned: Digests, held: Digests) -> Vec<Entry> {
+    let mut by_field: std::collections::BTreeMap<String, Entry> = Default::default();
+    let fresh = |field: &str| {
+        let (kind, name) = split_field(field)
+            .map(|(k, n)| (k.kind, n.to_owned()))
+            .unwrap_or(("unknown", field.to_owned()));
+        Entry {
+            kind,
+            name,
+            pinned: None,
+            held: None,
+        }
+    };
+    for (field, d) in pinned {
+        let e = fresh(&field);
+        by_field.entry(field).or_insert(e).pinned = Some(d);
+    }
+    for (field, d) in held {
+        let e = fresh(&field);
+        by_field.entry(field).or_insert(e).held = Some(d);
+    }
+    by_field.into_values().collect()
+}

@@ -1,0 +1,215 @@
+//! The pins in Redis, shared by every instance: per upstream two hashes,
+//! `<prefix>listing:<upstream id>:pinned` and `…:held` (field `kind:name`,
+//! value the hex digest). A listing is compared and pinned in one atomic
+//! Lua script, so two instances seeing the same change record it once.
+//! Every call is bounded by the timeout; an error or a timeout is
+//! [`StoreError::Unavailable`] (logged once per outage), never a wait.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::OnceCell;
+
+use super::{Change, Digests, Seen, Selector, StoreError, MAX_ITEMS_PER_UPSTREAM};
+
+/// KEYS: pinned, held. ARGV: hold (1/0), the bound, then field, digest
+/// pairs. Per item: 0 same, 1 pinned, 2 held (first), 3 held again,
+/// 4 repinned, 5 unpinned (bound reached).
+const OBSERVE_LUA: &str = r#"
+local hold = ARGV[1] == '1'
+local max = tonumber(ARGV[2])
+local n = redis.call('HLEN', KEYS[1])
+local out = {}
+for i = 3, #ARGV, 2 do
+  local f, d = ARGV[i], ARGV[i + 1]
+  local pin = redis.call('HGET', KEYS[1], f)
+  if not pin then
+    if n >= max then
+      out[#out + 1] = 5
+    else
+      redis.call('HSET', KEYS[1], f, d)
+      n = n + 1
+      out[#out + 1] = 1
+    end
+  elseif pin == d then
+    if redis.call('HEXISTS', KEYS[2], f) == 1 then redis.call('HDEL', KEYS[2], f) end
+    out[#out + 1] = 0
+  elseif not hold then
+    redis.call('HSET', KEYS[1], f, d)
+    if redis.call('HEXISTS', KEYS[2], f) == 1 then redis.call('HDEL', KEYS[2], f) end
+    out[#out + 1] = 4
+  elseif redis.call('HGET', KEYS[2], f) == d then
+    out[#out + 1] = 3
+  else
+    redis.call('HSET', KEYS[2], f, d)
+    out[#out + 1] = 2
+  end
+end
+return out
+"#;
+
+/// KEYS: pinned, held. ARGV: the held fields to accept. Returns those
+/// that were held (and are pinned now).
+const ACCEPT_LUA: &str = r#"
+local out = {}
+for i = 1, #ARGV do
+  local d = redis.call('HGET', KEYS[2], ARGV[i])
+  if d then
+    redis.call('HSET', KEYS[1], ARGV[i], d)
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    out[#out + 1] = ARGV[i]
+  end
+end
+return out
+"#;
+
+pub struct RedisPins {
+    url: String,
+    prefix: String,
+    timeout: Duration,
+    conn: OnceCell<ConnectionManager>,
+    observe: redis::Script,
+    accept: redis::Script,
+    down: AtomicBool,
+}
+
+impl RedisPins {
+    pub fn new(url: &str, timeout: Duration, prefix: &str) -> RedisPins {
+        RedisPins {
+            url: url.to_owned(),
+            prefix: prefix.to_owned(),
+            timeout,
+            conn: OnceCell::new(),
+            observe: redis::Script::new(OBSERVE_LUA),
+            accept: redis::Script::new(ACCEPT_LUA),
+            down: AtomicBool::new(false),
+        }
+    }
+
+    pub fn serves(&self, url: &str, prefix: &str) -> bool {
+        self.url == url && self.prefix == prefix
+    }
+
+    fn keys(&self, upstream: &str) -> (String, String) {
+        let base = format!("{}listing:{upstream}:", self.prefix);
+        (format!("{base}pinned"), format!("{base}held"))
+    }
+
+    async fn connection(&self) -> Result<ConnectionManager, StoreError> {
+        let connect = self.conn.get_or_try_init(|| async {
+            let client =
+                redis::Client::open(self.url.as_str()).map_err(|_| StoreError::Unavailable)?;
+            let config = redis::aio::ConnectionManagerConfig::new()
+                .set_number_of_retries(1)
+                .set_connection_timeout(self.timeout.max(Duration::from_millis(500)))
+                .set_response_timeout(self.timeout);
+            ConnectionManager::new_with_config(client, config)
+                .await
+                .map_err(|_| StoreError::Unavailable)
+        });
+        match tokio::time::timeout(self.timeout.max(Duration::from_secs(1)), connect).await {
+            Ok(Ok(c)) => Ok(c.clone()),
+            _ => Err(self.failed("cannot connect")),
+        }
+    }
+
+    fn failed(&self, why: &str) -> StoreError {
+        if !self.down.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                error = why,
+                "the store of pinned listings (Redis) is unavailable; under on_change = \"remove\" lists and calls to listed items are refused until it is back"
+            );
+        }
+        StoreError::Unavailable
+    }
+
+    fn answered(&self) {
+        if self.down.swap(false, Ordering::AcqRel) {
+            tracing::info!("the store of pinned listings (Redis) is reachable again");
+        }
+    }
+
+    /// One call, bounded by the timeout.
+    async fn run<T, F>(&self, call: F) -> Result<T, StoreError>
+    where
+        F: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(v)) => {
+                self.answered();
+                Ok(v)
+            }
+            Ok(Err(e)) => Err(self.failed(&e.to_string())),
+            Err(_) => Err(self.failed("timed out")),
+        }
+    }
+
+    pub async fn observe(
+        &self,
+        upstream: &str,
+        items: &[Seen],
+        hold: bool,
+    ) -> Result<Vec<Change>, StoreError> {
+        let mut conn = self.connection().await?;
+        let (pinned, held) = self.keys(upstream);
+        let mut call = self.observe.key(pinned);
+        call.key(held)
+            .arg(if hold { 1 } else { 0 })
+            .arg(MAX_ITEMS_PER_UPSTREAM);
+        for seen in items {
+            call.arg(&seen.field).arg(&seen.digest);
+        }
+        let codes: Vec<i64> = self.run(call.invoke_async(&mut conn)).await?;
+        Ok(codes
+            .into_iter()
+            .map(|c| match c {
+                0 => Change::Same,
+                1 => Change::Pinned,
+                2 => Change::Held { first: true },
+                3 => Change::Held { first: false },
+                4 => Change::Repinned,
+                _ => Change::Unpinned,
+            })
+            .collect())
+    }
+
+    pub async fn is_held(&self, upstream: &str, field: &str) -> Result<bool, StoreError> {
+        let mut conn = self.connection().await?;
+        let (_, held) = self.keys(upstream);
+        let cmd = redis::cmd("HEXISTS").arg(held).arg(field).to_owned();
+        self.run(cmd.query_async(&mut conn)).await
+    }
+
+    pub async fn entries(&self, upstream: &str) -> Result<(Digests, Digests), StoreError> {
+        let mut conn = self.connection().await?;
+        let (pinned, held) = self.keys(upstream);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL").arg(pinned).cmd("HGETALL").arg(held);
+        self.run(pipe.query_async(&mut conn)).await
+    }
+
+    pub async fn accept(
+        &self,
+        upstream: &str,
+        which: &Selector,
+    ) -> Result<Vec<String>, StoreError> {
+        let (_, held) = self.entries(upstream).await?;
+        let fields: Vec<String> = held
+            .into_iter()
+            .map(|(f, _)| f)
+            .filter(|f| which.matches(f))
+            .collect();
+        if fields.is_empty() {
+            return Ok(fields);
+        }
+        let mut conn = self.connection().await?;
+        let (pinned, held) = self.keys(upstream);
+        let mut call = self.accept.key(pinned);
+        call.key(held);
+        for f in &fields {
+            call.arg(f);
+        }
+        self.run(call.invoke_async(&mut conn)).await
+    }
+}
