@@ -34,6 +34,7 @@ use super::{Checked, Report, Run, Subject, Verdict};
 use crate::model::McpMethod;
 use crate::policy::config::{ContentInjection, Policy};
 use crate::policy::injection::TextContext;
+use crate::policy::intent::Place;
 use crate::policy::sanitize::{data_needs_work, has_hidden_characters, DataPolicy};
 
 /// Inspect a result that is neither a question, a list nor the server's
@@ -128,6 +129,27 @@ fn needs_markup_read(raw: &str) -> bool {
     let b = raw.as_bytes();
     memchr::memchr(b'<', b).is_some()
         || memchr::memchr_iter(b']', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b':')))
+}
+
+/// The text of a prompt (its description, every message's text) for the
+/// intent detector.
+fn prompt_strings(value: &Value, out: &mut super::listing::ItemText) {
+    match value {
+        Value::String(text) => out.push((Place::Description, text.clone())),
+        Value::Array(items) => items.iter().for_each(|v| prompt_strings(v, out)),
+        Value::Object(map) => {
+            for (member, v) in map {
+                let machine = matches!(
+                    member.as_str(),
+                    "type" | "uri" | "mimeType" | "_meta" | "role"
+                );
+                if !machine && !is_binary(map, member) {
+                    prompt_strings(v, out);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A member of a content block or resource that is base64, not text.
@@ -294,7 +316,10 @@ impl Run<'_> {
     }
 
     /// `prompts/get`: the description and every message's text under the
-    /// listing rules of a prompt.
+    /// listing rules of a prompt: only invisible characters removed, and
+    /// the whole prompt judged as one item by the intent detector (a
+    /// prompt's messages are put into the conversation as they are: one
+    /// that works against the user is refused, never cut).
     fn prompt(&mut self, map: &mut Map<String, Value>) -> Checked<()> {
         let slot = map.get_mut("description");
         self.clean_in(
@@ -305,15 +330,16 @@ impl Run<'_> {
             usize::MAX,
             TextContext::Listing,
         )?;
-        let Some(Value::Array(messages)) = map.get_mut("messages") else {
-            return Ok(());
-        };
-        for (i, message) in messages.iter_mut().enumerate() {
-            if let Some(content) = message.get_mut("content") {
-                self.prompt_text(&format!("messages[{i}]"), content)?;
+        if let Some(Value::Array(messages)) = map.get_mut("messages") {
+            for (i, message) in messages.iter_mut().enumerate() {
+                if let Some(content) = message.get_mut("content") {
+                    self.prompt_text(&format!("messages[{i}]"), content)?;
+                }
             }
         }
-        Ok(())
+        let mut texts = Vec::new();
+        prompt_strings(&Value::Object(map.clone()), &mut texts);
+        self.judge_whole("prompt", &texts)
     }
 
     /// Every string of a prompt message's content block but its kind, its

@@ -75,6 +75,42 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Judge text that cannot lose a part (a prompt's messages) as one item:
+    /// refused when it works against the user, whatever `on_violation`
+    /// says about list items (only `flag` delivers it, recorded).
+    pub(super) fn judge_whole(&mut self, key: &str, texts: &ItemText) -> Checked<()> {
+        if texts.is_empty() {
+            return Ok(());
+        }
+        let findings = self
+            .policy
+            .listing
+            .intent
+            .judge_list(&[as_listed(texts)], &[]);
+        let found = findings.first().map_or(&[][..], Vec::as_slice);
+        let against: Vec<&Finding> = found
+            .iter()
+            .filter(|f| f.intent.works_against_user())
+            .collect();
+        if against.is_empty() {
+            self.pass(RULE, Some(key), None, "what the text asks the model to do");
+            return Ok(());
+        }
+        let detail = describe(&against);
+        if self.policy.listing.on_violation == ListingAction::Flag {
+            self.count(&against, "flag");
+            self.note(RULE, "flag", Some(key), None, Some(detail));
+            return Ok(());
+        }
+        self.count(&against, if self.enforcing() { "block" } else { "monitor" });
+        let message = format!(
+            "{} sent a {key} with text that works against the user ({detail})",
+            self.subject.upstream_name
+        );
+        self.violation(Reason::PromptInjection, RULE, Some(key), None, message)
+            .map_err(|e| e.with_data("intent", against[0].intent.as_str().into()))
+    }
+
     /// What the findings on one item make of it: whether it stays.
     fn act_on(&mut self, key: &str, found: &[Finding]) -> Checked<bool> {
         let listing = self.policy.listing;

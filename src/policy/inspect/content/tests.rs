@@ -447,7 +447,7 @@ fn prompt_messages_get_the_listing_rules_of_a_prompt() {
     let (out, _) = content(McpMethod::PromptsGet, &mut v);
     let refusal = out.unwrap_err();
     assert_eq!(refusal.reason, Reason::PromptInjection);
-    assert_eq!(refusal.data("key"), Some(&json!("messages[0]")));
+    assert_eq!(refusal.data("key"), Some(&json!("prompt")));
 }
 
 #[test]
