@@ -184,11 +184,14 @@ def install(server: Server, nodes: Path | None) -> Path:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
             (folder / "package.json").write_text('{"private": true}\n')
-            _run(
-                ["npm", "install", "--no-save", "--omit=dev", "--loglevel=error", server.spec],
-                cwd=folder,
-                env=_npm_env(nodes),
-            )
+            cmd = ["npm", "install", "--no-save", "--omit=dev", "--loglevel=error", server.spec]
+            try:
+                _run(cmd, cwd=folder, env=_npm_env(nodes))
+            except InstallError:
+                # A native addon that cannot be built here (its prebuilt
+                # binaries live outside the registries) is often optional at
+                # run time: try once more without install scripts.
+                _run(cmd + ["--ignore-scripts"], cwd=folder, env=_npm_env(nodes))
             _mark(folder, server.spec)
         return _npm_executable(folder, server)
     if not _marked(folder, server.spec):
