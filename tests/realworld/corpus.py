@@ -44,6 +44,7 @@ class Server:
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     python: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
     subset: bool = False
     note: str = ""
 
@@ -76,7 +77,7 @@ def load(path: Path = SERVERS) -> list[Server]:
         if sid in seen:
             raise CorpusError(f"server {sid} is listed twice")
         seen.add(sid)
-        unknown = set(entry) - {"npm", "pypi", "id", "bin", "args", "env", "python", "subset", "note"}
+        unknown = set(entry) - {"npm", "pypi", "id", "bin", "args", "env", "python", "files", "subset", "note"}
         if unknown:
             raise CorpusError(f"server {sid}: unknown keys {sorted(unknown)}")
         servers.append(
@@ -89,6 +90,7 @@ def load(path: Path = SERVERS) -> list[Server]:
                 args=tuple(entry.get("args", ())),
                 env=dict(entry.get("env", {})),
                 python=entry.get("python"),
+                files=dict(entry.get("files", {})),
                 subset=bool(entry.get("subset", False)),
                 note=entry.get("note", ""),
             )

@@ -267,6 +267,10 @@ def record(server: Server, out: Path, nodes: Path | None, scratch_base: Path) ->
         return status
     status["install_seconds"] = round(time.monotonic() - started, 1)
     work = scratch(scratch_base)
+    for name, text in server.files.items():
+        target = Path(name.replace("{work}", str(work)).replace("{home}", str(work / "home")))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
     argv = [str(exe)] + [a.replace("{work}", str(work)).replace("{home}", str(work / "home")) for a in server.args]
     files: dict[str, dict] = {}
     lists: dict[str, dict] = {}
