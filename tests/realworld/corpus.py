@@ -45,6 +45,7 @@ class Server:
     env: dict[str, str] = field(default_factory=dict)
     python: str | None = None
     files: dict[str, str] = field(default_factory=dict)
+    pins: tuple[str, ...] = ()
     subset: bool = False
     note: str = ""
 
@@ -52,6 +53,11 @@ class Server:
     def spec(self) -> str:
         sep = "@" if self.registry == "npm" else "=="
         return f"{self.package}{sep}{self.version}"
+
+    @property
+    def marker(self) -> str:
+        """What an install folder is marked with: the spec and any pins."""
+        return " ".join((self.spec,) + self.pins)
 
 
 def server_id(package: str) -> str:
@@ -73,11 +79,14 @@ def load(path: Path = SERVERS) -> list[Server]:
         if not m:
             raise CorpusError(f"server #{i + 1}: {spec!r} is not pinned to an exact version")
         package, version = m.group(1), m.group(2)
+        for pin in entry.get("pins", ()):
+            if not (_EXACT_NPM if registry == "npm" else _EXACT_PYPI).match(pin):
+                raise CorpusError(f"server #{i + 1}: pin {pin!r} is not an exact version")
         sid = entry.get("id") or server_id(package)
         if sid in seen:
             raise CorpusError(f"server {sid} is listed twice")
         seen.add(sid)
-        unknown = set(entry) - {"npm", "pypi", "id", "bin", "args", "env", "python", "files", "subset", "note"}
+        unknown = set(entry) - {"npm", "pypi", "id", "bin", "args", "env", "python", "files", "pins", "subset", "note"}
         if unknown:
             raise CorpusError(f"server {sid}: unknown keys {sorted(unknown)}")
         servers.append(
@@ -91,6 +100,7 @@ def load(path: Path = SERVERS) -> list[Server]:
                 env=dict(entry.get("env", {})),
                 python=entry.get("python"),
                 files=dict(entry.get("files", {})),
+                pins=tuple(entry.get("pins", ())),
                 subset=bool(entry.get("subset", False)),
                 note=entry.get("note", ""),
             )

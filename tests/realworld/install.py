@@ -180,11 +180,11 @@ def install(server: Server, nodes: Path | None) -> Path:
     """Install (or reuse) the server; return the executable to start."""
     folder = server_dir(server)
     if server.registry == "npm":
-        if not _marked(folder, server.spec):
+        if not _marked(folder, server.marker):
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
             (folder / "package.json").write_text('{"private": true}\n')
-            cmd = ["npm", "install", "--no-save", "--omit=dev", "--loglevel=error", server.spec]
+            cmd = ["npm", "install", "--no-save", "--omit=dev", "--loglevel=error", server.spec, *server.pins]
             try:
                 _run(cmd, cwd=folder, env=_npm_env(nodes))
             except InstallError:
@@ -192,9 +192,9 @@ def install(server: Server, nodes: Path | None) -> Path:
                 # binaries live outside the registries) is often optional at
                 # run time: try once more without install scripts.
                 _run(cmd + ["--ignore-scripts"], cwd=folder, env=_npm_env(nodes))
-            _mark(folder, server.spec)
+            _mark(folder, server.marker)
         return _npm_executable(folder, server)
-    if not _marked(folder, server.spec):
+    if not _marked(folder, server.marker):
         exe = uv()
         env = dict(os.environ)
         env.update(
@@ -208,13 +208,13 @@ def install(server: Server, nodes: Path | None) -> Path:
             try:
                 _run([str(exe), "venv", "--quiet", "--python", py, str(folder)], env=env)
                 _run(
-                    [str(exe), "pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), server.spec],
+                    [str(exe), "pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), server.spec, *server.pins],
                     env=env,
                 )
             except InstallError as e:
                 errors.append(f"{Path(py).name}: {e}")
                 continue
-            _mark(folder, server.spec)
+            _mark(folder, server.marker)
             break
         else:
             raise InstallError("; ".join(errors) or "no Python 3.11+ found")
