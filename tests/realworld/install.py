@@ -155,7 +155,8 @@ def _npm_executable(folder: Path, server: Server) -> Path:
     if isinstance(bins, str):
         bins = {server.package.split("/")[-1]: bins}
     name = _pick(sorted(bins), server)
-    return folder / "node_modules" / ".bin" / name
+    # npm links a scoped bin name (`@scope/tool`) by its last part
+    return folder / "node_modules" / ".bin" / name.split("/")[-1]
 
 
 def _canonical(name: str) -> str:

@@ -275,7 +275,13 @@ def record(server: Server, out: Path, nodes: Path | None, scratch_base: Path) ->
     files: dict[str, dict] = {}
     lists: dict[str, dict] = {}
     with (folder / "stderr.log").open("wb") as stderr:
-        s = Session(argv, clean_env(server, exe, nodes, work), work, stderr)
+        try:
+            s = Session(argv, clean_env(server, exe, nodes, work), work, stderr)
+        except OSError as e:
+            shutil.rmtree(work, ignore_errors=True)
+            status["error"] = f"cannot start {exe.name}: {e}"
+            (folder / "status.json").write_text(json.dumps(status, indent=2) + "\n")
+            return status
         try:
             meta = None
             init = None
