@@ -32,6 +32,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
@@ -278,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="portcullis-realworld-check-") as tmp:
         config = Path(tmp) / "gateway.toml"
         write_gateway_config(config)
+        lock = threading.Lock()
+        done: list[str] = []
 
         def one(server) -> dict:
             folder = args.out / server.id
@@ -292,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
             if row["recorded"]:
                 for preset in PRESETS:
                     row["presets"][preset] = judge(args.bin, config, preset, folder)
+            with lock:
+                done.append(server.id)
+                if not args.quiet:
+                    print(f"checked {len(done)}/{len(servers)} {server.id}", file=sys.stderr, flush=True)
             return row
 
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
