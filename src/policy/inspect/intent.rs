@@ -30,7 +30,7 @@ impl Run<'_> {
         read: &[ItemText],
         keep: &mut [bool],
     ) -> Checked<()> {
-        let listed: Vec<Vec<Listed<'_>>> = read.iter().map(|t| as_listed(t)).collect();
+        let listed: Vec<Vec<Listed<'_>>> = read.iter().map(as_listed).collect();
         let names: Vec<&str> = read
             .iter()
             .filter_map(|t| t.iter().find(|(p, _)| *p == Place::Name))
@@ -61,11 +61,19 @@ impl Run<'_> {
         if texts.is_empty() {
             return Ok(());
         }
+        // A server's instructions name its own tools, which the gateway does
+        // not know when it reads them (initialize comes before any list):
+        // every tool-like name in them counts as the server's own.
+        let own: Vec<&str> = texts
+            .iter()
+            .flat_map(|(_, text)| text.split(|c: char| !is_name_char(c)))
+            .filter(|w| w.len() > 2 && w.contains(['_', '-', '.']))
+            .collect();
         let findings = self
             .policy
             .listing
             .intent
-            .judge_list(&[as_listed(&texts)], &[]);
+            .judge_list(&[as_listed(&texts)], &own);
         let found = findings.first().map_or(&[][..], Vec::as_slice);
         if !self.act_on(key, found)? {
             for (m, _) in members {
@@ -173,6 +181,11 @@ impl Run<'_> {
         let intents = found.iter().map(|f| (f.intent, action));
         self.report.intents.extend(intents);
     }
+}
+
+/// A character of a tool name (the specification's set).
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')
 }
 
 fn as_listed(texts: &ItemText) -> Vec<Listed<'_>> {
