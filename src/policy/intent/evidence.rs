@@ -116,8 +116,10 @@ impl Evidence {
             .collect();
         let own_finder = match own_args.is_empty() {
             true => None,
+            // An NFA: a DFA costs more to build than one item's few searches.
             false => aho_corasick::AhoCorasick::builder()
                 .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
                 .build(&own_args)
                 .ok(),
         };
