@@ -20,20 +20,22 @@ const TOOL_CONTEXT: usize = 48;
 /// An identifier that may name a tool: `send_email`, or anything quoted
 /// with backticks (`list-messages`, `sendEmail`).
 static IDENT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"`([A-Za-z][A-Za-z0-9_.:/-]{2,63})`|\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")
-        .expect("constant regex")
+    Regex::new(
+        r"`[A-Za-z][A-Za-z0-9_.:/-]{2,63}`|(?-u:\b)[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?-u:\b)",
+    )
+    .expect("constant regex")
 });
 /// A tool word right before an identifier ("call `x`", "the x tool")…
 static TOOL_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(?:call(?:s|ed|ing)?|invok\w*|us(?:e|es|ed|ing)|run(?:s|ning)?|tool|function)\s+(?:the\s+)?[`'\x22]?$",
+        r"(?i)(?-u:\b)(?:call(?:s|ed|ing)?|invok\w*|us(?:e|es|ed|ing)|run(?:s|ning)?|tool|function|werkzeug|herramienta|outil|strumento|ferramenta|narzędzie|инструмент|araç)\s+(?:the\s+)?[`'\x22]?$",
     )
     .expect("constant regex")
 });
 /// …or right after it ("x tool", "x is called").
 static TOOL_AFTER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)^[`'\x22]?\s*(?:tool|function|server|is\s+(?:called|invoked|used)|gets\s+called)\b",
+        r"(?i)^[`'\x22]?\s*(?:tool|function|server|is\s+(?:called|invoked|used)|gets\s+called)(?-u:\b)",
     )
     .expect("constant regex")
 });
@@ -85,7 +87,10 @@ impl ListContext {
         }
         let names = match patterns.is_empty() {
             true => None,
-            false => aho_corasick::AhoCorasick::new(&patterns).ok(),
+            false => aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                .build(&patterns)
+                .ok(),
         };
         ListContext {
             own: own_names.iter().map(|n| n.to_lowercase()).collect(),
@@ -109,11 +114,30 @@ impl Evidence {
             .map(|l| l.text.to_lowercase())
             .filter(|n| n.chars().count() >= 3)
             .collect();
+        let own_finder = match own_args.is_empty() {
+            true => None,
+            // An NFA: a DFA costs more to build than one item's few searches.
+            false => aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+                .build(&own_args)
+                .ok(),
+        };
         let mut ev = Evidence::default();
         let mut unit = 0u32;
         let own_bit = vocab.bit("own_argument");
         let foreign_bit = vocab.bit("foreign_tool");
         let quote_bit = vocab.bit("quote_mention");
+        let required_bit = vocab.bit("required_argument");
+        let value_bit = vocab.bit("in_value");
+        let argument_bit = vocab.bit("in_argument_text");
+        // Strings of `required` (and other schema values) that name one of
+        // the item's parameters.
+        let values: HashSet<&str> = item
+            .iter()
+            .filter(|l| l.place == Place::SchemaValue)
+            .map(|l| l.text)
+            .collect();
         for listed in item {
             let prose = !matches!(
                 listed.place,
@@ -128,17 +152,24 @@ impl Evidence {
                 let first = ev.hits.len();
                 words(vocab, raw, splitting, unit, &mut ev.hits);
                 let mut found: Vec<(usize, Concepts)> = Vec::new();
+                if listed.place == Place::PropertyName && values.contains(listed.text) {
+                    found.push((0, required_bit));
+                }
                 for (bit, re) in &vocab.patterns {
                     found.extend(re.find_iter(raw).map(|m| (m.start(), *bit)));
                 }
                 if prose {
                     let lower = raw.to_lowercase();
                     if lower.len() == raw.len() {
-                        for a in &own_args {
-                            found.extend(word_at(&lower, a).map(|at| (at, own_bit)));
+                        if let Some(f) = &own_finder {
+                            found.extend(
+                                f.find_iter(&lower)
+                                    .filter(|m| is_word_at(&lower, m.start(), m.end()))
+                                    .map(|m| (m.start(), own_bit)),
+                            );
                         }
                         if let Some(names) = &ctx.names {
-                            for m in names.find_overlapping_iter(&lower) {
+                            for m in names.find_iter(&lower) {
                                 let j = ctx.name_items[m.pattern().as_usize()];
                                 if j != me && is_word_at(&lower, m.start(), m.end()) {
                                     ev.mentions.push(j);
@@ -161,6 +192,21 @@ impl Evidence {
                         }),
                 );
                 drop_quoted(vocab, raw, quote_bit, &mut ev.hits[first..]);
+                let place_bit = match listed.place {
+                    Place::SchemaValue => value_bit,
+                    Place::PropertyName
+                    | Place::ArgumentName
+                    | Place::ArgumentText
+                    | Place::SchemaText => argument_bit,
+                    _ => 0,
+                };
+                if place_bit != 0 {
+                    for h in &mut ev.hits[first..] {
+                        if h.concepts != 0 {
+                            h.concepts |= place_bit;
+                        }
+                    }
+                }
                 unit += 1;
             }
         }
@@ -200,7 +246,13 @@ impl Evidence {
 
     /// Does `rule` fire on the evidence of two items read as one (an attack
     /// split across them)? Groups may sit anywhere in either.
-    pub fn fires_split(&self, other: &Evidence, rule: &Rule) -> bool {
+    /// `continuation`: the concepts of an item that points the model at
+    /// another's text ("follow the notes of …", "continued in …"); without
+    /// one, two items naming each other are two descriptions, not one text.
+    pub fn fires_split(&self, other: &Evidence, rule: &Rule, continuation: Concepts) -> bool {
+        if self.all & continuation == 0 {
+            return false;
+        }
         let all = self.all | other.all;
         (rule.item_any == 0 || all & rule.item_any != 0) && rule.all.iter().all(|g| all & g != 0)
     }
@@ -253,12 +305,6 @@ fn drop_quoted(vocab: &Vocab, raw: &str, quote_bit: Concepts, hits: &mut [Hit]) 
     }
 }
 
-/// Byte offsets where `word` occurs in `text` as a whole word.
-fn word_at<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
-    text.match_indices(word)
-        .filter_map(move |(at, _)| is_word_at(text, at, at + word.len()).then_some(at))
-}
-
 /// `text[start..end]` is not part of a longer word.
 fn is_word_at(text: &str, start: usize, end: usize) -> bool {
     let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
@@ -274,9 +320,12 @@ fn foreign_tools<'a>(
     ctx: &'a ListContext,
     own_args: &'a [String],
 ) -> impl Iterator<Item = usize> + 'a {
-    IDENT.captures_iter(raw).filter_map(move |c| {
-        let m = c.get(1).or_else(|| c.get(2))?;
-        let name = m.as_str();
+    IDENT.find_iter(raw).filter_map(move |whole| {
+        let quoted = whole.as_str().starts_with('`');
+        let (start, name) = match quoted {
+            true => (whole.start() + 1, whole.as_str().trim_matches('`')),
+            false => (whole.start(), whole.as_str()),
+        };
         if name.bytes().all(|b| !b.is_ascii_lowercase()) {
             return None; // API_KEY, an environment variable
         }
@@ -294,11 +343,10 @@ fn foreign_tools<'a>(
         if declared {
             return None;
         }
-        let whole = c.get(0)?;
         let lo = floor(raw, whole.start().saturating_sub(TOOL_CONTEXT));
         let hi = ceil(raw, (whole.end() + TOOL_CONTEXT).min(raw.len()));
         let (before, after) = (&raw[lo..whole.start()], &raw[whole.end()..hi]);
-        (TOOL_BEFORE.is_match(before) || TOOL_AFTER.is_match(after)).then_some(m.start())
+        (TOOL_BEFORE.is_match(before) || TOOL_AFTER.is_match(after)).then_some(start)
     })
 }
 

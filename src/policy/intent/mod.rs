@@ -15,9 +15,10 @@
 //! `data/injection/lang/` this detector shares) and regexes
 //! (`data/intent/patterns.toml`: private paths, URLs, e-mail addresses,
 //! shell snippets, fake role tags) turn the text into *concepts*, each with
-//! its clause. Two concepts are computed: `own_argument` (the item names
-//! one of its own parameters) and `foreign_tool` (an identifier near "call",
-//! "tool", "use" that the list does not declare).
+//! its clause. Computed concepts: `own_argument` (the item names one of its
+//! own parameters), `foreign_tool` (an identifier near "call", "tool", "use"
+//! that the list does not declare), `required_argument` (a parameter the
+//! schema requires), `in_value` and `in_argument_text` (see below).
 //!
 //! # How it judges
 //!
@@ -26,8 +27,13 @@
 //! concepts one of which must occur anywhere in the item (an instruction
 //! addressed to the model, an authority claim, a hiding word). An item's
 //! findings are the intents of the rules that fire, one finding per intent.
-//! An attack split across items — one item names another and the two,
-//! read together, fire a rule marked `split` — is a finding on both.
+//! An attack split across items — one item names another, hands the model
+//! its text ("follow the notes of …", "continued in …": a `continuation`
+//! concept) and the two, read together, fire a rule marked `split` — is a
+//! finding on both. Where a text sits counts too: every concept found in a
+//! schema value (default, enum, extra keys) or in a parameter's text
+//! carries that place (`in_value`, `in_argument_text`), so "attach
+//! ~/.ssh/id_rsa" in a default is read as what it is.
 //!
 //! # Cost
 //!
@@ -41,6 +47,8 @@ mod read;
 mod vocab;
 mod walk;
 
+#[cfg(test)]
+mod cases_tests;
 #[cfg(test)]
 mod corpus_tests;
 #[cfg(test)]
@@ -148,6 +156,8 @@ pub struct IntentDetector {
     lists: Mutex<HashMap<u64, Arc<Vec<Vec<Finding>>>>>,
     /// Rules whose groups may be split across two items.
     split_rules: Vec<usize>,
+    /// Concepts by which an item hands the model another item's text.
+    continuation: u64,
 }
 
 impl std::fmt::Debug for IntentDetector {
@@ -176,12 +186,14 @@ impl IntentDetector {
             .filter(|(_, r)| r.split)
             .map(|(i, _)| i)
             .collect();
+        let continuation = vocab.bit("continuation");
         Ok(IntentDetector {
             vocab,
             hasher: RandomState::new(),
             items: Mutex::new(HashMap::new()),
             lists: Mutex::new(HashMap::new()),
             split_rules,
+            continuation,
         })
     }
 
@@ -284,7 +296,7 @@ impl IntentDetector {
                     if known(&found[i]) && known(&found[j]) {
                         continue;
                     }
-                    if e.fires_split(other, rule) {
+                    if e.fires_split(other, rule, self.continuation) {
                         for k in [i, j] {
                             if !known(&found[k]) {
                                 found[k].push(Finding {

@@ -19,7 +19,9 @@ const MAX_DEPTH: usize = 2;
 static BASE64_RUN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_-]{16,}={0,2}").expect("constant regex"));
 static HYPHENATED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b\p{L}{1,6}(?:[-‐‑·.]\p{L}{1,6}){2,}\b").expect("constant regex")
+    // Three or more pieces ("ex-fil-trate"), or two single letters ("d-o").
+    Regex::new(r"\b(?:\p{L}{1,6}(?:[-‐‑·.]\p{L}{1,6}){2,}|\p{L}[-‐‑·]\p{L})\b")
+        .expect("constant regex")
 });
 
 /// Every reading of `raw`, the text itself first.

@@ -79,7 +79,18 @@ const NOUN_CONCEPTS: &[&str] = &[
 ];
 
 /// Concepts computed by the detector, not read from a list.
-pub(super) const COMPUTED: &[&str] = &["own_argument", "foreign_tool"];
+/// `required_argument`: on a parameter's name, when the schema's `required`
+/// names it. `in_value`: on every concept found in a schema value (default,
+/// enum, const, examples, extra keys: no place for a sentence);
+/// `in_argument_text`: on every concept found in a parameter's name or in
+/// schema text (a parameter's description) (what the model is told to put into that argument).
+pub(super) const COMPUTED: &[&str] = &[
+    "own_argument",
+    "foreign_tool",
+    "required_argument",
+    "in_value",
+    "in_argument_text",
+];
 
 /// Shipped vocabulary that cannot be used (a bug in `data/`).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -211,7 +222,8 @@ impl Vocab {
         let mut negations = HashSet::new();
         let mut words: Vec<String> = Vec::new();
         for (lang, text) in LANGS {
-            let file: LangFile = toml::from_str(text).map_err(|e| err(lang, e))?;
+            let text = data(&format!("lang/{lang}.toml"), text);
+            let file: LangFile = toml::from_str(&text).map_err(|e| err(lang, e))?;
             for (concept, phrases) in &file.concepts {
                 let bit = index(concept)?;
                 let noun = NOUN_CONCEPTS.contains(&concept.as_str());
@@ -237,13 +249,16 @@ impl Vocab {
             words.extend(file.grammar.words.iter().cloned());
         }
 
-        let pfile: PatternsFile = toml::from_str(PATTERNS).map_err(|e| err("patterns.toml", e))?;
+        let pfile: PatternsFile = toml::from_str(&data("patterns.toml", PATTERNS))
+            .map_err(|e| err("patterns.toml", e))?;
         let mut patterns = Vec::new();
         for (concept, list) in &pfile.patterns {
             let bit = index(concept)?;
             let joined = list
                 .iter()
-                .map(|p| format!("(?:{p})"))
+                // ASCII word boundaries: Unicode ones send the regex
+                // engines to their slow paths on any non-ASCII text.
+                .map(|p| format!("(?:{})", p.replace(r"\b", r"(?-u:\b)")))
                 .collect::<Vec<_>>()
                 .join("|");
             let re = RegexBuilder::new(&joined)
@@ -254,7 +269,8 @@ impl Vocab {
             patterns.push((bit, re));
         }
 
-        let rfile: RulesFile = toml::from_str(RULES).map_err(|e| err("rules.toml", e))?;
+        let rfile: RulesFile =
+            toml::from_str(&data("rules.toml", RULES)).map_err(|e| err("rules.toml", e))?;
         let mut set_of = |list: &[String]| -> Result<Concepts, IntentError> {
             list.iter().try_fold(0, |m, n| Ok(m | index(n)?))
         };
@@ -311,6 +327,20 @@ impl Vocab {
             names,
         })
     }
+}
+
+/// The shipped text of a file of `data/intent/`. Tests may read a working
+/// copy instead (`PORTCULLIS_INTENT_DATA=<dir>`), so tuning the data needs
+/// no rebuild; the shipped binary reads only what it embeds.
+fn data(rel: &str, shipped: &'static str) -> std::borrow::Cow<'static, str> {
+    #[cfg(test)]
+    if let Some(dir) = std::env::var_os("PORTCULLIS_INTENT_DATA") {
+        if let Ok(text) = std::fs::read_to_string(std::path::Path::new(&dir).join(rel)) {
+            return std::borrow::Cow::Owned(text);
+        }
+    }
+    let _ = rel;
+    std::borrow::Cow::Borrowed(shipped)
 }
 
 fn one_word(raw: &str) -> Box<str> {
