@@ -49,22 +49,26 @@ fn replays() -> Vec<Replay> {
         (
             13,
             json!({"protocolVersion": LEGACY, "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}, "instructions": POISON}).to_string(),
-            Err("prompt_injection"),
+            // Listed text that works against the user is removed, not refused.
+            Ok(|r: &Value| r.get("instructions").is_none() && r["serverInfo"]["name"] == "s"),
         ),
         (
             14,
             format!(r#"{{"content":[{{"type":"text","text":"done"}}],"_meta":{{"io.modelcontextprotocol\/serverInfo":{identity}}}}}"#),
-            Err("prompt_injection"),
+            Ok(|r: &Value| {
+                r["_meta"]["io.modelcontextprotocol/serverInfo"].get("description").is_none()
+                    && r["content"][0]["text"] == "done"
+            }),
         ),
         (
             15,
             json!({"tools": [], "prompts": [prompt("standup", POISON)]}).to_string(),
-            Err("prompt_injection"),
+            Ok(|r: &Value| r["prompts"] == json!([])),
         ),
         (
             16,
             format!(r#"{{"\u0074ools":[{}],"resourceTemplates":[{{"uriTemplate":"file:///{{d}}","name":"d","description":{}}}]}}"#, tool("Books a room."), json!(POISON)),
-            Err("prompt_injection"),
+            Ok(|r: &Value| r["resourceTemplates"] == json!([]) && r["tools"][0]["name"] == "book"),
         ),
         (
             17,
@@ -145,7 +149,6 @@ fn events(text: &str) -> Vec<(Option<String>, Value)> {
 }
 
 #[tokio::test]
-#[ignore = "issue 19: written for the old refusal; listed text that works against the user now removes the item or member (on_violation = remove); to rewrite"]
 async fn a_replayed_answer_gets_every_check_its_shape_would_get() {
     let up = ScriptedUpstream::start(replaying_upstream).await;
     let text = config_text(&up.url(), "", "").replace(
@@ -207,7 +210,6 @@ async fn a_replayed_answer_gets_every_check_its_shape_would_get() {
 /// The answer to a `tools/list` carries a second list, which a client reads
 /// as well: both are read and filtered, whichever comes first.
 #[tokio::test]
-#[ignore = "issue 19: written for the old refusal; listed text that works against the user now removes the item or member (on_violation = remove); to rewrite"]
 async fn a_list_answer_is_read_whole() {
     let members = ["tools", "prompts", "resources", "resourceTemplates"];
     let item = |member: &str, name: &str, d: &str| match member {
@@ -268,8 +270,16 @@ async fn a_list_answer_is_read_whole() {
                 let v = json_of(resp).await;
                 let what = format!("{method} hiding {hidden} ({check})");
                 if check == "poisoned" {
-                    assert_eq!(
-                        v["error"]["data"]["reason"], "prompt_injection",
+                    // The poisoned item of the other list is removed, and the
+                    // list's provenance names it.
+                    assert_eq!(v["result"][*hidden], json!([]), "{what}: {v}");
+                    let verdicts = &v["result"]["_meta"]["dev.portcullis/provenance"]["verdicts"];
+                    assert!(
+                        verdicts.as_array().is_some_and(|vs| vs.iter().any(|x| {
+                            x["rule"] == "listing_intent"
+                                && x["action"] == "remove"
+                                && x["key"] == "x"
+                        })),
                         "{what}: {v}"
                     );
                     continue;
