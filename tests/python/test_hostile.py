@@ -406,6 +406,9 @@ def also_counted(c: Case) -> list[tuple[str, dict]]:
     if (reads_text and c.reason == "prompt_injection") or not c.question:
         # Not a question: the text rules' verdict is what is counted.
         rule = {"invalid_name": "name"}.get(c.reason, c.reason)
+        if c.policy == hostile_cases.LISTING_REFUSES:
+            # What a server lists is judged by the intent detector.
+            rule = "listing_intent"
         return [("portcullis_policy_verdicts_total", {"upstream": "hostile", "rule": rule, "action": "block"})]
     if c.reason in UPSTREAM_FAILURES:
         return [("portcullis_upstream_errors_total", {"upstream": "hostile", "reason": c.reason})]
@@ -488,7 +491,8 @@ def check_rewritten(r: hostile_cases.Rewrite, upstream: HostileUpstream) -> tupl
     assert not dangerous(r, last), f"{r.name}: the danger reached the client through the gateway:\n{last.text[:800]}"
     assert any(r.kept in s for s in strings_of(last)), f"{r.name}: {r.kept!r} did not arrive:\n{last.text[:800]}"
     removed = sum(metric(metrics, "portcullis_policy_verdicts_total", upstream="hostile", rule=rule, action=action)
-                  for rule, action in [("text_safety", "sanitize"), ("provenance", "remove")])
+                  for rule, action in [("text_safety", "sanitize"), ("provenance", "remove"),
+                                       ("listing_intent", "remove")])
     assert removed >= 1, f"{r.name}: no removal counted in policy_verdicts_total"
     return "delivered without it", f"policy_verdicts_total={int(removed)}"
 
