@@ -137,18 +137,22 @@ fn prompt_strings(value: &Value, out: &mut super::listing::ItemText) {
     match value {
         Value::String(text) => out.push((Place::Description, text.clone())),
         Value::Array(items) => items.iter().for_each(|v| prompt_strings(v, out)),
-        Value::Object(map) => {
-            for (member, v) in map {
-                let machine = matches!(
-                    member.as_str(),
-                    "type" | "uri" | "mimeType" | "_meta" | "role"
-                );
-                if !machine && !is_binary(map, member) {
-                    prompt_strings(v, out);
-                }
-            }
-        }
+        Value::Object(map) => prompt_members(map, out),
         _ => {}
+    }
+}
+
+/// [`prompt_strings`] of every member of an object but its kinds,
+/// addresses, roles, `_meta` and base64 payloads.
+fn prompt_members(map: &Map<String, Value>, out: &mut super::listing::ItemText) {
+    for (member, v) in map {
+        let machine = matches!(
+            member.as_str(),
+            "type" | "uri" | "mimeType" | "_meta" | "role"
+        );
+        if !machine && !is_binary(map, member) {
+            prompt_strings(v, out);
+        }
     }
 }
 
@@ -338,7 +342,7 @@ impl Run<'_> {
             }
         }
         let mut texts = Vec::new();
-        prompt_strings(&Value::Object(map.clone()), &mut texts);
+        prompt_members(map, &mut texts);
         self.judge_whole("prompt", &texts)
     }
 
