@@ -23,6 +23,16 @@ use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::normalize::{shape, Normalised, Word};
 
+/// The ordinary words every detector's lexicon knows (`data/detect/words.txt`),
+/// normalised: what decides that `keyboard` or `spinner` stays one word.
+pub fn common_words() -> impl Iterator<Item = String> {
+    include_str!("../../../data/detect/words.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| Normalised::plain(l).text)
+}
+
 /// Where the text comes from: names are compact identifiers in which short
 /// joined terms are common (`newpin`); in prose only long joined terms are
 /// split, so `company` or `patient` are never looked at.

@@ -39,6 +39,6 @@ pub mod lexicon;
 pub mod normalize;
 pub mod phrases;
 
-pub use lexicon::{Lexicon, Splitting};
+pub use lexicon::{common_words, Lexicon, Splitting};
 pub use normalize::{fold_value, Normalised, Word};
 pub use phrases::{parse_phrase, ParsedPhrase, PhraseError, PhraseHit, PhraseSet};

@@ -56,6 +56,12 @@ use std::sync::Arc;
 use regex::{Regex, RegexSet};
 
 pub use words::VocabularyError;
+
+/// The injection vocabularies by language (code, TOML text), which the
+/// intent detector reads too.
+pub fn injection_languages() -> [(&'static str, &'static str); 12] {
+    words::LANGS
+}
 use words::WordEngine;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,10 +6,14 @@ use std::sync::{Arc, LazyLock};
 
 use serde::Deserialize;
 
-use crate::policy::detect::{parse_phrase, Lexicon, Normalised, PhraseSet, Splitting};
+use crate::policy::detect::{
+    common_words, parse_phrase, Lexicon, Normalised, PhraseSet, Splitting,
+};
 
 const RULES: &str = include_str!("../../../data/injection/rules.toml");
-const LANGS: [(&str, &str); 12] = [
+/// The vocabularies by language (`data/injection/lang/`), shared with the
+/// intent detector.
+pub(crate) const LANGS: [(&str, &str); 12] = [
     ("en", include_str!("../../../data/injection/lang/en.toml")),
     ("de", include_str!("../../../data/injection/lang/de.toml")),
     ("fr", include_str!("../../../data/injection/lang/fr.toml")),
@@ -23,7 +27,6 @@ const LANGS: [(&str, &str); 12] = [
     ("zh", include_str!("../../../data/injection/lang/zh.toml")),
     ("ko", include_str!("../../../data/injection/lang/ko.toml")),
 ];
-const COMMON_WORDS: &str = include_str!("../../../data/detect/words.txt");
 
 /// How far before a verb a negation cancels it ("don't paste …", "we will
 /// never ask you to share …").
@@ -374,13 +377,7 @@ fn lexicon(listed: &[Listed], g: &GrammarSets) -> Result<Lexicon, VocabularyErro
         .chain(&g.negations_after)
         .chain(&g.breakers);
     known.extend(grammar.map(|w| w.to_string()));
-    known.extend(
-        COMMON_WORDS
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(|l| Normalised::plain(l).text),
-    );
+    known.extend(common_words());
     let mut terms = Vec::new();
     let mut glued = Vec::new();
     for l in listed {

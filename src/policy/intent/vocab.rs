@@ -8,11 +8,11 @@ use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 
 use super::Intent;
-use crate::policy::detect::{parse_phrase, Lexicon, PhraseSet};
+use crate::policy::detect::{common_words, parse_phrase, Lexicon, PhraseSet};
+use crate::policy::injection::injection_languages;
 
 const RULES: &str = include_str!("../../../data/intent/rules.toml");
 const PATTERNS: &str = include_str!("../../../data/intent/patterns.toml");
-const COMMON_WORDS: &str = include_str!("../../../data/detect/words.txt");
 
 /// The languages of `data/intent/lang/`.
 const LANGS: [(&str, &str); 20] = [
@@ -36,23 +36,6 @@ const LANGS: [(&str, &str); 20] = [
     ("vi", include_str!("../../../data/intent/lang/vi.toml")),
     ("sv", include_str!("../../../data/intent/lang/sv.toml")),
     ("fa", include_str!("../../../data/intent/lang/fa.toml")),
-];
-
-/// The prompt-injection detector's vocabularies (twelve languages), read
-/// here too so that each phrase lives in one file.
-const INJECTION_LANGS: [(&str, &str); 12] = [
-    ("en", include_str!("../../../data/injection/lang/en.toml")),
-    ("de", include_str!("../../../data/injection/lang/de.toml")),
-    ("fr", include_str!("../../../data/injection/lang/fr.toml")),
-    ("es", include_str!("../../../data/injection/lang/es.toml")),
-    ("pt", include_str!("../../../data/injection/lang/pt.toml")),
-    ("it", include_str!("../../../data/injection/lang/it.toml")),
-    ("nl", include_str!("../../../data/injection/lang/nl.toml")),
-    ("pl", include_str!("../../../data/injection/lang/pl.toml")),
-    ("ru", include_str!("../../../data/injection/lang/ru.toml")),
-    ("ja", include_str!("../../../data/injection/lang/ja.toml")),
-    ("zh", include_str!("../../../data/injection/lang/zh.toml")),
-    ("ko", include_str!("../../../data/injection/lang/ko.toml")),
 ];
 
 /// (list name in `data/injection/lang/*.toml`, concept here).
@@ -232,7 +215,9 @@ impl Vocab {
             negations.extend(file.grammar.negations.iter().map(|w| one_word(w)));
             words.extend(file.grammar.words.iter().cloned());
         }
-        for (lang, text) in INJECTION_LANGS {
+        // The prompt-injection detector's vocabularies, read here too so
+        // that each phrase lives in one file.
+        for (lang, text) in injection_languages() {
             let file: InjectionLang =
                 toml::from_str(text).map_err(|e| err(&format!("injection/{lang}"), e))?;
             for (list, concept) in INJECTION_LISTS {
@@ -355,13 +340,7 @@ fn lexicon(
 ) -> Result<Lexicon, IntentError> {
     use crate::policy::detect::Normalised;
     let mut known: Vec<String> = words.iter().map(|w| Normalised::plain(w).text).collect();
-    known.extend(
-        COMMON_WORDS
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(|l| Normalised::plain(l).text),
-    );
+    known.extend(common_words());
     let mut terms = Vec::new();
     let mut glued: HashMap<String, bool> = HashMap::new();
     for (phrase, _, noun) in listed {

@@ -33,7 +33,7 @@ use pulldown_cmark::{Event, LinkType, Parser, Tag, TagEnd};
 use regex::Regex;
 
 use super::markdown::{apply_outermost, url_kind, UrlKind};
-use super::unicode::{classify_char, skip_control_string, skip_csi, skip_escape};
+use super::unicode::{classify_char, clean_invisible, Keep};
 use super::{Findings, Sanitized, TextFinding};
 
 /// How data is cleaned: which hosts its images and links may point at.
@@ -91,50 +91,14 @@ pub fn data_needs_work(s: &str) -> bool {
     !s.is_ascii() && s.chars().any(|c| classify_char(c).is_some())
 }
 
-/// Step one: terminal escapes, controls and invisible characters out.
+/// Step one: terminal escapes, controls and invisible characters out; a
+/// joiner that shapes a script or an emoji and a `\r\n` stay as written.
 fn visible_text<'a>(s: &'a str, findings: &mut Findings) -> Cow<'a, str> {
-    if !s.chars().any(|c| classify_char(c).is_some()) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut it = s.chars().peekable();
-    while let Some(c) = it.next() {
-        match c {
-            '\u{1b}' => {
-                findings.add(TextFinding::AnsiEscape);
-                skip_escape(&mut it);
-            }
-            '\u{9b}' => {
-                findings.add(TextFinding::AnsiEscape);
-                skip_csi(&mut it);
-            }
-            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => {
-                findings.add(TextFinding::AnsiEscape);
-                skip_control_string(&mut it);
-            }
-            '\r' if it.peek() == Some(&'\n') => out.push('\r'),
-            '\r' => {
-                findings.add(TextFinding::ControlChar);
-                out.push('\n');
-            }
-            '\u{200c}' | '\u{200d}'
-                if out.chars().next_back().is_some_and(shows)
-                    && it.peek().is_some_and(|n| shows(*n)) =>
-            {
-                out.push(c)
-            }
-            _ => match classify_char(c) {
-                Some(f) => findings.add(f),
-                None => out.push(c),
-            },
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// A visible character of a script or an emoji, which a joiner may shape.
-fn shows(c: char) -> bool {
-    !c.is_ascii() && !c.is_whitespace() && classify_char(c).is_none() && c != '\u{200d}'
+    let keep = Keep {
+        joiners: true,
+        crlf: true,
+    };
+    clean_invisible(s, findings, keep)
 }
 
 /// What a target is to the renderer.

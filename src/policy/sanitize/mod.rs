@@ -128,7 +128,7 @@ use html::{
     SAFE_HTML,
 };
 use markdown::{autolinks, markdown};
-use unicode::{classify_char, clean_invisible, unicode_clean};
+use unicode::{classify_char, clean_invisible, unicode_clean, Keep};
 
 /// How HTML/markdown in a string is made inert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -363,7 +363,11 @@ pub fn is_unsafe_machine_value(value: &str) -> bool {
 /// description that says `<select>` or `&timestamp=` means it.
 pub fn strip_invisible(input: &str) -> Sanitized<'_> {
     let mut findings = Findings::default();
-    let text = clean_invisible(input, &mut findings, true);
+    let keep = Keep {
+        joiners: true,
+        crlf: false,
+    };
+    let text = clean_invisible(input, &mut findings, keep);
     Sanitized {
         findings: findings.to_vec(),
         text,

@@ -27,18 +27,31 @@ fn finding(class: Invisible) -> TextFinding {
 pub(super) type CharCursor<'a> = std::iter::Peekable<std::str::Chars<'a>>;
 
 pub(super) fn unicode_clean<'a>(s: &'a str, findings: &mut Findings) -> Cow<'a, str> {
-    clean_invisible(s, findings, false)
+    clean_invisible(s, findings, Keep::NOTHING)
 }
 
-/// [`unicode_clean`]; with `keep_joining`, a joiner between letters or
-/// symbols of a script that needs it ([`is_joining`]) stays.
-pub(super) fn clean_invisible<'a>(
-    s: &'a str,
-    findings: &mut Findings,
-    keep_joining: bool,
-) -> Cow<'a, str> {
-    let kept = |prev: Option<char>, c: char, next: Option<char>| {
-        keep_joining && Invisible::of(c) == Some(Invisible::Joiner) && is_joining(prev, next)
+/// What [`clean_invisible`] leaves in place besides visible text.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Keep {
+    /// A joiner between letters or symbols of a script that needs it
+    /// ([`is_joining`]).
+    pub joiners: bool,
+    /// `\r\n` as written (a lone `\r` still becomes `\n`).
+    pub crlf: bool,
+}
+
+impl Keep {
+    pub const NOTHING: Keep = Keep {
+        joiners: false,
+        crlf: false,
+    };
+}
+
+/// [`unicode_clean`], keeping what `keep` says.
+pub(super) fn clean_invisible<'a>(s: &'a str, findings: &mut Findings, keep: Keep) -> Cow<'a, str> {
+    let kept = |prev: Option<char>, c: char, next: Option<char>| match c {
+        '\r' => keep.crlf && next == Some('\n'),
+        _ => keep.joiners && Invisible::of(c) == Some(Invisible::Joiner) && is_joining(prev, next),
     };
     let mut prev = None;
     let mut it = s.chars().peekable();
@@ -68,6 +81,7 @@ pub(super) fn clean_invisible<'a>(
                 findings.add(TextFinding::AnsiEscape);
                 skip_control_string(&mut it);
             }
+            '\r' if keep.crlf && it.peek() == Some(&'\n') => out.push('\r'),
             '\r' => {
                 findings.add(TextFinding::ControlChar);
                 if it.peek() != Some(&'\n') {

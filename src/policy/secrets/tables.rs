@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock};
 
 use super::SecretKind;
-use crate::policy::detect::{parse_phrase, Lexicon, Normalised, PhraseSet};
+use crate::policy::detect::{common_words, parse_phrase, Lexicon, Normalised, PhraseSet};
 
 /// The term files, one per language.
 pub(super) const TERM_FILES: [(&str, &str); 12] = [
@@ -24,7 +24,6 @@ pub(super) const TERM_FILES: [(&str, &str); 12] = [
     ("ko", include_str!("../../../data/secrets/terms/ko.toml")),
 ];
 const CONTEXT: &str = include_str!("../../../data/secrets/context.toml");
-const COMMON_WORDS: &str = include_str!("../../../data/detect/words.txt");
 
 /// How much context a term needs before it counts (see `data/secrets/README.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,13 +269,7 @@ fn lexicon(
         | flag::DEFINITE
         | flag::NUMBER;
     let mut known: Vec<String> = words.keys().map(|w| w.to_string()).collect();
-    known.extend(
-        COMMON_WORDS
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(|l| Normalised::plain(l).text),
-    );
+    known.extend(common_words());
     let mut term_words = Vec::new();
     let mut glued = Vec::new();
     for (raw, _, guard) in terms {
