@@ -29,10 +29,10 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use pulldown_cmark::{Event, LinkType, Parser, Tag, TagEnd};
+use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
-use super::markdown::{apply_outermost, url_kind, UrlKind};
+use super::markdown::{apply_outermost, url_kind, OpenLink, UrlKind};
 use super::unicode::{classify_char, clean_invisible, Keep};
 use super::{Findings, Sanitized, TextFinding};
 
@@ -181,15 +181,6 @@ fn record(findings: &mut Findings, target: Target) {
     });
 }
 
-/// An image or link being read, as in the sanitiser's CommonMark pass.
-struct Open {
-    whole: Range<usize>,
-    label: Option<Range<usize>>,
-    dest: String,
-    image: bool,
-    autolink: bool,
-}
-
 /// Step two: images, links and elements that point elsewhere. Nested ones
 /// are rewritten on the next pass. `None` when nothing changed.
 fn markup(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Option<String> {
@@ -208,7 +199,7 @@ fn markup(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Option<S
 }
 
 fn markup_pass(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Option<String> {
-    let mut stack: Vec<Open> = Vec::new();
+    let mut stack: Vec<OpenLink> = Vec::new();
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     // Text a lenient renderer could still take for a tag (`<img src=a?b=c>`
     // is no tag to CommonMark), outside code blocks.
@@ -216,13 +207,7 @@ fn markup_pass(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Opt
     let mut in_code = false;
     let mut events = Parser::new(s).into_offset_iter();
     for (event, range) in events.by_ref() {
-        if !matches!(event, Event::End(_)) {
-            for open in &mut stack {
-                let label = open.label.get_or_insert(range.clone());
-                label.start = label.start.min(range.start);
-                label.end = label.end.max(range.end);
-            }
-        }
+        OpenLink::widen(&mut stack, &event, &range);
         if let Event::Text(_) = event {
             if !in_code {
                 let run = text.get_or_insert(range.clone());
@@ -236,24 +221,9 @@ fn markup_pass(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Opt
         match event {
             Event::Start(Tag::CodeBlock(_)) => in_code = true,
             Event::End(TagEnd::CodeBlock) => in_code = false,
-            Event::Start(Tag::Image { dest_url, .. }) => stack.push(Open {
-                whole: range,
-                label: None,
-                dest: dest_url.into_string(),
-                image: true,
-                autolink: false,
-            }),
-            Event::Start(Tag::Link {
-                link_type,
-                dest_url,
-                ..
-            }) => stack.push(Open {
-                whole: range,
-                label: None,
-                dest: dest_url.into_string(),
-                image: false,
-                autolink: matches!(link_type, LinkType::Autolink | LinkType::Email),
-            }),
+            Event::Start(Tag::Image { .. } | Tag::Link { .. }) => {
+                stack.extend(OpenLink::opened(&event, &range));
+            }
             Event::End(TagEnd::Image | TagEnd::Link) => {
                 let Some(open) = stack.pop() else { continue };
                 if open.autolink {

@@ -225,13 +225,51 @@ pub(super) fn markdown<'a>(s: &'a str, mode: HtmlMode, findings: &mut Findings) 
 }
 
 /// An image or link CommonMark reads, while its children are read.
-struct OpenLink {
-    whole: Range<usize>,
-    label: Option<Range<usize>>,
-    dest: String,
-    image: bool,
+pub(super) struct OpenLink {
+    pub whole: Range<usize>,
+    pub label: Option<Range<usize>>,
+    pub dest: String,
+    pub image: bool,
     /// `<https://…>`: handled before this step, by its own rule.
-    autolink: bool,
+    pub autolink: bool,
+}
+
+impl OpenLink {
+    /// The image or link an event opens, if it opens one.
+    pub(super) fn opened(event: &Event<'_>, range: &Range<usize>) -> Option<OpenLink> {
+        let (dest, image, autolink) = match event {
+            Event::Start(Tag::Image { dest_url, .. }) => (dest_url, true, false),
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            }) => (
+                dest_url,
+                false,
+                matches!(link_type, LinkType::Autolink | LinkType::Email),
+            ),
+            _ => return None,
+        };
+        Some(OpenLink {
+            whole: range.clone(),
+            label: None,
+            dest: dest.to_string(),
+            image,
+            autolink,
+        })
+    }
+
+    /// Every event inside the open images and links widens their labels.
+    pub(super) fn widen(stack: &mut [OpenLink], event: &Event<'_>, range: &Range<usize>) {
+        if matches!(event, Event::End(_)) {
+            return;
+        }
+        for open in stack {
+            let label = open.label.get_or_insert(range.clone());
+            label.start = label.start.min(range.start);
+            label.end = label.end.max(range.end);
+        }
+    }
 }
 
 /// What a renderer reads, by a CommonMark parser rather than the patterns
@@ -245,39 +283,14 @@ fn commonmark_pass(s: &str, mode: HtmlMode, findings: &mut Findings) -> Option<S
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     let mut kinds = Vec::new();
     for (event, range) in Parser::new(s).into_offset_iter() {
-        if !matches!(event, Event::End(_)) {
-            for open in &mut stack {
-                let label = open.label.get_or_insert(range.clone());
-                label.start = label.start.min(range.start);
-                label.end = label.end.max(range.end);
+        OpenLink::widen(&mut stack, &event, &range);
+        if let Some(open) = OpenLink::opened(&event, &range) {
+            stack.push(open);
+        } else if let Event::End(TagEnd::Image | TagEnd::Link) = event {
+            let Some(open) = stack.pop() else { continue };
+            if let Some(edit) = rewrite(s, &open, mode, &mut kinds) {
+                edits.push(edit);
             }
-        }
-        match event {
-            Event::Start(Tag::Image { dest_url, .. }) => stack.push(OpenLink {
-                whole: range,
-                label: None,
-                dest: dest_url.into_string(),
-                image: true,
-                autolink: false,
-            }),
-            Event::Start(Tag::Link {
-                link_type,
-                dest_url,
-                ..
-            }) => stack.push(OpenLink {
-                whole: range,
-                label: None,
-                dest: dest_url.into_string(),
-                image: false,
-                autolink: matches!(link_type, LinkType::Autolink | LinkType::Email),
-            }),
-            Event::End(TagEnd::Image | TagEnd::Link) => {
-                let Some(open) = stack.pop() else { continue };
-                if let Some(edit) = rewrite(s, &open, mode, &mut kinds) {
-                    edits.push(edit);
-                }
-            }
-            _ => {}
         }
     }
     if edits.is_empty() {
