@@ -10,7 +10,7 @@ use serde::{Serialize, Serializer};
 use crate::model::{Asked, Reason, Refusal, RequestShape};
 use crate::mrtr::answers::AnswerReport;
 use crate::mrtr::seal::SealedState;
-use crate::policy::inspect::{Report, Verdict};
+use crate::policy::inspect::{Action, Report, Rule, Verdict};
 
 pub use crate::model::RequestKind;
 
@@ -293,9 +293,9 @@ pub enum AuditEvent {
     },
     /// One policy decision on the `input_required`.
     PolicyVerdict {
-        rule: &'static str,
-        /// block | monitor | allow | strip | sanitize | flag
-        action: &'static str,
+        rule: Rule,
+        /// What the rule did (`policy::inspect::Action`'s names).
+        action: Action,
         key: Option<Name>,
         field: Option<Name>,
         /// A rule or finding name (`payment_card in name`, `message: bidi`,

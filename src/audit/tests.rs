@@ -17,7 +17,7 @@ use crate::mrtr::answers::{check_answers, AnswerRules};
 use crate::mrtr::seal::SealedState;
 use crate::mrtr::value_scan::SecretValueScanner;
 use crate::policy::config::PolicySet;
-use crate::policy::inspect::{inspect_result, Report, Subject, Verdict};
+use crate::policy::inspect::{inspect_result, Action, Report, Rule, Subject, Verdict};
 
 /// `input_required_received` as the response phase writes it: from the
 /// policy's report on the raw result.
@@ -115,22 +115,22 @@ fn report() -> Report {
         intents: Vec::new(),
         verdicts: vec![
             Verdict {
-                rule: "secret_field",
-                action: "strip",
+                rule: Rule::SecretField,
+                action: Action::Strip,
                 key: Some("customer".into()),
                 field: Some("card_number".into()),
                 detail: Some("payment_card in name".into()),
             },
             Verdict {
-                rule: "text_safety",
-                action: "sanitize",
+                rule: Rule::TextSafety,
+                action: Action::Sanitize,
                 key: Some("customer".into()),
                 field: None,
                 detail: Some("message: bidi,zero_width".into()),
             },
             Verdict {
-                rule: "url_mode",
-                action: "allow",
+                rule: Rule::UrlMode,
+                action: Action::Allow,
                 key: Some("login".into()),
                 field: None,
                 detail: Some("auth.example.com".into()),

@@ -207,8 +207,8 @@ pub(super) fn checks(verdicts: &[Verdict]) -> Vec<Check> {
     verdicts
         .iter()
         .map(|v| Check {
-            rule: v.rule,
-            action: v.action,
+            rule: v.rule.as_str(),
+            action: v.action.as_str(),
             key: v.key.clone(),
             field: v.field.clone(),
             detail: v.detail.clone(),

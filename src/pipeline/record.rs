@@ -13,7 +13,7 @@ use prometheus::{
 
 use super::heavy::HeavyMetrics;
 use crate::model::{Generation, McpMethod, Reason};
-use crate::policy::inspect::{Report, Verdict};
+use crate::policy::inspect::{Action, Report, Verdict};
 use crate::telemetry::{Phase, RequestTrace};
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -298,7 +298,7 @@ impl Metrics {
             .inc();
         for v in verdicts {
             self.policy_verdicts
-                .with_label_values(&[upstream, v.rule, v.action, generation])
+                .with_label_values(&[upstream, v.rule.as_str(), v.action.as_str(), generation])
                 .inc();
         }
     }
@@ -308,14 +308,14 @@ impl Metrics {
     /// in what a server lists.
     pub fn record_text_verdicts(&self, upstream: &str, generation: Generation, report: &Report) {
         let generation = generation.as_str();
-        for v in report.verdicts.iter().filter(|v| v.action != "pass") {
+        for v in report.verdicts.iter().filter(|v| v.action != Action::Pass) {
             self.policy_verdicts
-                .with_label_values(&[upstream, v.rule, v.action, generation])
+                .with_label_values(&[upstream, v.rule.as_str(), v.action.as_str(), generation])
                 .inc();
         }
         for (intent, action) in &report.intents {
             self.listing_intents
-                .with_label_values(&[upstream, intent.as_str(), action])
+                .with_label_values(&[upstream, intent.as_str(), action.as_str()])
                 .inc();
         }
     }

@@ -1,5 +1,33 @@
 //! The README says what the code does: its table of refusal reasons is the
-//! one the gateway answers with.
+//! one the gateway answers with, its list of verdict rules and actions the
+//! one the audit trail, the metrics and `explain` write.
+
+/// The text of README.md between `<!-- {name}:start -->` and `<!-- {name}:end -->`.
+fn readme_between(name: &str) -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let (open, close) = (
+        format!("<!-- {name}:start -->"),
+        format!("<!-- {name}:end -->"),
+    );
+    let start = readme
+        .find(&open)
+        .unwrap_or_else(|| panic!("README marks {open}"));
+    let end = readme
+        .find(&close)
+        .unwrap_or_else(|| panic!("README marks {close}"));
+    readme[start + open.len()..end].trim().to_owned()
+}
+
+#[test]
+fn the_readme_lists_every_verdict_rule_and_action_as_the_gateway_writes_them() {
+    let expected = portcullis::policy::inspect::verdict_table();
+    assert_eq!(
+        readme_between("verdicts"),
+        expected.trim(),
+        "README.md's verdict tables differ from src/policy/inspect/verdict.rs; paste this between the markers:\n{expected}"
+    );
+}
 
 #[test]
 fn the_readme_lists_every_reason_as_the_gateway_answers_it() {

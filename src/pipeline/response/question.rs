@@ -28,7 +28,7 @@ impl Exchange {
             &report.verdicts,
         );
         for v in &report.verdicts {
-            tracing::info!(upstream = %route.id, rule = v.rule, action = v.action, key = v.key.as_deref().unwrap_or("-"), field = v.field.as_deref().unwrap_or("-"), "elicitation verdict");
+            tracing::info!(upstream = %route.id, rule = v.rule.as_str(), action = v.action.as_str(), key = v.key.as_deref().unwrap_or("-"), field = v.field.as_deref().unwrap_or("-"), "elicitation verdict");
         }
         let minted = outcome.and_then(|mut value| {
             let minted = self.mint(&report, &mut value)?;

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::{Action, Rule};
 use super::{Checked, Run};
 use crate::model::{printable_name, Reason, Refusal};
 
@@ -58,7 +59,7 @@ impl Run<'_> {
                     let message = format!("input request method \"{}\" is not elicitation/create, sampling/createMessage or roots/list", printable_name(other));
                     return Err(self.invalid(
                         Reason::UnknownInputRequestMethod,
-                        "protocol",
+                        Rule::Protocol,
                         Some(key),
                         None,
                         message,
@@ -72,7 +73,7 @@ impl Run<'_> {
         if needed.is_empty() {
             return Ok(());
         }
-        self.note("client_capability", "block", None, None, None);
+        self.note(Rule::ClientCapability, Action::Block, None, None, None);
         let message = format!(
             "{} needs client capabilities this request did not declare",
             self.subject.upstream_name

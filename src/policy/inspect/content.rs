@@ -30,6 +30,7 @@ use std::sync::LazyLock;
 use regex::bytes::Regex;
 use serde_json::{Map, Value};
 
+use super::{Action, Rule};
 use super::{Checked, Report, Run, Subject, Verdict};
 use crate::model::McpMethod;
 use crate::policy::config::{ContentInjection, Policy};
@@ -286,18 +287,18 @@ impl Run<'_> {
             if !cleaned.findings.is_empty() {
                 let findings: Vec<&str> = cleaned.findings.iter().map(|f| f.as_str()).collect();
                 let action = if self.enforcing() {
-                    "sanitize"
+                    Action::Sanitize
                 } else {
-                    "monitor"
+                    Action::Monitor
                 };
                 let detail = format!("data: {}", findings.join(","));
-                self.note("text_safety", action, Some(key), None, Some(detail));
+                self.note(Rule::TextSafety, action, Some(key), None, Some(detail));
                 if self.enforcing() {
                     *text = cleaned.text.into_owned();
                 }
             }
         } else {
-            self.pass("text_safety", Some(key), None, "data");
+            self.pass(Rule::TextSafety, Some(key), None, "data");
         }
         self.scan_data(key, text_of(slot))
     }
@@ -391,9 +392,9 @@ impl Run<'_> {
             self.scan_data(&key, text)?;
             if has_hidden_characters(text) {
                 let detail = "completion value: hidden characters".to_owned();
-                keep.push(!self.removal("text_safety", &key, detail));
+                keep.push(!self.removal(Rule::TextSafety, &key, detail));
             } else {
-                self.pass("text_safety", Some(&key), None, "completion value");
+                self.pass(Rule::TextSafety, Some(&key), None, "completion value");
                 keep.push(true);
             }
         }

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use super::Rule;
 use super::{Checked, Run};
 use crate::model::{printable_name, Asked, Reason};
 use crate::policy::config::Action;
@@ -17,7 +18,7 @@ impl Run<'_> {
         );
         self.violation(
             Reason::DeprecatedRequestKind,
-            "deprecated",
+            Rule::Deprecated,
             Some(key),
             None,
             message,
@@ -29,7 +30,7 @@ impl Run<'_> {
             self.deprecated_kind(key, "sampling/createMessage")?;
         } else {
             self.pass(
-                "deprecated",
+                Rule::Deprecated,
                 Some(key),
                 None,
                 "sampling allowed by this policy",
@@ -43,7 +44,7 @@ impl Run<'_> {
             let message = format!("{} asks to include context (\"{}\") in a sampling request; this policy blocks that", self.subject.upstream_name, printable_name(context));
             self.violation(
                 Reason::SamplingContextNotAllowed,
-                "deprecated",
+                Rule::Deprecated,
                 Some(key),
                 None,
                 message,
@@ -101,7 +102,7 @@ impl Run<'_> {
             self.deprecated_kind(key, "roots/list")?;
         } else {
             self.pass(
-                "deprecated",
+                Rule::Deprecated,
                 Some(key),
                 None,
                 "roots allowed by this policy",

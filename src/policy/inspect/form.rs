@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use super::Rule;
 use super::{Checked, Run};
 use crate::model::{printable_name, Asked, FieldKind, Reason};
 use crate::policy::form::{read_form_schema, SchemaError, SchemaLimits};
@@ -37,9 +38,14 @@ impl Run<'_> {
             .unwrap_or(Value::Null);
         let mut form = match read_form_schema(&schema_value, &schema_limits) {
             Ok(f) => {
-                self.pass("schema", Some(key), None, "flat schema of primitive fields");
                 self.pass(
-                    "limit",
+                    Rule::Schema,
+                    Some(key),
+                    None,
+                    "flat schema of primitive fields",
+                );
+                self.pass(
+                    Rule::Limit,
                     Some(key),
                     None,
                     "max_properties, max_enum_options, max_string_max_length",
@@ -53,7 +59,7 @@ impl Run<'_> {
                 );
                 return Err(self.invalid(
                     Reason::SchemaNotAllowed,
-                    "schema",
+                    Rule::Schema,
                     Some(key),
                     p.field.as_deref(),
                     message,
@@ -70,7 +76,7 @@ impl Run<'_> {
                 read_form_schema(&schema_value, &open).map_err(|_| {
                     self.invalid(
                         Reason::SchemaNotAllowed,
-                        "schema",
+                        Rule::Schema,
                         Some(key),
                         None,
                         "the form schema is outside what MCP forms allow".into(),
@@ -106,12 +112,12 @@ impl Run<'_> {
                 continue;
             }
             if !option_values(prop).any(is_unsafe_machine_value) {
-                self.pass("text_safety", Some(key), Some(name), "option values");
+                self.pass(Rule::TextSafety, Some(key), Some(name), "option values");
             } else {
                 let message = format!("an option value or the default of field \"{}\" contains markup or invisible characters; values are never altered, so the form is refused", printable_name(name));
                 self.violation(
                     Reason::UnsafeOptionValue,
-                    "text_safety",
+                    Rule::TextSafety,
                     Some(key),
                     Some(name),
                     message,

@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use super::Rule;
 use super::{Checked, Run};
 use crate::policy::icon_rules::{IconAction, IconRefusal};
 
@@ -31,7 +32,7 @@ impl Run<'_> {
             match self.icon_verdict(icon) {
                 Ok(()) => {
                     if self.tracing {
-                        self.pass("icons", Some(key), None, &format!("icons[{i}]"));
+                        self.pass(Rule::Icons, Some(key), None, &format!("icons[{i}]"));
                     }
                     keep.push(true);
                 }
@@ -65,6 +66,6 @@ impl Run<'_> {
             Some(i) => format!("icons[{i}]: {}", why.as_str()),
             None => format!("icons: {}", why.as_str()),
         };
-        self.removal("icons", key, detail)
+        self.removal(Rule::Icons, key, detail)
     }
 }

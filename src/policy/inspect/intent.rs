@@ -13,13 +13,14 @@
 use serde_json::{Map, Value};
 
 use super::listing::ItemText;
+use super::{Action, Rule};
 use super::{Checked, Run};
 use crate::model::Reason;
 use crate::policy::config::{ListingAction, PromotionAction};
 use crate::policy::intent::{Finding, Listed, Place};
 
 /// The verdict's rule name.
-const RULE: &str = "listing_intent";
+const RULE: Rule = Rule::ListingIntent;
 
 impl Run<'_> {
     /// Judge every item of one list read by `check_listing`: `keep[i]` is
@@ -106,11 +107,18 @@ impl Run<'_> {
         }
         let detail = describe(&against);
         if self.policy.listing.on_violation == ListingAction::Flag {
-            self.count(&against, "flag");
-            self.note(RULE, "flag", Some(key), None, Some(detail));
+            self.count(&against, Action::Flag);
+            self.note(RULE, Action::Flag, Some(key), None, Some(detail));
             return Ok(());
         }
-        self.count(&against, if self.enforcing() { "block" } else { "monitor" });
+        self.count(
+            &against,
+            if self.enforcing() {
+                Action::Block
+            } else {
+                Action::Monitor
+            },
+        );
         let message = format!(
             "{} sent a {key} with text that works against the user ({detail})",
             self.subject.upstream_name
@@ -129,16 +137,16 @@ impl Run<'_> {
         if !against.is_empty() {
             let detail = describe(&against);
             let action = match (listing.on_violation, self.enforcing()) {
-                (ListingAction::Flag, _) => "flag",
-                (_, false) => "monitor",
-                (ListingAction::Remove, true) => "remove",
-                (ListingAction::Refuse, true) => "block",
+                (ListingAction::Flag, _) => Action::Flag,
+                (_, false) => Action::Monitor,
+                (ListingAction::Remove, true) => Action::Remove,
+                (ListingAction::Refuse, true) => Action::Block,
             };
             self.count(&against, action);
             return match listing.on_violation {
                 ListingAction::Remove => Ok(!self.removal(RULE, key, detail)),
                 ListingAction::Flag => {
-                    self.note(RULE, "flag", Some(key), None, Some(detail));
+                    self.note(RULE, Action::Flag, Some(key), None, Some(detail));
                     Ok(true)
                 }
                 ListingAction::Refuse => {
@@ -160,15 +168,15 @@ impl Run<'_> {
         let detail = describe(&promoting);
         let action = match (listing.promotion, self.enforcing()) {
             (PromotionAction::Off, _) => return Ok(true),
-            (PromotionAction::Flag, _) => "flag",
-            (PromotionAction::Remove, true) => "remove",
-            (PromotionAction::Remove, false) => "monitor",
+            (PromotionAction::Flag, _) => Action::Flag,
+            (PromotionAction::Remove, true) => Action::Remove,
+            (PromotionAction::Remove, false) => Action::Monitor,
         };
         self.count(&promoting, action);
         match listing.promotion {
             PromotionAction::Off => Ok(true),
             PromotionAction::Flag => {
-                self.note(RULE, "flag", Some(key), None, Some(detail));
+                self.note(RULE, Action::Flag, Some(key), None, Some(detail));
                 Ok(true)
             }
             PromotionAction::Remove => Ok(!self.removal(RULE, key, detail)),
@@ -177,7 +185,7 @@ impl Run<'_> {
 }
 
 impl Run<'_> {
-    fn count(&mut self, found: &[&Finding], action: &'static str) {
+    fn count(&mut self, found: &[&Finding], action: Action) {
         let intents = found.iter().map(|f| (f.intent, action));
         self.report.intents.extend(intents);
     }

@@ -18,6 +18,7 @@
 
 use serde_json::{Map, Value};
 
+use super::Rule;
 use super::{Checked, Run};
 use crate::model::{printable_name, Reason, Refusal};
 use crate::policy::injection::TextContext;
@@ -56,7 +57,7 @@ impl Run<'_> {
             let mut kept = checked?;
             if self.over_budget {
                 let detail = "more text than the gateway reads in one item".to_owned();
-                kept &= !self.removal("limit", &key, format!("max_text_bytes: {detail}"));
+                kept &= !self.removal(Rule::Limit, &key, format!("max_text_bytes: {detail}"));
             }
             keep.push(kept);
             read.push(texts);
@@ -77,7 +78,7 @@ impl Run<'_> {
         let message = format!("the upstream's {items} is not a list of objects");
         self.invalid(
             Reason::UpstreamProtocolViolation,
-            "protocol",
+            Rule::Protocol,
             None,
             None,
             message,
@@ -144,12 +145,12 @@ impl Run<'_> {
         self.scan_listed(key, None, "name", name, Place::Name, read)?;
         if has_hidden_characters(name) {
             let detail = "name: hidden characters".to_owned();
-            return Ok(!self.removal("text_safety", key, detail));
+            return Ok(!self.removal(Rule::TextSafety, key, detail));
         }
-        self.pass("text_safety", Some(key), None, "name");
+        self.pass(Rule::TextSafety, Some(key), None, "name");
         if items == "tools" && !is_tool_name(name) {
             let detail = "name: not a tool name".to_owned();
-            return Ok(!self.removal("name", key, detail));
+            return Ok(!self.removal(Rule::Name, key, detail));
         }
         Ok(true)
     }

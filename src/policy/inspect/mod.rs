@@ -24,6 +24,7 @@ mod shape;
 mod task;
 mod text;
 mod url;
+mod verdict;
 mod whole;
 
 #[cfg(test)]
@@ -40,6 +41,7 @@ pub use content::{inspect_content, inspect_error, may_need_content, trace_conten
 pub use provenance::{is_gateway_key, may_carry_gateway_key, PROVENANCE_KEY};
 pub use server_info::SERVER_INFO_KEY;
 pub use task::{CheckedTask, TaskCarrier};
+pub use verdict::{markdown_table as verdict_table, Action, Rule, Verdict};
 pub use whole::list_members;
 
 /// The exchange the inspected message belongs to.
@@ -50,25 +52,6 @@ pub struct Subject<'a> {
     pub client: ClientCaps,
     pub upstream_name: &'a str,
     pub upstream_host: &'a str,
-}
-
-/// One thing the gateway decided, for provenance, metrics and audit. Never
-/// carries a value a user typed (there is none in a question).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    pub rule: &'static str,
-    pub action: &'static str,
-    pub key: Option<String>,
-    pub field: Option<String>,
-    pub detail: Option<String>,
-}
-
-impl Verdict {
-    /// Whether the message delivered differs from the upstream's because
-    /// of it (text made safe, an icon removed).
-    pub fn rewrites(&self) -> bool {
-        matches!(self.action, "sanitize" | "remove")
-    }
 }
 
 /// What the inspection found: read by the audit trail and the metrics, so
@@ -84,7 +67,7 @@ pub struct Report {
     pub received: Vec<RequestShape>,
     /// What the intent detector found on listed items and what was done
     /// (`intent.rs`), for the metric.
-    pub intents: Vec<(Intent, &'static str)>,
+    pub intents: Vec<(Intent, Action)>,
     /// Every check that ran, in order, with `action = "pass"` for those
     /// that found nothing: filled only by the `trace_*` functions
     /// (`portcullis explain`), empty on the request path.
@@ -95,14 +78,14 @@ impl Report {
     pub fn stripped(&self) -> impl Iterator<Item = (&str, &str)> {
         self.verdicts
             .iter()
-            .filter(|v| v.action == "strip")
+            .filter(|v| v.action == Action::Strip)
             .filter_map(|v| Some((v.key.as_deref()?, v.field.as_deref()?)))
     }
 
     pub fn sanitised(&self) -> bool {
         self.verdicts
             .iter()
-            .any(|v| v.rule == "text_safety" && v.action == "sanitize")
+            .any(|v| v.rule == Rule::TextSafety && v.action == Action::Sanitize)
     }
 }
 
@@ -288,11 +271,11 @@ pub(crate) struct Run<'a> {
 fn refusal(
     reason: Reason,
     message: String,
-    rule: &str,
+    rule: Rule,
     key: Option<&str>,
     field: Option<&str>,
 ) -> Refusal {
-    let mut r = Refusal::new(reason, message).with_data("rule", rule.into());
+    let mut r = Refusal::new(reason, message).with_data("rule", rule.as_str().into());
     if let Some(k) = key {
         r = r.with_data("key", k.into());
     }
@@ -380,8 +363,8 @@ impl<'a> Run<'a> {
 
     pub(crate) fn note(
         &mut self,
-        rule: &'static str,
-        action: &'static str,
+        rule: Rule,
+        action: Action,
         key: Option<&str>,
         field: Option<&str>,
         detail: Option<String>,
@@ -392,9 +375,13 @@ impl<'a> Run<'a> {
     /// Something the rule takes out of the message (an icon, a link, a listed
     /// item): recorded as `remove` when enforcing, `monitor` otherwise;
     /// `true` when it is to be removed.
-    pub(crate) fn removal(&mut self, rule: &'static str, key: &str, detail: String) -> bool {
+    pub(crate) fn removal(&mut self, rule: Rule, key: &str, detail: String) -> bool {
         let enforcing = self.enforcing();
-        let action = if enforcing { "remove" } else { "monitor" };
+        let action = if enforcing {
+            Action::Remove
+        } else {
+            Action::Monitor
+        };
         self.note(rule, action, Some(key), None, Some(detail));
         enforcing
     }
@@ -403,8 +390,8 @@ impl<'a> Run<'a> {
     /// when the verdict has none of its own.
     fn record(
         &mut self,
-        rule: &'static str,
-        action: &'static str,
+        rule: Rule,
+        action: Action,
         key: Option<&str>,
         field: Option<&str>,
         detail: Option<String>,
@@ -429,17 +416,11 @@ impl<'a> Run<'a> {
 
     /// A check that ran and found nothing: recorded only when tracing.
     /// `what` names what was checked (a part, a limit).
-    pub(crate) fn pass(
-        &mut self,
-        rule: &'static str,
-        key: Option<&str>,
-        field: Option<&str>,
-        what: &str,
-    ) {
+    pub(crate) fn pass(&mut self, rule: Rule, key: Option<&str>, field: Option<&str>, what: &str) {
         if self.tracing {
             self.report.trace.push(Verdict {
                 rule,
-                action: "pass",
+                action: Action::Pass,
                 key: key.map(str::to_owned),
                 field: field.map(str::to_owned),
                 detail: Some(what.to_owned()),
@@ -451,12 +432,12 @@ impl<'a> Run<'a> {
     pub(crate) fn invalid(
         &mut self,
         reason: Reason,
-        rule: &'static str,
+        rule: Rule,
         key: Option<&str>,
         field: Option<&str>,
         message: String,
     ) -> Refusal {
-        self.record(rule, "block", key, field, None, Some(&message));
+        self.record(rule, Action::Block, key, field, None, Some(&message));
         refusal(reason, message, rule, key, field)
     }
 
@@ -464,7 +445,7 @@ impl<'a> Run<'a> {
     pub(crate) fn malformed(&mut self, key: Option<&str>, message: impl Into<String>) -> Refusal {
         self.invalid(
             Reason::InvalidInputRequired,
-            "protocol",
+            Rule::Protocol,
             key,
             None,
             message.into(),
@@ -475,7 +456,7 @@ impl<'a> Run<'a> {
     pub(crate) fn violation(
         &mut self,
         reason: Reason,
-        rule: &'static str,
+        rule: Rule,
         key: Option<&str>,
         field: Option<&str>,
         message: String,
@@ -483,7 +464,7 @@ impl<'a> Run<'a> {
         if self.enforcing() {
             return Err(self.invalid(reason, rule, key, field, message));
         }
-        self.record(rule, "monitor", key, field, None, Some(&message));
+        self.record(rule, Action::Monitor, key, field, None, Some(&message));
         Ok(())
     }
 
@@ -496,7 +477,7 @@ impl<'a> Run<'a> {
     ) -> Checked<()> {
         let upstream = self.subject.upstream_name;
         let message = format!("{upstream} sent {what} over the gateway's limit ({limit})");
-        let r = self.violation(Reason::LimitExceeded, "limit", key, field, message);
+        let r = self.violation(Reason::LimitExceeded, Rule::Limit, key, field, message);
         r.map_err(|e| e.with_data("limit", limit.into()))
     }
 
@@ -505,7 +486,7 @@ impl<'a> Run<'a> {
         let parsed = json::parse_value(bytes);
         if parsed.is_ok() {
             self.pass(
-                "parse",
+                Rule::Parse,
                 None,
                 None,
                 "one reading: no duplicate members, depth within 128",
@@ -518,7 +499,7 @@ impl<'a> Run<'a> {
                 Reason::InvalidInputRequired
             };
             let message = format!("the {what} cannot be read unambiguously: {e}");
-            self.invalid(reason, "parse", None, None, message)
+            self.invalid(reason, Rule::Parse, None, None, message)
         })
     }
 
@@ -526,7 +507,7 @@ impl<'a> Run<'a> {
         if bytes.len() > self.policy.limits.max_result_bytes {
             self.limit("max_result_bytes", None, None, "an input_required result")?;
         } else {
-            self.pass("limit", None, None, "max_result_bytes");
+            self.pass(Rule::Limit, None, None, "max_result_bytes");
         }
         let mut result = self.parse(bytes, "input_required result")?;
         self.strip_namespace_in(bytes, &mut result);
@@ -534,14 +515,14 @@ impl<'a> Run<'a> {
             let message = format!("input_required is only allowed in answers to tools/call, prompts/get and resources/read, not {}", self.subject.method);
             return Err(self.invalid(
                 Reason::InputRequiredNotAllowed,
-                "protocol",
+                Rule::Protocol,
                 None,
                 None,
                 message,
             ));
         }
         self.pass(
-            "protocol",
+            Rule::Protocol,
             None,
             None,
             "input_required allowed on this method",
@@ -557,7 +538,12 @@ impl<'a> Run<'a> {
             self.check_capabilities(&requests)?;
             if self.tracing {
                 for key in requests.keys() {
-                    self.pass("client_capability", Some(key), None, "the kind is declared");
+                    self.pass(
+                        Rule::ClientCapability,
+                        Some(key),
+                        None,
+                        "the kind is declared",
+                    );
                 }
             }
             for (key, request) in requests.iter_mut() {

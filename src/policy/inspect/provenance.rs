@@ -19,6 +19,7 @@ use std::sync::LazyLock;
 use regex::bytes::Regex;
 use serde_json::{json, Map, Value};
 
+use super::{Action, Rule};
 use super::{Run, Verdict};
 use crate::model::Asked;
 use crate::policy::detect::fold_value;
@@ -95,7 +96,7 @@ impl Run<'_> {
                     let removed = before - meta.len();
                     if removed > 0 {
                         let detail = format!("_meta: {removed} key(s) in the gateway's namespace");
-                        self.note("provenance", "remove", None, None, Some(detail));
+                        self.note(Rule::Provenance, Action::Remove, None, None, Some(detail));
                     }
                 }
                 map.values_mut().for_each(|v| self.strip_namespace(v));
@@ -122,7 +123,12 @@ impl Run<'_> {
     /// or any result under a monitoring policy, stays byte for byte the
     /// upstream's. Whether the result changed.
     pub(super) fn annotate_listing(&mut self, result: &mut Value) -> bool {
-        let decided = self.enforcing() && self.report.verdicts.iter().any(|v| v.action != "pass");
+        let decided = self.enforcing()
+            && self
+                .report
+                .verdicts
+                .iter()
+                .any(|v| v.action != Action::Pass);
         let changed = self.report.verdicts.iter().any(Verdict::rewrites);
         match result {
             Value::Object(obj) if decided => {
@@ -150,8 +156,8 @@ impl Run<'_> {
             .iter()
             .map(|v| {
                 let mut o = Map::new();
-                o.insert("rule".into(), v.rule.into());
-                o.insert("action".into(), v.action.into());
+                o.insert("rule".into(), v.rule.as_str().into());
+                o.insert("action".into(), v.action.as_str().into());
                 if let Some(k) = &v.key {
                     o.insert("key".into(), k.clone().into());
                 }

@@ -5,6 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::form::remove_fields;
+use super::Action as Did;
+use super::Rule;
 use super::{Checked, Run};
 use crate::model::{printable_name, FormSchema, Reason};
 use crate::policy::config::Action;
@@ -34,12 +36,12 @@ impl Run<'_> {
         let message = params.get("message").and_then(Value::as_str);
         let found = self.policy.secrets.check_form(key, message, &texts);
         if found.message.is_none() {
-            self.pass("secret_field", Some(key), None, "message");
+            self.pass(Rule::SecretField, Some(key), None, "message");
         }
         if let Some(hit) = found.message {
             let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
             if action == Action::Allow {
-                self.note("secret_field", "allow", Some(key), None, detail);
+                self.note(Rule::SecretField, Did::Allow, Some(key), None, detail);
             } else {
                 let message = format!(
                     "{upstream} asks for a {} in a form message; {advice}",
@@ -47,7 +49,7 @@ impl Run<'_> {
                 );
                 self.violation(
                     Reason::SecretFieldRequested,
-                    "secret_field",
+                    Rule::SecretField,
                     Some(key),
                     None,
                     message,
@@ -58,7 +60,7 @@ impl Run<'_> {
         for (field, hit) in form.fields.iter().zip(found.fields) {
             let Some(hit) = hit else {
                 self.pass(
-                    "secret_field",
+                    Rule::SecretField,
                     Some(key),
                     Some(&field.name),
                     "key, name, title, description, default, examples, option labels",
@@ -68,16 +70,16 @@ impl Run<'_> {
             let detail = Some(format!("{} in {}", hit.kind.as_str(), hit.source.as_str()));
             match action {
                 Action::Allow => self.note(
-                    "secret_field",
-                    "allow",
+                    Rule::SecretField,
+                    Did::Allow,
                     Some(key),
                     Some(&field.name),
                     detail,
                 ),
                 Action::Strip if !field.required && self.enforcing() => {
                     self.note(
-                        "secret_field",
-                        "strip",
+                        Rule::SecretField,
+                        Did::Strip,
                         Some(key),
                         Some(&field.name),
                         detail,
@@ -92,7 +94,7 @@ impl Run<'_> {
                     );
                     self.violation(
                         Reason::SecretFieldRequested,
-                        "secret_field",
+                        Rule::SecretField,
                         Some(key),
                         Some(&field.name),
                         message,

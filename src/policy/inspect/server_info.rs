@@ -13,6 +13,7 @@
 
 use serde_json::{Map, Value};
 
+use super::Rule;
 use super::{Checked, Run};
 use crate::model::Reason;
 use crate::policy::icon_rules::IconAction;
@@ -69,14 +70,20 @@ impl Run<'_> {
         } else if is_unsafe_machine_value(name) {
             "has markup, controls or invisible characters"
         } else {
-            self.pass("name", Some("server"), None, "name");
+            self.pass(Rule::Name, Some("server"), None, "name");
             return Ok(());
         };
         let message = format!(
             "{} sent a server name that {why}",
             self.subject.upstream_name
         );
-        self.violation(Reason::InvalidName, "name", Some("server"), None, message)
+        self.violation(
+            Reason::InvalidName,
+            Rule::Name,
+            Some("server"),
+            None,
+            message,
+        )
     }
 
     fn check_website(&mut self, info: &mut Map<String, Value>) {
@@ -88,13 +95,13 @@ impl Run<'_> {
         }
         let why = match url.as_str().map(|u| self.policy.icons.url.check(u)) {
             Some(Ok(_)) => {
-                self.pass("website_url", Some("server"), None, "websiteUrl");
+                self.pass(Rule::WebsiteUrl, Some("server"), None, "websiteUrl");
                 return;
             }
             Some(Err(why)) => why.as_str(),
             None => "not_a_string",
         };
-        if self.removal("website_url", "server", format!("websiteUrl: {why}")) {
+        if self.removal(Rule::WebsiteUrl, "server", format!("websiteUrl: {why}")) {
             info.remove("websiteUrl");
         }
     }

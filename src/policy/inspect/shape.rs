@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use super::Rule;
 use super::{Checked, Run};
 use crate::model::{RequestKind, RequestShape};
 
@@ -15,7 +16,7 @@ impl Run<'_> {
                 if s.len() > self.policy.limits.max_request_state_bytes {
                     self.limit("max_request_state_bytes", None, None, "a requestState")?;
                 } else {
-                    self.pass("limit", None, None, "max_request_state_bytes");
+                    self.pass(Rule::Limit, None, None, "max_request_state_bytes");
                 }
                 self.report.request_state = Some(s.clone());
                 Ok(())
@@ -46,7 +47,7 @@ impl Run<'_> {
         if requests.len() > self.policy.limits.max_input_requests {
             self.limit("max_input_requests", None, None, "more input requests")?;
         } else {
-            self.pass("limit", None, None, "max_input_requests");
+            self.pass(Rule::Limit, None, None, "max_input_requests");
         }
         for (key, request) in &requests {
             if key.is_empty() || key.len() > 128 || key.chars().any(char::is_control) {
@@ -66,7 +67,7 @@ impl Run<'_> {
                     "every input request must be {\"method\", \"params\"}",
                 ));
             }
-            self.pass("protocol", Some(key), None, "{method, params}");
+            self.pass(Rule::Protocol, Some(key), None, "{method, params}");
         }
         Ok(Some(requests))
     }

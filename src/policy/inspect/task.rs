@@ -9,6 +9,7 @@
 
 use serde_json::Value;
 
+use super::Rule;
 use super::{Checked, Run};
 use crate::model::{McpMethod, Reason};
 use crate::policy::injection::TextContext;
@@ -132,6 +133,12 @@ impl Run<'_> {
     }
 
     fn bad_task(&mut self, message: impl Into<String>) -> crate::model::Refusal {
-        self.invalid(Reason::InvalidTask, "protocol", None, None, message.into())
+        self.invalid(
+            Reason::InvalidTask,
+            Rule::Protocol,
+            None,
+            None,
+            message.into(),
+        )
     }
 }

@@ -153,7 +153,7 @@ fn limit_rule_refuses_when_enforcing_and_notes_when_monitoring() {
         .1
         .verdicts
         .iter()
-        .any(|v| v.rule == "limit" && v.action == "monitor"));
+        .any(|v| v.rule == Rule::Limit && v.action == Action::Monitor));
 }
 
 /// Found by the `upstream_message` fuzz target: a string default is shown
@@ -452,7 +452,7 @@ fn a_server_description_gets_the_text_rules() {
         assert!(report
             .verdicts
             .iter()
-            .any(|v| v.rule == "listing_intent" && v.action == "remove"));
+            .any(|v| v.rule == Rule::ListingIntent && v.action == Action::Remove));
     }
     let marked = br#"{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"r","version":"1","description":"<b>Rooms</b>"},"instructions":"Book \u202erooms."}"#;
     let (out, _) = inspect_notification(
@@ -639,7 +639,7 @@ fn poisoned_items_are_removed_wherever_the_text_sits() {
                 let removed = report
                     .verdicts
                     .iter()
-                    .find(|v| v.action == "remove")
+                    .find(|v| v.action == Action::Remove)
                     .unwrap();
                 assert_eq!(removed.key, named, "{place}");
                 let annotated = &after["_meta"][PROVENANCE_KEY]["verdicts"];
@@ -651,7 +651,7 @@ fn poisoned_items_are_removed_wherever_the_text_sits() {
                         .any(|v| v["action"] == "remove" && v["key"].as_str() == named.as_deref()),
                     "{place}: {after}"
                 );
-                if removed.rule == "listing_intent" {
+                if removed.rule == Rule::ListingIntent {
                     let (out, _, _) = listing(&refusing, items, result);
                     let refused = out.expect_err(&format!("{place}: {poison}"));
                     assert_eq!(refused.reason, Reason::PromptInjection, "{place}");
@@ -713,7 +713,7 @@ fn listed_text_keeps_what_a_person_sees_and_monitor_mode_only_records() {
     assert!(report
         .verdicts
         .iter()
-        .any(|v| v.rule == "listing_intent" && v.action == "monitor"));
+        .any(|v| v.rule == Rule::ListingIntent && v.action == Action::Monitor));
 }
 
 /// A real-looking catalogue passes unchanged: tools that run commands or
@@ -876,8 +876,12 @@ fn listed_icons_a_client_should_not_fetch_are_removed() {
                 &json!([{"src": GOOD_ICON, "mimeType": "image/png"}]),
                 "{bad}"
             );
-            let v = report.verdicts.iter().find(|v| v.rule == "icons").unwrap();
-            assert_eq!(v.action, "remove");
+            let v = report
+                .verdicts
+                .iter()
+                .find(|v| v.rule == Rule::Icons)
+                .unwrap();
+            assert_eq!(v.action, Action::Remove);
             let detail = v.detail.as_deref().unwrap();
             assert!(detail.starts_with("icons[1]: "), "{detail}");
             assert!(
@@ -941,7 +945,7 @@ fn icons_keep_what_passes_and_the_policy_decides_the_rest() {
     assert!(report
         .verdicts
         .iter()
-        .any(|v| v.rule == "icons" && v.action == "monitor"));
+        .any(|v| v.rule == Rule::Icons && v.action == Action::Monitor));
 }
 
 #[test]
@@ -961,7 +965,7 @@ fn a_server_s_own_icons_get_the_icon_rule() {
     assert!(report
         .verdicts
         .iter()
-        .any(|v| v.rule == "icons" && v.key.as_deref() == Some("server")));
+        .any(|v| v.rule == Rule::Icons && v.key.as_deref() == Some("server")));
 }
 
 #[test]
@@ -1010,7 +1014,7 @@ fn an_item_whose_name_hides_characters_is_removed() {
             assert!(report
                 .verdicts
                 .iter()
-                .any(|v| v.rule == "text_safety" && v.action == "remove"));
+                .any(|v| v.rule == Rule::TextSafety && v.action == Action::Remove));
         }
     }
     let ordinary = [
@@ -1032,7 +1036,7 @@ fn an_item_whose_name_hides_characters_is_removed() {
     let (out, report, result) = listing(&monitor, "tools", result);
     assert!(!out.unwrap());
     assert_eq!(result["tools"].as_array().unwrap().len(), 1);
-    assert!(report.verdicts.iter().any(|v| v.action == "monitor"));
+    assert!(report.verdicts.iter().any(|v| v.action == Action::Monitor));
 }
 
 /// The 2026-07-28 server identity under `_meta` gets the same rules on a
@@ -1060,7 +1064,7 @@ fn the_meta_server_identity_gets_the_description_rules_everywhere() {
     assert!(report
         .verdicts
         .iter()
-        .any(|v| v.rule == "website_url" && v.action == "remove"));
+        .any(|v| v.rule == Rule::WebsiteUrl && v.action == Action::Remove));
     let initialize = json!({"protocolVersion": "2025-11-25", "capabilities": {},
         "serverInfo": {"name": "r", "version": "1"}, "_meta": {SERVER_INFO_KEY: poisoned}});
     let (out, _) = inspect_notification(
@@ -1118,7 +1122,7 @@ fn the_text_of_one_message_is_read_up_to_a_budget() {
     assert!(report
         .verdicts
         .iter()
-        .any(|v| v.rule == "limit" && v.action == "remove"));
+        .any(|v| v.rule == Rule::Limit && v.action == Action::Remove));
     let many: Vec<Value> = (0..budget / 1000 + 1)
         .map(|i| json!({"name": format!("t{i}"), "description": "<b>".repeat(334)}))
         .collect();
@@ -1132,7 +1136,7 @@ fn the_text_of_one_message_is_read_up_to_a_budget() {
         assert!(report
             .verdicts
             .iter()
-            .any(|v| v.rule == "limit" && v.action == "monitor"));
+            .any(|v| v.rule == Rule::Limit && v.action == Action::Monitor));
     }
     let progress = json!({"progressToken": "p", "progress": 1, "message": "x".repeat(budget + 1)});
     let (out, _) = inspect_notification(
@@ -1244,7 +1248,7 @@ fn empty_strings_and_every_element_count_against_the_text_budget() {
         let removed = report
             .verdicts
             .iter()
-            .any(|v| v.rule == "limit" && v.action == "remove");
+            .any(|v| v.rule == Rule::Limit && v.action == Action::Remove);
         if count == 1 {
             assert!(out.expect(what), "{what}");
             assert_eq!(after[items], json!([]), "{what}");

@@ -9,6 +9,7 @@
 
 use serde_json::Value;
 
+use super::{Action, Rule};
 use super::{Checked, Run};
 use crate::model::Reason;
 use crate::policy::injection::{RuleAction, TextContext};
@@ -53,16 +54,16 @@ impl Run<'_> {
             cleaner.sanitize(text)
         };
         if cleaned.findings.is_empty() {
-            self.pass("text_safety", Some(key), field, part);
+            self.pass(Rule::TextSafety, Some(key), field, part);
         } else {
             let findings: Vec<&str> = cleaned.findings.iter().map(|f| f.as_str()).collect();
             let action = if self.enforcing() {
-                "sanitize"
+                Action::Sanitize
             } else {
-                "monitor"
+                Action::Monitor
             };
             self.note(
-                "text_safety",
+                Rule::TextSafety,
                 action,
                 Some(key),
                 field,
@@ -88,7 +89,7 @@ impl Run<'_> {
     ) -> Checked<()> {
         let hits = self.policy.injection.scan_in(text, context);
         if hits.is_empty() {
-            self.pass("prompt_injection", Some(key), field, part);
+            self.pass(Rule::PromptInjection, Some(key), field, part);
         }
         for hit in hits {
             match hit.action {
@@ -99,16 +100,20 @@ impl Run<'_> {
                     );
                     self.violation(
                         Reason::PromptInjection,
-                        "prompt_injection",
+                        Rule::PromptInjection,
                         Some(key),
                         field,
                         message,
                     )
                     .map_err(|e| e.with_data("injectionRule", hit.rule.clone().into()))?;
                 }
-                RuleAction::Flag => {
-                    self.note("prompt_injection", "flag", Some(key), field, Some(hit.rule))
-                }
+                RuleAction::Flag => self.note(
+                    Rule::PromptInjection,
+                    Action::Flag,
+                    Some(key),
+                    field,
+                    Some(hit.rule),
+                ),
                 RuleAction::Off => {}
             }
         }

@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value};
 
+use super::Action as Did;
+use super::Rule;
 use super::{Checked, Run};
 use crate::model::{printable_name, Asked, Reason};
 use crate::policy::config::Action;
@@ -40,7 +42,7 @@ impl Run<'_> {
             );
             self.violation(
                 Reason::UrlModeNotAllowed,
-                "url_mode",
+                Rule::UrlMode,
                 Some(key),
                 None,
                 message,
@@ -49,8 +51,8 @@ impl Run<'_> {
         match self.policy.url.check(&url) {
             Ok(checked) => {
                 self.note(
-                    "url_mode",
-                    "allow",
+                    Rule::UrlMode,
+                    Did::Allow,
                     Some(key),
                     None,
                     Some(checked.host.clone()),
@@ -65,8 +67,14 @@ impl Run<'_> {
                     self.subject.upstream_name,
                     why.explain()
                 );
-                self.violation(Reason::UrlNotAllowed, "url_mode", Some(key), None, message)
-                    .map_err(|e| e.with_data("urlReason", why.as_str().into()))?;
+                self.violation(
+                    Reason::UrlNotAllowed,
+                    Rule::UrlMode,
+                    Some(key),
+                    None,
+                    message,
+                )
+                .map_err(|e| e.with_data("urlReason", why.as_str().into()))?;
                 self.report.asked.push((
                     key.to_owned(),
                     Asked::Url {

@@ -37,7 +37,7 @@ impl Run<'_> {
 mod tests {
     use serde_json::json;
 
-    use super::super::{inspect_whole_result, Subject};
+    use super::super::{inspect_whole_result, Action, Rule, Subject};
     use super::*;
     use crate::model::{ClientCaps, Reason};
     use crate::policy::config::PolicySet;
@@ -119,7 +119,7 @@ mod tests {
                 report
                     .verdicts
                     .iter()
-                    .any(|v| v.rule == "listing_intent" && v.action == "remove"),
+                    .any(|v| v.rule == Rule::ListingIntent && v.action == Action::Remove),
                 "{shown}"
             );
             if result.get("content").is_none() {

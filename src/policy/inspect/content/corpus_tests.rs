@@ -219,8 +219,12 @@ fn benign_content_passes_and_hostile_content_is_held() {
                     eprintln!("  rewritten ({name}, {kind}): {result} → {v}");
                 }
                 rewritten += usize::from(changed);
-                flagged +=
-                    usize::from(report.verdicts.iter().any(|v| v.rule == "prompt_injection"));
+                flagged += usize::from(
+                    report
+                        .verdicts
+                        .iter()
+                        .any(|v| v.rule == Rule::PromptInjection),
+                );
             }
             eprintln!("| {name} | {kind} | {n} | {rewritten} | {flagged} |");
             let elsewhere = kind.contains("elsewhere");
@@ -246,7 +250,10 @@ fn benign_content_passes_and_hostile_content_is_held() {
                     let ok = match gone {
                         Some(RENDERED) => out.is_ok() && !renders_elsewhere(&strings(&v)),
                         Some(part) => out.is_ok() && !strings(&v).contains(part),
-                        None => report.verdicts.iter().any(|v| v.rule == "prompt_injection"),
+                        None => report
+                            .verdicts
+                            .iter()
+                            .any(|v| v.rule == Rule::PromptInjection),
                     };
                     held += usize::from(ok);
                     if !ok {
@@ -346,7 +353,7 @@ fn real_text_from_the_cargo_registry() {
                     rewritten += 1;
                 }
                 for v in &report.verdicts {
-                    if v.rule == "prompt_injection" {
+                    if v.rule == Rule::PromptInjection {
                         flagged += 1;
                     }
                     if let Some(d) = &v.detail {

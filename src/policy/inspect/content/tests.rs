@@ -17,7 +17,7 @@ fn content(method: McpMethod, result: &mut Value) -> (Checked<bool>, Report) {
     content_with(&policy("untrusted"), method, result)
 }
 
-fn verdicts<'r>(report: &'r Report, rule: &str) -> Vec<&'r Verdict> {
+fn verdicts<'r>(report: &'r Report, rule: Rule) -> Vec<&'r Verdict> {
     report.verdicts.iter().filter(|v| v.rule == rule).collect()
 }
 
@@ -152,7 +152,7 @@ fn forged_provenance_is_removed_from_every_carrier_in_every_writing() {
                     meta_keys(&v, &mut keys);
                     assert!(!keys.iter().any(|k| is_gateway_key(k)), "{raw} → {v}");
                     assert!(keys.iter().any(|k| k == "vendor/x"), "other _meta stays");
-                    assert_eq!(verdicts(&report, "provenance").len(), usize::from(ours));
+                    assert_eq!(verdicts(&report, Rule::Provenance).len(), usize::from(ours));
                     cases += 1;
                 }
             }
@@ -318,9 +318,9 @@ fn data_loses_what_no_reader_should_get_in_every_carrier() {
             let (out, report) = content_with(&untrusted, method, &mut v);
             assert!(out.unwrap(), "{class}: {raw}");
             assert!(gone(class, &text(&v)), "{class}: {v}");
-            let safety = verdicts(&report, "text_safety");
+            let safety = verdicts(&report, Rule::TextSafety);
             assert!(
-                safety.iter().any(|v| v.action == "sanitize"),
+                safety.iter().any(|v| v.action == Action::Sanitize),
                 "{class}: {:?}",
                 report.verdicts
             );
@@ -329,9 +329,9 @@ fn data_loses_what_no_reader_should_get_in_every_carrier() {
             let (out, report) = content_with(&monitor, method, &mut v);
             assert!(!out.unwrap(), "{class}");
             assert_eq!(v, result);
-            assert!(verdicts(&report, "text_safety")
+            assert!(verdicts(&report, Rule::TextSafety)
                 .iter()
-                .all(|v| v.action == "monitor"));
+                .all(|v| v.action == Action::Monitor));
         }
     }
 }
@@ -354,9 +354,9 @@ fn injection_in_data_is_recorded_by_default_and_refused_when_enforced() {
     let mut v = result.clone();
     let (out, report) = content(McpMethod::ToolsCall, &mut v);
     assert!(!out.unwrap(), "recorded, delivered unchanged");
-    let found = verdicts(&report, "prompt_injection");
+    let found = verdicts(&report, Rule::PromptInjection);
     assert!(
-        found.iter().any(|v| v.action == "monitor"),
+        found.iter().any(|v| v.action == Action::Monitor),
         "{:?}",
         report.verdicts
     );
@@ -370,15 +370,15 @@ fn injection_in_data_is_recorded_by_default_and_refused_when_enforced() {
     let mut v = result.clone();
     let (out, report) = content_with(&off, McpMethod::ToolsCall, &mut v);
     assert!(!out.unwrap());
-    assert!(verdicts(&report, "prompt_injection").is_empty());
+    assert!(verdicts(&report, Rule::PromptInjection).is_empty());
     // A flagging policy flags it, enforced or not.
     let flagging = custom("[content]\ninjection = \"enforce\"\n[injection]\nbuiltin = \"flag\"\n");
     let mut v = result;
     let (out, report) = content_with(&flagging, McpMethod::ToolsCall, &mut v);
     assert!(!out.unwrap());
-    assert!(verdicts(&report, "prompt_injection")
+    assert!(verdicts(&report, Rule::PromptInjection)
         .iter()
-        .any(|v| v.action == "flag"));
+        .any(|v| v.action == Action::Flag));
 }
 
 #[test]
@@ -390,10 +390,11 @@ fn a_large_result_is_cleaned_whole_and_scanned_within_the_budget() {
     let (out, report) = content(McpMethod::ToolsCall, &mut v);
     assert!(out.unwrap(), "the escape after the budget is still removed");
     assert_eq!(v["content"][1]["text"], "tail");
-    let limit = verdicts(&report, "limit");
+    let limit = verdicts(&report, Rule::Limit);
     assert_eq!(limit.len(), 1, "{:?}", report.verdicts);
     assert_eq!(
-        limit[0].action, "monitor",
+        limit[0].action,
+        Action::Monitor,
         "data over the budget is delivered"
     );
     let enforcing = custom("[content]\ninjection = \"enforce\"\n");
@@ -457,9 +458,9 @@ fn completion_values_that_hide_characters_are_removed() {
     assert!(out.unwrap());
     assert_eq!(v["completion"]["values"], json!(["atrium", "List<String>"]));
     assert_eq!(
-        verdicts(&report, "text_safety")
+        verdicts(&report, Rule::TextSafety)
             .iter()
-            .filter(|v| v.action == "remove")
+            .filter(|v| v.action == Action::Remove)
             .count(),
         2
     );

@@ -1,0 +1,198 @@
+//! What one check decided: the rule that ran and what it did, as two
+//! tables. Each name is written once, in its row; the audit trail
+//! (`policy_verdict`), the metrics (`rule`, `action` labels), the provenance
+//! under `_meta`, `explain` and the README's list all read it from here, so
+//! a name cannot drift between them. The names are a public contract
+//! (dashboards and audit queries match on them): add rows, never rename.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+/// Writes a closed set of names from one table of `Variant => "name",
+/// "what it means";` rows: the enum, `ALL`, `as_str`, `parse`, `what`,
+/// `Display` and `Serialize` (as the name).
+macro_rules! name_table {
+    ($(#[$meta:meta])* $ty:ident { $( $variant:ident => $name:literal, $what:literal; )* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $ty {
+            $( #[doc = $what] $variant, )*
+        }
+
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$( $ty::$variant, )*];
+
+            /// The stable name: in the audit trail, the metrics' labels,
+            /// the provenance and `explain`.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( $ty::$variant => $name, )* }
+            }
+
+            /// What it means (the README's list).
+            pub const fn what(self) -> &'static str {
+                match self { $( $ty::$variant => $what, )* }
+            }
+
+            pub fn parse(s: &str) -> Option<$ty> {
+                match s { $( $name => Some($ty::$variant), )* _ => None }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    };
+}
+
+name_table! {
+    /// The rule a verdict comes from.
+    Rule {
+        Parse => "parse", "one strict reading of the inspected JSON (no member twice, depth within 128)";
+        Protocol => "protocol", "what the protocol allows there: the shape of `input_required` and its requests, a task, a notification";
+        Limit => "limit", "a policy limit (`data.limit` names it): sizes, counts, the text budget";
+        ClientCapability => "client_capability", "a kind of question the client declared at `initialize`";
+        Schema => "schema", "a form schema inside the spec's flat subset";
+        SecretField => "secret_field", "a form field that asks for a secret";
+        TextSafety => "text_safety", "human-facing text made safe: markup, invisible characters, links, length";
+        UrlMode => "url_mode", "URL-mode elicitation and its URL";
+        Deprecated => "deprecated", "sampling and roots requests, and sampling's `includeContext`";
+        PromptInjection => "prompt_injection", "text that tries to instruct the model or the person (`detail`: the injection rule)";
+        Icons => "icons", "an icon's source (`detail`: `icons[i]: <why>`)";
+        WebsiteUrl => "website_url", "a server's `websiteUrl`";
+        Name => "name", "a server's name (`serverInfo.name`), a listed tool's name (the spec's characters)";
+        ListingIntent => "listing_intent", "what a listed item, a server's instructions or identity asks the model to do (`detail`: intent and cue)";
+        Provenance => "provenance", "`_meta` keys in the gateway's own namespace sent by the upstream (removed)";
+    }
+}
+
+name_table! {
+    /// What a rule did.
+    Action {
+        Pass => "pass", "found nothing (only in `explain`'s trace)";
+        Block => "block", "refused the message";
+        Monitor => "monitor", "would have acted, but the policy only monitors";
+        Allow => "allow", "let through what the rule would otherwise refuse, as the policy says";
+        Strip => "strip", "removed a form field";
+        Sanitize => "sanitize", "rewrote text to make it safe";
+        Flag => "flag", "delivered and recorded";
+        Remove => "remove", "removed a part (an icon, a link, a listed item, a member)";
+    }
+}
+
+impl Action {
+    /// Whether the message delivered differs from the upstream's because
+    /// of it (text made safe, an icon removed).
+    pub const fn rewrites(self) -> bool {
+        matches!(self, Action::Sanitize | Action::Remove)
+    }
+}
+
+/// The README's list of verdict rules and actions, generated from the two
+/// tables above (a test keeps README.md equal to it).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| `rule` | what it checks |\n|---|---|\n");
+    for r in Rule::ALL {
+        out.push_str(&format!("| `{}` | {} |\n", r.as_str(), r.what()));
+    }
+    out.push_str("\n| `action` | what the rule did |\n|---|---|\n");
+    for a in Action::ALL {
+        out.push_str(&format!("| `{}` | {} |\n", a.as_str(), a.what()));
+    }
+    out
+}
+
+/// One thing the gateway decided, for provenance, metrics and audit. Never
+/// carries a value a user typed (there is none in a question).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub rule: Rule,
+    pub action: Action,
+    pub key: Option<String>,
+    pub field: Option<String>,
+    pub detail: Option<String>,
+}
+
+impl Verdict {
+    /// Whether the message delivered differs from the upstream's because
+    /// of it (text made safe, an icon removed).
+    pub fn rewrites(&self) -> bool {
+        self.action.rewrites()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_snake_case_and_read_back() {
+        let mut seen = HashSet::new();
+        for s in Rule::ALL.iter().map(|r| r.as_str()) {
+            assert!(seen.insert(s), "duplicate rule {s}");
+            assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{s}");
+            assert_eq!(Rule::parse(s).map(Rule::as_str), Some(s));
+        }
+        let mut seen = HashSet::new();
+        for s in Action::ALL.iter().map(|a| a.as_str()) {
+            assert!(seen.insert(s), "duplicate action {s}");
+            assert!(s.chars().all(|c| c.is_ascii_lowercase()), "{s}");
+            assert_eq!(Action::parse(s).map(Action::as_str), Some(s));
+        }
+    }
+
+    /// The names dashboards and audit queries already match on: a row may
+    /// be added, none of these renamed or dropped.
+    #[test]
+    fn every_shipped_name_is_still_read() {
+        let rules = [
+            "parse",
+            "protocol",
+            "limit",
+            "client_capability",
+            "schema",
+            "secret_field",
+            "text_safety",
+            "url_mode",
+            "deprecated",
+            "prompt_injection",
+            "icons",
+            "website_url",
+            "name",
+            "listing_intent",
+            "provenance",
+        ];
+        for r in rules {
+            assert!(Rule::parse(r).is_some(), "rule {r} was renamed or dropped");
+        }
+        let actions = [
+            "pass", "block", "monitor", "allow", "strip", "sanitize", "flag", "remove",
+        ];
+        for a in actions {
+            assert!(
+                Action::parse(a).is_some(),
+                "action {a} was renamed or dropped"
+            );
+        }
+    }
+
+    #[test]
+    fn the_wire_name_is_the_table_name() {
+        for r in Rule::ALL {
+            assert_eq!(serde_json::to_value(r).ok(), Some(r.as_str().into()));
+            assert_eq!(r.to_string(), r.as_str());
+        }
+        for a in Action::ALL {
+            assert_eq!(serde_json::to_value(a).ok(), Some(a.as_str().into()));
+        }
+    }
+}
