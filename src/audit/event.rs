@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::model::{Asked, Reason, Refusal, RequestShape};
+use crate::model::{Asked, Reason, ReasonSet, Refusal, RequestShape};
 use crate::mrtr::answers::AnswerReport;
 use crate::mrtr::seal::SealedState;
 use crate::policy::inspect::{Action, Report, Rule, Verdict};
@@ -245,19 +245,14 @@ pub enum OperationOutcome {
 impl OperationOutcome {
     /// The outcome of an operation ended by a refusal with `reason`.
     pub fn from_reason(reason: Reason) -> OperationOutcome {
-        match reason {
-            Reason::RoundLimitExceeded => OperationOutcome::RoundLimit,
-            Reason::OperationExpired | Reason::StateExpired => OperationOutcome::Expired,
-            Reason::UpstreamUnreachable
-            | Reason::UpstreamTimeout
-            | Reason::UpstreamBadResponse
-            | Reason::UpstreamConnectionClosed
-            | Reason::UpstreamResponseTooLarge
-            | Reason::UpstreamProtocolViolation
-            | Reason::RequestTimeout
-            | Reason::ShuttingDown
-            | Reason::StateStoreUnavailable => OperationOutcome::Error,
-            _ => OperationOutcome::Refused,
+        if reason.is_in(ReasonSet::Rounds) {
+            OperationOutcome::RoundLimit
+        } else if reason.is_in(ReasonSet::Expires) {
+            OperationOutcome::Expired
+        } else if reason.is_in(ReasonSet::Fails) {
+            OperationOutcome::Error
+        } else {
+            OperationOutcome::Refused
         }
     }
 

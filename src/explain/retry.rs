@@ -367,3 +367,22 @@ fn refused_early(upstream: UpstreamOut, refusal: &Refusal) -> Explanation {
         retry: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ReasonSet;
+
+    /// A retry's state or answers refused for a reason no check names
+    /// would be shown as failing the first check: every reason of the
+    /// table's `State` column has its check here.
+    #[test]
+    fn every_state_refusal_has_its_check() {
+        for r in Reason::ALL.iter().filter(|r| r.is_in(ReasonSet::State)) {
+            assert!(
+                CHECKS.iter().any(|(_, reasons)| reasons.contains(r)),
+                "{r} has no retry check in explain"
+            );
+        }
+    }
+}

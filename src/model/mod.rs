@@ -19,5 +19,5 @@ pub use drain::DrainSignal;
 pub use invisible::{is_joining, Invisible};
 pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
-pub use reason::{markdown_table as reason_table, printable_name, Reason, Refusal};
+pub use reason::{markdown_table as reason_table, printable_name, Reason, ReasonSet, Refusal};
 pub use settings::{toml_syntax_message, ConfigError, SettingsError};

@@ -7,10 +7,28 @@ use std::fmt;
 
 use http::StatusCode;
 
+/// A set of reasons some part of the gateway treats alike: a column of the
+/// table below (each row lists the sets it belongs to), so no phase keeps a
+/// list of its own that could drift from the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReasonSet {
+    /// The upstream failed or refused (`portcullis_upstream_errors_total`).
+    Upstream,
+    /// The client's `requestState`, or its answers on a retry, refused.
+    State,
+    /// An MRTR operation ended by it failed rather than was refused (the
+    /// audit trail's `operation_end` `outcome: "error"`).
+    Fails,
+    /// An operation ended by it expired (`outcome: "expired"`).
+    Expires,
+    /// An operation ended by it asked too many rounds (`outcome: "round_limit"`).
+    Rounds,
+}
+
 /// Writes the [`Reason`] enum and its lookups from one table of
-/// `Variant => "reason", code, STATUS, "when";` rows.
+/// `Variant => "reason", code, STATUS, [sets], "when";` rows.
 macro_rules! reason_table {
-    ($( $variant:ident => $name:literal, $code:expr, $status:ident, $when:literal; )*) => {
+    ($( $variant:ident => $name:literal, $code:expr, $status:ident, [$($set:ident),*], $when:literal; )*) => {
         /// Stable, documented refusal reasons. `as_str` is what goes into
         /// `data.reason` and into the `outcome` label of the request metrics.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,6 +54,11 @@ macro_rules! reason_table {
                 match self { $( Reason::$variant => StatusCode::$status, )* }
             }
 
+            /// The sets this reason belongs to (its row's column).
+            pub const fn sets(self) -> &'static [ReasonSet] {
+                match self { $( Reason::$variant => &[$( ReasonSet::$set, )*], )* }
+            }
+
             /// When the gateway answers with this reason (the README's table).
             pub const fn when(self) -> &'static str {
                 match self { $( Reason::$variant => $when, )* }
@@ -53,109 +76,100 @@ macro_rules! reason_table {
 // bare transport errors). Every elicitation-policy refusal shares -32010;
 // data.reason tells them apart.
 reason_table! {
-    RouteNotFound => "route_not_found", -32002, NOT_FOUND, "no route for the path";
-    MethodNotAllowed => "method_not_allowed", -32600, METHOD_NOT_ALLOWED, "an HTTP method the endpoint does not serve (`Allow` lists those it does)";
-    UnsupportedMediaType => "unsupported_media_type", -32600, UNSUPPORTED_MEDIA_TYPE, "body not `application/json`";
-    HostNotAllowed => "host_not_allowed", -32013, MISDIRECTED_REQUEST, "`Host` / `:authority` is not one of the listener's `server_names` (DNS rebinding)";
-    OriginNotAllowed => "origin_not_allowed", -32003, FORBIDDEN, "`Origin` is neither in `allowed_origins` nor the gateway's own origin";
-    BodyTooLarge => "body_too_large", -32004, PAYLOAD_TOO_LARGE, "request body over `max_request_body_bytes`";
-    RequestTimeout => "request_timeout", -32005, REQUEST_TIMEOUT, "request body slower than `request_body_timeout`";
-    InvalidJson => "invalid_json", -32700, BAD_REQUEST, "not JSON, a member given twice anywhere, a lone surrogate, nesting deeper than 128";
-    BatchNotSupported => "batch_not_supported", -32600, BAD_REQUEST, "a JSON array";
-    InvalidRequest => "invalid_request", -32600, BAD_REQUEST, "not a JSON-RPC 2.0 request or notification";
-    HeaderMissing => "header_missing", -32020, BAD_REQUEST, "`Mcp-Method`, `Mcp-Name` (on tools/call, prompts/get, resources/read) or `MCP-Protocol-Version` missing";
-    HeaderMismatch => "header_mismatch", -32020, BAD_REQUEST, "one of those differs from the body, is given twice, or is badly encoded";
-    UnsupportedProtocolVersion => "unsupported_protocol_version", -32022, BAD_REQUEST, "`data.requested`, `data.supported`";
-    Overloaded => "overloaded", -32014, SERVICE_UNAVAILABLE, "more requests in flight than `max_in_flight_requests` (`Retry-After`)";
-    InspectionBusy => "inspection_busy", -32014, SERVICE_UNAVAILABLE, "an upstream message over `inline_inspection_bytes` while that upstream already has `heavy_inspections_per_upstream` large messages in inspection and `heavy_inspection_queue` waiting (`Retry-After`)";
-    GatewayTimeout => "gateway_timeout", -32015, GATEWAY_TIMEOUT, "no response head within `request_timeout`";
-    InternalError => "internal_error", -32603, INTERNAL_SERVER_ERROR, "a bug in the gateway (a panic while handling the request); counted, the gateway keeps serving";
-    UpstreamUnreachable => "upstream_unreachable", -32001, BAD_GATEWAY, "connect failed (refused, DNS, TLS)";
-    UpstreamTimeout => "upstream_timeout", -32001, GATEWAY_TIMEOUT, "no response head / JSON body within `response_timeout`, or a stream silent past `stream_idle_timeout`";
-    UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, an event-stream line that is no field, stream ended without a response";
-    UpstreamConnectionClosed => "upstream_connection_closed", -32001, BAD_GATEWAY, "the upstream closed the connection mid-answer";
-    UpstreamResponseTooLarge => "upstream_response_too_large", -32001, BAD_GATEWAY, "one message over `max_response_body_bytes`";
-    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id, a list result whose items are not objects, a 2025-11-25 `{\"task\": …}` result replayed on a resumed stream, a `notifications/elicitation/complete` on a 2026-07-28 stream or naming no URL-mode elicitation this gateway delivered in the session";
-    ShuttingDown => "shutting_down", -32006, SERVICE_UNAVAILABLE, "refused or cut during drain";
-    InputRequiredNotAllowed => "input_required_not_allowed", -32010, OK, "`input_required` on a method that cannot have it";
-    ReplayedQuestion => "replayed_question", -32010, OK, "an `input_required` result replayed on a resumed 2025-11-25 stream: the request it answers is unknown, so no state can be sealed for it (a question that breaks a rule gets that rule's reason)";
-    InvalidInputRequired => "invalid_input_required", -32010, OK, "malformed `input_required` (shape, nesting)";
-    DuplicateMember => "duplicate_member", -32010, OK, "a member given twice in an upstream message (parser differential)";
-    UnknownInputRequestMethod => "unknown_input_request_method", -32010, OK, "not elicitation/create, sampling/createMessage, roots/list";
-    SchemaNotAllowed => "schema_not_allowed", -32010, OK, "a form schema outside the spec's subset (`data.field`)";
-    LimitExceeded => "limit_exceeded", -32010, OK, "`data.limit` names the policy limit";
-    SecretFieldRequested => "secret_field_requested", -32010, OK, "a form asks for a secret (`data.key`, `data.field`)";
-    UnsafeOptionValue => "unsafe_option_value", -32010, OK, "an option value with markup or invisible characters";
-    UrlModeNotAllowed => "url_mode_not_allowed", -32010, OK, "URL mode blocked by policy";
-    UrlNotAllowed => "url_not_allowed", -32010, OK, "`data.urlReason`: scheme_not_allowed, user_info, ip_literal, punycode, mixed_script, host_denied, host_not_allowed, …";
-    DeprecatedRequestKind => "deprecated_request_kind", -32010, OK, "sampling or roots blocked by policy";
-    SamplingContextNotAllowed => "sampling_context_not_allowed", -32010, OK, "`includeContext` other than none";
-    PromptInjection => "prompt_injection", -32010, OK, "`data.injectionRule`";
-    InvalidTask => "invalid_task", -32010, OK, "a task (Tasks extension) whose shape is wrong: no `taskId`, an unknown `status`, `inputRequests` outside `input_required` or on the task-creating result, a task answering a method other than tools/call, a completed task whose `result` asks again (`input_required`, another task), a `tasks/update` or `tasks/cancel` acknowledgement that asks, a `tasks/get` answered with another task";
-    TasksRefused => "tasks_refused", -32018, OK, "the route refuses the Tasks extension (`tasks = \"refuse\"`): a `tasks/*` request, or an upstream that answered with a task";
-    InvalidName => "invalid_name", -32010, OK, "a server name (`serverInfo.name`) with markup, controls or invisible characters, or over 256 bytes: it cannot be cleaned without changing whom it names";
-    MissingClientCapability => "missing_client_capability", -32021, BAD_REQUEST, "`data.requiredCapabilities`";
-    StateMissing => "state_missing", -32602, BAD_REQUEST, "`inputResponses`, or a 2026-07-28 `tasks/*` request, without the gateway's `requestState`";
-    StateTooLarge => "state_too_large", -32602, BAD_REQUEST, "a client state larger than the gateway issues";
-    StateInvalid => "state_invalid", -32602, BAD_REQUEST, "not issued by this gateway, altered or truncated";
-    StateUnknownKey => "state_unknown_key", -32602, BAD_REQUEST, "sealed with a key this instance does not hold";
-    StateExpired => "state_expired", -32602, BAD_REQUEST, "past `round_timeout`";
-    StatePrincipalMismatch => "state_principal_mismatch", -32602, BAD_REQUEST, "issued to another caller";
-    StateUpstreamMismatch => "state_upstream_mismatch", -32602, BAD_REQUEST, "issued for another upstream";
-    StateTargetMismatch => "state_target_mismatch", -32602, BAD_REQUEST, "issued for another tool, prompt or resource";
-    StateArgumentsMismatch => "state_arguments_mismatch", -32602, BAD_REQUEST, "the retry changed the arguments";
-    StateReplayed => "state_replayed", -32602, BAD_REQUEST, "a single-use state used again after its answer was delivered";
-    StateStoreUnavailable => "state_store_unavailable", -32007, SERVICE_UNAVAILABLE, "single-use store (Redis) unreachable";
-    InvalidAnswer => "invalid_answer", -32602, BAD_REQUEST, "an answer that does not fit what was asked (`data.key`, `data.field`)";
-    SecretInAnswer => "secret_in_answer", -32602, BAD_REQUEST, "a value that looks like a secret in an ordinary field (never echoed)";
-    RoundLimitExceeded => "round_limit_exceeded", -32011, OK, "more rounds than `max_rounds`";
-    OperationExpired => "operation_expired", -32011, OK, "longer than `max_operation_time`";
-    AnswerLimitExceeded => "answer_limit_exceeded", -32011, OK, "more answer bytes than `max_answer_bytes`";
-    AuthenticationRequired => "authentication_required", -32008, UNAUTHORIZED, "no credential where the route needs one (`WWW-Authenticate`)";
-    InvalidCredentials => "invalid_credentials", -32008, UNAUTHORIZED, "a credential that does not verify";
-    RateLimited => "rate_limited", -32009, TOO_MANY_REQUESTS, "over a limit: `data.scope`, `data.retryAfterSeconds`, `Retry-After`";
-    RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, "Redis down with `redis_failure = \"refuse\"`";
-    ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, "the caller may not use that tool, prompt or resource";
-    ListingChanged => "listing_changed", -32010, OK, "a `tools/call`, `prompts/get` or `resources/read` naming an item whose listed definition changed since the gateway pinned it, held under `[listing] on_change = \"remove\"` until an operator accepts it (`portcullis listings accept`; `data.kind`)";
-    ListingStoreUnavailable => "listing_store_unavailable", -32007, SERVICE_UNAVAILABLE, "the store of pinned listings (Redis) unreachable under `on_change = \"remove\"`: a list, or a call naming a listed item, is refused rather than delivered unchecked";
-    SessionInvalid => "session_invalid", -32017, NOT_FOUND, "`Mcp-Session-Id` not issued by this gateway, altered, or issued to another caller or for another upstream (2025-11-25; the client initializes again)";
-    SessionExpired => "session_expired", -32017, NOT_FOUND, "a 2025-11-25 session older than `session_lifetime`, or ended with DELETE (on every instance sharing the single-use store; the client initializes again); also the gateway's answer to a request an upstream pushes in a session that has ended";
-    AnswerNotRequested => "answer_not_requested", -32602, BAD_REQUEST, "a client's JSON-RPC response to a request this gateway did not deliver in this session";
-    UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`";
+    RouteNotFound => "route_not_found", -32002, NOT_FOUND, [], "no route for the path";
+    MethodNotAllowed => "method_not_allowed", -32600, METHOD_NOT_ALLOWED, [], "an HTTP method the endpoint does not serve (`Allow` lists those it does)";
+    UnsupportedMediaType => "unsupported_media_type", -32600, UNSUPPORTED_MEDIA_TYPE, [], "body not `application/json`";
+    HostNotAllowed => "host_not_allowed", -32013, MISDIRECTED_REQUEST, [], "`Host` / `:authority` is not one of the listener's `server_names` (DNS rebinding)";
+    OriginNotAllowed => "origin_not_allowed", -32003, FORBIDDEN, [], "`Origin` is neither in `allowed_origins` nor the gateway's own origin";
+    BodyTooLarge => "body_too_large", -32004, PAYLOAD_TOO_LARGE, [], "request body over `max_request_body_bytes`";
+    RequestTimeout => "request_timeout", -32005, REQUEST_TIMEOUT, [Fails], "request body slower than `request_body_timeout`";
+    InvalidJson => "invalid_json", -32700, BAD_REQUEST, [], "not JSON, a member given twice anywhere, a lone surrogate, nesting deeper than 128";
+    BatchNotSupported => "batch_not_supported", -32600, BAD_REQUEST, [], "a JSON array";
+    InvalidRequest => "invalid_request", -32600, BAD_REQUEST, [], "not a JSON-RPC 2.0 request or notification";
+    HeaderMissing => "header_missing", -32020, BAD_REQUEST, [], "`Mcp-Method`, `Mcp-Name` (on tools/call, prompts/get, resources/read) or `MCP-Protocol-Version` missing";
+    HeaderMismatch => "header_mismatch", -32020, BAD_REQUEST, [], "one of those differs from the body, is given twice, or is badly encoded";
+    UnsupportedProtocolVersion => "unsupported_protocol_version", -32022, BAD_REQUEST, [], "`data.requested`, `data.supported`";
+    Overloaded => "overloaded", -32014, SERVICE_UNAVAILABLE, [], "more requests in flight than `max_in_flight_requests` (`Retry-After`)";
+    InspectionBusy => "inspection_busy", -32014, SERVICE_UNAVAILABLE, [], "an upstream message over `inline_inspection_bytes` while that upstream already has `heavy_inspections_per_upstream` large messages in inspection and `heavy_inspection_queue` waiting (`Retry-After`)";
+    GatewayTimeout => "gateway_timeout", -32015, GATEWAY_TIMEOUT, [], "no response head within `request_timeout`";
+    InternalError => "internal_error", -32603, INTERNAL_SERVER_ERROR, [], "a bug in the gateway (a panic while handling the request); counted, the gateway keeps serving";
+    UpstreamUnreachable => "upstream_unreachable", -32001, BAD_GATEWAY, [Upstream, Fails], "connect failed (refused, DNS, TLS)";
+    UpstreamTimeout => "upstream_timeout", -32001, GATEWAY_TIMEOUT, [Upstream, Fails], "no response head / JSON body within `response_timeout`, or a stream silent past `stream_idle_timeout`";
+    UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, [Upstream, Fails], "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, an event-stream line that is no field, stream ended without a response";
+    UpstreamConnectionClosed => "upstream_connection_closed", -32001, BAD_GATEWAY, [Upstream, Fails], "the upstream closed the connection mid-answer";
+    UpstreamResponseTooLarge => "upstream_response_too_large", -32001, BAD_GATEWAY, [Upstream, Fails], "one message over `max_response_body_bytes`";
+    UpstreamProtocolViolation => "upstream_protocol_violation", -32001, BAD_GATEWAY, [Upstream, Fails], "a message the protocol does not let the upstream send there: a server-to-client request, a notification or batch instead of the response, an answer for another id, a list result whose items are not objects, a 2025-11-25 `{\"task\": …}` result replayed on a resumed stream, a `notifications/elicitation/complete` on a 2026-07-28 stream or naming no URL-mode elicitation this gateway delivered in the session";
+    ShuttingDown => "shutting_down", -32006, SERVICE_UNAVAILABLE, [Fails], "refused or cut during drain";
+    InputRequiredNotAllowed => "input_required_not_allowed", -32010, OK, [], "`input_required` on a method that cannot have it";
+    ReplayedQuestion => "replayed_question", -32010, OK, [], "an `input_required` result replayed on a resumed 2025-11-25 stream: the request it answers is unknown, so no state can be sealed for it (a question that breaks a rule gets that rule's reason)";
+    InvalidInputRequired => "invalid_input_required", -32010, OK, [], "malformed `input_required` (shape, nesting)";
+    DuplicateMember => "duplicate_member", -32010, OK, [], "a member given twice in an upstream message (parser differential)";
+    UnknownInputRequestMethod => "unknown_input_request_method", -32010, OK, [], "not elicitation/create, sampling/createMessage, roots/list";
+    SchemaNotAllowed => "schema_not_allowed", -32010, OK, [], "a form schema outside the spec's subset (`data.field`)";
+    LimitExceeded => "limit_exceeded", -32010, OK, [], "`data.limit` names the policy limit";
+    SecretFieldRequested => "secret_field_requested", -32010, OK, [], "a form asks for a secret (`data.key`, `data.field`)";
+    UnsafeOptionValue => "unsafe_option_value", -32010, OK, [], "an option value with markup or invisible characters";
+    UrlModeNotAllowed => "url_mode_not_allowed", -32010, OK, [], "URL mode blocked by policy";
+    UrlNotAllowed => "url_not_allowed", -32010, OK, [], "`data.urlReason`: scheme_not_allowed, user_info, ip_literal, punycode, mixed_script, host_denied, host_not_allowed, …";
+    DeprecatedRequestKind => "deprecated_request_kind", -32010, OK, [], "sampling or roots blocked by policy";
+    SamplingContextNotAllowed => "sampling_context_not_allowed", -32010, OK, [], "`includeContext` other than none";
+    PromptInjection => "prompt_injection", -32010, OK, [], "`data.injectionRule`";
+    InvalidTask => "invalid_task", -32010, OK, [], "a task (Tasks extension) whose shape is wrong: no `taskId`, an unknown `status`, `inputRequests` outside `input_required` or on the task-creating result, a task answering a method other than tools/call, a completed task whose `result` asks again (`input_required`, another task), a `tasks/update` or `tasks/cancel` acknowledgement that asks, a `tasks/get` answered with another task";
+    TasksRefused => "tasks_refused", -32018, OK, [], "the route refuses the Tasks extension (`tasks = \"refuse\"`): a `tasks/*` request, or an upstream that answered with a task";
+    InvalidName => "invalid_name", -32010, OK, [], "a server name (`serverInfo.name`) with markup, controls or invisible characters, or over 256 bytes: it cannot be cleaned without changing whom it names";
+    MissingClientCapability => "missing_client_capability", -32021, BAD_REQUEST, [], "`data.requiredCapabilities`";
+    StateMissing => "state_missing", -32602, BAD_REQUEST, [State], "`inputResponses`, or a 2026-07-28 `tasks/*` request, without the gateway's `requestState`";
+    StateTooLarge => "state_too_large", -32602, BAD_REQUEST, [State], "a client state larger than the gateway issues";
+    StateInvalid => "state_invalid", -32602, BAD_REQUEST, [State], "not issued by this gateway, altered or truncated";
+    StateUnknownKey => "state_unknown_key", -32602, BAD_REQUEST, [State], "sealed with a key this instance does not hold";
+    StateExpired => "state_expired", -32602, BAD_REQUEST, [State, Expires], "past `round_timeout`";
+    StatePrincipalMismatch => "state_principal_mismatch", -32602, BAD_REQUEST, [State], "issued to another caller";
+    StateUpstreamMismatch => "state_upstream_mismatch", -32602, BAD_REQUEST, [State], "issued for another upstream";
+    StateTargetMismatch => "state_target_mismatch", -32602, BAD_REQUEST, [State], "issued for another tool, prompt or resource";
+    StateArgumentsMismatch => "state_arguments_mismatch", -32602, BAD_REQUEST, [State], "the retry changed the arguments";
+    StateReplayed => "state_replayed", -32602, BAD_REQUEST, [State], "a single-use state used again after its answer was delivered";
+    StateStoreUnavailable => "state_store_unavailable", -32007, SERVICE_UNAVAILABLE, [State, Fails], "single-use store (Redis) unreachable";
+    InvalidAnswer => "invalid_answer", -32602, BAD_REQUEST, [State], "an answer that does not fit what was asked (`data.key`, `data.field`)";
+    SecretInAnswer => "secret_in_answer", -32602, BAD_REQUEST, [State], "a value that looks like a secret in an ordinary field (never echoed)";
+    RoundLimitExceeded => "round_limit_exceeded", -32011, OK, [Rounds], "more rounds than `max_rounds`";
+    OperationExpired => "operation_expired", -32011, OK, [Expires], "longer than `max_operation_time`";
+    AnswerLimitExceeded => "answer_limit_exceeded", -32011, OK, [], "more answer bytes than `max_answer_bytes`";
+    AuthenticationRequired => "authentication_required", -32008, UNAUTHORIZED, [], "no credential where the route needs one (`WWW-Authenticate`)";
+    InvalidCredentials => "invalid_credentials", -32008, UNAUTHORIZED, [], "a credential that does not verify";
+    RateLimited => "rate_limited", -32009, TOO_MANY_REQUESTS, [], "over a limit: `data.scope`, `data.retryAfterSeconds`, `Retry-After`";
+    RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, [], "Redis down with `redis_failure = \"refuse\"`";
+    ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, [], "the caller may not use that tool, prompt or resource";
+    ListingChanged => "listing_changed", -32010, OK, [], "a `tools/call`, `prompts/get` or `resources/read` naming an item whose listed definition changed since the gateway pinned it, held under `[listing] on_change = \"remove\"` until an operator accepts it (`portcullis listings accept`; `data.kind`)";
+    ListingStoreUnavailable => "listing_store_unavailable", -32007, SERVICE_UNAVAILABLE, [], "the store of pinned listings (Redis) unreachable under `on_change = \"remove\"`: a list, or a call naming a listed item, is refused rather than delivered unchecked";
+    SessionInvalid => "session_invalid", -32017, NOT_FOUND, [], "`Mcp-Session-Id` not issued by this gateway, altered, or issued to another caller or for another upstream (2025-11-25; the client initializes again)";
+    SessionExpired => "session_expired", -32017, NOT_FOUND, [], "a 2025-11-25 session older than `session_lifetime`, or ended with DELETE (on every instance sharing the single-use store; the client initializes again); also the gateway's answer to a request an upstream pushes in a session that has ended";
+    AnswerNotRequested => "answer_not_requested", -32602, BAD_REQUEST, [], "a client's JSON-RPC response to a request this gateway did not deliver in this session";
+    UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, [Upstream], "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`";
 }
 
 impl Reason {
-    /// A refusal the upstream caused (counted as an upstream error).
+    /// Whether the reason is in `set` (its row says so).
+    pub const fn is_in(self, set: ReasonSet) -> bool {
+        let sets = self.sets();
+        let mut i = 0;
+        while i < sets.len() {
+            if sets[i] as u8 == set as u8 {
+                return true;
+            }
+            i += 1;
+        }
+        false
+    }
+
+    /// A refusal the upstream caused, its own 4xx included (counted as an
+    /// upstream error).
     pub const fn is_upstream_failure(self) -> bool {
-        matches!(
-            self,
-            Reason::UpstreamUnreachable
-                | Reason::UpstreamTimeout
-                | Reason::UpstreamBadResponse
-                | Reason::UpstreamConnectionClosed
-                | Reason::UpstreamResponseTooLarge
-                | Reason::UpstreamProtocolViolation
-        )
+        self.is_in(ReasonSet::Upstream)
     }
 
     /// A refusal of the client's `requestState` or answers on a retry.
     pub const fn is_state_refusal(self) -> bool {
-        matches!(
-            self,
-            Reason::StateMissing
-                | Reason::StateTooLarge
-                | Reason::StateInvalid
-                | Reason::StateUnknownKey
-                | Reason::StateExpired
-                | Reason::StatePrincipalMismatch
-                | Reason::StateUpstreamMismatch
-                | Reason::StateTargetMismatch
-                | Reason::StateArgumentsMismatch
-                | Reason::StateReplayed
-                | Reason::StateStoreUnavailable
-                | Reason::InvalidAnswer
-                | Reason::SecretInAnswer
-        )
+        self.is_in(ReasonSet::State)
     }
 }
 
@@ -259,5 +273,25 @@ mod tests {
                 "{s} uses {code}"
             );
         }
+    }
+
+    #[test]
+    fn the_sets_follow_the_names() {
+        for r in Reason::ALL {
+            let s = r.as_str();
+            // Every upstream_* reason is the upstream's failure (its own 4xx
+            // included: `upstream_refused` once drifted out of a copy).
+            assert_eq!(s.starts_with("upstream_"), r.is_upstream_failure(), "{s}");
+            if s.starts_with("state_") {
+                assert!(r.is_state_refusal(), "{s}");
+            }
+            let mut sets = r.sets().to_vec();
+            sets.dedup();
+            assert_eq!(sets.len(), r.sets().len(), "{s} lists a set twice");
+        }
+        assert!(Reason::UpstreamRefused.is_upstream_failure());
+        assert!(!Reason::RateLimited.is_upstream_failure());
+        assert!(Reason::SecretInAnswer.is_state_refusal());
+        assert!(!Reason::InvalidRequest.is_state_refusal());
     }
 }
