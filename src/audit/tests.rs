@@ -504,6 +504,19 @@ fn no_event_can_carry_anything_but_names() {
     }
 }
 
+/// Every character of the one invisible table (both ends and the middle of
+/// each range) is dropped from a name written to the audit trail.
+#[test]
+fn names_lose_every_character_of_the_invisible_table() {
+    for (lo, hi, _) in crate::model::Invisible::ranges() {
+        let mid = char::from_u32((lo as u32 + hi as u32) / 2).unwrap_or(lo);
+        for c in [lo, mid, hi] {
+            let name = format!("a{c}b");
+            assert_eq!(Name::new(&name).as_str(), "ab", "{:?}", c.escape_unicode());
+        }
+    }
+}
+
 #[test]
 fn names_lose_control_and_invisible_characters_and_are_clipped() {
     assert_eq!(

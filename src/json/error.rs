@@ -66,8 +66,3 @@ impl fmt::Display for JsonError {
         write!(f, " at line {} column {}", self.line, self.column)
     }
 }
-
-/// A member name fit for an error message: at most 64 printable characters.
-pub(crate) fn printable(key: &str) -> String {
-    key.chars().filter(|c| !c.is_control()).take(64).collect()
-}

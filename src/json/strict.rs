@@ -17,8 +17,9 @@ use serde_json::map::Entry;
 use serde_json::{Map, Value};
 use smallvec::SmallVec;
 
-use super::error::{printable, JsonError, JsonErrorKind};
+use super::error::{JsonError, JsonErrorKind};
 use super::MAX_DEPTH;
+use crate::model::printable_name;
 
 /// Where a strict visitor records the duplicate it failed on, so the error
 /// can be classified without reading serde's message.
@@ -27,7 +28,7 @@ pub struct Failure(RefCell<Option<String>>);
 
 impl Failure {
     pub fn duplicate<E: de::Error>(&self, member: &str) -> E {
-        *self.0.borrow_mut() = Some(printable(member));
+        *self.0.borrow_mut() = Some(printable_name(member));
         E::custom("duplicate member")
     }
 

@@ -7,6 +7,8 @@ use std::fmt;
 
 use http::StatusCode;
 
+use super::Invisible;
+
 /// A set of reasons some part of the gateway treats alike: a column of the
 /// table below (each row lists the sets it belongs to), so no phase keeps a
 /// list of its own that could drift from the table.
@@ -244,10 +246,13 @@ impl Refusal {
 }
 
 /// A name taken from a message (a key, a field, a method, a tool), fit for
-/// a refusal's words and the logs: control characters dropped, at most 64
-/// characters.
+/// a refusal's words and the logs: control and invisible characters (the
+/// one table, [`Invisible`]) dropped, at most 64 characters.
 pub fn printable_name(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(64).collect()
+    s.chars()
+        .filter(|&c| !c.is_control() && Invisible::of(c).is_none())
+        .take(64)
+        .collect()
 }
 
 #[cfg(test)]

@@ -128,15 +128,19 @@ fn token(format: usize, seed: &[u8]) -> (String, K) {
     }
 }
 
-/// Fullwidth forms of some characters and zero-width characters inside.
+/// Fullwidth forms of some characters and invisible characters inside
+/// (both ends of every range of the one table, `model::Invisible`).
 fn disguise(tok: &str, mask: u64, zw: u64) -> String {
+    let hidden: Vec<char> = crate::model::Invisible::ranges()
+        .flat_map(|(lo, hi, _)| [lo, hi])
+        .collect();
     tok.chars()
         .enumerate()
         .map(|(i, c)| {
             let bit = 1u64 << (i % 64);
             let mut s = String::new();
             if zw & bit != 0 && i > 0 {
-                s.push(['\u{200B}', '\u{200C}', '\u{2060}', '\u{FEFF}', '\u{00AD}'][i % 5]);
+                s.push(hidden[(i + zw.count_ones() as usize) % hidden.len()]);
             }
             match c {
                 '!'..='~' if mask & bit != 0 => {

@@ -539,6 +539,17 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Every character of the one invisible table makes a URL ambiguous.
+    #[test]
+    fn every_invisible_character_is_ambiguous_in_a_url() {
+        for (lo, hi, _) in Invisible::ranges() {
+            let mid = char::from_u32((lo as u32 + hi as u32) / 2).unwrap_or(lo);
+            for c in [lo, mid, hi] {
+                assert!(is_ambiguous_char(c), "{:?}", c.escape_unicode());
+            }
+        }
+    }
+
     fn pat(s: &str) -> HostPattern {
         HostPattern::parse(s).unwrap()
     }

@@ -174,15 +174,16 @@ fn classify(c: char) -> Class {
             _ => Class::Sep,
         };
     }
-    if is_cjk(c) {
-        return Class::Cjk;
-    }
     match Invisible::of(c) {
         // A line separator separates; everything else invisible (Hangul
-        // fillers, letters that show nothing, included) is skipped.
+        // fillers, letters that show nothing, included) is skipped, before
+        // the Hangul ranges below could read a filler as a letter.
         Some(Invisible::LineBreak) => return Class::Sep,
         Some(_) => return Class::Skip,
         None => {}
+    }
+    if is_cjk(c) {
+        return Class::Cjk;
     }
     match get_general_category(c) {
         Gc::UppercaseLetter | Gc::TitlecaseLetter => Class::Upper,
@@ -190,7 +191,8 @@ fn classify(c: char) -> Class {
             Class::Lower
         }
         Gc::DecimalNumber => Class::Digit,
-        Gc::NonspacingMark | Gc::EnclosingMark | Gc::Format => Class::Skip,
+        // Invisible format characters are the table's, above.
+        Gc::NonspacingMark | Gc::EnclosingMark => Class::Skip,
         _ => Class::Sep,
     }
 }
@@ -205,8 +207,9 @@ fn is_cjk(c: char) -> bool {
 /// How a value a person typed is read before it is scanned for card numbers
 /// and tokens: NFKC (fullwidth and other compatibility forms become ASCII),
 /// every decimal digit as its ASCII digit (Arabic-Indic, Devanagari, …),
-/// dashes as `-`, other spaces as ` `, and invisible format characters
-/// (zero-width space and joiners, soft hyphen, bidi controls, tags) removed.
+/// dashes as `-`, other spaces as ` `, and invisible characters (the
+/// gateway's one table, [`Invisible`]: zero-width space and joiners, soft
+/// hyphen, bidi controls, tags, Hangul fillers, …) removed.
 /// ASCII text is returned as it is.
 pub fn fold_value(value: &str) -> std::borrow::Cow<'_, str> {
     if value.is_ascii() {
@@ -218,8 +221,10 @@ pub fn fold_value(value: &str) -> std::borrow::Cow<'_, str> {
             out.push(c);
             continue;
         }
+        if Invisible::of(c).is_some() {
+            continue;
+        }
         match get_general_category(c) {
-            Gc::Format => {}
             Gc::DecimalNumber => out.push(ascii_digit(c)),
             Gc::DashPunctuation => out.push('-'),
             Gc::SpaceSeparator => out.push(' '),
@@ -616,6 +621,36 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(words(input), *want, "{input:?}");
+        }
+    }
+
+    /// Every character of the one table, at both ends and the middle of
+    /// each of its ranges, inside a word and inside a number.
+    #[test]
+    fn every_invisible_character_is_skipped_in_words_and_values() {
+        for (lo, hi, class) in Invisible::ranges() {
+            let mid = char::from_u32((lo as u32 + hi as u32) / 2).unwrap_or(lo);
+            for c in [lo, mid, hi] {
+                let want: &[&str] = match class {
+                    Invisible::LineBreak => &["pa", "ss"],
+                    _ => &["pass"],
+                };
+                assert_eq!(words(&format!("pa{c}ss")), want, "{:?}", c.escape_unicode());
+                assert_eq!(
+                    fold_value(&format!("41{c}11")),
+                    "4111",
+                    "{:?}",
+                    c.escape_unicode()
+                );
+            }
+        }
+        for filler in ['\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}'] {
+            assert_eq!(
+                classify(filler),
+                Class::Skip,
+                "{:?}",
+                filler.escape_unicode()
+            );
         }
     }
 

@@ -197,6 +197,34 @@ mod tests {
         }
     }
 
+    /// Every character of the one table (both ends and the middle of each
+    /// range) between two letters: removed from shown text, and a name
+    /// holding it has hidden characters, unless its class is one shown text
+    /// keeps (line separators, variation selectors).
+    #[test]
+    fn every_invisible_character_is_removed_as_its_class_says() {
+        use crate::model::Invisible;
+        use crate::policy::sanitize::has_hidden_characters;
+        for (lo, hi, class) in Invisible::ranges() {
+            let mid = char::from_u32((lo as u32 + hi as u32) / 2).unwrap_or(lo);
+            for c in [lo, mid, hi] {
+                let text = format!("a{c}b");
+                let removed = class.is_removed_from_text();
+                assert_eq!(
+                    has_hidden_characters(&text),
+                    removed,
+                    "{:?}",
+                    c.escape_unicode()
+                );
+                if removed {
+                    for p in [STRIP, SAFE] {
+                        assert_eq!(p.sanitize(&text).text, "ab", "{:?}", c.escape_unicode());
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn control_chars() {
         for p in [STRIP, SAFE] {
