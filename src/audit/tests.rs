@@ -597,6 +597,10 @@ fn operation_outcomes() {
     assert_eq!(O::from_reason(Reason::UpstreamTimeout), O::Error);
     assert_eq!(O::from_reason(Reason::PromptInjection), O::Refused);
     assert_eq!(O::from_reason(Reason::SecretInAnswer), O::Refused);
+    // The upstream's own 4xx is its failure (counted) but ends the
+    // operation as refused, as before the sets were a column.
+    assert_eq!(O::from_reason(Reason::UpstreamRefused), O::Refused);
+    assert_eq!(O::from_reason(Reason::StateStoreUnavailable), O::Error);
     let with = |actions: &[&str]| crate::mrtr::answers::AnswerReport {
         actions: actions
             .iter()

@@ -394,8 +394,11 @@ def check_gateway(c: Case, upstream: HostileUpstream) -> tuple[str, str]:
     return f"{reason}, HTTP {last.status}", "; ".join(seen)
 
 
+# The reasons under [upstream] that the reason table counts as the upstream's
+# failures (`Reason::is_upstream_failure`; tests/it/hostile_reasons.rs keeps
+# this set equal to that column).
 UPSTREAM_FAILURES = {"upstream_bad_response", "upstream_timeout", "upstream_connection_closed",
-                     "upstream_response_too_large", "upstream_protocol_violation"}
+                     "upstream_response_too_large", "upstream_protocol_violation", "upstream_refused"}
 POLICY_CODE = -32010
 
 
