@@ -17,7 +17,7 @@ fn content(method: McpMethod, result: &mut Value) -> (Checked<bool>, Report) {
     content_with(&policy("untrusted"), method, result)
 }
 
-fn verdicts<'r>(report: &'r Report, rule: Rule) -> Vec<&'r Verdict> {
+fn verdicts(report: &Report, rule: Rule) -> Vec<&Verdict> {
     report.verdicts.iter().filter(|v| v.rule == rule).collect()
 }
 
