@@ -1,9 +1,12 @@
 //! Phase: forward to the upstream. One pooled hyper client per upstream
-//! (keep-alive, HTTP/1.1 or HTTP/2, rustls), with connect and response-head
+//! (keep-alive, HTTP/1.1 or HTTP/2, rustls), kept across reloads while its
+//! [`ConnectionSettings`] are unchanged, with connect and response-head
 //! timeouts, and failures sorted into the gateway's stable reasons.
 
+use std::collections::HashMap;
 use std::error::Error as _;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
@@ -17,19 +20,54 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use crate::config::UpstreamRoute;
 use crate::model::{Reason, Refusal};
 
-/// A configured upstream and the connection pool that reaches it.
-pub struct UpstreamClient {
-    pub route: Arc<UpstreamRoute>,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+type Hyper = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// What an upstream's connection pool is built from, and nothing else: the
+/// URL's scheme and authority, its TLS trust, HTTP/2, the connect timeout
+/// and the pool's limits. Two configs with equal settings share one pool
+/// (a reload that leaves them alone re-dials nothing); the path, the
+/// response timeout and the policy are read per request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConnectionSettings {
+    scheme: String,
+    authority: String,
+    /// The CA file's digest (`None`: plain http).
+    tls: Option<String>,
+    http2: bool,
+    connect_timeout: Duration,
+    pool_idle_timeout: Duration,
+    pool_max_idle_per_host: usize,
 }
 
-impl UpstreamClient {
-    pub fn new(route: Arc<UpstreamRoute>) -> Result<Self, rustls::Error> {
+impl ConnectionSettings {
+    pub fn of(route: &UpstreamRoute) -> ConnectionSettings {
+        ConnectionSettings {
+            scheme: route.url.scheme_str().unwrap_or_default().to_owned(),
+            authority: route.endpoint_host.clone(),
+            tls: route.tls_digest.clone(),
+            http2: route.http2,
+            connect_timeout: route.connect_timeout,
+            pool_idle_timeout: route.pool_idle_timeout,
+            pool_max_idle_per_host: route.pool_max_idle_per_host,
+        }
+    }
+}
+
+/// One connection pool (keep-alive connections to one upstream). Dropped
+/// with the last client holding it: after a reload that changed or removed
+/// its upstream, once the requests still using it have finished.
+pub struct Pool {
+    settings: ConnectionSettings,
+    client: Hyper,
+}
+
+impl Pool {
+    fn new(route: &UpstreamRoute) -> Result<Pool, rustls::Error> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(route.connect_timeout));
-        http.set_keepalive(Some(std::time::Duration::from_secs(60)));
+        http.set_keepalive(Some(Duration::from_secs(60)));
         let tls = match &route.tls {
             Some(cfg) => (**cfg).clone(),
             // Plain-http upstream: the connector needs a config it never uses.
@@ -51,7 +89,46 @@ impl UpstreamClient {
             .pool_max_idle_per_host(route.pool_max_idle_per_host)
             .http2_only(route.http2)
             .build(connector);
-        Ok(UpstreamClient { route, client })
+        Ok(Pool {
+            settings: ConnectionSettings::of(route),
+            client,
+        })
+    }
+
+    pub fn settings(&self) -> &ConnectionSettings {
+        &self.settings
+    }
+}
+
+/// The pools of a config generation, by what they were built from: what the
+/// next generation's upstreams may keep.
+pub type Pools = HashMap<ConnectionSettings, Arc<Pool>>;
+
+/// A configured upstream and the connection pool that reaches it.
+pub struct UpstreamClient {
+    pub route: Arc<UpstreamRoute>,
+    pool: Arc<Pool>,
+}
+
+impl UpstreamClient {
+    /// A client with a pool of its own.
+    pub fn new(route: Arc<UpstreamRoute>) -> Result<Self, rustls::Error> {
+        Self::keeping(route, &Pools::new())
+    }
+
+    /// A client that keeps the pool in `previous` built from the same
+    /// [`ConnectionSettings`], or one of its own when there is none.
+    pub fn keeping(route: Arc<UpstreamRoute>, previous: &Pools) -> Result<Self, rustls::Error> {
+        let pool = match previous.get(&ConnectionSettings::of(&route)) {
+            Some(pool) => pool.clone(),
+            None => Arc::new(Pool::new(&route)?),
+        };
+        Ok(UpstreamClient { route, pool })
+    }
+
+    /// Its pool (handed on to the next generation).
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
     }
 
     /// Send the checked request body with the given headers; resolves when the
@@ -66,7 +143,8 @@ impl UpstreamClient {
         *req.method_mut() = method;
         *req.uri_mut() = self.route.url.clone();
         *req.headers_mut() = headers;
-        match tokio::time::timeout(self.route.response_timeout, self.client.request(req)).await {
+        match tokio::time::timeout(self.route.response_timeout, self.pool.client.request(req)).await
+        {
             Err(_) => Err(Refusal::new(
                 Reason::UpstreamTimeout,
                 format!(
