@@ -298,11 +298,7 @@ impl Jwks {
                 });
             }
         });
-        Jwks {
-            addr,
-            mode,
-            served,
-        }
+        Jwks { addr, mode, served }
     }
 
     fn set(&self, mode: Idp) {
@@ -362,7 +358,11 @@ async fn jwt_callers_see_no_401_across_reloads_while_the_jwks_is_slow_then_down(
     idp.set(Idp::Slow(Duration::from_secs(2)));
     for n in 1..=5 {
         files.edit_policy(n);
-        let path = if n == 3 { "/keys/v2.json" } else { "/jwks.json" };
+        let path = if n == 3 {
+            "/keys/v2.json"
+        } else {
+            "/jwks.json"
+        };
         files.write(&up.url(), "", Some(&scheme(path)));
         gw.reload().await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -371,7 +371,11 @@ async fn jwt_callers_see_no_401_across_reloads_while_the_jwks_is_slow_then_down(
     idp.set(Idp::Down);
     for n in 6..=10 {
         files.edit_policy(n);
-        let path = if n == 8 { "/keys/v2.json" } else { "/jwks.json" };
+        let path = if n == 8 {
+            "/keys/v2.json"
+        } else {
+            "/jwks.json"
+        };
         files.write(&up.url(), "", Some(&scheme(path)));
         gw.reload().await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -407,7 +411,11 @@ async fn readyz_waits_for_the_first_key_set() {
     files.write(&up.url(), "", Some(&jwt_scheme(&idp.url("/jwks.json"), "")));
     let started = Instant::now();
     let gw = start_from(&files.config).await;
-    assert_eq!(readyz(&gw).await, 503, "not ready while the fetch is pending");
+    assert_eq!(
+        readyz(&gw).await,
+        503,
+        "not ready while the fetch is pending"
+    );
     eventually_ready(&gw, Duration::from_secs(8)).await;
     assert!(
         started.elapsed() >= Duration::from_millis(1400),

@@ -562,6 +562,13 @@ fn jwt_config_errors() {
         "hs256_secret_env = \"X\"\njwks_refresh = \"1m\"",
     ));
     assert_eq!(e.field, "auth.jwks_refresh");
+    for bad in [
+        "hs256_secret_env = \"X\"",
+        "jwks_url = \"https://idp/jwks\"",
+    ] {
+        let (_, e) = err(&hs_config(&format!("{bad}\njwks_ready_timeout = \"soon\"")));
+        assert_eq!(e.field, "auth.jwks_ready_timeout", "{bad}");
+    }
     let (line, e) = err(&hs_config("jwks_url = \"http://idp.example.com/jwks\""));
     assert_eq!((line, e.field.as_str()), (6, "auth.jwks_url"));
     assert!(e.message.contains("https"));
