@@ -209,3 +209,80 @@ fn classify(e: &hyper_util::client::legacy::Error) -> Refusal {
         "the upstream's answer could not be read",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::GatewayConfig;
+
+    /// The settings of the one upstream of a config with `upstream` lines.
+    fn settings(dir: &Path, upstream: &str) -> ConnectionSettings {
+        let text = format!(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n[[upstream]]\nid = \"a\"\n{upstream}\n[[route]]\npath = \"/mcp\"\nupstream = \"a\"\n"
+        );
+        let config = GatewayConfig::parse(&text, &dir.join("gateway.toml")).unwrap();
+        ConnectionSettings::of(&config.upstreams[0])
+    }
+
+    fn write_ca(dir: &Path) {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        std::fs::write(dir.join("ca.pem"), cert.cert.pem()).unwrap();
+    }
+
+    #[test]
+    fn a_pool_is_kept_for_what_does_not_dial_and_rebuilt_for_what_does() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        write_ca(dir.path());
+        let base = "name = \"A\"\nurl = \"https://127.0.0.1:8443/mcp\"\nca_file = \"ca.pem\"";
+        let running = settings(dir.path(), base);
+        // Read per request, or not about connections: the same pool.
+        for same in [
+            "name = \"Renamed\"\nurl = \"https://127.0.0.1:8443/mcp\"\nca_file = \"ca.pem\"",
+            "name = \"A\"\nurl = \"https://127.0.0.1:8443/other/path\"\nca_file = \"ca.pem\"",
+            &format!("{base}\nresponse_timeout = \"9s\"\nforward_authorization = true"),
+        ] {
+            assert_eq!(settings(dir.path(), same), running, "{same}");
+        }
+        // What the connections are made with: a new pool.
+        for changed in [
+            "name = \"A\"\nurl = \"https://127.0.0.1:9443/mcp\"\nca_file = \"ca.pem\"",
+            "name = \"A\"\nurl = \"https://localhost:8443/mcp\"\nca_file = \"ca.pem\"",
+            "name = \"A\"\nurl = \"https://127.0.0.1:8443/mcp\"",
+            "name = \"A\"\nurl = \"http://127.0.0.1:8443/mcp\"",
+            &format!("{base}\nhttp2 = true"),
+            &format!("{base}\nconnect_timeout = \"1s\""),
+            &format!("{base}\npool_idle_timeout = \"1s\""),
+            &format!("{base}\npool_max_idle_per_host = 3"),
+        ] {
+            assert_ne!(settings(dir.path(), changed), running, "{changed}");
+        }
+        // The same CA file path with another certificate in it.
+        write_ca(dir.path());
+        assert_ne!(settings(dir.path(), base), running, "a rotated CA file");
+    }
+
+    #[test]
+    fn equal_settings_share_one_pool_and_others_get_their_own() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+            [[upstream]]\nid = \"a\"\nname = \"A\"\nurl = \"http://127.0.0.1:9/a\"\n\
+            [[upstream]]\nid = \"b\"\nname = \"B\"\nurl = \"http://127.0.0.1:9/b\"\n\
+            [[upstream]]\nid = \"c\"\nname = \"C\"\nurl = \"http://127.0.0.1:10/c\"\n\
+            [[route]]\npath = \"/mcp\"\nupstream = \"a\"\n";
+        let config = GatewayConfig::parse(text, &dir.path().join("g.toml")).unwrap();
+        let [a, b, c] = [0, 1, 2].map(|i| config.upstreams[i].clone());
+        let first = UpstreamClient::new(a.clone()).unwrap();
+        let mut pools = Pools::new();
+        pools.insert(first.pool().settings().clone(), first.pool().clone());
+        let again = UpstreamClient::keeping(a, &pools).unwrap();
+        let same_host = UpstreamClient::keeping(b, &pools).unwrap();
+        let other = UpstreamClient::keeping(c, &pools).unwrap();
+        assert!(Arc::ptr_eq(again.pool(), first.pool()));
+        assert!(Arc::ptr_eq(same_host.pool(), first.pool()));
+        assert!(!Arc::ptr_eq(other.pool(), first.pool()));
+    }
+}
