@@ -8,7 +8,8 @@
 //! |---|---|
 //! | upstream connection pools | each upstream's [`ConnectionSettings`](super::forward::ConnectionSettings) |
 //! | JWKS key sets and their refresh | the scheme's name, `jwks_url`, `jwks_refresh`, algorithms |
-//! | rate limiter (memory or Redis) | `[rate_limits]` |
+//! | rate limiter (its counters) | `[rate_limits]` |
+//! | rate limiter's Redis connection | `redis_url`, `redis_timeout`, `redis_failure`, `key_prefix` |
 //! | single-use store (memory or Redis) | `state.single_use_backend`, `state.redis_url` |
 //! | pinned listings (memory or Redis) | their backend |
 //! | audit sink | `[audit]` |
@@ -92,10 +93,11 @@ impl Carried {
             }
             sink
         };
+        // New limits start new counters, on the same Redis connection.
         let throttle = if old.config.throttle == config.throttle {
             old.throttle.clone()
         } else {
-            Throttle::new(&config.throttle)
+            Throttle::keeping(&config.throttle, &old.throttle, &old.config.throttle)
         };
         Carried {
             metrics: old.metrics.clone(),

@@ -64,19 +64,16 @@ impl Files {
     }
 
     /// The config: one upstream at `upstream` (with `upstream_extra`),
-    /// routed at /mcp behind the auth schemes `auth` when given.
-    fn write(&self, upstream: &str, upstream_extra: &str, auth: Option<&str>) {
-        let mut extra = format!("[policies]\ndir = \"{}\"\n", self.policies.display());
-        let mut text = String::new();
-        if let Some(auth) = auth {
-            extra.push_str(auth);
-        }
-        text.push_str(&config_text(
+    /// routed at /mcp (behind the auth scheme `corp` when `extra` defines
+    /// one), and `extra`.
+    fn write(&self, upstream: &str, upstream_extra: &str, extra: &str) {
+        let extra = format!("[policies]\ndir = \"{}\"\n{extra}", self.policies.display());
+        let mut text = config_text(
             upstream,
             &format!("policy = \"p\"\n{upstream_extra}"),
             &extra,
-        ));
-        if auth.is_some() {
+        );
+        if extra.contains("[[auth]]") {
             text = text.replace(
                 "upstream = \"test\"\n",
                 "upstream = \"test\"\nauth = [\"corp\"]\n",
@@ -173,7 +170,7 @@ impl Load {
 async fn twenty_policy_reloads_under_load_dial_no_new_upstream_connection() {
     let up = ScriptedUpstream::start(ok_result).await;
     let files = Files::new();
-    files.write(&up.url(), "", None);
+    files.write(&up.url(), "", "");
     let gw = start_from(&files.config).await;
     let url = url(&gw);
     let load = Load::start(&url, 4, None);
@@ -222,7 +219,7 @@ async fn a_changed_upstream_or_pool_setting_gets_a_new_pool() {
         ScriptedUpstream::start(ok_result).await,
     );
     let files = Files::new();
-    files.write(&a.url(), "", None);
+    files.write(&a.url(), "", "");
     let gw = start_from(&files.config).await;
     let url = url(&gw);
     assert_eq!(call_ok(&url, "1").await, 200);
@@ -233,12 +230,12 @@ async fn a_changed_upstream_or_pool_setting_gets_a_new_pool() {
     assert_eq!(call_ok(&url, "2").await, 200);
     assert_eq!((a.connections(), a.requests().len()), (1, 2));
     // A pool setting changed: a new pool, so a new connection.
-    files.write(&a.url(), "pool_max_idle_per_host = 8", None);
+    files.write(&a.url(), "pool_max_idle_per_host = 8", "");
     gw.reload().await.unwrap();
     assert_eq!(call_ok(&url, "3").await, 200);
     assert_eq!((a.connections(), a.requests().len()), (2, 3));
     // Another URL: the new upstream is dialled, the old one sees nothing more.
-    files.write(&b.url(), "pool_max_idle_per_host = 8", None);
+    files.write(&b.url(), "pool_max_idle_per_host = 8", "");
     gw.reload().await.unwrap();
     assert_eq!(call_ok(&url, "4").await, 200);
     assert_eq!((b.connections(), b.requests().len()), (1, 1));
@@ -347,7 +344,7 @@ async fn jwt_callers_see_no_401_across_reloads_while_the_jwks_is_slow_then_down(
     let idp = Jwks::start(doc, Idp::Up).await;
     let files = Files::new();
     let scheme = |path: &str| jwt_scheme(&idp.url(path), "jwks_refresh = \"200ms\"");
-    files.write(&up.url(), "", Some(&scheme("/jwks.json")));
+    files.write(&up.url(), "", &scheme("/jwks.json"));
     let gw = start_from(&files.config).await;
     eventually_ready(&gw, Duration::from_secs(5)).await;
     let load = Load::start(&url(&gw), 2, Some(token));
@@ -363,7 +360,7 @@ async fn jwt_callers_see_no_401_across_reloads_while_the_jwks_is_slow_then_down(
         } else {
             "/jwks.json"
         };
-        files.write(&up.url(), "", Some(&scheme(path)));
+        files.write(&up.url(), "", &scheme(path));
         gw.reload().await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -376,7 +373,7 @@ async fn jwt_callers_see_no_401_across_reloads_while_the_jwks_is_slow_then_down(
         } else {
             "/jwks.json"
         };
-        files.write(&up.url(), "", Some(&scheme(path)));
+        files.write(&up.url(), "", &scheme(path));
         gw.reload().await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -408,7 +405,7 @@ async fn readyz_waits_for_the_first_key_set() {
     let (doc, token) = signed();
     let idp = Jwks::start(doc, Idp::Slow(Duration::from_millis(1500))).await;
     let files = Files::new();
-    files.write(&up.url(), "", Some(&jwt_scheme(&idp.url("/jwks.json"), "")));
+    files.write(&up.url(), "", &jwt_scheme(&idp.url("/jwks.json"), ""));
     let started = Instant::now();
     let gw = start_from(&files.config).await;
     assert_eq!(
@@ -444,7 +441,7 @@ async fn a_jwks_that_cannot_be_fetched_is_named_in_the_log_and_readiness_waits_b
     files.write(
         &up.url(),
         "",
-        Some(&jwt_scheme(&jwks_url, "jwks_ready_timeout = \"2s\"")),
+        &jwt_scheme(&jwks_url, "jwks_ready_timeout = \"2s\""),
     );
     let dir = tempfile::tempdir().unwrap();
     let (stderr, log) = log_file(dir.path(), "gateway.log");
@@ -484,4 +481,60 @@ async fn a_jwks_that_cannot_be_fetched_is_named_in_the_log_and_readiness_waits_b
         "a line names {named}:\n{text}"
     );
     assert!(!text.contains("never-logged"), "{text}");
+}
+
+/// Connections the Redis server has accepted so far, asked on `conn`.
+async fn redis_connections(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no connection count in {info}"))
+}
+
+#[tokio::test]
+async fn reloads_that_change_the_rate_limits_keep_the_redis_connection() {
+    if !crate::throttle_redis::redis_installed() {
+        return;
+    }
+    let redis = crate::throttle_redis::RedisServer::start().await;
+    let mut probe = ::redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let up = ScriptedUpstream::start(ok_result).await;
+    let files = Files::new();
+    let limits = |rate: u32| {
+        format!(
+            "[rate_limits]\nbackend = \"redis\"\nredis_url = \"{}\"\nper_principal = {{ rate = \"{rate}/s\" }}\n",
+            redis.url()
+        )
+    };
+    files.write(&up.url(), "", &limits(1000));
+    let gw = start_from(&files.config).await;
+    let url = url(&gw);
+    assert_eq!(call_ok(&url, "0").await, 200);
+    let before = redis_connections(&mut probe).await;
+    for n in 1..=10 {
+        files.write(&up.url(), "", &limits(1000 + n));
+        gw.reload().await.unwrap();
+        assert_eq!(call_ok(&url, &n.to_string()).await, 200);
+    }
+    assert_eq!(
+        redis_connections(&mut probe).await,
+        before,
+        "Redis connections opened across 10 reloads of the limits"
+    );
+    // Another Redis setting: a connection of its own.
+    let other = limits(1000).replace("per_principal", "redis_timeout = \"80ms\"\nper_principal");
+    files.write(&up.url(), "", &other);
+    gw.reload().await.unwrap();
+    assert_eq!(call_ok(&url, "x").await, 200);
+    assert!(redis_connections(&mut probe).await > before);
+    gw.shutdown_shared().await;
 }
