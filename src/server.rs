@@ -374,7 +374,10 @@ impl RunningGateway {
 /// until then `/readyz` answers 503, so no JWT caller is sent here to be
 /// refused for want of keys.
 fn wait_for_keys(auth: Arc<crate::identify::AuthSchemes>) -> Arc<AtomicBool> {
-    let ready = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(!auth.fetches_keys()));
+    if ready.load(Ordering::Acquire) {
+        return ready;
+    }
     let flag = ready.clone();
     let started = std::time::Instant::now();
     tokio::spawn(async move {

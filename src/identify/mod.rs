@@ -449,6 +449,13 @@ impl AuthSchemes {
         }
     }
 
+    /// Whether any scheme fetches its keys from a `jwks_url`.
+    pub fn fetches_keys(&self) -> bool {
+        self.schemes
+            .iter()
+            .any(|s| matches!(&s.kind, Kind::Jwt(j) if j.remote_issuer().is_some()))
+    }
+
     /// Waits until every `jwks_url` scheme has a key set, each at most its
     /// `jwks_ready_timeout` from `started`. Returns the schemes (name, URL
     /// as logs show it) still without one.
