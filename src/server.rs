@@ -259,8 +259,7 @@ impl RunningGateway {
 
     async fn try_reload(&self) -> Result<(), ReloadError> {
         let path = self.source.clone().ok_or(ReloadError::NoSource)?;
-        let old = self.current.load_full();
-        let running = old.clone();
+        let running = self.current.load_full();
         // Off the workers: reading the files, and what the next generation
         // keeps of the running one (a changed audit file is opened here).
         let (config, stamps, carried) = tokio::task::spawn_blocking(move || {
