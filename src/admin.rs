@@ -9,6 +9,7 @@
 //! accept` on the gateway's host (or in its pod), nobody else.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -44,10 +45,17 @@ pub(crate) fn text(
 /// The running gateway, whose listing store the listings routes read.
 pub type Current = Arc<ArcSwap<Gateway>>;
 
+/// `/readyz` is 200 when the server says it serves (not draining) and the
+/// first JWKS key sets are in (or their `jwks_ready_timeout` is over).
+fn ready(metrics: &Metrics, keys: &AtomicBool) -> bool {
+    metrics.is_ready() && keys.load(Ordering::Acquire)
+}
+
 async fn route(
     req: Request<Incoming>,
     peer: SocketAddr,
     metrics: &Metrics,
+    keys: &AtomicBool,
     current: Option<&Current>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path();
@@ -57,10 +65,10 @@ async fn route(
             None => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
         };
     }
-    answer(&req, metrics)
+    answer(&req, metrics, ready(metrics, keys))
 }
 
-fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
+fn answer(req: &Request<Incoming>, metrics: &Metrics, ready: bool) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
         r.headers_mut()
@@ -69,7 +77,7 @@ fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
     }
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "text/plain", "ok\n"),
-        "/readyz" if metrics.is_ready() => text(StatusCode::OK, "text/plain", "ready\n"),
+        "/readyz" if ready => text(StatusCode::OK, "text/plain", "ready\n"),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready\n"),
         "/metrics" => text(
             StatusCode::OK,
@@ -84,9 +92,12 @@ fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
     }
 }
 
+/// Serve the admin routes until `shutdown`. `keys` is set once the first
+/// JWKS key sets are in (see [`ready`]).
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
+    keys: Arc<AtomicBool>,
     current: Option<Current>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -96,13 +107,15 @@ pub async fn serve(
             r = listener.accept() => match r { Ok(s) => s, Err(_) => continue },
         };
         let metrics = metrics.clone();
+        let keys = keys.clone();
         let current = current.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let metrics = metrics.clone();
+                let keys = keys.clone();
                 let current = current.clone();
                 async move {
-                    let r = route(req, peer, &metrics, current.as_ref()).await;
+                    let r = route(req, peer, &metrics, &keys, current.as_ref()).await;
                     Ok::<_, Infallible>(r)
                 }
             });

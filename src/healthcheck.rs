@@ -204,7 +204,8 @@ mod tests {
         let metrics = Metrics::new().expect("metrics");
         metrics.ready.store(ready, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(crate::admin::serve(listener, metrics, None, rx));
+        let keys = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        tokio::spawn(crate::admin::serve(listener, metrics, keys, None, rx));
         (addr, tx)
     }
 

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,12 +16,9 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
-use crate::audit::AuditSink;
 use crate::config::{ConfigErrors, GatewayConfig};
 use crate::layers::LayerSettings;
-use crate::listings::{ListingBackend, ListingStore};
 use crate::model::{system_clock, SharedClock};
-use crate::mrtr::replay::ReplayStore;
 use crate::pipeline::record::Metrics;
 use crate::pipeline::{Carried, Gateway};
 use crate::telemetry::Telemetry;
@@ -68,7 +65,6 @@ pub struct RunningGateway {
     /// The admin listener outlives the drain so probes can watch it.
     admin: std::sync::Mutex<Option<AdminTask>>,
     metrics: Arc<Metrics>,
-    clock: SharedClock,
     /// Stamps of the config's files when the running config was loaded.
     files: std::sync::Mutex<FileWatch>,
     /// The config the listeners were bound and the logger set up with:
@@ -130,23 +126,13 @@ impl RunningGateway {
         let files = std::sync::Mutex::new(FileWatch::of(&config));
         let config = Arc::new(config);
         let metrics = Metrics::new()?;
-        let replay = Arc::new(ReplayStore::new(&config.state.replay));
-        let listings = Arc::new(ListingStore::new(&ListingBackend::of(&config)));
-        let audit = AuditSink::from_settings(config.audit.clone());
-        if let Err(e) = audit.start() {
-            tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
-        }
-        let carried = Carried {
-            metrics: metrics.clone(),
-            replay,
-            listings,
-            audit,
-            clock: clock.clone(),
-            throttle: None,
-        };
+        let carried = Carried::first(&config, metrics.clone(), clock);
         let gateway = Gateway::new(config.clone(), carried)?;
         gateway.throttle.start().await;
-        config.auth.spawn_refresh();
+        config
+            .auth
+            .spawn_refresh(|issuer| metrics.jwks_fetch_failures(issuer));
+        let keys_ready = wait_for_keys(config.auth.clone());
         metrics.config_loaded(true);
         let current = Arc::new(ArcSwap::from_pointee(gateway));
         let (tx, rx) = watch::channel(false);
@@ -198,6 +184,7 @@ impl RunningGateway {
                 let task = tokio::spawn(crate::admin::serve(
                     listener,
                     metrics.clone(),
+                    keys_ready.clone(),
                     Some(current.clone()),
                     admin_rx,
                 ));
@@ -227,7 +214,6 @@ impl RunningGateway {
             tasks: tokio::sync::Mutex::new(tasks),
             admin: std::sync::Mutex::new(admin),
             metrics,
-            clock,
             files,
             started: config,
             telemetry,
@@ -273,15 +259,18 @@ impl RunningGateway {
 
     async fn try_reload(&self) -> Result<(), ReloadError> {
         let path = self.source.clone().ok_or(ReloadError::NoSource)?;
-        let (config, stamps) = tokio::task::spawn_blocking(move || {
-            GatewayConfig::load(&path).map(|c| {
+        let running = self.current.load_full();
+        // Off the workers: reading the files, and what the next generation
+        // keeps of the running one (a changed audit file is opened here).
+        let (config, stamps, carried) = tokio::task::spawn_blocking(move || {
+            GatewayConfig::load(&path).map(|mut c| {
                 let stamps = FileWatch::of(&c);
-                (c, stamps)
+                let carried = Carried::from_previous(&running, &mut c);
+                (c, stamps, carried)
             })
         })
         .await
         .map_err(|_| ReloadError::Loader)??;
-        let old = self.current.load_full();
         let restart = config.restart_only_changes(&self.started);
         if !restart.is_empty() {
             tracing::warn!(
@@ -289,36 +278,11 @@ impl RunningGateway {
                 "these settings changed and take effect only at the next restart; the rest of the config is reloaded"
             );
         }
-        let replay = if old.replay_store().serves(&config.state.replay) {
-            old.replay_store().clone()
-        } else {
-            Arc::new(ReplayStore::new(&config.state.replay))
-        };
-        // The pins outlive a reload (in memory too) unless the Redis changed.
-        let backend = ListingBackend::of(&config);
-        let listings = if old.listings.serves(&backend) {
-            old.listings.clone()
-        } else {
-            Arc::new(ListingStore::new(&backend))
-        };
-        let audit = if old.audit.settings() == &config.audit {
-            old.audit.clone()
-        } else {
-            let sink = AuditSink::from_settings(config.audit.clone());
-            let _ = sink.start();
-            sink
-        };
-        let carried = Carried {
-            metrics: self.metrics.clone(),
-            replay,
-            listings,
-            audit,
-            clock: self.clock.clone(),
-            throttle: Some((old.config.throttle.clone(), old.throttle.clone())),
-        };
         let config = Arc::new(config);
         let gateway = Gateway::new(config.clone(), carried)?;
-        config.auth.spawn_refresh();
+        config
+            .auth
+            .spawn_refresh(|issuer| self.metrics.jwks_fetch_failures(issuer));
         let throttle = gateway.throttle.clone();
         tokio::spawn(async move { throttle.start().await });
         self.current.store(Arc::new(gateway));
@@ -402,6 +366,30 @@ impl RunningGateway {
     pub async fn shutdown_shared(self: Arc<Self>) {
         self.drain().await;
     }
+}
+
+/// Set once every `jwks_url` scheme has its first key set, or its
+/// `jwks_ready_timeout` is over (each URL still without one is logged):
+/// until then `/readyz` answers 503, so no JWT caller is sent here to be
+/// refused for want of keys.
+fn wait_for_keys(auth: Arc<crate::identify::AuthSchemes>) -> Arc<AtomicBool> {
+    let ready = Arc::new(AtomicBool::new(!auth.fetches_keys()));
+    if ready.load(Ordering::Acquire) {
+        return ready;
+    }
+    let flag = ready.clone();
+    let started = std::time::Instant::now();
+    tokio::spawn(async move {
+        for (scheme, url) in auth.wait_for_keys(started).await {
+            tracing::error!(
+                auth_scheme = %scheme,
+                %url,
+                "no JWKS key set fetched from {url} within jwks_ready_timeout; ready anyway: this scheme's callers are refused until a fetch succeeds"
+            );
+        }
+        flag.store(true, Ordering::Release);
+    });
+    ready
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -259,7 +259,7 @@ pub(super) fn readable(
 
 /// SHA-256 of the files a TLS listener is made of: a reload that changes
 /// them needs a restart, and this says whether it did.
-fn files_digest(paths: &[&Path]) -> String {
+pub(super) fn files_digest(paths: &[&Path]) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     for p in paths {
         ctx.update(p.as_os_str().as_encoded_bytes());

@@ -25,6 +25,9 @@ pub struct UpstreamRoute {
     pub name: String,
     pub url: Uri,
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// What `tls` was built from (the CA file's path and bytes, or the
+    /// built-in roots), comparable across reloads; `None` for plain http.
+    pub tls_digest: Option<String>,
     pub http2: bool,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
@@ -86,14 +89,15 @@ fn upstream_url(
     Ok((url, https))
 }
 
-/// The client TLS config of an https upstream (with its `ca_file`).
+/// The client TLS config of an https upstream (with its `ca_file`), and
+/// the digest of what it was built from.
 fn upstream_tls(
     r: &RawUpstream,
     https: bool,
     field: &dyn Fn(&str) -> String,
     loc: &Locator<'_>,
     base: &Path,
-) -> Result<Option<Arc<rustls::ClientConfig>>, ConfigError> {
+) -> Result<Option<(Arc<rustls::ClientConfig>, String)>, ConfigError> {
     match (&r.ca_file, https) {
         (Some(c), false) => Err(loc.at(
             c.span(),
@@ -102,12 +106,12 @@ fn upstream_tls(
         )),
         (None, false) => Ok(None),
         (None, true) => crate::tls::client_config(None)
-            .map(Some)
+            .map(|c| Some((c, super::listener::files_digest(&[]))))
             .map_err(|e| loc.at(r.url.span(), field("url"), e.to_string())),
         (Some(c), true) => {
             let path = readable(c, &field("ca_file"), loc, base)?;
             crate::tls::client_config(Some(&path))
-                .map(Some)
+                .map(|c| Some((c, super::listener::files_digest(&[&path]))))
                 .map_err(|e| loc.at(c.span(), field("ca_file"), e.to_string()))
         }
     }
@@ -212,7 +216,8 @@ pub(super) fn upstreams(
             id,
             name,
             url,
-            tls,
+            tls_digest: tls.as_ref().map(|(_, d)| d.clone()),
+            tls: tls.map(|(c, _)| c),
             http2: r.http2.unwrap_or(false),
             connect_timeout,
             response_timeout,

@@ -42,6 +42,9 @@ pub struct RawAuthScheme {
     pub jwks_url: Option<Spanned<String>>,
     /// Refresh interval for `jwks_url` (default 5m).
     pub jwks_refresh: Option<Spanned<String>>,
+    /// How long `/readyz` waits at start for the `jwks_url`'s first key set
+    /// (default 15s).
+    pub jwks_ready_timeout: Option<Spanned<String>>,
     pub hs256_secret_file: Option<Spanned<String>>,
     pub hs256_secret_env: Option<Spanned<String>>,
     /// Default `sub`.
@@ -149,6 +152,7 @@ impl RawAuthScheme {
         s(&mut out, "jwks_file", &self.jwks_file);
         s(&mut out, "jwks_url", &self.jwks_url);
         s(&mut out, "jwks_refresh", &self.jwks_refresh);
+        s(&mut out, "jwks_ready_timeout", &self.jwks_ready_timeout);
         s(&mut out, "hs256_secret_file", &self.hs256_secret_file);
         s(&mut out, "hs256_secret_env", &self.hs256_secret_env);
         s(&mut out, "principal_claim", &self.principal_claim);

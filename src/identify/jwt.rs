@@ -32,13 +32,15 @@ use http_body_util::{BodyExt, Empty, Limited};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use toml::Spanned;
 
 use super::config::{duration, printable_name, AuthConfigError, RawAuthScheme};
 use super::{bearer, looks_like_jwt, Attempt, AuthMethod, Credential, Principal};
 
 const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
+/// How long `/readyz` waits at start for a `jwks_url`'s first key set.
+const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(15);
 const MIN_REFRESH: Duration = Duration::from_millis(100);
 const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 const MAX_LEEWAY: Duration = Duration::from_secs(300);
@@ -78,7 +80,10 @@ impl std::fmt::Debug for JwtScheme {
             .field("principal_claim", &self.principal_claim)
             .field("groups_claim", &self.groups_claim)
             .field("keys", &self.keys.load().len())
-            .field("jwks_url", &self.remote.as_ref().map(|r| r.url.to_string()))
+            .field(
+                "jwks_url",
+                &self.remote.as_ref().map(|r| shown(&r.fetch.url)),
+            )
             .finish()
     }
 }
@@ -117,6 +122,7 @@ impl JwtScheme {
                 "jwks_file",
                 "jwks_url",
                 "jwks_refresh",
+                "jwks_ready_timeout",
                 "hs256_secret_file",
                 "hs256_secret_env",
                 "principal_claim",
@@ -243,13 +249,12 @@ impl JwtScheme {
                 d
             }
         };
-        if let Some(r) = &raw.jwks_refresh {
-            if raw.jwks_url.is_none() {
-                return Err(AuthConfigError::at(
-                    r,
-                    "auth.jwks_refresh",
-                    "applies only with jwks_url",
-                ));
+        for (field, value) in [
+            ("auth.jwks_refresh", &raw.jwks_refresh),
+            ("auth.jwks_ready_timeout", &raw.jwks_ready_timeout),
+        ] {
+            if let Some(r) = value.as_ref().filter(|_| raw.jwks_url.is_none()) {
+                return Err(AuthConfigError::at(r, field, "applies only with jwks_url"));
             }
         }
 
@@ -292,14 +297,22 @@ impl JwtScheme {
                         d
                     }
                 };
+                let ready_timeout = match &raw.jwks_ready_timeout {
+                    None => DEFAULT_READY_TIMEOUT,
+                    Some(v) => duration(v, "auth.jwks_ready_timeout")?,
+                };
                 remote = Some(Remote {
-                    url,
-                    refresh,
-                    allowed: algorithms.clone(),
-                    kick: Arc::new(Notify::new()),
-                    started: AtomicBool::new(false),
+                    fetch: Fetch {
+                        url,
+                        refresh,
+                        allowed: algorithms.clone(),
+                    },
+                    issuer: issuer.get_ref().clone(),
+                    ready_timeout,
+                    live: Arc::new(Live::default()),
                 });
-                // Empty until the first fetch: tokens fail with "unknown key".
+                // Empty until the first fetch (or a key set kept from the
+                // previous config): tokens fail with "unknown key".
                 KeySet::default()
             }
             _ => {
@@ -401,7 +414,7 @@ impl JwtScheme {
         let set = self.keys.load();
         let Some(key) = set.select(header.kid.as_deref()) else {
             if let Some(r) = &self.remote {
-                r.kick.notify_one(); // maybe the IdP rotated its keys
+                r.live.kick.notify_one(); // maybe the IdP rotated its keys
             }
             return Err("unknown key");
         };
@@ -439,19 +452,26 @@ impl JwtScheme {
         })
     }
 
-    pub(crate) fn spawn_refresh(&self, scheme: &str) {
+    /// Starts the background refresh of a `jwks_url` (once per key set:
+    /// a set kept from the previous config is already being refreshed).
+    pub(crate) fn spawn_refresh(&self, scheme: &str, failures: prometheus::IntCounter) {
         let Some(remote) = &self.remote else { return };
-        if remote.started.swap(true, Ordering::SeqCst) {
+        if remote.live.started.swap(true, Ordering::SeqCst) {
             return;
         }
         tokio::spawn(refresh_loop(
             Arc::downgrade(&self.keys),
-            remote.kick.clone(),
-            remote.url.clone(),
-            remote.refresh,
-            remote.allowed.clone(),
+            remote.live.clone(),
+            remote.fetch.clone(),
             scheme.to_owned(),
+            failures,
         ));
+    }
+
+    /// The configured issuer of a `jwks_url` scheme (the label of its
+    /// fetch-failure metric).
+    pub(crate) fn remote_issuer(&self) -> Option<&str> {
+        self.remote.as_ref().map(|r| r.issuer.as_str())
     }
 
     pub(crate) async fn refresh_now(&self, scheme: &str) -> Result<(), String> {
@@ -459,14 +479,51 @@ impl JwtScheme {
             return Ok(());
         };
         let client = https_client()?;
-        let (set, broken) = fetch(&client, &remote.url)
+        let (set, broken) = fetch(&client, &remote.fetch.url)
             .await
-            .and_then(|b| parse_jwks(&b, &remote.allowed, false))?;
+            .and_then(|b| parse_jwks(&b, &remote.fetch.allowed, false))?;
         for b in broken {
-            tracing::warn!(auth_scheme = scheme, url = %remote.url, "JWKS {b}; key skipped");
+            tracing::warn!(auth_scheme = scheme, url = %shown(&remote.fetch.url), "JWKS {b}; key skipped");
         }
         self.keys.store(Arc::new(set));
+        remote.live.loaded.send_replace(true);
         Ok(())
+    }
+
+    /// Takes over what `old` (the same scheme in the running config) has:
+    /// fetched alike, its key set and refresh task; fetched differently (a
+    /// new URL, interval or algorithms), its keys as the start, so callers
+    /// are not refused while the new URL is slow or down (the new task
+    /// replaces them on its first good fetch).
+    pub(crate) fn keep_keys(&mut self, old: &JwtScheme) {
+        let (Some(new), Some(was)) = (&mut self.remote, &old.remote) else {
+            return;
+        };
+        if new.fetch == was.fetch {
+            self.keys = old.keys.clone();
+            new.live = was.live.clone();
+        } else if *was.live.loaded.borrow() {
+            self.keys.store(old.keys.load_full());
+            new.live.loaded.send_replace(true);
+        }
+    }
+
+    /// Waits (until `deadline`) for a `jwks_url` scheme's first key set.
+    /// `Err` names the URL (as logs show it) when there is none by then.
+    pub(crate) async fn wait_for_keys(&self, started: Instant) -> Result<(), String> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        let mut loaded = remote.live.loaded.subscribe();
+        let deadline = started + remote.ready_timeout;
+        let waited = tokio::time::timeout_at(deadline.into(), loaded.wait_for(|l| *l))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if waited {
+            Ok(())
+        } else {
+            Err(shown(&remote.fetch.url))
+        }
     }
 }
 

@@ -413,15 +413,62 @@ impl AuthSchemes {
     }
 
     /// Starts the background JWKS refresh of every `jwks_url` scheme (call
-    /// once inside a tokio runtime; later calls are no-ops). Each task holds
-    /// only a weak reference to its key set and ends once this `AuthSchemes`
-    /// is dropped (e.g. replaced by a config reload).
-    pub fn spawn_refresh(&self) {
+    /// inside a tokio runtime; a key set already being refreshed, e.g. kept
+    /// from the previous config, is left to its task). Each task holds only
+    /// a weak reference to its key set and ends once no config uses it.
+    /// `failures` gives the counter of failed fetches for an issuer.
+    pub fn spawn_refresh(&self, failures: impl Fn(&str) -> prometheus::IntCounter) {
         for s in &self.schemes {
             if let Kind::Jwt(j) = &s.kind {
-                j.spawn_refresh(&s.name);
+                if let Some(issuer) = j.remote_issuer() {
+                    j.spawn_refresh(&s.name, failures(issuer));
+                }
             }
         }
+    }
+
+    /// Takes over the JWKS key sets of `old` (the running config's schemes)
+    /// for the schemes of the same name: see `JwtScheme::keep_keys`. A
+    /// reload therefore neither re-fetches an unchanged `jwks_url` nor
+    /// starts a changed one empty.
+    pub fn keep_keys(&mut self, old: &AuthSchemes) {
+        for s in &mut self.schemes {
+            let Kind::Jwt(new) = &mut s.kind else {
+                continue;
+            };
+            let was = old
+                .lookup(&s.name)
+                .and_then(|id| old.schemes.get(id.0 as usize));
+            if let Some(Scheme {
+                kind: Kind::Jwt(was),
+                ..
+            }) = was
+            {
+                new.keep_keys(was);
+            }
+        }
+    }
+
+    /// Whether any scheme fetches its keys from a `jwks_url`.
+    pub fn fetches_keys(&self) -> bool {
+        self.schemes
+            .iter()
+            .any(|s| matches!(&s.kind, Kind::Jwt(j) if j.remote_issuer().is_some()))
+    }
+
+    /// Waits until every `jwks_url` scheme has a key set, each at most its
+    /// `jwks_ready_timeout` from `started`. Returns the schemes (name, URL
+    /// as logs show it) still without one.
+    pub async fn wait_for_keys(&self, started: std::time::Instant) -> Vec<(String, String)> {
+        let mut missing = Vec::new();
+        for s in &self.schemes {
+            if let Kind::Jwt(j) = &s.kind {
+                if let Err(url) = j.wait_for_keys(started).await {
+                    missing.push((s.name.clone(), url));
+                }
+            }
+        }
+        missing
     }
 
     /// Fetches every `jwks_url` once, now (e.g. before a listener starts

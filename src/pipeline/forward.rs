@@ -1,9 +1,12 @@
 //! Phase: forward to the upstream. One pooled hyper client per upstream
-//! (keep-alive, HTTP/1.1 or HTTP/2, rustls), with connect and response-head
+//! (keep-alive, HTTP/1.1 or HTTP/2, rustls), kept across reloads while its
+//! [`ConnectionSettings`] are unchanged, with connect and response-head
 //! timeouts, and failures sorted into the gateway's stable reasons.
 
+use std::collections::HashMap;
 use std::error::Error as _;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
@@ -17,19 +20,54 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use crate::config::UpstreamRoute;
 use crate::model::{Reason, Refusal};
 
-/// A configured upstream and the connection pool that reaches it.
-pub struct UpstreamClient {
-    pub route: Arc<UpstreamRoute>,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+type Hyper = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// What an upstream's connection pool is built from, and nothing else: the
+/// URL's scheme and authority, its TLS trust, HTTP/2, the connect timeout
+/// and the pool's limits. Two configs with equal settings share one pool
+/// (a reload that leaves them alone re-dials nothing); the path, the
+/// response timeout and the policy are read per request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConnectionSettings {
+    scheme: String,
+    authority: String,
+    /// The CA file's digest (`None`: plain http).
+    tls: Option<String>,
+    http2: bool,
+    connect_timeout: Duration,
+    pool_idle_timeout: Duration,
+    pool_max_idle_per_host: usize,
 }
 
-impl UpstreamClient {
-    pub fn new(route: Arc<UpstreamRoute>) -> Result<Self, rustls::Error> {
+impl ConnectionSettings {
+    pub fn of(route: &UpstreamRoute) -> ConnectionSettings {
+        ConnectionSettings {
+            scheme: route.url.scheme_str().unwrap_or_default().to_owned(),
+            authority: route.endpoint_host.clone(),
+            tls: route.tls_digest.clone(),
+            http2: route.http2,
+            connect_timeout: route.connect_timeout,
+            pool_idle_timeout: route.pool_idle_timeout,
+            pool_max_idle_per_host: route.pool_max_idle_per_host,
+        }
+    }
+}
+
+/// One connection pool (keep-alive connections to one upstream). Dropped
+/// with the last client holding it: after a reload that changed or removed
+/// its upstream, once the requests still using it have finished.
+pub struct Pool {
+    settings: ConnectionSettings,
+    client: Hyper,
+}
+
+impl Pool {
+    fn new(route: &UpstreamRoute) -> Result<Pool, rustls::Error> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(route.connect_timeout));
-        http.set_keepalive(Some(std::time::Duration::from_secs(60)));
+        http.set_keepalive(Some(Duration::from_secs(60)));
         let tls = match &route.tls {
             Some(cfg) => (**cfg).clone(),
             // Plain-http upstream: the connector needs a config it never uses.
@@ -51,7 +89,46 @@ impl UpstreamClient {
             .pool_max_idle_per_host(route.pool_max_idle_per_host)
             .http2_only(route.http2)
             .build(connector);
-        Ok(UpstreamClient { route, client })
+        Ok(Pool {
+            settings: ConnectionSettings::of(route),
+            client,
+        })
+    }
+
+    pub fn settings(&self) -> &ConnectionSettings {
+        &self.settings
+    }
+}
+
+/// The pools of a config generation, by what they were built from: what the
+/// next generation's upstreams may keep.
+pub type Pools = HashMap<ConnectionSettings, Arc<Pool>>;
+
+/// A configured upstream and the connection pool that reaches it.
+pub struct UpstreamClient {
+    pub route: Arc<UpstreamRoute>,
+    pool: Arc<Pool>,
+}
+
+impl UpstreamClient {
+    /// A client with a pool of its own.
+    pub fn new(route: Arc<UpstreamRoute>) -> Result<Self, rustls::Error> {
+        Self::keeping(route, &Pools::new())
+    }
+
+    /// A client that keeps the pool in `previous` built from the same
+    /// [`ConnectionSettings`], or one of its own when there is none.
+    pub fn keeping(route: Arc<UpstreamRoute>, previous: &Pools) -> Result<Self, rustls::Error> {
+        let pool = match previous.get(&ConnectionSettings::of(&route)) {
+            Some(pool) => pool.clone(),
+            None => Arc::new(Pool::new(&route)?),
+        };
+        Ok(UpstreamClient { route, pool })
+    }
+
+    /// Its pool (handed on to the next generation).
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
     }
 
     /// Send the checked request body with the given headers; resolves when the
@@ -66,7 +143,8 @@ impl UpstreamClient {
         *req.method_mut() = method;
         *req.uri_mut() = self.route.url.clone();
         *req.headers_mut() = headers;
-        match tokio::time::timeout(self.route.response_timeout, self.client.request(req)).await {
+        match tokio::time::timeout(self.route.response_timeout, self.pool.client.request(req)).await
+        {
             Err(_) => Err(Refusal::new(
                 Reason::UpstreamTimeout,
                 format!(
@@ -130,4 +208,81 @@ fn classify(e: &hyper_util::client::legacy::Error) -> Refusal {
         Reason::UpstreamBadResponse,
         "the upstream's answer could not be read",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::GatewayConfig;
+
+    /// The settings of the one upstream of a config with `upstream` lines.
+    fn settings(dir: &Path, upstream: &str) -> ConnectionSettings {
+        let text = format!(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n[[upstream]]\nid = \"a\"\n{upstream}\n[[route]]\npath = \"/mcp\"\nupstream = \"a\"\n"
+        );
+        let config = GatewayConfig::parse(&text, &dir.join("gateway.toml")).unwrap();
+        ConnectionSettings::of(&config.upstreams[0])
+    }
+
+    fn write_ca(dir: &Path) {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        std::fs::write(dir.join("ca.pem"), cert.cert.pem()).unwrap();
+    }
+
+    #[test]
+    fn a_pool_is_kept_for_what_does_not_dial_and_rebuilt_for_what_does() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        write_ca(dir.path());
+        let base = "name = \"A\"\nurl = \"https://127.0.0.1:8443/mcp\"\nca_file = \"ca.pem\"";
+        let running = settings(dir.path(), base);
+        // Read per request, or not about connections: the same pool.
+        for same in [
+            "name = \"Renamed\"\nurl = \"https://127.0.0.1:8443/mcp\"\nca_file = \"ca.pem\"",
+            "name = \"A\"\nurl = \"https://127.0.0.1:8443/other/path\"\nca_file = \"ca.pem\"",
+            &format!("{base}\nresponse_timeout = \"9s\"\nforward_authorization = true"),
+        ] {
+            assert_eq!(settings(dir.path(), same), running, "{same}");
+        }
+        // What the connections are made with: a new pool.
+        for changed in [
+            "name = \"A\"\nurl = \"https://127.0.0.1:9443/mcp\"\nca_file = \"ca.pem\"",
+            "name = \"A\"\nurl = \"https://localhost:8443/mcp\"\nca_file = \"ca.pem\"",
+            "name = \"A\"\nurl = \"https://127.0.0.1:8443/mcp\"",
+            "name = \"A\"\nurl = \"http://127.0.0.1:8443/mcp\"",
+            &format!("{base}\nhttp2 = true"),
+            &format!("{base}\nconnect_timeout = \"1s\""),
+            &format!("{base}\npool_idle_timeout = \"1s\""),
+            &format!("{base}\npool_max_idle_per_host = 3"),
+        ] {
+            assert_ne!(settings(dir.path(), changed), running, "{changed}");
+        }
+        // The same CA file path with another certificate in it.
+        write_ca(dir.path());
+        assert_ne!(settings(dir.path(), base), running, "a rotated CA file");
+    }
+
+    #[test]
+    fn equal_settings_share_one_pool_and_others_get_their_own() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+            [[upstream]]\nid = \"a\"\nname = \"A\"\nurl = \"http://127.0.0.1:9/a\"\n\
+            [[upstream]]\nid = \"b\"\nname = \"B\"\nurl = \"http://127.0.0.1:9/b\"\n\
+            [[upstream]]\nid = \"c\"\nname = \"C\"\nurl = \"http://127.0.0.1:10/c\"\n\
+            [[route]]\npath = \"/mcp\"\nupstream = \"a\"\n";
+        let config = GatewayConfig::parse(text, &dir.path().join("g.toml")).unwrap();
+        let [a, b, c] = [0, 1, 2].map(|i| config.upstreams[i].clone());
+        let first = UpstreamClient::new(a.clone()).unwrap();
+        let mut pools = Pools::new();
+        pools.insert(first.pool().settings().clone(), first.pool().clone());
+        let again = UpstreamClient::keeping(a, &pools).unwrap();
+        let same_host = UpstreamClient::keeping(b, &pools).unwrap();
+        let other = UpstreamClient::keeping(c, &pools).unwrap();
+        assert!(Arc::ptr_eq(again.pool(), first.pool()));
+        assert!(Arc::ptr_eq(same_host.pool(), first.pool()));
+        assert!(!Arc::ptr_eq(other.pool(), first.pool()));
+    }
 }

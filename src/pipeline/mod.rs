@@ -9,6 +9,7 @@
 pub mod access;
 pub mod answer;
 pub mod body;
+pub mod carry;
 pub mod ctx;
 pub mod forward;
 pub mod heavy;
@@ -95,24 +96,12 @@ pub struct Gateway {
     pub listings: Arc<ListingStore>,
 }
 
-/// What outlives a config generation (handed from one to the next).
-pub struct Carried {
-    pub metrics: Arc<Metrics>,
-    pub replay: Arc<ReplayStore>,
-    pub listings: Arc<ListingStore>,
-    pub audit: AuditSink,
-    pub clock: SharedClock,
-    /// The previous generation's limiter, reused when its settings did not change.
-    pub throttle: Option<(crate::throttle::ThrottleSettings, Throttle)>,
-}
+pub use carry::Carried;
 
 impl Gateway {
     pub fn new(config: Arc<GatewayConfig>, carried: Carried) -> Result<Self, rustls::Error> {
-        let routes = RouteTable::new(&config, &carried.metrics)?;
-        let throttle = match carried.throttle {
-            Some((settings, throttle)) if settings == config.throttle => throttle,
-            _ => Throttle::new(&config.throttle),
-        };
+        let routes = RouteTable::new(&config, &carried.metrics, &carried.pools)?;
+        let throttle = carried.throttle;
         let mrtr = MrtrShared::new(config.state.clone(), carried.replay, carried.clock.clone());
         Ok(Gateway {
             config,
@@ -139,7 +128,8 @@ impl Gateway {
             listings,
             audit: AuditSink::off(),
             clock: crate::model::system_clock(),
-            throttle: None,
+            throttle: Throttle::new(&config.throttle),
+            pools: forward::Pools::new(),
         };
         Gateway::new(Arc::new(config), carried).map(Arc::new)
     }

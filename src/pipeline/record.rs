@@ -40,6 +40,7 @@ pub struct Metrics {
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
     panics: prometheus::IntCounter,
+    jwks_fetch_failures: IntCounterVec,
     /// The lanes of large-message inspection (`heavy.rs`).
     pub heavy: HeavyMetrics,
     /// Lifecycle state the admin listener and open streams share with the
@@ -100,6 +101,14 @@ impl Metrics {
             &["upstream", "intent", "action"],
         )?;
         registry.register(Box::new(listing_intents.clone()))?;
+        let jwks_fetch_failures = IntCounterVec::new(
+            Opts::new(
+                "portcullis_jwks_fetch_failures_total",
+                "Failed fetches of a jwks_url key set (the scheme keeps its previous keys), by the scheme's configured issuer",
+            ),
+            &["issuer"],
+        )?;
+        registry.register(Box::new(jwks_fetch_failures.clone()))?;
         let connections =
             IntGauge::new("portcullis_open_connections", "Client connections open now")?;
         let build_info = IntGaugeVec::new(
@@ -204,6 +213,7 @@ impl Metrics {
             last_reload_success,
             reload_state,
             panics,
+            jwks_fetch_failures,
             heavy,
             ready: AtomicBool::new(false),
             drain: crate::model::DrainSignal::default(),
@@ -328,6 +338,11 @@ impl Metrics {
         let mut out = Vec::with_capacity(8192);
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
+    }
+
+    /// The counter of failed JWKS fetches for a configured issuer.
+    pub fn jwks_fetch_failures(&self, issuer: &str) -> prometheus::IntCounter {
+        self.jwks_fetch_failures.with_label_values(&[issuer])
     }
 
     pub fn is_ready(&self) -> bool {

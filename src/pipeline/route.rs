@@ -1,11 +1,12 @@
 //! Phase: route. The request path picks one configured route: its upstream
 //! (with the pooled client that reaches it), its auth schemes and its
-//! permissions. The table is built once per config.
+//! permissions. The table is built once per config; it keeps the previous
+//! table's connection pools whose settings did not change.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::forward::UpstreamClient;
+use super::forward::{ConnectionSettings, Pools, UpstreamClient};
 use super::heavy::HeavyLane;
 use super::record::{Metrics, UpstreamMetrics};
 use crate::config::{GatewayConfig, RouteConfig, UpstreamRoute};
@@ -37,17 +38,35 @@ impl Route {
 
 pub struct RouteTable {
     by_path: HashMap<String, Arc<Route>>,
+    /// Every upstream's pool, by the settings it was built from.
+    pools: Pools,
 }
 
 impl RouteTable {
-    pub fn new(config: &GatewayConfig, metrics: &Metrics) -> Result<Self, rustls::Error> {
+    /// The table for `config`; an upstream whose connection settings match
+    /// one of `previous` keeps that pool (and its open connections).
+    pub fn new(
+        config: &GatewayConfig,
+        metrics: &Metrics,
+        previous: &Pools,
+    ) -> Result<Self, rustls::Error> {
+        let mut pools = Pools::new();
         let mut by_id: HashMap<&str, Arc<RoutedUpstream>> = HashMap::new();
         for up in &config.upstreams {
             let heavy = HeavyLane::new(config.limits.inspection, &metrics.heavy, &up.id);
             let metrics = metrics.upstream(&up.id);
+            // Two upstreams built alike share one pool, as across a reload.
+            let kept = if pools.contains_key(&ConnectionSettings::of(up)) {
+                &pools
+            } else {
+                previous
+            };
+            let client = UpstreamClient::keeping(up.clone(), kept)?;
+            let pool = client.pool();
+            pools.insert(pool.settings().clone(), pool.clone());
             let routed = RoutedUpstream {
                 settings: up.clone(),
-                client: UpstreamClient::new(up.clone())?,
+                client,
                 label: metrics.label.clone(),
                 metrics,
                 heavy: Arc::new(heavy),
@@ -67,7 +86,12 @@ impl RouteTable {
                 })
             })
             .collect();
-        Ok(RouteTable { by_path })
+        Ok(RouteTable { by_path, pools })
+    }
+
+    /// The pools this table's upstreams use (what the next one may keep).
+    pub fn pools(&self) -> &Pools {
+        &self.pools
     }
 
     /// Exact path match; a trailing slash is the same endpoint.

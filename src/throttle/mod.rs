@@ -164,6 +164,30 @@ impl Throttle {
 
     /// The limiters for validated settings.
     pub fn new(settings: &ThrottleSettings) -> Throttle {
+        let redis = settings
+            .redis
+            .as_ref()
+            .map(|r| Arc::new(RedisBackend::new(r)));
+        Self::with_redis(settings, redis)
+    }
+
+    /// The limiters for `settings` after a reload: `old` (built from `was`)
+    /// hands over its Redis connection when the Redis settings are the same,
+    /// so new limits do not re-dial Redis.
+    pub fn keeping(
+        settings: &ThrottleSettings,
+        old: &Throttle,
+        was: &ThrottleSettings,
+    ) -> Throttle {
+        match (&settings.redis, &old.inner.redis) {
+            (Some(r), Some(kept)) if was.redis.as_ref() == Some(r) => {
+                Self::with_redis(settings, Some(kept.clone()))
+            }
+            _ => Self::new(settings),
+        }
+    }
+
+    fn with_redis(settings: &ThrottleSettings, redis: Option<Arc<RedisBackend>>) -> Throttle {
         let pressure = Arc::new(Notify::new());
         let scopes = Scope::ALL.map(|scope| {
             settings.rates[scope.index()].map(|rate| ScopeLimiter {
@@ -176,10 +200,7 @@ impl Throttle {
                 scopes,
                 max_keys: settings.max_keys,
                 hasher: RandomState::new(),
-                redis: settings
-                    .redis
-                    .as_ref()
-                    .map(|r| Arc::new(RedisBackend::new(r))),
+                redis,
                 started: AtomicBool::new(false),
                 pressure,
             }),

@@ -24,6 +24,7 @@ mod otlp;
 mod policy;
 mod proxy;
 mod reload;
+mod reload_live;
 mod reload_metrics;
 mod resumed;
 mod rmcp_e2e;

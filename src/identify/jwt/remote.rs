@@ -18,12 +18,54 @@ pub(super) fn check_jwks_url(s: &str) -> Result<Uri, &'static str> {
     }
 }
 
-pub(super) struct Remote {
+/// What a `jwks_url`'s key set is fetched with. Two configs that fetch
+/// alike share one key set and one refresh task across a reload.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Fetch {
     pub(super) url: Uri,
     pub(super) refresh: Duration,
     pub(super) allowed: Vec<Algorithm>,
-    pub(super) kick: Arc<Notify>,
+}
+
+/// The running side of a `jwks_url`, shared by the config generations
+/// whose scheme fetches alike.
+pub(super) struct Live {
+    pub(super) kick: Notify,
     pub(super) started: AtomicBool,
+    /// True once the scheme has a key set (fetched, or kept from the
+    /// previous config): what readiness waits for.
+    pub(super) loaded: watch::Sender<bool>,
+}
+
+impl Default for Live {
+    fn default() -> Live {
+        Live {
+            kick: Notify::new(),
+            started: AtomicBool::new(false),
+            loaded: watch::Sender::new(false),
+        }
+    }
+}
+
+pub(super) struct Remote {
+    pub(super) fetch: Fetch,
+    /// The configured `issuer`: the label of the fetch-failure metric.
+    pub(super) issuer: String,
+    /// How long readiness waits at start for the first key set.
+    pub(super) ready_timeout: Duration,
+    pub(super) live: Arc<Live>,
+}
+
+/// A URL as logs show it: scheme, host, port and path; never a user name,
+/// password or query (where a careless setup might keep a token).
+pub(crate) fn shown(url: &Uri) -> String {
+    let host = url.host().unwrap_or_default();
+    let port = url.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    format!(
+        "{}://{host}{port}{}",
+        url.scheme_str().unwrap_or_default(),
+        url.path()
+    )
 }
 
 pub(super) type Client = hyper_util::client::legacy::Client<
@@ -84,14 +126,22 @@ pub(super) async fn fetch(client: &Client, url: &Uri) -> Result<Vec<u8>, String>
         .map_err(|_| format!("no answer within {FETCH_TIMEOUT:?}"))?
 }
 
+/// Fetches the key set now and then until the scheme is dropped (config
+/// reload that changed how it is fetched). A failed fetch keeps the keys the
+/// scheme has and is counted in `failures`.
 pub(super) async fn refresh_loop(
     keys: Weak<ArcSwap<KeySet>>,
-    kick: Arc<Notify>,
-    url: Uri,
-    refresh: Duration,
-    allowed: Vec<Algorithm>,
+    live: Arc<Live>,
+    fetch_with: Fetch,
     scheme: String,
+    failures: prometheus::IntCounter,
 ) {
+    let Fetch {
+        url,
+        refresh,
+        allowed,
+    } = fetch_with;
+    let shown = shown(&url);
     let client = match https_client() {
         Ok(c) => c,
         Err(e) => {
@@ -111,21 +161,23 @@ pub(super) async fn refresh_loop(
         let wait = match result {
             Ok((set, broken)) => {
                 for b in broken {
-                    tracing::warn!(auth_scheme = %scheme, url = %url, "JWKS {b}; key skipped");
+                    tracing::warn!(auth_scheme = %scheme, url = %shown, "JWKS {b}; key skipped");
                 }
-                tracing::debug!(auth_scheme = %scheme, url = %url, keys = set.len(), "JWKS refreshed");
+                tracing::debug!(auth_scheme = %scheme, url = %shown, keys = set.len(), "JWKS refreshed");
                 store.store(Arc::new(set));
+                live.loaded.send_replace(true);
                 refresh
             }
             Err(e) => {
-                tracing::warn!(auth_scheme = %scheme, url = %url, error = %e, "JWKS refresh failed; keeping the previous keys");
+                failures.inc();
+                tracing::warn!(auth_scheme = %scheme, url = %shown, error = %e, "JWKS refresh failed; keeping the previous keys");
                 refresh.min(RETRY_CAP)
             }
         };
         drop(store);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = kick.notified() => {
+            _ = live.kick.notified() => {
                 // A token named a key we do not have: refresh early, but not
                 // more often than every min(refresh, 10 s).
                 tokio::time::sleep_until((fetched_at + refresh.min(KICK_GAP)).into()).await;

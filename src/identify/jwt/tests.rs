@@ -562,6 +562,13 @@ fn jwt_config_errors() {
         "hs256_secret_env = \"X\"\njwks_refresh = \"1m\"",
     ));
     assert_eq!(e.field, "auth.jwks_refresh");
+    for bad in [
+        "hs256_secret_env = \"X\"",
+        "jwks_url = \"https://idp/jwks\"",
+    ] {
+        let (_, e) = err(&hs_config(&format!("{bad}\njwks_ready_timeout = \"soon\"")));
+        assert_eq!(e.field, "auth.jwks_ready_timeout", "{bad}");
+    }
     let (line, e) = err(&hs_config("jwks_url = \"http://idp.example.com/jwks\""));
     assert_eq!((line, e.field.as_str()), (6, "auth.jwks_url"));
     assert!(e.message.contains("https"));
@@ -697,8 +704,8 @@ jwks_refresh = "200ms"
     s.refresh_jwks_now().await.unwrap();
     assert_eq!(&*auth(&ta).unwrap().name, "alice");
 
-    s.spawn_refresh();
-    s.spawn_refresh(); // idempotent
+    s.spawn_refresh(|_| prometheus::IntCounter::new("f", "f").unwrap());
+    s.spawn_refresh(|_| prometheus::IntCounter::new("f", "f").unwrap()); // idempotent
 
     // Rotate: the server now publishes only key B.
     *doc.lock().unwrap() = jwks(&[&b]);

@@ -233,6 +233,8 @@ pub struct ScriptedUpstream {
     pub addr: SocketAddr,
     pub received: Arc<Mutex<Vec<Received>>>,
     pub cancellations: Arc<Mutex<u32>>,
+    /// TCP connections accepted so far (each one a dial by the gateway).
+    pub accepted: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ScriptedUpstream {
@@ -243,11 +245,15 @@ impl ScriptedUpstream {
             addr,
             received: Default::default(),
             cancellations: Default::default(),
+            accepted: Default::default(),
         };
         let script: Script = Arc::new(script);
         let state = up.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
+                state
+                    .accepted
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::spawn(serve_conn(stream, script.clone(), state.clone()));
             }
         });
@@ -264,6 +270,11 @@ impl ScriptedUpstream {
 
     pub fn cancelled(&self) -> u32 {
         *self.cancellations.lock().unwrap()
+    }
+
+    /// How many connections the gateway has opened to this upstream.
+    pub fn connections(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
