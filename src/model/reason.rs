@@ -125,11 +125,13 @@ reason_table! {
 }
 
 impl Reason {
-    /// A refusal the upstream caused (counted as an upstream error).
+    /// A refusal the upstream caused (counted as an upstream error), its
+    /// own 4xx included.
     pub const fn is_upstream_failure(self) -> bool {
         matches!(
             self,
-            Reason::UpstreamUnreachable
+            Reason::UpstreamRefused
+                | Reason::UpstreamUnreachable
                 | Reason::UpstreamTimeout
                 | Reason::UpstreamBadResponse
                 | Reason::UpstreamConnectionClosed
