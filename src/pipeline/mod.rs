@@ -113,6 +113,13 @@ impl Gateway {
             Some((settings, throttle)) if settings == config.throttle => throttle,
             _ => Throttle::new(&config.throttle),
         };
+        // The backends report their failures to the metrics (once: a backend
+        // carried across reloads keeps its first report).
+        let health = carried.metrics.health();
+        throttle.report_to(&health);
+        carried.replay.report_to(&health);
+        carried.listings.report_to(&health);
+        carried.audit.report_to(&health);
         let mrtr = MrtrShared::new(config.state.clone(), carried.replay, carried.clock.clone());
         Ok(Gateway {
             config,

@@ -12,7 +12,10 @@ use prometheus::{
 };
 
 use super::heavy::HeavyMetrics;
-use crate::model::{Generation, McpMethod, Reason};
+use crate::model::{
+    AuditLoss, AuditSinkKind, Fallback, Generation, Health, HealthReport, McpMethod, Reason,
+    StoreFailure, StoreUser,
+};
 use crate::policy::inspect::{Report, Verdict};
 use crate::telemetry::{Phase, RequestTrace};
 
@@ -40,6 +43,7 @@ pub struct Metrics {
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
     panics: prometheus::IntCounter,
+    backends: BackendMetrics,
     /// The lanes of large-message inspection (`heavy.rs`).
     pub heavy: HeavyMetrics,
     /// Lifecycle state the admin listener and open streams share with the
@@ -180,6 +184,7 @@ impl Metrics {
         )?;
         registry.register(Box::new(panics.clone()))?;
         let reload_state = ReloadMetrics::new(&registry)?;
+        let backends = BackendMetrics::new(&registry)?;
         let heavy = HeavyMetrics::new(&registry)?;
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
@@ -204,6 +209,7 @@ impl Metrics {
             last_reload_success,
             reload_state,
             panics,
+            backends,
             heavy,
             ready: AtomicBool::new(false),
             drain: crate::model::DrainSignal::default(),
@@ -322,6 +328,22 @@ impl Metrics {
 
     pub fn panicked(&self) {
         self.panics.inc();
+    }
+
+    /// Where the backends (the Redis users, the audit sink) report their
+    /// failures: counted here.
+    pub fn health(self: &Arc<Self>) -> HealthReport {
+        let me = Arc::downgrade(self);
+        HealthReport::new(move |h| {
+            if let Some(m) = me.upgrade() {
+                m.backends.count(h);
+            }
+        })
+    }
+
+    /// A decision taken without the shared store.
+    pub fn store_fell_back(&self, user: StoreUser, fallback: Fallback) {
+        self.backends.count(Health::StoreFellBack(user, fallback));
     }
 
     pub fn render(&self) -> Vec<u8> {
@@ -562,9 +584,108 @@ impl Drop for RequestRecord {
     }
 }
 
+/// The store whose being unreachable a refusal reports.
+fn unavailable_store(reason: Reason) -> Option<StoreUser> {
+    match reason {
+        Reason::RateLimiterUnavailable => Some(StoreUser::Throttle),
+        Reason::ListingStoreUnavailable => Some(StoreUser::Listings),
+        Reason::StateStoreUnavailable => Some(StoreUser::Replay),
+        _ => None,
+    }
+}
+
+/// The failures of the gateway's own backends (`model::Health`), each label
+/// one of its enums.
+struct BackendMetrics {
+    store_errors: IntCounterVec,
+    store_fallbacks: IntCounterVec,
+    store_down: IntGaugeVec,
+    audit_dropped: IntCounterVec,
+}
+
+impl BackendMetrics {
+    fn new(registry: &Registry) -> Result<BackendMetrics, prometheus::Error> {
+        let m = BackendMetrics {
+            store_errors: IntCounterVec::new(
+                Opts::new(
+                    "portcullis_redis_errors_total",
+                    "Failed calls to Redis, by backend (throttle, listings, replay) and error (connect, timeout, failed)",
+                ),
+                &["backend", "error"],
+            )?,
+            store_fallbacks: IntCounterVec::new(
+                Opts::new(
+                    "portcullis_redis_fallbacks_total",
+                    "Decisions taken without Redis, by backend and outcome (local: this instance's limits; refused: the request was refused; unchecked: delivered without the store's check)",
+                ),
+                &["backend", "outcome"],
+            )?,
+            store_down: IntGaugeVec::new(
+                Opts::new(
+                    "portcullis_redis_unavailable",
+                    "1 while a backend finds Redis unreachable (its fallback is in use), by backend; only backends configured with Redis",
+                ),
+                &["backend"],
+            )?,
+            audit_dropped: IntCounterVec::new(
+                Opts::new(
+                    "portcullis_audit_dropped_total",
+                    "Audit lines lost, by sink (stdout, file) and cause (queue_full, write_failed, unencodable)",
+                ),
+                &["sink", "cause"],
+            )?,
+        };
+        registry.register(Box::new(m.store_errors.clone()))?;
+        registry.register(Box::new(m.store_fallbacks.clone()))?;
+        registry.register(Box::new(m.store_down.clone()))?;
+        registry.register(Box::new(m.audit_dropped.clone()))?;
+        Ok(m)
+    }
+
+    fn count(&self, health: Health) {
+        match health {
+            Health::StoreFailed(user, failure) => self
+                .store_errors
+                .with_label_values(&[user.as_str(), failure.as_str()])
+                .inc(),
+            Health::StoreFellBack(user, fallback) => self
+                .store_fallbacks
+                .with_label_values(&[user.as_str(), fallback.as_str()])
+                .inc(),
+            Health::StoreDown(user, down) => {
+                // A store that reports exists: its series show zeros, not gaps.
+                for f in StoreFailure::ALL {
+                    let _ = self
+                        .store_errors
+                        .with_label_values(&[user.as_str(), f.as_str()]);
+                }
+                for f in Fallback::ALL {
+                    let _ = self
+                        .store_fallbacks
+                        .with_label_values(&[user.as_str(), f.as_str()]);
+                }
+                self.store_down
+                    .with_label_values(&[user.as_str()])
+                    .set(i64::from(down));
+            }
+            Health::AuditDropped(sink, cause, n) => self.audit_dropped(sink, cause).inc_by(n),
+        }
+    }
+
+    fn audit_dropped(&self, sink: AuditSinkKind, cause: AuditLoss) -> IntCounter {
+        self.audit_dropped
+            .with_label_values(&[sink.as_str(), cause.as_str()])
+    }
+}
+
 impl RequestRecord {
     /// `requests_total`, through the upstream's resolved handle when there is one.
     fn count(&self, outcome: Outcome) {
+        if let Outcome::Refused(reason) = outcome {
+            if let Some(store) = unavailable_store(reason) {
+                self.metrics.store_fell_back(store, Fallback::Refused);
+            }
+        }
         let method = self.method.map_or("none", McpMethod::as_str);
         let Some(up) = &self.upstream else {
             let labels = ["none", method, outcome.label()];
