@@ -3,9 +3,10 @@
 //! gateway's own outcome names. Nothing a client typed becomes a label.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -24,8 +25,56 @@ const LATENCY_BUCKETS: &[f64] = &[
     60.0, 300.0,
 ];
 
-pub struct Metrics {
+/// One metric family as registered: the README's table lists each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Family {
+    pub name: String,
+    pub help: String,
+    pub labels: Vec<String>,
+}
+
+/// The registry, and every family registered in it, those without a series
+/// yet included (which a scrape does not show).
+pub struct Described {
     registry: Registry,
+    families: Mutex<Vec<Family>>,
+}
+
+impl Default for Described {
+    fn default() -> Described {
+        Described::new()
+    }
+}
+
+impl Described {
+    pub fn new() -> Described {
+        Described {
+            registry: Registry::new(),
+            families: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn register(&self, c: Box<dyn Collector>) -> Result<(), prometheus::Error> {
+        let families: Vec<Family> = c
+            .desc()
+            .iter()
+            .map(|d| Family {
+                name: d.fq_name.clone(),
+                help: d.help.clone(),
+                labels: d.variable_labels.clone(),
+            })
+            .collect();
+        self.registry.register(c)?;
+        self.families
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(families);
+        Ok(())
+    }
+}
+
+pub struct Metrics {
+    registry: Described,
     requests: IntCounterVec,
     request_duration: HistogramVec,
     upstream_duration: HistogramVec,
@@ -54,7 +103,7 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Result<Arc<Metrics>, prometheus::Error> {
-        let registry = Registry::new();
+        let registry = Described::new();
         let requests = IntCounterVec::new(
             Opts::new(
                 "portcullis_requests_total",
@@ -348,8 +397,20 @@ impl Metrics {
 
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(8192);
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        let _ = TextEncoder::new().encode(&self.registry.registry.gather(), &mut out);
         out
+    }
+
+    /// Every family this registry exports, sorted by name.
+    pub fn families(&self) -> Vec<Family> {
+        let mut all = self
+            .registry
+            .families
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
     }
 
     pub fn is_ready(&self) -> bool {
@@ -367,7 +428,7 @@ struct ReloadMetrics {
 }
 
 impl ReloadMetrics {
-    fn new(registry: &Registry) -> Result<ReloadMetrics, prometheus::Error> {
+    fn new(registry: &Described) -> Result<ReloadMetrics, prometheus::Error> {
         let m = ReloadMetrics {
             stale: IntGauge::new(
                 "portcullis_config_stale",
@@ -604,7 +665,7 @@ struct BackendMetrics {
 }
 
 impl BackendMetrics {
-    fn new(registry: &Registry) -> Result<BackendMetrics, prometheus::Error> {
+    fn new(registry: &Described) -> Result<BackendMetrics, prometheus::Error> {
         let m = BackendMetrics {
             store_errors: IntCounterVec::new(
                 Opts::new(

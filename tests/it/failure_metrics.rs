@@ -272,3 +272,54 @@ async fn audit_lines_that_cannot_be_written_are_counted() {
     );
     gw.shutdown().await;
 }
+
+/// README's metrics table: every family the registry exports (those with
+/// no series yet included) has a row naming each of its labels, and every
+/// row names a family that exists.
+#[test]
+fn the_readme_lists_every_metric_with_its_labels() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("| metric | type | labels | meaning |")
+        .expect("README has a metrics table");
+    let rows: Vec<(String, String)> = readme[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.trim_matches('`').to_owned();
+            Some((name, cells.get(3)?.to_string()))
+        })
+        .collect();
+    let families = portcullis::pipeline::record::Metrics::new()
+        .unwrap()
+        .families();
+    let mut problems = Vec::new();
+    for f in &families {
+        if f.name.starts_with("process_") {
+            if !rows.iter().any(|(n, _)| n == "process_*") {
+                problems.push("no process_* row".to_owned());
+            }
+            continue;
+        }
+        let Some((_, labels)) = rows.iter().find(|(n, _)| *n == f.name) else {
+            problems.push(format!("{} ({}) has no row", f.name, f.help));
+            continue;
+        };
+        for label in &f.labels {
+            if !labels.contains(&format!("`{label}`")) {
+                problems.push(format!("{}: label `{label}` not in its row", f.name));
+            }
+        }
+    }
+    for (name, _) in &rows {
+        let known = name == "process_*" || families.iter().any(|f| &f.name == name);
+        if !known {
+            problems.push(format!("{name} is in the README but not registered"));
+        }
+    }
+    assert!(families.len() > 20, "{families:?}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
