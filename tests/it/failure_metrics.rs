@@ -35,7 +35,7 @@ async fn metrics_when(
 }
 
 /// An address where nothing answers: bound and held, never listening.
-fn dead_address() -> (std::net::SocketAddr, tokio::net::TcpSocket) {
+pub(crate) fn dead_address() -> (std::net::SocketAddr, tokio::net::TcpSocket) {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = socket.local_addr().unwrap();
@@ -88,7 +88,7 @@ async fn an_upstreams_own_4xx_is_an_upstream_error() {
 }
 
 /// A server with one tool, which asks one harmless question on every call.
-async fn asking_server() -> ScriptedUpstream {
+pub(crate) async fn asking_server() -> ScriptedUpstream {
     ScriptedUpstream::start(|req| {
         let v: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let result = match v["method"].as_str() {
@@ -110,7 +110,7 @@ async fn asking_server() -> ScriptedUpstream {
 }
 
 /// A question, then the retry that answers it: the gateway's state.
-async fn ask_and_answer(c: &reqwest::Client, url: &str, n: usize) -> Value {
+pub(crate) async fn ask_and_answer(c: &reqwest::Client, url: &str, n: usize) -> Value {
     let asked = json_of(
         call(c, url, &format!("q{n}"), "book", json!({}))
             .send()
