@@ -11,6 +11,7 @@ pub mod answer;
 pub mod body;
 pub mod ctx;
 pub mod forward;
+mod health;
 pub mod heavy;
 pub mod record;
 pub mod refuse;
