@@ -2,7 +2,8 @@
 //!
 //! The request path only serialises the event and `try_send`s the line: it
 //! never waits on a lock held across I/O, a disk or a pipe. A full queue
-//! drops the event and counts it ([`AuditSink::dropped`]).
+//! drops the event and counts it ([`AuditSink::dropped`]); every lost line
+//! is also reported by cause ([`AuditSink::report_to`]).
 //!
 //! *Serialisation happens on the caller's side.* The envelope is borrowed
 //! from the caller's [`AuditContext`]; serialising in place costs about what
@@ -26,10 +27,13 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
+
+use crate::model::{AuditLoss, AuditSinkKind, Health, HealthReport};
 
 use super::config::{AuditConfigError, AuditSettings, AuditTarget, FileSettings, RawAudit};
 use super::event::{timestamp, to_line, AuditContext, AuditEvent};
@@ -67,7 +71,38 @@ struct Inner {
     /// Start the writer on the first `emit` (off only in tests, to fill the
     /// queue on purpose).
     autostart: bool,
-    dropped: Arc<AtomicU64>,
+    dropped: Arc<Drops>,
+}
+
+/// Lines lost: counted here ([`AuditSink::dropped`]) and reported by cause.
+struct Drops {
+    total: AtomicU64,
+    /// `None` for `off`, which loses nothing.
+    sink: Option<AuditSinkKind>,
+    /// Where losses are reported (set once, by the first gateway).
+    health: OnceLock<HealthReport>,
+}
+
+impl Drops {
+    /// Count `n` lost lines; warn at 1, 2, 4, 8, … so a flood is visible
+    /// without flooding the log itself.
+    fn note(&self, n: u64, cause: AuditLoss) {
+        if n == 0 {
+            return;
+        }
+        if let (Some(sink), Some(h)) = (self.sink, self.health.get()) {
+            h.report(Health::AuditDropped(sink, cause, n));
+        }
+        let before = self.total.fetch_add(n, Ordering::Relaxed);
+        let after = before + n;
+        if (before + 1..=after).any(u64::is_power_of_two) {
+            tracing::warn!(
+                dropped_total = after,
+                cause = cause.as_str(),
+                "audit events dropped"
+            );
+        }
+    }
 }
 
 impl std::fmt::Debug for AuditSink {
@@ -106,6 +141,11 @@ impl AuditSink {
     }
 
     pub(super) fn build(settings: AuditSettings, capacity: usize, autostart: bool) -> AuditSink {
+        let sink = match settings.target {
+            AuditTarget::Off => None,
+            AuditTarget::Stdout => Some(AuditSinkKind::Stdout),
+            AuditTarget::File(_) => Some(AuditSinkKind::File),
+        };
         let (tx, rx) = match settings.target {
             AuditTarget::Off => (None, None),
             _ => {
@@ -120,8 +160,25 @@ impl AuditSink {
                 pending: Mutex::new(rx),
                 started: AtomicBool::new(false),
                 autostart,
-                dropped: Arc::new(AtomicU64::new(0)),
+                dropped: Arc::new(Drops {
+                    total: AtomicU64::new(0),
+                    sink,
+                    health: OnceLock::new(),
+                }),
             }),
+        }
+    }
+
+    /// Report lost lines to `health` from now on (the first call wins, so a
+    /// sink carried across reloads keeps reporting to the same place); its
+    /// series start at zero.
+    pub fn report_to(&self, health: &HealthReport) {
+        let drops = &self.inner.dropped;
+        let _ = drops.health.set(health.clone());
+        if let Some(sink) = drops.sink {
+            for cause in AuditLoss::ALL {
+                health.report(Health::AuditDropped(sink, *cause, 0));
+            }
         }
     }
 
@@ -185,25 +242,24 @@ impl AuditSink {
             let _ = self.start();
         }
         if tx.capacity() == 0 {
-            self.count_drop();
+            self.inner.dropped.note(1, AuditLoss::QueueFull);
             return;
         }
         let Ok(line) = to_line(&timestamp(), ctx, &event) else {
-            self.count_drop();
+            self.inner.dropped.note(1, AuditLoss::Unencodable);
             return;
         };
-        if tx.try_send(Msg::Line(line)).is_err() {
-            self.count_drop();
+        match tx.try_send(Msg::Line(line)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.inner.dropped.note(1, AuditLoss::QueueFull),
+            // The writer is gone: nothing will write it.
+            Err(TrySendError::Closed(_)) => self.inner.dropped.note(1, AuditLoss::WriteFailed),
         }
     }
 
     /// Events lost so far: queue full, writer gone, or the output failed.
     pub fn dropped(&self) -> u64 {
-        self.inner.dropped.load(Ordering::Relaxed)
-    }
-
-    fn count_drop(&self) {
-        note_drops(&self.inner.dropped, 1);
+        self.inner.dropped.total.load(Ordering::Relaxed)
     }
 
     /// Wait until every event emitted before this call has been handed to
@@ -216,19 +272,6 @@ impl AuditSink {
         if tx.send(Msg::Flush(ack)).await.is_ok() {
             let _ = done.await;
         }
-    }
-}
-
-/// Count `n` lost events; warn at 1, 2, 4, 8, … so a flood is visible
-/// without flooding the log itself.
-fn note_drops(counter: &AtomicU64, n: u64) {
-    if n == 0 {
-        return;
-    }
-    let before = counter.fetch_add(n, Ordering::Relaxed);
-    let after = before + n;
-    if (before + 1..=after).any(u64::is_power_of_two) {
-        tracing::warn!(dropped_total = after, "audit events dropped");
     }
 }
 
@@ -287,11 +330,11 @@ struct StdoutOut {
     buf: Vec<u8>,
     lines: u64,
     failing: bool,
-    dropped: Arc<AtomicU64>,
+    dropped: Arc<Drops>,
 }
 
 impl StdoutOut {
-    fn new(dropped: Arc<AtomicU64>) -> StdoutOut {
+    fn new(dropped: Arc<Drops>) -> StdoutOut {
         StdoutOut {
             buf: Vec::with_capacity(BATCH_BYTES),
             lines: 0,
@@ -318,7 +361,7 @@ impl StdoutOut {
                     tracing::error!(error = %e, "cannot write audit events to stdout");
                     self.failing = true;
                 }
-                note_drops(&self.dropped, self.lines);
+                self.dropped.note(self.lines, AuditLoss::WriteFailed);
             }
         }
         self.buf.clear();
@@ -337,11 +380,11 @@ struct FileOut {
     retry_open_at: Option<Instant>,
     retry_rotate_at: Option<Instant>,
     failing: bool,
-    dropped: Arc<AtomicU64>,
+    dropped: Arc<Drops>,
 }
 
 impl FileOut {
-    fn new(settings: FileSettings, dropped: Arc<AtomicU64>) -> FileOut {
+    fn new(settings: FileSettings, dropped: Arc<Drops>) -> FileOut {
         FileOut {
             settings,
             file: None,
@@ -379,7 +422,7 @@ impl FileOut {
     /// An I/O error on the open file: everything buffered is lost; close it
     /// and open it again on the next line.
     fn failed_write(&mut self, e: &io::Error, lost: u64) {
-        note_drops(&self.dropped, lost);
+        self.dropped.note(lost, AuditLoss::WriteFailed);
         self.file = None;
         self.unflushed = 0;
         if !self.failing {
@@ -421,7 +464,7 @@ impl FileOut {
             }
         }
         if !self.ensure_open() {
-            note_drops(&self.dropped, 1);
+            self.dropped.note(1, AuditLoss::WriteFailed);
             return;
         }
         let Some(file) = self.file.as_mut() else {

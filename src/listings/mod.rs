@@ -158,6 +158,14 @@ impl ListingStore {
         }
     }
 
+    /// Report the Redis store's failures to `health` (the first call wins;
+    /// the memory store cannot fail).
+    pub fn report_to(&self, health: &crate::model::HealthReport) {
+        if let ListingStore::Redis(r) = self {
+            r.report_to(health);
+        }
+    }
+
     /// The in-memory store, which answers without waiting.
     pub fn memory(&self) -> Option<&memory::Memory> {
         match self {

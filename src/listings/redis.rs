@@ -3,15 +3,18 @@
 //! value the hex digest). A listing is compared and pinned in one atomic
 //! Lua script, so two instances seeing the same change record it once.
 //! Every call is bounded by the timeout; an error or a timeout is
-//! [`StoreError::Unavailable`] (logged once per outage), never a wait.
+//! [`StoreError::Unavailable`] (logged once per outage, reported as
+//! `listings` each time), never a wait.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use tokio::sync::OnceCell;
 
 use super::{Change, Digests, Seen, Selector, StoreError, MAX_ITEMS_PER_UPSTREAM};
+use crate::model::{Health, HealthReport, StoreFailure, StoreUser};
 
 /// KEYS: pinned, held. ARGV: hold (1/0), the bound, then field, digest
 /// pairs. Per item: 0 same, 1 pinned, 2 held (first), 3 held again,
@@ -72,6 +75,8 @@ pub struct RedisPins {
     observe: redis::Script,
     accept: redis::Script,
     down: AtomicBool,
+    /// Where failures are reported (set once, by the first gateway).
+    health: OnceLock<HealthReport>,
 }
 
 impl RedisPins {
@@ -84,6 +89,22 @@ impl RedisPins {
             observe: redis::Script::new(OBSERVE_LUA),
             accept: redis::Script::new(ACCEPT_LUA),
             down: AtomicBool::new(false),
+            health: OnceLock::new(),
+        }
+    }
+
+    /// Report failures to `health` from now on (the first call wins).
+    pub fn report_to(&self, health: &HealthReport) {
+        let _ = self.health.set(health.clone());
+        self.report(Health::StoreDown(
+            StoreUser::Listings,
+            self.down.load(Ordering::Relaxed),
+        ));
+    }
+
+    fn report(&self, health: Health) {
+        if let Some(h) = self.health.get() {
+            h.report(health);
         }
     }
 
@@ -110,12 +131,14 @@ impl RedisPins {
         });
         match tokio::time::timeout(self.timeout.max(Duration::from_secs(1)), connect).await {
             Ok(Ok(c)) => Ok(c.clone()),
-            _ => Err(self.failed("cannot connect")),
+            _ => Err(self.failed(StoreFailure::Connect, "cannot connect")),
         }
     }
 
-    fn failed(&self, why: &str) -> StoreError {
+    fn failed(&self, failure: StoreFailure, why: &str) -> StoreError {
+        self.report(Health::StoreFailed(StoreUser::Listings, failure));
         if !self.down.swap(true, Ordering::AcqRel) {
+            self.report(Health::StoreDown(StoreUser::Listings, true));
             tracing::error!(
                 error = why,
                 "the store of pinned listings (Redis) is unavailable; under on_change = \"remove\" lists and calls to listed items are refused until it is back"
@@ -126,6 +149,7 @@ impl RedisPins {
 
     fn answered(&self) {
         if self.down.swap(false, Ordering::AcqRel) {
+            self.report(Health::StoreDown(StoreUser::Listings, false));
             tracing::info!("the store of pinned listings (Redis) is reachable again");
         }
     }
@@ -140,8 +164,8 @@ impl RedisPins {
                 self.answered();
                 Ok(v)
             }
-            Ok(Err(e)) => Err(self.failed(&e.to_string())),
-            Err(_) => Err(self.failed("timed out")),
+            Ok(Err(e)) => Err(self.failed(StoreFailure::Failed, &e.to_string())),
+            Err(_) => Err(self.failed(StoreFailure::Timeout, "timed out")),
         }
     }
 

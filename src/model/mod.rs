@@ -6,6 +6,7 @@ mod asked;
 mod caps;
 mod clock;
 mod drain;
+mod health;
 mod invisible;
 mod method;
 mod protocol;
@@ -16,6 +17,9 @@ pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestSha
 pub use caps::{ClientCaps, RawCaps, TASKS_EXTENSION};
 pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemClock};
 pub use drain::DrainSignal;
+pub use health::{
+    AuditLoss, AuditSinkKind, Fallback, Health, HealthReport, StoreFailure, StoreUser,
+};
 pub use invisible::{is_joining, Invisible};
 pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};

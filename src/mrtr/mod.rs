@@ -61,6 +61,7 @@ impl MrtrShared {
                 tracing::warn!(
                     "single-use state store unavailable; a replay of this state may be accepted"
                 );
+                self.replay.fell_back(crate::model::Fallback::Unchecked);
                 true
             }
         }

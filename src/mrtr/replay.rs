@@ -3,12 +3,14 @@
 //! network retry before any answer came back still works.) One instance
 //! remembers consumed states in memory; a cluster shares them through Redis
 //! (keys with the state's own expiry, so nothing outlives the state).
+//! Every failed Redis call is reported ([`HealthReport`]) as `replay`.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::model::Clock;
+use crate::model::{Clock, Health, HealthReport, StoreFailure, StoreUser};
 
 use redis::aio::ConnectionManager;
 use tokio::sync::OnceCell;
@@ -27,10 +29,16 @@ pub enum ReplayError {
 pub enum ReplayStore {
     /// Consumed ids and byte counters, each with its expiry (unix seconds).
     Local(Mutex<HashMap<String, (u64, u64)>>),
-    Redis {
-        url: String,
-        conn: OnceCell<ConnectionManager>,
-    },
+    Redis(RedisReplay),
+}
+
+/// The store in Redis: one connection, and whether it is failing.
+pub struct RedisReplay {
+    url: String,
+    conn: OnceCell<ConnectionManager>,
+    down: AtomicBool,
+    /// Where failures are reported (set once, by the first gateway).
+    health: OnceLock<HealthReport>,
 }
 
 impl ReplayStore {
@@ -38,7 +46,7 @@ impl ReplayStore {
     pub fn serves(&self, backend: &ReplayBackend) -> bool {
         match (self, backend) {
             (ReplayStore::Local(_), ReplayBackend::Local) => true,
-            (ReplayStore::Redis { url, .. }, ReplayBackend::Redis(u)) => url == u,
+            (ReplayStore::Redis(r), ReplayBackend::Redis(u)) => &r.url == u,
             _ => false,
         }
     }
@@ -46,10 +54,31 @@ impl ReplayStore {
     pub fn new(backend: &ReplayBackend) -> ReplayStore {
         match backend {
             ReplayBackend::Local => ReplayStore::Local(Mutex::new(HashMap::new())),
-            ReplayBackend::Redis(url) => ReplayStore::Redis {
+            ReplayBackend::Redis(url) => ReplayStore::Redis(RedisReplay {
                 url: url.clone(),
                 conn: OnceCell::new(),
-            },
+                down: AtomicBool::new(false),
+                health: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Report the Redis store's failures to `health` (the first call wins;
+    /// the local store cannot fail).
+    pub fn report_to(&self, health: &HealthReport) {
+        if let ReplayStore::Redis(r) = self {
+            let _ = r.health.set(health.clone());
+            r.report(Health::StoreDown(
+                StoreUser::Replay,
+                r.down.load(Ordering::Relaxed),
+            ));
+        }
+    }
+
+    /// Report what was done without the store (Redis only).
+    pub fn fell_back(&self, fallback: crate::model::Fallback) {
+        if let ReplayStore::Redis(r) = self {
+            r.report(Health::StoreFellBack(StoreUser::Replay, fallback));
         }
     }
 
@@ -60,10 +89,10 @@ impl ReplayStore {
                 .lock()
                 .map(|m| m.get(id).is_some_and(|(exp, _)| *exp >= now_secs()))
                 .unwrap_or(true)),
-            ReplayStore::Redis { url, conn } => {
-                let mut c = connection(url, conn).await?;
+            ReplayStore::Redis(r) => {
+                let mut c = r.connection().await?;
                 let cmd = redis::cmd("EXISTS").arg(key(id)).to_owned();
-                let found: i64 = query(cmd, &mut c).await?;
+                let found: i64 = r.query(cmd, &mut c).await?;
                 Ok(found > 0)
             }
         }
@@ -80,15 +109,15 @@ impl ReplayStore {
                 map.insert(id.to_owned(), (expires, 1));
                 Ok(())
             }
-            ReplayStore::Redis { url, conn } => {
-                let mut c = connection(url, conn).await?;
+            ReplayStore::Redis(r) => {
+                let mut c = r.connection().await?;
                 let cmd = redis::cmd("SET")
                     .arg(key(id))
                     .arg(1)
                     .arg("EXAT")
                     .arg(expires.max(1))
                     .to_owned();
-                let _: Option<String> = query(cmd, &mut c).await?;
+                let _: Option<String> = r.query(cmd, &mut c).await?;
                 Ok(())
             }
         }
@@ -111,8 +140,8 @@ impl ReplayStore {
                 map.insert(id.to_owned(), (expires, 1));
                 Ok(true)
             }
-            ReplayStore::Redis { url, conn } => {
-                let mut c = connection(url, conn).await?;
+            ReplayStore::Redis(r) => {
+                let mut c = r.connection().await?;
                 let cmd = redis::cmd("SET")
                     .arg(key(id))
                     .arg(1)
@@ -120,7 +149,7 @@ impl ReplayStore {
                     .arg("EXAT")
                     .arg(expires.max(1))
                     .to_owned();
-                let reply: Option<String> = query(cmd, &mut c).await?;
+                let reply: Option<String> = r.query(cmd, &mut c).await?;
                 Ok(reply.is_some())
             }
         }
@@ -145,8 +174,8 @@ impl ReplayStore {
                 entry.1 = entry.1.saturating_add(n);
                 Ok(entry.1)
             }
-            ReplayStore::Redis { url, conn } => {
-                let mut c = connection(url, conn).await?;
+            ReplayStore::Redis(r) => {
+                let mut c = r.connection().await?;
                 let mut pipe = redis::pipe();
                 pipe.atomic()
                     .cmd("INCRBY")
@@ -156,11 +185,7 @@ impl ReplayStore {
                     .arg(key(&id))
                     .arg(expires.max(1))
                     .ignore();
-                let (total,): (u64,) =
-                    tokio::time::timeout(Duration::from_millis(500), pipe.query_async(&mut c))
-                        .await
-                        .map_err(|_| ReplayError::Unavailable)?
-                        .map_err(|_| ReplayError::Unavailable)?;
+                let (total,): (u64,) = r.answered(pipe.query_async(&mut c)).await?;
                 Ok(total)
             }
         }
@@ -183,30 +208,66 @@ fn key(id: &str) -> String {
     format!("portcullis:state:{id}")
 }
 
-async fn connection(
-    url: &str,
-    conn: &OnceCell<ConnectionManager>,
-) -> Result<ConnectionManager, ReplayError> {
-    let manager = conn
-        .get_or_try_init(|| async {
-            let client = redis::Client::open(url).map_err(|_| ReplayError::Unavailable)?;
-            tokio::time::timeout(Duration::from_secs(2), ConnectionManager::new(client))
-                .await
-                .map_err(|_| ReplayError::Unavailable)?
-                .map_err(|_| ReplayError::Unavailable)
-        })
-        .await?;
-    Ok(manager.clone())
-}
+impl RedisReplay {
+    fn report(&self, health: Health) {
+        if let Some(h) = self.health.get() {
+            h.report(health);
+        }
+    }
 
-async fn query<T: redis::FromRedisValue>(
-    cmd: redis::Cmd,
-    c: &mut ConnectionManager,
-) -> Result<T, ReplayError> {
-    tokio::time::timeout(Duration::from_millis(500), cmd.query_async(c))
-        .await
-        .map_err(|_| ReplayError::Unavailable)?
-        .map_err(|_| ReplayError::Unavailable)
+    /// A failed call: reported, and logged once per outage.
+    fn failed(&self, failure: StoreFailure) -> ReplayError {
+        self.report(Health::StoreFailed(StoreUser::Replay, failure));
+        if !self.down.swap(true, Ordering::AcqRel) {
+            self.report(Health::StoreDown(StoreUser::Replay, true));
+            tracing::error!(
+                error = failure.as_str(),
+                "the single-use state store (Redis) is unavailable"
+            );
+        }
+        ReplayError::Unavailable
+    }
+
+    async fn connection(&self) -> Result<ConnectionManager, ReplayError> {
+        let manager = self
+            .conn
+            .get_or_try_init(|| async {
+                let client = redis::Client::open(self.url.as_str())
+                    .map_err(|_| self.failed(StoreFailure::Connect))?;
+                tokio::time::timeout(Duration::from_secs(2), ConnectionManager::new(client))
+                    .await
+                    .map_err(|_| self.failed(StoreFailure::Connect))?
+                    .map_err(|_| self.failed(StoreFailure::Connect))
+            })
+            .await?;
+        Ok(manager.clone())
+    }
+
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: redis::Cmd,
+        c: &mut ConnectionManager,
+    ) -> Result<T, ReplayError> {
+        self.answered(cmd.query_async(c)).await
+    }
+
+    /// One call, bounded by the timeout.
+    async fn answered<T>(
+        &self,
+        call: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, ReplayError> {
+        match tokio::time::timeout(Duration::from_millis(500), call).await {
+            Ok(Ok(v)) => {
+                if self.down.swap(false, Ordering::AcqRel) {
+                    self.report(Health::StoreDown(StoreUser::Replay, false));
+                    tracing::info!("the single-use state store (Redis) is reachable again");
+                }
+                Ok(v)
+            }
+            Ok(Err(_)) => Err(self.failed(StoreFailure::Failed)),
+            Err(_) => Err(self.failed(StoreFailure::Timeout)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use std::panic::resume_unwind;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+
+use super::record::Described;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::InspectionLimits;
@@ -27,7 +29,7 @@ pub struct HeavyMetrics {
 }
 
 impl HeavyMetrics {
-    pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+    pub fn new(registry: &Described) -> Result<Self, prometheus::Error> {
         let inspections = IntCounterVec::new(
             Opts::new(
                 "portcullis_heavy_inspections_total",
@@ -174,7 +176,7 @@ mod tests {
     use super::*;
 
     fn lane(per_upstream: usize, queue: usize) -> Arc<HeavyLane> {
-        let metrics = HeavyMetrics::new(&Registry::new()).expect("metrics");
+        let metrics = HeavyMetrics::new(&Described::new()).expect("metrics");
         let limits = InspectionLimits {
             inline_bytes: 4,
             per_upstream,

@@ -12,6 +12,7 @@ pub mod body;
 pub mod carry;
 pub mod ctx;
 pub mod forward;
+mod health;
 pub mod heavy;
 pub mod record;
 pub mod refuse;
@@ -102,6 +103,13 @@ impl Gateway {
     pub fn new(config: Arc<GatewayConfig>, carried: Carried) -> Result<Self, rustls::Error> {
         let routes = RouteTable::new(&config, &carried.metrics, &carried.pools)?;
         let throttle = carried.throttle;
+        // The backends report their failures to the metrics (once: a backend
+        // carried across reloads keeps its first report).
+        let health = carried.metrics.health();
+        throttle.report_to(&health);
+        carried.replay.report_to(&health);
+        carried.listings.report_to(&health);
+        carried.audit.report_to(&health);
         let mrtr = MrtrShared::new(config.state.clone(), carried.replay, carried.clock.clone());
         Ok(Gateway {
             config,

@@ -3,16 +3,18 @@
 //! gateway's own outcome names. Nothing a client typed becomes a label.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+use super::health::{unavailable_store, BackendMetrics};
 use super::heavy::HeavyMetrics;
-use crate::model::{Generation, McpMethod, Reason};
+use crate::model::{Fallback, Generation, Health, HealthReport, McpMethod, Reason, StoreUser};
 use crate::policy::inspect::{Action, Report, Verdict};
 use crate::telemetry::{Phase, RequestTrace};
 
@@ -21,8 +23,56 @@ const LATENCY_BUCKETS: &[f64] = &[
     60.0, 300.0,
 ];
 
-pub struct Metrics {
+/// One metric family as registered: the README's table lists each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Family {
+    pub name: String,
+    pub help: String,
+    pub labels: Vec<String>,
+}
+
+/// The registry, and every family registered in it, those without a series
+/// yet included (which a scrape does not show).
+pub struct Described {
     registry: Registry,
+    families: Mutex<Vec<Family>>,
+}
+
+impl Default for Described {
+    fn default() -> Described {
+        Described::new()
+    }
+}
+
+impl Described {
+    pub fn new() -> Described {
+        Described {
+            registry: Registry::new(),
+            families: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn register(&self, c: Box<dyn Collector>) -> Result<(), prometheus::Error> {
+        let families: Vec<Family> = c
+            .desc()
+            .iter()
+            .map(|d| Family {
+                name: d.fq_name.clone(),
+                help: d.help.clone(),
+                labels: d.variable_labels.clone(),
+            })
+            .collect();
+        self.registry.register(c)?;
+        self.families
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(families);
+        Ok(())
+    }
+}
+
+pub struct Metrics {
+    registry: Described,
     requests: IntCounterVec,
     request_duration: HistogramVec,
     upstream_duration: HistogramVec,
@@ -41,6 +91,7 @@ pub struct Metrics {
     reload_state: ReloadMetrics,
     panics: prometheus::IntCounter,
     jwks_fetch_failures: IntCounterVec,
+    backends: BackendMetrics,
     /// The lanes of large-message inspection (`heavy.rs`).
     pub heavy: HeavyMetrics,
     /// Lifecycle state the admin listener and open streams share with the
@@ -51,7 +102,7 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Result<Arc<Metrics>, prometheus::Error> {
-        let registry = Registry::new();
+        let registry = Described::new();
         let requests = IntCounterVec::new(
             Opts::new(
                 "portcullis_requests_total",
@@ -189,6 +240,7 @@ impl Metrics {
         )?;
         registry.register(Box::new(panics.clone()))?;
         let reload_state = ReloadMetrics::new(&registry)?;
+        let backends = BackendMetrics::new(&registry)?;
         let heavy = HeavyMetrics::new(&registry)?;
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
@@ -214,6 +266,7 @@ impl Metrics {
             reload_state,
             panics,
             jwks_fetch_failures,
+            backends,
             heavy,
             ready: AtomicBool::new(false),
             drain: crate::model::DrainSignal::default(),
@@ -334,15 +387,43 @@ impl Metrics {
         self.panics.inc();
     }
 
+    /// Where the backends (the Redis users, the audit sink) report their
+    /// failures: counted here.
+    pub fn health(self: &Arc<Self>) -> HealthReport {
+        let me = Arc::downgrade(self);
+        HealthReport::new(move |h| {
+            if let Some(m) = me.upgrade() {
+                m.backends.count(h);
+            }
+        })
+    }
+
+    /// A decision taken without the shared store.
+    pub fn store_fell_back(&self, user: StoreUser, fallback: Fallback) {
+        self.backends.count(Health::StoreFellBack(user, fallback));
+    }
+
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(8192);
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        let _ = TextEncoder::new().encode(&self.registry.registry.gather(), &mut out);
         out
     }
 
     /// The counter of failed JWKS fetches for a configured issuer.
     pub fn jwks_fetch_failures(&self, issuer: &str) -> prometheus::IntCounter {
         self.jwks_fetch_failures.with_label_values(&[issuer])
+    }
+
+    /// Every family this registry exports, sorted by name.
+    pub fn families(&self) -> Vec<Family> {
+        let mut all = self
+            .registry
+            .families
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
     }
 
     pub fn is_ready(&self) -> bool {
@@ -360,7 +441,7 @@ struct ReloadMetrics {
 }
 
 impl ReloadMetrics {
-    fn new(registry: &Registry) -> Result<ReloadMetrics, prometheus::Error> {
+    fn new(registry: &Described) -> Result<ReloadMetrics, prometheus::Error> {
         let m = ReloadMetrics {
             stale: IntGauge::new(
                 "portcullis_config_stale",
@@ -580,6 +661,11 @@ impl Drop for RequestRecord {
 impl RequestRecord {
     /// `requests_total`, through the upstream's resolved handle when there is one.
     fn count(&self, outcome: Outcome) {
+        if let Outcome::Refused(reason) = outcome {
+            if let Some(store) = unavailable_store(reason) {
+                self.metrics.store_fell_back(store, Fallback::Refused);
+            }
+        }
         let method = self.method.map_or("none", McpMethod::as_str);
         let Some(up) = &self.upstream else {
             let labels = ["none", method, outcome.label()];

@@ -34,6 +34,7 @@ pub use config::{
     validate, Rate, RateConfigError, RawRate, RawRateLimits, RedisFailure, ThrottleSettings,
 };
 
+use crate::model::{Fallback, Health, HealthReport, StoreUser};
 use local::LocalScope;
 use redis::{RedisAnswer, RedisBackend};
 
@@ -257,9 +258,11 @@ impl Throttle {
             match redis.check(scope, &limiter.rate, parts).await {
                 RedisAnswer::Decided(d) => return Ok(d),
                 RedisAnswer::Unavailable => {
+                    // A refusal is counted where every request is (its reason).
                     if redis.failure == RedisFailure::Refuse {
                         return Err(ThrottleError::Unavailable);
                     }
+                    redis.report(Health::StoreFellBack(StoreUser::Throttle, Fallback::Local));
                 }
             }
         }
@@ -281,6 +284,15 @@ impl Throttle {
             .local
             .check(h.finish())
             .map_err(|retry_after| RateLimited { scope, retry_after })
+    }
+
+    /// Report Redis failures and fallbacks to `health` (with the Redis
+    /// backend; the first call wins, so a limiter carried across reloads
+    /// keeps reporting to the same place).
+    pub fn report_to(&self, health: &HealthReport) {
+        if let Some(redis) = &self.inner.redis {
+            redis.report_to(health);
+        }
     }
 
     /// Whether `scope` has a configured limit.

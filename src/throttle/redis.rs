@@ -15,7 +15,8 @@
 //! down (logged once); while down, only one call per [`PROBE_INTERVAL`] tries
 //! Redis again, the others go straight to the configured fallback so that an
 //! outage does not add `redis_timeout` to every request. The first success
-//! marks Redis up again (logged once).
+//! marks Redis up again (logged once). Every failed call and each change
+//! between up and down is reported ([`HealthReport`]) as `throttle`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{OnceLock, Weak};
@@ -25,6 +26,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::config::{Rate, RedisFailure, RedisSettings};
 use super::{RateLimited, Scope};
+use crate::model::{Health, HealthReport, StoreFailure, StoreUser};
 
 /// While Redis is down, how often one request probes it.
 pub(crate) const PROBE_INTERVAL: Duration = Duration::from_millis(500);
@@ -65,6 +67,8 @@ pub(crate) struct RedisBackend {
     /// Nanoseconds since `epoch` before which no call probes a down Redis.
     next_probe: AtomicU64,
     epoch: Instant,
+    /// Where failures are reported (set once, by the first gateway).
+    health: OnceLock<HealthReport>,
 }
 
 /// The outcome of asking Redis.
@@ -89,6 +93,23 @@ impl RedisBackend {
             outages: AtomicU64::new(0),
             next_probe: AtomicU64::new(0),
             epoch: Instant::now(),
+            health: OnceLock::new(),
+        }
+    }
+
+    /// Report failures to `health` from now on (the first call wins), and
+    /// say whether Redis is down now.
+    pub(crate) fn report_to(&self, health: &HealthReport) {
+        let _ = self.health.set(health.clone());
+        self.report(Health::StoreDown(
+            StoreUser::Throttle,
+            self.down.load(Ordering::Relaxed),
+        ));
+    }
+
+    pub(crate) fn report(&self, health: Health) {
+        if let Some(h) = self.health.get() {
+            h.report(health);
         }
     }
 
@@ -137,11 +158,11 @@ impl RedisBackend {
                 true
             }
             Ok(Err(e)) => {
-                self.mark_down(&e.to_string());
+                self.mark_down(StoreFailure::Connect, &e.to_string());
                 false
             }
             Err(_) => {
-                self.mark_down("connection timed out");
+                self.mark_down(StoreFailure::Connect, "connection timed out");
                 false
             }
         }
@@ -167,13 +188,15 @@ impl RedisBackend {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    fn mark_down(&self, why: &str) {
+    fn mark_down(&self, failure: StoreFailure, why: &str) {
+        self.report(Health::StoreFailed(StoreUser::Throttle, failure));
         self.next_probe.store(
             self.now_nanos() + PROBE_INTERVAL.as_nanos() as u64,
             Ordering::Relaxed,
         );
         if !self.down.swap(true, Ordering::AcqRel) {
             self.outages.fetch_add(1, Ordering::Relaxed);
+            self.report(Health::StoreDown(StoreUser::Throttle, true));
             match self.failure {
                 RedisFailure::Local => tracing::warn!(
                     error = why,
@@ -189,6 +212,7 @@ impl RedisBackend {
 
     fn mark_up(&self) {
         if self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::AcqRel) {
+            self.report(Health::StoreDown(StoreUser::Throttle, false));
             tracing::info!("Redis rate-limit backend reachable again; limits are cluster-wide");
         }
     }
@@ -260,11 +284,11 @@ impl RedisBackend {
                 })
             }
             Ok(Err(e)) => {
-                self.mark_down(&e.to_string());
+                self.mark_down(StoreFailure::Failed, &e.to_string());
                 RedisAnswer::Unavailable
             }
             Err(_) => {
-                self.mark_down("timed out");
+                self.mark_down(StoreFailure::Timeout, "timed out");
                 RedisAnswer::Unavailable
             }
         }

@@ -2,7 +2,10 @@
 //! `prometheus`): it scrapes a gateway every second while a traffic mix
 //! crosses it (complete MRTR operations, input_required rounds, policy
 //! refusals, tampered states, 401, 429, event streams, cancellations, a
-//! stream cut by its upstream, a dead upstream, a failed reload), then every
+//! stream cut by its upstream, a dead upstream, an upstream refusing with its
+//! own 403, a failed reload) and a second gateway whose own backends fail
+//! (`failing.rs`: no Redis, an audit file that cannot be opened, a reload
+//! that needs a restart), then every
 //! expression of `deploy/grafana/portcullis.json` and every rule of
 //! `deploy/prometheus/alerts.yml` is evaluated through its HTTP API. Each must
 //! parse and return data; the few that must stay empty for this traffic are
@@ -10,6 +13,8 @@
 //!
 //! Without Prometheus the test says so and passes, except under
 //! `PORTCULLIS_REQUIRE_PEERS=1` (scripts/test), where it fails.
+
+mod failing;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -50,6 +55,11 @@ const QUIET_ALERTS: &[(&str, &str, &str)] = &[
         "no upstream takes 5 s to its response head",
         "histogram_quantile(0.95, sum by (upstream, le) (rate(portcullis_upstream_duration_seconds_bucket[5m])))",
     ),
+    (
+        "PortcullisPanics",
+        "nothing here makes the gateway panic (a bug); the counter is there",
+        "portcullis_panics_total",
+    ),
 ];
 
 /// Alerts that must fire, with the `upstream` (or other) label values they
@@ -64,14 +74,15 @@ const FIRING: &[(&str, &str, &[&str], &[&str])] = &[
     (
         "PortcullisUpstreamErrors",
         "upstream",
-        &["hostile"],
+        &["hostile", "refusing"],
         &["dead", "rooms"],
     ),
+    // An upstream that answers its own 4xx is up.
     (
         "PortcullisUpstreamDown",
         "upstream",
         &["dead"],
-        &["hostile", "rooms"],
+        &["hostile", "rooms", "refusing"],
     ),
     (
         "PortcullisHighPolicyBlockRate",
@@ -93,6 +104,24 @@ const FIRING: &[(&str, &str, &[&str], &[&str])] = &[
     ),
     ("PortcullisConfigReloadFailed", "job", &["portcullis"], &[]),
     ("PortcullisConfigStale", "job", &["portcullis"], &[]),
+    (
+        "PortcullisConfigRestartRequired",
+        "job",
+        &["portcullis"],
+        &[],
+    ),
+    (
+        "PortcullisRedisUnavailable",
+        "backend",
+        &["throttle", "listings", "replay"],
+        &[],
+    ),
+    (
+        "PortcullisAuditLinesDropped",
+        "cause",
+        &["write_failed"],
+        &["queue_full"],
+    ),
 ];
 
 /// Panels whose series must carry these label values (and not those).
@@ -109,7 +138,41 @@ const PANEL_LABELS: &[(&str, &str, &[&str], &[&str])] = &[
     (
         "Upstream errors by reason",
         "upstream",
-        &["hostile", "dead"],
+        &["hostile", "dead", "refusing"],
+        &[],
+    ),
+    (
+        "Upstream errors by reason",
+        "reason",
+        &[
+            "upstream_refused",
+            "upstream_unreachable",
+            "upstream_connection_closed",
+        ],
+        &[],
+    ),
+    (
+        "Redis errors/s by backend and error",
+        "backend",
+        &["throttle", "listings", "replay"],
+        &[],
+    ),
+    (
+        "Redis fallbacks/s by backend and outcome",
+        "outcome",
+        &["local", "refused", "unchecked"],
+        &[],
+    ),
+    (
+        "Redis unavailable",
+        "backend",
+        &["throttle", "listings", "replay"],
+        &[],
+    ),
+    (
+        "Audit lines dropped/s by sink and cause",
+        "sink",
+        &["file"],
         &[],
     ),
     // "Refused" is the gateway's own refusals: no upstream failure, no
@@ -127,6 +190,7 @@ const PANEL_LABELS: &[(&str, &str, &[&str], &[&str])] = &[
         &[
             "upstream_unreachable",
             "upstream_connection_closed",
+            "upstream_refused",
             "client_cancelled",
         ],
     ),
@@ -189,13 +253,18 @@ fn dead_address() -> (std::net::SocketAddr, tokio::net::TcpSocket) {
 }
 
 impl Prometheus {
-    async fn start(binary: &Path, target: std::net::SocketAddr) -> Prometheus {
+    async fn start(binary: &Path, targets: &[std::net::SocketAddr]) -> Prometheus {
+        let target = targets
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
         let dir = tempfile::tempdir().expect("tempdir");
         let rules = Path::new(ROOT).join("deploy/prometheus/alerts.yml");
         let config = format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - {}\n\
-             scrape_configs:\n  - job_name: portcullis\n    static_configs:\n      - targets: [\"{target}\"]\n",
+             scrape_configs:\n  - job_name: portcullis\n    static_configs:\n      - targets: [{target}]\n",
             rules.display()
         );
         let config_path = dir.path().join("prometheus.yml");
@@ -232,7 +301,7 @@ impl Prometheus {
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while p.vector(r#"up{job="portcullis"} == 1"#).await.len() != 1 {
+        while p.vector(r#"up{job="portcullis"} == 1"#).await.len() != targets.len() {
             assert!(
                 Instant::now() < deadline,
                 "prometheus did not get ready or scrape the gateway in 30 s; its log:\n{}",
@@ -387,7 +456,7 @@ async fn start_demo() -> String {
     format!("http://{addr}/mcp")
 }
 
-fn gateway_config(rooms: &str, hostile: &str, dead: &str) -> String {
+fn gateway_config(rooms: &str, hostile: &str, dead: &str, refusing: &str) -> String {
     let hash = portcullis::identify::hash_key;
     format!(
         r#"
@@ -424,6 +493,11 @@ name = "Dead"
 url = "{dead}"
 connect_timeout = "1s"
 
+[[upstream]]
+id = "refusing"
+name = "Refusing"
+url = "{refusing}"
+
 [[route]]
 path = "/mcp/rooms"
 upstream = "rooms"
@@ -440,6 +514,10 @@ upstream = "hostile"
 [[route]]
 path = "/mcp/dead"
 upstream = "dead"
+
+[[route]]
+path = "/mcp/refusing"
+upstream = "refusing"
 
 [rate_limits]
 per_principal_tool = {{ rate = "1/h", burst = 200 }}
@@ -463,6 +541,7 @@ struct Mix {
     passwords: usize,
     cut: usize,
     dead: usize,
+    refused: usize,
     unauthenticated: usize,
     spam: usize,
 }
@@ -581,6 +660,12 @@ impl Traffic {
                 .await;
             assert_eq!(r.status(), 502);
         }
+        for n in 0..mix.refused {
+            let r = self
+                .call("refusing", &format!("f{n}"), "get_room", json!({}))
+                .await;
+            assert_eq!(r.status(), 403);
+        }
         for n in 0..mix.unauthenticated {
             let args = json!({"room_id": "nook"});
             let mut req = call(
@@ -621,6 +706,7 @@ const PRIME: Mix = Mix {
     passwords: 1,
     cut: 1,
     dead: 1,
+    refused: 1,
     unauthenticated: 2,
     // The 201st call of alice's is the first limited one.
     spam: 201,
@@ -635,6 +721,7 @@ const VOLUME: Mix = Mix {
     passwords: 25,
     cut: 10,
     dead: 40,
+    refused: 40,
     unauthenticated: 20,
     spam: 250,
 };
@@ -654,14 +741,27 @@ async fn every_dashboard_and_alert_expression_returns_data_on_a_real_prometheus(
     let hostile = hostile_upstream().await;
     let (dead_addr, _held) = dead_address();
     let dead = format!("http://{dead_addr}/mcp");
+    let refusing = ScriptedUpstream::start(|_| {
+        vec![http_response(
+            "403 Forbidden",
+            "application/json",
+            r#"{"error":"no"}"#,
+        )]
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
-    let config = gateway_config(&rooms, &hostile.url(), &dead);
+    let config = gateway_config(&rooms, &hostile.url(), &dead, &refusing.url());
     std::fs::write(&path, &config).unwrap();
     let gw = RunningGateway::start(GatewayConfig::load(&path).expect("config"))
         .await
         .expect("gateway starts");
-    let prometheus = Prometheus::start(&binary, gw.admin_addr.expect("admin")).await;
+    let failing = failing::Failing::start().await;
+    let targets = [
+        gw.admin_addr.expect("admin"),
+        failing.gw.admin_addr.expect("admin"),
+    ];
+    let prometheus = Prometheus::start(&binary, &targets).await;
     let traffic = Traffic {
         base: format!("http://{}", gw.addrs[0]),
         http: client(),
@@ -670,9 +770,12 @@ async fn every_dashboard_and_alert_expression_returns_data_on_a_real_prometheus(
     // One of each first, so that every series exists at a scrape before
     // the volume arrives (a counter's first sample carries no increase).
     traffic.run(PRIME).await;
+    failing.traffic(1).await;
+    failing.reload_needing_a_restart().await;
     gw.reload().await.expect("an unchanged config reloads");
     tokio::time::sleep(Duration::from_millis(2500)).await;
     traffic.run(VOLUME).await;
+    failing.traffic(10).await;
     // A good reload, then a broken file in the same minute: stale.
     gw.reload().await.expect("an unchanged config reloads");
     std::fs::write(&path, config.replace("[audit]", "[audit]\nsnk = 1")).unwrap();
@@ -783,4 +886,5 @@ async fn every_dashboard_and_alert_expression_returns_data_on_a_real_prometheus(
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     drop(prometheus);
     gw.shutdown().await;
+    failing.gw.shutdown().await;
 }

@@ -14,6 +14,7 @@ mod dashboards;
 mod docs;
 mod drain;
 mod explain;
+mod failure_metrics;
 mod hardening;
 mod hostile_reasons;
 mod identity;

@@ -26,7 +26,7 @@ use super::exchange::{Disposition, Exchange};
 use super::gate::Held;
 use super::push::error_answer;
 use crate::json::Message;
-use crate::model::{Asked, Reason, Refusal};
+use crate::model::{Asked, Fallback, Reason, Refusal, StoreUser};
 use crate::sessions::PushState;
 
 /// What the notification's `params` must hold.
@@ -114,7 +114,12 @@ impl Exchange {
             };
             if let Some((answer, reason)) = refused {
                 tracing::info!(%upstream, reason = reason.as_str(), "pushed request withheld: its session has ended or cannot be checked");
-                metrics.upstream_error(&upstream, reason);
+                if reason == Reason::StateStoreUnavailable {
+                    // The store failed, not the upstream.
+                    metrics.store_fell_back(StoreUser::Replay, Fallback::Refused);
+                } else {
+                    metrics.upstream_error(&upstream, reason);
+                }
                 // Answered once: the push's own timeout finds it consumed.
                 let (id, until) = &shown.redemption;
                 if matches!(store.consume_once(id, *until).await, Ok(true)) {
@@ -127,6 +132,7 @@ impl Exchange {
             if let Some(key) = remember {
                 if store.consume(&key, expires).await.is_err() {
                     // Its completion will be refused; the question itself may go.
+                    metrics.store_fell_back(StoreUser::Replay, Fallback::Unchecked);
                     tracing::warn!(%upstream, "the gateway could not remember a URL-mode elicitation it delivered");
                 }
             }

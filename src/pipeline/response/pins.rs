@@ -27,7 +27,7 @@ use super::exchange::{reencode_failed, response_bytes, Disposition, Exchange};
 use super::gate::Held;
 use crate::audit::{AuditContext, AuditEvent};
 use crate::listings::{digest, Change, ItemKind, Seen, StoreError};
-use crate::model::{Reason, Refusal};
+use crate::model::{Fallback, Reason, Refusal, StoreUser};
 use crate::pipeline::Gateway;
 use crate::policy::config::{Mode, OnChange};
 use crate::policy::inspect::list_members;
@@ -189,6 +189,7 @@ impl Pinning {
                         "the gateway cannot compare this list with the definitions it pinned (its store is unreachable); try again",
                     ));
                 }
+                metrics.store_fell_back(StoreUser::Listings, Fallback::Unchecked);
                 return self.finish(&[]);
             }
         };

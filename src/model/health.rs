@@ -1,0 +1,125 @@
+//! What the gateway's own backends report about failures no response
+//! shows: the shared store (Redis) behind the rate limiter, the pinned
+//! listings and the single-use states, and the audit trail's lost lines.
+//! Each label is one of the enums here (never a value from the network);
+//! `pipeline::record` counts the reports, the backends hold a
+//! [`HealthReport`] and know nothing of metrics.
+
+use std::sync::Arc;
+
+/// Writes a label enum: its variants, `ALL` and the stable `as_str`.
+macro_rules! label_enum {
+    ($(#[$doc:meta])* $name:ident { $( $(#[$vdoc:meta])* $variant:ident => $label:literal, )* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[$vdoc])* $variant, )*
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$( $name::$variant, )*];
+
+            pub const fn as_str(self) -> &'static str {
+                match self { $( $name::$variant => $label, )* }
+            }
+        }
+    };
+}
+
+label_enum! {
+    /// Which part of the gateway uses the shared store (label `backend`).
+    StoreUser {
+        /// The rate limiter (`[rate_limits] backend = "redis"`).
+        Throttle => "throttle",
+        /// The pinned listings (rug pulls).
+        Listings => "listings",
+        /// The single-use states and sessions (`[state] single_use_backend`).
+        Replay => "replay",
+    }
+}
+
+label_enum! {
+    /// How a call to the store failed (label `error`).
+    StoreFailure {
+        /// No connection could be made.
+        Connect => "connect",
+        /// The call took longer than its timeout.
+        Timeout => "timeout",
+        /// The store answered with an error, or the connection broke.
+        Failed => "failed",
+    }
+}
+
+label_enum! {
+    /// What the gateway did without the store (label `outcome`).
+    Fallback {
+        /// Decided by this instance's own limits (`redis_failure = "local"`).
+        Local => "local",
+        /// The request was refused (`*_store_unavailable`, `rate_limiter_unavailable`).
+        Refused => "refused",
+        /// Delivered without the store's check: a list not compared with the
+        /// pins, a single-use state not marked as used.
+        Unchecked => "unchecked",
+    }
+}
+
+label_enum! {
+    /// Where audit lines go (label `sink`; `off` loses nothing).
+    AuditSinkKind {
+        Stdout => "stdout",
+        File => "file",
+    }
+}
+
+label_enum! {
+    /// Why audit lines were lost (label `cause`).
+    AuditLoss {
+        /// The queue to the writer was full (the output is slower than the events).
+        QueueFull => "queue_full",
+        /// The file could not be opened or written, or stdout failed.
+        WriteFailed => "write_failed",
+        /// The event could not be serialised.
+        Unencodable => "unencodable",
+    }
+}
+
+/// One report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// A call to the store failed.
+    StoreFailed(StoreUser, StoreFailure),
+    /// A decision was taken without the store.
+    StoreFellBack(StoreUser, Fallback),
+    /// The store is unreachable (`true`) or reachable again; also sent when
+    /// a store starts reporting, so its series exist before a failure.
+    StoreDown(StoreUser, bool),
+    /// Audit lines lost (`0`: the sink starts reporting).
+    AuditDropped(AuditSinkKind, AuditLoss, u64),
+}
+
+/// Where a backend sends its reports. Cheap to clone; the default sends
+/// them nowhere (tests, offline runs).
+#[derive(Clone, Default)]
+pub struct HealthReport(Option<Arc<dyn Fn(Health) + Send + Sync>>);
+
+impl HealthReport {
+    pub fn new(to: impl Fn(Health) + Send + Sync + 'static) -> HealthReport {
+        HealthReport(Some(Arc::new(to)))
+    }
+
+    pub fn report(&self, health: Health) {
+        if let Some(to) = &self.0 {
+            to(health);
+        }
+    }
+}
+
+impl std::fmt::Debug for HealthReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "HealthReport"
+        } else {
+            "HealthReport(nowhere)"
+        })
+    }
+}
