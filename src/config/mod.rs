@@ -3,6 +3,7 @@
 //! gateway builds its runtime services from them; nothing on the request
 //! path ever looks at a config string again.
 
+mod check;
 mod limits;
 mod listener;
 mod locate;
