@@ -221,3 +221,66 @@ fn inline(path: &str, t: &InlineTable, shape: &Shape, out: &mut Vec<Problem>) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::raw::RawConfig;
+
+    fn required(shape: &Shape) -> Vec<&'static str> {
+        shape
+            .fields()
+            .iter()
+            .filter(|f| f.required)
+            .map(|f| f.name)
+            .collect()
+    }
+
+    #[test]
+    fn the_config_types_are_walked_whole() {
+        let shape = Shape::of::<RawConfig>();
+        assert!(shape.names().contains(&"listener"), "{shape:?}");
+        assert_eq!(required(&shape), Vec::<&str>::new());
+        let element = |path: &str| match shape.at(path) {
+            Some(Shape::List(e)) => (**e).clone(),
+            other => panic!("{path}: {other:?}"),
+        };
+        assert_eq!(required(&element("upstream")), ["id", "name", "url"]);
+        assert_eq!(required(&element("auth")), ["name", "type"]);
+        assert_eq!(required(&element("listener")), ["address"]);
+        assert_eq!(shape.at("auth.audience"), Some(&Shape::Any));
+        assert_eq!(
+            shape.at("rate_limits.per_principal.burst"),
+            Some(&Shape::Integer)
+        );
+        assert_eq!(shape.at("tracing.sample_ratio"), Some(&Shape::Float));
+    }
+
+    #[test]
+    fn a_config_broken_every_way_is_said_once_per_mistake() {
+        let text = "[[listener]]\naddres = \"a\"\n[[upstream]]\nid = 5\nname = \"n\"\n[rate_limits]\nper_principal = { rat = \"1/s\" }\n[limitz]\n";
+        let doc = toml_edit::ImDocument::parse(text).expect("toml");
+        let found: Vec<(String, &str)> = check(doc.as_table(), &Shape::of::<RawConfig>())
+            .into_iter()
+            .map(|p| {
+                let kind = match p.what {
+                    TomlProblem::UnknownKey { .. } => "unknown",
+                    TomlProblem::MissingKey { .. } => "missing",
+                    TomlProblem::WrongType { .. } => "kind",
+                    TomlProblem::Syntax { .. } => "syntax",
+                };
+                (p.path, kind)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("listener[0].addres".to_owned(), "unknown"),
+                ("upstream[0].url".to_owned(), "missing"),
+                ("upstream[0].id".to_owned(), "kind"),
+                ("rate_limits.per_principal.rat".to_owned(), "unknown"),
+                ("limitz".to_owned(), "unknown"),
+            ]
+        );
+    }
+}

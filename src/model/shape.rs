@@ -278,11 +278,22 @@ impl<'de> de::MapAccess<'de> for Entries<'_, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, TraceError> {
+        if self.element.is_some() {
+            // A map's key: whatever the key type reads (a `Spanned` too).
+            if self.next >= self.keys.len() {
+                return Ok(None);
+            }
+            self.next += 1;
+            let mut ignored = Shape::Any;
+            let path = self.parent.path.clone();
+            return seed
+                .deserialize(self.parent.inner(&mut ignored, path)?)
+                .map(Some);
+        }
         while let Some(key) = self.keys.get(self.next).copied() {
             self.next += 1;
-            let omitted = self.element.is_none()
-                && !self.spanned
-                && self.parent.omit == Some((self.parent.path.as_str(), key));
+            let omitted =
+                !self.spanned && self.parent.omit == Some((self.parent.path.as_str(), key));
             if !omitted {
                 return seed
                     .deserialize(BorrowedStrDeserializer::new(key))
@@ -521,6 +532,8 @@ mod tests {
         ratio: Option<f64>,
         on: bool,
         labels: Option<BTreeMap<String, u32>>,
+        #[serde(default)]
+        terms: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
         colour: Option<Colour>,
     }
 
@@ -545,7 +558,7 @@ mod tests {
         let shape = Shape::of::<Top>();
         assert_eq!(
             shape.names(),
-            ["name", "type", "count", "items", "ratio", "on", "labels", "colour"]
+            ["name", "type", "count", "items", "ratio", "on", "labels", "terms", "colour"]
         );
         let required: Vec<&str> = shape
             .fields()
@@ -561,6 +574,10 @@ mod tests {
         assert_eq!(
             shape.at("labels"),
             Some(&Shape::Map(Box::new(Shape::Integer)))
+        );
+        assert_eq!(
+            shape.at("terms"),
+            Some(&Shape::Map(Box::new(Shape::List(Box::new(Shape::Text)))))
         );
         assert_eq!(
             shape.at("colour"),
