@@ -138,14 +138,17 @@ fn value(path: &str, node: Node<'_>, shape: &Shape, out: &mut Vec<Problem>) {
             },
         });
     };
-    let fits = |v: &Value| match (shape, v) {
-        (Shape::Any, _) | (Shape::Choice(_), Value::String(_)) => true,
-        (Shape::Bool, Value::Boolean(_)) | (Shape::Text, Value::String(_)) => true,
-        (Shape::Integer, Value::Integer(_)) => true,
-        (Shape::Float, Value::Float(_) | Value::Integer(_)) => true,
-        (Shape::List(_), Value::Array(_)) => true,
-        (Shape::Table(_) | Shape::Map(_), Value::InlineTable(_)) => true,
-        _ => false,
+    let fits = |v: &Value| {
+        matches!(
+            (shape, v),
+            (Shape::Any, _)
+                | (Shape::Choice(_) | Shape::Text, Value::String(_))
+                | (Shape::Bool, Value::Boolean(_))
+                | (Shape::Integer, Value::Integer(_))
+                | (Shape::Float, Value::Float(_) | Value::Integer(_))
+                | (Shape::List(_), Value::Array(_))
+                | (Shape::Table(_) | Shape::Map(_), Value::InlineTable(_))
+        )
     };
     match node {
         Node::Item(Item::Value(v)) | Node::Value(v) if fits(v) => match v {

@@ -168,10 +168,9 @@ fn validate(
     let state = limits::state_config(&raw.state, loc, base, p);
     let policies = p.take(policies(&raw, loc, base));
     let upstreams = upstream::upstreams(&raw.upstream, loc, base, policies.as_ref(), p);
-    let auth = p.take(AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e.into())));
-    let throttle = p.take(
-        crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e.into())),
-    );
+    let auth = p.take(AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e)));
+    let throttle =
+        p.take(crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e)));
     let targets = route::RouteTargets {
         upstreams: &upstreams,
         declared: raw
@@ -182,9 +181,8 @@ fn validate(
         auth: auth.as_ref(),
     };
     let routes = route::routes(&raw.route, &targets, loc, p);
-    let audit = p.take(
-        AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e.into())),
-    );
+    let audit =
+        p.take(AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e)));
     let tracing = p.take(traces::trace_settings(raw.tracing.as_ref(), loc));
     if !p.is_empty() {
         return None;

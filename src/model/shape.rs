@@ -254,7 +254,7 @@ impl<'a, 'p> Entries<'a, 'p> {
         let i = self.next.saturating_sub(1);
         let key = self.keys.get(i).copied().unwrap_or_default();
         let path = match self.element {
-            Some(word) if word == "[]" => format!("{}[]", self.parent.path),
+            Some("[]") => format!("{}[]", self.parent.path),
             Some(word) => join(&self.parent.path, word),
             None if self.spanned => self.parent.path.clone(),
             None => join(&self.parent.path, key),
