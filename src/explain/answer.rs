@@ -347,9 +347,9 @@ pub(super) fn explain(
     let client: Option<Value> = json::parse_value(&client_bytes).ok();
     let delivered_result = client.as_ref().and_then(|c| c.get("result"));
     Ok(Explanation {
-        keys_name: match exchange.ctx.request.method {
-            m if m.catalogue().is_some() => "listed item",
-            m if m.describes_server() => "description of",
+        keys_name: match result_route(exchange.ctx.request.method, None) {
+            ResultRoute::Listing => "listed item",
+            ResultRoute::ServerDescription => "description of",
             _ => "input request",
         },
         upstream,
