@@ -39,6 +39,10 @@ pub use route::{RouteConfig, TaskMode};
 pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
 
+/// The keys and kinds of the config file, read once from [`RawConfig`].
+static RAW_SHAPE: std::sync::LazyLock<crate::model::Shape> =
+    std::sync::LazyLock::new(crate::model::Shape::of::<RawConfig>);
+
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     pub source: PathBuf,
@@ -87,7 +91,7 @@ impl GatewayConfig {
     pub fn parse(text: &str, path: &Path) -> Result<GatewayConfig, ConfigErrors> {
         let file = path.display().to_string();
         let loc = Locator { file: &file, text };
-        let read = read::read::<RawConfig>(&loc);
+        let read = read::read::<RawConfig>(&loc, &RAW_SHAPE);
         let mut p = Problems::new(read.errors, read.removed);
         let Some(raw) = read.raw.filter(|_| read.complete) else {
             return p.finish(|| None);

@@ -42,7 +42,8 @@ struct Entry {
     blank: Vec<Range<usize>>,
 }
 
-pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>) -> Read<T> {
+/// Read the file into `T`, whose shape (`Shape::of::<T>()`) is `shape`.
+pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>, shape: &Shape) -> Read<T> {
     let mut out = Read {
         raw: None,
         errors: Vec::new(),
@@ -62,8 +63,7 @@ pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>) -> Read<T> {
     let mut entries = Vec::new();
     walk_table(doc.as_table(), "", loc.text, &mut entries);
     let mut text = loc.text.as_bytes().to_vec();
-    let shape = Shape::of::<T>();
-    let mut problems = check::check(doc.as_table(), &shape);
+    let mut problems = check::check(doc.as_table(), shape);
     problems.truncate(MAX_MISTAKES);
     for p in &problems {
         out.errors
@@ -379,10 +379,13 @@ mod tests {
     }
 
     fn read_text(text: &str) -> Read<Doc> {
-        read(&Locator {
-            file: "t.toml",
-            text,
-        })
+        read(
+            &Locator {
+                file: "t.toml",
+                text,
+            },
+            &Shape::of::<Doc>(),
+        )
     }
 
     fn said(r: &Read<Doc>) -> Vec<(usize, String)> {

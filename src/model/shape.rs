@@ -60,12 +60,23 @@ impl Shape {
         }
         let mut tables = Vec::new();
         shape.tables("", &mut tables);
-        for (path, name) in tables {
-            let omit = (path.as_str(), name);
-            let mut scratch = Shape::Any;
-            let left_out = T::deserialize(Tracer::new(&mut scratch, "", Some(omit)));
-            if matches!(left_out, Err(TraceError::Missing(m)) if m == name) {
-                shape.mark_required(&path, name);
+        for path in tables {
+            // Leave every key of the table out but the required ones found
+            // so far: its visitor names the next required key, until none.
+            let mut kept: Vec<&'static str> = Vec::new();
+            loop {
+                let omit = Omit {
+                    path: &path,
+                    kept: &kept,
+                };
+                let mut scratch = Shape::Any;
+                match T::deserialize(Tracer::new(&mut scratch, "", Some(omit))) {
+                    Err(TraceError::Missing(m)) if !kept.contains(&m) => {
+                        shape.mark_required(&path, m);
+                        kept.push(m);
+                    }
+                    _ => break,
+                }
             }
         }
         shape
@@ -100,12 +111,12 @@ impl Shape {
         })
     }
 
-    /// Every (table path, key) pair, in the recorder's path words.
-    fn tables(&self, path: &str, out: &mut Vec<(String, &'static str)>) {
+    /// The path of every table, in the recorder's path words.
+    fn tables(&self, path: &str, out: &mut Vec<String>) {
         match self {
             Shape::Table(fields) => {
+                out.push(path.to_owned());
                 for f in fields {
-                    out.push((path.to_owned(), f.name));
                     f.shape.tables(&join(path, f.name), out);
                 }
             }
@@ -185,18 +196,25 @@ impl de::Error for TraceError {
     }
 }
 
+/// The keys to leave out: all of the table at `path` but `kept`.
+#[derive(Clone, Copy)]
+struct Omit<'a> {
+    path: &'a str,
+    kept: &'a [&'static str],
+}
+
 /// A deserializer that answers every request with a neutral value and
 /// writes the kind asked for into `out`.
 struct Tracer<'a> {
     out: &'a mut Shape,
     path: String,
-    /// The one key to leave out: (table path, key).
-    omit: Option<(&'a str, &'static str)>,
+    /// The keys to leave out, when learning which are required.
+    omit: Option<Omit<'a>>,
     depth: usize,
 }
 
 impl<'a> Tracer<'a> {
-    fn new(out: &'a mut Shape, path: &str, omit: Option<(&'a str, &'static str)>) -> Self {
+    fn new(out: &'a mut Shape, path: &str, omit: Option<Omit<'a>>) -> Self {
         Tracer {
             out,
             path: path.to_owned(),
@@ -292,8 +310,11 @@ impl<'de> de::MapAccess<'de> for Entries<'_, '_> {
         }
         while let Some(key) = self.keys.get(self.next).copied() {
             self.next += 1;
-            let omitted =
-                !self.spanned && self.parent.omit == Some((self.parent.path.as_str(), key));
+            let omitted = !self.spanned
+                && self
+                    .parent
+                    .omit
+                    .is_some_and(|o| o.path == self.parent.path && !o.kept.contains(&key));
             if !omitted {
                 return seed
                     .deserialize(BorrowedStrDeserializer::new(key))
