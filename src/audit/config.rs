@@ -37,14 +37,9 @@ pub struct RawAudit {
 }
 
 /// A problem in `[audit]`, pinned to the byte span of the offending value
-/// so that the config loader can print `file:line:column`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct AuditConfigError {
-    pub span: Range<usize>,
-    pub field: String,
-    pub message: String,
-}
+/// so that the config loader can print `file:line:column` (the one
+/// settings error).
+pub type AuditConfigError = crate::model::SettingsError;
 
 fn err(span: Range<usize>, name: &str, message: impl Into<String>) -> AuditConfigError {
     AuditConfigError {
@@ -224,10 +219,4 @@ fn check_path(raw: &Spanned<String>, base: &Path) -> Result<PathBuf, AuditConfig
         ));
     }
     Ok(path)
-}
-
-impl From<AuditConfigError> for crate::model::SettingsError {
-    fn from(e: AuditConfigError) -> Self {
-        crate::model::SettingsError::new(e.span, e.field, e.message)
-    }
 }

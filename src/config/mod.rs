@@ -3,6 +3,7 @@
 //! gateway builds its runtime services from them; nothing on the request
 //! path ever looks at a config string again.
 
+mod check;
 mod limits;
 mod listener;
 mod locate;
@@ -37,6 +38,10 @@ pub use problems::ConfigErrors;
 pub use route::{RouteConfig, TaskMode};
 pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
+
+/// The keys and kinds of the config file, read once from [`RawConfig`].
+static RAW_SHAPE: std::sync::LazyLock<crate::model::Shape> =
+    std::sync::LazyLock::new(crate::model::Shape::of::<RawConfig>);
 
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
@@ -86,7 +91,7 @@ impl GatewayConfig {
     pub fn parse(text: &str, path: &Path) -> Result<GatewayConfig, ConfigErrors> {
         let file = path.display().to_string();
         let loc = Locator { file: &file, text };
-        let read = read::read::<RawConfig>(&loc);
+        let read = read::read::<RawConfig>(&loc, &RAW_SHAPE);
         let mut p = Problems::new(read.errors, read.removed);
         let Some(raw) = read.raw.filter(|_| read.complete) else {
             return p.finish(|| None);
@@ -167,10 +172,9 @@ fn validate(
     let state = limits::state_config(&raw.state, loc, base, p);
     let policies = p.take(policies(&raw, loc, base));
     let upstreams = upstream::upstreams(&raw.upstream, loc, base, policies.as_ref(), p);
-    let auth = p.take(AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e.into())));
-    let throttle = p.take(
-        crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e.into())),
-    );
+    let auth = p.take(AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e)));
+    let throttle =
+        p.take(crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e)));
     let targets = route::RouteTargets {
         upstreams: &upstreams,
         declared: raw
@@ -181,9 +185,8 @@ fn validate(
         auth: auth.as_ref(),
     };
     let routes = route::routes(&raw.route, &targets, loc, p);
-    let audit = p.take(
-        AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e.into())),
-    );
+    let audit =
+        p.take(AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e)));
     let tracing = p.take(traces::trace_settings(raw.tracing.as_ref(), loc));
     if !p.is_empty() {
         return None;

@@ -10,9 +10,10 @@ use std::ops::Range;
 use serde::de::DeserializeOwned;
 use toml_edit::{ImDocument, InlineTable, Item, Table, Value};
 
+use super::check;
 use super::locate::Locator;
-use super::words::{self, TomlProblem};
-use crate::model::ConfigError;
+use super::words;
+use crate::model::{ConfigError, Shape};
 
 /// The most mistakes reported from one file.
 const MAX_MISTAKES: usize = 64;
@@ -41,7 +42,8 @@ struct Entry {
     blank: Vec<Range<usize>>,
 }
 
-pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>) -> Read<T> {
+/// Read the file into `T`, whose shape (`Shape::of::<T>()`) is `shape`.
+pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>, shape: &Shape) -> Read<T> {
     let mut out = Read {
         raw: None,
         errors: Vec::new(),
@@ -61,6 +63,34 @@ pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>) -> Read<T> {
     let mut entries = Vec::new();
     walk_table(doc.as_table(), "", loc.text, &mut entries);
     let mut text = loc.text.as_bytes().to_vec();
+    let mut problems = check::check(doc.as_table(), shape);
+    problems.truncate(MAX_MISTAKES);
+    for p in &problems {
+        out.errors
+            .push(loc.at(p.span.clone(), &p.path, p.what.explain(last(&p.path))));
+        if !p.what.removable() {
+            // Read on without it: serde stops at it, and its section goes.
+            continue;
+        }
+        let own = entries
+            .iter()
+            .find(|e| e.path == p.path)
+            .map(|e| e.blank.as_slice())
+            .filter(|b| !b.is_empty());
+        if let Some(blank) = own {
+            if let Some(meant) = p.what.meant() {
+                out.removed.push(sibling(&p.path, meant));
+            }
+            out.removed.push(p.path.clone());
+            for r in blank {
+                blank_out(&mut text, r.clone());
+            }
+        }
+    }
+    // What serde still stops at (a required key blanked above or never
+    // given, a value its own reader refuses) takes its whole section out;
+    // its words are shown as serde said them unless a problem already
+    // said above is in that section.
     let mut seen: Vec<Range<usize>> = Vec::new();
     while out.errors.len() < MAX_MISTAKES {
         let Ok(current) = std::str::from_utf8(&text) else {
@@ -74,44 +104,29 @@ pub(super) fn read<T: DeserializeOwned>(loc: &Locator<'_>) -> Read<T> {
             Err(e) => e,
         };
         let span = e.span().unwrap_or(0..0);
-        let problem = words::classify(e.message());
-        let entry = locate(&entries, &span);
-        let path = field_path(entry, &problem);
-        // A key blanked for its wrong kind, or misspelt, is missing now:
-        // already said.
-        let consequence =
-            matches!(problem, TomlProblem::MissingKey { .. }) && out.removed.contains(&path);
-        if !consequence {
+        let path = locate(&entries, &span).map_or_else(String::new, |e| e.path.clone());
+        let top = top_level(&path).to_owned();
+        let said = problems
+            .iter()
+            .any(|p| top.is_empty() || top_level(&p.path) == top);
+        if !said {
+            let field = if path.is_empty() { "(file)" } else { &path };
             out.errors
-                .push(loc.at(span.clone(), &path, problem.explain(last(&path))));
+                .push(loc.at(span.clone(), field, e.message().trim_end()));
         }
         if seen.contains(&span) {
             break;
         }
         seen.push(span);
-        let own = entry
-            .map(|e| e.blank.as_slice())
-            .filter(|b| problem.removable() && !b.is_empty());
-        let (removed, blank) = match own {
-            Some(blank) => (path.clone(), blank),
-            None => {
-                // Only the whole section can go: what is in it is not read further.
-                let top = top_level(&path);
-                let Some(section) = entries.iter().find(|e| e.path == top) else {
-                    break;
-                };
-                out.complete = false;
-                (top.to_owned(), section.blank.as_slice())
-            }
+        let Some(section) = entries.iter().find(|e| e.path == top) else {
+            break;
         };
-        if blank.is_empty() {
+        if section.blank.is_empty() {
             break;
         }
-        if let Some(meant) = problem.meant() {
-            out.removed.push(sibling(&path, meant));
-        }
-        out.removed.push(removed);
-        for r in blank {
+        out.complete = false;
+        out.removed.push(top);
+        for r in &section.blank {
             blank_out(&mut text, r.clone());
         }
     }
@@ -136,18 +151,6 @@ fn sibling(path: &str, name: &str) -> String {
 fn last(path: &str) -> &str {
     let tail = path.rsplit('.').next().unwrap_or(path);
     tail.split('[').next().unwrap_or(tail)
-}
-
-/// The full path of what a problem is about: for an unknown key its own
-/// path, for a missing one the table's path plus the key.
-fn field_path(entry: Option<&Entry>, problem: &TomlProblem) -> String {
-    let at = entry.map(|e| e.path.clone()).unwrap_or_default();
-    match problem {
-        TomlProblem::MissingKey { key } if at.is_empty() => key.clone(),
-        TomlProblem::MissingKey { key } => format!("{at}.{key}"),
-        _ if at.is_empty() => "(file)".into(),
-        _ => at,
-    }
 }
 
 /// The entry a span of the reader's error points at: a key exactly, else
@@ -376,10 +379,13 @@ mod tests {
     }
 
     fn read_text(text: &str) -> Read<Doc> {
-        read(&Locator {
-            file: "t.toml",
-            text,
-        })
+        read(
+            &Locator {
+                file: "t.toml",
+                text,
+            },
+            &Shape::of::<Doc>(),
+        )
     }
 
     fn said(r: &Read<Doc>) -> Vec<(usize, String)> {
@@ -431,6 +437,71 @@ mod tests {
         let r = read_text("[[listener]]\naddress = 127.0.0.1:80\n");
         assert_eq!(said(&r), vec![(2, "(syntax)".to_owned())]);
         assert!(r.errors[0].message.contains("in quotes"), "{}", r.errors[0]);
+    }
+
+    #[test]
+    fn every_missing_key_is_found_at_its_table() {
+        let r =
+            read_text("[[listener]]\nhttp2 = true\ntls = { key = \"k\" }\n[limits]\nmax = \"5\"\n");
+        assert_eq!(
+            said(&r),
+            vec![
+                (1, "listener[0].address".to_owned()),
+                (3, "listener[0].tls.cert".to_owned()),
+                (5, "limits.max".to_owned()),
+            ]
+        );
+        assert!(
+            r.errors[2].message.contains("without quotes"),
+            "{}",
+            r.errors[2]
+        );
+        assert!(r.raw.is_some() && !r.complete);
+        assert!(r.removed.contains(&"listener".to_owned()));
+    }
+
+    #[test]
+    fn every_kind_of_value_is_checked_against_its_key() {
+        // Each key given each kind of value it does not take.
+        let values = [
+            ("text", "\"a\""),
+            ("number", "5"),
+            ("number", "1.5"),
+            ("true", "true"),
+            ("list", "[1]"),
+            ("table", "{ x = 1 }"),
+            ("date", "1979-05-27T07:32:00Z"),
+        ];
+        let keys = [
+            ("address", "listener[0].address", ["text"].as_slice()),
+            ("http2", "listener[0].http2", &["true"]),
+        ];
+        for (key, path, fits) in keys {
+            for (kind, value) in values {
+                let before = if key == "address" {
+                    "# first"
+                } else {
+                    "address = \"a\""
+                };
+                let r = read_text(&format!("[[listener]]\n{before}\n{key} = {value}\n"));
+                let wrong: Vec<_> = r.errors.iter().filter(|e| e.field == path).collect();
+                if fits.contains(&kind) {
+                    assert!(r.errors.is_empty(), "{key} = {value}: {:?}", r.errors);
+                } else {
+                    assert_eq!(wrong.len(), 1, "{key} = {value}: {:?}", r.errors);
+                    assert!(wrong[0].message.starts_with("expected "), "{}", wrong[0]);
+                    assert_eq!(wrong[0].line, 3, "{}", wrong[0]);
+                }
+            }
+        }
+        let r = read_text("[limits]\nmax = 2\n[limits.deeper]\n");
+        assert_eq!(said(&r), vec![(3, "limits.deeper".to_owned())]);
+        let r = read_text("listener = { address = \"a\" }\n");
+        assert!(
+            r.errors[0].message.contains("double brackets"),
+            "{}",
+            r.errors[0]
+        );
     }
 
     #[test]

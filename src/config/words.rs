@@ -1,24 +1,92 @@
-//! What the TOML reader says, in words a person understands.
+//! Config mistakes in words a person understands.
 //!
-//! The `toml` crate reports a mistake only as text (serde's standard
-//! phrases and the parser's own). This is the one place that reads that
-//! text: [`classify`] turns it into a [`TomlProblem`] once, and everything
-//! after decides on the type. [`TomlProblem::explain`] words it for people,
-//! with a "did you mean" for a misspelt key.
+//! The mistakes come typed: [`super::check`] finds unknown and missing keys
+//! and values of the wrong kind by holding the document against the type's
+//! shape, and [`TomlProblem::explain`] words them, with a "did you mean"
+//! for a misspelt key. An error serde still gives after that is said as
+//! serde said it (never read for meaning). The TOML parser reports a
+//! syntax error only as text; [`syntax`] words the parser's messages for
+//! people, and anything it does not know is shown as the parser said it.
 
-/// One mistake the TOML reader stopped at.
+use crate::model::Shape;
+
+/// One mistake found in a config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum TomlProblem {
     /// A key the config does not have here; `expected` are the keys it has.
     UnknownKey { key: String, expected: Vec<String> },
-    /// A value of the wrong kind (`found`, `expected` in serde's words).
-    WrongType { found: String, expected: String },
+    /// A value of the wrong kind.
+    WrongType { found: Found, expected: Kind },
     /// A key that must be given is not.
     MissingKey { key: String },
     /// The file is not valid TOML (the parser's message).
     Syntax { message: String },
-    /// Anything else a section reader said.
-    Other { message: String },
+}
+
+/// The kind of value a key takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Kind {
+    Bool,
+    Integer,
+    Number,
+    Text,
+    List,
+    Table,
+    Choice(Vec<String>),
+    Any,
+}
+
+impl Kind {
+    pub(super) fn of(shape: &Shape) -> Kind {
+        match shape {
+            Shape::Bool => Kind::Bool,
+            Shape::Integer => Kind::Integer,
+            Shape::Float => Kind::Number,
+            Shape::Text => Kind::Text,
+            Shape::List(_) => Kind::List,
+            Shape::Table(_) | Shape::Map(_) => Kind::Table,
+            Shape::Choice(names) => Kind::Choice(names.iter().map(|n| (*n).to_owned()).collect()),
+            Shape::Any => Kind::Any,
+        }
+    }
+
+    fn in_words(&self) -> String {
+        match self {
+            Kind::Bool => "true or false".into(),
+            Kind::Integer => "a whole number".into(),
+            Kind::Number => "a number".into(),
+            Kind::Text => "text in quotes".into(),
+            Kind::List => "a list such as [\"a\", \"b\"]".into(),
+            Kind::Table => "a table".into(),
+            Kind::Choice(names) => format!("one of {}", names.join(", ")),
+            Kind::Any => "another value".into(),
+        }
+    }
+}
+
+/// The kind of value written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Found {
+    Text(String),
+    /// A number as written.
+    Number(String),
+    Bool(bool),
+    Datetime,
+    List,
+    Table,
+}
+
+impl Found {
+    fn in_words(&self) -> String {
+        match self {
+            Found::Text(s) => format!("the text {s:?}"),
+            Found::Number(n) => format!("the number {n}"),
+            Found::Bool(b) => b.to_string(),
+            Found::Datetime => "a date and time".into(),
+            Found::List => "a list".into(),
+            Found::Table => "a table".into(),
+        }
+    }
 }
 
 /// The names between backticks in `text`.
@@ -28,39 +96,6 @@ fn backticked(text: &str) -> Vec<String> {
         .step_by(2)
         .map(str::to_owned)
         .collect()
-}
-
-/// The first backticked name in `text`.
-fn first_backticked(text: &str) -> String {
-    backticked(text).into_iter().next().unwrap_or_default()
-}
-
-/// Read a deserialisation message of the `toml` crate.
-pub(super) fn classify(message: &str) -> TomlProblem {
-    if let Some(rest) = message.strip_prefix("unknown field ") {
-        let (key, expected) = rest.split_once(", expected").unwrap_or((rest, ""));
-        return TomlProblem::UnknownKey {
-            key: first_backticked(key),
-            expected: backticked(expected),
-        };
-    }
-    if let Some(rest) = message.strip_prefix("missing field ") {
-        return TomlProblem::MissingKey {
-            key: first_backticked(rest),
-        };
-    }
-    let typed = message
-        .strip_prefix("invalid type: ")
-        .or_else(|| message.strip_prefix("invalid value: "));
-    if let Some((found, expected)) = typed.and_then(|t| t.rsplit_once(", expected ")) {
-        return TomlProblem::WrongType {
-            found: found.to_owned(),
-            expected: expected.to_owned(),
-        };
-    }
-    TomlProblem::Other {
-        message: message.to_owned(),
-    }
 }
 
 /// Read a syntax error of the TOML parser.
@@ -79,41 +114,6 @@ pub(super) fn did_you_mean<'a>(key: &str, known: &'a [String]) -> Option<&'a str
         .filter(|(d, k)| *d <= (k.len().max(key.len()) / 3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k.as_str())
-}
-
-/// serde's name of an expected kind, as a person would say it.
-fn kind_in_words(expected: &str) -> String {
-    match expected {
-        "a string" => "text in quotes".into(),
-        "a boolean" => "true or false".into(),
-        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "usize" | "isize" => {
-            "a whole number".into()
-        }
-        "f32" | "f64" => "a number".into(),
-        "a sequence" => "a list such as [\"a\", \"b\"]".into(),
-        "a map" => "a table".into(),
-        e if e.starts_with("struct ") => "a table".into(),
-        other => other.to_owned(),
-    }
-}
-
-/// serde's description of a value found, as a person would say it.
-fn found_in_words(found: &str) -> String {
-    let value = || first_backticked(found);
-    if let Some(s) = found.strip_prefix("string ") {
-        return format!("the text {s}");
-    }
-    if found.starts_with("integer") || found.starts_with("floating point") {
-        return format!("the number {}", value());
-    }
-    if found.starts_with("boolean") {
-        return value();
-    }
-    match found {
-        "map" => "a table".into(),
-        "sequence" => "a list".into(),
-        other => other.to_owned(),
-    }
 }
 
 impl TomlProblem {
@@ -148,30 +148,27 @@ impl TomlProblem {
             TomlProblem::MissingKey { key } => format!("`{key}` is required here"),
             TomlProblem::WrongType { found, expected } => wrong_type(key, found, expected),
             TomlProblem::Syntax { message } => syntax_in_words(message),
-            TomlProblem::Other { message } => message.clone(),
         }
     }
 }
 
-fn wrong_type(key: &str, found: &str, expected: &str) -> String {
-    let want = kind_in_words(expected);
-    let got = found_in_words(found);
+fn wrong_type(key: &str, found: &Found, expected: &Kind) -> String {
     let hint = match (expected, found) {
-        ("a sequence", "map") => {
+        (Kind::List, Found::Table) => {
             format!(" (write [[{key}]] with double brackets: there may be several)")
         }
-        ("a boolean", f) if f == "string \"true\"" || f == "string \"false\"" => {
+        (Kind::Bool, Found::Text(t)) if t == "true" || t == "false" => {
             " (write true or false without quotes)".into()
         }
-        ("a string", f) if f.starts_with("integer") || f.starts_with("floating") => {
-            " (put it in quotes)".into()
-        }
-        (e, f) if f.starts_with("string") && kind_in_words(e) == "a whole number" => {
-            " (write the number without quotes)".into()
-        }
+        (Kind::Text, Found::Number(_)) => " (put it in quotes)".into(),
+        (Kind::Integer, Found::Text(_)) => " (write the number without quotes)".into(),
         _ => String::new(),
     };
-    format!("expected {want}, found {got}{hint}")
+    format!(
+        "expected {}, found {}{hint}",
+        expected.in_words(),
+        found.in_words()
+    )
 }
 
 /// A parser message (first line: what; second: `expected …`) in words.
@@ -221,25 +218,28 @@ mod tests {
 
     #[test]
     fn unknown_keys_get_a_suggestion_when_one_is_close() {
-        let p = classify(
-            "unknown field `reponse_timeout`, expected one of `id`, `response_timeout`, `http2`",
-        );
-        assert_eq!(
-            p,
-            TomlProblem::UnknownKey {
-                key: "reponse_timeout".into(),
-                expected: known(&["id", "response_timeout", "http2"]),
-            }
-        );
+        let p = TomlProblem::UnknownKey {
+            key: "reponse_timeout".into(),
+            expected: known(&["id", "response_timeout", "http2"]),
+        };
+        assert_eq!(p.meant(), Some("response_timeout"));
         assert_eq!(
             p.explain("reponse_timeout"),
             "unknown key `reponse_timeout`; did you mean `response_timeout`?"
         );
-        let far = classify("unknown field `colour`, expected `cert` or `key`");
+        let far = TomlProblem::UnknownKey {
+            key: "colour".into(),
+            expected: known(&["cert", "key"]),
+        };
         assert_eq!(
             far.explain("colour"),
             "unknown key `colour`; the keys here are cert, key"
         );
+        let none = TomlProblem::UnknownKey {
+            key: "x".into(),
+            expected: Vec::new(),
+        };
+        assert_eq!(none.explain("x"), "unknown key `x`; nothing goes here");
         assert_eq!(
             did_you_mean("adress", &known(&["address", "tls"])),
             Some("address")
@@ -249,21 +249,42 @@ mod tests {
 
     #[test]
     fn wrong_kinds_are_said_plainly() {
-        let e = |m: &str, key: &str| classify(m).explain(key);
+        let e = |found: Found, expected: Kind, key: &str| {
+            TomlProblem::WrongType { found, expected }.explain(key)
+        };
         assert_eq!(
-            e("invalid type: integer `5`, expected a string", "address"),
+            e(Found::Number("5".into()), Kind::Text, "address"),
             "expected text in quotes, found the number 5 (put it in quotes)"
         );
         assert_eq!(
-            e("invalid type: string \"true\", expected a boolean", "http2"),
+            e(Found::Text("true".into()), Kind::Bool, "http2"),
             "expected true or false, found the text \"true\" (write true or false without quotes)"
         );
         assert_eq!(
-            e("invalid type: map, expected a sequence", "listener"),
+            e(Found::Text("yes".into()), Kind::Bool, "http2"),
+            "expected true or false, found the text \"yes\""
+        );
+        assert_eq!(
+            e(Found::Table, Kind::List, "listener"),
             "expected a list such as [\"a\", \"b\"], found a table (write [[listener]] with double brackets: there may be several)"
         );
         assert_eq!(
-            e("missing field `address`", "x"),
+            e(Found::Text("5".into()), Kind::Integer, "max"),
+            "expected a whole number, found the text \"5\" (write the number without quotes)"
+        );
+        assert_eq!(
+            e(Found::Number("1.5".into()), Kind::Integer, "max"),
+            "expected a whole number, found the number 1.5"
+        );
+        assert_eq!(
+            e(Found::Bool(true), Kind::Table, "limits"),
+            "expected a table, found true"
+        );
+        assert_eq!(
+            TomlProblem::MissingKey {
+                key: "address".into()
+            }
+            .explain("x"),
             "`address` is required here"
         );
     }

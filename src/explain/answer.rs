@@ -12,7 +12,9 @@ use super::{Capability, Check, ExplainArgs, Explanation, RefusalOut, UpstreamOut
 use crate::json::{self, error_body, Message};
 use crate::model::{McpMethod, Refusal};
 use crate::pipeline::ctx::RequestCtx;
-use crate::pipeline::response::exchange::{Carrier, Disposition, Exchange};
+use crate::pipeline::response::exchange::{
+    result_route, Carrier, Disposition, Exchange, ResultRoute,
+};
 use crate::pipeline::sse::SseFramer;
 use crate::pipeline::Gateway;
 use crate::policy::inspect::{
@@ -237,17 +239,21 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
     let subject = exchange.subject();
     if let Some(result) = msg.result {
         let mut loose: Value = serde_json::from_str(result.get()).ok()?;
-        if loose.get("resultType").and_then(Value::as_str) != Some("input_required") {
-            // A list the server offers the model, its description of itself,
-            // or anything else it hands back: their rules.
-            let method = exchange.ctx.request.method;
-            let report = match method.catalogue() {
-                Some(_) => trace_whole_result(policy, &subject, &mut loose).1,
-                None if method.describes_server() => {
-                    trace_notification(policy, &subject, method, result.get().as_bytes()).1
-                }
-                None => trace_content(policy, &subject, method, &mut loose).1,
-            };
+        let method = exchange.ctx.request.method;
+        let result_type = loose.get("resultType").and_then(Value::as_str);
+        // The rules the response phase sends this result to.
+        let route = result_route(method, result_type);
+        let report = match route {
+            ResultRoute::Question => None,
+            ResultRoute::Listing => Some(trace_whole_result(policy, &subject, &mut loose).1),
+            ResultRoute::ServerDescription => {
+                Some(trace_notification(policy, &subject, method, result.get().as_bytes()).1)
+            }
+            ResultRoute::Task(_) | ResultRoute::TaskAck | ResultRoute::Content => {
+                Some(trace_content(policy, &subject, method, &mut loose).1)
+            }
+        };
+        if let Some(report) = report {
             return Some(Traced {
                 report,
                 every_rule: Vec::new(),
@@ -341,9 +347,9 @@ pub(super) fn explain(
     let client: Option<Value> = json::parse_value(&client_bytes).ok();
     let delivered_result = client.as_ref().and_then(|c| c.get("result"));
     Ok(Explanation {
-        keys_name: match exchange.ctx.request.method {
-            m if m.catalogue().is_some() => "listed item",
-            m if m.describes_server() => "description of",
+        keys_name: match result_route(exchange.ctx.request.method, None) {
+            ResultRoute::Listing => "listed item",
+            ResultRoute::ServerDescription => "description of",
             _ => "input request",
         },
         upstream,

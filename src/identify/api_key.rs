@@ -100,7 +100,7 @@ fn parse_hash(s: &str) -> Option<[u8; 32]> {
 
 impl ApiKeyScheme {
     pub(crate) fn build(raw: &RawAuthScheme) -> Result<ApiKeyScheme, AuthConfigError> {
-        raw.only("api_key", &["header", "key"])?;
+        raw.only("api_key", super::config::API_KEY_FIELDS)?;
         let location = match &raw.header {
             None => KeyLocation::Bearer,
             Some(h) => {

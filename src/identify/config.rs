@@ -8,10 +8,13 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::LazyLock;
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
+
+use crate::model::Shape;
 
 /// One `[[auth]]` table.
 #[derive(Debug, Deserialize)]
@@ -98,72 +101,77 @@ impl<'de> Deserialize<'de> for OneOrMany {
 }
 
 /// A problem with an `[[auth]]` table, pinned to the byte span of the value
-/// at fault. Never carries a secret: messages name fields, files and
-/// environment variables, not their contents.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct AuthConfigError {
-    pub span: Range<usize>,
-    /// Dotted path of the field, e.g. `auth.key.hash`.
-    pub field: String,
-    pub message: String,
-}
+/// at fault (the one settings error; its name kept for the scheme readers).
+/// Never carries a secret: messages name fields, files and environment
+/// variables, not their contents.
+pub type AuthConfigError = crate::model::SettingsError;
 
-impl AuthConfigError {
-    pub(crate) fn new(
-        span: Range<usize>,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> AuthConfigError {
-        AuthConfigError {
-            span,
-            field: field.into(),
-            message: message.into(),
-        }
-    }
+/// The shape of `[[auth]]`, read once from [`RawAuthScheme`]'s own serde
+/// names: the config names of its fields are not typed again.
+static SHAPE: LazyLock<Shape> = LazyLock::new(Shape::of::<RawAuthScheme>);
 
-    pub(crate) fn at<T>(
-        value: &Spanned<T>,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> AuthConfigError {
-        AuthConfigError::new(value.span(), field, message)
-    }
-}
+/// The fields an `api_key` scheme takes beside `name` and `type`.
+pub(crate) const API_KEY_FIELDS: &[&str] = &["header", "key"];
+/// The fields a `jwt` scheme takes beside `name` and `type`.
+pub(crate) const JWT_FIELDS: &[&str] = &[
+    "issuer",
+    "audience",
+    "algorithms",
+    "jwks_file",
+    "jwks_url",
+    "jwks_refresh",
+    "jwks_ready_timeout",
+    "hs256_secret_file",
+    "hs256_secret_env",
+    "principal_claim",
+    "groups_claim",
+    "leeway",
+];
+/// The fields an `mtls` scheme takes beside `name` and `type`.
+pub(crate) const MTLS_FIELDS: &[&str] = &["principal_from"];
 
 impl RawAuthScheme {
+    /// Where each field is, in declaration order (the order serde names
+    /// them in; a test holds the two together).
+    fn spans(&self) -> [Option<Range<usize>>; 17] {
+        fn s<T>(v: &Option<Spanned<T>>) -> Option<Range<usize>> {
+            v.as_ref().map(Spanned::span)
+        }
+        [
+            Some(self.name.span()),
+            Some(self.kind.span()),
+            s(&self.header),
+            s(&self.keys),
+            s(&self.issuer),
+            s(&self.audience),
+            s(&self.algorithms),
+            s(&self.jwks_file),
+            s(&self.jwks_url),
+            s(&self.jwks_refresh),
+            s(&self.jwks_ready_timeout),
+            s(&self.hs256_secret_file),
+            s(&self.hs256_secret_env),
+            s(&self.principal_claim),
+            s(&self.groups_claim),
+            s(&self.leeway),
+            s(&self.principal_from),
+        ]
+    }
+
     /// Every optional field that is set, with its config name and span.
     pub(crate) fn present_fields(&self) -> Vec<(&'static str, Range<usize>)> {
-        fn s<T>(
-            out: &mut Vec<(&'static str, Range<usize>)>,
-            n: &'static str,
-            v: &Option<Spanned<T>>,
-        ) {
-            if let Some(v) = v {
-                out.push((n, v.span()));
-            }
-        }
-        let mut out = Vec::new();
-        s(&mut out, "header", &self.header);
-        s(&mut out, "key", &self.keys);
-        s(&mut out, "issuer", &self.issuer);
-        s(&mut out, "audience", &self.audience);
-        s(&mut out, "algorithms", &self.algorithms);
-        s(&mut out, "jwks_file", &self.jwks_file);
-        s(&mut out, "jwks_url", &self.jwks_url);
-        s(&mut out, "jwks_refresh", &self.jwks_refresh);
-        s(&mut out, "jwks_ready_timeout", &self.jwks_ready_timeout);
-        s(&mut out, "hs256_secret_file", &self.hs256_secret_file);
-        s(&mut out, "hs256_secret_env", &self.hs256_secret_env);
-        s(&mut out, "principal_claim", &self.principal_claim);
-        s(&mut out, "groups_claim", &self.groups_claim);
-        s(&mut out, "leeway", &self.leeway);
-        s(&mut out, "principal_from", &self.principal_from);
-        out
+        SHAPE
+            .fields()
+            .iter()
+            .zip(self.spans())
+            .filter(|(f, _)| !f.required)
+            .filter_map(|(f, span)| Some((f.name, span?)))
+            .collect()
     }
 
     /// Refuses any set field not in `allowed` for this scheme's type.
     pub(crate) fn only(&self, kind: &str, allowed: &[&str]) -> Result<(), AuthConfigError> {
+        debug_assert!(allowed.iter().all(|a| SHAPE.field(a).is_some()));
         for (field, span) in self.present_fields() {
             if !allowed.contains(&field) {
                 return Err(AuthConfigError::new(
@@ -197,8 +205,56 @@ pub(crate) fn printable_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 256 && s.trim() == s && !s.chars().any(char::is_control)
 }
 
-impl From<AuthConfigError> for crate::model::SettingsError {
-    fn from(e: AuthConfigError) -> Self {
-        crate::model::SettingsError::new(e.span, e.field, e.message)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ShapeField;
+
+    /// A value of the given shape, as TOML.
+    fn sample(shape: &Shape) -> String {
+        match shape {
+            Shape::Bool => "true".into(),
+            Shape::Integer | Shape::Float => "1".into(),
+            Shape::List(inner) => format!("[{}]", sample(inner)),
+            Shape::Table(fields) => {
+                let members: Vec<String> = fields
+                    .iter()
+                    .filter(|f| f.required)
+                    .map(|f| format!("{} = {}", f.name, sample(&f.shape)))
+                    .collect();
+                format!("{{ {} }}", members.join(", "))
+            }
+            _ => "\"x\"".into(),
+        }
+    }
+
+    #[test]
+    fn every_optional_field_is_named_by_serde_and_belongs_to_one_scheme_type() {
+        let optional: Vec<&ShapeField> = SHAPE.fields().iter().filter(|f| !f.required).collect();
+        let required: Vec<&str> = SHAPE
+            .fields()
+            .iter()
+            .filter(|f| f.required)
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(required, ["name", "type"]);
+        assert_eq!(SHAPE.fields().len(), 16, "spans() lists every field");
+        for field in &optional {
+            let text = format!(
+                "name = \"a\"\ntype = \"jwt\"\n{} = {}\n",
+                field.name,
+                sample(&field.shape)
+            );
+            let raw: RawAuthScheme = toml::from_str(&text).expect(&text);
+            let named: Vec<&str> = raw.present_fields().iter().map(|(n, _)| *n).collect();
+            assert_eq!(named, [field.name], "{text}");
+            let owners = [API_KEY_FIELDS, JWT_FIELDS, MTLS_FIELDS]
+                .iter()
+                .filter(|list| list.contains(&field.name))
+                .count();
+            assert_eq!(owners, 1, "{} belongs to one scheme type", field.name);
+        }
+        let listed = API_KEY_FIELDS.len() + JWT_FIELDS.len() + MTLS_FIELDS.len();
+        assert_eq!(listed, optional.len(), "every listed name is a field");
     }
 }

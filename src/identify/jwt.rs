@@ -113,23 +113,7 @@ fn claim_name(
 
 impl JwtScheme {
     pub(crate) fn build(raw: &RawAuthScheme, base: &Path) -> Result<JwtScheme, AuthConfigError> {
-        raw.only(
-            "jwt",
-            &[
-                "issuer",
-                "audience",
-                "algorithms",
-                "jwks_file",
-                "jwks_url",
-                "jwks_refresh",
-                "jwks_ready_timeout",
-                "hs256_secret_file",
-                "hs256_secret_env",
-                "principal_claim",
-                "groups_claim",
-                "leeway",
-            ],
-        )?;
+        raw.only("jwt", super::config::JWT_FIELDS)?;
         let issuer = raw.issuer.as_ref().ok_or_else(|| {
             AuthConfigError::at(
                 &raw.kind,

@@ -75,7 +75,7 @@ pub(crate) struct MtlsScheme {
 
 impl MtlsScheme {
     pub(crate) fn build(raw: &RawAuthScheme) -> Result<MtlsScheme, AuthConfigError> {
-        raw.only("mtls", &["principal_from"])?;
+        raw.only("mtls", super::config::MTLS_FIELDS)?;
         let from = match &raw.principal_from {
             None => CertPrincipal::SubjectCn,
             Some(v) => CertPrincipal::parse(v.get_ref()).ok_or_else(|| {

@@ -12,6 +12,7 @@ mod method;
 mod protocol;
 mod reason;
 mod settings;
+mod shape;
 
 pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestShape, TextFormat};
 pub use caps::{ClientCaps, RawCaps, TASKS_EXTENSION};
@@ -25,3 +26,4 @@ pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
 pub use reason::{markdown_table as reason_table, printable_name, Reason, ReasonSet, Refusal};
 pub use settings::{toml_syntax_message, ConfigError, SettingsError};
+pub use shape::{Field as ShapeField, Shape};

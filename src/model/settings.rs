@@ -1,6 +1,7 @@
 //! The error every settings reader returns: what is wrong with which field,
 //! at which byte span of the file. The config loader turns the span into
-//! `file:line:column`.
+//! `file:line:column`. Every section reader (`[[auth]]`, `[audit]`,
+//! `[rate_limits]`, …) reports with this one type.
 
 use std::ops::Range;
 
@@ -19,6 +20,15 @@ impl SettingsError {
             field: field.into(),
             message: message.into(),
         }
+    }
+
+    /// A problem with a spanned value, pinned to it.
+    pub fn at<T>(
+        value: &toml::Spanned<T>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        SettingsError::new(value.span(), field, message)
     }
 }
 

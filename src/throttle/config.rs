@@ -36,14 +36,9 @@ pub struct RawRate {
 }
 
 /// A problem in `[rate_limits]`, pinned to the byte span of the offending
-/// value so that the config loader can print `file:line:column`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct RateConfigError {
-    pub span: Range<usize>,
-    pub field: String,
-    pub message: String,
-}
+/// value so that the config loader can print `file:line:column` (the one
+/// settings error).
+pub type RateConfigError = crate::model::SettingsError;
 
 fn err(span: Range<usize>, field: &str, message: impl Into<String>) -> RateConfigError {
     RateConfigError {
@@ -355,12 +350,6 @@ pub fn validate(raw: Option<&Spanned<RawRateLimits>>) -> Result<ThrottleSettings
         max_keys,
         redis,
     })
-}
-
-impl From<RateConfigError> for crate::model::SettingsError {
-    fn from(e: RateConfigError) -> Self {
-        crate::model::SettingsError::new(e.span, e.field, e.message)
-    }
 }
 
 #[cfg(test)]

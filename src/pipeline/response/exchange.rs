@@ -77,6 +77,39 @@ pub enum Disposition {
     ReplayRefused { message: Bytes, refusal: Refusal },
 }
 
+/// Which rules judge a result the upstream sent back: the response
+/// phase's one dispatch (`portcullis explain` follows it too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultRoute {
+    /// `input_required`: the question policy, then sealed for the next round.
+    Question,
+    /// A list the server offers the model: permissions and the text rules.
+    Listing,
+    /// A task of the Tasks extension (created, or its status).
+    Task(TaskCarrier),
+    /// The acknowledgement of `tasks/update` or `tasks/cancel` (else content).
+    TaskAck,
+    /// The server's description of itself: the text rules.
+    ServerDescription,
+    /// Anything else a server hands back: the rules for data.
+    Content,
+}
+
+/// The rules a result of the request `method` with this `resultType` goes to.
+pub fn result_route(method: McpMethod, result_type: Option<&str>) -> ResultRoute {
+    match result_type {
+        Some("input_required") => ResultRoute::Question,
+        _ if method.catalogue().is_some() => ResultRoute::Listing,
+        Some("task") => ResultRoute::Task(TaskCarrier::Created),
+        _ if method == McpMethod::TasksGet => ResultRoute::Task(TaskCarrier::Status),
+        _ if matches!(method, McpMethod::TasksUpdate | McpMethod::TasksCancel) => {
+            ResultRoute::TaskAck
+        }
+        _ if method.describes_server() => ResultRoute::ServerDescription,
+        _ => ResultRoute::Content,
+    }
+}
+
 /// Where the message came: a JSON body or one event of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Carrier {
@@ -274,32 +307,25 @@ impl Exchange {
                 Err(refused) => return refused,
             },
         };
-        if result_type.as_deref() == Some("input_required") {
-            return self.question(id, result);
-        }
-        if result_type.as_deref() == Some("task") {
-            return self.task_result(id, result, TaskCarrier::Created);
-        }
-        if self.ctx.request.method == McpMethod::TasksGet {
-            return self.task_result(id, result, TaskCarrier::Status);
-        }
-        if matches!(
-            self.ctx.request.method,
-            McpMethod::TasksUpdate | McpMethod::TasksCancel
-        ) {
-            if let Some(d) = self.task_ack(id, result) {
-                return d;
-            }
-        }
-        self.operation_completed();
-        match self.ctx.request.method {
-            method if method.describes_server() => self.server_description(id, result),
-            method if method.catalogue().is_some() => {
-                match json::parse_value(result.get().as_bytes()) {
-                    Ok(mut value) => self.listing(id, method, &mut value, Disposition::Final),
-                    Err(e) => Disposition::Refuse(read_failure(&e)),
+        let method = self.ctx.request.method;
+        let route = result_route(method, result_type.as_deref());
+        match route {
+            ResultRoute::Question => return self.question(id, result),
+            ResultRoute::Task(carrier) => return self.task_result(id, result, carrier),
+            ResultRoute::TaskAck => {
+                if let Some(d) = self.task_ack(id, result) {
+                    return d;
                 }
             }
+            _ => {}
+        }
+        self.operation_completed();
+        match route {
+            ResultRoute::ServerDescription => self.server_description(id, result),
+            ResultRoute::Listing => match json::parse_value(result.get().as_bytes()) {
+                Ok(mut value) => self.listing(id, method, &mut value, Disposition::Final),
+                Err(e) => Disposition::Refuse(read_failure(&e)),
+            },
             _ => self.plain_result(id, result),
         }
     }

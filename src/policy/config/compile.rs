@@ -1,7 +1,38 @@
 //! A chain of policy sources compiled into a [`Policy`]: every setting read
 //! once, validated, turned into the detectors and rules the inspector uses.
 
+use std::sync::LazyLock;
+
 use super::*;
+use crate::model::Shape;
+
+/// The serde shape of a policy file, read once from [`RawPolicy`].
+static SHAPE: LazyLock<Shape> = LazyLock::new(Shape::of::<RawPolicy>);
+
+/// A setting's config path, written as the field path of [`RawPolicy`]
+/// (`limits.max_result_bytes`) and never typed again as text; debug builds
+/// and the tests hold it to the serde names (a rename would show).
+macro_rules! name {
+    ($first:ident $(. $rest:ident)*) => {{
+        const PATH: &str = concat!(stringify!($first) $(, ".", stringify!($rest))*);
+        debug_assert!(SHAPE.at(PATH).is_some(), "{PATH} is not a policy key");
+        PATH
+    }};
+}
+
+/// One setting read down the chain by `read` (`size`, `number`, `choice`):
+/// its name and how to get it both come from one field path, which the
+/// compiler holds to the struct.
+macro_rules! setting {
+    ($read:ident($chain:expr, $first:ident $(. $rest:ident)* $(, $extra:expr)*)) => {
+        $read(
+            $chain,
+            name!($first $(. $rest)*),
+            |r| r.$first $(. $rest)*.as_ref()
+            $(, $extra)*
+        )
+    };
+}
 
 pub(super) const BLOCK_ALLOW: &[(&str, Action)] =
     &[("block", Action::Block), ("allow", Action::Allow)];
@@ -17,41 +48,24 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         });
     };
     let limits = PolicyLimits {
-        max_result_bytes: size(chain, "limits.max_result_bytes", |r| {
-            r.limits.max_result_bytes.as_ref()
-        })?,
-        max_request_state_bytes: size(chain, "limits.max_request_state_bytes", |r| {
-            r.limits.max_request_state_bytes.as_ref()
-        })?,
-        max_input_requests: size(chain, "limits.max_input_requests", |r| {
-            r.limits.max_input_requests.as_ref()
-        })?,
-        max_properties: size(chain, "limits.max_properties", |r| {
-            r.limits.max_properties.as_ref()
-        })?,
-        max_enum_options: size(chain, "limits.max_enum_options", |r| {
-            r.limits.max_enum_options.as_ref()
-        })?,
-        max_message_chars: size(chain, "limits.max_message_chars", |r| {
-            r.limits.max_message_chars.as_ref()
-        })?,
-        max_title_chars: size(chain, "limits.max_title_chars", |r| {
-            r.limits.max_title_chars.as_ref()
-        })?,
-        max_description_chars: size(chain, "limits.max_description_chars", |r| {
-            r.limits.max_description_chars.as_ref()
-        })?,
-        max_text_bytes: size(chain, "limits.max_text_bytes", |r| {
-            r.limits.max_text_bytes.as_ref()
-        })?,
-        max_string_max_length: number(chain, "limits.max_string_max_length", |r| {
-            r.limits.max_string_max_length.as_ref()
-        })?,
+        max_result_bytes: setting!(size(chain, limits.max_result_bytes))?,
+        max_request_state_bytes: setting!(size(chain, limits.max_request_state_bytes))?,
+        max_input_requests: setting!(size(chain, limits.max_input_requests))?,
+        max_properties: setting!(size(chain, limits.max_properties))?,
+        max_enum_options: setting!(size(chain, limits.max_enum_options))?,
+        max_message_chars: setting!(size(chain, limits.max_message_chars))?,
+        max_title_chars: setting!(size(chain, limits.max_title_chars))?,
+        max_description_chars: setting!(size(chain, limits.max_description_chars))?,
+        max_text_bytes: setting!(size(chain, limits.max_text_bytes))?,
+        max_string_max_length: setting!(number(chain, limits.max_string_max_length))?,
     };
     for (field, value) in [
-        ("limits.max_message_chars", limits.max_message_chars),
-        ("limits.max_title_chars", limits.max_title_chars),
-        ("limits.max_description_chars", limits.max_description_chars),
+        (name!(limits.max_message_chars), limits.max_message_chars),
+        (name!(limits.max_title_chars), limits.max_title_chars),
+        (
+            name!(limits.max_description_chars),
+            limits.max_description_chars,
+        ),
     ] {
         if value < 40 {
             // Room for the truncation marker and some text before it.
@@ -59,78 +73,54 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
             return Err(own.err(span, field, "must be at least 40 characters"));
         }
     }
-    let mode = choice(
+    let mode = setting!(choice(
         chain,
-        "mode",
-        |r| r.mode.as_ref(),
-        &[("enforce", Mode::Enforce), ("monitor", Mode::Monitor)],
-    )?;
-    let html = choice(
+        mode,
+        &[("enforce", Mode::Enforce), ("monitor", Mode::Monitor)]
+    ))?;
+    let html = setting!(choice(
         chain,
-        "text.html",
-        |r| r.text.html.as_ref(),
+        text.html,
         &[
             ("strip", HtmlMode::Strip),
             ("safe_subset", HtmlMode::SafeSubset),
-        ],
-    )?;
-    let secret_fields = choice(
+        ]
+    ))?;
+    let secret_fields = setting!(choice(
         chain,
-        "secret_fields.action",
-        |r| r.secret_fields.action.as_ref(),
+        secret_fields.action,
         &[
             ("block", Action::Block),
             ("strip", Action::Strip),
             ("allow", Action::Allow),
-        ],
-    )?;
+        ]
+    ))?;
     let secrets = secret_detector(chain)?;
-    let url_mode = choice(
-        chain,
-        "url_mode.action",
-        |r| r.url_mode.action.as_ref(),
-        BLOCK_ALLOW,
-    )?;
+    let url_mode = setting!(choice(chain, url_mode.action, BLOCK_ALLOW))?;
     let url = url_policy(chain, url_mode)?;
     let icons = icon_policy(chain, &url)?;
-    let sampling = choice(
+    let sampling = setting!(choice(chain, deprecated.sampling, BLOCK_ALLOW))?;
+    let roots = setting!(choice(chain, deprecated.roots, BLOCK_ALLOW))?;
+    let sampling_include_context = setting!(choice(
         chain,
-        "deprecated.sampling",
-        |r| r.deprecated.sampling.as_ref(),
-        BLOCK_ALLOW,
-    )?;
-    let roots = choice(
-        chain,
-        "deprecated.roots",
-        |r| r.deprecated.roots.as_ref(),
-        BLOCK_ALLOW,
-    )?;
-    let sampling_include_context = choice(
-        chain,
-        "deprecated.sampling_include_context",
-        |r| r.deprecated.sampling_include_context.as_ref(),
-        BLOCK_ALLOW,
-    )?;
-    let sampling_max_tokens = number(chain, "deprecated.sampling_max_tokens", |r| {
-        r.deprecated.sampling_max_tokens.as_ref()
-    })?;
-    let sampling_max_messages = size(chain, "deprecated.sampling_max_messages", |r| {
-        r.deprecated.sampling_max_messages.as_ref()
-    })?;
+        deprecated.sampling_include_context,
+        BLOCK_ALLOW
+    ))?;
+    let sampling_max_tokens = setting!(number(chain, deprecated.sampling_max_tokens))?;
+    let sampling_max_messages = setting!(size(chain, deprecated.sampling_max_messages))?;
     let single_use = flag(chain, |r| r.state.single_use);
     let injection = injection_rules(chain)?;
     let content = content_policy(chain)?;
     let listing = listing_policy(chain)?;
-    let on_change = choice(
+    let on_change = setting!(choice(
         chain,
-        "listing.on_change",
-        |r| r.listing.on_change.as_ref(),
+        listing.on_change,
         &[
             ("remove", OnChange::Remove),
             ("flag", OnChange::Flag),
             ("allow", OnChange::Allow),
-        ],
-    )?;
+        ]
+    ))?;
     Ok(Policy {
         name: own.name.clone(),
         description: own.raw.description.clone(),
@@ -157,26 +147,24 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
 
 /// `[listing]`: what a listed item that works against the user gets.
 fn listing_policy(chain: &[&Source]) -> Result<ListingPolicy, ConfigError> {
-    let on_violation = choice(
+    let on_violation = setting!(choice(
         chain,
-        "listing.on_violation",
-        |r| r.listing.on_violation.as_ref(),
+        listing.on_violation,
         &[
             ("remove", ListingAction::Remove),
             ("refuse", ListingAction::Refuse),
             ("flag", ListingAction::Flag),
-        ],
-    )?;
-    let promotion = choice(
+        ]
+    ))?;
+    let promotion = setting!(choice(
         chain,
-        "listing.promotion",
-        |r| r.listing.promotion.as_ref(),
+        listing.promotion,
         &[
             ("flag", PromotionAction::Flag),
             ("remove", PromotionAction::Remove),
             ("off", PromotionAction::Off),
-        ],
-    )?;
+        ]
+    ))?;
     let intent = IntentDetector::builtin()
         .map_err(|e| missing(chain, &format!("listing (the intent detector: {e})")))?;
     Ok(ListingPolicy {
@@ -188,24 +176,22 @@ fn listing_policy(chain: &[&Source]) -> Result<ListingPolicy, ConfigError> {
 
 /// `[content]`: how data a server hands back is read.
 fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
-    let injection = choice(
+    let injection = setting!(choice(
         chain,
-        "content.injection",
-        |r| r.content.injection.as_ref(),
+        content.injection,
         &[
             ("monitor", ContentInjection::Monitor),
             ("enforce", ContentInjection::Enforce),
             ("off", ContentInjection::Off),
-        ],
-    )?;
-    let allow_links = choice(
+        ]
+    ))?;
+    let allow_links = setting!(choice(
         chain,
-        "content.links",
-        |r| r.content.links.as_ref(),
-        &[("check", false), ("allow", true)],
-    )?;
+        content.links,
+        &[("check", false), ("allow", true)]
+    ))?;
     let allowed_hosts = match pick(chain, |r| r.content.allowed_hosts.as_ref()) {
-        Some((list, src)) => hosts(src, "content.allowed_hosts", list)?,
+        Some((list, src)) => hosts(src, name!(content.allowed_hosts), list)?,
         None => Vec::new(),
     };
     Ok(ContentPolicy {
@@ -229,21 +215,25 @@ pub(super) fn secret_detector(chain: &[&Source]) -> Result<SecretFieldDetector, 
     for src in chain {
         for p in &src.raw.secret_fields.extra {
             let p = p.get_ref();
-            let kind = kind_at(src, &p.kind, "secret_fields.extra.kind")?;
+            let kind = kind_at(src, &p.kind, name!(secret_fields.extra.kind))?;
             if let Err(e) = regex::Regex::new(p.pattern.get_ref()) {
                 return Err(src.err(
                     p.pattern.span(),
-                    "secret_fields.extra.pattern",
+                    name!(secret_fields.extra.pattern),
                     format!("not a valid regex: {e}"),
                 ));
             }
             extra.push((kind, p.pattern.get_ref().clone()));
         }
         for (kind, terms) in &src.raw.secret_fields.extra_terms {
-            let kind = kind_at(src, kind, "secret_fields.extra_terms")?;
+            let kind = kind_at(src, kind, name!(secret_fields.extra_terms))?;
             for term in terms {
                 if let Err(e) = crate::policy::detect::parse_phrase(term.get_ref()) {
-                    return Err(src.err(term.span(), "secret_fields.extra_terms", e.to_string()));
+                    return Err(src.err(
+                        term.span(),
+                        name!(secret_fields.extra_terms),
+                        e.to_string(),
+                    ));
                 }
                 extra_terms.push((kind, term.get_ref().clone()));
             }
@@ -251,8 +241,8 @@ pub(super) fn secret_detector(chain: &[&Source]) -> Result<SecretFieldDetector, 
     }
     SecretFieldDetector::with_terms(&extra, &extra_terms, &allow_names).map_err(|e| {
         let own = chain.last().copied();
-        own.map(|s| s.err(0..0, "secret_fields", e.to_string()))
-            .unwrap_or_else(|| missing(chain, "secret_fields"))
+        own.map(|s| s.err(0..0, name!(secret_fields), e.to_string()))
+            .unwrap_or_else(|| missing(chain, name!(secret_fields)))
     })
 }
 
@@ -289,20 +279,20 @@ pub(super) fn url_policy(chain: &[&Source], url_mode: Action) -> Result<UrlPolic
     let flag = |get| flag(chain, get);
     let (allowed, allowed_src) = match pick(chain, |r| r.url_mode.allowed_hosts.as_ref()) {
         Some((list, src)) => (
-            hosts(src, "url_mode.allowed_hosts", list)?,
+            hosts(src, name!(url_mode.allowed_hosts), list)?,
             Some((list, src)),
         ),
         None => (Vec::new(), None),
     };
     let denied = match pick(chain, |r| r.url_mode.denied_hosts.as_ref()) {
-        Some((list, src)) => hosts(src, "url_mode.denied_hosts", list)?,
+        Some((list, src)) => hosts(src, name!(url_mode.denied_hosts), list)?,
         None => Vec::new(),
     };
     if let Some((list, src)) = allowed_src {
         if url_mode == Action::Block && !allowed.is_empty() {
             return Err(src.err(
                 list.span(),
-                "url_mode.allowed_hosts",
+                name!(url_mode.allowed_hosts),
                 "hosts are allowed but url_mode.action is \"block\": one of the two is a mistake",
             ));
         }
@@ -310,16 +300,14 @@ pub(super) fn url_policy(chain: &[&Source], url_mode: Action) -> Result<UrlPolic
             if denied.iter().any(|d| d.as_str() == a.as_str()) {
                 return Err(src.err(
                     raw.span(),
-                    "url_mode.allowed_hosts",
+                    name!(url_mode.allowed_hosts),
                     format!("\"{}\" is both allowed and denied", a.as_str()),
                 ));
             }
         }
     }
     let max_url_bytes = match pick(chain, |r| r.url_mode.max_url_bytes.as_ref()) {
-        Some(_) => size(chain, "url_mode.max_url_bytes", |r| {
-            r.url_mode.max_url_bytes.as_ref()
-        })?,
+        Some(_) => setting!(size(chain, url_mode.max_url_bytes))?,
         None => 2048,
     };
     Ok(UrlPolicy {
@@ -337,18 +325,17 @@ pub(super) fn url_policy(chain: &[&Source], url_mode: Action) -> Result<UrlPolic
 /// denied hosts) but their own allowed hosts: where a server may send a
 /// person to sign in is not where its pictures live.
 fn icon_policy(chain: &[&Source], url: &UrlPolicy) -> Result<IconPolicy, ConfigError> {
-    let action = choice(
+    let action = setting!(choice(
         chain,
-        "icons.action",
-        |r| r.icons.action.as_ref(),
+        icons.action,
         &[
             ("check", IconAction::Check),
             ("strip", IconAction::Strip),
             ("allow", IconAction::Allow),
-        ],
-    )?;
+        ]
+    ))?;
     let allowed_hosts = match pick(chain, |r| r.icons.allowed_hosts.as_ref()) {
-        Some((list, src)) => hosts(src, "icons.allowed_hosts", list)?,
+        Some((list, src)) => hosts(src, name!(icons.allowed_hosts), list)?,
         None => Vec::new(),
     };
     let allow_svg = flag(chain, |r| r.icons.allow_svg);
@@ -369,12 +356,7 @@ pub(super) const RULE_ACTIONS: &[(&str, RuleAction)] = &[
 ];
 
 pub(super) fn injection_rules(chain: &[&Source]) -> Result<InjectionRules, ConfigError> {
-    let builtin = choice(
-        chain,
-        "injection.builtin",
-        |r| r.injection.builtin.as_ref(),
-        RULE_ACTIONS,
-    )?;
+    let builtin = setting!(choice(chain, injection.builtin, RULE_ACTIONS))?;
     let mut rules: Vec<InjectionRule> =
         builtin_rules(builtin).map_err(|e| missing(chain, &format!("injection ({e})")))?;
     // Rules accumulate down the chain; a rule with an existing name replaces it.
@@ -386,14 +368,14 @@ pub(super) fn injection_rules(chain: &[&Source]) -> Result<InjectionRules, Confi
             if !valid_name(name) {
                 return Err(src.err(
                     raw.name.span(),
-                    "injection.rule.name",
+                    name!(injection.rule.name),
                     "use 1 to 64 of a-z, 0-9, '-' and '_'",
                 ));
             }
             if !seen.insert(name.clone()) {
                 return Err(src.err(
                     raw.name.span(),
-                    "injection.rule.name",
+                    name!(injection.rule.name),
                     format!("rule \"{name}\" is defined twice in this file"),
                 ));
             }
@@ -406,7 +388,7 @@ pub(super) fn injection_rules(chain: &[&Source]) -> Result<InjectionRules, Confi
                     .ok_or_else(|| {
                         src.err(
                             a.span(),
-                            "injection.rule.action",
+                            name!(injection.rule.action),
                             format!("\"{}\" is not one of block, flag, off", a.get_ref()),
                         )
                     })?,
@@ -414,7 +396,7 @@ pub(super) fn injection_rules(chain: &[&Source]) -> Result<InjectionRules, Confi
             let rule = InjectionRule::new(name, raw.pattern.get_ref(), action).map_err(|e| {
                 src.err(
                     raw.pattern.span(),
-                    "injection.rule.pattern",
+                    name!(injection.rule.pattern),
                     format!("not a valid regex: {e}"),
                 )
             })?;
@@ -435,11 +417,15 @@ pub(super) fn injection_words(chain: &[&Source]) -> Result<Vec<(String, String)>
         for (list, phrases) in &src.raw.injection.extra_words {
             if !lists.contains(list.get_ref()) {
                 let msg = format!("\"{}\" is not one of {}", list.get_ref(), lists.join(", "));
-                return Err(src.err(list.span(), "injection.extra_words", msg));
+                return Err(src.err(list.span(), name!(injection.extra_words), msg));
             }
             for phrase in phrases {
                 if let Err(e) = crate::policy::detect::parse_phrase(phrase.get_ref()) {
-                    return Err(src.err(phrase.span(), "injection.extra_words", e.to_string()));
+                    return Err(src.err(
+                        phrase.span(),
+                        name!(injection.extra_words),
+                        e.to_string(),
+                    ));
                 }
                 extra.push((list.get_ref().clone(), phrase.get_ref().clone()));
             }
