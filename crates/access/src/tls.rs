@@ -5,6 +5,7 @@ use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
 
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 #[derive(Debug, thiserror::Error)]
@@ -41,12 +42,9 @@ fn open(path: &Path) -> Result<BufReader<File>, TlsError> {
 }
 
 pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs: Vec<_> = rustls_pemfile::certs(&mut open(path)?)
+    let certs: Vec<_> = CertificateDer::pem_reader_iter(open(path)?)
         .collect::<Result<_, _>>()
-        .map_err(|source| TlsError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        .map_err(|e| pem_error(path, e))?;
     if certs.is_empty() {
         return Err(TlsError::NoCertificate {
             path: path.display().to_string(),
@@ -56,14 +54,26 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
 }
 
 pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    rustls_pemfile::private_key(&mut open(path)?)
-        .map_err(|source| TlsError::Read {
+    match PrivateKeyDer::from_pem_reader(open(path)?) {
+        Ok(key) => Ok(key),
+        Err(pem::Error::NoItemsFound) => Err(TlsError::NoKey {
             path: path.display().to_string(),
-            source,
-        })?
-        .ok_or_else(|| TlsError::NoKey {
-            path: path.display().to_string(),
-        })
+        }),
+        Err(e) => Err(pem_error(path, e)),
+    }
+}
+
+/// A file that could not be read, or whose PEM sections are malformed (an unterminated
+/// section, bad base64): both are a file the gateway cannot use, reported with its path.
+fn pem_error(path: &Path, e: pem::Error) -> TlsError {
+    let source = match e {
+        pem::Error::Io(source) => source,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other),
+    };
+    TlsError::Read {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 /// Server side of a TLS listener, offering HTTP/2 and HTTP/1.1 over ALPN.
