@@ -59,7 +59,10 @@ async fn main() -> ExitCode {
         }
     };
     let bound = listener.local_addr().unwrap_or(listen);
-    eprintln!("demo MCP server on http://{bound}{}", portcullis_demo::MCP_PATH);
+    eprintln!(
+        "demo MCP server on http://{bound}{}",
+        portcullis_demo::MCP_PATH
+    );
     match portcullis_demo::serve(listener, shutdown()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
