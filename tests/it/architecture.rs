@@ -99,6 +99,8 @@ fn module_of(src: &Path, path: &Path) -> String {
 }
 
 type Edges = BTreeMap<String, BTreeSet<String>>;
+/// Each file and its code lines.
+type Sizes = Vec<(PathBuf, usize)>;
 
 /// The `src/` folder of every crate of the workspace: this package, crates/*, demo.
 fn crate_sources() -> Vec<PathBuf> {
@@ -121,7 +123,7 @@ fn crate_sources() -> Vec<PathBuf> {
 }
 
 /// One crate's module graph and the code lines of each of its files.
-fn graph_of(src: &Path) -> (Edges, Vec<(PathBuf, usize)>) {
+fn graph_of(src: &Path) -> (Edges, Sizes) {
     let mut files = Vec::new();
     sources(src, &mut files);
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -144,7 +146,7 @@ fn graph_of(src: &Path) -> (Edges, Vec<(PathBuf, usize)>) {
 }
 
 /// Every crate's graph, with the files of all of them.
-fn graphs() -> (Vec<(PathBuf, Edges)>, Vec<(PathBuf, usize)>) {
+fn graphs() -> (Vec<(PathBuf, Edges)>, Sizes) {
     let mut all = Vec::new();
     let mut sizes = Vec::new();
     for src in crate_sources() {

@@ -152,3 +152,45 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>
         .with_no_client_auth();
     Ok(Arc::new(config))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Each way a PEM file can be unusable is its own error, naming the file.
+    #[test]
+    fn pem_files_that_cannot_be_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let (cert_pem, key_pem) = (cert.cert.pem(), cert.key_pair.serialize_pem());
+        let good_cert = file(dir.path(), "cert.pem", &cert_pem);
+        let good_key = file(dir.path(), "key.pem", &key_pem);
+        assert_eq!(load_certs(&good_cert).unwrap().len(), 1);
+        load_key(&good_key).unwrap();
+        // A certificate file read for a key, and the other way round.
+        assert!(matches!(load_key(&good_cert), Err(TlsError::NoKey { .. })));
+        assert!(matches!(
+            load_certs(&good_key),
+            Err(TlsError::NoCertificate { .. })
+        ));
+        // Missing, unterminated, not base64: a file the gateway cannot read, with its path.
+        let unterminated = cert_pem.replace("-----END CERTIFICATE-----", "");
+        let bad_base64 = cert_pem.replacen("MII", "M!I", 1);
+        for (name, text) in [("cut.pem", unterminated.as_str()), ("b64.pem", &bad_base64)] {
+            let p = file(dir.path(), name, text);
+            match load_certs(&p) {
+                Err(TlsError::Read { path, .. }) => assert!(path.ends_with(name), "{path}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        let missing = dir.path().join("missing.pem");
+        assert!(matches!(load_certs(&missing), Err(TlsError::Read { .. })));
+        assert!(matches!(load_key(&missing), Err(TlsError::Read { .. })));
+    }
+}
