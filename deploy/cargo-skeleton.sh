@@ -7,9 +7,11 @@
 #       vendor/, rust-toolchain*) to DEST and give every target an empty
 #       stand-in source file. DEST changes only when those files change, so
 #       the layer built from it stays cached across source edits.
-#   cargo-skeleton.sh build-deps   (on the skeleton) cargo build --release
-#       --locked, --offline when vendor/ is present (nothing is downloaded then).
-#   cargo-skeleton.sh build   (on the full sources) the same build, after
+#   cargo-skeleton.sh build-deps [ARGS]   (on the skeleton) cargo build --release
+#       --locked ARGS, --offline when vendor/ is present (nothing is downloaded then).
+#       ARGS select packages and features (the Dockerfile: the gateway without
+#       its `demo` feature, and the demo server's own binary).
+#   cargo-skeleton.sh build [ARGS]   (on the full sources) the same build, after
 #       marking every source newer than the stand-ins: COPY keeps the files'
 #       own modification times, which may be older than the stand-in build,
 #       and cargo would then keep the stand-in artifacts.
@@ -57,17 +59,17 @@ skeleton() {
 
 build_deps() {
   # shellcheck disable=SC2046  # the flag is one word or none
-  cargo build --release --locked $(offline_flag)
+  cargo build --release --locked $(offline_flag) "$@"
 }
 
 build() {
   find . \( -path ./target -o -path ./vendor \) -prune -o -type f -exec touch {} +
-  build_deps
+  build_deps "$@"
 }
 
 case "${1:-}" in
   skeleton) skeleton "$2" ;;
-  build-deps) build_deps ;;
-  build) build ;;
-  *) echo "usage: $0 skeleton DEST | build-deps | build" >&2; exit 2 ;;
+  build-deps) shift; build_deps "$@" ;;
+  build) shift; build "$@" ;;
+  *) echo "usage: $0 skeleton DEST | build-deps [CARGO ARGS] | build [CARGO ARGS]" >&2; exit 2 ;;
 esac

@@ -3,27 +3,28 @@
 //! modules follow it: accept → layers → pipeline (route, request check,
 //! identify, throttle, permit, retry check, forward, response check,
 //! record), over leaf types in `model` and `json`.
+//!
+//! This package is the gateway layer of the workspace (ARCHITECTURE.md, "Crates"); the layers
+//! below it are their own crates, named here at the root so that `crate::policy` (and
+//! `portcullis::policy` for tests, benches and fuzz targets) resolve as before.
+
+pub use portcullis_access::{identify, permit, throttle, tls};
+pub use portcullis_model::{json, model};
+pub use portcullis_mrtr::{mrtr, sessions};
+pub use portcullis_policy::policy;
 
 pub mod accept;
 pub mod admin;
 pub mod audit;
 pub mod config;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod explain;
 pub mod headers;
 pub mod healthcheck;
-pub mod identify;
-pub mod json;
 pub mod layers;
 pub mod listings;
-pub mod model;
-pub mod mrtr;
-pub mod permit;
 pub mod pipeline;
-pub mod policy;
 pub mod server;
-pub mod sessions;
 pub mod telemetry;
-pub mod throttle;
-pub mod tls;
 pub mod watch;

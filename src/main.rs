@@ -1,6 +1,7 @@
 //! The `portcullis` command: run, check, explain, demo, demo-upstream, listings, healthcheck.
 
 use std::io::IsTerminal;
+#[cfg(feature = "demo")]
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -56,6 +57,7 @@ enum Command {
     /// Dry-run the policy on one message: every rule's verdict, what the client
     /// would receive; exit 0 if it would be delivered, 1 if refused, 2 on usage errors.
     Explain(portcullis::explain::ExplainArgs),
+    #[cfg(feature = "demo")]
     /// Start the built-in example MCP server and the gateway in front of it
     /// (with --flow: perform the seed's book_room exchange through a running demo).
     Demo {
@@ -85,6 +87,7 @@ enum Command {
         #[arg(long, default_value = "k1")]
         id: String,
     },
+    #[cfg(feature = "demo")]
     /// Run only the built-in example MCP server (for benchmarks and compose).
     DemoUpstream {
         #[arg(long, default_value = "127.0.0.1:9100")]
@@ -209,12 +212,15 @@ fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Explain(args) => portcullis::explain::run(&args).await,
+            #[cfg(feature = "demo")]
             Command::Demo {
                 flow: true, url, ..
             } => demo_flow(url.as_deref()).await,
+            #[cfg(feature = "demo")]
             Command::Demo {
                 config, upstream, ..
             } => demo(config, upstream).await,
+            #[cfg(feature = "demo")]
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
             Command::HashKey { generate } => hash_key(generate),
@@ -344,6 +350,7 @@ async fn reload_on_sighup(gateway: std::sync::Arc<RunningGateway>) {
     std::future::pending::<()>().await;
 }
 
+#[cfg(feature = "demo")]
 async fn demo_upstream(listen: SocketAddr) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
@@ -367,6 +374,7 @@ async fn demo_upstream(listen: SocketAddr) -> ExitCode {
     }
 }
 
+#[cfg(feature = "demo")]
 async fn demo_flow(url: Option<&str>) -> ExitCode {
     let url = url.unwrap_or(portcullis_demo::flow::DEFAULT_URL);
     match portcullis_demo::flow::run(url, &mut std::io::stdout().lock()).await {
@@ -378,6 +386,7 @@ async fn demo_flow(url: Option<&str>) -> ExitCode {
     }
 }
 
+#[cfg(feature = "demo")]
 async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
     let config = match &config {
         Some(path) => load(path, None),
@@ -413,6 +422,7 @@ async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
     .await
 }
 
+#[cfg(feature = "demo")]
 fn print_demo_help(g: &RunningGateway, paths: &[String]) {
     let Some(addr) = g.addrs.first() else { return };
     let path = paths
@@ -434,6 +444,7 @@ fn print_demo_help(g: &RunningGateway, paths: &[String]) {
     println!("\nCtrl-C stops both.");
 }
 
+#[cfg(feature = "demo")]
 /// The path of this binary, so the printed `--flow` line runs as printed.
 fn this_program() -> String {
     std::env::current_exe()
@@ -441,6 +452,7 @@ fn this_program() -> String {
         .unwrap_or_else(|_| "portcullis".to_owned())
 }
 
+#[cfg(feature = "demo")]
 /// `word` quoted for a POSIX shell when it holds anything but plain path characters.
 fn shell_word(word: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@".contains(c);

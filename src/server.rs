@@ -131,7 +131,7 @@ impl RunningGateway {
         gateway.throttle.start().await;
         config
             .auth
-            .spawn_refresh(|issuer| metrics.jwks_fetch_failures(issuer));
+            .spawn_refresh(|issuer| metrics.jwks_fetch_failed(issuer));
         let keys_ready = wait_for_keys(config.auth.clone());
         metrics.config_loaded(true);
         let current = Arc::new(ArcSwap::from_pointee(gateway));
@@ -282,7 +282,7 @@ impl RunningGateway {
         let gateway = Gateway::new(config.clone(), carried)?;
         config
             .auth
-            .spawn_refresh(|issuer| self.metrics.jwks_fetch_failures(issuer));
+            .spawn_refresh(|issuer| self.metrics.jwks_fetch_failed(issuer));
         let throttle = gateway.throttle.clone();
         tokio::spawn(async move { throttle.start().await });
         self.current.store(Arc::new(gateway));

@@ -409,9 +409,10 @@ impl Metrics {
         out
     }
 
-    /// The counter of failed JWKS fetches for a configured issuer.
-    pub fn jwks_fetch_failures(&self, issuer: &str) -> prometheus::IntCounter {
-        self.jwks_fetch_failures.with_label_values(&[issuer])
+    /// What counts the failed JWKS fetches of a configured issuer.
+    pub fn jwks_fetch_failed(&self, issuer: &str) -> crate::identify::FetchFailed {
+        let counter = self.jwks_fetch_failures.with_label_values(&[issuer]);
+        std::sync::Arc::new(move || counter.inc())
     }
 
     /// Every family this registry exports, sorted by name.

@@ -1,6 +1,8 @@
-//! The crate's shape, as ARCHITECTURE.md promises it: top-level modules
+//! The workspace's shape, as ARCHITECTURE.md promises it: in every crate (the
+//! gateway, the layer crates under crates/, the demo server) top-level modules
 //! depend on each other without a cycle, no source file holds more than 600
-//! lines of code (tests aside), and ARCHITECTURE.md names every module.
+//! lines of code (tests aside), and ARCHITECTURE.md names every module; the
+//! gateway built without its `demo` feature links no demo server.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -97,11 +99,33 @@ fn module_of(src: &Path, path: &Path) -> String {
 }
 
 type Edges = BTreeMap<String, BTreeSet<String>>;
+/// Each file and its code lines.
+type Sizes = Vec<(PathBuf, usize)>;
 
-fn graph() -> (Edges, Vec<(PathBuf, usize)>) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The `src/` folder of every crate of the workspace: this package, crates/*, demo.
+fn crate_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = vec![
+        root.join("src"),
+        root.join("demo/src"),
+        root.join("bench/upstream/src"),
+    ];
+    let mut layers: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("src"))
+        .collect();
+    layers.sort();
+    out.extend(layers);
+    for src in &out {
+        assert!(src.is_dir(), "{} is not a folder", src.display());
+    }
+    out
+}
+
+/// One crate's module graph and the code lines of each of its files.
+fn graph_of(src: &Path) -> (Edges, Sizes) {
     let mut files = Vec::new();
-    sources(&src, &mut files);
+    sources(src, &mut files);
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut sizes = Vec::new();
     for f in files {
@@ -110,7 +134,7 @@ fn graph() -> (Edges, Vec<(PathBuf, usize)>) {
             continue;
         };
         sizes.push((f.clone(), code_lines(&code)));
-        let m = module_of(&src, &f);
+        let m = module_of(src, &f);
         let deps = edges.entry(m.clone()).or_default();
         for r in references(&code) {
             if r != m && r != "main" && r != "lib" {
@@ -119,6 +143,18 @@ fn graph() -> (Edges, Vec<(PathBuf, usize)>) {
         }
     }
     (edges, sizes)
+}
+
+/// Every crate's graph, with the files of all of them.
+fn graphs() -> (Vec<(PathBuf, Edges)>, Sizes) {
+    let mut all = Vec::new();
+    let mut sizes = Vec::new();
+    for src in crate_sources() {
+        let (edges, s) = graph_of(&src);
+        all.push((src, edges));
+        sizes.extend(s);
+    }
+    (all, sizes)
 }
 
 /// A cycle through `start`, if there is one.
@@ -150,17 +186,28 @@ fn cycle_from(edges: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option
 
 #[test]
 fn top_level_modules_form_no_cycle() {
-    let (edges, _) = graph();
-    for m in edges.keys() {
-        if let Some(cycle) = cycle_from(&edges, m) {
-            panic!("module cycle: {} -> {m}", cycle.join(" -> "));
+    let (crates, _) = graphs();
+    assert!(crates.len() >= 6, "{crates:?}");
+    for (src, edges) in &crates {
+        for m in edges.keys() {
+            if let Some(cycle) = cycle_from(edges, m) {
+                panic!(
+                    "module cycle in {}: {} -> {m}",
+                    src.display(),
+                    cycle.join(" -> ")
+                );
+            }
         }
     }
 }
 
 #[test]
 fn no_source_file_is_too_long() {
-    let (_, sizes) = graph();
+    let (_, sizes) = graphs();
+    assert!(
+        sizes.iter().any(|(f, _)| f.ends_with("policy/mod.rs")),
+        "the layer crates' files are measured too"
+    );
     let long: Vec<String> = sizes
         .iter()
         .filter(|(_, n)| *n > MAX_CODE_LINES)
@@ -174,10 +221,11 @@ fn no_source_file_is_too_long() {
 
 #[test]
 fn architecture_md_names_every_module() {
-    let (edges, _) = graph();
+    let (crates, _) = graphs();
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/ARCHITECTURE.md")).unwrap();
-    for m in edges.keys().filter(|m| *m != "lib") {
+    let modules: BTreeSet<&String> = crates.iter().flat_map(|(_, e)| e.keys()).collect();
+    for m in modules.into_iter().filter(|m| *m != "lib") {
         assert!(
             doc.contains(&format!("`{m}`"))
                 || doc.contains(&format!("{m}/"))
@@ -202,4 +250,56 @@ fn the_checker_sees_a_cycle_when_there_is_one() {
         ),
         ["json", "model", "policy"].map(String::from).into()
     );
+}
+
+/// The production build (`--no-default-features`, as deploy/Dockerfile builds it) links
+/// no demo server: none of the demo's crates is in its dependency tree, while the
+/// default build (for `portcullis demo`) has them. `cargo tree` reads Cargo.lock only.
+#[test]
+fn the_gateway_without_the_demo_feature_links_no_demo_server() {
+    let tree = |features: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "--locked",
+                "--offline",
+                "-p",
+                "portcullis",
+                "-e",
+                "normal",
+            ])
+            .args(["--prefix", "none", "--format", "{p}"])
+            .args(features)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let names: BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_owned)
+            .collect();
+        names
+    };
+    let demo_crates = ["portcullis-demo", "rmcp", "axum", "chrono"];
+    let production = tree(&["--no-default-features"]);
+    assert!(production.contains("portcullis-policy"), "{production:?}");
+    for name in demo_crates {
+        assert!(
+            !production.contains(name),
+            "{name} is linked without the demo feature"
+        );
+    }
+    let default = tree(&[]);
+    for name in demo_crates {
+        assert!(
+            default.contains(name),
+            "{name} missing from the default build"
+        );
+    }
 }

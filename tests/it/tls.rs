@@ -10,6 +10,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 
 struct Pki {
@@ -47,12 +49,10 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
 /// An https MCP upstream (hyper + rustls, HTTP/1.1 and HTTP/2 by ALPN).
 async fn tls_upstream(pki: &Pki) -> std::net::SocketAddr {
     install_crypto();
-    let certs = rustls_pemfile::certs(&mut pki.leaf_pem.as_bytes())
+    let certs = CertificateDer::pem_slice_iter(pki.leaf_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
-    let key = rustls_pemfile::private_key(&mut pki.leaf_key_pem.as_bytes())
-        .unwrap()
-        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(pki.leaf_key_pem.as_bytes()).unwrap();
     let mut cfg = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(certs, key)

@@ -438,7 +438,7 @@ impl JwtScheme {
 
     /// Starts the background refresh of a `jwks_url` (once per key set:
     /// a set kept from the previous config is already being refreshed).
-    pub(crate) fn spawn_refresh(&self, scheme: &str, failures: prometheus::IntCounter) {
+    pub(crate) fn spawn_refresh(&self, scheme: &str, failures: super::FetchFailed) {
         let Some(remote) = &self.remote else { return };
         if remote.live.started.swap(true, Ordering::SeqCst) {
             return;

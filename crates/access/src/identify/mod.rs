@@ -39,6 +39,10 @@ use api_key::ApiKeyScheme;
 use jwt::JwtScheme;
 use mtls::MtlsScheme;
 
+/// Called once per failed JWKS fetch of a scheme (the gateway counts it in
+/// its metrics; identify knows nothing of them).
+pub type FetchFailed = std::sync::Arc<dyn Fn() + Send + Sync>;
+
 /// How a principal was established.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AuthMethod {
@@ -416,8 +420,8 @@ impl AuthSchemes {
     /// inside a tokio runtime; a key set already being refreshed, e.g. kept
     /// from the previous config, is left to its task). Each task holds only
     /// a weak reference to its key set and ends once no config uses it.
-    /// `failures` gives the counter of failed fetches for an issuer.
-    pub fn spawn_refresh(&self, failures: impl Fn(&str) -> prometheus::IntCounter) {
+    /// `failures` gives what counts the failed fetches of an issuer.
+    pub fn spawn_refresh(&self, failures: impl Fn(&str) -> FetchFailed) {
         for s in &self.schemes {
             if let Kind::Jwt(j) = &s.kind {
                 if let Some(issuer) = j.remote_issuer() {

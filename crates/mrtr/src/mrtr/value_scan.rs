@@ -640,7 +640,7 @@ fn luhn(d: &[u8]) -> bool {
             }
         })
         .sum();
-    !d.is_empty() && sum % 10 == 0
+    !d.is_empty() && sum.is_multiple_of(10)
 }
 
 #[cfg(test)]

@@ -239,7 +239,11 @@ mod tests {
             .collect();
         assert_eq!(required, ["name", "type"]);
         let bare: RawAuthScheme = toml::from_str("name = \"a\"\ntype = \"jwt\"\n").unwrap();
-        assert_eq!(SHAPE.fields().len(), bare.spans().len(), "spans() lists every field");
+        assert_eq!(
+            SHAPE.fields().len(),
+            bare.spans().len(),
+            "spans() lists every field"
+        );
         for field in &optional {
             let text = format!(
                 "name = \"a\"\ntype = \"jwt\"\n{} = {}\n",

@@ -134,7 +134,7 @@ pub(super) async fn refresh_loop(
     live: Arc<Live>,
     fetch_with: Fetch,
     scheme: String,
-    failures: prometheus::IntCounter,
+    failures: super::super::FetchFailed,
 ) {
     let Fetch {
         url,
@@ -169,7 +169,7 @@ pub(super) async fn refresh_loop(
                 refresh
             }
             Err(e) => {
-                failures.inc();
+                failures();
                 tracing::warn!(auth_scheme = %scheme, url = %shown, error = %e, "JWKS refresh failed; keeping the previous keys");
                 refresh.min(RETRY_CAP)
             }

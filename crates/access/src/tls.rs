@@ -5,6 +5,7 @@ use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
 
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 #[derive(Debug, thiserror::Error)]
@@ -41,12 +42,9 @@ fn open(path: &Path) -> Result<BufReader<File>, TlsError> {
 }
 
 pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs: Vec<_> = rustls_pemfile::certs(&mut open(path)?)
+    let certs: Vec<_> = CertificateDer::pem_reader_iter(open(path)?)
         .collect::<Result<_, _>>()
-        .map_err(|source| TlsError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        .map_err(|e| pem_error(path, e))?;
     if certs.is_empty() {
         return Err(TlsError::NoCertificate {
             path: path.display().to_string(),
@@ -56,14 +54,26 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
 }
 
 pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    rustls_pemfile::private_key(&mut open(path)?)
-        .map_err(|source| TlsError::Read {
+    match PrivateKeyDer::from_pem_reader(open(path)?) {
+        Ok(key) => Ok(key),
+        Err(pem::Error::NoItemsFound) => Err(TlsError::NoKey {
             path: path.display().to_string(),
-            source,
-        })?
-        .ok_or_else(|| TlsError::NoKey {
-            path: path.display().to_string(),
-        })
+        }),
+        Err(e) => Err(pem_error(path, e)),
+    }
+}
+
+/// A file that could not be read, or whose PEM sections are malformed (an unterminated
+/// section, bad base64): both are a file the gateway cannot use, reported with its path.
+fn pem_error(path: &Path, e: pem::Error) -> TlsError {
+    let source = match e {
+        pem::Error::Io(source) => source,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other),
+    };
+    TlsError::Read {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 /// Server side of a TLS listener, offering HTTP/2 and HTTP/1.1 over ALPN.
@@ -141,4 +151,46 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Each way a PEM file can be unusable is its own error, naming the file.
+    #[test]
+    fn pem_files_that_cannot_be_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let (cert_pem, key_pem) = (cert.cert.pem(), cert.key_pair.serialize_pem());
+        let good_cert = file(dir.path(), "cert.pem", &cert_pem);
+        let good_key = file(dir.path(), "key.pem", &key_pem);
+        assert_eq!(load_certs(&good_cert).unwrap().len(), 1);
+        load_key(&good_key).unwrap();
+        // A certificate file read for a key, and the other way round.
+        assert!(matches!(load_key(&good_cert), Err(TlsError::NoKey { .. })));
+        assert!(matches!(
+            load_certs(&good_key),
+            Err(TlsError::NoCertificate { .. })
+        ));
+        // Missing, unterminated, not base64: a file the gateway cannot read, with its path.
+        let unterminated = cert_pem.replace("-----END CERTIFICATE-----", "");
+        let bad_base64 = cert_pem.replacen("MII", "M!I", 1);
+        for (name, text) in [("cut.pem", unterminated.as_str()), ("b64.pem", &bad_base64)] {
+            let p = file(dir.path(), name, text);
+            match load_certs(&p) {
+                Err(TlsError::Read { path, .. }) => assert!(path.ends_with(name), "{path}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        let missing = dir.path().join("missing.pem");
+        assert!(matches!(load_certs(&missing), Err(TlsError::Read { .. })));
+        assert!(matches!(load_key(&missing), Err(TlsError::Read { .. })));
+    }
 }

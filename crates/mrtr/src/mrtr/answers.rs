@@ -538,7 +538,7 @@ fn digits(b: &[u8]) -> Option<u32> {
 }
 
 fn is_leap(y: u32) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+    (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400)
 }
 
 /// `YYYY-MM-DD`, a real calendar date.
