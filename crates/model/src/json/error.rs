@@ -23,9 +23,9 @@ pub enum JsonErrorKind {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct JsonError {
-    pub kind: JsonErrorKind,
-    pub line: usize,
-    pub column: usize,
+    pub(crate) kind: JsonErrorKind,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
 }
 
 impl JsonError {

@@ -14,4 +14,4 @@ pub use message::{same_id, span_in, Message, MessageError, MessageKind};
 pub use strict::{parse_value, validate};
 
 /// The deepest nesting accepted anywhere (serde_json's own limit is one more).
-pub const MAX_DEPTH: usize = 127;
+pub(crate) const MAX_DEPTH: usize = 127;

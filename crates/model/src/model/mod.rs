@@ -22,7 +22,7 @@ pub use health::{
     AuditLoss, AuditSinkKind, Fallback, Health, HealthReport, StoreFailure, StoreUser,
 };
 pub use invisible::{is_joining, Invisible};
-pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
+pub use method::{ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
 pub use reason::{markdown_table as reason_table, printable_name, Reason, ReasonSet, Refusal};
 pub use settings::{toml_syntax_message, ConfigError, SettingsError};
