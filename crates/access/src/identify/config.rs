@@ -65,7 +65,7 @@ pub struct RawAuthScheme {
 /// One `[[auth.key]]` entry of an `api_key` scheme.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawApiKey {
+pub(crate) struct RawApiKey {
     pub(crate) principal: Spanned<String>,
     #[serde(default)]
     pub(crate) groups: Option<Spanned<Vec<Spanned<String>>>>,
@@ -75,7 +75,7 @@ pub struct RawApiKey {
 
 /// A string or an array of strings (`audience = "x"` or `audience = ["x", "y"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OneOrMany(pub Vec<String>);
+pub(crate) struct OneOrMany(pub Vec<String>);
 
 impl<'de> Deserialize<'de> for OneOrMany {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -104,7 +104,7 @@ impl<'de> Deserialize<'de> for OneOrMany {
 /// at fault (the one settings error; its name kept for the scheme readers).
 /// Never carries a secret: messages name fields, files and environment
 /// variables, not their contents.
-pub type AuthConfigError = crate::model::SettingsError;
+pub(crate) type AuthConfigError = crate::model::SettingsError;
 
 /// The shape of `[[auth]]`, read once from [`RawAuthScheme`]'s own serde
 /// names: the config names of its fields are not typed again.

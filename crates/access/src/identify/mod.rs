@@ -32,7 +32,8 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use toml::Spanned;
 
 pub use api_key::{generate_key, hash_key};
-pub use config::{AuthConfigError, OneOrMany, RawApiKey, RawAuthScheme};
+pub(crate) use config::AuthConfigError;
+pub use config::RawAuthScheme;
 
 use api_key::ApiKeyScheme;
 use jwt::JwtScheme;

@@ -30,7 +30,7 @@ pub struct RawRateLimits {
 /// One limit: `{ rate = "100/s", burst = 200 }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawRate {
+pub(crate) struct RawRate {
     pub(crate) rate: Spanned<String>,
     pub(crate) burst: Option<Spanned<i64>>,
 }
@@ -38,7 +38,7 @@ pub struct RawRate {
 /// A problem in `[rate_limits]`, pinned to the byte span of the offending
 /// value so that the config loader can print `file:line:column` (the one
 /// settings error).
-pub type RateConfigError = crate::model::SettingsError;
+pub(crate) type RateConfigError = crate::model::SettingsError;
 
 fn err(span: Range<usize>, field: &str, message: impl Into<String>) -> RateConfigError {
     RateConfigError {
@@ -50,7 +50,7 @@ fn err(span: Range<usize>, field: &str, message: impl Into<String>) -> RateConfi
 
 /// A validated limit: `count` units per `per`, bursts of up to `burst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
+pub(crate) struct Rate {
     pub(crate) count: u32,
     pub(crate) per: Duration,
     pub(crate) burst: u32,
@@ -121,7 +121,7 @@ pub(crate) fn parse_rate(text: &str) -> Result<(u32, Duration), String> {
 
 /// What to do when Redis cannot be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RedisFailure {
+pub(crate) enum RedisFailure {
     /// Answer from this instance's own (local) limiters.
     Local,
     /// Refuse the request: `ThrottleError::Unavailable`.

@@ -30,9 +30,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use toml::Spanned;
 
-pub use config::{
-    validate, Rate, RateConfigError, RawRate, RawRateLimits, RedisFailure, ThrottleSettings,
-};
+pub use config::{validate, RawRateLimits, ThrottleSettings};
+pub(crate) use config::{Rate, RateConfigError, RedisFailure};
 
 use crate::model::{Fallback, Health, HealthReport, StoreUser};
 use local::LocalScope;

@@ -15,7 +15,7 @@ mod settings;
 mod shape;
 
 pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestShape, TextFormat};
-pub use caps::{ClientCaps, RawCaps, TASKS_EXTENSION};
+pub use caps::{ClientCaps, TASKS_EXTENSION};
 pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemClock};
 pub use drain::DrainSignal;
 pub use health::{
