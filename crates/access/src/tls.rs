@@ -41,7 +41,7 @@ fn open(path: &Path) -> Result<BufReader<File>, TlsError> {
         })
 }
 
-pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<_> = CertificateDer::pem_reader_iter(open(path)?)
         .collect::<Result<_, _>>()
         .map_err(|e| pem_error(path, e))?;
@@ -53,7 +53,7 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
     Ok(certs)
 }
 
-pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+pub(crate) fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     match PrivateKeyDer::from_pem_reader(open(path)?) {
         Ok(key) => Ok(key),
         Err(pem::Error::NoItemsFound) => Err(TlsError::NoKey {

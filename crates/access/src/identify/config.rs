@@ -21,61 +21,61 @@ use crate::model::Shape;
 #[serde(deny_unknown_fields)]
 pub struct RawAuthScheme {
     /// Referenced by `[[route]] auth = [...]`; `[a-z0-9_-]{1,64}`, unique.
-    pub name: Spanned<String>,
+    pub(crate) name: Spanned<String>,
     /// `api_key` | `jwt` | `mtls`.
     #[serde(rename = "type")]
-    pub kind: Spanned<String>,
+    pub(crate) kind: Spanned<String>,
 
     // --- api_key ---
     /// Header carrying the key. Default (and `authorization`):
     /// `Authorization: Bearer <key>`; any other header carries the raw key.
-    pub header: Option<Spanned<String>>,
+    pub(crate) header: Option<Spanned<String>>,
     /// `[[auth.key]]` entries.
     #[serde(rename = "key")]
-    pub keys: Option<Spanned<Vec<Spanned<RawApiKey>>>>,
+    pub(crate) keys: Option<Spanned<Vec<Spanned<RawApiKey>>>>,
 
     // --- jwt ---
-    pub issuer: Option<Spanned<String>>,
+    pub(crate) issuer: Option<Spanned<String>>,
     /// One string or an array of strings.
-    pub audience: Option<Spanned<OneOrMany>>,
+    pub(crate) audience: Option<Spanned<OneOrMany>>,
     /// One string or an array of strings; default by key source
     /// (`["RS256", "ES256", "EdDSA"]` for a JWKS, `["HS256"]` for a secret).
-    pub algorithms: Option<Spanned<OneOrMany>>,
-    pub jwks_file: Option<Spanned<String>>,
-    pub jwks_url: Option<Spanned<String>>,
+    pub(crate) algorithms: Option<Spanned<OneOrMany>>,
+    pub(crate) jwks_file: Option<Spanned<String>>,
+    pub(crate) jwks_url: Option<Spanned<String>>,
     /// Refresh interval for `jwks_url` (default 5m).
-    pub jwks_refresh: Option<Spanned<String>>,
+    pub(crate) jwks_refresh: Option<Spanned<String>>,
     /// How long `/readyz` waits at start for the `jwks_url`'s first key set
     /// (default 15s).
-    pub jwks_ready_timeout: Option<Spanned<String>>,
-    pub hs256_secret_file: Option<Spanned<String>>,
-    pub hs256_secret_env: Option<Spanned<String>>,
+    pub(crate) jwks_ready_timeout: Option<Spanned<String>>,
+    pub(crate) hs256_secret_file: Option<Spanned<String>>,
+    pub(crate) hs256_secret_env: Option<Spanned<String>>,
     /// Default `sub`.
-    pub principal_claim: Option<Spanned<String>>,
+    pub(crate) principal_claim: Option<Spanned<String>>,
     /// Default `groups`.
-    pub groups_claim: Option<Spanned<String>>,
+    pub(crate) groups_claim: Option<Spanned<String>>,
     /// Clock skew allowed on `exp`/`nbf` (default 30s, at most 5m).
-    pub leeway: Option<Spanned<String>>,
+    pub(crate) leeway: Option<Spanned<String>>,
 
     // --- mtls ---
     /// `subject_cn` (default) | `san_dns` | `san_email` | `san_uri`.
-    pub principal_from: Option<Spanned<String>>,
+    pub(crate) principal_from: Option<Spanned<String>>,
 }
 
 /// One `[[auth.key]]` entry of an `api_key` scheme.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawApiKey {
-    pub principal: Spanned<String>,
+pub(crate) struct RawApiKey {
+    pub(crate) principal: Spanned<String>,
     #[serde(default)]
-    pub groups: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) groups: Option<Spanned<Vec<Spanned<String>>>>,
     /// `sha256:<64 hex>`, the output of `portcullis hash-key`.
-    pub hash: Spanned<String>,
+    pub(crate) hash: Spanned<String>,
 }
 
 /// A string or an array of strings (`audience = "x"` or `audience = ["x", "y"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OneOrMany(pub Vec<String>);
+pub(crate) struct OneOrMany(pub Vec<String>);
 
 impl<'de> Deserialize<'de> for OneOrMany {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -104,7 +104,7 @@ impl<'de> Deserialize<'de> for OneOrMany {
 /// at fault (the one settings error; its name kept for the scheme readers).
 /// Never carries a secret: messages name fields, files and environment
 /// variables, not their contents.
-pub type AuthConfigError = crate::model::SettingsError;
+pub(crate) type AuthConfigError = crate::model::SettingsError;
 
 /// The shape of `[[auth]]`, read once from [`RawAuthScheme`]'s own serde
 /// names: the config names of its fields are not typed again.

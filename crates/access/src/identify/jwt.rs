@@ -458,6 +458,7 @@ impl JwtScheme {
         self.remote.as_ref().map(|r| r.issuer.as_str())
     }
 
+    #[cfg(test)]
     pub(crate) async fn refresh_now(&self, scheme: &str) -> Result<(), String> {
         let Some(remote) = &self.remote else {
             return Ok(());

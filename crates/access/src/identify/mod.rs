@@ -32,8 +32,8 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use toml::Spanned;
 
 pub use api_key::{generate_key, hash_key};
-pub use config::{AuthConfigError, OneOrMany, RawApiKey, RawAuthScheme};
-pub use mtls::{principal_from_cert, CertPrincipal};
+pub(crate) use config::AuthConfigError;
+pub use config::RawAuthScheme;
 
 use api_key::ApiKeyScheme;
 use jwt::JwtScheme;
@@ -99,7 +99,8 @@ impl Principal {
         self.method == AuthMethod::Anonymous
     }
 
-    pub fn in_group(&self, group: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn in_group(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == group)
     }
 }
@@ -163,7 +164,8 @@ impl AuthFailure {
     }
 
     /// The short fixed phrase for an `Invalid` failure.
-    pub fn why(&self) -> Option<&'static str> {
+    #[cfg(test)]
+    pub(crate) fn why(&self) -> Option<&'static str> {
         match self {
             AuthFailure::Missing => None,
             AuthFailure::Invalid { why, .. } => Some(why),
@@ -289,14 +291,15 @@ fn valid_scheme_name(s: &str) -> bool {
 
 impl AuthSchemes {
     /// No schemes at all (every route is then anonymous or refused).
-    pub fn empty() -> AuthSchemes {
+    #[cfg(test)]
+    pub(crate) fn empty() -> AuthSchemes {
         AuthSchemes::default()
     }
 
     /// Validates and prepares every `[[auth]]` table. Relative paths are
     /// resolved against `base`. Key files and secrets are read here, so a
     /// config that loads can authenticate (a `jwks_url` is fetched by
-    /// [`AuthSchemes::spawn_refresh`] / [`AuthSchemes::refresh_jwks_now`]).
+    /// [`AuthSchemes::spawn_refresh`]).
     pub fn build(
         raw: &[Spanned<RawAuthScheme>],
         base: &Path,
@@ -353,15 +356,11 @@ impl AuthSchemes {
         self.schemes.iter().map(|s| s.name.as_str()).collect()
     }
 
-    /// The scheme's name (for logs and errors).
-    pub fn name(&self, id: SchemeId) -> Option<&str> {
-        self.schemes.get(id.0 as usize).map(|s| s.name.as_str())
-    }
-
     /// What kind of credential a scheme accepts (e.g. to check that a route
     /// using an `mtls` scheme is served by a listener that asks for client
     /// certificates).
-    pub fn method(&self, id: SchemeId) -> Option<AuthMethod> {
+    #[cfg(test)]
+    pub(crate) fn method(&self, id: SchemeId) -> Option<AuthMethod> {
         self.schemes.get(id.0 as usize).map(|s| match s.kind {
             Kind::ApiKey(_) => AuthMethod::ApiKey,
             Kind::Jwt(_) => AuthMethod::Jwt,
@@ -475,10 +474,11 @@ impl AuthSchemes {
         missing
     }
 
-    /// Fetches every `jwks_url` once, now (e.g. before a listener starts
-    /// serving, so the first tokens do not fail with "unknown key"). A failure
-    /// keeps the previous keys; the error names the scheme and the cause.
-    pub async fn refresh_jwks_now(&self) -> Result<(), String> {
+    /// Fetches every `jwks_url` once, now (the tests' way to load keys without
+    /// the background task). A failure keeps the previous keys; the error names
+    /// the scheme and the cause.
+    #[cfg(test)]
+    pub(crate) async fn refresh_jwks_now(&self) -> Result<(), String> {
         let mut errors = Vec::new();
         for s in &self.schemes {
             if let Kind::Jwt(j) = &s.kind {

@@ -12,7 +12,7 @@ use super::{Attempt, AuthMethod, PeerIdentity, Principal};
 
 /// Which part of the certificate names the principal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CertPrincipal {
+pub(crate) enum CertPrincipal {
     /// The subject's common name (exactly one CN, else no principal).
     SubjectCn,
     /// The first DNS name in the subject alternative names.
@@ -24,7 +24,7 @@ pub enum CertPrincipal {
 }
 
 impl CertPrincipal {
-    pub fn parse(s: &str) -> Option<CertPrincipal> {
+    pub(crate) fn parse(s: &str) -> Option<CertPrincipal> {
         Some(match s {
             "subject_cn" => CertPrincipal::SubjectCn,
             "san_dns" => CertPrincipal::SanDns,
@@ -34,7 +34,8 @@ impl CertPrincipal {
         })
     }
 
-    pub fn as_str(self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CertPrincipal::SubjectCn => "subject_cn",
             CertPrincipal::SanDns => "san_dns",
@@ -46,7 +47,7 @@ impl CertPrincipal {
 
 /// The principal name in a DER certificate, or `None` when the certificate
 /// does not parse or lacks the chosen name.
-pub fn principal_from_cert(der: &[u8], from: CertPrincipal) -> Option<String> {
+pub(crate) fn principal_from_cert(der: &[u8], from: CertPrincipal) -> Option<String> {
     let (_, cert) = X509Certificate::from_der(der).ok()?;
     if from == CertPrincipal::SubjectCn {
         let mut cns = cert.subject().iter_common_name();

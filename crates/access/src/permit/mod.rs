@@ -22,7 +22,7 @@ pub struct PermissionRule {
 }
 
 /// Globs for one list of a rule.
-pub fn glob_set(patterns: &[&str]) -> Result<GlobSet, globset::Error> {
+pub(crate) fn glob_set(patterns: &[&str]) -> Result<GlobSet, globset::Error> {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
         b.add(Glob::new(p)?);
@@ -73,7 +73,7 @@ pub struct Permissions {
 }
 
 impl Permissions {
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.allow.is_empty() && self.deny.is_empty()
     }
 

@@ -15,30 +15,30 @@ use super::Scope;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRateLimits {
-    pub per_principal: Option<Spanned<RawRate>>,
-    pub per_principal_upstream: Option<Spanned<RawRate>>,
-    pub per_principal_tool: Option<Spanned<RawRate>>,
-    pub input_required_rounds: Option<Spanned<RawRate>>,
-    pub max_keys: Option<Spanned<i64>>,
-    pub backend: Option<Spanned<String>>,
-    pub redis_url: Option<Spanned<String>>,
-    pub redis_failure: Option<Spanned<String>>,
-    pub redis_timeout: Option<Spanned<String>>,
-    pub key_prefix: Option<Spanned<String>>,
+    pub(crate) per_principal: Option<Spanned<RawRate>>,
+    pub(crate) per_principal_upstream: Option<Spanned<RawRate>>,
+    pub(crate) per_principal_tool: Option<Spanned<RawRate>>,
+    pub(crate) input_required_rounds: Option<Spanned<RawRate>>,
+    pub(crate) max_keys: Option<Spanned<i64>>,
+    pub(crate) backend: Option<Spanned<String>>,
+    pub(crate) redis_url: Option<Spanned<String>>,
+    pub(crate) redis_failure: Option<Spanned<String>>,
+    pub(crate) redis_timeout: Option<Spanned<String>>,
+    pub(crate) key_prefix: Option<Spanned<String>>,
 }
 
 /// One limit: `{ rate = "100/s", burst = 200 }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawRate {
-    pub rate: Spanned<String>,
-    pub burst: Option<Spanned<i64>>,
+pub(crate) struct RawRate {
+    pub(crate) rate: Spanned<String>,
+    pub(crate) burst: Option<Spanned<i64>>,
 }
 
 /// A problem in `[rate_limits]`, pinned to the byte span of the offending
 /// value so that the config loader can print `file:line:column` (the one
 /// settings error).
-pub type RateConfigError = crate::model::SettingsError;
+pub(crate) type RateConfigError = crate::model::SettingsError;
 
 fn err(span: Range<usize>, field: &str, message: impl Into<String>) -> RateConfigError {
     RateConfigError {
@@ -50,15 +50,15 @@ fn err(span: Range<usize>, field: &str, message: impl Into<String>) -> RateConfi
 
 /// A validated limit: `count` units per `per`, bursts of up to `burst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    pub count: u32,
-    pub per: Duration,
-    pub burst: u32,
+pub(crate) struct Rate {
+    pub(crate) count: u32,
+    pub(crate) per: Duration,
+    pub(crate) burst: u32,
 }
 
 impl Rate {
     /// The time one unit takes to replenish (the GCRA emission interval).
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         self.per / self.count
     }
 }
@@ -80,7 +80,7 @@ const MIN_INTERVAL: Duration = Duration::from_micros(1);
 
 /// Parses `"N/s"`, `"N/m"` or `"N/h"` (also `sec`/`second`, `min`/`minute`,
 /// `hour`; spaces around `/` allowed). Returns the count and period.
-pub fn parse_rate(text: &str) -> Result<(u32, Duration), String> {
+pub(crate) fn parse_rate(text: &str) -> Result<(u32, Duration), String> {
     const HINT: &str = "write e.g. \"100/s\", \"30/m\" or \"1000/h\"";
     let Some((n, unit)) = text.split_once('/') else {
         return Err(format!("\"{text}\" is not a rate; {HINT}"));
@@ -121,7 +121,7 @@ pub fn parse_rate(text: &str) -> Result<(u32, Duration), String> {
 
 /// What to do when Redis cannot be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RedisFailure {
+pub(crate) enum RedisFailure {
     /// Answer from this instance's own (local) limiters.
     Local,
     /// Refuse the request: `ThrottleError::Unavailable`.
@@ -131,7 +131,7 @@ pub enum RedisFailure {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RedisSettings {
     pub url: String,
-    pub failure: RedisFailure,
+    pub(crate) failure: RedisFailure,
     pub timeout: Duration,
     pub key_prefix: String,
 }
@@ -140,15 +140,15 @@ pub struct RedisSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThrottleSettings {
     /// Indexed by `Scope::index()`; `None` = unlimited.
-    pub rates: [Option<Rate>; Scope::COUNT],
-    pub max_keys: usize,
+    pub(crate) rates: [Option<Rate>; Scope::COUNT],
+    pub(crate) max_keys: usize,
     /// `None`: local backend.
     pub redis: Option<RedisSettings>,
 }
 
-pub const DEFAULT_MAX_KEYS: usize = 100_000;
-pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(50);
-pub const DEFAULT_KEY_PREFIX: &str = "portcullis:";
+pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
+pub(crate) const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_KEY_PREFIX: &str = "portcullis:";
 
 impl Default for ThrottleSettings {
     fn default() -> Self {

@@ -248,6 +248,7 @@ impl<C: Clock> LocalScope<C> {
         self.store.full.load(Ordering::Relaxed)
     }
 
+    #[cfg(test)]
     pub(crate) fn overflow_hits(&self) -> u64 {
         self.store.overflow_hits.load(Ordering::Relaxed)
     }

@@ -17,7 +17,7 @@
 //! Configuration is validated up front by [`Throttle::build`] (no I/O);
 //! [`Throttle::start`] starts the background work inside tokio.
 
-pub mod config;
+pub(crate) mod config;
 mod local;
 mod redis;
 
@@ -30,9 +30,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use toml::Spanned;
 
-pub use config::{
-    validate, Rate, RateConfigError, RawRate, RawRateLimits, RedisFailure, ThrottleSettings,
-};
+pub use config::{validate, RawRateLimits, ThrottleSettings};
+pub(crate) use config::{Rate, RateConfigError, RedisFailure};
 
 use crate::model::{Fallback, Health, HealthReport, StoreUser};
 use local::LocalScope;
@@ -40,7 +39,7 @@ use redis::{RedisAnswer, RedisBackend};
 
 /// How often idle keys are evicted from the local limiters. A sweep also
 /// runs (at most once a second) as soon as a scope reaches `max_keys`.
-pub const EVICT_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const EVICT_INTERVAL: Duration = Duration::from_secs(10);
 const MIN_EVICT_SPACING: Duration = Duration::from_secs(1);
 
 /// What a limit counts.
@@ -57,8 +56,8 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub const COUNT: usize = 4;
-    pub const ALL: [Scope; Scope::COUNT] = [
+    pub(crate) const COUNT: usize = 4;
+    pub(crate) const ALL: [Scope; Scope::COUNT] = [
         Scope::Principal,
         Scope::PrincipalUpstream,
         Scope::PrincipalTool,
@@ -77,7 +76,7 @@ impl Scope {
     }
 
     /// The key of this scope's limit in `[rate_limits]`.
-    pub fn config_key(self) -> &'static str {
+    pub(crate) fn config_key(self) -> &'static str {
         match self {
             Scope::Principal => "per_principal",
             Scope::PrincipalUpstream => "per_principal_upstream",
@@ -300,11 +299,6 @@ impl Throttle {
         self.inner.scopes[scope.index()].is_some()
     }
 
-    /// The configured limit of `scope`, if any.
-    pub fn rate(&self, scope: Scope) -> Option<Rate> {
-        self.inner.scopes[scope.index()].as_ref().map(|l| l.rate)
-    }
-
     /// `"local"` or `"redis"`.
     pub fn backend(&self) -> &'static str {
         if self.inner.redis.is_some() {
@@ -338,7 +332,8 @@ impl Throttle {
 
     /// How many checks of `scope` were charged to the shared overflow bucket
     /// because the scope already tracked `max_keys` keys.
-    pub fn overflow_hits(&self, scope: Scope) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn overflow_hits(&self, scope: Scope) -> u64 {
         self.inner.scopes[scope.index()]
             .as_ref()
             .map_or(0, |l| l.local.overflow_hits())
@@ -346,7 +341,8 @@ impl Throttle {
 
     /// Evicts idle keys from every local limiter now. The background task
     /// started by [`Throttle::start`] does this every [`EVICT_INTERVAL`].
-    pub fn evict_idle(&self) {
+    #[cfg(test)]
+    pub(crate) fn evict_idle(&self) {
         self.inner.evict_idle();
     }
 }

@@ -4,7 +4,7 @@
 
 /// True when `bytes` nests arrays/objects deeper than `limit` levels.
 /// Brackets inside strings do not count.
-pub fn exceeds(bytes: &[u8], limit: usize) -> bool {
+pub(crate) fn exceeds(bytes: &[u8], limit: usize) -> bool {
     // A body with no more opening brackets than the limit cannot exceed it.
     if memchr::memchr2_iter(b'[', b'{', bytes).nth(limit).is_none() {
         return false;

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// What kind of problem a body has.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JsonErrorKind {
+pub(crate) enum JsonErrorKind {
     /// A member given twice in one object (parsers disagree on which wins).
     DuplicateMember { member: String },
     /// Nested deeper than [`super::MAX_DEPTH`] levels.
@@ -23,9 +23,9 @@ pub enum JsonErrorKind {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct JsonError {
-    pub kind: JsonErrorKind,
-    pub line: usize,
-    pub column: usize,
+    pub(crate) kind: JsonErrorKind,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
 }
 
 impl JsonError {

@@ -27,14 +27,6 @@ impl MessageKind {
     pub const fn is_response(self) -> bool {
         matches!(self, MessageKind::Response)
     }
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            MessageKind::Request => "request",
-            MessageKind::Notification => "notification",
-            MessageKind::Response => "response",
-        }
-    }
 }
 
 /// A parsed JSON-RPC message borrowing from the body it came from.
@@ -217,7 +209,8 @@ impl<'a> Message<'a> {
     }
 
     /// The id as written in the body, `null` when there is none.
-    pub fn id_json(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn id_json(&self) -> &str {
         self.id.map(RawValue::get).unwrap_or("null")
     }
 }

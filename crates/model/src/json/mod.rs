@@ -8,10 +8,10 @@ mod error_body;
 mod message;
 pub mod strict;
 
-pub use error::{JsonError, JsonErrorKind};
+pub use error::JsonError;
 pub use error_body::{error_body, null_id};
 pub use message::{same_id, span_in, Message, MessageError, MessageKind};
 pub use strict::{parse_value, validate};
 
 /// The deepest nesting accepted anywhere (serde_json's own limit is one more).
-pub const MAX_DEPTH: usize = 127;
+pub(crate) const MAX_DEPTH: usize = 127;

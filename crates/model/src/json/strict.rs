@@ -32,7 +32,7 @@ impl Failure {
         E::custom("duplicate member")
     }
 
-    pub fn error(&self, e: &serde_json::Error) -> JsonError {
+    pub(crate) fn error(&self, e: &serde_json::Error) -> JsonError {
         JsonError::from_serde(e, self.0.borrow_mut().take())
     }
 }
@@ -72,7 +72,7 @@ pub struct SeenKeys<'de> {
 
 impl<'de> SeenKeys<'de> {
     /// Record `key`; `false` when it was seen already.
-    pub fn insert(&mut self, key: Cow<'de, str>) -> bool {
+    pub(crate) fn insert(&mut self, key: Cow<'de, str>) -> bool {
         if let Some(many) = &mut self.many {
             return many.insert(key);
         }
@@ -152,7 +152,7 @@ impl<'de> Visitor<'de> for Check<'_> {
 
 /// Builds a `serde_json::Value` strictly.
 #[derive(Clone, Copy)]
-pub struct Build<'f>(pub &'f Failure);
+pub(crate) struct Build<'f>(pub &'f Failure);
 
 impl<'de> DeserializeSeed<'de> for Build<'_> {
     type Value = Value;

@@ -22,7 +22,7 @@ pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// The capabilities object as written; members the gateway does not police
 /// are skipped.
 #[derive(Deserialize, Default)]
-pub struct RawCaps {
+pub(crate) struct RawCaps {
     #[serde(default)]
     elicitation: Option<RawElicitation>,
     #[serde(default)]

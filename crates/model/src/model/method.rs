@@ -40,17 +40,9 @@ pub struct ListMember {
     pub name: &'static str,
 }
 
-/// Who sends a method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    ClientToServer,
-    ServerToClient,
-    Both,
-}
-
 /// Writes [`McpMethod`] and its lookups from one table.
 macro_rules! method_table {
-    ($( $variant:ident => $name:literal, $dir:ident; )*) => {
+    ($( $variant:ident => $name:literal; )*) => {
         /// Every MCP method name of 2026-07-28 and 2025-11-25; anything else
         /// is [`McpMethod::Other`] (forwarded where allowed, counted as `other`).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,50 +62,46 @@ macro_rules! method_table {
             pub const fn as_str(self) -> &'static str {
                 match self { $( McpMethod::$variant => $name, )* McpMethod::Other => "other" }
             }
-
-            pub const fn direction(self) -> Direction {
-                match self { $( McpMethod::$variant => Direction::$dir, )* McpMethod::Other => Direction::Both }
-            }
         }
     };
 }
 
 method_table! {
-    Ping => "ping", Both;
-    Initialize => "initialize", ClientToServer;
-    Initialized => "notifications/initialized", ClientToServer;
-    ServerDiscover => "server/discover", ClientToServer;
-    ToolsList => "tools/list", ClientToServer;
-    ToolsCall => "tools/call", ClientToServer;
-    PromptsList => "prompts/list", ClientToServer;
-    PromptsGet => "prompts/get", ClientToServer;
-    ResourcesList => "resources/list", ClientToServer;
-    ResourcesTemplatesList => "resources/templates/list", ClientToServer;
-    ResourcesRead => "resources/read", ClientToServer;
-    ResourcesSubscribe => "resources/subscribe", ClientToServer;
-    ResourcesUnsubscribe => "resources/unsubscribe", ClientToServer;
-    SubscriptionsListen => "subscriptions/listen", ClientToServer;
-    CompletionComplete => "completion/complete", ClientToServer;
-    LoggingSetLevel => "logging/setLevel", ClientToServer;
-    TasksGet => "tasks/get", ClientToServer;
-    TasksUpdate => "tasks/update", ClientToServer;
-    TasksResult => "tasks/result", ClientToServer;
-    TasksList => "tasks/list", ClientToServer;
-    TasksCancel => "tasks/cancel", ClientToServer;
-    Cancelled => "notifications/cancelled", Both;
-    Progress => "notifications/progress", Both;
-    RootsListChanged => "notifications/roots/list_changed", ClientToServer;
-    LogMessage => "notifications/message", ServerToClient;
-    ResourcesUpdated => "notifications/resources/updated", ServerToClient;
-    ResourcesListChanged => "notifications/resources/list_changed", ServerToClient;
-    ToolsListChanged => "notifications/tools/list_changed", ServerToClient;
-    PromptsListChanged => "notifications/prompts/list_changed", ServerToClient;
-    SubscriptionsAcknowledged => "notifications/subscriptions/acknowledged", ServerToClient;
-    ElicitationComplete => "notifications/elicitation/complete", ServerToClient;
-    TasksStatus => "notifications/tasks/status", ServerToClient;
-    ElicitationCreate => "elicitation/create", ServerToClient;
-    SamplingCreateMessage => "sampling/createMessage", ServerToClient;
-    RootsList => "roots/list", ServerToClient;
+    Ping => "ping";
+    Initialize => "initialize";
+    Initialized => "notifications/initialized";
+    ServerDiscover => "server/discover";
+    ToolsList => "tools/list";
+    ToolsCall => "tools/call";
+    PromptsList => "prompts/list";
+    PromptsGet => "prompts/get";
+    ResourcesList => "resources/list";
+    ResourcesTemplatesList => "resources/templates/list";
+    ResourcesRead => "resources/read";
+    ResourcesSubscribe => "resources/subscribe";
+    ResourcesUnsubscribe => "resources/unsubscribe";
+    SubscriptionsListen => "subscriptions/listen";
+    CompletionComplete => "completion/complete";
+    LoggingSetLevel => "logging/setLevel";
+    TasksGet => "tasks/get";
+    TasksUpdate => "tasks/update";
+    TasksResult => "tasks/result";
+    TasksList => "tasks/list";
+    TasksCancel => "tasks/cancel";
+    Cancelled => "notifications/cancelled";
+    Progress => "notifications/progress";
+    RootsListChanged => "notifications/roots/list_changed";
+    LogMessage => "notifications/message";
+    ResourcesUpdated => "notifications/resources/updated";
+    ResourcesListChanged => "notifications/resources/list_changed";
+    ToolsListChanged => "notifications/tools/list_changed";
+    PromptsListChanged => "notifications/prompts/list_changed";
+    SubscriptionsAcknowledged => "notifications/subscriptions/acknowledged";
+    ElicitationComplete => "notifications/elicitation/complete";
+    TasksStatus => "notifications/tasks/status";
+    ElicitationCreate => "elicitation/create";
+    SamplingCreateMessage => "sampling/createMessage";
+    RootsList => "roots/list";
 }
 
 impl McpMethod {

@@ -15,14 +15,14 @@ mod settings;
 mod shape;
 
 pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestShape, TextFormat};
-pub use caps::{ClientCaps, RawCaps, TASKS_EXTENSION};
+pub use caps::{ClientCaps, TASKS_EXTENSION};
 pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemClock};
 pub use drain::DrainSignal;
 pub use health::{
     AuditLoss, AuditSinkKind, Fallback, Health, HealthReport, StoreFailure, StoreUser,
 };
 pub use invisible::{is_joining, Invisible};
-pub use method::{Direction, ListMember, McpMethod, TargetKind, TargetMember};
+pub use method::{ListMember, McpMethod, TargetKind, TargetMember};
 pub use protocol::{Generation, ProtocolVersion};
 pub use reason::{markdown_table as reason_table, printable_name, Reason, ReasonSet, Refusal};
 pub use settings::{toml_syntax_message, ConfigError, SettingsError};

@@ -80,13 +80,4 @@ impl std::fmt::Display for ProtocolVersion {
     }
 }
 
-impl ProtocolVersion {
-    /// The versions of `generations`, newest first.
-    pub fn of(generations: &[Generation]) -> Vec<ProtocolVersion> {
-        ProtocolVersion::ALL
-            .iter()
-            .copied()
-            .filter(|v| generations.contains(&v.generation()))
-            .collect()
-    }
-}
+impl ProtocolVersion {}

@@ -52,17 +52,17 @@ macro_rules! reason_table {
                 match self { $( Reason::$variant => $code, )* }
             }
 
-            pub const fn status(self) -> StatusCode {
+            pub(crate) const fn status(self) -> StatusCode {
                 match self { $( Reason::$variant => StatusCode::$status, )* }
             }
 
             /// The sets this reason belongs to (its row's column).
-            pub const fn sets(self) -> &'static [ReasonSet] {
+            pub(crate) const fn sets(self) -> &'static [ReasonSet] {
                 match self { $( Reason::$variant => &[$( ReasonSet::$set, )*], )* }
             }
 
             /// When the gateway answers with this reason (the README's table).
-            pub const fn when(self) -> &'static str {
+            pub(crate) const fn when(self) -> &'static str {
                 match self { $( Reason::$variant => $when, )* }
             }
 
@@ -170,7 +170,8 @@ impl Reason {
     }
 
     /// A refusal of the client's `requestState` or answers on a retry.
-    pub const fn is_state_refusal(self) -> bool {
+    #[cfg(test)]
+    pub(crate) const fn is_state_refusal(self) -> bool {
         self.is_in(ReasonSet::State)
     }
 }
@@ -209,7 +210,7 @@ pub struct Refusal {
     pub extra: Option<Box<serde_json::Map<String, serde_json::Value>>>,
     /// The HTTP status when it is not the reason's own (an upstream's 4xx
     /// passed on as `upstream_refused`).
-    pub status: Option<StatusCode>,
+    pub(crate) status: Option<StatusCode>,
 }
 
 impl Refusal {

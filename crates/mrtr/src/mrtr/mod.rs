@@ -31,7 +31,7 @@ pub struct MrtrShared {
     /// Outlives config reloads: a consumed state stays consumed.
     pub replay: Arc<ReplayStore>,
     pub scanner: Arc<SecretValueScanner>,
-    pub clock: SharedClock,
+    pub(crate) clock: SharedClock,
 }
 
 impl MrtrShared {
@@ -95,7 +95,7 @@ impl Binding<'_> {
 
 impl SealedState {
     /// The single-use store's key for this round of this operation.
-    pub fn redemption_id(&self) -> String {
+    pub(crate) fn redemption_id(&self) -> String {
         format!("{}.{}", self.operation, self.round)
     }
 }

@@ -185,10 +185,6 @@ impl StateKeys {
         self.generated
     }
 
-    pub fn ids(&self) -> Vec<&str> {
-        self.keys.iter().map(|k| k.id.as_str()).collect()
-    }
-
     /// Seal a gateway requestState.
     pub fn seal(&self, state: &SealedState) -> Option<String> {
         self.seal_as(STATE_PREFIX, state)
@@ -204,7 +200,7 @@ impl StateKeys {
     }
 
     /// Seal `value` (as JSON) into a token that starts with `prefix`.
-    pub fn seal_as<T: Serialize>(&self, prefix: &str, value: &T) -> Option<String> {
+    pub(crate) fn seal_as<T: Serialize>(&self, prefix: &str, value: &T) -> Option<String> {
         let key = self.keys.first()?;
         let mut plain = serde_json::to_vec(value).ok()?;
         let mut nonce = [0u8; NONCE_LEN];

@@ -69,7 +69,7 @@ use crate::policy::detect::fold_value;
 /// A kind of secret the scanner recognises. `as_str` is stable (metrics,
 /// audit records, refusal data); add kinds, never rename.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SecretValueKind {
+pub(crate) enum SecretValueKind {
     AwsAccessKey,
     AwsSecretKey,
     GithubToken,
@@ -90,7 +90,8 @@ pub enum SecretValueKind {
 }
 
 impl SecretValueKind {
-    pub const ALL: [SecretValueKind; 17] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [SecretValueKind; 17] = [
         SecretValueKind::AwsAccessKey,
         SecretValueKind::AwsSecretKey,
         SecretValueKind::GithubToken,
@@ -111,7 +112,7 @@ impl SecretValueKind {
     ];
 
     /// Stable snake_case name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SecretValueKind::AwsAccessKey => "aws_access_key",
             SecretValueKind::AwsSecretKey => "aws_secret_key",
@@ -134,7 +135,7 @@ impl SecretValueKind {
     }
 
     /// Words for a person, with the article: "a GitHub token".
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             SecretValueKind::AwsAccessKey => "an AWS access key ID",
             SecretValueKind::AwsSecretKey => "an AWS secret access key",
@@ -166,7 +167,7 @@ impl std::fmt::Display for SecretValueKind {
 /// Minimum Shannon entropy (bits per character) of a context-free AWS secret
 /// access key candidate. 40 random characters from a 64-symbol alphabet
 /// measure about 4.8; camel-case identifiers and words stay near 4.
-pub const AWS_SECRET_MIN_ENTROPY: f64 = 4.3;
+pub(crate) const AWS_SECRET_MIN_ENTROPY: f64 = 4.3;
 
 /// How a rule's candidates are confirmed.
 #[derive(Clone, Copy)]
@@ -315,7 +316,7 @@ impl SecretValueScanner {
 
     /// The kind of the first secret-looking substring of `value`, if any.
     /// Never returns or logs the value.
-    pub fn scan(&self, value: &str) -> Option<SecretValueKind> {
+    pub(crate) fn scan(&self, value: &str) -> Option<SecretValueKind> {
         let folded = fold_value(value);
         let value = folded.as_ref();
         let hits = self.set.matches(value);

@@ -21,11 +21,11 @@ pub const PUSH_PREFIX: &str = "psr1.";
 /// What a client declared at `initialize`, compactly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SealedCaps {
-    pub form: bool,
-    pub url: bool,
-    pub sampling: bool,
-    pub context: bool,
-    pub roots: bool,
+    pub(crate) form: bool,
+    pub(crate) url: bool,
+    pub(crate) sampling: bool,
+    pub(crate) context: bool,
+    pub(crate) roots: bool,
 }
 
 impl From<ClientCaps> for SealedCaps {
@@ -57,7 +57,7 @@ impl From<SealedCaps> for ClientCaps {
 /// What a gateway session id carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionState {
-    pub v: u8,
+    pub(crate) v: u8,
     /// The upstream's own `Mcp-Session-Id`, when it issued one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub upstream_session: Option<String>,
