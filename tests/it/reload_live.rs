@@ -58,7 +58,11 @@ impl Files {
 
     /// The n-th edit of the policy file (two valid policies, alternately).
     fn edit_policy(&self, n: usize) {
-        let action = if n.is_multiple_of(2) { "block" } else { "strip" };
+        let action = if n.is_multiple_of(2) {
+            "block"
+        } else {
+            "strip"
+        };
         let text = format!("# edit {n}\n[secret_fields]\naction = \"{action}\"\n");
         std::fs::write(&self.policy, text).unwrap();
     }
