@@ -39,7 +39,7 @@ use crate::policy::intent::Intent;
 
 pub use content::{inspect_content, inspect_error, may_need_content, trace_content};
 pub use provenance::{is_gateway_key, may_carry_gateway_key, PROVENANCE_KEY};
-pub use server_info::SERVER_INFO_KEY;
+pub(crate) use server_info::SERVER_INFO_KEY;
 pub use task::{CheckedTask, TaskCarrier};
 pub use verdict::{markdown_table as verdict_table, Action, Rule, Verdict};
 pub use whole::list_members;
@@ -148,7 +148,7 @@ pub fn inspect_notification(
 /// templates), already strictly parsed, in place; `items` names its list
 /// member. On success, whether the text changed (only when enforcing) and
 /// the value must be re-encoded.
-pub fn inspect_listing(
+pub(crate) fn inspect_listing(
     policy: &Policy,
     subject: &Subject<'_>,
     items: &str,
@@ -186,7 +186,7 @@ pub fn trace_whole_result(
 
 /// Inspect the server identity under the `_meta` of any other result,
 /// already strictly parsed, in place: whether it changed.
-pub fn inspect_result_meta(
+pub(crate) fn inspect_result_meta(
     policy: &Policy,
     subject: &Subject<'_>,
     result: &mut Value,
@@ -195,7 +195,7 @@ pub fn inspect_result_meta(
 }
 
 /// [`inspect_listing`], with every check that ran in [`Report::trace`].
-pub fn trace_listing(
+pub(crate) fn trace_listing(
     policy: &Policy,
     subject: &Subject<'_>,
     items: &str,
@@ -248,12 +248,12 @@ pub(crate) type Checked<T> = Result<T, Refusal>;
 /// What one string, listed item, icon or schema member or element costs of
 /// `max_text_bytes` besides its text: reading an empty string costs about
 /// what reading 16 bytes of text does.
-pub const COST_PER_THING: usize = 16;
+pub(crate) const COST_PER_THING: usize = 16;
 
 pub(crate) struct Run<'a> {
-    pub policy: &'a Policy,
-    pub subject: &'a Subject<'a>,
-    pub report: Report,
+    pub(crate) policy: &'a Policy,
+    pub(crate) subject: &'a Subject<'a>,
+    pub(crate) report: Report,
     /// Record passes too (`trace_*`); off on the request path, where a
     /// pass costs one branch.
     tracing: bool,

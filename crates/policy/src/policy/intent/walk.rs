@@ -69,7 +69,7 @@ const SCHEMA_KEYWORDS: &[&str] = &[
 ];
 
 /// The strings of one item, in document order.
-pub fn listed_strings(item: &Value) -> Vec<Listed<'_>> {
+pub(crate) fn listed_strings(item: &Value) -> Vec<Listed<'_>> {
     let mut out = Vec::new();
     let Some(obj) = item.as_object() else {
         if let Some(s) = item.as_str() {
