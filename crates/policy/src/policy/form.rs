@@ -51,7 +51,10 @@ const TOP_KEYS: &[&str] = &[
 ];
 
 /// Check `schema` and reduce it to a [`FormSchema`].
-pub(crate) fn read_form_schema(schema: &Value, limits: &SchemaLimits) -> Result<FormSchema, SchemaError> {
+pub(crate) fn read_form_schema(
+    schema: &Value,
+    limits: &SchemaLimits,
+) -> Result<FormSchema, SchemaError> {
     let obj = schema
         .as_object()
         .ok_or_else(|| problem(None, "requestedSchema must be an object"))?;

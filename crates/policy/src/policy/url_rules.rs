@@ -107,6 +107,7 @@ pub enum UrlRefusal {
 
 impl UrlRefusal {
     /// Every refusal, for documentation and exhaustive tests.
+    #[cfg(test)]
     pub(crate) const ALL: [UrlRefusal; 11] = [
         UrlRefusal::Unparseable,
         UrlRefusal::TooLong,
@@ -282,6 +283,7 @@ impl HostPattern {
     }
 
     /// True for a `*.` pattern.
+    #[cfg(test)]
     pub(crate) fn is_wildcard(&self) -> bool {
         self.wildcard
     }

@@ -47,16 +47,6 @@ pub enum Action {
     Allow,
 }
 
-impl Action {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Action::Block => "block",
-            Action::Strip => "strip",
-            Action::Allow => "allow",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PolicyLimits {
     pub(crate) max_result_bytes: usize,
@@ -142,20 +132,9 @@ pub enum OnChange {
     Allow,
 }
 
-impl OnChange {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            OnChange::Remove => "remove",
-            OnChange::Flag => "flag",
-            OnChange::Allow => "allow",
-        }
-    }
-}
-
 /// A compiled policy: everything the inspector needs, no strings to re-read.
 pub struct Policy {
     pub name: String,
-    pub(crate) description: Option<String>,
     pub mode: Mode,
     pub(crate) limits: PolicyLimits,
     pub(crate) html: HtmlMode,

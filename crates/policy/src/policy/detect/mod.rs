@@ -41,4 +41,4 @@ pub(crate) mod phrases;
 
 pub(crate) use lexicon::{common_words, Lexicon, Splitting};
 pub use normalize::{fold_value, Normalised, Word};
-pub(crate) use phrases::{parse_phrase, ParsedPhrase, PhraseError, PhraseHit, PhraseSet};
+pub(crate) use phrases::{parse_phrase, PhraseSet};

@@ -88,12 +88,6 @@ impl Normalised {
         }
     }
 
-    /// The previous word, if it is in the same clause.
-    pub(crate) fn prev(&self, i: usize) -> Option<&str> {
-        let p = i.checked_sub(1)?;
-        self.same_clause(p, i).then(|| self.word(p))
-    }
-
     /// Word indices of the clause around `i`, if it has at most `max` words.
     /// Looks at no more than `max` words on either side.
     pub(crate) fn short_clause(&self, i: usize, max: usize) -> Option<std::ops::Range<usize>> {

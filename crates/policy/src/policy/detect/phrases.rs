@@ -92,7 +92,9 @@ pub(crate) struct PhraseSet<T> {
 
 impl<T: Clone> PhraseSet<T> {
     /// Phrases given twice keep their first value (see [`Self::duplicates`]).
-    pub(crate) fn new<'s>(entries: impl IntoIterator<Item = (&'s str, T)>) -> Result<Self, PhraseError> {
+    pub(crate) fn new<'s>(
+        entries: impl IntoIterator<Item = (&'s str, T)>,
+    ) -> Result<Self, PhraseError> {
         let mut duplicates = Vec::new();
         let mut set = Self::merged(entries, |_, _, variant| duplicates.push(variant.to_owned()))?;
         set.duplicates = duplicates;
@@ -175,6 +177,7 @@ impl<T: Clone> PhraseSet<T> {
 
 impl<T> PhraseSet<T> {
     /// Heap bytes of the automaton.
+    #[cfg(test)]
     pub(crate) fn memory_usage(&self) -> usize {
         [&self.ac, &self.anchors]
             .iter()
@@ -182,16 +185,14 @@ impl<T> PhraseSet<T> {
             .sum()
     }
 
+    #[cfg(test)]
     pub(crate) fn duplicates(&self) -> &[String] {
         &self.duplicates
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.patterns.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
     }
 
     /// Could any phrase be found in `raw` once it is normalised? A quick,

@@ -71,16 +71,6 @@ pub(crate) enum RuleAction {
     Off,
 }
 
-impl RuleAction {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RuleAction::Block => "block",
-            RuleAction::Flag => "flag",
-            RuleAction::Off => "off",
-        }
-    }
-}
-
 /// Built-in rules that do not apply to a URL-mode message: sending the
 /// user to a page to enter a key is exactly what URL mode is for ("Please
 /// provide your API key to continue" is the spec's own example).
@@ -273,6 +263,7 @@ pub(crate) struct InjectionHit {
 impl InjectionRules {
     /// Compiles `rules` (rules that are `off` are dropped) with the shipped
     /// vocabularies.
+    #[cfg(test)]
     pub(crate) fn new(rules: Vec<InjectionRule>) -> Result<Self, InjectionError> {
         Self::with_words(rules, &[])
     }
@@ -319,10 +310,6 @@ impl InjectionRules {
         })
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.rules.is_empty()
-    }
-
     /// Whether any rule could match a string of the message whose raw
     /// JSON is `raw`: `false` only when scanning each of its strings, in
     /// any context, would find nothing. Anything but plain ASCII and any
@@ -348,6 +335,7 @@ impl InjectionRules {
     }
 
     /// The rules that match `text`, blocking ones first.
+    #[cfg(test)]
     pub(crate) fn scan(&self, text: &str) -> Vec<InjectionHit> {
         self.scan_in(text, TextContext::Form)
     }

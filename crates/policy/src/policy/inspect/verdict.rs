@@ -34,6 +34,7 @@ macro_rules! name_table {
                 match self { $( $ty::$variant => $what, )* }
             }
 
+            #[cfg(test)]
             pub(crate) fn parse(s: &str) -> Option<$ty> {
                 match s { $( $name => Some($ty::$variant), )* _ => None }
             }

@@ -249,7 +249,12 @@ impl Evidence {
     /// `continuation`: the concepts of an item that points the model at
     /// another's text ("follow the notes of …", "continued in …"); without
     /// one, two items naming each other are two descriptions, not one text.
-    pub(crate) fn fires_split(&self, other: &Evidence, rule: &Rule, continuation: Concepts) -> bool {
+    pub(crate) fn fires_split(
+        &self,
+        other: &Evidence,
+        rule: &Rule,
+        continuation: Concepts,
+    ) -> bool {
         if self.all & continuation == 0 {
             return false;
         }

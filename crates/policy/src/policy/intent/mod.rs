@@ -45,6 +45,7 @@
 mod evidence;
 mod read;
 mod vocab;
+#[cfg(test)]
 mod walk;
 
 #[cfg(test)]
@@ -61,7 +62,6 @@ use std::sync::{Arc, LazyLock, Mutex};
 use evidence::{Evidence, ListContext};
 pub(crate) use vocab::IntentError;
 use vocab::Vocab;
-pub(crate) use walk::listed_strings;
 
 /// Items whose evidence is kept.
 pub(crate) const ITEM_CACHE: usize = 16_384;
@@ -200,7 +200,11 @@ impl IntentDetector {
     /// One call per list: `items[i]` is every string of item i with where
     /// it sits; `own_names` the names the same list declares. Returns the
     /// findings of each item (same order), one per intent.
-    pub(crate) fn judge_list(&self, items: &[Vec<Listed<'_>>], own_names: &[&str]) -> Vec<Vec<Finding>> {
+    pub(crate) fn judge_list(
+        &self,
+        items: &[Vec<Listed<'_>>],
+        own_names: &[&str],
+    ) -> Vec<Vec<Finding>> {
         // What an item's evidence depends on besides its own texts: the
         // names and parameters the list declares.
         let mut h = self.hasher.build_hasher();

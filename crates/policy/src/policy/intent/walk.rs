@@ -1,6 +1,6 @@
 //! Every string of one listed item (a tool, prompt, resource, template, or
-//! an `initialize` result) with where it sits: what
-//! [`super::IntentDetector::judge_list`] reads.
+//! an `initialize` result) with where it sits, for the detector's tests and
+//! corpora. The gateway reads a list with `inspect/listing.rs` instead.
 
 use serde_json::Value;
 

@@ -150,6 +150,7 @@ pub enum HtmlMode {
 
 impl HtmlMode {
     /// The config spelling: `"strip"` or `"safe_subset"`.
+    #[cfg(test)]
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             HtmlMode::Strip => "strip",

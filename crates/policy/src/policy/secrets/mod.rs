@@ -128,7 +128,7 @@ use std::sync::Arc;
 use regex::{RegexBuilder, RegexSet, RegexSetBuilder};
 use serde::{Deserialize, Serialize};
 
-pub(crate) use fields::{FieldText, FormFindings};
+pub(crate) use fields::FieldText;
 pub(crate) use tables::TableError;
 
 use crate::policy::detect::{Normalised, Splitting};
@@ -267,6 +267,7 @@ impl SecretFieldDetector {
     /// normalised "word word word" text of a property's name, title and
     /// description (not the message). `allow_names`: property names that are
     /// never flagged, compared after normalisation (`apiKey` = `api_key`).
+    #[cfg(test)]
     pub(crate) fn new(
         extra: &[(SecretKind, String)],
         allow_names: &[String],
@@ -297,11 +298,13 @@ impl SecretFieldDetector {
     }
 
     /// The shipped terms only.
+    #[cfg(test)]
     pub(crate) fn builtin() -> Result<Self, SecretPatternError> {
         Self::new(&[], &[])
     }
 
     /// Checks one form property by its name, title and description.
+    #[cfg(test)]
     pub(crate) fn check_field(
         &self,
         name: &str,
@@ -318,6 +321,7 @@ impl SecretFieldDetector {
 
     /// Checks a form's message: it triggers only when it asks for a secret
     /// (an asking verb near a secret term), not when it mentions one.
+    #[cfg(test)]
     pub(crate) fn check_message(&self, message: &str) -> Option<SecretMatch> {
         self.check_form("", Some(message), &[]).message
     }
