@@ -40,5 +40,6 @@ pub(crate) mod normalize;
 pub(crate) mod phrases;
 
 pub(crate) use lexicon::{common_words, Lexicon, Splitting};
-pub use normalize::{fold_value, Normalised, Word};
+pub use normalize::fold_value;
+pub(crate) use normalize::Normalised;
 pub(crate) use phrases::{parse_phrase, PhraseSet};

@@ -23,7 +23,7 @@ pub(super) mod shape {
 
 /// One word: a span of [`Normalised::text`] plus where it sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Word {
+pub(crate) struct Word {
     pub(crate) start: usize,
     pub(crate) end: usize,
     /// Sentence-like unit; context windows stay inside it.
@@ -37,7 +37,7 @@ pub struct Word {
 
 /// Lowercase words joined by single spaces, with their spans.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Normalised {
+pub(crate) struct Normalised {
     pub(crate) text: String,
     pub(crate) words: Vec<Word>,
 }

@@ -38,7 +38,7 @@ use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
 use crate::policy::intent::Intent;
 
 pub use content::{inspect_content, inspect_error, may_need_content, trace_content};
-pub use provenance::{is_gateway_key, may_carry_gateway_key, PROVENANCE_KEY};
+pub use provenance::{is_gateway_key, PROVENANCE_KEY};
 pub use task::{CheckedTask, TaskCarrier};
 pub use verdict::{markdown_table as verdict_table, Action, Rule, Verdict};
 pub use whole::list_members;
