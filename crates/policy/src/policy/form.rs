@@ -10,22 +10,22 @@ pub use crate::model::{printable_name, FieldKind, FormField, FormSchema, TextFor
 /// Why a schema is outside the allowed subset. `field` is the property name
 /// when the problem is inside one property.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SchemaProblem {
-    pub field: Option<String>,
-    pub message: String,
+pub(crate) struct SchemaProblem {
+    pub(crate) field: Option<String>,
+    pub(crate) message: String,
 }
 
 /// Size limits that apply while reading a schema.
 #[derive(Debug, Clone, Copy)]
-pub struct SchemaLimits {
-    pub max_properties: usize,
-    pub max_enum_options: usize,
-    pub max_string_max_length: u64,
+pub(crate) struct SchemaLimits {
+    pub(crate) max_properties: usize,
+    pub(crate) max_enum_options: usize,
+    pub(crate) max_string_max_length: u64,
 }
 
 /// A limit a schema went over: (limit name, field).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SchemaError {
+pub(crate) enum SchemaError {
     NotAllowed(SchemaProblem),
     Limit {
         limit: &'static str,
@@ -51,7 +51,10 @@ const TOP_KEYS: &[&str] = &[
 ];
 
 /// Check `schema` and reduce it to a [`FormSchema`].
-pub fn read_form_schema(schema: &Value, limits: &SchemaLimits) -> Result<FormSchema, SchemaError> {
+pub(crate) fn read_form_schema(
+    schema: &Value,
+    limits: &SchemaLimits,
+) -> Result<FormSchema, SchemaError> {
     let obj = schema
         .as_object()
         .ok_or_else(|| problem(None, "requestedSchema must be an object"))?;

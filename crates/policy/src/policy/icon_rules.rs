@@ -38,11 +38,11 @@ const SVG: &str = "image/svg+xml";
 #[derive(Debug, Clone)]
 pub struct IconPolicy {
     pub action: IconAction,
-    pub allow_svg: bool,
+    pub(crate) allow_svg: bool,
     /// The checks for an icon given by URL: the URL-mode flags (scheme,
     /// IP literals, local names, punycode, denied hosts) with the icons'
     /// own allowed hosts.
-    pub url: UrlPolicy,
+    pub(crate) url: UrlPolicy,
 }
 
 impl Default for IconPolicy {
@@ -72,7 +72,7 @@ pub enum IconRefusal {
 }
 
 impl IconRefusal {
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             IconRefusal::NotAnIcon => "not_an_icon",
             IconRefusal::Stripped => "icons_stripped",

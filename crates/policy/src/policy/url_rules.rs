@@ -47,29 +47,29 @@ use url::{Host, Url};
 use crate::model::Invisible;
 
 /// Default for [`UrlPolicy::max_url_bytes`].
-pub const DEFAULT_MAX_URL_BYTES: usize = 2048;
+pub(crate) const DEFAULT_MAX_URL_BYTES: usize = 2048;
 
 /// What URLs an upstream may send a person to. Parsed once from policy config.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UrlPolicy {
+pub(crate) struct UrlPolicy {
     /// `http://` allowed only for `localhost`, `127.0.0.0/8` and `[::1]` when
     /// true (these loopback literals are then allowed even when
     /// `allow_ip_literals` is false); otherwise `https://` only.
-    pub allow_http_localhost: bool,
+    pub(crate) allow_http_localhost: bool,
     /// IPv4/IPv6 literal hosts.
-    pub allow_ip_literals: bool,
+    pub(crate) allow_ip_literals: bool,
     /// Hosts with `xn--` labels or non-ASCII (IDN) labels. Even when allowed,
     /// labels that mix scripts or imitate ASCII names are refused.
-    pub allow_punycode: bool,
+    pub(crate) allow_punycode: bool,
     /// Empty means any host (subject to `denied_hosts`).
-    pub allowed_hosts: Vec<HostPattern>,
+    pub(crate) allowed_hosts: Vec<HostPattern>,
     /// Checked before `allowed_hosts`.
-    pub denied_hosts: Vec<HostPattern>,
+    pub(crate) denied_hosts: Vec<HostPattern>,
     /// Longest accepted URL, in bytes of its raw form.
-    pub max_url_bytes: usize,
+    pub(crate) max_url_bytes: usize,
     /// Names of the local machine or network (`localhost`, `printer`,
     /// `nas.local`, `git.corp.internal`).
-    pub allow_local_names: bool,
+    pub(crate) allow_local_names: bool,
 }
 
 impl Default for UrlPolicy {
@@ -81,12 +81,12 @@ impl Default for UrlPolicy {
 
 /// A URL that passed the policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckedUrl {
+pub(crate) struct CheckedUrl {
     /// ASCII (punycode) form, lowercased, without a trailing dot. IPv6 hosts are
     /// bracketed (`[::1]`).
-    pub host: String,
+    pub(crate) host: String,
     /// Unicode form for people (equal to `host` unless it is an allowed IDN).
-    pub display_host: String,
+    pub(crate) display_host: String,
 }
 
 /// Why a URL is refused. [`UrlRefusal::as_str`] values are a stable contract.
@@ -107,7 +107,8 @@ pub enum UrlRefusal {
 
 impl UrlRefusal {
     /// Every refusal, for documentation and exhaustive tests.
-    pub const ALL: [UrlRefusal; 11] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [UrlRefusal; 11] = [
         UrlRefusal::Unparseable,
         UrlRefusal::TooLong,
         UrlRefusal::SchemeNotAllowed,
@@ -122,7 +123,7 @@ impl UrlRefusal {
     ];
 
     /// Stable snake_case reason; add new ones, never rename.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             UrlRefusal::Unparseable => "unparseable",
             UrlRefusal::TooLong => "too_long",
@@ -139,7 +140,7 @@ impl UrlRefusal {
     }
 
     /// One sentence a person understands.
-    pub const fn explain(self) -> &'static str {
+    pub(crate) const fn explain(self) -> &'static str {
         match self {
             UrlRefusal::Unparseable => {
                 "The link is malformed, or written in a way that could look different from where it really leads."
@@ -180,7 +181,7 @@ impl fmt::Display for UrlRefusal {
 
 /// A bad host pattern in policy config.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UrlRuleError {
+pub(crate) enum UrlRuleError {
     #[error("host pattern is empty")]
     EmptyPattern,
     #[error("host pattern {0:?}: a wildcard is only allowed as a leading \"*.\" label, as in \"*.example.com\"")]
@@ -201,14 +202,14 @@ pub enum UrlRuleError {
 /// normalised form.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct HostPattern {
+pub(crate) struct HostPattern {
     /// Normalised text, including the `*.` prefix for wildcards.
     text: String,
     wildcard: bool,
 }
 
 impl HostPattern {
-    pub fn parse(s: &str) -> Result<HostPattern, UrlRuleError> {
+    pub(crate) fn parse(s: &str) -> Result<HostPattern, UrlRuleError> {
         if s.is_empty() {
             return Err(UrlRuleError::EmptyPattern);
         }
@@ -256,7 +257,7 @@ impl HostPattern {
 
     /// Whether `host` (ASCII/punycode form; case and one trailing dot ignored)
     /// matches. A non-ASCII `host` is converted to its ASCII form first.
-    pub fn matches(&self, host: &str) -> bool {
+    pub(crate) fn matches(&self, host: &str) -> bool {
         if !host.is_ascii() {
             return match Host::parse(host) {
                 Ok(Host::Domain(d)) => self.matches(&d),
@@ -277,12 +278,13 @@ impl HostPattern {
     }
 
     /// The normalised pattern, e.g. `"*.example.com"`.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// True for a `*.` pattern.
-    pub fn is_wildcard(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_wildcard(&self) -> bool {
         self.wildcard
     }
 }
@@ -316,7 +318,7 @@ impl fmt::Display for HostPattern {
 impl UrlPolicy {
     /// The `untrusted` preset: https only, no IP literals, no punycode, no host
     /// lists, [`DEFAULT_MAX_URL_BYTES`].
-    pub fn strict() -> UrlPolicy {
+    pub(crate) fn strict() -> UrlPolicy {
         UrlPolicy {
             allow_http_localhost: false,
             allow_ip_literals: false,
@@ -330,7 +332,7 @@ impl UrlPolicy {
 
     /// Check a URL an upstream wants a person to open. See the module docs for
     /// the order of checks.
-    pub fn check(&self, raw: &str) -> Result<CheckedUrl, UrlRefusal> {
+    pub(crate) fn check(&self, raw: &str) -> Result<CheckedUrl, UrlRefusal> {
         if raw.len() > self.max_url_bytes {
             return Err(UrlRefusal::TooLong);
         }

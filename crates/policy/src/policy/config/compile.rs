@@ -123,7 +123,6 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
     ))?;
     Ok(Policy {
         name: own.name.clone(),
-        description: own.raw.description.clone(),
         mode,
         limits,
         html,

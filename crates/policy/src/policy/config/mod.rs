@@ -20,7 +20,7 @@ use super::secrets::{SecretFieldDetector, SecretKind};
 use super::url_rules::{HostPattern, UrlPolicy};
 use crate::model::ConfigError;
 
-pub const PRESETS: &[(&str, &str)] = &[
+pub(crate) const PRESETS: &[(&str, &str)] = &[
     (
         "untrusted",
         include_str!("../../../policies/presets/untrusted.toml"),
@@ -47,35 +47,25 @@ pub enum Action {
     Allow,
 }
 
-impl Action {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Block => "block",
-            Action::Strip => "strip",
-            Action::Allow => "allow",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PolicyLimits {
-    pub max_result_bytes: usize,
-    pub max_request_state_bytes: usize,
-    pub max_input_requests: usize,
-    pub max_properties: usize,
-    pub max_enum_options: usize,
-    pub max_message_chars: usize,
-    pub max_title_chars: usize,
-    pub max_description_chars: usize,
+pub(crate) struct PolicyLimits {
+    pub(crate) max_result_bytes: usize,
+    pub(crate) max_request_state_bytes: usize,
+    pub(crate) max_input_requests: usize,
+    pub(crate) max_properties: usize,
+    pub(crate) max_enum_options: usize,
+    pub(crate) max_message_chars: usize,
+    pub(crate) max_title_chars: usize,
+    pub(crate) max_description_chars: usize,
     /// Text bytes read in one message, all its strings together.
-    pub max_text_bytes: usize,
-    pub max_string_max_length: u64,
+    pub(crate) max_text_bytes: usize,
+    pub(crate) max_string_max_length: u64,
 }
 
 /// What the injection rules do with data a server hands back (`[content]
 /// injection`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContentInjection {
+pub(crate) enum ContentInjection {
     /// Not scanned.
     Off,
     /// Scanned; what the rules find is recorded, nothing refused.
@@ -88,20 +78,20 @@ pub enum ContentInjection {
 /// `[content]`: the rules for data a server hands back (tool results,
 /// resource contents, errors; `policy::inspect::content`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContentPolicy {
-    pub injection: ContentInjection,
+pub(crate) struct ContentPolicy {
+    pub(crate) injection: ContentInjection,
     /// Links to hosts not allowed stay (images never do).
-    pub allow_links: bool,
+    pub(crate) allow_links: bool,
     /// Hosts images and links may point at besides the upstream's own
     /// (and its subdomains).
-    pub allowed_hosts: Vec<HostPattern>,
+    pub(crate) allowed_hosts: Vec<HostPattern>,
 }
 
 /// What a listed item (a tool, prompt, resource or template; a server's
 /// instructions) whose text works against the user gets (`[listing]
 /// on_violation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListingAction {
+pub(crate) enum ListingAction {
     /// The item is taken out of the list; the rest is delivered.
     Remove,
     /// The whole list is refused.
@@ -113,7 +103,7 @@ pub enum ListingAction {
 /// What a listed item that promotes itself or steers the model toward the
 /// server's own tools gets (`[listing] promotion`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PromotionAction {
+pub(crate) enum PromotionAction {
     Off,
     Flag,
     Remove,
@@ -122,10 +112,10 @@ pub enum PromotionAction {
 /// `[listing]`: what the gateway does with what a server lists
 /// (`policy::inspect::listing`), and the detector that reads it.
 #[derive(Debug, Clone, Copy)]
-pub struct ListingPolicy {
-    pub on_violation: ListingAction,
-    pub promotion: PromotionAction,
-    pub intent: &'static IntentDetector,
+pub(crate) struct ListingPolicy {
+    pub(crate) on_violation: ListingAction,
+    pub(crate) promotion: PromotionAction,
+    pub(crate) intent: &'static IntentDetector,
 }
 
 /// `[listing] on_change`: what becomes of a listed item whose definition
@@ -142,38 +132,27 @@ pub enum OnChange {
     Allow,
 }
 
-impl OnChange {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnChange::Remove => "remove",
-            OnChange::Flag => "flag",
-            OnChange::Allow => "allow",
-        }
-    }
-}
-
 /// A compiled policy: everything the inspector needs, no strings to re-read.
 pub struct Policy {
     pub name: String,
-    pub description: Option<String>,
     pub mode: Mode,
-    pub limits: PolicyLimits,
-    pub html: HtmlMode,
-    pub secret_fields: Action,
-    pub secrets: SecretFieldDetector,
-    pub url_mode: Action,
-    pub url: UrlPolicy,
+    pub(crate) limits: PolicyLimits,
+    pub(crate) html: HtmlMode,
+    pub(crate) secret_fields: Action,
+    pub(crate) secrets: SecretFieldDetector,
+    pub(crate) url_mode: Action,
+    pub(crate) url: UrlPolicy,
     pub icons: IconPolicy,
-    pub sampling: Action,
-    pub roots: Action,
-    pub sampling_include_context: Action,
+    pub(crate) sampling: Action,
+    pub(crate) roots: Action,
+    pub(crate) sampling_include_context: Action,
     /// The most tokens a sampling request may ask for.
-    pub sampling_max_tokens: u64,
+    pub(crate) sampling_max_tokens: u64,
     /// The most messages a sampling request may carry.
-    pub sampling_max_messages: usize,
-    pub injection: InjectionRules,
-    pub content: ContentPolicy,
-    pub listing: ListingPolicy,
+    pub(crate) sampling_max_messages: usize,
+    pub(crate) injection: InjectionRules,
+    pub(crate) content: ContentPolicy,
+    pub(crate) listing: ListingPolicy,
     /// Every sealed state of an upstream under this policy is answered once.
     pub single_use: bool,
     /// `[listing] on_change`: a changed definition of a listed item.

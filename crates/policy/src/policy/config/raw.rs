@@ -7,6 +7,8 @@ use super::*;
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPolicy {
     pub(super) extends: Option<Spanned<String>>,
+    // A note for people reading the file: accepted, never read by the gateway.
+    #[allow(dead_code)]
     pub(super) description: Option<String>,
     pub(super) mode: Option<Spanned<String>>,
     #[serde(default)]

@@ -25,7 +25,7 @@ use super::normalize::{shape, Normalised, Word};
 
 /// The ordinary words every detector's lexicon knows (`data/detect/words.txt`),
 /// normalised: what decides that `keyboard` or `spinner` stays one word.
-pub fn common_words() -> impl Iterator<Item = String> {
+pub(crate) fn common_words() -> impl Iterator<Item = String> {
     include_str!("../../../data/detect/words.txt")
         .lines()
         .map(str::trim)
@@ -37,7 +37,7 @@ pub fn common_words() -> impl Iterator<Item = String> {
 /// joined terms are common (`newpin`); in prose only long joined terms are
 /// split, so `company` or `patient` are never looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Splitting {
+pub(crate) enum Splitting {
     Names,
     Text,
 }
@@ -45,7 +45,7 @@ pub enum Splitting {
 /// A word list could not be compiled (a bug in shipped data or a policy file).
 #[derive(Debug, thiserror::Error)]
 #[error("word list does not compile: {0}")]
-pub struct LexiconError(String);
+pub(crate) struct LexiconError(String);
 
 /// Joined terms shorter than this are split in names only.
 const TEXT_GLUED_MIN_CHARS: usize = 5;
@@ -64,7 +64,7 @@ struct Glued {
 
 /// Built once per detector configuration.
 #[derive(Debug, Clone)]
-pub struct Lexicon {
+pub(crate) struct Lexicon {
     known: HashSet<Box<str>>,
     terms: HashSet<Box<str>>,
     glued: Option<AhoCorasick>,
@@ -85,7 +85,7 @@ impl Lexicon {
     /// [`Normalised::plain`]); `terms`: the words that make up secret terms;
     /// `glued`: each multi-word term written as one word, and whether it is
     /// unmistakable enough to follow an unknown prefix.
-    pub fn new(
+    pub(crate) fn new(
         known: impl IntoIterator<Item = String>,
         terms: impl IntoIterator<Item = String>,
         glued: impl IntoIterator<Item = (String, bool)>,
@@ -141,17 +141,17 @@ impl Lexicon {
         })
     }
 
-    pub fn knows(&self, word: &str) -> bool {
+    pub(crate) fn knows(&self, word: &str) -> bool {
         self.known.contains(word)
     }
 
-    pub fn is_term_word(&self, word: &str) -> bool {
+    pub(crate) fn is_term_word(&self, word: &str) -> bool {
         self.terms.contains(word)
     }
 
     /// Replaces the words the lexicon does not know by their readings.
     /// Allocates nothing when every word stays as it is.
-    pub fn refine(&self, n: Normalised, splitting: Splitting) -> Normalised {
+    pub(crate) fn refine(&self, n: Normalised, splitting: Splitting) -> Normalised {
         let glued = self.glued_words(&n, splitting);
         let mut changed: Vec<(usize, Reading)> = Vec::new();
         for (i, w) in n.words.iter().enumerate() {

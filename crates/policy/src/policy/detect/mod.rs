@@ -35,10 +35,11 @@
 //!    A reading is taken only when it yields a known word, so ordinary words
 //!    (`keyboard`, `spinner`, `2fa`) stay as they are.
 
-pub mod lexicon;
-pub mod normalize;
-pub mod phrases;
+pub(crate) mod lexicon;
+pub(crate) mod normalize;
+pub(crate) mod phrases;
 
-pub use lexicon::{common_words, Lexicon, Splitting};
-pub use normalize::{fold_value, Normalised, Word};
-pub use phrases::{parse_phrase, ParsedPhrase, PhraseError, PhraseHit, PhraseSet};
+pub(crate) use lexicon::{common_words, Lexicon, Splitting};
+pub use normalize::fold_value;
+pub(crate) use normalize::Normalised;
+pub(crate) use phrases::{parse_phrase, PhraseSet};

@@ -14,38 +14,38 @@ use crate::model::Invisible;
 /// What a word is made of; decides which readings the lexicon tries.
 pub(super) mod shape {
     /// A run of Han, kana or Hangul characters (no spaces inside).
-    pub const CJK: u8 = 1;
+    pub(crate) const CJK: u8 = 1;
     /// Has a non-ASCII letter (a look-alike may hide an ASCII word).
-    pub const NON_ASCII: u8 = 2;
+    pub(crate) const NON_ASCII: u8 = 2;
     /// Mixes letters with digits or `$ @ ! |` (`p4ssw0rd`, `pa$$word`).
-    pub const LEET: u8 = 4;
+    pub(crate) const LEET: u8 = 4;
 }
 
 /// One word: a span of [`Normalised::text`] plus where it sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Word {
-    pub start: usize,
-    pub end: usize,
+pub(crate) struct Word {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
     /// Sentence-like unit; context windows stay inside it.
-    pub clause: u32,
+    pub(crate) clause: u32,
     /// Comma-delimited part of a clause; negation stays inside it.
-    pub phrase: u32,
+    pub(crate) phrase: u32,
     /// Written in capitals in the source (`PIN`), a hint for acronyms.
-    pub caps: bool,
+    pub(crate) caps: bool,
     pub(super) shape: u8,
 }
 
 /// Lowercase words joined by single spaces, with their spans.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Normalised {
-    pub text: String,
-    pub words: Vec<Word>,
+pub(crate) struct Normalised {
+    pub(crate) text: String,
+    pub(crate) words: Vec<Word>,
 }
 
 impl Normalised {
     /// Character-level normalisation only (no lexicon): used for word lists
     /// and wherever the same spelling rules must apply to both sides.
-    pub fn plain(input: &str) -> Self {
+    pub(crate) fn plain(input: &str) -> Self {
         if input.is_ascii() {
             split(input)
         } else {
@@ -55,48 +55,42 @@ impl Normalised {
 
     /// Full normalisation: characters, then the lexicon's readings of words
     /// it does not know.
-    pub fn new(input: &str, lexicon: &Lexicon, splitting: Splitting) -> Self {
+    pub(crate) fn new(input: &str, lexicon: &Lexicon, splitting: Splitting) -> Self {
         lexicon.refine(Self::plain(input), splitting)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.words.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
 
-    pub fn word(&self, i: usize) -> &str {
+    pub(crate) fn word(&self, i: usize) -> &str {
         self.words
             .get(i)
             .and_then(|w| self.text.get(w.start..w.end))
             .unwrap_or("")
     }
 
-    pub fn same_clause(&self, a: usize, b: usize) -> bool {
+    pub(crate) fn same_clause(&self, a: usize, b: usize) -> bool {
         match (self.words.get(a), self.words.get(b)) {
             (Some(x), Some(y)) => x.clause == y.clause,
             _ => false,
         }
     }
 
-    pub fn same_phrase(&self, a: usize, b: usize) -> bool {
+    pub(crate) fn same_phrase(&self, a: usize, b: usize) -> bool {
         match (self.words.get(a), self.words.get(b)) {
             (Some(x), Some(y)) => x.phrase == y.phrase,
             _ => false,
         }
     }
 
-    /// The previous word, if it is in the same clause.
-    pub fn prev(&self, i: usize) -> Option<&str> {
-        let p = i.checked_sub(1)?;
-        self.same_clause(p, i).then(|| self.word(p))
-    }
-
     /// Word indices of the clause around `i`, if it has at most `max` words.
     /// Looks at no more than `max` words on either side.
-    pub fn short_clause(&self, i: usize, max: usize) -> Option<std::ops::Range<usize>> {
+    pub(crate) fn short_clause(&self, i: usize, max: usize) -> Option<std::ops::Range<usize>> {
         let mut start = i;
         while start > 0 && self.same_clause(start - 1, i) {
             start -= 1;
@@ -115,12 +109,12 @@ impl Normalised {
     }
 
     /// The word that starts exactly at byte `offset` of [`Self::text`].
-    pub fn word_starting_at(&self, offset: usize) -> Option<usize> {
+    pub(crate) fn word_starting_at(&self, offset: usize) -> Option<usize> {
         self.words.binary_search_by_key(&offset, |w| w.start).ok()
     }
 
     /// The word that contains byte `offset` of [`Self::text`].
-    pub fn word_containing(&self, offset: usize) -> Option<usize> {
+    pub(crate) fn word_containing(&self, offset: usize) -> Option<usize> {
         let i = self
             .words
             .partition_point(|w| w.start <= offset)

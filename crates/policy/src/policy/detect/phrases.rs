@@ -21,7 +21,7 @@ use super::normalize::Normalised;
 
 /// A phrase in a word list that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PhraseError {
+pub(crate) enum PhraseError {
     #[error("phrase {0:?} has no words")]
     Empty(String),
     #[error("phrase {0:?} has an unbalanced {{…}} group")]
@@ -47,25 +47,25 @@ struct Pattern<T> {
 
 /// A found phrase: word indices `start..end` (a leading number included).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PhraseHit<'a, T> {
-    pub start: usize,
-    pub end: usize,
-    pub value: &'a T,
+pub(crate) struct PhraseHit<'a, T> {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) value: &'a T,
 }
 
 /// One variant of a word-list phrase, normalised.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedPhrase {
+pub(crate) struct ParsedPhrase {
     /// Normalised words joined by single spaces.
-    pub text: String,
+    pub(crate) text: String,
     /// The last word may continue.
-    pub stem: bool,
+    pub(crate) stem: bool,
     /// A number comes first.
-    pub number_lead: bool,
+    pub(crate) number_lead: bool,
 }
 
 /// Every variant of a raw phrase (alternatives expanded), normalised.
-pub fn parse_phrase(raw: &str) -> Result<Vec<ParsedPhrase>, PhraseError> {
+pub(crate) fn parse_phrase(raw: &str) -> Result<Vec<ParsedPhrase>, PhraseError> {
     expand(raw)?
         .iter()
         .map(|v| {
@@ -80,7 +80,7 @@ pub fn parse_phrase(raw: &str) -> Result<Vec<ParsedPhrase>, PhraseError> {
 
 /// Compiled phrases with a value each.
 #[derive(Debug, Clone)]
-pub struct PhraseSet<T> {
+pub(crate) struct PhraseSet<T> {
     ac: Option<AhoCorasick>,
     patterns: Vec<Pattern<T>>,
     /// Phrases given more than once (kept: the first).
@@ -92,7 +92,9 @@ pub struct PhraseSet<T> {
 
 impl<T: Clone> PhraseSet<T> {
     /// Phrases given twice keep their first value (see [`Self::duplicates`]).
-    pub fn new<'s>(entries: impl IntoIterator<Item = (&'s str, T)>) -> Result<Self, PhraseError> {
+    pub(crate) fn new<'s>(
+        entries: impl IntoIterator<Item = (&'s str, T)>,
+    ) -> Result<Self, PhraseError> {
         let mut duplicates = Vec::new();
         let mut set = Self::merged(entries, |_, _, variant| duplicates.push(variant.to_owned()))?;
         set.duplicates = duplicates;
@@ -101,7 +103,7 @@ impl<T: Clone> PhraseSet<T> {
 
     /// Phrases given twice are one pattern; `merge(kept, again, variant)`
     /// combines their values.
-    pub fn merged<'s>(
+    pub(crate) fn merged<'s>(
         entries: impl IntoIterator<Item = (&'s str, T)>,
         merge: impl FnMut(&mut T, T, &str),
     ) -> Result<Self, PhraseError> {
@@ -111,7 +113,7 @@ impl<T: Clone> PhraseSet<T> {
     /// Like [`Self::merged`]; only phrases whose value `required` accepts
     /// give anchors to [`Self::may_match`] (a match that needs two kinds of
     /// phrase, a verb and an object, needs an object).
-    pub fn build<'s>(
+    pub(crate) fn build<'s>(
         entries: impl IntoIterator<Item = (&'s str, T)>,
         mut merge: impl FnMut(&mut T, T, &str),
         required: impl Fn(&T) -> bool,
@@ -175,23 +177,22 @@ impl<T: Clone> PhraseSet<T> {
 
 impl<T> PhraseSet<T> {
     /// Heap bytes of the automaton.
-    pub fn memory_usage(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn memory_usage(&self) -> usize {
         [&self.ac, &self.anchors]
             .iter()
             .map(|a| a.as_ref().map_or(0, |a| a.memory_usage()))
             .sum()
     }
 
-    pub fn duplicates(&self) -> &[String] {
+    #[cfg(test)]
+    pub(crate) fn duplicates(&self) -> &[String] {
         &self.duplicates
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.patterns.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
     }
 
     /// Could any phrase be found in `raw` once it is normalised? A quick,
@@ -200,7 +201,7 @@ impl<T> PhraseSet<T> {
     /// digit or `$ @ ! |` next to a letter (`p4ssw0rd`) and no word spelled
     /// out letter by letter (`S-Y-S`). Normalising such text only lowercases
     /// and splits it, so every word it yields is a piece of the raw text.
-    pub fn may_match(&self, raw: &str) -> bool {
+    pub(crate) fn may_match(&self, raw: &str) -> bool {
         if !raw.is_ascii() || disguised(raw.as_bytes()) {
             return true;
         }
@@ -209,7 +210,7 @@ impl<T> PhraseSet<T> {
 
     /// Appends every phrase found in `n` to `out`, in text order.
     /// `is_number` says whether a word is a number (`6`, `six`).
-    pub fn find<'a>(
+    pub(crate) fn find<'a>(
         &'a self,
         n: &Normalised,
         is_number: impl Fn(&str) -> bool,

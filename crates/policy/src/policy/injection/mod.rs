@@ -55,30 +55,20 @@ use std::sync::Arc;
 
 use regex::{Regex, RegexSet};
 
-pub use words::VocabularyError;
+pub(crate) use words::VocabularyError;
 
 /// The injection vocabularies by language (code, TOML text), which the
 /// intent detector reads too.
-pub fn injection_languages() -> [(&'static str, &'static str); 12] {
+pub(crate) fn injection_languages() -> [(&'static str, &'static str); 12] {
     words::LANGS
 }
 use words::WordEngine;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleAction {
+pub(crate) enum RuleAction {
     Block,
     Flag,
     Off,
-}
-
-impl RuleAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleAction::Block => "block",
-            RuleAction::Flag => "flag",
-            RuleAction::Off => "off",
-        }
-    }
 }
 
 /// Built-in rules that do not apply to a URL-mode message: sending the
@@ -88,7 +78,7 @@ const NOT_FOR_URL_MODE: &[&str] = &["paste_credentials"];
 
 /// Where the scanned text is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextContext {
+pub(crate) enum TextContext {
     /// Form text and sampling messages.
     Form,
     /// The message of a URL-mode elicitation.
@@ -127,7 +117,7 @@ impl EntryMasks {
 
 impl TextContext {
     /// What a server lists or says about itself (not a form).
-    pub fn is_listing(self) -> bool {
+    pub(crate) fn is_listing(self) -> bool {
         self == TextContext::Listing
     }
 }
@@ -147,16 +137,16 @@ enum Matcher {
 
 /// One compiled rule.
 #[derive(Debug, Clone)]
-pub struct InjectionRule {
-    pub name: String,
-    pub action: RuleAction,
+pub(crate) struct InjectionRule {
+    pub(crate) name: String,
+    pub(crate) action: RuleAction,
     matcher: Matcher,
     url_mode: bool,
 }
 
 /// The rules, regexes or vocabularies that cannot be compiled.
 #[derive(Debug, thiserror::Error)]
-pub enum InjectionError {
+pub(crate) enum InjectionError {
     #[error(transparent)]
     Regex(#[from] regex::Error),
     #[error(transparent)]
@@ -165,7 +155,7 @@ pub enum InjectionError {
 
 impl InjectionRule {
     /// An operator rule: a regex over the text as shown.
-    pub fn new(name: &str, pattern: &str, action: RuleAction) -> Result<Self, regex::Error> {
+    pub(crate) fn new(name: &str, pattern: &str, action: RuleAction) -> Result<Self, regex::Error> {
         Ok(InjectionRule {
             name: name.to_owned(),
             action,
@@ -175,7 +165,7 @@ impl InjectionRule {
     }
 
     /// The operator's regex (`None` for a built-in rule).
-    pub fn pattern(&self) -> Option<&str> {
+    pub(crate) fn pattern(&self) -> Option<&str> {
         match &self.matcher {
             Matcher::Regex(r) => Some(r.as_str()),
             Matcher::Builtin { .. } => None,
@@ -196,7 +186,7 @@ impl InjectionRule {
 
 /// The names of the built-in word lists (verbs and objects of the built-in
 /// rules), which a policy may extend.
-pub fn word_lists() -> Result<Vec<String>, InjectionError> {
+pub(crate) fn word_lists() -> Result<Vec<String>, InjectionError> {
     let mut names: Vec<String> = Vec::new();
     for raw in words::raw_rules()? {
         for list in [Some(raw.verbs), Some(raw.objects), raw.near]
@@ -212,7 +202,7 @@ pub fn word_lists() -> Result<Vec<String>, InjectionError> {
 }
 
 /// The built-in rules (one per name), all with `action`.
-pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, InjectionError> {
+pub(crate) fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, InjectionError> {
     let mut rules: Vec<InjectionRule> = Vec::new();
     for (i, raw) in words::raw_rules()?.into_iter().enumerate() {
         let patterns = raw
@@ -250,7 +240,7 @@ pub fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, Injection
 /// normalisation and one Aho-Corasick pass, the regexes as one `RegexSet`;
 /// only on a hit are the individual rules named.
 #[derive(Debug, Clone)]
-pub struct InjectionRules {
+pub(crate) struct InjectionRules {
     rules: Vec<InjectionRule>,
     set: RegexSet,
     /// The rule of each regex in `set`.
@@ -265,21 +255,22 @@ pub struct InjectionRules {
 
 /// A rule that matched, by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InjectionHit {
-    pub rule: String,
-    pub action: RuleAction,
+pub(crate) struct InjectionHit {
+    pub(crate) rule: String,
+    pub(crate) action: RuleAction,
 }
 
 impl InjectionRules {
     /// Compiles `rules` (rules that are `off` are dropped) with the shipped
     /// vocabularies.
-    pub fn new(rules: Vec<InjectionRule>) -> Result<Self, InjectionError> {
+    #[cfg(test)]
+    pub(crate) fn new(rules: Vec<InjectionRule>) -> Result<Self, InjectionError> {
         Self::with_words(rules, &[])
     }
 
     /// Like [`Self::new`], with extra (list name, phrase) pairs for the
     /// built-in word lists (`disclose`, `host_context`, …).
-    pub fn with_words(
+    pub(crate) fn with_words(
         rules: Vec<InjectionRule>,
         extra: &[(String, String)],
     ) -> Result<Self, InjectionError> {
@@ -319,10 +310,6 @@ impl InjectionRules {
         })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
-    }
-
     /// Whether any rule could match a string of the message whose raw
     /// JSON is `raw`: `false` only when scanning each of its strings, in
     /// any context, would find nothing. Anything but plain ASCII and any
@@ -333,7 +320,7 @@ impl InjectionRules {
     /// whatever they would find in one string — unless a regex is anchored
     /// to the start or end of the text, which makes the answer `true`.
     /// Member names are not read (no rule reads them).
-    pub fn may_match_json(&self, raw: &str) -> bool {
+    pub(crate) fn may_match_json(&self, raw: &str) -> bool {
         if self.rules.is_empty() {
             return false;
         }
@@ -348,12 +335,13 @@ impl InjectionRules {
     }
 
     /// The rules that match `text`, blocking ones first.
-    pub fn scan(&self, text: &str) -> Vec<InjectionHit> {
+    #[cfg(test)]
+    pub(crate) fn scan(&self, text: &str) -> Vec<InjectionHit> {
         self.scan_in(text, TextContext::Form)
     }
 
     /// The rules that match `text` shown in `context`, blocking ones first.
-    pub fn scan_in(&self, text: &str, context: TextContext) -> Vec<InjectionHit> {
+    pub(crate) fn scan_in(&self, text: &str, context: TextContext) -> Vec<InjectionHit> {
         if self.rules.is_empty() {
             return Vec::new();
         }

@@ -37,9 +37,9 @@ const NEGATION_AFTER_REACH: usize = 3;
 /// Shipped or policy vocabulary that cannot be used.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("injection vocabulary ({file}): {message}")]
-pub struct VocabularyError {
-    pub file: String,
-    pub message: String,
+pub(crate) struct VocabularyError {
+    pub(crate) file: String,
+    pub(crate) message: String,
 }
 
 fn err(file: &str, message: impl ToString) -> VocabularyError {
@@ -58,27 +58,27 @@ struct RulesFile {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRule {
-    pub name: String,
-    pub verbs: String,
-    pub objects: String,
+    pub(crate) name: String,
+    pub(crate) verbs: String,
+    pub(crate) objects: String,
     /// A third list, one of whose phrases must be in the verb's clause
     /// too ("… into the notes **argument**").
     #[serde(default)]
-    pub near: Option<String>,
+    pub(crate) near: Option<String>,
     window: usize,
     #[serde(default = "yes")]
-    pub url_mode: bool,
+    pub(crate) url_mode: bool,
     /// Whether the words apply to data a server hands back (a tool's
     /// output describes: "Execute a shell command" there is not a
     /// request). The patterns always apply.
     #[serde(default = "yes")]
-    pub data: bool,
+    pub(crate) data: bool,
     #[serde(default)]
-    pub patterns: Vec<String>,
+    pub(crate) patterns: Vec<String>,
     /// Whether the patterns apply to data a server hands back (they do
     /// unless this says otherwise; `data` is about the words).
     #[serde(default = "yes")]
-    pub data_patterns: bool,
+    pub(crate) data_patterns: bool,
 }
 
 fn yes() -> bool {
@@ -158,7 +158,7 @@ struct Listed {
 
 impl WordEngine {
     /// The shipped vocabularies plus `extra` (list name, phrase) pairs.
-    pub fn build(extra: &[(String, String)]) -> Result<Self, VocabularyError> {
+    pub(crate) fn build(extra: &[(String, String)]) -> Result<Self, VocabularyError> {
         let raw = raw_rules()?;
         let mut names: Vec<String> = Vec::new();
         let mut index = |name: &str| match names.iter().position(|n| n == name) {
@@ -203,12 +203,12 @@ impl WordEngine {
 
     /// Whether [`Self::matches`] could find anything in `text` (the
     /// conservative raw-text test it starts with).
-    pub fn may_match(&self, text: &str) -> bool {
+    pub(crate) fn may_match(&self, text: &str) -> bool {
         self.phrases.may_match(text)
     }
 
     /// The rule entries (bit per entry of `rules.toml`) that match `text`.
-    pub fn matches(&self, text: &str) -> u64 {
+    pub(crate) fn matches(&self, text: &str) -> u64 {
         if !self.phrases.may_match(text) {
             return 0;
         }

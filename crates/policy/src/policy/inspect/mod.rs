@@ -38,8 +38,7 @@ use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
 use crate::policy::intent::Intent;
 
 pub use content::{inspect_content, inspect_error, may_need_content, trace_content};
-pub use provenance::{is_gateway_key, may_carry_gateway_key, PROVENANCE_KEY};
-pub use server_info::SERVER_INFO_KEY;
+pub use provenance::{is_gateway_key, PROVENANCE_KEY};
 pub use task::{CheckedTask, TaskCarrier};
 pub use verdict::{markdown_table as verdict_table, Action, Rule, Verdict};
 pub use whole::list_members;
@@ -147,8 +146,10 @@ pub fn inspect_notification(
 /// Inspect the text of a list result (tools, prompts, resources, resource
 /// templates), already strictly parsed, in place; `items` names its list
 /// member. On success, whether the text changed (only when enforcing) and
-/// the value must be re-encoded.
-pub fn inspect_listing(
+/// the value must be re-encoded. The gateway inspects a list whole
+/// ([`inspect_whole_result`]); the tests reach the list rules alone here.
+#[cfg(test)]
+pub(crate) fn inspect_listing(
     policy: &Policy,
     subject: &Subject<'_>,
     items: &str,
@@ -185,25 +186,15 @@ pub fn trace_whole_result(
 }
 
 /// Inspect the server identity under the `_meta` of any other result,
-/// already strictly parsed, in place: whether it changed.
-pub fn inspect_result_meta(
+/// already strictly parsed, in place: whether it changed. The gateway
+/// reads it with the result's content ([`inspect_content`]); tests only.
+#[cfg(test)]
+pub(crate) fn inspect_result_meta(
     policy: &Policy,
     subject: &Subject<'_>,
     result: &mut Value,
 ) -> (Result<bool, Refusal>, Report) {
     Run::new(policy, subject).result_meta(result)
-}
-
-/// [`inspect_listing`], with every check that ran in [`Report::trace`].
-pub fn trace_listing(
-    policy: &Policy,
-    subject: &Subject<'_>,
-    items: &str,
-    result: &mut Value,
-) -> (Result<bool, Refusal>, Report) {
-    let mut run = Run::traced(policy, subject);
-    let outcome = run.listing(items, result);
-    (outcome, run.report)
 }
 
 /// [`inspect_result`], with every check that ran in [`Report::trace`].
@@ -248,12 +239,12 @@ pub(crate) type Checked<T> = Result<T, Refusal>;
 /// What one string, listed item, icon or schema member or element costs of
 /// `max_text_bytes` besides its text: reading an empty string costs about
 /// what reading 16 bytes of text does.
-pub const COST_PER_THING: usize = 16;
+pub(crate) const COST_PER_THING: usize = 16;
 
 pub(crate) struct Run<'a> {
-    pub policy: &'a Policy,
-    pub subject: &'a Subject<'a>,
-    pub report: Report,
+    pub(crate) policy: &'a Policy,
+    pub(crate) subject: &'a Subject<'a>,
+    pub(crate) report: Report,
     /// Record passes too (`trace_*`); off on the request path, where a
     /// pass costs one branch.
     tracing: bool,
@@ -342,6 +333,7 @@ impl<'a> Run<'a> {
     }
 
     /// A result's `_meta` server identity, cleaned in place: whether it changed.
+    #[cfg(test)]
     fn result_meta(mut self, result: &mut Value) -> (Checked<bool>, Report) {
         let outcome = self
             .check_meta_server_info(result)
@@ -350,6 +342,7 @@ impl<'a> Run<'a> {
     }
 
     /// A list's text, cleaned in place: whether it changed.
+    #[cfg(test)]
     fn listing(&mut self, items: &str, result: &mut Value) -> Checked<bool> {
         self.strip_namespace(result);
         self.check_listing(items, result)?;

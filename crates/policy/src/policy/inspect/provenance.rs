@@ -78,7 +78,7 @@ static PORTCULLIS: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new("(?i-u)
 /// Whether raw JSON may hold a key [`is_gateway_key`] would find: `false`
 /// only when it is plain ASCII without a `\u` escape and without
 /// `portcullis` in any case, since such a key holds that word as written.
-pub fn may_carry_gateway_key(raw: &[u8]) -> bool {
+pub(crate) fn may_carry_gateway_key(raw: &[u8]) -> bool {
     !raw.is_ascii()
         || memchr::memmem::find(raw, b"\\u").is_some()
         || PORTCULLIS.as_ref().is_none_or(|re| re.is_match(raw))

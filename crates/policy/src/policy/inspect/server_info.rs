@@ -22,10 +22,10 @@ use crate::policy::intent::Place;
 use crate::policy::sanitize::is_unsafe_machine_value;
 
 /// The longest server name the gateway passes.
-pub const MAX_SERVER_NAME_BYTES: usize = 256;
+pub(crate) const MAX_SERVER_NAME_BYTES: usize = 256;
 
 /// Where a 2026-07-28 result carries the server's identity.
-pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 
 impl Run<'_> {
     /// An `Implementation` object: cleaned in place.

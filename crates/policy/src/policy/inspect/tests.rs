@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use super::server_info::SERVER_INFO_KEY;
 use super::*;
 use crate::policy::config::PolicySet;
 

@@ -21,7 +21,7 @@ macro_rules! name_table {
         }
 
         impl $ty {
-            pub const ALL: &'static [$ty] = &[$( $ty::$variant, )*];
+            pub(crate) const ALL: &'static [$ty] = &[$( $ty::$variant, )*];
 
             /// The stable name: in the audit trail, the metrics' labels,
             /// the provenance and `explain`.
@@ -30,11 +30,12 @@ macro_rules! name_table {
             }
 
             /// What it means (the README's list).
-            pub const fn what(self) -> &'static str {
+            pub(crate) const fn what(self) -> &'static str {
                 match self { $( $ty::$variant => $what, )* }
             }
 
-            pub fn parse(s: &str) -> Option<$ty> {
+            #[cfg(test)]
+            pub(crate) fn parse(s: &str) -> Option<$ty> {
                 match s { $( $name => Some($ty::$variant), )* _ => None }
             }
         }
@@ -91,7 +92,7 @@ name_table! {
 impl Action {
     /// Whether the message delivered differs from the upstream's because
     /// of it (text made safe, an icon removed).
-    pub const fn rewrites(self) -> bool {
+    pub(crate) const fn rewrites(self) -> bool {
         matches!(self, Action::Sanitize | Action::Remove)
     }
 }
@@ -124,7 +125,7 @@ pub struct Verdict {
 impl Verdict {
     /// Whether the message delivered differs from the upstream's because
     /// of it (text made safe, an icon removed).
-    pub fn rewrites(&self) -> bool {
+    pub(crate) fn rewrites(&self) -> bool {
         self.action.rewrites()
     }
 }

@@ -43,37 +43,37 @@ static TOOL_AFTER: LazyLock<Regex> = LazyLock::new(|| {
 /// One concept (or several) found in one reading of one text.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Hit {
-    pub concepts: Concepts,
+    pub(crate) concepts: Concepts,
     /// Which reading of which text of the item (hits combine within one).
-    pub unit: u32,
-    pub clause: u32,
+    pub(crate) unit: u32,
+    pub(crate) clause: u32,
 }
 
 /// The concepts of one item.
 #[derive(Debug, Default)]
 pub(super) struct Evidence {
-    pub hits: Vec<Hit>,
+    pub(crate) hits: Vec<Hit>,
     /// Every concept found anywhere in the item.
-    pub all: Concepts,
+    pub(crate) all: Concepts,
     /// Indices (into the list) of the items whose names this item's prose
     /// mentions.
-    pub mentions: Vec<usize>,
+    pub(crate) mentions: Vec<usize>,
 }
 
 /// What the whole list declares: its items' names and parameter names.
 pub(super) struct ListContext {
     /// Lowercased names the list declares (tools, prompts, resources).
-    pub own: HashSet<String>,
+    pub(crate) own: HashSet<String>,
     /// Lowercased parameter and argument names of every item.
-    pub params: HashSet<String>,
+    pub(crate) params: HashSet<String>,
     /// The items' names (at least three characters), one automaton.
-    pub names: Option<aho_corasick::AhoCorasick>,
+    pub(crate) names: Option<aho_corasick::AhoCorasick>,
     /// The item of each pattern of `names`.
-    pub name_items: Vec<usize>,
+    pub(crate) name_items: Vec<usize>,
 }
 
 impl ListContext {
-    pub fn new(own_names: &[&str], items: &[Vec<Listed<'_>>]) -> Self {
+    pub(crate) fn new(own_names: &[&str], items: &[Vec<Listed<'_>>]) -> Self {
         let mut patterns = Vec::new();
         let mut name_items = Vec::new();
         for (i, item) in items.iter().enumerate() {
@@ -107,7 +107,7 @@ impl ListContext {
 }
 
 impl Evidence {
-    pub fn gather(vocab: &Vocab, item: &[Listed<'_>], ctx: &ListContext, me: usize) -> Self {
+    pub(crate) fn gather(vocab: &Vocab, item: &[Listed<'_>], ctx: &ListContext, me: usize) -> Self {
         let own_args: Vec<String> = item
             .iter()
             .filter(|l| matches!(l.place, Place::PropertyName | Place::ArgumentName))
@@ -219,7 +219,7 @@ impl Evidence {
 
     /// Does `rule` fire on this item? Every group needs a hit in the same
     /// reading within `scope` clauses of a hit of the first group.
-    pub fn fires(&self, rule: &Rule) -> bool {
+    pub(crate) fn fires(&self, rule: &Rule) -> bool {
         if rule.item_any != 0 && self.all & rule.item_any == 0 {
             return false;
         }
@@ -249,7 +249,12 @@ impl Evidence {
     /// `continuation`: the concepts of an item that points the model at
     /// another's text ("follow the notes of …", "continued in …"); without
     /// one, two items naming each other are two descriptions, not one text.
-    pub fn fires_split(&self, other: &Evidence, rule: &Rule, continuation: Concepts) -> bool {
+    pub(crate) fn fires_split(
+        &self,
+        other: &Evidence,
+        rule: &Rule,
+        continuation: Concepts,
+    ) -> bool {
         if self.all & continuation == 0 {
             return false;
         }

@@ -45,6 +45,7 @@
 mod evidence;
 mod read;
 mod vocab;
+#[cfg(test)]
 mod walk;
 
 #[cfg(test)]
@@ -59,18 +60,17 @@ use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use evidence::{Evidence, ListContext};
-pub use vocab::IntentError;
+pub(crate) use vocab::IntentError;
 use vocab::Vocab;
-pub use walk::listed_strings;
 
 /// Items whose evidence is kept.
-pub const ITEM_CACHE: usize = 16_384;
+pub(crate) const ITEM_CACHE: usize = 16_384;
 /// Lists whose findings are kept.
-pub const LIST_CACHE: usize = 256;
+pub(crate) const LIST_CACHE: usize = 256;
 
 /// Where a listed text sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Place {
+pub(crate) enum Place {
     Name,
     Title,
     Description,
@@ -87,9 +87,9 @@ pub enum Place {
 
 /// One string of an item and where it sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Listed<'a> {
-    pub place: Place,
-    pub text: &'a str,
+pub(crate) struct Listed<'a> {
+    pub(crate) place: Place,
+    pub(crate) text: &'a str,
 }
 
 /// What a listed text asks the model to do.
@@ -105,7 +105,7 @@ pub enum Intent {
 }
 
 impl Intent {
-    pub const ALL: [Intent; 7] = [
+    pub(crate) const ALL: [Intent; 7] = [
         Intent::ReadPrivateData,
         Intent::SendElsewhere,
         Intent::RedirectTools,
@@ -128,27 +128,27 @@ impl Intent {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Intent> {
+    pub(crate) fn from_name(name: &str) -> Option<Intent> {
         Intent::ALL.into_iter().find(|i| i.as_str() == name)
     }
 
     /// Whether the intent works against the person (all but steering toward
     /// the server's own tools, which is flagged, not removed).
-    pub fn works_against_user(self) -> bool {
+    pub(crate) fn works_against_user(self) -> bool {
         self != Intent::SelfPromotion
     }
 }
 
 /// One verdict on one item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Finding {
-    pub intent: Intent,
+pub(crate) struct Finding {
+    pub(crate) intent: Intent,
     /// Which evidence fired (a rule's stable cue; never the text).
-    pub cue: &'static str,
+    pub(crate) cue: &'static str,
 }
 
 /// Built once from the shipped data; see the module documentation.
-pub struct IntentDetector {
+pub(crate) struct IntentDetector {
     vocab: Vocab,
     /// Keyed: an upstream cannot make two texts share an entry.
     hasher: RandomState,
@@ -173,11 +173,11 @@ static BUILTIN: LazyLock<Result<IntentDetector, IntentError>> = LazyLock::new(In
 impl IntentDetector {
     /// The detector of the shipped data, built on first use. An error is a
     /// bug in `data/intent/` (a test builds it).
-    pub fn builtin() -> Result<&'static IntentDetector, IntentError> {
+    pub(crate) fn builtin() -> Result<&'static IntentDetector, IntentError> {
         BUILTIN.as_ref().map_err(Clone::clone)
     }
 
-    pub fn new() -> Result<Self, IntentError> {
+    pub(crate) fn new() -> Result<Self, IntentError> {
         let vocab = Vocab::build()?;
         let split_rules = vocab
             .rules
@@ -200,7 +200,11 @@ impl IntentDetector {
     /// One call per list: `items[i]` is every string of item i with where
     /// it sits; `own_names` the names the same list declares. Returns the
     /// findings of each item (same order), one per intent.
-    pub fn judge_list(&self, items: &[Vec<Listed<'_>>], own_names: &[&str]) -> Vec<Vec<Finding>> {
+    pub(crate) fn judge_list(
+        &self,
+        items: &[Vec<Listed<'_>>],
+        own_names: &[&str],
+    ) -> Vec<Vec<Finding>> {
         // What an item's evidence depends on besides its own texts: the
         // names and parameters the list declares.
         let mut h = self.hasher.build_hasher();

@@ -78,9 +78,9 @@ pub(super) const COMPUTED: &[&str] = &[
 /// Shipped vocabulary that cannot be used (a bug in `data/`).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("intent vocabulary ({file}): {message}")]
-pub struct IntentError {
-    pub file: String,
-    pub message: String,
+pub(crate) struct IntentError {
+    pub(crate) file: String,
+    pub(crate) message: String,
 }
 
 fn err(file: &str, message: impl ToString) -> IntentError {
@@ -152,39 +152,39 @@ pub(super) type Concepts = u64;
 /// One rule, compiled.
 #[derive(Debug, Clone)]
 pub(super) struct Rule {
-    pub intent: Intent,
-    pub cue: &'static str,
-    pub all: Vec<Concepts>,
-    pub scope: Option<u32>,
-    pub item_any: Concepts,
+    pub(crate) intent: Intent,
+    pub(crate) cue: &'static str,
+    pub(crate) all: Vec<Concepts>,
+    pub(crate) scope: Option<u32>,
+    pub(crate) item_any: Concepts,
     /// May fire on two items read together (one names the other).
-    pub split: bool,
+    pub(crate) split: bool,
 }
 
 /// Everything the detector reads with.
 #[derive(Debug)]
 pub(super) struct Vocab {
-    pub lexicon: Lexicon,
-    pub phrases: PhraseSet<Concepts>,
+    pub(crate) lexicon: Lexicon,
+    pub(crate) phrases: PhraseSet<Concepts>,
     /// Each regex concept: its patterns as one regex.
-    pub patterns: Vec<(Concepts, Regex)>,
-    pub negations: HashSet<Box<str>>,
-    pub rules: Vec<Rule>,
-    pub negatable: Concepts,
-    pub quotable: Concepts,
-    pub names: Vec<String>,
+    pub(crate) patterns: Vec<(Concepts, Regex)>,
+    pub(crate) negations: HashSet<Box<str>>,
+    pub(crate) rules: Vec<Rule>,
+    pub(crate) negatable: Concepts,
+    pub(crate) quotable: Concepts,
+    pub(crate) names: Vec<String>,
 }
 
 impl Vocab {
     /// The bit of a concept name (known after [`Vocab::build`]).
-    pub fn bit(&self, name: &str) -> Concepts {
+    pub(crate) fn bit(&self, name: &str) -> Concepts {
         self.names
             .iter()
             .position(|n| n == name)
             .map_or(0, |i| 1 << i)
     }
 
-    pub fn build() -> Result<Self, IntentError> {
+    pub(crate) fn build() -> Result<Self, IntentError> {
         let mut names: Vec<String> = COMPUTED.iter().map(|s| s.to_string()).collect();
         let mut index = |name: &str| -> Result<Concepts, IntentError> {
             let i = match names.iter().position(|n| n == name) {

@@ -1,6 +1,6 @@
 //! Every string of one listed item (a tool, prompt, resource, template, or
-//! an `initialize` result) with where it sits: what
-//! [`super::IntentDetector::judge_list`] reads.
+//! an `initialize` result) with where it sits, for the detector's tests and
+//! corpora. The gateway reads a list with `inspect/listing.rs` instead.
 
 use serde_json::Value;
 
@@ -69,7 +69,7 @@ const SCHEMA_KEYWORDS: &[&str] = &[
 ];
 
 /// The strings of one item, in document order.
-pub fn listed_strings(item: &Value) -> Vec<Listed<'_>> {
+pub(crate) fn listed_strings(item: &Value) -> Vec<Listed<'_>> {
     let mut out = Vec::new();
     let Some(obj) = item.as_object() else {
         if let Some(s) = item.as_str() {

@@ -37,20 +37,20 @@ use super::unicode::{classify_char, clean_invisible, Keep};
 use super::{Findings, Sanitized, TextFinding};
 
 /// How data is cleaned: which hosts its images and links may point at.
-pub struct DataPolicy<'a> {
+pub(crate) struct DataPolicy<'a> {
     /// Whether the text is read for markup at all: `false` for data no
     /// renderer reads as markdown or HTML (a resource whose `mimeType` says
     /// it is code, JSON, plain text), where only characters are cleaned.
-    pub markup: bool,
+    pub(crate) markup: bool,
     /// Links (not images) to any host stay.
-    pub allow_links: bool,
+    pub(crate) allow_links: bool,
     /// Whether a host (lowercase ASCII, no port) may be loaded or linked.
-    pub allowed_host: &'a dyn Fn(&str) -> bool,
+    pub(crate) allowed_host: &'a dyn Fn(&str) -> bool,
 }
 
 impl DataPolicy<'_> {
     /// Cleans one string of data. See the module documentation.
-    pub fn clean<'t>(&self, input: &'t str) -> Sanitized<'t> {
+    pub(crate) fn clean<'t>(&self, input: &'t str) -> Sanitized<'t> {
         let mut findings = Findings::default();
         let visible = visible_text(input, &mut findings);
         let marked = match self.markup {
@@ -78,7 +78,7 @@ impl DataPolicy<'_> {
 /// other than `\n` and `\t`, a character of the invisible table, or the
 /// markup a link or an element needs (`](`, `]:`, `<`). The clean path of
 /// [`DataPolicy::clean`] is this one scan.
-pub fn data_needs_work(s: &str) -> bool {
+pub(crate) fn data_needs_work(s: &str) -> bool {
     let bytes = s.as_bytes();
     for (i, &b) in bytes.iter().enumerate() {
         match b {

@@ -226,12 +226,12 @@ pub(super) fn markdown<'a>(s: &'a str, mode: HtmlMode, findings: &mut Findings) 
 
 /// An image or link CommonMark reads, while its children are read.
 pub(super) struct OpenLink {
-    pub whole: Range<usize>,
-    pub label: Option<Range<usize>>,
-    pub dest: String,
-    pub image: bool,
+    pub(crate) whole: Range<usize>,
+    pub(crate) label: Option<Range<usize>>,
+    pub(crate) dest: String,
+    pub(crate) image: bool,
     /// `<https://…>`: handled before this step, by its own rule.
-    pub autolink: bool,
+    pub(crate) autolink: bool,
 }
 
 impl OpenLink {

@@ -122,7 +122,7 @@ mod markdown;
 mod test_support;
 mod unicode;
 
-pub use data::{data_needs_work, DataPolicy};
+pub(crate) use data::{data_needs_work, DataPolicy};
 use html::{
     has_forbidden_attr_url, lt_is_active, neutralize, pre_escape, relax, strip_html_to_text,
     SAFE_HTML,
@@ -150,7 +150,8 @@ pub enum HtmlMode {
 
 impl HtmlMode {
     /// The config spelling: `"strip"` or `"safe_subset"`.
-    pub fn as_str(self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             HtmlMode::Strip => "strip",
             HtmlMode::SafeSubset => "safe_subset",
@@ -159,7 +160,7 @@ impl HtmlMode {
 }
 
 /// The visible marker appended to a truncated string (24 chars).
-pub const TRUNCATION_MARKER: &str = "… [truncated by gateway]";
+pub(crate) const TRUNCATION_MARKER: &str = "… [truncated by gateway]";
 const MARKER_CHARS: usize = 24;
 
 /// How human-facing text is cleaned.
@@ -189,7 +190,7 @@ pub enum TextFinding {
 
 impl TextFinding {
     /// Every finding, in the order used in [`Sanitized::findings`].
-    pub const ALL: [TextFinding; 9] = [
+    pub(crate) const ALL: [TextFinding; 9] = [
         TextFinding::Html,
         TextFinding::DangerousLink,
         TextFinding::AnsiEscape,
@@ -201,7 +202,7 @@ impl TextFinding {
         TextFinding::ExternalLink,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TextFinding::Html => "html",
             TextFinding::DangerousLink => "dangerous_link",
@@ -361,7 +362,7 @@ pub fn is_unsafe_machine_value(value: &str) -> bool {
 /// and a joiner that joins nothing ([`crate::model::is_joining`]). Markup,
 /// entities, links and length stay exactly as the server wrote them: a
 /// description that says `<select>` or `&timestamp=` means it.
-pub fn strip_invisible(input: &str) -> Sanitized<'_> {
+pub(crate) fn strip_invisible(input: &str) -> Sanitized<'_> {
     let mut findings = Findings::default();
     let keep = Keep {
         joiners: true,
@@ -376,7 +377,7 @@ pub fn strip_invisible(input: &str) -> Sanitized<'_> {
 
 /// Control, bidi, zero-width, tag or other characters a person does not
 /// see as written.
-pub fn has_hidden_characters(value: &str) -> bool {
+pub(crate) fn has_hidden_characters(value: &str) -> bool {
     value
         .chars()
         .any(|c| c.is_control() || classify_char(c).is_some())

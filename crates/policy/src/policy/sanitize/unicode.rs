@@ -35,13 +35,13 @@ pub(super) fn unicode_clean<'a>(s: &'a str, findings: &mut Findings) -> Cow<'a, 
 pub(super) struct Keep {
     /// A joiner between letters or symbols of a script that needs it
     /// ([`is_joining`]).
-    pub joiners: bool,
+    pub(crate) joiners: bool,
     /// `\r\n` as written (a lone `\r` still becomes `\n`).
-    pub crlf: bool,
+    pub(crate) crlf: bool,
 }
 
 impl Keep {
-    pub const NOTHING: Keep = Keep {
+    pub(crate) const NOTHING: Keep = Keep {
         joiners: false,
         crlf: false,
     };

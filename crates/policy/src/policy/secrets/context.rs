@@ -45,20 +45,20 @@ const NEUTRAL: u32 = flag::NUMBER | flag::NEUTRAL | DET | flag::ASK;
 /// A term found at word indices `start..end`.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Hit {
-    pub start: usize,
-    pub end: usize,
-    pub kind: SecretKind,
-    pub guard: Guard,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) kind: SecretKind,
+    pub(crate) guard: Guard,
 }
 
 /// One text, normalised, with the terms found in it.
 #[derive(Debug)]
 pub(super) struct Scan {
-    pub n: Normalised,
+    pub(crate) n: Normalised,
     /// The longest term at each start, in text order.
     hits: Vec<Hit>,
     /// A payment card is named.
-    pub card: bool,
+    pub(crate) card: bool,
     /// Context flags per word (only computed when there is a term).
     flags: Vec<u32>,
 }
@@ -66,7 +66,7 @@ pub(super) struct Scan {
 impl Scan {
     /// `text` normalised and searched, unless the raw text cannot hold any
     /// term (the cheap test of [`crate::policy::detect::PhraseSet::may_match`]).
-    pub fn new(t: &Tables, text: &str, splitting: Splitting) -> Self {
+    pub(crate) fn new(t: &Tables, text: &str, splitting: Splitting) -> Self {
         if !t.phrases.may_match(text) {
             return Scan {
                 n: Normalised::default(),
@@ -79,11 +79,11 @@ impl Scan {
     }
 
     /// `text` normalised and searched (operator regexes need its words).
-    pub fn full(t: &Tables, text: &str, splitting: Splitting) -> Self {
+    pub(crate) fn full(t: &Tables, text: &str, splitting: Splitting) -> Self {
         Self::of(t, Normalised::new(text, &t.lexicon, splitting))
     }
 
-    pub fn of(t: &Tables, n: Normalised) -> Self {
+    pub(crate) fn of(t: &Tables, n: Normalised) -> Self {
         let mut found = Vec::new();
         t.phrases.find(&n, |w| t.is_number(w), &mut found);
         // A card is named by a card word or by any card-number term, even a
@@ -130,12 +130,12 @@ impl Scan {
     /// The first term that asks for its secret, left to right. A rejected
     /// term does not hide a shorter one inside it. `card`: a payment card is
     /// named elsewhere in the field or request.
-    pub fn find(&self, mode: Mode, card: bool) -> Option<SecretKind> {
+    pub(crate) fn find(&self, mode: Mode, card: bool) -> Option<SecretKind> {
         self.find_where(mode, card, |_| true)
     }
 
     /// Like [`Self::find`], only for terms that `keep` accepts.
-    pub fn find_where(
+    pub(crate) fn find_where(
         &self,
         mode: Mode,
         card: bool,

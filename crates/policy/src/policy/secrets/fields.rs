@@ -12,29 +12,29 @@ use crate::policy::detect::{Normalised, Splitting};
 
 /// The human-facing text of one form property.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FieldText<'a> {
+pub(crate) struct FieldText<'a> {
     /// The property name (the JSON key).
-    pub name: &'a str,
-    pub title: Option<&'a str>,
-    pub description: Option<&'a str>,
+    pub(crate) name: &'a str,
+    pub(crate) title: Option<&'a str>,
+    pub(crate) description: Option<&'a str>,
     /// A string `default` of a free-entry field (shown pre-filled).
-    pub default: Option<&'a str>,
+    pub(crate) default: Option<&'a str>,
     /// String `examples`.
-    pub examples: Vec<&'a str>,
+    pub(crate) examples: Vec<&'a str>,
     /// Option labels: `oneOf`/`anyOf` titles, `enumNames`.
-    pub options: Vec<&'a str>,
+    pub(crate) options: Vec<&'a str>,
     /// A field a person types into (text of any format, or a number). A
     /// choice or a boolean cannot carry a secret; only its option labels
     /// are read (they may ask for a secret elsewhere).
-    pub typed: bool,
+    pub(crate) typed: bool,
     /// Typed, and not an email address or a date: only such a field can
     /// carry a secret the request's key names.
-    pub entry: bool,
+    pub(crate) entry: bool,
 }
 
 impl<'a> FieldText<'a> {
     /// A free-entry field known only by its name.
-    pub fn named(name: &'a str) -> Self {
+    pub(crate) fn named(name: &'a str) -> Self {
         FieldText {
             name,
             typed: true,
@@ -45,7 +45,7 @@ impl<'a> FieldText<'a> {
 
     /// Everything a person reads for the property `name` with schema `prop`
     /// (one pass over its members).
-    pub fn of_property(name: &'a str, prop: &'a Value) -> Self {
+    pub(crate) fn of_property(name: &'a str, prop: &'a Value) -> Self {
         let mut f = FieldText {
             name,
             ..FieldText::default()
@@ -106,11 +106,11 @@ fn collect_labels<'a>(key: &str, value: &'a Value, out: &mut Vec<&'a str>) {
 
 /// What [`SecretFieldDetector::check_form`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FormFindings {
+pub(crate) struct FormFindings {
     /// The request's message asks for a secret.
-    pub message: Option<SecretMatch>,
+    pub(crate) message: Option<SecretMatch>,
     /// Per field, in the order given.
-    pub fields: Vec<Option<SecretMatch>>,
+    pub(crate) fields: Vec<Option<SecretMatch>>,
 }
 
 /// The request's key and its scan, made on first use.
@@ -166,7 +166,7 @@ impl SecretFieldDetector {
     /// Checks a form: the message (it must *ask*), then every field over all
     /// the text a person reads for it; the request's `key` counts for fields
     /// whose own name says nothing (`value`, `input`, `code`).
-    pub fn check_form(
+    pub(crate) fn check_form(
         &self,
         key: &str,
         message: Option<&str>,

@@ -128,15 +128,15 @@ use std::sync::Arc;
 use regex::{RegexBuilder, RegexSet, RegexSetBuilder};
 use serde::{Deserialize, Serialize};
 
-pub use fields::{FieldText, FormFindings};
-pub use tables::TableError;
+pub(crate) use fields::FieldText;
+pub(crate) use tables::TableError;
 
 use crate::policy::detect::{Normalised, Splitting};
 
 /// The kind of secret a field asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SecretKind {
+pub(crate) enum SecretKind {
     Password,
     ApiKey,
     AccessToken,
@@ -155,7 +155,7 @@ pub enum SecretKind {
 
 impl SecretKind {
     /// Every kind, in declaration order.
-    pub const ALL: [SecretKind; 14] = [
+    pub(crate) const ALL: [SecretKind; 14] = [
         SecretKind::Password,
         SecretKind::ApiKey,
         SecretKind::AccessToken,
@@ -173,7 +173,7 @@ impl SecretKind {
     ];
 
     /// Stable snake_case name, used in refusal reasons, logs and metrics.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SecretKind::Password => "password",
             SecretKind::ApiKey => "api_key",
@@ -193,14 +193,14 @@ impl SecretKind {
     }
 
     /// The kind with this [`Self::as_str`] name.
-    pub fn from_name(name: &str) -> Option<SecretKind> {
+    pub(crate) fn from_name(name: &str) -> Option<SecretKind> {
         SecretKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 }
 
 /// Where the secret-asking wording was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SecretSource {
+pub(crate) enum SecretSource {
     Name,
     Title,
     Description,
@@ -218,7 +218,7 @@ pub enum SecretSource {
 
 impl SecretSource {
     /// Stable lowercase name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SecretSource::Name => "name",
             SecretSource::Title => "title",
@@ -236,14 +236,14 @@ impl SecretSource {
 
 /// A field or message that asks for a secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SecretMatch {
-    pub kind: SecretKind,
-    pub source: SecretSource,
+pub(crate) struct SecretMatch {
+    pub(crate) kind: SecretKind,
+    pub(crate) source: SecretSource,
 }
 
 /// Operator (or shipped) detection settings that cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum SecretPatternError {
+pub(crate) enum SecretPatternError {
     #[error("bad pattern {pattern:?}: {message}")]
     BadPattern { pattern: String, message: String },
     #[error(transparent)]
@@ -252,7 +252,7 @@ pub enum SecretPatternError {
 
 /// Built once from policy configuration (never on the hot path).
 #[derive(Debug, Clone)]
-pub struct SecretFieldDetector {
+pub(crate) struct SecretFieldDetector {
     tables: Arc<tables::Tables>,
     /// Operator patterns, one set, with the kind of each pattern by index.
     extra: Option<(RegexSet, Vec<SecretKind>)>,
@@ -267,7 +267,8 @@ impl SecretFieldDetector {
     /// normalised "word word word" text of a property's name, title and
     /// description (not the message). `allow_names`: property names that are
     /// never flagged, compared after normalisation (`apiKey` = `api_key`).
-    pub fn new(
+    #[cfg(test)]
+    pub(crate) fn new(
         extra: &[(SecretKind, String)],
         allow_names: &[String],
     ) -> Result<Self, SecretPatternError> {
@@ -276,7 +277,7 @@ impl SecretFieldDetector {
 
     /// Like [`Self::new`], with extra terms per kind (phrases in the syntax
     /// of the shipped term files, counted as unambiguous).
-    pub fn with_terms(
+    pub(crate) fn with_terms(
         extra: &[(SecretKind, String)],
         extra_terms: &[(SecretKind, String)],
         allow_names: &[String],
@@ -297,12 +298,14 @@ impl SecretFieldDetector {
     }
 
     /// The shipped terms only.
-    pub fn builtin() -> Result<Self, SecretPatternError> {
+    #[cfg(test)]
+    pub(crate) fn builtin() -> Result<Self, SecretPatternError> {
         Self::new(&[], &[])
     }
 
     /// Checks one form property by its name, title and description.
-    pub fn check_field(
+    #[cfg(test)]
+    pub(crate) fn check_field(
         &self,
         name: &str,
         title: Option<&str>,
@@ -318,7 +321,8 @@ impl SecretFieldDetector {
 
     /// Checks a form's message: it triggers only when it asks for a secret
     /// (an asking verb near a secret term), not when it mentions one.
-    pub fn check_message(&self, message: &str) -> Option<SecretMatch> {
+    #[cfg(test)]
+    pub(crate) fn check_message(&self, message: &str) -> Option<SecretMatch> {
         self.check_form("", Some(message), &[]).message
     }
 

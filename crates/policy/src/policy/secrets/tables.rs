@@ -65,36 +65,36 @@ pub(super) enum Entry {
 
 /// Context flags of a word (one lookup answers every list).
 pub(super) mod flag {
-    pub const METADATA: u32 = 1;
-    pub const NAME_FLAG: u32 = 1 << 1;
-    pub const PREV_BLOCK: u32 = 1 << 2;
-    pub const FUNCTION: u32 = 1 << 3;
-    pub const POSSESSIVE: u32 = 1 << 4;
-    pub const DETERMINER: u32 = 1 << 5;
-    pub const DEFINITE: u32 = 1 << 6;
-    pub const NEGATION: u32 = 1 << 7;
-    pub const NEGATION_AFTER: u32 = 1 << 8;
-    pub const ASK: u32 = 1 << 9;
-    pub const QUESTION: u32 = 1 << 10;
-    pub const COPULA: u32 = 1 << 11;
-    pub const NEUTRAL: u32 = 1 << 12;
-    pub const TOKEN_LEAD_BLOCK: u32 = 1 << 13;
-    pub const SECRET_NOUN_NEXT: u32 = 1 << 14;
-    pub const OF_SKIPPABLE: u32 = 1 << 15;
-    pub const OF_WORD: u32 = 1 << 16;
-    pub const NUMBER: u32 = 1 << 17;
-    pub const CARD: u32 = 1 << 18;
-    pub const EXPIRY_OWNER: u32 = 1 << 19;
-    pub const GENERIC_FIELD: u32 = 1 << 20;
-    pub const DESCRIBED_NUMBER: u32 = 1 << 21;
-    pub const DESCRIBED_CODE: u32 = 1 << 22;
-    pub const DESCRIBED_WORDS: u32 = 1 << 23;
-    pub const SENT: u32 = 1 << 24;
-    pub const ATM: u32 = 1 << 25;
-    pub const BACK: u32 = 1 << 26;
-    pub const WALLET: u32 = 1 << 27;
-    pub const LOGIN: u32 = 1 << 28;
-    pub const DESCRIBED_OWNER: u32 = 1 << 29;
+    pub(crate) const METADATA: u32 = 1;
+    pub(crate) const NAME_FLAG: u32 = 1 << 1;
+    pub(crate) const PREV_BLOCK: u32 = 1 << 2;
+    pub(crate) const FUNCTION: u32 = 1 << 3;
+    pub(crate) const POSSESSIVE: u32 = 1 << 4;
+    pub(crate) const DETERMINER: u32 = 1 << 5;
+    pub(crate) const DEFINITE: u32 = 1 << 6;
+    pub(crate) const NEGATION: u32 = 1 << 7;
+    pub(crate) const NEGATION_AFTER: u32 = 1 << 8;
+    pub(crate) const ASK: u32 = 1 << 9;
+    pub(crate) const QUESTION: u32 = 1 << 10;
+    pub(crate) const COPULA: u32 = 1 << 11;
+    pub(crate) const NEUTRAL: u32 = 1 << 12;
+    pub(crate) const TOKEN_LEAD_BLOCK: u32 = 1 << 13;
+    pub(crate) const SECRET_NOUN_NEXT: u32 = 1 << 14;
+    pub(crate) const OF_SKIPPABLE: u32 = 1 << 15;
+    pub(crate) const OF_WORD: u32 = 1 << 16;
+    pub(crate) const NUMBER: u32 = 1 << 17;
+    pub(crate) const CARD: u32 = 1 << 18;
+    pub(crate) const EXPIRY_OWNER: u32 = 1 << 19;
+    pub(crate) const GENERIC_FIELD: u32 = 1 << 20;
+    pub(crate) const DESCRIBED_NUMBER: u32 = 1 << 21;
+    pub(crate) const DESCRIBED_CODE: u32 = 1 << 22;
+    pub(crate) const DESCRIBED_WORDS: u32 = 1 << 23;
+    pub(crate) const SENT: u32 = 1 << 24;
+    pub(crate) const ATM: u32 = 1 << 25;
+    pub(crate) const BACK: u32 = 1 << 26;
+    pub(crate) const WALLET: u32 = 1 << 27;
+    pub(crate) const LOGIN: u32 = 1 << 28;
+    pub(crate) const DESCRIBED_OWNER: u32 = 1 << 29;
 }
 
 /// The lists of `context.toml`, by field name, with their flag.
@@ -143,7 +143,7 @@ const PHRASE_LISTS: [(&str, Entry); 4] = [
 
 /// Shipped or policy data that does not compile.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum TableError {
+pub(crate) enum TableError {
     #[error("secret terms ({file}): {message}")]
     Data { file: String, message: String },
 }
@@ -158,13 +158,13 @@ fn data_err(file: &str, message: impl ToString) -> TableError {
 /// Everything the detector needs, built once per configuration.
 #[derive(Debug)]
 pub(super) struct Tables {
-    pub phrases: PhraseSet<Entry>,
-    pub lexicon: Lexicon,
+    pub(crate) phrases: PhraseSet<Entry>,
+    pub(crate) lexicon: Lexicon,
     words: HashMap<Box<str>, u32>,
 }
 
 impl Tables {
-    pub fn flags(&self, word: &str) -> u32 {
+    pub(crate) fn flags(&self, word: &str) -> u32 {
         let own = self.words.get(word).copied().unwrap_or(0);
         if own & flag::NUMBER == 0 && !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit()) {
             own | flag::NUMBER
@@ -173,7 +173,7 @@ impl Tables {
         }
     }
 
-    pub fn is_number(&self, word: &str) -> bool {
+    pub(crate) fn is_number(&self, word: &str) -> bool {
         self.flags(word) & flag::NUMBER != 0
     }
 }

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use super::super::provenance::may_carry_gateway_key;
 use super::super::tests::{all_caps, custom, policy, subject};
 use super::super::*;
 use crate::json;
