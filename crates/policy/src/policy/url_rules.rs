@@ -438,7 +438,7 @@ impl UrlPolicy {
 fn local_names() -> &'static [HostPattern] {
     static NAMES: std::sync::OnceLock<Vec<HostPattern>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
-        include_str!("../../policies/data/local-network-names.txt")
+        include_str!("../../../../policies/data/local-network-names.txt")
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with('#'))

@@ -23,11 +23,11 @@ use crate::model::ConfigError;
 pub(crate) const PRESETS: &[(&str, &str)] = &[
     (
         "untrusted",
-        include_str!("../../../policies/presets/untrusted.toml"),
+        include_str!("../../../../../policies/presets/untrusted.toml"),
     ),
     (
         "trusted",
-        include_str!("../../../policies/presets/trusted.toml"),
+        include_str!("../../../../../policies/presets/trusted.toml"),
     ),
 ];
 
@@ -367,7 +367,7 @@ mod tests {
 
     #[test]
     fn the_shipped_policies_directory_loads() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies");
         let set = PolicySet::load(Some(&dir)).unwrap();
         assert!(set.names().len() > 2, "{:?}", set.names());
     }

@@ -26,7 +26,7 @@ use super::normalize::{shape, Normalised, Word};
 /// The ordinary words every detector's lexicon knows (`data/detect/words.txt`),
 /// normalised: what decides that `keyboard` or `spinner` stays one word.
 pub(crate) fn common_words() -> impl Iterator<Item = String> {
-    include_str!("../../../data/detect/words.txt")
+    data_file!("detect/words.txt")
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))

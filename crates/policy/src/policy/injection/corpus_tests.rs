@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::{builtin_rules, InjectionRules, RuleAction, TextContext};
 
-const HOSTILE: &str = include_str!("../../../data/injection/corpus/hostile.toml");
-const BENIGN: &str = include_str!("../../../data/injection/corpus/benign.toml");
+const HOSTILE: &str = data_file!("injection/corpus/hostile.toml");
+const BENIGN: &str = data_file!("injection/corpus/benign.toml");
 
 /// Hostile cases caught, per rule and per class, at least this share.
 const MIN_CAUGHT: f64 = 0.95;

@@ -10,22 +10,22 @@ use crate::policy::detect::{
     common_words, parse_phrase, Lexicon, Normalised, PhraseSet, Splitting,
 };
 
-const RULES: &str = include_str!("../../../data/injection/rules.toml");
+const RULES: &str = data_file!("injection/rules.toml");
 /// The vocabularies by language (`data/injection/lang/`), shared with the
 /// intent detector.
 pub(crate) const LANGS: [(&str, &str); 12] = [
-    ("en", include_str!("../../../data/injection/lang/en.toml")),
-    ("de", include_str!("../../../data/injection/lang/de.toml")),
-    ("fr", include_str!("../../../data/injection/lang/fr.toml")),
-    ("es", include_str!("../../../data/injection/lang/es.toml")),
-    ("pt", include_str!("../../../data/injection/lang/pt.toml")),
-    ("it", include_str!("../../../data/injection/lang/it.toml")),
-    ("nl", include_str!("../../../data/injection/lang/nl.toml")),
-    ("pl", include_str!("../../../data/injection/lang/pl.toml")),
-    ("ru", include_str!("../../../data/injection/lang/ru.toml")),
-    ("ja", include_str!("../../../data/injection/lang/ja.toml")),
-    ("zh", include_str!("../../../data/injection/lang/zh.toml")),
-    ("ko", include_str!("../../../data/injection/lang/ko.toml")),
+    ("en", data_file!("injection/lang/en.toml")),
+    ("de", data_file!("injection/lang/de.toml")),
+    ("fr", data_file!("injection/lang/fr.toml")),
+    ("es", data_file!("injection/lang/es.toml")),
+    ("pt", data_file!("injection/lang/pt.toml")),
+    ("it", data_file!("injection/lang/it.toml")),
+    ("nl", data_file!("injection/lang/nl.toml")),
+    ("pl", data_file!("injection/lang/pl.toml")),
+    ("ru", data_file!("injection/lang/ru.toml")),
+    ("ja", data_file!("injection/lang/ja.toml")),
+    ("zh", data_file!("injection/lang/zh.toml")),
+    ("ko", data_file!("injection/lang/ko.toml")),
 ];
 
 /// How far before a verb a negation cancels it ("don't paste …", "we will

@@ -28,7 +28,10 @@ struct Cases {
 }
 
 fn load() -> Vec<(Case, Value)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/attacks/cases.toml");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/attacks/cases.toml"
+    );
     let text = std::fs::read_to_string(path).expect("tests/attacks/cases.toml is ours");
     let cases: Cases = toml::from_str(&text).expect("cases.toml parses");
     cases

@@ -11,31 +11,31 @@ use super::Intent;
 use crate::policy::detect::{common_words, parse_phrase, Lexicon, PhraseSet};
 use crate::policy::injection::injection_languages;
 
-const RULES: &str = include_str!("../../../data/intent/rules.toml");
-const PATTERNS: &str = include_str!("../../../data/intent/patterns.toml");
+const RULES: &str = data_file!("intent/rules.toml");
+const PATTERNS: &str = data_file!("intent/patterns.toml");
 
 /// The languages of `data/intent/lang/`.
 const LANGS: [(&str, &str); 20] = [
-    ("en", include_str!("../../../data/intent/lang/en.toml")),
-    ("de", include_str!("../../../data/intent/lang/de.toml")),
-    ("fr", include_str!("../../../data/intent/lang/fr.toml")),
-    ("es", include_str!("../../../data/intent/lang/es.toml")),
-    ("pt", include_str!("../../../data/intent/lang/pt.toml")),
-    ("it", include_str!("../../../data/intent/lang/it.toml")),
-    ("nl", include_str!("../../../data/intent/lang/nl.toml")),
-    ("pl", include_str!("../../../data/intent/lang/pl.toml")),
-    ("ru", include_str!("../../../data/intent/lang/ru.toml")),
-    ("ja", include_str!("../../../data/intent/lang/ja.toml")),
-    ("zh", include_str!("../../../data/intent/lang/zh.toml")),
-    ("ko", include_str!("../../../data/intent/lang/ko.toml")),
-    ("tr", include_str!("../../../data/intent/lang/tr.toml")),
-    ("uk", include_str!("../../../data/intent/lang/uk.toml")),
-    ("hi", include_str!("../../../data/intent/lang/hi.toml")),
-    ("ar", include_str!("../../../data/intent/lang/ar.toml")),
-    ("id", include_str!("../../../data/intent/lang/id.toml")),
-    ("vi", include_str!("../../../data/intent/lang/vi.toml")),
-    ("sv", include_str!("../../../data/intent/lang/sv.toml")),
-    ("fa", include_str!("../../../data/intent/lang/fa.toml")),
+    ("en", data_file!("intent/lang/en.toml")),
+    ("de", data_file!("intent/lang/de.toml")),
+    ("fr", data_file!("intent/lang/fr.toml")),
+    ("es", data_file!("intent/lang/es.toml")),
+    ("pt", data_file!("intent/lang/pt.toml")),
+    ("it", data_file!("intent/lang/it.toml")),
+    ("nl", data_file!("intent/lang/nl.toml")),
+    ("pl", data_file!("intent/lang/pl.toml")),
+    ("ru", data_file!("intent/lang/ru.toml")),
+    ("ja", data_file!("intent/lang/ja.toml")),
+    ("zh", data_file!("intent/lang/zh.toml")),
+    ("ko", data_file!("intent/lang/ko.toml")),
+    ("tr", data_file!("intent/lang/tr.toml")),
+    ("uk", data_file!("intent/lang/uk.toml")),
+    ("hi", data_file!("intent/lang/hi.toml")),
+    ("ar", data_file!("intent/lang/ar.toml")),
+    ("id", data_file!("intent/lang/id.toml")),
+    ("vi", data_file!("intent/lang/vi.toml")),
+    ("sv", data_file!("intent/lang/sv.toml")),
+    ("fa", data_file!("intent/lang/fa.toml")),
 ];
 
 /// (list name in `data/injection/lang/*.toml`, concept here).

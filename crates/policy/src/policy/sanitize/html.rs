@@ -186,7 +186,7 @@ pub(super) fn tag_end(s: &str, start: usize) -> usize {
 
 /// Names a parser or a renderer treats as markup (`data/html/elements.txt`).
 static HTML_ELEMENTS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
-    include_str!("../../../data/html/elements.txt")
+    data_file!("html/elements.txt")
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))

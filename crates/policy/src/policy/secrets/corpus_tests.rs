@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 use super::{FieldText, SecretFieldDetector, SecretKind};
 
-const HOSTILE: &str = include_str!("../../../data/secrets/corpus/hostile.toml");
-const BENIGN: &str = include_str!("../../../data/secrets/corpus/benign.toml");
+const HOSTILE: &str = data_file!("secrets/corpus/hostile.toml");
+const BENIGN: &str = data_file!("secrets/corpus/benign.toml");
 
 /// Hostile cases caught, per kind and per class, at least this share.
 const MIN_CAUGHT: f64 = 0.95;

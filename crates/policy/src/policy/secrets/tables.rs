@@ -10,20 +10,20 @@ use crate::policy::detect::{common_words, parse_phrase, Lexicon, Normalised, Phr
 
 /// The term files, one per language.
 pub(super) const TERM_FILES: [(&str, &str); 12] = [
-    ("en", include_str!("../../../data/secrets/terms/en.toml")),
-    ("de", include_str!("../../../data/secrets/terms/de.toml")),
-    ("fr", include_str!("../../../data/secrets/terms/fr.toml")),
-    ("es", include_str!("../../../data/secrets/terms/es.toml")),
-    ("pt", include_str!("../../../data/secrets/terms/pt.toml")),
-    ("it", include_str!("../../../data/secrets/terms/it.toml")),
-    ("nl", include_str!("../../../data/secrets/terms/nl.toml")),
-    ("pl", include_str!("../../../data/secrets/terms/pl.toml")),
-    ("ru", include_str!("../../../data/secrets/terms/ru.toml")),
-    ("ja", include_str!("../../../data/secrets/terms/ja.toml")),
-    ("zh", include_str!("../../../data/secrets/terms/zh.toml")),
-    ("ko", include_str!("../../../data/secrets/terms/ko.toml")),
+    ("en", data_file!("secrets/terms/en.toml")),
+    ("de", data_file!("secrets/terms/de.toml")),
+    ("fr", data_file!("secrets/terms/fr.toml")),
+    ("es", data_file!("secrets/terms/es.toml")),
+    ("pt", data_file!("secrets/terms/pt.toml")),
+    ("it", data_file!("secrets/terms/it.toml")),
+    ("nl", data_file!("secrets/terms/nl.toml")),
+    ("pl", data_file!("secrets/terms/pl.toml")),
+    ("ru", data_file!("secrets/terms/ru.toml")),
+    ("ja", data_file!("secrets/terms/ja.toml")),
+    ("zh", data_file!("secrets/terms/zh.toml")),
+    ("ko", data_file!("secrets/terms/ko.toml")),
 ];
-const CONTEXT: &str = include_str!("../../../data/secrets/context.toml");
+const CONTEXT: &str = data_file!("secrets/context.toml");
 
 /// How much context a term needs before it counts (see `data/secrets/README.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
