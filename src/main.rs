@@ -352,26 +352,7 @@ async fn reload_on_sighup(gateway: std::sync::Arc<RunningGateway>) {
 
 #[cfg(feature = "demo")]
 async fn demo_upstream(listen: SocketAddr) -> ExitCode {
-    let listener = match tokio::net::TcpListener::bind(listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot listen on {listen}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // The bound address, so that `--listen 127.0.0.1:0` says which port.
-    let bound = listener.local_addr().unwrap_or(listen);
-    eprintln!(
-        "demo MCP server on http://{bound}{}",
-        portcullis_demo::MCP_PATH
-    );
-    match portcullis_demo::serve(listener, shutdown_signal()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    portcullis_demo::listen_and_serve(listen, shutdown_signal()).await
 }
 
 #[cfg(feature = "demo")]

@@ -12,6 +12,8 @@ mod rooms;
 mod server;
 
 use std::future::Future;
+use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -58,6 +60,31 @@ pub async fn serve(
         })
         .await?;
     Ok(())
+}
+
+/// The server on its own (`portcullis-demo`, `portcullis demo-upstream`): bind
+/// `listen`, say on stderr where it answers (the bound port, for `:0`), serve
+/// until `shutdown`. Errors are printed; the exit code says how it ended.
+pub async fn listen_and_serve(
+    listen: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> ExitCode {
+    let listener = match TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let bound = listener.local_addr().unwrap_or(listen);
+    eprintln!("demo MCP server on http://{bound}{MCP_PATH}");
+    match serve(listener, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn transport_config() -> StreamableHttpServerConfig {

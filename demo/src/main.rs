@@ -51,25 +51,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let listener = match tokio::net::TcpListener::bind(listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot listen on {listen}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let bound = listener.local_addr().unwrap_or(listen);
-    eprintln!(
-        "demo MCP server on http://{bound}{}",
-        portcullis_demo::MCP_PATH
-    );
-    match portcullis_demo::serve(listener, shutdown()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    portcullis_demo::listen_and_serve(listen, shutdown()).await
 }
 
 #[cfg(test)]
