@@ -46,10 +46,7 @@ impl Carried {
     /// The first generation's: everything built from `config`. Opens the
     /// audit file (blocking): call it off the runtime's workers or at start.
     pub fn first(config: &GatewayConfig, metrics: Arc<Metrics>, clock: SharedClock) -> Carried {
-        let audit = AuditSink::from_settings(config.audit.clone());
-        if let Err(e) = audit.start() {
-            tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
-        }
+        let audit = open_audit(config);
         Carried {
             metrics,
             replay: Arc::new(ReplayStore::new(&config.state.replay)),
@@ -87,11 +84,7 @@ impl Carried {
         let audit = if old.audit.settings() == &config.audit {
             old.audit.clone()
         } else {
-            let sink = AuditSink::from_settings(config.audit.clone());
-            if let Err(e) = sink.start() {
-                tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
-            }
-            sink
+            open_audit(config)
         };
         // New limits start new counters, on the same Redis connection.
         let throttle = if old.config.throttle == config.throttle {
@@ -109,4 +102,14 @@ impl Carried {
             pools: old.routes.pools().clone(),
         }
     }
+}
+
+/// The audit sink of `config`, started (opens its file: blocking). One that
+/// cannot open says so and counts its events as dropped until it does.
+fn open_audit(config: &GatewayConfig) -> AuditSink {
+    let sink = AuditSink::from_settings(config.audit.clone());
+    if let Err(e) = sink.start() {
+        tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
+    }
+    sink
 }

@@ -354,32 +354,25 @@ async fn jwt_callers_see_no_401_across_reloads_while_the_jwks_is_slow_then_down(
     let load = Load::start(&url(&gw), 2, Some(token));
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    // Slow (2 s per answer): five reloads, one of them to another URL of
-    // the same provider (its first fetch is slow: the keys are kept).
-    idp.set(Idp::Slow(Duration::from_secs(2)));
-    for n in 1..=5 {
-        files.edit_policy(n);
-        let path = if n == 3 {
-            "/keys/v2.json"
-        } else {
-            "/jwks.json"
-        };
-        files.write(&up.url(), "", &scheme(path));
-        gw.reload().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    // Down: five more, one back to the first URL.
-    idp.set(Idp::Down);
-    for n in 6..=10 {
-        files.edit_policy(n);
-        let path = if n == 8 {
-            "/keys/v2.json"
-        } else {
-            "/jwks.json"
-        };
-        files.write(&up.url(), "", &scheme(path));
-        gw.reload().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    // Slow (2 s per answer), then down: five reloads each, one of them to
+    // another URL of the same provider (its first fetch is slow or fails:
+    // the keys are kept) and, while down, one back to the first URL.
+    for (state, rounds, other_url_at) in [
+        (Idp::Slow(Duration::from_secs(2)), 1..=5, 3),
+        (Idp::Down, 6..=10, 8),
+    ] {
+        idp.set(state);
+        for n in rounds {
+            files.edit_policy(n);
+            let path = if n == other_url_at {
+                "/keys/v2.json"
+            } else {
+                "/jwks.json"
+            };
+            files.write(&up.url(), "", &scheme(path));
+            gw.reload().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let statuses = load.finish().await;
