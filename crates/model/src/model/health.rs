@@ -7,79 +7,47 @@
 
 use std::sync::Arc;
 
-/// Writes a label enum: its variants, `ALL` and the stable `as_str`.
-macro_rules! label_enum {
-    ($(#[$doc:meta])* $name:ident { $( $(#[$vdoc:meta])* $variant:ident => $label:literal, )* }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $( $(#[$vdoc])* $variant, )*
-        }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$( $name::$variant, )*];
-
-            pub const fn as_str(self) -> &'static str {
-                match self { $( $name::$variant => $label, )* }
-            }
-        }
-    };
-}
-
-label_enum! {
+crate::name_table! {
     /// Which part of the gateway uses the shared store (label `backend`).
     StoreUser {
-        /// The rate limiter (`[rate_limits] backend = "redis"`).
-        Throttle => "throttle",
-        /// The pinned listings (rug pulls).
-        Listings => "listings",
-        /// The single-use states and sessions (`[state] single_use_backend`).
-        Replay => "replay",
+        Throttle => "throttle", "The rate limiter (`[rate_limits] backend = \"redis\"`).";
+        Listings => "listings", "The pinned listings (rug pulls).";
+        Replay => "replay", "The single-use states and sessions (`[state] single_use_backend`).";
     }
 }
 
-label_enum! {
+crate::name_table! {
     /// How a call to the store failed (label `error`).
     StoreFailure {
-        /// No connection could be made.
-        Connect => "connect",
-        /// The call took longer than its timeout.
-        Timeout => "timeout",
-        /// The store answered with an error, or the connection broke.
-        Failed => "failed",
+        Connect => "connect", "No connection could be made.";
+        Timeout => "timeout", "The call took longer than its timeout.";
+        Failed => "failed", "The store answered with an error, or the connection broke.";
     }
 }
 
-label_enum! {
+crate::name_table! {
     /// What the gateway did without the store (label `outcome`).
     Fallback {
-        /// Decided by this instance's own limits (`redis_failure = "local"`).
-        Local => "local",
-        /// The request was refused (`*_store_unavailable`, `rate_limiter_unavailable`).
-        Refused => "refused",
-        /// Delivered without the store's check: a list not compared with the
-        /// pins, a single-use state not marked as used.
-        Unchecked => "unchecked",
+        Local => "local", "Decided by this instance's own limits (`redis_failure = \"local\"`).";
+        Refused => "refused", "The request was refused (`*_store_unavailable`, `rate_limiter_unavailable`).";
+        Unchecked => "unchecked", "Delivered without the store's check: a list not compared with the pins, a single-use state not marked as used.";
     }
 }
 
-label_enum! {
+crate::name_table! {
     /// Where audit lines go (label `sink`; `off` loses nothing).
     AuditSinkKind {
-        Stdout => "stdout",
-        File => "file",
+        Stdout => "stdout", "The gateway's standard output (`[audit] sink = \"stdout\"`).";
+        File => "file", "An append-only file (`[audit] sink = \"file\"`).";
     }
 }
 
-label_enum! {
+crate::name_table! {
     /// Why audit lines were lost (label `cause`).
     AuditLoss {
-        /// The queue to the writer was full (the output is slower than the events).
-        QueueFull => "queue_full",
-        /// The file could not be opened or written, or stdout failed.
-        WriteFailed => "write_failed",
-        /// The event could not be serialised.
-        Unencodable => "unencodable",
+        QueueFull => "queue_full", "The queue to the writer was full (the output is slower than the events).";
+        WriteFailed => "write_failed", "The file could not be opened or written, or stdout failed.";
+        Unencodable => "unencodable", "The event could not be serialised.";
     }
 }
 

@@ -9,6 +9,7 @@ mod drain;
 mod health;
 mod invisible;
 mod method;
+mod name_table;
 mod protocol;
 mod reason;
 mod settings;

@@ -5,56 +5,7 @@
 //! a name cannot drift between them. The names are a public contract
 //! (dashboards and audit queries match on them): add rows, never rename.
 
-use std::fmt;
-
-use serde::{Serialize, Serializer};
-
-/// Writes a closed set of names from one table of `Variant => "name",
-/// "what it means";` rows: the enum, `ALL`, `as_str`, `parse`, `what`,
-/// `Display` and `Serialize` (as the name).
-macro_rules! name_table {
-    ($(#[$meta:meta])* $ty:ident { $( $variant:ident => $name:literal, $what:literal; )* }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $ty {
-            $( #[doc = $what] $variant, )*
-        }
-
-        impl $ty {
-            pub(crate) const ALL: &'static [$ty] = &[$( $ty::$variant, )*];
-
-            /// The stable name: in the audit trail, the metrics' labels,
-            /// the provenance and `explain`.
-            pub const fn as_str(self) -> &'static str {
-                match self { $( $ty::$variant => $name, )* }
-            }
-
-            /// What it means (the README's list).
-            pub(crate) const fn what(self) -> &'static str {
-                match self { $( $ty::$variant => $what, )* }
-            }
-
-            #[cfg(test)]
-            pub(crate) fn parse(s: &str) -> Option<$ty> {
-                match s { $( $name => Some($ty::$variant), )* _ => None }
-            }
-        }
-
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl Serialize for $ty {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-    };
-}
-
-name_table! {
+portcullis_model::name_table! {
     /// The rule a verdict comes from.
     Rule {
         Parse => "parse", "one strict reading of the inspected JSON (no member twice, depth within 128)";
@@ -75,7 +26,7 @@ name_table! {
     }
 }
 
-name_table! {
+portcullis_model::name_table! {
     /// What a rule did.
     Action {
         Pass => "pass", "found nothing (only in `explain`'s trace)";
