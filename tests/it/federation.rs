@@ -850,3 +850,44 @@ fn explain_takes_an_upstream_of_a_federated_route() {
     assert_eq!(rooms["upstream"]["policy"], "untrusted", "{rooms}");
     assert_eq!(files["upstream"]["policy"], "trusted", "{files}");
 }
+
+#[tokio::test]
+async fn a_name_too_long_once_prefixed_or_listed_twice_is_removed_and_audited() {
+    let long = "t".repeat(125);
+    let listing = json!({"tools": [
+        {"name": "ok", "inputSchema": {"type": "object"}},
+        {"name": long, "inputSchema": {"type": "object"}},
+        {"name": "ok", "inputSchema": {"type": "object"}},
+    ]});
+    let up = ScriptedUpstream::start(move |req| {
+        vec![http_response(
+            "200 OK",
+            "application/json",
+            &result_json(&id_of(req), listing.clone()),
+        )]
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let text = federated_config(&[("up", "abc", &up.url())], "").replace(
+        "sink = \"off\"",
+        &format!("sink = \"file\"\npath = \"{}\"", audit.display()),
+    );
+    let gw = start_gateway(&text).await;
+    let c = client();
+    let v = list(&c, &url(&gw), "tools/list", None).await;
+    // 125 + "abc_" is 129 characters; the second "ok" is a duplicate.
+    assert_eq!(names(&v["result"], "tools", "name"), ["abc_ok"]);
+    gw.shutdown().await;
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    let removed: Vec<Value> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["rule"] == "name" && e["action"] == "remove")
+        .collect();
+    assert_eq!(removed.len(), 2, "{lines}");
+    assert!(
+        lines.contains("listed twice") && lines.contains("longer than 128"),
+        "{lines}"
+    );
+}
