@@ -891,3 +891,78 @@ async fn a_name_too_long_once_prefixed_or_listed_twice_is_removed_and_audited() 
         "{lines}"
     );
 }
+
+/// A 2026-07-28 upstream whose `subscriptions/listen` stream acknowledges,
+/// then says each subscribed resource was updated, then ends.
+async fn listening(tag: &'static str) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |req| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let filter = body["params"]["notifications"].clone();
+        let mut steps = vec![
+            sse_head(),
+            sse_event(&json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {"notifications": filter}}).to_string()),
+        ];
+        for uri in filter["resourceSubscriptions"].as_array().cloned().unwrap_or_default() {
+            steps.push(sse_event(&json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}).to_string()));
+        }
+        steps.push(sse_event(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {"from": tag}}}).to_string()));
+        steps.push(sse_end());
+        steps
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_subscription_stream_is_every_upstreams_with_its_own_uris() {
+    let (a, b) = (listening("a").await, listening("b").await);
+    let gw = start_gateway(&federated_config(
+        &[("up-a", "a", &a.url()), ("up-b", "b", &b.url())],
+        "",
+    ))
+    .await;
+    let c = client();
+    let listen = |uris: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen", "params": {"_meta": meta(),
+            "notifications": {"toolsListChanged": true, "resourceSubscriptions": uris}}});
+        post(&c, &url(&gw), "subscriptions/listen", None, body)
+    };
+    let resp = listen(json!(["b+file:///x.md", "a+file:///y_z.md", "b+mem://q"]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.unwrap();
+    let messages: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    let updated: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/resources/updated")
+        .map(|m| m["params"]["uri"].as_str().unwrap())
+        .collect();
+    let mut sorted = updated.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["a+file:///y_z.md", "b+file:///x.md", "b+mem://q"],
+        "{text}"
+    );
+    assert_eq!(
+        messages
+            .iter()
+            .filter(|m| m["method"] == "notifications/tools/list_changed")
+            .count(),
+        2
+    );
+    let got = |up: &ScriptedUpstream| -> Value {
+        let b: Value = serde_json::from_slice(&up.requests()[0].body).unwrap();
+        b["params"]["notifications"]["resourceSubscriptions"].clone()
+    };
+    assert_eq!(got(&a), json!(["file:///y_z.md"]));
+    assert_eq!(got(&b), json!(["file:///x.md", "mem://q"]));
+    let v = json_of(listen(json!(["c+file:///x"])).send().await.unwrap()).await;
+    assert_eq!(v["error"]["data"]["reason"], "unknown_name", "{v}");
+    gw.shutdown().await;
+}

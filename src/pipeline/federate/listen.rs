@@ -14,9 +14,11 @@ use hyper::body::Body;
 use super::super::body::{EventSource, ProxyBody};
 use super::super::refuse::Refused;
 use super::super::route::Federated;
+use super::super::sse::{event_with_id, SseFramer};
 use super::super::{Gateway, Inbound};
 use super::retarget::Retarget;
-use crate::model::{Reason, Refusal};
+use crate::model::{expose, split, McpMethod, Reason, Refusal, TargetKind};
+use serde_json::Value;
 
 /// Open every upstream's stream; answer with their events merged. An
 /// upstream whose stream does not open (it offers none, it is down) is
@@ -27,9 +29,16 @@ pub(super) async fn merged(
     inbound: Inbound,
 ) -> Result<Response<ProxyBody>, Refused> {
     let timeout = fed.settings.fanout_timeout;
+    let method = inbound.request.method;
+    let subscriptions = subscriptions(fed, &inbound)
+        .map_err(|r| Refused::new(r, inbound.request.id(), &fed.settings.name))?;
     let mut asked = Vec::with_capacity(fed.members.len());
-    for member in &fed.members {
-        asked.push((member.clone(), Retarget::Unchanged.apply(&inbound, fed)?));
+    for (i, member) in fed.members.iter().enumerate() {
+        let retarget = match &subscriptions {
+            Some(by_member) => Retarget::Subscriptions(by_member[i].clone()),
+            None => Retarget::Unchanged,
+        };
+        asked.push((member.clone(), retarget.apply(&inbound, fed)?));
     }
     let opened = futures_util::future::join_all(asked.into_iter().map(|(member, inbound)| {
         let name = member.name().to_owned();
@@ -50,6 +59,7 @@ pub(super) async fn merged(
     .await;
     let mut head = None;
     let mut streams = Vec::new();
+    let mut prefixes = Vec::new();
     let mut first_refusal = None;
     for (member, opened) in fed.members.iter().zip(opened) {
         match opened {
@@ -57,12 +67,13 @@ pub(super) async fn merged(
                 let (parts, body) = resp.into_parts();
                 head.get_or_insert(parts);
                 streams.push(Some(body));
+                prefixes.push(member.prefix().unwrap_or_default().to_owned());
             }
             Ok(resp) => {
                 let reason = Reason::UpstreamRefused;
                 gateway.metrics.left_out(
                     &member.upstream.settings.id,
-                    crate::model::McpMethod::Other,
+                    McpMethod::Other,
                     reason.as_str(),
                 );
                 first_refusal.get_or_insert(Ok(resp));
@@ -71,7 +82,7 @@ pub(super) async fn merged(
                 let reason = refused.refusal.reason;
                 gateway.metrics.left_out(
                     &member.upstream.settings.id,
-                    crate::model::McpMethod::Other,
+                    McpMethod::Other,
                     reason.as_str(),
                 );
                 first_refusal.get_or_insert(Err(refused));
@@ -80,7 +91,11 @@ pub(super) async fn merged(
     }
     match (head, first_refusal) {
         (Some(parts), _) => {
-            let merged = MergedEvents { streams, next: 0 };
+            let merged = MergedEvents {
+                streams,
+                prefixes,
+                next: 0,
+            };
             Ok(Response::from_parts(
                 parts,
                 ProxyBody::stream(Box::new(merged)),
@@ -98,10 +113,51 @@ pub(super) async fn merged(
     }
 }
 
+/// The resource URIs a `subscriptions/listen` names, split by upstream
+/// (each its own URIs, in the route's order); `None` when it names none.
+fn subscriptions(fed: &Federated, inbound: &Inbound) -> Result<Option<Vec<Vec<String>>>, Refusal> {
+    if inbound.request.method != McpMethod::SubscriptionsListen {
+        return Ok(None);
+    }
+    let params = inbound.request.params_map();
+    let Some(uris) = params
+        .get("notifications")
+        .and_then(|n| n.get("resourceSubscriptions"))
+        .and_then(Value::as_array)
+    else {
+        return Ok(None);
+    };
+    let mut by_member = vec![Vec::new(); fed.members.len()];
+    for uri in uris {
+        let exposed = uri.as_str().unwrap_or_default();
+        let found = split(TargetKind::Resource, exposed).and_then(|(prefix, own)| {
+            let i = fed
+                .members
+                .iter()
+                .position(|m| m.prefix() == Some(prefix))?;
+            Some((i, own))
+        });
+        let Some((i, own)) = found else {
+            return Err(Refusal::new(
+                Reason::UnknownName,
+                format!(
+                    "a subscribed resource URI starts with no upstream's prefix ({}) and '+'",
+                    fed.prefixes()
+                ),
+            ));
+        };
+        by_member[i].push(own.to_owned());
+    }
+    Ok(Some(by_member))
+}
+
 /// Several checked streams as one: whole events, taken in turn from
-/// whichever stream has one, until every stream has ended.
+/// whichever stream has one, until every stream has ended. A resource's
+/// update names the resource as the client knows it (with its prefix).
 struct MergedEvents {
     streams: Vec<Option<ProxyBody>>,
+    /// Each stream's upstream prefix.
+    prefixes: Vec<String>,
     /// Where the next turn starts, so no stream starves the others.
     next: usize,
 }
@@ -118,7 +174,7 @@ impl EventSource for MergedEvents {
                 Poll::Ready(Some(Ok(frame))) => {
                     self.next = i + 1;
                     if let Ok(data) = frame.into_data() {
-                        return Poll::Ready(Some(data));
+                        return Poll::Ready(Some(exposed_event(data, &self.prefixes[i])));
                     }
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
@@ -136,5 +192,38 @@ impl EventSource for MergedEvents {
 
     fn refused(&self) -> Option<Reason> {
         None
+    }
+}
+
+/// An event as the client gets it from a merged stream: a
+/// `notifications/resources/updated` with the URI under its upstream's
+/// prefix, anything else as it is.
+fn exposed_event(event: Bytes, prefix: &str) -> Bytes {
+    const UPDATED: &[u8] = b"notifications/resources/updated";
+    if memchr::memmem::find(&event, UPDATED).is_none() {
+        return event;
+    }
+    let mut framer = SseFramer::new(event.len() + 1);
+    framer.push(&event);
+    let Ok(Some(parsed)) = framer.next_event() else {
+        return event;
+    };
+    let Some(mut message) = parsed
+        .data
+        .and_then(|d| crate::json::parse_value(d.as_bytes()).ok())
+    else {
+        return event;
+    };
+    let uri = message.pointer("/params/uri").and_then(Value::as_str);
+    let Some(exposed) = uri.map(|u| expose(TargetKind::Resource, prefix, u)) else {
+        return event;
+    };
+    if message.get("method").and_then(Value::as_str) != Some("notifications/resources/updated") {
+        return event;
+    }
+    message["params"]["uri"] = Value::String(exposed);
+    match serde_json::to_vec(&message) {
+        Ok(bytes) => event_with_id(parsed.id.as_deref(), &bytes),
+        Err(_) => event,
     }
 }

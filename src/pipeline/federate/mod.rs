@@ -61,6 +61,7 @@ pub(crate) async fn serve(
             .await
         }
         Carriage::Describe => return merge::describe(gateway, fed, inbound).await,
+        Carriage::Listen => return listen::merged(gateway, fed, inbound).await,
         Carriage::Everyone => return merge::everyone(gateway, fed, inbound).await,
         Carriage::Target(kind) => by_target(fed, &inbound, kind).map_err(refuse)?,
         Carriage::Reference => by_reference(fed, &inbound).map_err(refuse)?,

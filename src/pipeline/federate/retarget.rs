@@ -23,6 +23,9 @@ pub(super) enum Retarget {
     Reference { member: &'static str, own: String },
     /// `params.cursor`: the upstream's own, or none (its first page).
     Cursor(Option<String>),
+    /// `params.notifications.resourceSubscriptions`: the upstream's own URIs
+    /// of those the client named (`subscriptions/listen`).
+    Subscriptions(Vec<String>),
     /// The same message (a list or description asked of every upstream,
     /// without a cursor, or a client's notification).
     Unchanged,
@@ -98,6 +101,14 @@ impl Retarget {
             }
             Retarget::Cursor(None) => {
                 params.remove("cursor")?;
+            }
+            Retarget::Subscriptions(own) => {
+                let filter = params
+                    .get_mut("notifications")
+                    .and_then(Value::as_object_mut)?;
+                filter.get("resourceSubscriptions")?;
+                let own = own.iter().cloned().map(Value::String).collect();
+                filter.insert("resourceSubscriptions".to_owned(), Value::Array(own));
             }
         }
         Some(params)

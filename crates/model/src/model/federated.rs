@@ -57,6 +57,9 @@ pub enum Carriage {
     },
     /// Asked of every upstream; answered as one server.
     Describe,
+    /// Every upstream's stream of notifications, merged
+    /// (`subscriptions/listen`; each gets its own resource subscriptions).
+    Listen,
     /// Asked of every upstream; answered once all have (`ping`,
     /// `logging/setLevel`, a client's notification).
     Everyone,
@@ -101,6 +104,7 @@ impl McpMethod {
                 Carriage::Target(TargetKind::Resource)
             }
             M::CompletionComplete => Carriage::Reference,
+            M::SubscriptionsListen => Carriage::Listen,
             M::TasksGet | M::TasksUpdate | M::TasksCancel | M::TasksResult => Carriage::State,
             _ => Carriage::Everyone,
         }
