@@ -73,7 +73,7 @@ pub(super) async fn merged(
                 let reason = Reason::UpstreamRefused;
                 gateway.metrics.left_out(
                     &member.upstream.settings.id,
-                    McpMethod::Other,
+                    method,
                     reason.as_str(),
                 );
                 first_refusal.get_or_insert(Ok(resp));
@@ -82,7 +82,7 @@ pub(super) async fn merged(
                 let reason = refused.refusal.reason;
                 gateway.metrics.left_out(
                     &member.upstream.settings.id,
-                    McpMethod::Other,
+                    method,
                     reason.as_str(),
                 );
                 first_refusal.get_or_insert(Err(refused));
