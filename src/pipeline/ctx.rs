@@ -38,13 +38,33 @@ pub struct RequestCtx {
 
 impl RequestCtx {
     /// A context for `request` on `path` of an offline gateway, from an
-    /// anonymous loopback peer (benchmarks, fuzzing, `portcullis explain`).
+    /// anonymous loopback peer (benchmarks, fuzzing, `portcullis explain`);
+    /// on a federated route, toward its first upstream.
     pub fn offline(
         gateway: Arc<Gateway>,
         path: &str,
         request: ParsedRequest,
     ) -> Option<RequestCtx> {
-        let route = gateway.routes.select(path)?.clone();
+        let route = gateway.routes.select(path)?.front().clone();
+        Self::offline_on(gateway, route, request)
+    }
+
+    /// As [`RequestCtx::offline`], toward the upstream `id` of the route at `path`.
+    pub fn offline_to(
+        gateway: Arc<Gateway>,
+        path: &str,
+        id: &str,
+        request: ParsedRequest,
+    ) -> Option<RequestCtx> {
+        let route = gateway.routes.select(path)?.member(id)?.clone();
+        Self::offline_on(gateway, route, request)
+    }
+
+    fn offline_on(
+        gateway: Arc<Gateway>,
+        route: Arc<Route>,
+        request: ParsedRequest,
+    ) -> Option<RequestCtx> {
         let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         let peer = Arc::new(Peer::new(loopback, loopback, 0, false, Default::default()));
         Some(RequestCtx {
