@@ -164,14 +164,15 @@ async function withSession(connect, url, body, options = {}) {
   }
 }
 
-/** Every page of tools/list, following nextCursor. */
-async function allTools(client) {
-  const pages = [await client.listTools()];
-  while (pages.at(-1).nextCursor !== undefined) {
-    assert.ok(pages.length < 20, 'the cursor never ends');
-    pages.push(await client.listTools({ cursor: pages.at(-1).nextCursor }));
-  }
-  return { tools: pages.flatMap((p) => p.tools), pages };
+/**
+ * tools/list as the v2 client does it without a cursor: it follows every nextCursor itself
+ * and returns the pages' tools as one list; `cursors` are those it sent (from the wire).
+ */
+async function allTools(session) {
+  const before = session.wire.length;
+  const listing = await session.client.listTools();
+  const lists = session.wire.slice(before).filter((w) => w.body?.method === 'tools/list');
+  return { listing, tools: listing.tools, cursors: lists.map((w) => w.body.params?.cursor).filter(Boolean) };
 }
 
 /** The members a merged answer left out, {upstream id: reason}, checked against the contract's shape. */
@@ -190,11 +191,22 @@ function answerOf(result) {
   return rest;
 }
 
+/**
+ * The JSON-RPC error a request was refused with, as {code, data, status}. The v2 client
+ * raises a JSON-RPC error as such on HTTP 200/4xx bodies it reads, but an answer with a
+ * 5xx status (the gateway's upstream errors: 502, 504) as an SdkHttpError whose message
+ * carries the body.
+ */
 async function refusal(promise) {
-  return promise.then(
+  const error = await promise.then(
     (result) => assert.fail(`expected a JSON-RPC error, got ${JSON.stringify(result)}`),
-    (error) => error,
+    (e) => e,
   );
+  if (typeof error.code === 'number') return { code: error.code, data: error.data, status: undefined };
+  const body = String(error.message).match(/\{"jsonrpc".*\}$/)?.[0];
+  assert.ok(body && error.data?.status, `not a JSON-RPC error: ${error}`);
+  const { code, data } = JSON.parse(body).error;
+  return { code, data, status: error.data.status };
 }
 
 const directTools = {};
@@ -208,11 +220,12 @@ describe('TS v2 client (2026-07-28) → one route over the Python, TypeScript an
     await withSession(connectV2, gateway.at(TEAM), async (s) => {
       assert.equal(s.client.getNegotiatedProtocolVersion(), MODERN);
       assert.equal(s.wire[0].body.method, 'server/discover');
-      assert.equal(s.client.getServerVersion()?.name, TEAM_NAME);
       const instructions = s.client.getInstructions() ?? '';
       assert.equal(instructions.split(`## ${nameOf('rooms')}`).length, 2, instructions);
       assert.match(instructions, /Demo room-booking server/);
       assert.doesNotMatch(instructions, /portcullis-demo-rooms/);
+      // 2026-07-28 carries the server's name in the result's `_meta` (io.modelcontextprotocol/serverInfo).
+      assert.equal(s.client.getServerVersion()?.name, TEAM_NAME);
     });
   });
 
@@ -220,9 +233,9 @@ describe('TS v2 client (2026-07-28) → one route over the Python, TypeScript an
     const expected = [];
     for (const [id, prefix] of MEMBERS) for (const t of await direct(id)) expected.push([id, `${prefix}_${t.name}`, t]);
     await withSession(connectV2, gateway.at(TEAM), async (s) => {
-      const { tools, pages } = await allTools(s.client);
-      assert.equal(pages.length, 1);
-      assert.deepEqual(unavailable(pages[0]._meta), {});
+      const { listing, tools, cursors } = await allTools(s);
+      assert.deepEqual(cursors, [], 'none of the three servers pages');
+      assert.deepEqual(unavailable(listing._meta), {});
       assert.deepEqual(
         tools.map((t) => t.name),
         expected.map(([, name]) => name),
@@ -280,14 +293,14 @@ describe('TS v2 client (2026-07-28) → one route over the Python, TypeScript an
   it('pagination across three upstreams, two a page, behind a sealed cursor', async () => {
     for (const id of Object.keys(PAGERS)) pagers.received[id] = [];
     await withSession(connectV2, gateway.at(PAGES), async (s) => {
-      const { tools, pages } = await allTools(s.client);
+      const { tools, cursors } = await allTools(s);
       const names = tools.map((t) => t.name);
       const expected = Object.entries(PAGERS).flatMap(([id, n]) =>
         Array.from({ length: n }, (_, i) => `${id}_t${i + 1}`),
       );
       assert.deepEqual([...names].sort(), [...expected].sort(), 'every tool of every pager exactly once');
-      assert.ok(pages.length >= 3, `${pages.length} pages: the members' later pages were not followed`);
-      for (const page of pages.slice(0, -1)) assert.ok(page.nextCursor.startsWith('pfc1.'), page.nextCursor);
+      assert.ok(cursors.length >= 2, `${cursors.length + 1} pages: the members' later pages were not followed`);
+      for (const cursor of cursors) assert.ok(cursor.startsWith('pfc1.'), cursor);
       for (const [id, n] of Object.entries(PAGERS)) {
         assert.deepEqual(
           names.filter((x) => x.startsWith(`${id}_`)),
@@ -296,10 +309,13 @@ describe('TS v2 client (2026-07-28) → one route over the Python, TypeScript an
         const cursors = pagers.received[id].filter((m) => m.method === 'tools/list').map((m) => m.params?.cursor);
         assert.deepEqual(new Set(cursors.filter(Boolean)), pagers.issued[id] ?? new Set(), `${id} got other cursors`);
       }
-      const forged = pages[0].nextCursor.slice(0, -2) + (pages[0].nextCursor.endsWith('AA') ? 'BB' : 'AA');
+      // One page at a time (an explicit cursor): the gateway's page, then forgeries of its cursor.
+      const second = await s.client.listTools({ cursor: cursors[0] });
+      assert.ok(second.tools.length > 0 && second.nextCursor?.startsWith('pfc1.'), JSON.stringify(second));
+      const forged = cursors[0].slice(0, -2) + (cursors[0].endsWith('AA') ? 'BB' : 'AA');
       for (const cursor of [forged, 'pa~from~2', 'pfc1.']) {
         const error = await refusal(s.client.listTools({ cursor }));
-        assert.equal(error.code, -32602, String(error));
+        assert.equal(error.code, -32602, JSON.stringify(error));
         assert.equal(error.data?.reason, 'cursor_invalid', JSON.stringify(error.data));
       }
     });
@@ -333,7 +349,8 @@ describe('TS v2 client (2026-07-28) → one route over the Python, TypeScript an
         ['slow', 'upstream_timeout'],
       ]) {
         const error = await refusal(s.client.callTool({ name: `${id}_t1`, arguments: {} }));
-        assert.equal(error.code, -32001, String(error));
+        assert.equal(error.code, -32001, JSON.stringify(error));
+        assert.equal(error.status, id === 'dead' ? 502 : 504);
         assert.equal(error.data?.reason, reason);
         assert.equal(error.data?.upstream, nameOf(id));
       }
