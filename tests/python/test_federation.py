@@ -272,6 +272,17 @@ async def test_the_same_tool_name_from_three_pagers_each_reaches_its_own(fed):
         assert [c["name"] for c in calls] == ["t1"], "the upstream got the name with the prefix removed"
 
 
+@pytest.mark.parametrize("name", ["echo", "python_echo", "nope_echo", "py-echo", "PY_echo", "_echo"])
+async def test_a_name_without_a_configured_prefix_is_refused_naming_the_prefixes(fed, name):
+    async with connect(fed.url(TEAM)) as s:
+        with pytest.raises(MCPError) as raised:
+            await s.client.call_tool(name, {"text": "x"})
+    assert raised.value.code == -32602
+    assert raised.value.data["reason"] == "unknown_name"
+    for _, prefix in TEAM_MEMBERS:
+        assert f'"{prefix}"' in raised.value.message, raised.value.message
+
+
 @pytest.mark.parametrize("uid", list(MRTR_TOOLS))
 async def test_multi_round_mrtr_with_each_member(fed, uid):
     tool, arguments, keys = MRTR_TOOLS[uid]
