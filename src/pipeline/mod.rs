@@ -236,11 +236,17 @@ impl Gateway {
             })?;
         let transport = head.transport;
         let principal = access::identify(self, &front, &parts.headers, &peer)?;
-        if let Endpoint::One(route) = endpoint {
-            // Before the body is read; a federated route limits each upstream
-            // once it knows which the request concerns.
-            self.throttle_principal(route, &principal.name).await?;
-        }
+        // Before the body is read: one request, one of the caller's tokens
+        // (a federated route's limits per upstream are taken by each
+        // upstream's phases, `access::throttle_target`).
+        access::throttle(
+            self,
+            record_label(endpoint),
+            Scope::Principal,
+            &[&principal.name],
+        )
+        .await
+        .map_err(|r| with_retry_after(at(r)))?;
         let parsed = match transport {
             Transport::Post => {
                 let limits = &self.config.limits;
@@ -272,13 +278,6 @@ impl Gateway {
         }
     }
 
-    /// The limit on the caller at `route`'s upstream.
-    async fn throttle_principal(&self, route: &Route, principal: &str) -> Result<(), Refused> {
-        access::throttle(self, &route.upstream.label, Scope::Principal, &[principal])
-            .await
-            .map_err(|r| with_retry_after(Refused::new(r, None, route.name())))
-    }
-
     /// The phases from the parsed request to the upstream's checked answer,
     /// on the route to one upstream.
     pub(crate) async fn through(
@@ -297,11 +296,6 @@ impl Gateway {
             trace,
         } = inbound;
         let name = route.name();
-        if route.member.is_some() {
-            self.throttle_principal(&route, &principal.name)
-                .await
-                .map_err(|r| r.within(request.id(), name))?;
-        }
         let transport = request.transport;
         let mut ctx = RequestCtx {
             gateway: self.clone(),
@@ -386,6 +380,14 @@ impl Gateway {
             loopback: peer.local.ip().is_loopback(),
             tls: peer.tls,
         }
+    }
+}
+
+/// The `upstream` label of what an endpoint answers itself.
+fn record_label(endpoint: &Endpoint) -> &str {
+    match endpoint {
+        Endpoint::One(route) => &route.upstream.label,
+        Endpoint::Federated(f) => &f.metrics.label,
     }
 }
 

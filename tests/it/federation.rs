@@ -105,6 +105,27 @@ async fn tools_of_every_upstream_are_listed_under_their_prefixes_and_called_by_t
         tool["_meta"]["dev.portcullis/upstream"]["name"],
         "Upstream rooms-b"
     );
+    let discover = json!({"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {"_meta": meta()}});
+    let v = json_of(
+        post(&c, &url(&gw), "server/discover", None, discover)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(v["result"]["serverInfo"]["name"], "team-tools", "{v}");
+    let instructions = v["result"]["instructions"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        instructions.starts_with("## Upstream rooms-a\n\n"),
+        "{instructions}"
+    );
+    assert!(
+        instructions.contains("\n\n## Upstream rooms-b\n\n"),
+        "{instructions}"
+    );
+    assert!(v["result"]["capabilities"]["tools"].is_object(), "{v}");
     for prefixed in ["ra_get_room", "rb_get_room"] {
         let v = json_of(
             call(&c, &url(&gw), "g1", prefixed, json!({"room_id": "atrium"}))
@@ -600,4 +621,273 @@ async fn permissions_name_the_exposed_tools() {
     .await;
     assert_eq!(v["error"]["data"]["reason"], "tool_not_permitted", "{v}");
     gw.shutdown().await;
+}
+
+/// An upstream with resources and templates; `resources/read` echoes the URI it got.
+async fn with_resources(tag: &'static str) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |req| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let result = match body["method"].as_str() {
+            Some("resources/list") => json!({"resources": [{"uri": format!("file:///{tag}/a_b+c.md"), "name": "notes"}]}),
+            Some("resources/templates/list") => json!({"resourceTemplates": [{"uriTemplate": "file:///{path}", "name": "any file"}]}),
+            Some("resources/read") => {
+                let uri = body["params"]["uri"].clone();
+                json!({"contents": [{"uri": uri, "text": format!("{tag} read {uri}")}]})
+            }
+            _ => json!({"tools": []}),
+        };
+        vec![http_response("200 OK", "application/json", &result_json(&id_of(req), result))]
+    })
+    .await
+}
+
+#[tokio::test]
+async fn resources_are_exposed_under_a_uri_prefix_and_read_from_their_upstream() {
+    let (a, b) = (with_resources("a").await, with_resources("b").await);
+    let gw = start_gateway(&federated_config(
+        &[("up-a", "a", &a.url()), ("up-b", "b-2", &b.url())],
+        "",
+    ))
+    .await;
+    let c = client();
+    let v = list(&c, &url(&gw), "resources/list", None).await;
+    assert_eq!(
+        names(&v["result"], "resources", "uri"),
+        ["a+file:///a/a_b+c.md", "b-2+file:///b/a_b+c.md"]
+    );
+    let v = list(&c, &url(&gw), "resources/templates/list", None).await;
+    assert_eq!(
+        names(&v["result"], "resourceTemplates", "uriTemplate"),
+        ["a+file:///{path}", "b-2+file:///{path}"]
+    );
+    let read = json!({"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"_meta": meta(), "uri": "b-2+file:///b/a_b+c.md"}});
+    let v = json_of(
+        post(
+            &c,
+            &url(&gw),
+            "resources/read",
+            Some("b-2+file:///b/a_b+c.md"),
+            read,
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        v["result"]["contents"][0]["text"], "b read \"file:///b/a_b+c.md\"",
+        "{v}"
+    );
+    let got: Value = serde_json::from_slice(&b.requests().last().unwrap().body).unwrap();
+    assert_eq!(
+        got["params"]["uri"], "file:///b/a_b+c.md",
+        "its own URI, byte for byte"
+    );
+    assert!(
+        b.requests()
+            .last()
+            .unwrap()
+            .head
+            .contains("file:///b/a_b+c.md"),
+        "Mcp-Name too"
+    );
+    let unknown = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {"_meta": meta(), "uri": "file:///etc/passwd"}});
+    let v = json_of(
+        post(
+            &c,
+            &url(&gw),
+            "resources/read",
+            Some("file:///etc/passwd"),
+            unknown,
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(v["error"]["data"]["reason"], "unknown_name", "{v}");
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn one_upstreams_limit_does_not_slow_another() {
+    let (a, b) = (answering_ok().await, answering_ok().await);
+    let gw = start_gateway(&federated_config(
+        &[("up-a", "a", &a.url()), ("up-b", "b", &b.url())],
+        "\n[rate_limits]\nper_principal_upstream = { rate = \"2/m\" }\n",
+    ))
+    .await;
+    let c = client();
+    let status = |v: &Value| {
+        v["error"]["data"]["reason"]
+            .as_str()
+            .unwrap_or("ok")
+            .to_owned()
+    };
+    let mut seen = Vec::new();
+    for tool in ["a_x", "a_x", "a_x", "b_x", "b_x"] {
+        let v = json_of(
+            call(&c, &url(&gw), "r", tool, json!({}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        seen.push(status(&v));
+    }
+    assert_eq!(seen, ["ok", "ok", "rate_limited", "ok", "ok"]);
+    gw.shutdown().await;
+}
+
+#[test]
+fn check_refuses_prefixes_that_could_collide_or_are_no_names() {
+    let bin = env!("CARGO_BIN_EXE_portcullis");
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        // The default prefix is the id, and an id may hold '_'.
+        (
+            "id = \"git_hub\"",
+            "id = \"files\"\nprefix = \"gh\"",
+            "",
+            "prefix",
+            "\"git_hub\" cannot prefix names",
+        ),
+        (
+            "id = \"gh\"",
+            "id = \"files\"\nprefix = \"gh\"",
+            "",
+            "prefix",
+            "also upstream \"gh\"'s",
+        ),
+        (
+            "id = \"gh\"\nprefix = \"GH\"",
+            "id = \"files\"",
+            "",
+            "prefix",
+            "cannot prefix",
+        ),
+        (
+            "id = \"gh\"",
+            "id = \"files\"",
+            "name = \"files\"",
+            "route[0].name",
+            "is an upstream's id",
+        ),
+    ];
+    for (first, second, route_extra, field, says) in cases {
+        let text = format!(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n[[upstream]]\n{first}\nname = \"One\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+             [[upstream]]\n{second}\nname = \"Two\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+             [[route]]\npath = \"/mcp\"\nupstreams = [\"{}\", \"files\"]\n{route_extra}\n",
+            first.split('"').nth(1).unwrap()
+        );
+        let path = dir.path().join("gw.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(bin)
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{first} / {second}: {err}");
+        assert!(
+            err.contains(field) && err.contains(says),
+            "{first} / {second}: {err}"
+        );
+    }
+    let route_errors = [
+        ("upstream = \"files\"\nupstreams = [\"files\"]", "not both"),
+        ("upstreams = []", "at least one upstream"),
+        ("upstreams = [\"files\", \"files\"]", "named twice"),
+        (
+            "upstream = \"files\"\nfanout_timeout = \"1s\"",
+            "only a federated route",
+        ),
+        ("path_typo = 1", "needs upstream"),
+    ];
+    for (route, says) in route_errors {
+        let text = format!(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n[[upstream]]\nid = \"files\"\nname = \"Files\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+             [[route]]\npath = \"/mcp\"\n{route}\n"
+        );
+        let path = dir.path().join("gw.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(bin)
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{route}: {err}");
+        assert!(err.contains(says), "{route}: {err}");
+    }
+}
+
+#[test]
+fn explain_takes_an_upstream_of_a_federated_route() {
+    let bin = env!("CARGO_BIN_EXE_portcullis");
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+        [[upstream]]\nid = \"rooms\"\nname = \"Rooms\"\nurl = \"http://127.0.0.1:9/mcp\"\npolicy = \"untrusted\"\n\
+        [[upstream]]\nid = \"files\"\nname = \"Files\"\nurl = \"http://127.0.0.1:9/mcp\"\npolicy = \"trusted\"\n\
+        [[route]]\npath = \"/mcp\"\nupstreams = [\"files\", \"rooms\"]\n";
+    let path = dir.path().join("gw.toml");
+    std::fs::write(&path, text).unwrap();
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/explain/hostile.json");
+    let run = |upstream: &str| {
+        let out = std::process::Command::new(bin)
+            .args(["explain", "--json", "--config"])
+            .arg(&path)
+            .args(["--upstream", upstream, "--target", "book_room", seed])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        v
+    };
+    let rooms = run("rooms");
+    let files = run("files");
+    assert_eq!(rooms["upstream"]["policy"], "untrusted", "{rooms}");
+    assert_eq!(files["upstream"]["policy"], "trusted", "{files}");
+}
+
+#[tokio::test]
+async fn a_name_too_long_once_prefixed_or_listed_twice_is_removed_and_audited() {
+    let long = "t".repeat(125);
+    let listing = json!({"tools": [
+        {"name": "ok", "inputSchema": {"type": "object"}},
+        {"name": long, "inputSchema": {"type": "object"}},
+        {"name": "ok", "inputSchema": {"type": "object"}},
+    ]});
+    let up = ScriptedUpstream::start(move |req| {
+        vec![http_response(
+            "200 OK",
+            "application/json",
+            &result_json(&id_of(req), listing.clone()),
+        )]
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let text = federated_config(&[("up", "abc", &up.url())], "").replace(
+        "sink = \"off\"",
+        &format!("sink = \"file\"\npath = \"{}\"", audit.display()),
+    );
+    let gw = start_gateway(&text).await;
+    let c = client();
+    let v = list(&c, &url(&gw), "tools/list", None).await;
+    // 125 + "abc_" is 129 characters; the second "ok" is a duplicate.
+    assert_eq!(names(&v["result"], "tools", "name"), ["abc_ok"]);
+    gw.shutdown().await;
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    let removed: Vec<Value> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["rule"] == "name" && e["action"] == "remove")
+        .collect();
+    assert_eq!(removed.len(), 2, "{lines}");
+    assert!(
+        lines.contains("listed twice") && lines.contains("longer than 128"),
+        "{lines}"
+    );
 }

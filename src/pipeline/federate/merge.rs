@@ -12,14 +12,17 @@ use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Map, Value};
 
 use super::super::body::ProxyBody;
+use super::super::ctx::audit_context;
 use super::super::refuse::Refused;
 use super::super::route::{Federated, Route};
 use super::super::session::end_session;
 use super::super::{Gateway, Inbound};
 use super::answers::{ask_all, left_out, Answer, Outcome, FEDERATION_KEY};
 use super::retarget::Retarget;
+use crate::audit::AuditEvent;
 use crate::headers::MCP_SESSION_ID;
 use crate::model::{expose, Generation, McpMethod, Reason, Refusal, TargetKind};
+use crate::policy::inspect::{Action, Rule, Verdict};
 use crate::sessions::{FederatedCursor, MemberSession, PendingList, SessionState};
 
 /// The `_meta` key on each merged item that names its upstream.
@@ -68,8 +71,10 @@ pub(super) async fn list(
         carry_list_fields(&mut merged, result);
         let listed = result.get(shape.items).and_then(Value::as_array);
         for item in listed.into_iter().flatten() {
-            if let Some(item) = exposed_item(item, &shape, &answer.member, &mut seen) {
-                items.push(item);
+            match exposed_item(item, &shape, &answer.member, &mut seen) {
+                Ok(item) => items.push(item),
+                Err(Some(removed)) => audit_removed(gateway, &inbound, &answer.member, removed),
+                Err(None) => {}
             }
         }
         if let Some(cursor) = result.get("nextCursor").and_then(Value::as_str) {
@@ -174,40 +179,64 @@ fn carry_list_fields(merged: &mut Map<String, Value>, result: &Map<String, Value
 }
 
 /// An upstream's item under its exposed name, saying where it came from;
-/// `None` (removed, and logged) when that name is too long or already taken.
+/// the verdict that removed it when that name is too long or already taken
+/// (`Err(None)`: not an item at all, which the upstream's own phases refuse).
 fn exposed_item(
     item: &Value,
     shape: &ListShape,
     member: &Route,
     seen: &mut HashSet<String>,
-) -> Option<Value> {
-    let mut item = item.as_object()?.clone();
-    let prefix = member.prefix()?;
-    let own = item.get(shape.name)?.as_str()?;
+) -> Result<Value, Option<Verdict>> {
+    let mut item = item.as_object().ok_or(None)?.clone();
+    let prefix = member.prefix().ok_or(None)?;
+    let own = item.get(shape.name).and_then(Value::as_str).ok_or(None)?;
     let exposed = expose(shape.kind, prefix, own);
     let too_long = shape.kind != TargetKind::Resource && exposed.chars().count() > MAX_NAME;
-    let settings = &member.upstream.settings;
     if too_long || !seen.insert(exposed.clone()) {
-        tracing::warn!(
-            upstream = %settings.id,
-            kind = shape.kind.as_str(),
-            cause = if too_long { "name_too_long" } else { "name_taken" },
-            "federated route: listed item removed"
-        );
-        return None;
+        let why = match too_long {
+            true => "longer than 128 characters once prefixed",
+            false => "listed twice",
+        };
+        return Err(Some(Verdict {
+            rule: Rule::Name,
+            action: Action::Remove,
+            key: Some(shape.kind.as_str().to_owned()),
+            field: Some(exposed),
+            detail: Some(why.to_owned()),
+        }));
     }
     item.insert(shape.name.to_owned(), Value::String(exposed));
+    let settings = &member.upstream.settings;
     let origin = json!({"id": settings.id, "name": settings.name});
     match item.get_mut("_meta") {
         Some(Value::Object(meta)) => {
             meta.insert(UPSTREAM_KEY.to_owned(), origin);
         }
-        Some(_) => return None,
-        None => {
+        _ => {
             item.insert("_meta".to_owned(), json!({ UPSTREAM_KEY: origin }));
         }
     }
-    Some(Value::Object(item))
+    Ok(Value::Object(item))
+}
+
+/// A merged list's removal: logged and written to the audit trail (the
+/// item's name, never its text).
+fn audit_removed(gateway: &Gateway, inbound: &Inbound, member: &Route, verdict: Verdict) {
+    tracing::warn!(
+        upstream = %member.upstream.settings.id,
+        kind = verdict.key.as_deref().unwrap_or_default(),
+        why = verdict.detail.as_deref().unwrap_or_default(),
+        "federated route: listed item removed"
+    );
+    if gateway.audit.enabled() {
+        let at = audit_context(
+            member,
+            &inbound.request_id,
+            &inbound.principal,
+            &inbound.request,
+        );
+        gateway.audit.emit(&at, AuditEvent::verdict(&verdict));
+    }
 }
 
 fn with_note(result: &mut Map<String, Value>, note: Option<Value>) {
