@@ -160,10 +160,14 @@ fn principal_key(inbound: &Inbound) -> String {
 }
 
 /// The members of a list result besides its items that the merged list
-/// keeps: its type (2026-07-28), and the shortest time it may be cached.
+/// keeps: its type (2026-07-28), and the shortest time it may be cached
+/// (by this caller only: the merged list and its cursor are the caller's).
 fn carry_list_fields(merged: &mut Map<String, Value>, result: &Map<String, Value>) {
     if let Some(t) = result.get("resultType") {
         merged.entry("resultType").or_insert_with(|| t.clone());
+    }
+    if result.contains_key("cacheScope") {
+        merged.insert("cacheScope".to_owned(), "private".into());
     }
     if let Some(ttl) = result.get("ttlMs").and_then(Value::as_u64) {
         let shorter = merged
