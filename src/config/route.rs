@@ -254,7 +254,7 @@ fn federation(
                 up.prefix_span.clone(),
                 format!("upstream \"{}\" prefix", up.id),
                 format!(
-                    "\"{}\" cannot prefix names in federated route[{i}]: use a lower-case letter, then up to 31 of a-z, 0-9 and '-' (set prefix = \"…\" on the upstream)",
+                    "\"{}\" cannot prefix names in federated route[{i}]: use a lower-case letter, then up to 31 of a-z, 0-9 and '-', or \"\" for names as they are (set prefix = \"…\" on the upstream)",
                     up.prefix
                 ),
             ));

@@ -12,6 +12,7 @@ use super::forward::{ConnectionSettings, Pools, UpstreamClient};
 use super::heavy::HeavyLane;
 use super::record::{Metrics, UpstreamMetrics};
 use crate::config::{FederationSettings, GatewayConfig, RouteConfig, UpstreamRoute};
+use crate::model::{split, TargetKind};
 
 /// An upstream and its connection pool, shared by every path routed to it.
 pub struct RoutedUpstream {
@@ -71,6 +72,16 @@ impl Federated {
         self.members.iter().find(|m| m.prefix() == Some(prefix))
     }
 
+    /// The upstream an exposed name of `kind` belongs to, and the name as
+    /// that upstream wrote it: the one whose prefix starts it, else the one
+    /// with an empty prefix (which exposes its names as they are).
+    pub fn owner<'a>(&self, kind: TargetKind, exposed: &'a str) -> Option<(&Arc<Route>, &'a str)> {
+        let prefixed = split(kind, exposed)
+            .filter(|(prefix, _)| !prefix.is_empty())
+            .and_then(|(prefix, own)| Some((self.by_prefix(prefix)?, own)));
+        prefixed.or_else(|| Some((self.by_prefix("")?, exposed)))
+    }
+
     /// The upstream with the configured `id`.
     pub fn by_id(&self, id: &str) -> Option<&Arc<Route>> {
         self.members.iter().find(|m| m.upstream.settings.id == id)
@@ -81,7 +92,8 @@ impl Federated {
         let quoted: Vec<String> = self
             .members
             .iter()
-            .filter_map(|m| m.prefix().map(|p| format!("\"{p}\"")))
+            .filter_map(|m| m.prefix().filter(|p| !p.is_empty()))
+            .map(|p| format!("\"{p}\""))
             .collect();
         quoted.join(", ")
     }

@@ -113,7 +113,11 @@ async fn tools_of_every_upstream_are_listed_under_their_prefixes_and_called_by_t
             .unwrap(),
     )
     .await;
-    assert_eq!(v["result"]["serverInfo"]["name"], "team-tools", "{v}");
+    assert_eq!(
+        v["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "team-tools",
+        "{v}"
+    );
+    assert!(v["result"].get("serverInfo").is_none(), "{v}");
     let instructions = v["result"]["instructions"]
         .as_str()
         .unwrap_or_else(|| panic!("{v}"));
@@ -964,5 +968,60 @@ async fn a_subscription_stream_is_every_upstreams_with_its_own_uris() {
     assert_eq!(got(&b), json!(["file:///x.md", "mem://q"]));
     let v = json_of(listen(json!(["c+file:///x"])).send().await.unwrap()).await;
     assert_eq!(v["error"]["data"]["reason"], "unknown_name", "{v}");
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_empty_prefix_exposes_names_as_they_are_and_never_shadows_a_prefix() {
+    let tools = |names: &'static [&'static str]| {
+        ScriptedUpstream::start(move |req| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            let result = match body["method"].as_str() {
+                Some("tools/list") => {
+                    let tools: Vec<Value> = names
+                        .iter()
+                        .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
+                        .collect();
+                    json!({ "tools": tools })
+                }
+                _ => {
+                    json!({"content": [{"type": "text", "text": format!("ran {}", body["params"]["name"])}]})
+                }
+            };
+            vec![http_response(
+                "200 OK",
+                "application/json",
+                &result_json(&id_of(req), result),
+            )]
+        })
+    };
+    // The plain upstream lists `gh_issues`, which reads as the other's.
+    let plain = tools(&["search", "gh_issues", "read_file"]).await;
+    let gh = tools(&["issues"]).await;
+    let text = federated_config(
+        &[("plain", "", &plain.url()), ("github", "gh", &gh.url())],
+        "",
+    );
+    let gw = start_gateway(&text).await;
+    let c = client();
+    let v = list(&c, &url(&gw), "tools/list", None).await;
+    assert_eq!(
+        names(&v["result"], "tools", "name"),
+        ["search", "read_file", "gh_issues"]
+    );
+    for (tool, ran) in [
+        ("read_file", "ran \"read_file\""),
+        ("gh_issues", "ran \"issues\""),
+        ("search", "ran \"search\""),
+    ] {
+        let v = json_of(
+            call(&c, &url(&gw), "e", tool, json!({}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(v["result"]["content"][0]["text"], ran, "{tool}: {v}");
+    }
     gw.shutdown().await;
 }

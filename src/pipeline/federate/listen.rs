@@ -17,7 +17,7 @@ use super::super::route::Federated;
 use super::super::sse::{event_with_id, SseFramer};
 use super::super::{Gateway, Inbound};
 use super::retarget::Retarget;
-use crate::model::{expose, split, McpMethod, Reason, Refusal, TargetKind};
+use crate::model::{expose, McpMethod, Reason, Refusal, TargetKind};
 use serde_json::Value;
 
 /// Open every upstream's stream; answer with their events merged. An
@@ -71,20 +71,16 @@ pub(super) async fn merged(
             }
             Ok(resp) => {
                 let reason = Reason::UpstreamRefused;
-                gateway.metrics.left_out(
-                    &member.upstream.settings.id,
-                    method,
-                    reason.as_str(),
-                );
+                gateway
+                    .metrics
+                    .left_out(&member.upstream.settings.id, method, reason.as_str());
                 first_refusal.get_or_insert(Ok(resp));
             }
             Err(refused) => {
                 let reason = refused.refusal.reason;
-                gateway.metrics.left_out(
-                    &member.upstream.settings.id,
-                    method,
-                    reason.as_str(),
-                );
+                gateway
+                    .metrics
+                    .left_out(&member.upstream.settings.id, method, reason.as_str());
                 first_refusal.get_or_insert(Err(refused));
             }
         }
@@ -130,13 +126,12 @@ fn subscriptions(fed: &Federated, inbound: &Inbound) -> Result<Option<Vec<Vec<St
     let mut by_member = vec![Vec::new(); fed.members.len()];
     for uri in uris {
         let exposed = uri.as_str().unwrap_or_default();
-        let found = split(TargetKind::Resource, exposed).and_then(|(prefix, own)| {
-            let i = fed
-                .members
-                .iter()
-                .position(|m| m.prefix() == Some(prefix))?;
-            Some((i, own))
-        });
+        let found = fed
+            .owner(TargetKind::Resource, exposed)
+            .and_then(|(m, own)| {
+                let i = fed.members.iter().position(|x| Arc::ptr_eq(x, m))?;
+                Some((i, own))
+            });
         let Some((i, own)) = found else {
             return Err(Refusal::new(
                 Reason::UnknownName,

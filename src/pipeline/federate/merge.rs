@@ -28,6 +28,9 @@ use crate::sessions::{FederatedCursor, MemberSession, PendingList, SessionState}
 /// The `_meta` key on each merged item that names its upstream.
 pub(super) const UPSTREAM_KEY: &str = "dev.portcullis/upstream";
 
+/// Where a 2026-07-28 result names the server that produced it.
+const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
 /// The longest tool or prompt name clients are asked to accept.
 const MAX_NAME: usize = 128;
 
@@ -71,7 +74,7 @@ pub(super) async fn list(
         carry_list_fields(&mut merged, result);
         let listed = result.get(shape.items).and_then(Value::as_array);
         for item in listed.into_iter().flatten() {
-            match exposed_item(item, &shape, &answer.member, &mut seen) {
+            match exposed_item(item, &shape, fed, &answer.member, &mut seen) {
                 Ok(item) => items.push(item),
                 Err(Some(removed)) => audit_removed(gateway, &inbound, &answer.member, removed),
                 Err(None) => {}
@@ -184,7 +187,8 @@ fn carry_list_fields(merged: &mut Map<String, Value>, result: &Map<String, Value
 fn exposed_item(
     item: &Value,
     shape: &ListShape,
-    member: &Route,
+    fed: &Federated,
+    member: &Arc<Route>,
     seen: &mut HashSet<String>,
 ) -> Result<Value, Option<Verdict>> {
     let mut item = item.as_object().ok_or(None)?.clone();
@@ -192,11 +196,20 @@ fn exposed_item(
     let own = item.get(shape.name).and_then(Value::as_str).ok_or(None)?;
     let exposed = expose(shape.kind, prefix, own);
     let too_long = shape.kind != TargetKind::Resource && exposed.chars().count() > MAX_NAME;
-    if too_long || !seen.insert(exposed.clone()) {
-        let why = match too_long {
-            true => "longer than 128 characters once prefixed",
-            false => "listed twice",
-        };
+    // Under an empty prefix a name may look like another upstream's.
+    let elsewhere = fed
+        .owner(shape.kind, &exposed)
+        .is_none_or(|(owner, _)| !Arc::ptr_eq(owner, member));
+    let why = if too_long {
+        Some("longer than 128 characters once prefixed")
+    } else if elsewhere {
+        Some("reads as another upstream's name")
+    } else if !seen.insert(exposed.clone()) {
+        Some("listed twice")
+    } else {
+        None
+    };
+    if let Some(why) = why {
         return Err(Some(Verdict {
             rule: Rule::Name,
             action: Action::Remove,
@@ -302,15 +315,23 @@ pub(super) async fn describe(
         }
     }
     merged.insert("capabilities".to_owned(), Value::Object(capabilities));
-    merged.insert(
-        "serverInfo".to_owned(),
-        json!({"name": fed.settings.name, "version": env!("CARGO_PKG_VERSION")}),
-    );
     merged.remove("instructions");
     if !instructions.is_empty() {
         merged.insert("instructions".into(), instructions.join("\n\n").into());
     }
+    // Who answers is the route: `serverInfo` at `initialize`, in `_meta`
+    // on 2026-07-28 (each upstream's own `_meta` describes only itself).
     merged.remove("_meta");
+    let server = json!({"name": fed.settings.name, "version": env!("CARGO_PKG_VERSION")});
+    match request.method {
+        McpMethod::Initialize => {
+            merged.insert("serverInfo".to_owned(), server);
+        }
+        _ => {
+            merged.remove("serverInfo");
+            merged.insert("_meta".to_owned(), json!({ SERVER_INFO_KEY: server }));
+        }
+    }
     with_note(&mut merged, note);
     let session = match request.method == McpMethod::Initialize
         && request.generation() == Generation::Sessions

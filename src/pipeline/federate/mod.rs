@@ -25,7 +25,7 @@ use super::request::Transport;
 use super::route::{Federated, Route};
 use super::{Gateway, Inbound};
 use crate::json::MessageKind;
-use crate::model::{split, Carriage, Reason, Refusal, TargetKind};
+use crate::model::{Carriage, Reason, Refusal, TargetKind};
 use crate::mrtr::seal::SealedState;
 use crate::sessions::{PushState, PUSH_PREFIX};
 use retarget::Retarget;
@@ -119,8 +119,8 @@ fn member_of<'a>(
     kind: TargetKind,
     exposed: &'a str,
 ) -> Result<(Arc<Route>, &'a str), Refusal> {
-    split(kind, exposed)
-        .and_then(|(prefix, own)| fed.by_prefix(prefix).map(|m| (m.clone(), own)))
+    fed.owner(kind, exposed)
+        .map(|(member, own)| (member.clone(), own))
         .ok_or_else(|| {
             Refusal::new(
                 Reason::UnknownName,

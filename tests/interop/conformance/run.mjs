@@ -102,11 +102,16 @@ function verdict(r) {
 
 const started = Date.now();
 const server = await startEverythingServer();
-// A federated route whose one member is the same server (its prefix: the id, `conformance`).
+// A federated route whose one member is the same server, with an empty
+// prefix: its names as they are, so the scenarios name them as directly.
 const FEDERATED = '/fed/conformance';
 const gateway = await startGateway(
   { conformance: server.url },
-  { extraToml: `[[route]]\npath = "${FEDERATED}"\nupstreams = ["conformance"]\n` },
+  {
+    extraToml:
+      `[[upstream]]\nid = "conformance-fed"\nname = "Conformance (federated)"\nurl = "${server.url}"\nprefix = ""\n` +
+      `[[route]]\npath = "${FEDERATED}"\nupstreams = ["conformance-fed"]\n`,
+  },
 );
 let rows;
 try {

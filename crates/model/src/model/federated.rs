@@ -14,8 +14,12 @@ pub const NAME_SEPARATOR: char = '_';
 pub const URI_SEPARATOR: char = '+';
 
 /// A prefix: a lower-case letter, then up to 31 of a-z, 0-9 and '-' (valid
-/// in a tool name and in a URI scheme, and free of both separators).
+/// in a tool name and in a URI scheme, and free of both separators); or
+/// empty: that upstream's names are exposed as they are.
 pub fn valid_prefix(prefix: &str) -> bool {
+    if prefix.is_empty() {
+        return true;
+    }
     let mut bytes = prefix.bytes();
     bytes.next().is_some_and(|b| b.is_ascii_lowercase())
         && prefix.len() <= 32
@@ -30,8 +34,12 @@ pub const fn separator(kind: TargetKind) -> char {
     }
 }
 
-/// The name a client sees for an upstream's `name` of `kind`.
+/// The name a client sees for an upstream's `name` of `kind` (the name
+/// itself under an empty prefix).
 pub fn expose(kind: TargetKind, prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        return name.to_owned();
+    }
     let mut out = String::with_capacity(prefix.len() + 1 + name.len());
     out.push_str(prefix);
     out.push(separator(kind));
@@ -39,8 +47,10 @@ pub fn expose(kind: TargetKind, prefix: &str, name: &str) -> String {
     out
 }
 
-/// An exposed name split into the prefix and the upstream's own name
-/// (`None` when it has no separator).
+/// An exposed name split at its first separator into a prefix and the
+/// upstream's own name (`None` when it has no separator). Which upstream
+/// an exposed name belongs to also depends on whether one has an empty
+/// prefix: the route decides (`Federated::owner`).
 pub fn split(kind: TargetKind, exposed: &str) -> Option<(&str, &str)> {
     exposed.split_once(separator(kind))
 }
@@ -128,7 +138,8 @@ mod tests {
 
     #[test]
     fn prefixes() {
-        for ok in ["gh", "a", "files-2", "abcdefghijabcdefghijabcdefghijab"] {
+        assert_eq!(expose(TargetKind::Tool, "", "a_b"), "a_b");
+        for ok in ["", "gh", "a", "files-2", "abcdefghijabcdefghijabcdefghijab"] {
             assert!(valid_prefix(ok), "{ok}");
         }
         for bad in [
