@@ -1025,3 +1025,71 @@ async fn an_empty_prefix_exposes_names_as_they_are_and_never_shadows_a_prefix() 
     }
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_completion_goes_to_the_upstream_its_reference_names() {
+    let echo = || {
+        ScriptedUpstream::start(|req| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            let got = body["params"]["ref"].clone();
+            let result = json!({"completion": {"values": [got.to_string()]}});
+            vec![http_response(
+                "200 OK",
+                "application/json",
+                &result_json(&id_of(req), result),
+            )]
+        })
+    };
+    let (a, b) = (echo().await, echo().await);
+    let gw = start_gateway(&federated_config(
+        &[("up-a", "a", &a.url()), ("up-b", "b", &b.url())],
+        "",
+    ))
+    .await;
+    let c = client();
+    let complete = |reference: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 8, "method": "completion/complete", "params": {"_meta": meta(),
+            "ref": reference, "argument": {"name": "room", "value": "at"}}});
+        post(&c, &url(&gw), "completion/complete", None, body)
+    };
+    let v = json_of(
+        complete(json!({"type": "ref/prompt", "name": "b_plan"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        v["result"]["completion"]["values"][0], r#"{"type":"ref/prompt","name":"plan"}"#,
+        "{v}"
+    );
+    let v = json_of(
+        complete(json!({"type": "ref/resource", "uri": "a+file:///{path}"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        v["result"]["completion"]["values"][0], r#"{"type":"ref/resource","uri":"file:///{path}"}"#,
+        "{v}"
+    );
+    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    for bad in [
+        json!({"type": "ref/prompt", "name": "c_plan"}),
+        json!({"type": "ref/tool", "name": "a_x"}),
+        json!("a_x"),
+    ] {
+        let v = json_of(complete(bad.clone()).send().await.unwrap()).await;
+        let reason = v["error"]["data"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            reason == "unknown_name" || reason == "invalid_request",
+            "{bad}: {v}"
+        );
+    }
+    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    gw.shutdown().await;
+}
