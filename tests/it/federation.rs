@@ -682,6 +682,11 @@ async fn resources_are_exposed_under_a_uri_prefix_and_read_from_their_upstream()
         v["result"]["contents"][0]["text"], "b read \"file:///b/a_b+c.md\"",
         "{v}"
     );
+    // The contents name the resource as the client knows it.
+    assert_eq!(
+        v["result"]["contents"][0]["uri"], "b-2+file:///b/a_b+c.md",
+        "{v}"
+    );
     let got: Value = serde_json::from_slice(&b.requests().last().unwrap().body).unwrap();
     assert_eq!(
         got["params"]["uri"], "file:///b/a_b+c.md",

@@ -14,10 +14,10 @@ use hyper::body::Body;
 use super::super::body::{EventSource, ProxyBody};
 use super::super::refuse::Refused;
 use super::super::route::Federated;
-use super::super::sse::{event_with_id, SseFramer};
 use super::super::{Gateway, Inbound};
+use super::expose;
 use super::retarget::Retarget;
-use crate::model::{expose, McpMethod, Reason, Refusal, TargetKind};
+use crate::model::{McpMethod, Reason, Refusal, TargetKind};
 use serde_json::Value;
 
 /// Open every upstream's stream; answer with their events merged. An
@@ -169,7 +169,7 @@ impl EventSource for MergedEvents {
                 Poll::Ready(Some(Ok(frame))) => {
                     self.next = i + 1;
                     if let Ok(data) = frame.into_data() {
-                        return Poll::Ready(Some(exposed_event(data, &self.prefixes[i])));
+                        return Poll::Ready(Some(expose::event(data, &self.prefixes[i])));
                     }
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
@@ -187,38 +187,5 @@ impl EventSource for MergedEvents {
 
     fn refused(&self) -> Option<Reason> {
         None
-    }
-}
-
-/// An event as the client gets it from a merged stream: a
-/// `notifications/resources/updated` with the URI under its upstream's
-/// prefix, anything else as it is.
-fn exposed_event(event: Bytes, prefix: &str) -> Bytes {
-    const UPDATED: &[u8] = b"notifications/resources/updated";
-    if memchr::memmem::find(&event, UPDATED).is_none() {
-        return event;
-    }
-    let mut framer = SseFramer::new(event.len() + 1);
-    framer.push(&event);
-    let Ok(Some(parsed)) = framer.next_event() else {
-        return event;
-    };
-    let Some(mut message) = parsed
-        .data
-        .and_then(|d| crate::json::parse_value(d.as_bytes()).ok())
-    else {
-        return event;
-    };
-    let uri = message.pointer("/params/uri").and_then(Value::as_str);
-    let Some(exposed) = uri.map(|u| expose(TargetKind::Resource, prefix, u)) else {
-        return event;
-    };
-    if message.get("method").and_then(Value::as_str) != Some("notifications/resources/updated") {
-        return event;
-    }
-    message["params"]["uri"] = Value::String(exposed);
-    match serde_json::to_vec(&message) {
-        Ok(bytes) => event_with_id(parsed.id.as_deref(), &bytes),
-        Err(_) => event,
     }
 }

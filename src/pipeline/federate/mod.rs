@@ -9,6 +9,7 @@
 //! a 2025-11-25 session's streams joined (`listen.rs`).
 
 mod answers;
+mod expose;
 mod listen;
 mod merge;
 mod retarget;
@@ -72,7 +73,12 @@ pub(crate) async fn serve(
         Some(r) => r.apply(&inbound, fed)?,
         None => inbound,
     };
-    gateway.through(member, inbound).await
+    let prefix = member.member.as_ref().map(|m| m.prefix.clone());
+    let answered = gateway.through(member, inbound).await?;
+    Ok(match prefix {
+        Some(prefix) => expose::answer(answered, &prefix).await,
+        None => answered,
+    })
 }
 
 /// The upstream whose prefix starts the name, and the request with its own name.

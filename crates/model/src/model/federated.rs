@@ -143,7 +143,6 @@ mod tests {
             assert!(valid_prefix(ok), "{ok}");
         }
         for bad in [
-            "",
             "GH",
             "2gh",
             "g_h",
