@@ -15,8 +15,9 @@ use super::super::body::{EventSource, ProxyBody};
 use super::super::refuse::Refused;
 use super::super::route::Federated;
 use super::super::{Gateway, Inbound};
+use super::answers::cut_short;
 use super::retarget::Retarget;
-use crate::model::{Reason, Refusal};
+use crate::model::{McpMethod, Reason, Refusal};
 
 /// Open every upstream's stream; answer with their events merged. An
 /// upstream whose stream does not open (it offers none, it is down) is
@@ -59,21 +60,13 @@ pub(super) async fn merged(
                 streams.push(Some(body));
             }
             Ok(resp) => {
-                let reason = Reason::UpstreamRefused;
-                gateway.metrics.left_out(
-                    &member.upstream.settings.id,
-                    crate::model::McpMethod::Other,
-                    reason.as_str(),
-                );
+                let reason = Reason::UpstreamRefused.as_str();
+                cut_short(gateway, McpMethod::Other, &member.upstream.settings, reason);
                 first_refusal.get_or_insert(Ok(resp));
             }
             Err(refused) => {
-                let reason = refused.refusal.reason;
-                gateway.metrics.left_out(
-                    &member.upstream.settings.id,
-                    crate::model::McpMethod::Other,
-                    reason.as_str(),
-                );
+                let reason = refused.refusal.reason.as_str();
+                cut_short(gateway, McpMethod::Other, &member.upstream.settings, reason);
                 first_refusal.get_or_insert(Err(refused));
             }
         }
