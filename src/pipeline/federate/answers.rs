@@ -146,6 +146,12 @@ async fn read_back(resp: Response<ProxyBody>, max: usize) -> (HeaderMap, Outcome
     };
     let outcome = match message {
         Some(mut m) => match (m.get_mut("result").map(Value::take), m.get_mut("error")) {
+            // Every MCP result is an object: anything else has no part
+            // to merge, and is named rather than skipped.
+            (Some(result), _) if !result.is_object() => Outcome::Unavailable(Refusal::new(
+                Reason::UpstreamProtocolViolation,
+                "the upstream's result is not an object",
+            )),
             (Some(result), _) => Outcome::Result(result),
             (None, Some(error)) => Outcome::Error(error.take(), source),
             (None, None) => Outcome::Unavailable(unreadable()),
