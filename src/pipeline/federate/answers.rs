@@ -15,20 +15,37 @@ use super::super::body::ProxyBody;
 use super::super::route::{Federated, Route};
 use super::super::sse::SseFramer;
 use super::super::{Gateway, Inbound};
+use crate::config::UpstreamRoute;
 use crate::model::{McpMethod, Reason, Refusal};
 
 /// The `_meta` key of a merged answer that names the upstreams left out.
 pub(super) const FEDERATION_KEY: &str = "dev.portcullis/federation";
 
+/// The note's reason for an upstream's own JSON-RPC error.
+const UPSTREAM_ERROR: &str = "upstream_error";
+
 /// JSON-RPC's "method not found".
 const METHOD_NOT_FOUND: i64 = -32601;
+
+/// Who wrote a JSON-RPC error an upstream's checked answer holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// A JSON body: the gateway passes an upstream's error as it is, and
+    /// refuses by failing the request, never with a body.
+    Upstream,
+    /// An event stream, where the gateway ends a refused stream with an
+    /// error event of its own.
+    Stream,
+}
 
 /// What one upstream answered, once checked.
 pub(super) enum Outcome {
     /// A JSON-RPC result.
     Result(Value),
-    /// A JSON-RPC error (its `data.reason` when it is one of the gateway's).
-    Error(Value),
+    /// A JSON-RPC error: the upstream's own (a JSON body: whatever its
+    /// `data.reason` says), or one on a checked event stream, which may be
+    /// the gateway's (its `data.reason` then names why).
+    Error(Value, Source),
     /// Nothing to say (a notification was accepted).
     Accepted,
     /// No answer: the phases refused, or the upstream failed.
@@ -50,17 +67,18 @@ impl Answer {
         match &self.outcome {
             Outcome::Result(_) | Outcome::Accepted => None,
             // A server without that list (no prompts, say) has nothing to add.
-            Outcome::Error(e)
+            Outcome::Error(e, _)
                 if e.get("code").and_then(Value::as_i64) == Some(METHOD_NOT_FOUND) =>
             {
                 None
             }
             Outcome::Unavailable(r) => Some(r.reason.as_str()),
-            Outcome::Error(e) => Some(
+            Outcome::Error(_, Source::Upstream) => Some(UPSTREAM_ERROR),
+            Outcome::Error(e, Source::Stream) => Some(
                 e.pointer("/data/reason")
                     .and_then(Value::as_str)
                     .and_then(Reason::parse)
-                    .map_or("upstream_error", Reason::as_str),
+                    .map_or(UPSTREAM_ERROR, Reason::as_str),
             ),
         }
     }
@@ -122,14 +140,20 @@ async fn read_back(resp: Response<ProxyBody>, max: usize) -> (HeaderMap, Outcome
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-    let message = match stream {
-        true => response_event(&bytes, max),
-        false => crate::json::parse_value(&bytes).ok(),
+    let (message, source) = match stream {
+        true => (response_event(&bytes, max), Source::Stream),
+        false => (crate::json::parse_value(&bytes).ok(), Source::Upstream),
     };
     let outcome = match message {
         Some(mut m) => match (m.get_mut("result").map(Value::take), m.get_mut("error")) {
+            // Every MCP result is an object: anything else has no part
+            // to merge, and is named rather than skipped.
+            (Some(result), _) if !result.is_object() => Outcome::Unavailable(Refusal::new(
+                Reason::UpstreamProtocolViolation,
+                "the upstream's result is not an object",
+            )),
             (Some(result), _) => Outcome::Result(result),
-            (None, Some(error)) => Outcome::Error(error.take()),
+            (None, Some(error)) => Outcome::Error(error.take(), source),
             (None, None) => Outcome::Unavailable(unreadable()),
         },
         None => Outcome::Unavailable(unreadable()),
@@ -163,28 +187,39 @@ fn unreadable() -> Refusal {
     )
 }
 
-/// Log and count each upstream left out of a merged answer; the note for
-/// the answer's `_meta` (`None` when every upstream answered).
-pub(super) fn left_out(gateway: &Gateway, method: McpMethod, answers: &[Answer]) -> Option<Value> {
+/// Log and count each upstream left out of a merged answer; the entries
+/// of the answer's `_meta` note (none when every upstream answered).
+pub(super) fn left_out(gateway: &Gateway, method: McpMethod, answers: &[Answer]) -> Vec<Value> {
     let mut unavailable = Vec::new();
     for answer in answers {
         let Some(reason) = answer.left_out_reason() else {
             continue;
         };
         let up = &answer.member.upstream.settings;
-        tracing::warn!(
-            upstream = %up.id,
-            method = method.as_str(),
-            reason,
-            "federated route: upstream left out of a merged answer"
-        );
-        gateway.metrics.left_out(&up.id, method, reason);
+        unavailable.push(cut_short(gateway, method, up, reason));
         if let Outcome::Unavailable(r) = &answer.outcome {
             if r.reason.is_upstream_failure() {
                 gateway.metrics.upstream_error(&up.id, r.reason);
             }
         }
-        unavailable.push(json!({"upstream": up.id, "name": up.name, "reason": reason}));
     }
-    (!unavailable.is_empty()).then(|| json!({ "unavailable": unavailable }))
+    unavailable
+}
+
+/// Log and count one upstream whose part of a merged answer ends, for
+/// `reason` (left out, or its next pages not carried): its note entry.
+pub(super) fn cut_short(
+    gateway: &Gateway,
+    method: McpMethod,
+    up: &UpstreamRoute,
+    reason: &str,
+) -> Value {
+    tracing::warn!(
+        upstream = %up.id,
+        method = method.as_str(),
+        reason,
+        "federated route: upstream left out of a merged answer"
+    );
+    gateway.metrics.left_out(&up.id, method, reason);
+    json!({"upstream": up.id, "name": up.name, "reason": reason})
 }

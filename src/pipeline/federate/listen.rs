@@ -15,6 +15,7 @@ use super::super::body::{EventSource, ProxyBody};
 use super::super::refuse::Refused;
 use super::super::route::Federated;
 use super::super::{Gateway, Inbound};
+use super::answers::cut_short;
 use super::expose;
 use super::retarget::Retarget;
 use crate::model::{McpMethod, Reason, Refusal, TargetKind};
@@ -70,17 +71,13 @@ pub(super) async fn merged(
                 prefixes.push(member.prefix().unwrap_or_default().to_owned());
             }
             Ok(resp) => {
-                let reason = Reason::UpstreamRefused;
-                gateway
-                    .metrics
-                    .left_out(&member.upstream.settings.id, method, reason.as_str());
+                let reason = Reason::UpstreamRefused.as_str();
+                cut_short(gateway, method, &member.upstream.settings, reason);
                 first_refusal.get_or_insert(Ok(resp));
             }
             Err(refused) => {
-                let reason = refused.refusal.reason;
-                gateway
-                    .metrics
-                    .left_out(&member.upstream.settings.id, method, reason.as_str());
+                let reason = refused.refusal.reason.as_str();
+                cut_short(gateway, method, &member.upstream.settings, reason);
                 first_refusal.get_or_insert(Err(refused));
             }
         }

@@ -1,8 +1,8 @@
 //! One answer from several upstreams' checked answers: lists merged in the
 //! configured order under each upstream's prefix, with a sealed cursor
-//! over the upstreams that have more; the description of one server made of
-//! all of them; and what every upstream is told (ping, a notification, the
-//! end of a session).
+//! over the upstreams that have more; and what every upstream is told
+//! (ping, a notification, the end of a session). The description of one
+//! server made of all of them is `describe.rs`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,19 +17,16 @@ use super::super::refuse::Refused;
 use super::super::route::{Federated, Route};
 use super::super::session::end_session;
 use super::super::{Gateway, Inbound};
-use super::answers::{ask_all, left_out, Answer, Outcome, FEDERATION_KEY};
+use super::answers::{ask_all, cut_short, left_out, Answer, Outcome, FEDERATION_KEY};
 use super::retarget::Retarget;
 use crate::audit::AuditEvent;
 use crate::headers::MCP_SESSION_ID;
-use crate::model::{expose, Generation, McpMethod, Reason, Refusal, TargetKind};
-use crate::policy::inspect::{Action, Rule, Verdict};
-use crate::sessions::{FederatedCursor, MemberSession, PendingList, SessionState};
+use crate::model::{expose, McpMethod, Reason, Refusal, TargetKind};
+use crate::policy::inspect::{is_gateway_key, Action, Rule, Verdict};
+use crate::sessions::{FederatedCursor, PendingList, SessionState};
 
 /// The `_meta` key on each merged item that names its upstream.
 pub(super) const UPSTREAM_KEY: &str = "dev.portcullis/upstream";
-
-/// Where a 2026-07-28 result names the server that produced it.
-const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 
 /// The longest tool or prompt name clients are asked to accept.
 const MAX_NAME: usize = 128;
@@ -57,12 +54,14 @@ pub(super) async fn list(
         .map(|(member, cursor)| Ok((member, Retarget::Cursor(cursor).apply(&inbound, fed)?)))
         .collect::<Result<Vec<_>, Refused>>()?;
     let answers = ask_all(gateway, fed, asked).await;
-    let note = left_out(gateway, request.method, &answers);
+    let mut note = left_out(gateway, request.method, &answers);
     let mut merged = Map::new();
     let mut items = Vec::new();
     let mut seen = HashSet::new();
     let mut next = Vec::new();
     let mut answered = false;
+    let mut results = Vec::new();
+    let budget = cursor_budget(gateway, fed);
     for answer in &answers {
         let Outcome::Result(result) = &answer.outcome else {
             continue;
@@ -71,7 +70,7 @@ pub(super) async fn list(
         let Some(result) = result.as_object() else {
             continue;
         };
-        carry_list_fields(&mut merged, result);
+        results.push(result);
         let listed = result.get(shape.items).and_then(Value::as_array);
         for item in listed.into_iter().flatten() {
             match exposed_item(item, &shape, fed, &answer.member, &mut seen) {
@@ -80,16 +79,23 @@ pub(super) async fn list(
                 Err(None) => {}
             }
         }
-        if let Some(cursor) = result.get("nextCursor").and_then(Value::as_str) {
-            next.push(PendingList {
-                upstream: answer.member.upstream.settings.id.clone(),
+        let up = &answer.member.upstream.settings;
+        match next_page(result, budget) {
+            Ok(None) => {}
+            Ok(Some(cursor)) => next.push(PendingList {
+                upstream: up.id.clone(),
                 cursor: cursor.to_owned(),
-            });
+            }),
+            Err(reason) => note.push(cut_short(gateway, request.method, up, reason.as_str())),
         }
     }
-    if !answered && note.is_some() {
+    if !answered && !note.is_empty() {
         return Err(first_failure(fed, request.id(), &answers));
     }
+    if let Some(t) = results.iter().find_map(|r| r.get("resultType")) {
+        merged.insert("resultType".to_owned(), t.clone());
+    }
+    caching(&mut merged, &results);
     merged.insert(shape.items.to_owned(), Value::Array(items));
     if !next.is_empty() {
         let cursor = FederatedCursor::new(
@@ -105,6 +111,10 @@ pub(super) async fn list(
             ))
         })?;
         merged.insert("nextCursor".to_owned(), Value::String(sealed));
+        // The cursor opens only for this caller: the page is theirs.
+        if merged.contains_key("cacheScope") {
+            merged.insert("cacheScope".to_owned(), "private".into());
+        }
     }
     with_note(&mut merged, note);
     Ok(result_response(request.id(), Value::Object(merged), None))
@@ -162,28 +172,58 @@ fn principal_key(inbound: &Inbound) -> String {
     }
 }
 
-/// The members of a list result besides its items that the merged list
-/// keeps: its type (2026-07-28), and the shortest time it may be cached
-/// (by this caller only: the merged list and its cursor are the caller's).
-fn carry_list_fields(merged: &mut Map<String, Value>, result: &Map<String, Value>) {
-    if let Some(t) = result.get("resultType") {
-        merged.entry("resultType").or_insert_with(|| t.clone());
+/// How long and how widely a merged answer may be cached (2026-07-28): the
+/// shortest `ttlMs` an upstream gave, and `cacheScope` `public` only when
+/// every upstream said `public` (`private` once one said otherwise, or
+/// nothing while another said something).
+pub(super) fn caching(merged: &mut Map<String, Value>, results: &[&Map<String, Value>]) {
+    let ttl = results
+        .iter()
+        .filter_map(|r| r.get("ttlMs").and_then(Value::as_u64))
+        .min();
+    match ttl {
+        Some(ttl) => merged.insert("ttlMs".to_owned(), ttl.into()),
+        None => merged.remove("ttlMs"),
+    };
+    let scopes: Vec<Option<&str>> = results
+        .iter()
+        .map(|r| r.get("cacheScope").and_then(Value::as_str))
+        .collect();
+    if scopes.iter().all(Option::is_none) {
+        merged.remove("cacheScope");
+        return;
     }
-    if result.contains_key("cacheScope") {
-        merged.insert("cacheScope".to_owned(), "private".into());
-    }
-    if let Some(ttl) = result.get("ttlMs").and_then(Value::as_u64) {
-        let shorter = merged
-            .get("ttlMs")
-            .and_then(Value::as_u64)
-            .map_or(ttl, |t| t.min(ttl));
-        merged.insert("ttlMs".to_owned(), shorter.into());
+    let public = scopes.iter().all(|s| *s == Some("public"));
+    let scope = if public { "public" } else { "private" };
+    merged.insert("cacheScope".to_owned(), scope.into());
+}
+
+/// The most of one upstream's own cursor (JSON-encoded) a merged cursor
+/// carries: every upstream's together, sealed, must fit in the request
+/// that brings them back (`max_request_body_bytes`).
+fn cursor_budget(gateway: &Gateway, fed: &Federated) -> usize {
+    gateway.config.limits.max_request_body_bytes / (4 * fed.members.len().max(1))
+}
+
+/// An upstream's own `nextCursor` when it has more pages; one that is no
+/// string, or longer than `budget`, cannot be carried: that upstream's part
+/// of the walk ends here, and the reason is named.
+fn next_page(result: &Map<String, Value>, budget: usize) -> Result<Option<&str>, Reason> {
+    match result.get("nextCursor") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(c)) => match serde_json::to_string(c) {
+            Ok(encoded) if encoded.len() <= budget => Ok(Some(c)),
+            _ => Err(Reason::UpstreamResponseTooLarge),
+        },
+        Some(_) => Err(Reason::UpstreamProtocolViolation),
     }
 }
 
-/// An upstream's item under its exposed name, saying where it came from;
-/// the verdict that removed it when that name is too long or already taken
-/// (`Err(None)`: not an item at all, which the upstream's own phases refuse).
+/// An upstream's item under its exposed name, saying where it came from
+/// (in place of anything the upstream wrote in the gateway's namespace);
+/// the verdict that removed it when it has no name to expose, or that name
+/// is too long or already taken (`Err(None)`: not an item at all, which
+/// the upstream's own phases refuse).
 fn exposed_item(
     item: &Value,
     shape: &ListShape,
@@ -193,7 +233,19 @@ fn exposed_item(
 ) -> Result<Value, Option<Verdict>> {
     let mut item = item.as_object().ok_or(None)?.clone();
     let prefix = member.prefix().ok_or(None)?;
-    let own = item.get(shape.name).and_then(Value::as_str).ok_or(None)?;
+    let removed = |field: Option<String>, why: String| {
+        Some(Verdict {
+            rule: Rule::Name,
+            action: Action::Remove,
+            key: Some(shape.kind.as_str().to_owned()),
+            field,
+            detail: Some(why),
+        })
+    };
+    let Some(own) = item.get(shape.name).and_then(Value::as_str) else {
+        let why = format!("its {} is missing or not a string", shape.name);
+        return Err(removed(None, why));
+    };
     let exposed = expose(shape.kind, prefix, own);
     let too_long = shape.kind != TargetKind::Resource && exposed.chars().count() > MAX_NAME;
     // Under an empty prefix a name may look like another upstream's.
@@ -210,19 +262,14 @@ fn exposed_item(
         None
     };
     if let Some(why) = why {
-        return Err(Some(Verdict {
-            rule: Rule::Name,
-            action: Action::Remove,
-            key: Some(shape.kind.as_str().to_owned()),
-            field: Some(exposed),
-            detail: Some(why.to_owned()),
-        }));
+        return Err(removed(Some(exposed), why.to_owned()));
     }
     item.insert(shape.name.to_owned(), Value::String(exposed));
     let settings = &member.upstream.settings;
     let origin = json!({"id": settings.id, "name": settings.name});
     match item.get_mut("_meta") {
         Some(Value::Object(meta)) => {
+            meta.retain(|k, _| !is_gateway_key(k));
             meta.insert(UPSTREAM_KEY.to_owned(), origin);
         }
         _ => {
@@ -252,149 +299,18 @@ fn audit_removed(gateway: &Gateway, inbound: &Inbound, member: &Route, verdict: 
     }
 }
 
-fn with_note(result: &mut Map<String, Value>, note: Option<Value>) {
-    let Some(note) = note else { return };
+/// The upstreams left out of a merged answer, named in its `_meta`.
+pub(super) fn with_note(result: &mut Map<String, Value>, unavailable: Vec<Value>) {
+    if unavailable.is_empty() {
+        return;
+    }
     let meta = result
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(meta) = meta {
+        let note = json!({ "unavailable": unavailable });
         meta.insert(FEDERATION_KEY.to_owned(), note);
     }
-}
-
-/// `initialize` and `server/discover`: one server, named by the route, able
-/// to do what any of its upstreams can, with each upstream's instructions
-/// (checked under its own policy) under a heading that names it.
-pub(super) async fn describe(
-    gateway: &Arc<Gateway>,
-    fed: &Arc<Federated>,
-    inbound: Inbound,
-) -> Result<Response<ProxyBody>, Refused> {
-    let asked = everyone_asked(fed, &inbound)?;
-    let mut answers = ask_all(gateway, fed, asked).await;
-    let request = &inbound.request;
-    let version = answers.iter().find_map(|a| match &a.outcome {
-        Outcome::Result(r) => Some(r.get("protocolVersion").cloned()),
-        _ => None,
-    });
-    let Some(version) = version else {
-        left_out(gateway, request.method, &answers);
-        return Err(first_failure(fed, request.id(), &answers));
-    };
-    // One session speaks one version: an upstream that chose another is
-    // left out of it.
-    for answer in &mut answers {
-        if let Outcome::Result(r) = &answer.outcome {
-            if r.get("protocolVersion").cloned() != version {
-                answer.outcome = Outcome::Unavailable(Refusal::new(
-                    Reason::UnsupportedProtocolVersion,
-                    "the upstream chose another protocol version than the route's first upstream",
-                ));
-            }
-        }
-    }
-    let note = left_out(gateway, request.method, &answers);
-    let mut merged = Map::new();
-    let mut capabilities = Map::new();
-    let mut instructions = Vec::new();
-    for answer in &answers {
-        let Outcome::Result(Value::Object(result)) = &answer.outcome else {
-            continue;
-        };
-        for (k, v) in result {
-            merged.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        if let Some(Value::Object(caps)) = result.get("capabilities") {
-            union(&mut capabilities, caps);
-        }
-        if let Some(text) = result.get("instructions").and_then(Value::as_str) {
-            if !text.trim().is_empty() {
-                let name = &answer.member.upstream.settings.name;
-                instructions.push(format!("## {name}\n\n{text}"));
-            }
-        }
-    }
-    merged.insert("capabilities".to_owned(), Value::Object(capabilities));
-    merged.remove("instructions");
-    if !instructions.is_empty() {
-        merged.insert("instructions".into(), instructions.join("\n\n").into());
-    }
-    // Who answers is the route: `serverInfo` at `initialize`, in `_meta`
-    // on 2026-07-28 (each upstream's own `_meta` describes only itself).
-    merged.remove("_meta");
-    let server = json!({"name": fed.settings.name, "version": env!("CARGO_PKG_VERSION")});
-    match request.method {
-        McpMethod::Initialize => {
-            merged.insert("serverInfo".to_owned(), server);
-        }
-        _ => {
-            merged.remove("serverInfo");
-            merged.insert("_meta".to_owned(), json!({ SERVER_INFO_KEY: server }));
-        }
-    }
-    with_note(&mut merged, note);
-    let session = match request.method == McpMethod::Initialize
-        && request.generation() == Generation::Sessions
-    {
-        true => Some(joint_session(gateway, fed, &answers).ok_or_else(|| {
-            Refused::new(
-                Refusal::new(
-                    Reason::UpstreamBadResponse,
-                    "the upstreams' sessions cannot be carried",
-                ),
-                request.id(),
-                &fed.settings.name,
-            )
-        })?),
-        false => None,
-    };
-    Ok(result_response(
-        request.id(),
-        Value::Object(merged),
-        session,
-    ))
-}
-
-/// What any upstream can do: objects joined member by member, the first
-/// upstream's value where they disagree on anything else.
-fn union(into: &mut Map<String, Value>, from: &Map<String, Value>) {
-    for (k, v) in from {
-        match (into.get_mut(k), v) {
-            (Some(Value::Object(a)), Value::Object(b)) => union(a, b),
-            (Some(Value::Bool(a)), Value::Bool(b)) => *a |= *b,
-            (Some(_), _) => {}
-            (None, v) => {
-                into.insert(k.clone(), v.clone());
-            }
-        }
-    }
-}
-
-/// The client's session id: each upstream's session (what its own
-/// answer's phases sealed), sealed together for the route.
-fn joint_session(gateway: &Gateway, fed: &Federated, answers: &[Answer]) -> Option<HeaderValue> {
-    let keys = &gateway.config.state.keys;
-    let mut joint: Option<SessionState> = None;
-    let mut members = Vec::new();
-    for answer in answers {
-        if answer.left_out_reason().is_some() {
-            continue;
-        }
-        let Some(token) = answer.headers.get(&MCP_SESSION_ID) else {
-            continue;
-        };
-        let state = SessionState::open(keys, token.to_str().ok()?).ok()?;
-        members.push(MemberSession {
-            id: state.upstream.clone(),
-            session: state.upstream_session.clone(),
-        });
-        joint.get_or_insert(state);
-    }
-    let mut joint = joint?;
-    joint.upstream = fed.path.to_string();
-    joint.upstream_session = None;
-    joint.members = members;
-    HeaderValue::from_str(&joint.seal(keys)?).ok()
 }
 
 /// `ping`, `logging/setLevel`, a client's notification, any other method:
@@ -416,7 +332,7 @@ pub(super) async fn everyone(
     }
     left_out(gateway, request.method, &answers);
     if let Some(error) = answers.iter().find_map(|a| match &a.outcome {
-        Outcome::Error(e) => Some(e),
+        Outcome::Error(e, _) => Some(e),
         _ => None,
     }) {
         return Ok(error_response(request.id(), error));
@@ -438,8 +354,8 @@ pub(super) async fn ended(
         .and_then(|t| SessionState::open(&gateway.config.state.keys, t).ok());
     let asked = everyone_asked(fed, &inbound)?;
     let answers = ask_all(gateway, fed, asked).await;
+    left_out(gateway, McpMethod::Other, &answers);
     if !answers.iter().any(|a| a.left_out_reason().is_none()) {
-        left_out(gateway, McpMethod::Other, &answers);
         return Err(first_failure(fed, None, &answers));
     }
     // The upstreams checked the session; it is the route's own.
@@ -451,7 +367,7 @@ pub(super) async fn ended(
     Ok(accepted_with(StatusCode::OK))
 }
 
-fn everyone_asked(
+pub(super) fn everyone_asked(
     fed: &Federated,
     inbound: &Inbound,
 ) -> Result<Vec<(Arc<Route>, Inbound)>, Refused> {
@@ -462,7 +378,7 @@ fn everyone_asked(
 }
 
 /// The refusal of the first upstream that failed (when none answered).
-fn first_failure(fed: &Federated, id: Option<&str>, answers: &[Answer]) -> Refused {
+pub(super) fn first_failure(fed: &Federated, id: Option<&str>, answers: &[Answer]) -> Refused {
     let (refusal, name) = answers
         .iter()
         .find_map(|a| match &a.outcome {
@@ -499,7 +415,7 @@ fn message(id: Option<&str>, member: &str, value: &Value) -> Vec<u8> {
     format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{member}\":{value}}}").into_bytes()
 }
 
-fn result_response(
+pub(super) fn result_response(
     id: Option<&str>,
     result: Value,
     session: Option<HeaderValue>,

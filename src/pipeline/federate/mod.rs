@@ -5,10 +5,12 @@
 //! reference or the gateway's own sealed state leads to — the request then
 //! takes the usual phases to that one upstream ([`Gateway::through`]), with
 //! its name as the upstream wrote it — or every upstream, whose answers,
-//! each checked under its own upstream's policy, are merged (`merge.rs`),
-//! a 2025-11-25 session's streams joined (`listen.rs`).
+//! each checked under its own upstream's policy, are merged (`merge.rs`;
+//! one server's description: `describe.rs`), a 2025-11-25 session's
+//! streams joined (`listen.rs`).
 
 mod answers;
+mod describe;
 mod expose;
 mod listen;
 mod merge;
@@ -61,7 +63,7 @@ pub(crate) async fn serve(
             )
             .await
         }
-        Carriage::Describe => return merge::describe(gateway, fed, inbound).await,
+        Carriage::Describe => return describe::describe(gateway, fed, inbound).await,
         Carriage::Listen => return listen::merged(gateway, fed, inbound).await,
         Carriage::Everyone => return merge::everyone(gateway, fed, inbound).await,
         Carriage::Target(kind) => by_target(fed, &inbound, kind).map_err(refuse)?,

@@ -24,12 +24,17 @@ impl Run<'_> {
     /// Every part of a complete result a rule reads, cleaned in place:
     /// whether it changed.
     pub(super) fn whole_result(&mut self, result: &mut Value) -> Checked<bool> {
+        // What an upstream wrote in the gateway's own `_meta` namespace goes
+        // first, so no forged provenance rides along with a list.
+        let before = self.report.verdicts.len();
+        self.strip_namespace(result);
+        let stripped = self.report.verdicts.len() > before;
         self.check_description_text(result)?;
         for items in list_members() {
             self.check_listing(items, result)?;
         }
         self.check_meta_server_info(result)?;
-        Ok(self.annotate_listing(result))
+        Ok(self.annotate_listing(result) || stripped)
     }
 }
 
