@@ -3,7 +3,8 @@
 //! crosses it (complete MRTR operations, input_required rounds, policy
 //! refusals, tampered states, 401, 429, event streams, cancellations, a
 //! stream cut by its upstream, a dead upstream, an upstream refusing with its
-//! own 403, a failed reload) and a second gateway whose own backends fail
+//! own 403, lists of a federated route that leaves those two out, a failed
+//! reload) and a second gateway whose own backends fail
 //! (`failing.rs`: no Redis, an audit file that cannot be opened, a reload
 //! that needs a restart), then every
 //! expression of `deploy/grafana/portcullis.json` and every rule of
@@ -15,15 +16,16 @@
 //! `PORTCULLIS_REQUIRE_PEERS=1` (scripts/test), where it fails.
 
 mod failing;
+mod prometheus;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use crate::common::*;
 use portcullis::config::GatewayConfig;
 use portcullis::server::RunningGateway;
+use prometheus::{finite, label_values, prometheus_binary, Prometheus};
 use serde_json::{json, Value};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -102,6 +104,14 @@ const FIRING: &[(&str, &str, &[&str], &[&str])] = &[
         &["principal_tool"],
         &[],
     ),
+    // Left out and up (it answers its own 403); the dead one is
+    // PortcullisUpstreamDown's alone, the one that answers is not left out.
+    (
+        "PortcullisFederatedUpstreamLeftOut",
+        "upstream",
+        &["refusing"],
+        &["dead", "rooms"],
+    ),
     ("PortcullisConfigReloadFailed", "job", &["portcullis"], &[]),
     ("PortcullisConfigStale", "job", &["portcullis"], &[]),
     (
@@ -149,6 +159,18 @@ const PANEL_LABELS: &[(&str, &str, &[&str], &[&str])] = &[
             "upstream_unreachable",
             "upstream_connection_closed",
         ],
+        &[],
+    ),
+    (
+        "Federated upstreams left out/s by upstream and reason",
+        "upstream",
+        &["dead", "refusing"],
+        &["rooms"],
+    ),
+    (
+        "Federated upstreams left out/s by upstream and reason",
+        "reason",
+        &["upstream_unreachable", "upstream_refused"],
         &[],
     ),
     (
@@ -202,44 +224,7 @@ const PANEL_LABELS: &[(&str, &str, &[&str], &[&str])] = &[
     ),
 ];
 
-// ------------------------------------------------------------ prometheus
-
-fn prometheus_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PORTCULLIS_PROMETHEUS") {
-        return Some(PathBuf::from(p));
-    }
-    let debian = Path::new("/usr/bin/prometheus");
-    if debian.is_file() {
-        return Some(debian.to_owned());
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("prometheus"))
-            .find(|p| p.is_file())
-    })
-}
-
-/// A Prometheus process, killed when dropped.
-struct Prometheus {
-    child: Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The port Prometheus logs it listens on (it binds port 0 itself, so no
-/// other process can take the port between choosing and binding it).
-fn listening_port(log: &str) -> Option<u16> {
-    log.lines()
-        .filter(|l| l.contains("msg=\"Listening on\""))
-        .find_map(|l| l.rsplit("address=127.0.0.1:").next()?.trim().parse().ok())
-}
+// ------------------------------------------------------------ upstreams
 
 /// An address where nothing answers: a socket bound and held, never
 /// listening, so a connection is refused for the whole test.
@@ -250,108 +235,6 @@ fn dead_address() -> (std::net::SocketAddr, tokio::net::TcpSocket) {
         .expect("bind");
     let addr = socket.local_addr().expect("addr");
     (addr, socket)
-}
-
-impl Prometheus {
-    async fn start(binary: &Path, targets: &[std::net::SocketAddr]) -> Prometheus {
-        let target = targets
-            .iter()
-            .map(|t| format!("\"{t}\""))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let rules = Path::new(ROOT).join("deploy/prometheus/alerts.yml");
-        let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - {}\n\
-             scrape_configs:\n  - job_name: portcullis\n    static_configs:\n      - targets: [{target}]\n",
-            rules.display()
-        );
-        let config_path = dir.path().join("prometheus.yml");
-        std::fs::write(&config_path, config).expect("write prometheus.yml");
-        let log_path = dir.path().join("prometheus.log");
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg("--web.listen-address=127.0.0.1:0")
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::File::create(&log_path).expect("log file"),
-            ))
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let port = loop {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            if let Some(port) = listening_port(&log) {
-                break port;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "prometheus did not start in 30 s; its log:\n{log}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let p = Prometheus {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while p.vector(r#"up{job="portcullis"} == 1"#).await.len() != targets.len() {
-            assert!(
-                Instant::now() < deadline,
-                "prometheus did not get ready or scrape the gateway in 30 s; its log:\n{}",
-                std::fs::read_to_string(p._dir.path().join("prometheus.log")).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        p
-    }
-
-    async fn api(&self, path: &str, params: &[(&str, &str)]) -> Result<Value, String> {
-        let url = url::Url::parse_with_params(&format!("{}{path}", self.base), params)
-            .map_err(|e| e.to_string())?;
-        let resp = client().get(url).send().await.map_err(|e| e.to_string())?;
-        let v: Value = resp.json().await.map_err(|e| e.to_string())?;
-        match v["status"].as_str() {
-            Some("success") => Ok(v["data"].clone()),
-            _ => Err(format!("{}: {}", v["errorType"], v["error"])),
-        }
-    }
-
-    /// An instant query's vector (empty when prometheus is not up yet).
-    async fn vector(&self, expr: &str) -> Vec<Value> {
-        self.query(expr).await.unwrap_or_default()
-    }
-
-    async fn query(&self, expr: &str) -> Result<Vec<Value>, String> {
-        let data = self.api("/api/v1/query", &[("query", expr)]).await?;
-        Ok(data["result"].as_array().cloned().unwrap_or_default())
-    }
-}
-
-/// Samples with a number (histogram_quantile over an idle series is NaN).
-fn finite(samples: &[Value]) -> usize {
-    samples
-        .iter()
-        .filter(|s| {
-            s["value"][1]
-                .as_str()
-                .and_then(|v| v.parse::<f64>().ok())
-                .is_some_and(f64::is_finite)
-        })
-        .count()
-}
-
-fn label_values(samples: &[Value], label: &str) -> BTreeSet<String> {
-    samples
-        .iter()
-        .filter_map(|s| s["metric"][label].as_str().map(str::to_owned))
-        .collect()
 }
 
 // ------------------------------------------------------------ the files
@@ -382,29 +265,6 @@ fn collect_panels(panels: &Value, out: &mut Vec<(String, String)>) {
         }
         collect_panels(&panel["panels"], out);
     }
-}
-
-/// Every rule as Prometheus loaded it: name, kind, expression.
-async fn rules(p: &Prometheus) -> Vec<(String, String, String)> {
-    let data = p.api("/api/v1/rules", &[]).await.expect("rules api");
-    let mut out = Vec::new();
-    for group in data["groups"].as_array().into_iter().flatten() {
-        for rule in group["rules"].as_array().into_iter().flatten() {
-            assert_eq!(
-                rule["health"].as_str().unwrap_or("unknown"),
-                "ok",
-                "rule {} does not evaluate: {}",
-                rule["name"],
-                rule["lastError"]
-            );
-            out.push((
-                rule["name"].as_str().unwrap_or("?").to_owned(),
-                rule["type"].as_str().unwrap_or("?").to_owned(),
-                rule["query"].as_str().unwrap_or("").to_owned(),
-            ));
-        }
-    }
-    out
 }
 
 // ------------------------------------------------------------ traffic
@@ -519,6 +379,11 @@ upstream = "dead"
 path = "/mcp/refusing"
 upstream = "refusing"
 
+[[route]]
+path = "/mcp/federated"
+name = "federated"
+upstreams = ["rooms", "dead", "refusing"]
+
 [rate_limits]
 per_principal_tool = {{ rate = "1/h", burst = 200 }}
 
@@ -542,6 +407,7 @@ struct Mix {
     cut: usize,
     dead: usize,
     refused: usize,
+    federated: usize,
     unauthenticated: usize,
     spam: usize,
 }
@@ -592,6 +458,52 @@ impl Traffic {
         assert_eq!(
             refused["error"]["data"]["reason"], "state_invalid",
             "{refused}"
+        );
+    }
+
+    /// A tools/list of the federated route: rooms' tools, the dead and the
+    /// refusing upstream left out and named.
+    async fn federated_list(&self, n: usize) {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {}});
+        let body = json!({"jsonrpc": "2.0", "id": format!("l{n}"), "method": "tools/list",
+            "params": {"_meta": meta}});
+        let resp = self
+            .http
+            .post(self.url("federated"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", VERSION)
+            .header("mcp-method", "tools/list")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the gateway answers");
+        let v = json_of(resp).await;
+        let tools = v["result"]["tools"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        assert!(
+            !tools.is_empty()
+                && tools
+                    .iter()
+                    .all(|t| t["name"].as_str().is_some_and(|n| n.starts_with("rooms_"))),
+            "{v}"
+        );
+        let left: Vec<(&str, &str)> = v["result"]["_meta"]["dev.portcullis/federation"]
+            ["unavailable"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter_map(|u| Some((u["upstream"].as_str()?, u["reason"].as_str()?)))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                ("dead", "upstream_unreachable"),
+                ("refusing", "upstream_refused")
+            ],
+            "{v}"
         );
     }
 
@@ -666,6 +578,9 @@ impl Traffic {
                 .await;
             assert_eq!(r.status(), 403);
         }
+        for n in 0..mix.federated {
+            self.federated_list(n).await;
+        }
         for n in 0..mix.unauthenticated {
             let args = json!({"room_id": "nook"});
             let mut req = call(
@@ -707,6 +622,7 @@ const PRIME: Mix = Mix {
     cut: 1,
     dead: 1,
     refused: 1,
+    federated: 1,
     unauthenticated: 2,
     // The 201st call of alice's is the first limited one.
     spam: 201,
@@ -722,6 +638,7 @@ const VOLUME: Mix = Mix {
     cut: 10,
     dead: 40,
     refused: 40,
+    federated: 20,
     unauthenticated: 20,
     spam: 250,
 };
@@ -785,6 +702,8 @@ async fn every_dashboard_and_alert_expression_returns_data_on_a_real_prometheus(
     let own = metrics(&gw).await;
     for needle in [
         r#"portcullis_upstream_errors_total{reason="upstream_connection_closed",upstream="hostile"} 11"#,
+        r#"portcullis_federation_left_out_total{method="tools/list",reason="upstream_unreachable",upstream="dead"} 21"#,
+        r#"portcullis_federation_left_out_total{method="tools/list",reason="upstream_refused",upstream="refusing"} 21"#,
         r#"portcullis_rate_limited_total{scope="principal_tool",upstream="rooms"} 251"#,
         "process_resident_memory_bytes",
         "process_open_fds",
@@ -828,7 +747,7 @@ async fn every_dashboard_and_alert_expression_returns_data_on_a_real_prometheus(
             "no panel {title:?} in the dashboard"
         );
     }
-    let rules = rules(&prometheus).await;
+    let rules = prometheus.rules().await;
     let names: BTreeSet<&str> = rules.iter().map(|(n, _, _)| n.as_str()).collect();
     for (name, _, _) in QUIET_ALERTS {
         assert!(names.contains(name), "{name} is listed here but not a rule");
