@@ -329,6 +329,15 @@ impl Metrics {
             .inc();
     }
 
+    /// One upstream's part of a federated route's merged answer, counted in
+    /// `portcullis_requests_total` under that upstream (`outcome`: `ok` or
+    /// the refusal reason that left it out).
+    pub fn federated_part(&self, upstream: &str, method: McpMethod, outcome: &str) {
+        self.requests
+            .with_label_values(&[upstream, method.as_str(), outcome])
+            .inc();
+    }
+
     /// An upstream of a federated route left out of a merged answer.
     /// `reason`: a refusal reason's name, or `upstream_error`.
     pub fn left_out(&self, upstream: &str, method: McpMethod, reason: &str) {

@@ -1098,3 +1098,32 @@ async fn a_completion_goes_to_the_upstream_its_reference_names() {
     assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn each_upstreams_part_of_a_merged_answer_is_counted_under_its_id() {
+    let good = paging("g", 2, 10).await;
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        format!("http://{addr}/mcp")
+    };
+    let gw = start_gateway(&federated_config(
+        &[("good", "g", &good.url()), ("dead", "d", &dead)],
+        "",
+    ))
+    .await;
+    let c = client();
+    for _ in 0..3 {
+        list(&c, &url(&gw), "tools/list", None).await;
+    }
+    let m = metrics(&gw).await;
+    for line in [
+        r#"portcullis_requests_total{method="tools/list",outcome="ok",upstream="team-tools"} 3"#,
+        r#"portcullis_requests_total{method="tools/list",outcome="ok",upstream="good"} 3"#,
+        r#"portcullis_requests_total{method="tools/list",outcome="upstream_unreachable",upstream="dead"} 3"#,
+    ] {
+        assert!(m.contains(line), "{line}\n{m}");
+    }
+    gw.shutdown().await;
+}

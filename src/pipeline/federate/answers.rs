@@ -93,6 +93,7 @@ pub(super) async fn ask_all(
     let timeout = fed.settings.fanout_timeout;
     let max = gateway.config.limits.max_response_body_bytes;
     let each = asked.into_iter().map(|(member, inbound)| async move {
+        let method = inbound.request.method;
         let asked = async {
             let resp = gateway.through(member.clone(), inbound).await;
             match resp {
@@ -110,6 +111,15 @@ pub(super) async fn ask_all(
                 )),
             ),
         };
+        // The upstream's part is counted under its own id (the client's
+        // request is counted under the route's name): it answered, or why not.
+        let counted = match &outcome {
+            Outcome::Unavailable(r) => r.reason.as_str(),
+            _ => "ok",
+        };
+        gateway
+            .metrics
+            .federated_part(&member.upstream.label, method, counted);
         Answer {
             member,
             outcome,
