@@ -22,7 +22,7 @@ use super::retarget::Retarget;
 use crate::audit::AuditEvent;
 use crate::headers::MCP_SESSION_ID;
 use crate::model::{expose, McpMethod, Reason, Refusal, TargetKind};
-use crate::policy::inspect::{is_gateway_key, Action, Rule, Verdict};
+use crate::policy::inspect::{is_gateway_key, Action, Rule, Verdict, PROVENANCE_KEY};
 use crate::sessions::{FederatedCursor, PendingList, SessionState};
 
 /// The `_meta` key on each merged item that names its upstream.
@@ -96,6 +96,15 @@ pub(super) async fn list(
         merged.insert("resultType".to_owned(), t.clone());
     }
     caching(&mut merged, &results);
+    let decided: Vec<Value> = results
+        .iter()
+        .filter_map(|r| r.get("_meta")?.get(PROVENANCE_KEY).cloned())
+        .collect();
+    if !decided.is_empty() {
+        // What the gateway decided about each upstream's list, each naming
+        // its upstream and policy.
+        merged.insert("_meta".to_owned(), json!({ PROVENANCE_KEY: decided }));
+    }
     merged.insert(shape.items.to_owned(), Value::Array(items));
     if !next.is_empty() {
         let cursor = FederatedCursor::new(
