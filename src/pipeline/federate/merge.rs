@@ -17,7 +17,7 @@ use super::super::route::{Federated, Route};
 use super::super::session::end_session;
 use super::super::{Gateway, Inbound};
 use super::answers::{ask_all, left_out, Answer, Outcome, FEDERATION_KEY};
-use super::retarget::Retarget;
+use super::retarget::{cursor_of, Retarget};
 use crate::headers::MCP_SESSION_ID;
 use crate::model::{expose, Generation, McpMethod, Reason, Refusal, TargetKind};
 use crate::sessions::{FederatedCursor, MemberSession, PendingList, SessionState};
@@ -48,26 +48,30 @@ pub(super) async fn list(
     let pending = pending(gateway, fed, &inbound, &principal).map_err(refuse)?;
     let asked = pending
         .into_iter()
-        .map(|(member, cursor)| Ok((member, Retarget::Cursor(cursor).apply(&inbound, fed)?)))
+        .map(|(member, cursor)| Ok((member, Retarget::cursor(cursor).apply(&inbound, fed)?)))
         .collect::<Result<Vec<_>, Refused>>()?;
-    let answers = ask_all(gateway, fed, asked).await;
+    let mut answers = ask_all(gateway, fed, asked).await;
     let note = left_out(gateway, request.method, &answers);
     let mut merged = Map::new();
     let mut items = Vec::new();
     let mut seen = HashSet::new();
     let mut next = Vec::new();
     let mut answered = false;
-    for answer in &answers {
-        let Outcome::Result(result) = &answer.outcome else {
+    for answer in &mut answers {
+        let Outcome::Result(result) = &mut answer.outcome else {
             continue;
         };
         answered = true;
-        let Some(result) = result.as_object() else {
+        let Some(result) = result.as_object_mut() else {
             continue;
         };
         carry_list_fields(&mut merged, result);
-        let listed = result.get(shape.items).and_then(Value::as_array);
-        for item in listed.into_iter().flatten() {
+        // The items move into the merged list (the answer keeps the rest).
+        let listed = match result.get_mut(shape.items).map(Value::take) {
+            Some(Value::Array(listed)) => listed,
+            _ => Vec::new(),
+        };
+        for item in listed {
             if let Some(item) = exposed_item(item, &shape, &answer.member, &mut seen) {
                 items.push(item);
             }
@@ -120,10 +124,9 @@ fn pending(
         )
     };
     let request = &inbound.request;
-    let token = match request.params_map().remove("cursor") {
+    let token = match cursor_of(request) {
         None => return Ok(fed.members.iter().map(|m| (m.clone(), None)).collect()),
-        Some(Value::String(token)) => token,
-        Some(_) => return Err(invalid()),
+        Some(raw) => serde_json::from_str::<String>(raw.get()).map_err(|_| invalid())?,
     };
     let cursor =
         FederatedCursor::open(&gateway.config.state.keys, &token).map_err(|_| invalid())?;
@@ -172,12 +175,14 @@ fn carry_list_fields(merged: &mut Map<String, Value>, result: &Map<String, Value
 /// An upstream's item under its exposed name, saying where it came from;
 /// `None` (removed, and logged) when that name is too long or already taken.
 fn exposed_item(
-    item: &Value,
+    item: Value,
     shape: &ListShape,
     member: &Route,
     seen: &mut HashSet<String>,
 ) -> Option<Value> {
-    let mut item = item.as_object()?.clone();
+    let Value::Object(mut item) = item else {
+        return None;
+    };
     let prefix = member.prefix()?;
     let own = item.get(shape.name)?.as_str()?;
     let exposed = expose(shape.kind, prefix, own);

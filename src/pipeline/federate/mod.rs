@@ -28,7 +28,7 @@ use crate::json::MessageKind;
 use crate::model::{split, Carriage, Reason, Refusal, TargetKind};
 use crate::mrtr::seal::SealedState;
 use crate::sessions::{PushState, PUSH_PREFIX};
-use retarget::Retarget;
+use retarget::{Member, Retarget};
 
 /// Carry a request on a federated route.
 pub(crate) async fn serve(
@@ -68,7 +68,7 @@ pub(crate) async fn serve(
     };
     record.set_upstream(member.upstream.metrics.clone());
     let inbound = match retarget {
-        Some(r) => r.apply(&inbound, fed)?,
+        Some(r) => r.apply_to_one(inbound, fed)?,
         None => inbound,
     };
     gateway.through(member, inbound).await
@@ -96,8 +96,8 @@ fn by_reference(
         .and_then(|r| r.get("type"))
         .and_then(Value::as_str)
     {
-        Some("ref/prompt") => (TargetKind::Prompt, "name"),
-        Some("ref/resource") => (TargetKind::Resource, "uri"),
+        Some("ref/prompt") => (TargetKind::Prompt, Member::Name),
+        Some("ref/resource") => (TargetKind::Resource, Member::Uri),
         _ => {
             return Err(Refusal::new(
                 Reason::InvalidRequest,
@@ -106,7 +106,7 @@ fn by_reference(
         }
     };
     let exposed = reference
-        .and_then(|r| r.get(member))
+        .and_then(|r| r.get(member.as_str()))
         .and_then(Value::as_str)
         .unwrap_or_default();
     let (route, own) = member_of(fed, kind, exposed)?;
