@@ -690,7 +690,9 @@ for f in "$TMP/portcullis.log" "$TMP/baseline.log" "$TMP/upstream.log" "$NGX/err
     if ((n > 0)); then
         echo
         echo "note: ${f#"$TMP/"} has $n line(s) (first 5):"
-        grep -v '^bench-upstream on ' "$f" | head -n 5 | sed $'s/\x1b\\[[0-9;]*m//g' | cut -c1-300 | sed 's/^/  /'
+        # awk reads the whole log (a `head` would end the pipe early: SIGPIPE
+        # under pipefail, and the run would exit 141 after measuring).
+        awk '!/^bench-upstream on / && n++ < 5' "$f" | sed $'s/\x1b\\[[0-9;]*m//g' | cut -c1-300 | sed 's/^/  /'
     fi
 done
 if ((${#NOISY[@]})); then
