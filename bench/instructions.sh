@@ -6,7 +6,10 @@
 # requests, so start-up is not counted; the total is divided by the requests
 # wrk completed. Optionally prints the top functions (inclusive).
 #
-# usage: bench/instructions.sh [SCENARIO...]   (small sse big mrtr; default: small)
+# usage: bench/instructions.sh [SCENARIO...]   (small sse big mrtr list fedlist
+#        fedcall; default: small). list: tools/list of one upstream; fedlist:
+#        tools/list of the route federating three (bench-upstream on three
+#        ports); fedcall: small through the federated route (bench_get_room).
 # Knobs: BIN=target/release/portcullis (or another build, e.g. a baseline),
 #        DURATION=5 (s of wrk), CONNECTIONS=16, TOP=0 (functions to list),
 #        KEEP=1 (keep the callgrind output), AUDIT=off,
@@ -58,8 +61,8 @@ wait_http() { # url pid
     done
     echo "$1 not ready" >&2; exit 1
 }
-free_port; UP=$REPLY; free_port; PC=$REPLY; free_port; ADM=$REPLY
-"$UP_BIN" "127.0.0.1:$UP" 2>"$TMP/upstream.log" &
+free_port; UP=$REPLY; free_port; UP2=$REPLY; free_port; UP3=$REPLY; free_port; PC=$REPLY; free_port; ADM=$REPLY
+"$UP_BIN" "127.0.0.1:$UP" "127.0.0.1:$UP2" "127.0.0.1:$UP3" 2>"$TMP/upstream.log" &
 PIDS+=($!)
 cat >"$TMP/p.toml" <<EOF
 [[listener]]
@@ -75,9 +78,21 @@ id = "bench"
 name = "Bench upstream"
 url = "http://127.0.0.1:$UP/mcp"
 single_use_state = true
+[[upstream]]
+id = "bench2"
+name = "Bench upstream 2"
+url = "http://127.0.0.1:$UP2/mcp"
+[[upstream]]
+id = "bench3"
+name = "Bench upstream 3"
+url = "http://127.0.0.1:$UP3/mcp"
 [[route]]
 path = "/mcp"
 upstream = "bench"
+[[route]]
+path = "/fed"
+name = "bench-fed"
+upstreams = ["bench", "bench2", "bench3"]
 EOF
 TOKIO_WORKER_THREADS=1 LD_PRELOAD=${PRELOAD:-} valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.%p" \
     "$BIN" run --config "$TMP/p.toml" >"$TMP/portcullis.log" 2>&1 &
@@ -85,16 +100,17 @@ VG=$!
 PIDS+=("$VG")
 wait_http "http://127.0.0.1:$ADM/readyz" "$VG"
 
-declare -A LUA=([mrtr]=mrtr.lua) TOOL=([sse]=watch_room [big]=room_report [mrtr]=book_room)
+declare -A LUA=([mrtr]=mrtr.lua) TOOL=([sse]=watch_room [big]=room_report [mrtr]=book_room [fedcall]=bench_get_room)
+declare -A METHOD=([list]=tools/list [fedlist]=tools/list) ROUTE=([fedlist]=fed [fedcall]=fed)
 printf '%-8s %10s %14s %12s\n' scenario requests instructions 'Ir/request'
 for sc in "${SCENARIOS[@]}"; do
+    export MCP_TOOL=${TOOL[$sc]:-get_room} MCP_METHOD=${METHOD[$sc]:-tools/call}
+    url="http://127.0.0.1:$PC/${ROUTE[$sc]:-mcp}"
     # A short unmeasured run first: pools, lazy statics, allocator warm.
-    MCP_TOOL=${TOOL[$sc]:-get_room} wrk -t1 -c"$CONNECTIONS" -d2s -s "$BENCH_DIR/wrk/${LUA[$sc]:-tools_call.lua}" \
-        "http://127.0.0.1:$PC/mcp" >/dev/null 2>&1 || true
+    wrk -t1 -c"$CONNECTIONS" -d2s -s "$BENCH_DIR/wrk/${LUA[$sc]:-tools_call.lua}" "$url" >/dev/null 2>&1 || true
     callgrind_control -z "$VG" >/dev/null 2>&1
     callgrind_control -i on "$VG" >/dev/null 2>&1
-    out=$(MCP_TOOL=${TOOL[$sc]:-get_room} wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s \
-        -s "$BENCH_DIR/wrk/${LUA[$sc]:-tools_call.lua}" "http://127.0.0.1:$PC/mcp")
+    out=$(wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s -s "$BENCH_DIR/wrk/${LUA[$sc]:-tools_call.lua}" "$url")
     callgrind_control -i off "$VG" >/dev/null 2>&1
     callgrind_control -d "$sc" "$VG" >/dev/null 2>&1
     echo "$out" >"$TMP/wrk-$sc.txt"

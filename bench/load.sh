@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Whole-proxy load benchmark for Portcullis.
 #
-# Starts bench-upstream (bench/upstream: a minimal, fast MCP answerer), then
-# Portcullis and nginx (a plain, tuned reverse proxy) in front of it, each
-# with a plain and a TLS listener, and measures per scenario
+# Starts bench-upstream (bench/upstream: a minimal, fast MCP answerer, on
+# three ports: three upstreams), then Portcullis and nginx (a plain, tuned
+# reverse proxy) in front of it, each with a plain and a TLS listener, and
+# measures per scenario
 #     direct (wrk -> upstream; plain scenarios only),
-#     portcullis (wrk -> portcullis -> upstream),
+#     portcullis (wrk -> portcullis -> upstream, a route to one upstream),
+#     fed (fed* scenarios: wrk -> portcullis's route federating the three upstreams),
 #     nginx (wrk -> nginx -> upstream),
-#     baseline (another Portcullis binary, when BASELINE_BIN is set)
+#     baseline, baseline-fed (another Portcullis binary, when BASELINE_BIN is set)
 # interleaved (for each rep, each scenario, each target) and prints medians:
 # req/s, p50/p99, user and kernel CPU per request of the proxy, the upstream's
 # CPU per request (to subtract), RSS, and the ratios. Everything listens on and
 # talks to 127.0.0.1 only. See bench/README.md.
 #
 # Knobs (environment):
-#   SCENARIOS="small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16"
+#   SCENARIOS="small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16 fedlist@16 fedcall@16"
 #                    scenario@connections, run in this order each rep:
 #                    small     tools/call get_room, a small complete result
 #                    sse       tools/call watch_room: 3 progress events, then the result
@@ -22,6 +24,8 @@
 #                    mrtr      book_room: input_required (policy, sealing) -> retry -> complete
 #                    tls       small over TLS 1.3 on the client side, keep-alive
 #                    handshake small over TLS 1.3, Connection: close (a handshake per request)
+#                    fedlist   tools/list: fed = merged from 3 upstreams; the others = one upstream's
+#                    fedcall   small, through the federated route (fed: bench_get_room) and the others
 #   DURATION=10      seconds per measured run
 #   REPS=3           repetitions
 #   WARMUP=2         seconds of unmeasured load before every measured run (0 = none)
@@ -39,7 +43,7 @@
 #                    to be quiet (< OTHER_WARN % of a CPU busy); 0 = don't wait
 set -euo pipefail
 
-SCENARIOS=${SCENARIOS:-"small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16"}
+SCENARIOS=${SCENARIOS:-"small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16 fedlist@16 fedcall@16"}
 DURATION=${DURATION:-10}
 REPS=${REPS:-3}
 WARMUP=${WARMUP:-2}
@@ -59,7 +63,7 @@ done
 ((DURATION > 0 && REPS > 0 && WRK_THREADS > 0 && PROXY_THREADS > 0 && UPSTREAM_THREADS > 0)) \
     || { echo "load.sh: DURATION, REPS and the thread counts must be > 0" >&2; exit 2; }
 for s in $SCENARIOS; do
-    [[ $s =~ ^(small|sse|big|mrtr|tls|handshake)@[0-9]+$ ]] \
+    [[ $s =~ ^(small|sse|big|mrtr|tls|handshake|fedlist|fedcall)@[0-9]+$ ]] \
         || { echo "load.sh: bad scenario '$s' (expected NAME@CONNECTIONS)" >&2; exit 2; }
 done
 
@@ -172,6 +176,10 @@ free_port() {
     die "no free loopback port found"
 }
 free_port; UP_PORT=$REPLY
+# Two more ports of the same bench-upstream process: the other two upstreams
+# of the federated route (their own pools and connections in the proxies).
+free_port; UP_PORT2=$REPLY
+free_port; UP_PORT3=$REPLY
 declare -A PORT TLS_PORT ADMIN
 for t in portcullis nginx baseline; do
     free_port; PORT[$t]=$REPLY
@@ -185,16 +193,23 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
     -keyout "$TMP/key.pem" -out "$TMP/cert.pem" >/dev/null 2>&1 || die "openssl could not make a certificate"
 
 # The request body of each scenario (wrk sends the same bytes, from bench/wrk).
-body_of() { # tool [extra params]
-    printf '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"progressToken":"p1"},"name":"%s","arguments":{"room_id":"atrium"}%s}}' "$1" "${2:-}"
+META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"progressToken":"p1"}'
+body_of() { # tool (tools/call) or "" (tools/list)
+    if [[ -z $1 ]]; then
+        printf '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{%s}}' "$META"
+    else
+        printf '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{%s,"name":"%s","arguments":{"room_id":"atrium"}}}' "$META" "$1"
+    fi
 }
-mcp_post() { # url tool outfile -> prints "status content-type"
+mcp_post() { # url tool-or-"" outfile -> prints "status content-type"
+    local hdr=() method=tools/list
+    [[ -z $2 ]] || { hdr=(-H "Mcp-Name: $2"); method=tools/call; }
     curl -ksS -o "$3" -w '%{http_code} %{content_type}' --max-time 5 -X POST "$1" \
         -H 'Content-Type: application/json' \
         -H 'Accept: application/json, text/event-stream' \
         -H 'MCP-Protocol-Version: 2026-07-28' \
-        -H 'Mcp-Method: tools/call' \
-        -H "Mcp-Name: $2" \
+        -H "Mcp-Method: $method" \
+        "${hdr[@]}" \
         --data-binary "$(body_of "$2")"
 }
 
@@ -211,8 +226,9 @@ wait_ready() { # name pid logfile check-command...
 }
 answers() { [[ $(mcp_post "$1" get_room /dev/null) == 200* ]]; }
 
-log "bench-upstream on 127.0.0.1:$UP_PORT (TOKIO_WORKER_THREADS=$UPSTREAM_THREADS)"
-TOKIO_WORKER_THREADS=$UPSTREAM_THREADS "$UP_BIN" "127.0.0.1:$UP_PORT" >"$TMP/upstream.log" 2>&1 &
+log "bench-upstream on 127.0.0.1:$UP_PORT, :$UP_PORT2, :$UP_PORT3 (TOKIO_WORKER_THREADS=$UPSTREAM_THREADS)"
+TOKIO_WORKER_THREADS=$UPSTREAM_THREADS "$UP_BIN" "127.0.0.1:$UP_PORT" "127.0.0.1:$UP_PORT2" "127.0.0.1:$UP_PORT3" \
+    >"$TMP/upstream.log" 2>&1 &
 UP_PID=$!
 PIDS+=("$UP_PID")
 wait_ready "bench-upstream" "$UP_PID" "$TMP/upstream.log" answers "http://127.0.0.1:$UP_PORT/mcp"
@@ -245,9 +261,28 @@ url = "http://127.0.0.1:$UP_PORT/mcp"
 # Each sealed requestState is redeemed once (the mrtr scenario pays for it).
 single_use_state = true
 
+# The other two upstreams of the federated route (the same bench-upstream
+# process on two more ports).
+[[upstream]]
+id = "bench2"
+name = "Bench upstream 2"
+url = "http://127.0.0.1:$UP_PORT2/mcp"
+
+[[upstream]]
+id = "bench3"
+name = "Bench upstream 3"
+url = "http://127.0.0.1:$UP_PORT3/mcp"
+
 [[route]]
 path = "/mcp"
 upstream = "bench"
+
+# The fed* scenarios: one endpoint over the three upstreams, names exposed
+# under each upstream's id (bench_get_room goes to "bench", as /mcp's get_room).
+[[route]]
+path = "/fed"
+name = "bench-fed"
+upstreams = ["bench", "bench2", "bench3"]
 EOF
     "$bin" check --config "$conf" >/dev/null || die "$t rejects the generated config $conf"
     log "$t on 127.0.0.1:${PORT[$t]} and TLS :${TLS_PORT[$t]} (TOKIO_WORKER_THREADS=$PROXY_THREADS)"
@@ -260,10 +295,12 @@ EOF
 
 declare -A PROXY_PID=([direct]="")
 start_portcullis portcullis "$BIN"; PROXY_PID[portcullis]=$REPLY
-TARGETS=(direct portcullis nginx)
+PROXY_PID[fed]=${PROXY_PID[portcullis]}
+TARGETS=(direct portcullis fed nginx)
 if [[ -n $BASELINE_BIN ]]; then
     start_portcullis baseline "$BASELINE_BIN"; PROXY_PID[baseline]=$REPLY
-    TARGETS+=(baseline)
+    PROXY_PID[baseline-fed]=${PROXY_PID[baseline]}
+    TARGETS+=(baseline baseline-fed)
 fi
 
 NGX="$TMP/nginx"
@@ -334,18 +371,29 @@ PIDS+=("${PROXY_PID[nginx]}")
 wait_ready nginx "${PROXY_PID[nginx]}" "$NGX/error.log" answers "http://127.0.0.1:${PORT[nginx]}/mcp"
 
 url_of() { # target tls(0/1)
-    if [[ $1 == direct ]]; then echo "http://127.0.0.1:$UP_PORT/mcp"
-    elif (($2)); then echo "https://127.0.0.1:${TLS_PORT[$1]}/mcp"
-    else echo "http://127.0.0.1:${PORT[$1]}/mcp"; fi
+    local t=$1 path=/mcp
+    # fed and baseline-fed: the federated route of portcullis and baseline.
+    [[ $t == *fed ]] && { path=/fed; t=${t%fed}; t=${t%-}; t=${t:-portcullis}; }
+    if [[ $t == direct ]]; then echo "http://127.0.0.1:$UP_PORT/mcp"
+    elif (($2)); then echo "https://127.0.0.1:${TLS_PORT[$t]}$path"
+    else echo "http://127.0.0.1:${PORT[$t]}$path"; fi
 }
-# Scenario -> wrk script, tool, TLS, Connection: close.
-declare -A LUA=([mrtr]=mrtr.lua) TOOL=([sse]=watch_room [big]=room_report [mrtr]=book_room) \
+# Scenario -> wrk script, tool (none: tools/list), TLS, Connection: close.
+declare -A LUA=([mrtr]=mrtr.lua) TOOL=([sse]=watch_room [big]=room_report [mrtr]=book_room [fedlist]="") \
     IS_TLS=([tls]=1 [handshake]=1) CLOSE=([handshake]=1)
+tool_of() { # scenario target -> the tool it calls ("" for tools/list)
+    local tool=get_room
+    [[ -v "TOOL[$1]" ]] && tool=${TOOL[$1]}
+    # The federated route exposes the tool under its upstream's prefix.
+    [[ -n $tool && $2 == *fed ]] && tool=bench_$tool
+    echo "$tool"
+}
 targets_of() { # scenario -> REPLY_TARGETS
     REPLY_TARGETS=()
     local t
     for t in "${TARGETS[@]}"; do
         [[ $t == direct && -n ${IS_TLS[$1]:-} ]] && continue
+        [[ $t == *fed && $1 != fed* ]] && continue
         REPLY_TARGETS+=("$t")
     done
 }
@@ -356,24 +404,39 @@ targets_of() { # scenario -> REPLY_TARGETS
 declare -A CHECKED
 for spec in $SCENARIOS; do
     sc=${spec%@*}
-    tool=${TOOL[$sc]:-get_room}
     tls=${IS_TLS[$sc]:-0}
     targets_of "$sc"
     for t in "${REPLY_TARGETS[@]}"; do
-        key="$t/$tool/$tls"
+        tool=$(tool_of "$sc" "$t")
+        what=${tool:-tools/list}
+        key="$t/$what/$tls"
         [[ -n ${CHECKED[$key]:-} ]] && continue
         CHECKED[$key]=1
-        out="$TMP/check-$t-$tool-$tls.body"
+        out="$TMP/check-$t-${what/\//-}-$tls.body"
         st=$(mcp_post "$(url_of "$t" "$tls")" "$tool" "$out") || die "$t: curl failed"
-        body=$(head -c 4000 "$out")
-        [[ $st == 200* ]] || die "$t $tool: HTTP $st: $body"
+        body=$(head -c 8000 "$out")
+        [[ $st == 200* ]] || die "$t $what: HTTP $st: $body"
         if [[ $st == *event-stream* ]]; then
             body=$(sed -n 's/^data: *//p' "$out" | tail -n 1)
         fi
         [[ $body == *'"jsonrpc":"2.0"'* && $body == *'"result":'* && $body == *'"id":1'* ]] \
-            || die "$t $tool: HTTP 200 but no JSON-RPC result: $body"
-        [[ $body != *'"isError":true'* ]] || die "$t $tool: the tool call failed: $body"
-        log "check $t $tool$( ((tls)) && echo ' (TLS)'): HTTP ${st%% *}, ${st#* }, $(wc -c <"$out") bytes"
+            || die "$t $what: HTTP 200 but no JSON-RPC result: $body"
+        [[ $body != *'"isError":true'* ]] || die "$t $what: the tool call failed: $body"
+        if [[ -z $tool ]]; then
+            # Every upstream's four tools, under its prefix on the federated
+            # route, none left out.
+            n=$(grep -o '"inputSchema":' <<<"$body" | wc -l)
+            want=4
+            [[ $t == *fed ]] && want=12
+            ((n == want)) || die "$t tools/list: $n tools, expected $want: $body"
+            [[ $body != *'dev.portcullis/federation'* ]] || die "$t tools/list: an upstream was left out: $body"
+            if [[ $t == *fed ]]; then
+                for p in bench bench2 bench3; do
+                    [[ $body == *"\"name\":\"${p}_get_room\""* ]] || die "$t tools/list: no ${p}_get_room: $body"
+                done
+            fi
+        fi
+        log "check $t $what$( ((tls)) && echo ' (TLS)'): HTTP ${st%% *}, ${st#* }, $(wc -c <"$out") bytes"
     done
 done
 
@@ -439,11 +502,13 @@ wait_quiet() {
 # wrk runs in the background and is waited for, so that a TERM/INT to this
 # script is handled at once (cleanup stops it) rather than after the run.
 WRK_PID=""
-run_wrk() { # scenario connections url seconds outfile
-    local rc=0 sc=$1
-    MCP_TOOL=${TOOL[$sc]:-get_room} MCP_CLOSE=${CLOSE[$sc]:-0} \
-        timeout --kill-after=5 $(($4 + 30)) \
-        wrk -t"$WRK_THREADS" -c"$2" -d"$4s" --timeout 5s -s "$BENCH_DIR/wrk/${LUA[$sc]:-tools_call.lua}" "$3" >"$5" 2>&1 &
+run_wrk() { # scenario target connections url seconds outfile
+    local rc=0 sc=$1 tool method=tools/call
+    tool=$(tool_of "$sc" "$2")
+    [[ -n $tool ]] || method=tools/list
+    MCP_METHOD=$method MCP_TOOL=$tool MCP_CLOSE=${CLOSE[$sc]:-0} \
+        timeout --kill-after=5 $(($5 + 30)) \
+        wrk -t"$WRK_THREADS" -c"$3" -d"$5s" --timeout 5s -s "$BENCH_DIR/wrk/${LUA[$sc]:-tools_call.lua}" "$4" >"$6" 2>&1 &
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=""
@@ -465,7 +530,7 @@ nruns=0
 for spec in $SCENARIOS; do targets_of "${spec%@*}"; nruns=$((nruns + ${#REPLY_TARGETS[@]})); done
 total_s=$((REPS * nruns * (DURATION + WARMUP + 2)))
 log "measuring: ${REPS} rep(s) x [$SCENARIOS] x [${TARGETS[*]}], ${DURATION}s each + ${WARMUP}s warm-up, wrk -t${WRK_THREADS} (~${total_s}s)"
-printf '\n%-13s %-10s %3s %9s %8s %8s %8s %8s %8s %8s %8s %7s %7s  %s\n' scenario target rep 'req/s' 'p50 ms' 'p99 ms' \
+printf '\n%-13s %-12s %3s %9s %8s %8s %8s %8s %8s %8s %8s %7s %7s  %s\n' scenario target rep 'req/s' 'p50 ms' 'p99 ms' \
     'user µs' 'sys µs' 'cpu µs' 'upst µs' 'RSS MiB' 'idle%' 'other%' errors
 for rep in $(seq 1 "$REPS"); do
     for spec in $SCENARIOS; do
@@ -476,14 +541,14 @@ for rep in $(seq 1 "$REPS"); do
             url=$(url_of "$t" "${IS_TLS[$sc]:-0}")
             ((QUIET_MAX > 0)) && wait_quiet
             if ((WARMUP > 0)); then
-                run_wrk "$sc" "$conns" "$url" "$WARMUP" "$TMP/warmup-$spec-$t-$rep.txt" || true
+                run_wrk "$sc" "$t" "$conns" "$url" "$WARMUP" "$TMP/warmup-$spec-$t-$rep.txt" || true
             fi
             pp=${PROXY_PID[$t]}
             read -r pu0 ps0 < <(cpu_ticks "$pp"); read -r uu0 us0 < <(cpu_ticks "$UP_PID")
             child_cpu; w0=$REPLY; machine_ticks; m0=$REPLY
             rc=0
             out="$TMP/wrk-$spec-$t-$rep.txt"
-            run_wrk "$sc" "$conns" "$url" "$DURATION" "$out" || rc=$?
+            run_wrk "$sc" "$t" "$conns" "$url" "$DURATION" "$out" || rc=$?
             machine_ticks; m1=$REPLY; child_cpu; w1=$REPLY
             read -r pu1 ps1 < <(cpu_ticks "$pp"); read -r uu1 us1 < <(cpu_ticks "$UP_PID")
             rss=$(rss_kib "$pp")
@@ -522,7 +587,7 @@ for rep in $(seq 1 "$REPS"); do
             printf '%s\t%s\t%s\t%s\n' "$spec" "$t" "$rep" "$row" >>"$RESULTS"
             IFS=$'\t' read -r rps p50 p99 u s c up r _req _bpr _wcpu idle other <<<"$row"
             rmib=$(awk -v r="$r" 'BEGIN { if (r == "-") print "-"; else printf "%.1f", r / 1024 }')
-            printf '%-13s %-10s %3s %9.0f %8.3f %8.3f %8s %8s %8s %8s %8s %7s %7s  %s\n' "$spec" "$t" "$rep" "$rps" \
+            printf '%-13s %-12s %3s %9.0f %8.3f %8.3f %8s %8s %8s %8s %8s %7s %7s  %s\n' "$spec" "$t" "$rep" "$rps" \
                 "$(awk -v x="$p50" 'BEGIN{print x/1000}')" "$(awk -v x="$p99" 'BEGIN{print x/1000}')" \
                 "$u" "$s" "$c" "$up" "$rmib" "$idle" "$other" "${errs:-0}"
             ((other > OTHER_WARN)) && NOISY+=("$spec $t rep $rep: other processes used ${other}% of a CPU")
@@ -553,7 +618,7 @@ report() { # max_other title
     local spec t n m
     echo
     echo "$2:"
-    printf '%-13s %-10s %4s %9s %8s %8s %8s %8s %8s %8s %8s\n' scenario target runs 'req/s' 'p50 ms' 'p99 ms' \
+    printf '%-13s %-12s %4s %9s %8s %8s %8s %8s %8s %8s %8s\n' scenario target runs 'req/s' 'p50 ms' 'p99 ms' \
         'user µs' 'sys µs' 'cpu µs' 'upst µs' 'RSS MiB'
     for spec in $SCENARIOS; do
         declare -A M=()
@@ -563,7 +628,7 @@ report() { # max_other title
             for m in rps p50_us p99_us user_us sys_us cpu_us upstream_us rss_kib; do
                 M[$t,$m]=$(median "$spec" "$t" "$m" "$1")
             done
-            printf '%-13s %-10s %4s %9s %8s %8s %8s %8s %8s %8s %8s\n' "$spec" "$t" "$n" "${M[$t,rps]%.*}" \
+            printf '%-13s %-12s %4s %9s %8s %8s %8s %8s %8s %8s %8s\n' "$spec" "$t" "$n" "${M[$t,rps]%.*}" \
                 "$(ms "${M[$t,p50_us]}")" "$(ms "${M[$t,p99_us]}")" "$(f2 "${M[$t,user_us]}")" "$(f2 "${M[$t,sys_us]}")" \
                 "$(f2 "${M[$t,cpu_us]}")" "$(f2 "${M[$t,upstream_us]}")" "$(mib "${M[$t,rss_kib]}")"
         done
@@ -576,6 +641,23 @@ report() { # max_other title
                 "$(ratio "${M[portcullis,cpu_us]}" "${M[baseline,cpu_us]}")"
         fi
         echo
+        if [[ $spec == fed* ]]; then
+            # The federated route against the route to one upstream, same
+            # gateway (fedcall: the same call to the same upstream; target
+            # <= 1.10 for CPU/req and p50).
+            printf '%-13s fed/portcullis: CPU/req %s (user %s, sys %s), p50 %s, p99 %s, throughput %s; fed/nginx: CPU/req %s, throughput %s' "" \
+                "$(ratio "${M[fed,cpu_us]}" "${M[portcullis,cpu_us]}")" "$(ratio "${M[fed,user_us]}" "${M[portcullis,user_us]}")" \
+                "$(ratio "${M[fed,sys_us]}" "${M[portcullis,sys_us]}")" "$(ratio "${M[fed,p50_us]}" "${M[portcullis,p50_us]}")" \
+                "$(ratio "${M[fed,p99_us]}" "${M[portcullis,p99_us]}")" "$(ratio "${M[fed,rps]}" "${M[portcullis,rps]}")" \
+                "$(ratio "${M[fed,cpu_us]}" "${M[nginx,cpu_us]}")" "$(ratio "${M[fed,rps]}" "${M[nginx,rps]}")"
+            if [[ -n $BASELINE_BIN ]]; then
+                printf '; baseline-fed/baseline: CPU/req %s, p50 %s; fed/baseline-fed: CPU/req %s' \
+                    "$(ratio "${M[baseline-fed,cpu_us]}" "${M[baseline,cpu_us]}")" \
+                    "$(ratio "${M[baseline-fed,p50_us]}" "${M[baseline,p50_us]}")" \
+                    "$(ratio "${M[fed,cpu_us]}" "${M[baseline-fed,cpu_us]}")"
+            fi
+            echo
+        fi
         unset M
     done
 }
@@ -608,7 +690,9 @@ for f in "$TMP/portcullis.log" "$TMP/baseline.log" "$TMP/upstream.log" "$NGX/err
     if ((n > 0)); then
         echo
         echo "note: ${f#"$TMP/"} has $n line(s) (first 5):"
-        grep -v '^bench-upstream on ' "$f" | head -n 5 | sed $'s/\x1b\\[[0-9;]*m//g' | cut -c1-300 | sed 's/^/  /'
+        # awk reads the whole log (a `head` would end the pipe early: SIGPIPE
+        # under pipefail, and the run would exit 141 after measuring).
+        awk '!/^bench-upstream on / && n++ < 5' "$f" | sed $'s/\x1b\\[[0-9;]*m//g' | cut -c1-300 | sed 's/^/  /'
     fi
 done
 if ((${#NOISY[@]})); then

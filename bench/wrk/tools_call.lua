@@ -2,6 +2,7 @@
 -- by $MCP_TOOL (default get_room; bench/upstream answers get_room small,
 -- watch_room as an event stream, room_report with ~256 KiB). $MCP_CLOSE=1
 -- adds "Connection: close" (a new connection, and TLS handshake, per request).
+-- $MCP_METHOD=tools/list sends tools/list instead (no tool, no Mcp-Name).
 --
 -- The gateway checks that the Mcp-Method / Mcp-Name headers match the body,
 -- so every request carries both. The body is a constant string: wrk sends the
@@ -12,17 +13,24 @@
 --             max_us=N connect=N read=N write=N status=N timeout=N
 -- ("status" counts non-2xx/3xx responses; the others are socket errors.)
 
+local META = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p1"}'
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
 wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "tools/call"
-local tool = os.getenv("MCP_TOOL") or "get_room"
-wrk.headers["Mcp-Name"] = tool
 if os.getenv("MCP_CLOSE") == "1" then
   wrk.headers["Connection"] = "close"
 end
-wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p1"},"name":"' .. tool .. '","arguments":{"room_id":"atrium"}}}'
+if os.getenv("MCP_METHOD") == "tools/list" then
+  wrk.headers["Mcp-Method"] = "tools/list"
+  wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{' .. META .. '}}'
+else
+  local tool = os.getenv("MCP_TOOL")
+  if tool == nil or tool == "" then tool = "get_room" end
+  wrk.headers["Mcp-Method"] = "tools/call"
+  wrk.headers["Mcp-Name"] = tool
+  wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{' .. META .. ',"name":"' .. tool .. '","arguments":{"room_id":"atrium"}}}'
+end
 
 function done(summary, latency, requests)
   local secs = summary.duration / 1e6

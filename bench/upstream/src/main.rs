@@ -4,8 +4,9 @@
 //! on purpose: the real SDK server of `portcullis demo` costs several times
 //! what the proxies cost, which hides the difference being measured.
 //!
-//! It answers `tools/call` by the tool's name (anything else gets an empty
-//! `complete` result), echoing the request's id byte for byte:
+//! It answers `tools/list` with its four tools (one page), and `tools/call`
+//! by the tool's name (anything else gets an empty `complete` result),
+//! echoing the request's id byte for byte:
 //!
 //! * `get_room`: a small `complete` result (the size of the demo's answer);
 //! * `watch_room`: an event stream of three `notifications/progress` (with
@@ -17,7 +18,9 @@
 //!   answered `complete`, echoing the state; anything else is a JSON-RPC error.
 //!
 //! Not a conforming MCP server: no `initialize`, no header checks, no
-//! sessions. It never reads anything but 127.0.0.1 traffic it is sent.
+//! sessions. It listens on every loopback address it is given (one process
+//! standing in for several upstreams of a federated route, each on its own
+//! port) and never reads anything but 127.0.0.1 traffic it is sent.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -39,11 +42,16 @@ const GET_ROOM: &str = r#"{"resultType":"complete","content":[{"type":"text","te
 
 const FORM: &str = r#"{"resultType":"input_required","inputRequests":{"contact":{"method":"elicitation/create","params":{"mode":"form","message":"Who should we send the booking to?","requestedSchema":{"type":"object","properties":{"name":{"type":"string","title":"Name","maxLength":80},"email":{"type":"string","format":"email","title":"Email"},"seats":{"type":"integer","minimum":1,"maximum":40,"title":"Seats"},"room":{"type":"string","title":"Room","oneOf":[{"const":"atrium","title":"Atrium"},{"const":"nook","title":"Nook"}]},"catering":{"type":"boolean","title":"Catering","default":false}},"required":["name","email"]}}}},"requestState":""#;
 
+/// `tools/list`: the four tools above, on one page.
+const TOOLS: &str = r#"{"resultType":"complete","tools":[{"name":"get_room","title":"Get room","description":"Look up a room by id: atrium, studio-b or nook.","inputSchema":{"type":"object","properties":{"room_id":{"type":"string","description":"The room's id."}},"required":["room_id"]}},{"name":"watch_room","title":"Watch rooms","description":"Check the rooms one by one, reporting progress as it goes.","inputSchema":{"type":"object","properties":{"room_id":{"type":"string"}}}},{"name":"room_report","title":"Room report","description":"Report on every room: floor, seats and whether it is free.","inputSchema":{"type":"object","properties":{}}},{"name":"book_room","title":"Book a room","description":"Book a meeting room for a day and hour; asks who the booking is for.","inputSchema":{"type":"object","properties":{"day":{"type":"string","format":"date"},"hour":{"type":"integer","minimum":0,"maximum":23},"room_hint":{"type":"string"}},"required":["day","hour"]}}]}"#;
+
 /// What the answerer reads of a request.
 #[derive(Deserialize)]
 struct Call<'a> {
     #[serde(borrow)]
     id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a str>,
     #[serde(default)]
     params: Option<Params<'a>>,
 }
@@ -122,6 +130,9 @@ impl Answers {
             return Answer::Json(error("null", "not a JSON-RPC request"));
         };
         let id = call.id.map_or("null", RawValue::get);
+        if call.method == Some("tools/list") {
+            return Answer::Json(message(id, "result", &[TOOLS]));
+        }
         let params = call.params.unwrap_or_default();
         match params.name {
             Some("get_room") => Answer::Json(message(id, "result", &[GET_ROOM])),
@@ -213,32 +224,50 @@ async fn handle(
 
 #[tokio::main]
 async fn main() {
-    let addr: SocketAddr = match std::env::args().nth(1).as_deref().map(str::parse) {
-        Some(Ok(a)) => a,
-        _ => {
-            eprintln!("usage: bench-upstream 127.0.0.1:PORT");
-            std::process::exit(2);
-        }
-    };
-    if !addr.ip().is_loopback() {
+    let addrs: Vec<SocketAddr> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()
+        .unwrap_or_default();
+    if addrs.is_empty() {
+        eprintln!("usage: bench-upstream 127.0.0.1:PORT [127.0.0.1:PORT ...]");
+        std::process::exit(2);
+    }
+    if !addrs.iter().all(|a| a.ip().is_loopback()) {
         eprintln!("bench-upstream listens on loopback only");
         std::process::exit(2);
     }
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("bench-upstream: cannot listen on {addr}: {e}");
-            std::process::exit(1);
+    let mut listeners = Vec::with_capacity(addrs.len());
+    for addr in &addrs {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => listeners.push(l),
+            Err(e) => {
+                eprintln!("bench-upstream: cannot listen on {addr}: {e}");
+                std::process::exit(1);
+            }
         }
-    };
+    }
     let answers: &'static Answers = Box::leak(Box::new(Answers {
         report: report_result(),
         states: AtomicU64::new(0),
     }));
+    let on: Vec<String> = addrs.iter().map(ToString::to_string).collect();
     eprintln!(
-        "bench-upstream on {addr} (room_report result: {} bytes)",
+        "bench-upstream on {} (room_report result: {} bytes)",
+        on.join(", "),
         answers.report.len()
     );
+    let accepting: Vec<_> = listeners
+        .into_iter()
+        .map(|l| tokio::spawn(accept(l, answers)))
+        .collect();
+    for a in accepting {
+        let _ = a.await;
+    }
+}
+
+/// Serve every connection `listener` accepts.
+async fn accept(listener: tokio::net::TcpListener, answers: &'static Answers) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;

@@ -18,7 +18,7 @@ use super::super::route::{Federated, Route};
 use super::super::session::end_session;
 use super::super::{Gateway, Inbound};
 use super::answers::{ask_all, cut_short, left_out, Answer, Outcome, FEDERATION_KEY};
-use super::retarget::Retarget;
+use super::retarget::{cursor_of, Retarget};
 use crate::audit::AuditEvent;
 use crate::headers::MCP_SESSION_ID;
 use crate::model::{expose, McpMethod, Reason, Refusal, TargetKind};
@@ -51,7 +51,7 @@ pub(super) async fn list(
     let pending = pending(gateway, fed, &inbound, &principal).map_err(refuse)?;
     let asked = pending
         .into_iter()
-        .map(|(member, cursor)| Ok((member, Retarget::Cursor(cursor).apply(&inbound, fed)?)))
+        .map(|(member, cursor)| Ok((member, Retarget::cursor(cursor).apply(&inbound, fed)?)))
         .collect::<Result<Vec<_>, Refused>>()?;
     let answers = ask_all(gateway, fed, asked).await;
     let mut note = left_out(gateway, request.method, &answers);
@@ -147,10 +147,9 @@ fn pending(
         )
     };
     let request = &inbound.request;
-    let token = match request.params_map().remove("cursor") {
+    let token = match cursor_of(request) {
         None => return Ok(fed.members.iter().map(|m| (m.clone(), None)).collect()),
-        Some(Value::String(token)) => token,
-        Some(_) => return Err(invalid()),
+        Some(raw) => serde_json::from_str::<String>(raw.get()).map_err(|_| invalid())?,
     };
     let cursor =
         FederatedCursor::open(&gateway.config.state.keys, &token).map_err(|_| invalid())?;

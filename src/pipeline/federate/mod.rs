@@ -31,7 +31,7 @@ use crate::json::MessageKind;
 use crate::model::{Carriage, Reason, Refusal, TargetKind};
 use crate::mrtr::seal::SealedState;
 use crate::sessions::{PushState, PUSH_PREFIX};
-use retarget::Retarget;
+use retarget::{Member, Retarget};
 
 /// Carry a request on a federated route.
 pub(crate) async fn serve(
@@ -72,7 +72,7 @@ pub(crate) async fn serve(
     };
     record.set_upstream(member.upstream.metrics.clone());
     let inbound = match retarget {
-        Some(r) => r.apply(&inbound, fed)?,
+        Some(r) => r.apply_to_one(inbound, fed)?,
         None => inbound,
     };
     let prefix = member.member.as_ref().map(|m| m.prefix.clone());
@@ -105,8 +105,8 @@ fn by_reference(
         .and_then(|r| r.get("type"))
         .and_then(Value::as_str)
     {
-        Some("ref/prompt") => (TargetKind::Prompt, "name"),
-        Some("ref/resource") => (TargetKind::Resource, "uri"),
+        Some("ref/prompt") => (TargetKind::Prompt, Member::Name),
+        Some("ref/resource") => (TargetKind::Resource, Member::Uri),
         _ => {
             return Err(Refusal::new(
                 Reason::InvalidRequest,
@@ -115,7 +115,7 @@ fn by_reference(
         }
     };
     let exposed = reference
-        .and_then(|r| r.get(member))
+        .and_then(|r| r.get(member.as_str()))
         .and_then(Value::as_str)
         .unwrap_or_default();
     let (route, own) = member_of(fed, kind, exposed)?;
