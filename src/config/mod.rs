@@ -35,7 +35,7 @@ pub use crate::model::ConfigError;
 pub use limits::{InspectionLimits, Limits, LogConfig, LogFormat};
 pub use listener::{is_loopback_name, ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
-pub use route::{RouteConfig, TaskMode};
+pub use route::{FederationSettings, RouteConfig, TaskMode, FEDERATION_NAME};
 pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
 
@@ -271,7 +271,7 @@ upstream = "rooms"
     fn a_good_config_becomes_typed_values() {
         let c = parse(GOOD).unwrap();
         assert_eq!(c.listeners.len(), 1);
-        let up = &c.routes["/mcp/rooms"].upstream;
+        let up = &c.routes["/mcp/rooms"].upstreams[0];
         assert_eq!(up.id, "rooms");
         assert_eq!(up.response_timeout, Duration::from_secs(2));
         assert_eq!(up.connect_timeout, Duration::from_secs(5));
@@ -412,7 +412,7 @@ upstream = "rooms"
     #[test]
     fn upstreams_name_a_known_policy() {
         let c = parse(GOOD).unwrap();
-        assert_eq!(c.routes["/mcp/rooms"].upstream.policy.name, "untrusted");
+        assert_eq!(c.routes["/mcp/rooms"].upstreams[0].policy.name, "untrusted");
         let trusted = GOOD.replace(
             "response_timeout = \"2s\"",
             "response_timeout = \"2s\"\npolicy = \"trusted\"",

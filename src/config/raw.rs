@@ -137,13 +137,21 @@ pub struct RawUpstream {
     pub policy: Option<Spanned<String>>,
     pub single_use_state: Option<bool>,
     pub single_use_tools: Option<Vec<String>>,
+    /// The prefix of this upstream's names in a federated route.
+    pub prefix: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
     pub path: Spanned<String>,
-    pub upstream: Spanned<String>,
+    /// The one upstream of the route; or `upstreams`, several federated.
+    pub upstream: Option<Spanned<String>>,
+    pub upstreams: Option<Spanned<Vec<Spanned<String>>>>,
+    /// A federated route's name as one server (`serverInfo.name`).
+    pub name: Option<Spanned<String>>,
+    /// How long a federated answer waits for each upstream.
+    pub fanout_timeout: Option<Spanned<String>>,
     /// Auth schemes tried in order; absent: anonymous only.
     pub auth: Option<Vec<Spanned<String>>>,
     pub allow_anonymous: Option<bool>,

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use toml::Spanned;
 
@@ -11,13 +12,18 @@ use super::problems::Problems;
 use super::raw::{RawPermission, RawRoute};
 use super::upstream::UpstreamRoute;
 use crate::identify::{AuthSchemes, SchemeId};
-use crate::model::{ConfigError, Generation};
+use crate::model::{valid_prefix, ConfigError, Generation};
 use crate::permit::{PermissionRule, Permissions};
 
-/// One path of the gateway: its upstream, who may use it and for what.
+/// One path of the gateway: its upstreams, who may use it and for what.
 #[derive(Debug)]
 pub struct RouteConfig {
-    pub upstream: Arc<UpstreamRoute>,
+    /// The upstream behind the path, or the several a federated route joins
+    /// (in the order configured: the order of merged lists).
+    pub upstreams: Vec<Arc<UpstreamRoute>>,
+    /// Set when the route was written with `upstreams`: it answers as one
+    /// server over all of them.
+    pub federation: Option<FederationSettings>,
     /// Auth schemes tried in order; empty: anonymous only.
     pub auth: Vec<SchemeId>,
     pub allow_anonymous: bool,
@@ -27,6 +33,19 @@ pub struct RouteConfig {
     /// What the route does with the Tasks extension.
     pub tasks: TaskMode,
 }
+
+/// What a federated route adds to a route.
+#[derive(Debug, Clone)]
+pub struct FederationSettings {
+    /// Its name as one server (`serverInfo.name`), and the `upstream` label
+    /// of the requests it answers from all of its upstreams.
+    pub name: String,
+    /// How long a merged answer waits for each upstream before leaving it out.
+    pub fanout_timeout: Duration,
+}
+
+/// The default name a federated route answers with.
+pub const FEDERATION_NAME: &str = "portcullis";
 
 /// `route.tasks`: tasks are policed like every other carrier of a question
 /// (the default), or refused outright where an operator wants none.
@@ -74,18 +93,32 @@ pub(super) fn routes(
                 "a path such as \"/mcp/rooms\" (starts with '/', no query)",
             ));
         }
-        let wanted = r.upstream.get_ref().as_str();
-        let up = targets.upstreams.iter().find(|u| u.id == wanted);
-        if up.is_none() && !targets.declared.contains(&wanted) {
-            p.push(loc.at(
-                r.upstream.span(),
-                format!("route[{i}].upstream"),
-                format!(
-                    "no upstream with id \"{wanted}\" (known: {})",
-                    targets.declared.join(", ")
-                ),
-            ));
+        let members = route_upstreams(r, i, targets, loc, p);
+        if r.upstreams.is_none() {
+            for (key, span) in [
+                ("name", r.name.as_ref()),
+                ("fanout_timeout", r.fanout_timeout.as_ref()),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v.span())))
+            {
+                p.push(loc.at(
+                    span,
+                    format!("route[{i}].{key}"),
+                    "only a federated route (upstreams = [...]) has this",
+                ));
+            }
         }
+        let federation = r.upstreams.is_some().then(|| {
+            federation(
+                r,
+                i,
+                members.as_deref().unwrap_or_default(),
+                targets,
+                loc,
+                p,
+            )
+        });
         let schemes = targets
             .auth
             .map(|auth| route_auth(r, i, auth, loc, p))
@@ -108,11 +141,12 @@ pub(super) fn routes(
         let tasks = p
             .take(task_mode(&r.tasks, &format!("route[{i}].tasks"), loc))
             .unwrap_or_default();
-        let (Some(up), Some(allow), Some(deny)) = (up, allow, deny) else {
+        let (Some(upstreams), Some(allow), Some(deny)) = (members, allow, deny) else {
             continue;
         };
         let route = RouteConfig {
-            upstream: up.clone(),
+            upstreams,
+            federation,
             auth: schemes,
             allow_anonymous,
             permissions: Permissions { allow, deny },
@@ -128,6 +162,148 @@ pub(super) fn routes(
         }
     }
     out
+}
+
+/// The route's upstreams: `upstream = "id"` or `upstreams = [...]`, exactly
+/// one of the two; `None` when one is unknown (a problem in `p`).
+fn route_upstreams(
+    r: &RawRoute,
+    i: usize,
+    targets: &RouteTargets<'_>,
+    loc: &Locator<'_>,
+    p: &mut Problems,
+) -> Option<Vec<Arc<UpstreamRoute>>> {
+    let names: Vec<&Spanned<String>> = match (&r.upstream, &r.upstreams) {
+        (Some(one), None) => vec![one],
+        (None, Some(many)) if !many.get_ref().is_empty() => many.get_ref().iter().collect(),
+        (None, Some(many)) => {
+            p.push(loc.at(
+                many.span(),
+                format!("route[{i}].upstreams"),
+                "a federated route names at least one upstream",
+            ));
+            return None;
+        }
+        (Some(one), Some(_)) => {
+            p.push(loc.at(
+                one.span(),
+                format!("route[{i}].upstream"),
+                "give either upstream (one server) or upstreams (several, federated), not both",
+            ));
+            return None;
+        }
+        (None, None) => {
+            p.push(loc.at(
+                r.path.span(),
+                format!("route[{i}]"),
+                "a route needs upstream = \"<id>\" or upstreams = [\"<id>\", …]",
+            ));
+            return None;
+        }
+    };
+    let field = match r.upstreams {
+        Some(_) => format!("route[{i}].upstreams"),
+        None => format!("route[{i}].upstream"),
+    };
+    let mut out: Vec<Arc<UpstreamRoute>> = Vec::with_capacity(names.len());
+    let mut complete = true;
+    for wanted in names {
+        let id = wanted.get_ref().as_str();
+        match targets.upstreams.iter().find(|u| u.id == id) {
+            Some(_) if out.iter().any(|u| u.id == id) => {
+                p.push(loc.at(
+                    wanted.span(),
+                    &field,
+                    format!("upstream \"{id}\" is named twice"),
+                ));
+                complete = false;
+            }
+            Some(up) => out.push(up.clone()),
+            None => {
+                complete = false;
+                if !targets.declared.contains(&id) {
+                    p.push(loc.at(
+                        wanted.span(),
+                        &field,
+                        format!(
+                            "no upstream with id \"{id}\" (known: {})",
+                            targets.declared.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    complete.then_some(out)
+}
+
+/// A federated route's own settings, and what its upstreams' prefixes must
+/// be for every exposed name to lead back to one upstream.
+fn federation(
+    r: &RawRoute,
+    i: usize,
+    members: &[Arc<UpstreamRoute>],
+    targets: &RouteTargets<'_>,
+    loc: &Locator<'_>,
+    p: &mut Problems,
+) -> FederationSettings {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for up in members {
+        if !valid_prefix(&up.prefix) {
+            p.push(loc.at(
+                up.prefix_span.clone(),
+                format!("upstream \"{}\" prefix", up.id),
+                format!(
+                    "\"{}\" cannot prefix names in federated route[{i}]: use a lower-case letter, then up to 31 of a-z, 0-9 and '-', or \"\" for names as they are (set prefix = \"…\" on the upstream)",
+                    up.prefix
+                ),
+            ));
+        } else if let Some(other) = seen.insert(&up.prefix, &up.id) {
+            p.push(loc.at(
+                up.prefix_span.clone(),
+                format!("upstream \"{}\" prefix", up.id),
+                format!(
+                    "prefix \"{}\" is also upstream \"{other}\"'s in route[{i}]: their names would collide",
+                    up.prefix
+                ),
+            ));
+        }
+    }
+    let name = match &r.name {
+        None => FEDERATION_NAME.to_owned(),
+        Some(n) => {
+            let name = n.get_ref().trim();
+            if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
+                p.push(loc.at(
+                    n.span(),
+                    format!("route[{i}].name"),
+                    "a name of 1 to 200 printable characters",
+                ));
+            } else if targets.declared.contains(&name) {
+                p.push(loc.at(
+                    n.span(),
+                    format!("route[{i}].name"),
+                    format!(
+                        "\"{name}\" is an upstream's id; the route's metrics would mix with it"
+                    ),
+                ));
+            }
+            name.to_owned()
+        }
+    };
+    let default = Duration::from_secs(10);
+    let fanout_timeout = p.or(
+        loc.duration(
+            &r.fanout_timeout,
+            &format!("route[{i}].fanout_timeout"),
+            default,
+        ),
+        default,
+    );
+    FederationSettings {
+        name,
+        fanout_timeout,
+    }
 }
 
 fn route_auth(

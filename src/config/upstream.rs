@@ -41,6 +41,10 @@ pub struct UpstreamRoute {
     pub endpoint_host: String,
     /// Which of this upstream's sealed states may be answered once.
     pub single_use: SingleUse,
+    /// What its names start with in a federated route (the id unless set).
+    pub prefix: String,
+    /// Where `prefix` was written (for problems found by the routes).
+    pub prefix_span: std::ops::Range<usize>,
 }
 
 impl std::fmt::Debug for UpstreamRoute {
@@ -213,7 +217,6 @@ pub(super) fn upstreams(
             .map(|a| a.as_str().to_owned())
             .unwrap_or_default();
         out.push(Arc::new(UpstreamRoute {
-            id,
             name,
             url,
             tls_digest: tls.as_ref().map(|(_, d)| d.clone()),
@@ -231,6 +234,12 @@ pub(super) fn upstreams(
                 all: r.single_use_state.unwrap_or(single_use_by_policy),
                 tools: r.single_use_tools.clone().unwrap_or_default(),
             },
+            prefix: r
+                .prefix
+                .as_ref()
+                .map_or_else(|| id.clone(), |p| p.get_ref().clone()),
+            prefix_span: r.prefix.as_ref().map_or_else(|| r.id.span(), |p| p.span()),
+            id,
         }));
     }
     out

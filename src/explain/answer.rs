@@ -304,7 +304,7 @@ pub(super) fn explain(
         .and_then(|m| m.id.map(|i| i.get().to_owned()))
         .unwrap_or_else(|| "1".into());
     let request = client_request(args, &id)?;
-    let ctx = RequestCtx::offline(Arc::clone(gateway), path, request)
+    let ctx = RequestCtx::offline_to(Arc::clone(gateway), path, &args.upstream, request)
         .ok_or_else(|| UsageError::NoRoute(args.upstream.clone()))?;
     let mut exchange = Exchange::new(ctx);
     let traced = trace(&exchange, &bytes);

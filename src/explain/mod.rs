@@ -207,13 +207,15 @@ fn route_to(config: &GatewayConfig, upstream: &str) -> Result<String, UsageError
             known: known.join(", "),
         });
     }
-    let mut paths: Vec<&String> = config
+    // A route of its own before a federated route that includes it.
+    let mut paths: Vec<(bool, &String)> = config
         .routes
         .iter()
-        .filter(|(_, r)| r.upstream.id == upstream)
-        .map(|(p, _)| p)
+        .filter(|(_, r)| r.upstreams.iter().any(|u| u.id == upstream))
+        .map(|(p, r)| (r.federation.is_some(), p))
         .collect();
     paths.sort();
+    let paths: Vec<&String> = paths.into_iter().map(|(_, p)| p).collect();
     paths
         .first()
         .map(|p| (*p).clone())

@@ -281,7 +281,7 @@ pub(super) async fn explain(
         (None, None) => Principal::anonymous(),
     };
     let not_a_string = request.request_state_not_string;
-    let mut ctx = RequestCtx::offline(Arc::clone(gateway), path, request)
+    let mut ctx = RequestCtx::offline_to(Arc::clone(gateway), path, &args.upstream, request)
         .ok_or_else(|| UsageError::NoRoute(args.upstream.clone()))?;
     ctx.principal = as_caller;
     let outcome = crate::pipeline::retry::check(&mut ctx).await;

@@ -120,7 +120,7 @@ pub fn permit(ctx: &RequestCtx) -> Result<(), Refusal> {
         .route
         .config
         .permissions
-        .permits(&ctx.principal, kind, target)
+        .permits_in(&ctx.principal, kind, target, ctx.route.prefix())
     {
         return Ok(());
     }

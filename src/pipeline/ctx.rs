@@ -38,13 +38,33 @@ pub struct RequestCtx {
 
 impl RequestCtx {
     /// A context for `request` on `path` of an offline gateway, from an
-    /// anonymous loopback peer (benchmarks, fuzzing, `portcullis explain`).
+    /// anonymous loopback peer (benchmarks, fuzzing, `portcullis explain`);
+    /// on a federated route, toward its first upstream.
     pub fn offline(
         gateway: Arc<Gateway>,
         path: &str,
         request: ParsedRequest,
     ) -> Option<RequestCtx> {
-        let route = gateway.routes.select(path)?.clone();
+        let route = gateway.routes.select(path)?.front().clone();
+        Self::offline_on(gateway, route, request)
+    }
+
+    /// As [`RequestCtx::offline`], toward the upstream `id` of the route at `path`.
+    pub fn offline_to(
+        gateway: Arc<Gateway>,
+        path: &str,
+        id: &str,
+        request: ParsedRequest,
+    ) -> Option<RequestCtx> {
+        let route = gateway.routes.select(path)?.member(id)?.clone();
+        Self::offline_on(gateway, route, request)
+    }
+
+    fn offline_on(
+        gateway: Arc<Gateway>,
+        route: Arc<Route>,
+        request: ParsedRequest,
+    ) -> Option<RequestCtx> {
         let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         let peer = Arc::new(Peer::new(loopback, loopback, 0, false, Default::default()));
         Some(RequestCtx {
@@ -83,23 +103,38 @@ impl RequestCtx {
     /// What every audit event of this request says about it, built only
     /// when an MRTR step has something to record.
     pub fn audit_context(&self) -> crate::audit::AuditContext {
-        let up = &self.route.upstream.settings;
-        crate::audit::AuditContext {
-            request_id: self.request_id.to_string(),
-            operation: None,
-            upstream_id: up.id.clone(),
-            upstream_name: up.name.clone(),
-            upstream_endpoint: up.url.to_string(),
-            principal: self.principal.name.to_string(),
-            method: self.request.method.as_str().to_owned(),
-            target: self.request.target.clone(),
-            round: None,
-            generation: self.request.generation().as_str(),
-        }
+        audit_context(
+            &self.route,
+            &self.request_id,
+            &self.principal,
+            &self.request,
+        )
     }
 
     /// The JSON-RPC id's text, `null` when there is none.
     pub fn id(&self) -> Option<&str> {
         self.request.id()
+    }
+}
+
+/// What every audit event of `request` on `route` says about it.
+pub(crate) fn audit_context(
+    route: &Route,
+    request_id: &str,
+    principal: &Principal,
+    request: &ParsedRequest,
+) -> crate::audit::AuditContext {
+    let up = &route.upstream.settings;
+    crate::audit::AuditContext {
+        request_id: request_id.to_owned(),
+        operation: None,
+        upstream_id: up.id.clone(),
+        upstream_name: up.name.clone(),
+        upstream_endpoint: up.url.to_string(),
+        principal: principal.name.to_string(),
+        method: request.method.as_str().to_owned(),
+        target: request.target.clone(),
+        round: None,
+        generation: request.generation().as_str(),
     }
 }

@@ -11,6 +11,7 @@ pub mod answer;
 pub mod body;
 pub mod carry;
 pub mod ctx;
+pub mod federate;
 pub mod forward;
 mod health;
 pub mod heavy;
@@ -47,7 +48,7 @@ use record::{Metrics, RequestRecord};
 use refuse::Refused;
 use request::head::HeadRules;
 use request::{ParsedRequest, Transport};
-use route::{Route, RouteTable};
+use route::{Endpoint, Route, RouteTable};
 
 /// Where a request came from, as the accept phase saw it.
 #[derive(Debug, Clone)]
@@ -81,6 +82,20 @@ impl Peer {
             forwarding: Forwarding::new(addr, tls),
         }
     }
+}
+
+/// A request once its head, its caller and its message are checked: what
+/// the phases on the way to an upstream start from.
+pub(crate) struct Inbound {
+    pub parts: http::request::Parts,
+    /// The `Host` the client addressed (forwarded as `X-Forwarded-Host`).
+    pub authority: HeaderValue,
+    pub principal: crate::identify::Principal,
+    pub request: ParsedRequest,
+    pub peer: Arc<Peer>,
+    pub request_id: Arc<str>,
+    pub started: Instant,
+    pub trace: RequestTrace,
 }
 
 /// The runtime services of one config generation, built from its settings.
@@ -187,7 +202,9 @@ impl Gateway {
         }
     }
 
-    /// The phases, in order.
+    /// The phases, in order: those every request takes, then the ones on
+    /// the way to one upstream ([`Gateway::through`]), or a federated
+    /// route's, which takes them to each upstream the request concerns.
     async fn exchange(
         self: &Arc<Self>,
         req: Request<Incoming>,
@@ -197,22 +214,34 @@ impl Gateway {
         record: &mut RequestRecord,
         trace: &RequestTrace,
     ) -> Result<Response<ProxyBody>, Refused> {
-        let route = self.route(req.uri().path())?;
-        record.set_upstream(route.upstream.metrics.clone());
-        let name = route.name();
+        let endpoint = self.endpoint(req.uri().path())?;
+        let front = endpoint.front().clone();
+        let name = match endpoint {
+            Endpoint::One(route) => {
+                record.set_upstream(route.upstream.metrics.clone());
+                route.name()
+            }
+            Endpoint::Federated(f) => {
+                record.set_upstream(f.metrics.clone());
+                f.settings.name.as_str()
+            }
+        };
         let at = |r: Refusal| Refused::new(r, None, name);
-        let (mut parts, body) = req.into_parts();
-        let generations = &route.config.generations;
+        let (parts, body) = req.into_parts();
+        let generations = &front.config.generations;
         let head =
             request::head::check(&parts, &self.head_rules(&peer, generations)).map_err(|r| {
                 let allow = HeaderValue::from_static(request::head::allowed_methods(generations));
                 at(r).with_header(header::ALLOW, allow)
             })?;
         let transport = head.transport;
-        let principal = access::identify(self, &route, &parts.headers, &peer)?;
+        let principal = access::identify(self, &front, &parts.headers, &peer)?;
+        // Before the body is read: one request, one of the caller's tokens
+        // (a federated route's limits per upstream are taken by each
+        // upstream's phases, `access::throttle_target`).
         access::throttle(
             self,
-            &route.upstream.label,
+            record_label(endpoint),
             Scope::Principal,
             &[&principal.name],
         )
@@ -233,6 +262,41 @@ impl Gateway {
         record.set_method(parsed.method);
         record.set_target(parsed.target.as_deref());
         trace.request_checked(parsed.method.as_str());
+        let inbound = Inbound {
+            parts,
+            authority: head.authority,
+            principal,
+            request: parsed,
+            peer,
+            request_id,
+            started,
+            trace: trace.clone(),
+        };
+        match endpoint {
+            Endpoint::One(route) => self.through(route.clone(), inbound).await,
+            Endpoint::Federated(f) => federate::serve(self, f, inbound, record).await,
+        }
+    }
+
+    /// The phases from the parsed request to the upstream's checked answer,
+    /// on the route to one upstream.
+    pub(crate) async fn through(
+        self: &Arc<Self>,
+        route: Arc<Route>,
+        inbound: Inbound,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let Inbound {
+            mut parts,
+            authority,
+            principal,
+            request,
+            peer,
+            request_id,
+            started,
+            trace,
+        } = inbound;
+        let name = route.name();
+        let transport = request.transport;
         let mut ctx = RequestCtx {
             gateway: self.clone(),
             route: route.clone(),
@@ -240,7 +304,7 @@ impl Gateway {
             request_id,
             started,
             principal,
-            request: parsed,
+            request,
             retry: None,
             task: None,
             session: None,
@@ -272,7 +336,7 @@ impl Gateway {
         to_upstream(
             &mut parts.headers,
             &peer.forwarding,
-            &head.authority,
+            &authority,
             upstream.settings.forward_authorization,
         );
         session::to_upstream(&ctx, &mut parts.headers);
@@ -292,8 +356,8 @@ impl Gateway {
         Ok(checked)
     }
 
-    fn route(&self, path: &str) -> Result<Arc<Route>, Refused> {
-        self.routes.select(path).cloned().ok_or_else(|| {
+    fn endpoint(&self, path: &str) -> Result<&Endpoint, Refused> {
+        self.routes.select(path).ok_or_else(|| {
             Refused::from(Refusal::new(
                 Reason::RouteNotFound,
                 "no MCP endpoint is configured at this path",
@@ -316,6 +380,14 @@ impl Gateway {
             loopback: peer.local.ip().is_loopback(),
             tls: peer.tls,
         }
+    }
+}
+
+/// The `upstream` label of what an endpoint answers itself.
+fn record_label(endpoint: &Endpoint) -> &str {
+    match endpoint {
+        Endpoint::One(route) => &route.upstream.label,
+        Endpoint::Federated(f) => &f.metrics.label,
     }
 }
 

@@ -86,6 +86,7 @@ pub struct Metrics {
     rate_limited: IntCounterVec,
     listing_changes: IntCounterVec,
     upstream_errors: IntCounterVec,
+    federation_left_out: IntCounterVec,
     config_reloads: IntCounterVec,
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
@@ -212,6 +213,13 @@ impl Metrics {
             ),
             &["upstream", "reason"],
         )?;
+        let federation_left_out = IntCounterVec::new(
+            Opts::new(
+                "portcullis_federation_left_out_total",
+                "Upstreams of a federated route left out of a merged answer (down, slow, refused, or an error), by upstream, method and reason",
+            ),
+            &["upstream", "method", "reason"],
+        )?;
         let config_reloads = IntCounterVec::new(
             Opts::new(
                 "portcullis_config_reloads_total",
@@ -231,6 +239,7 @@ impl Metrics {
         registry.register(Box::new(rate_limited.clone()))?;
         registry.register(Box::new(listing_changes.clone()))?;
         registry.register(Box::new(upstream_errors.clone()))?;
+        registry.register(Box::new(federation_left_out.clone()))?;
         registry.register(Box::new(config_reloads.clone()))?;
         registry.register(Box::new(last_reload_success.clone()))?;
         registry.register(Box::new(build_info))?;
@@ -261,6 +270,7 @@ impl Metrics {
             rate_limited,
             listing_changes,
             upstream_errors,
+            federation_left_out,
             config_reloads,
             last_reload_success,
             reload_state,
@@ -316,6 +326,14 @@ impl Metrics {
     pub fn upstream_error(&self, upstream: &str, reason: Reason) {
         self.upstream_errors
             .with_label_values(&[upstream, reason.as_str()])
+            .inc();
+    }
+
+    /// An upstream of a federated route left out of a merged answer.
+    /// `reason`: a refusal reason's name, or `upstream_error`.
+    pub fn left_out(&self, upstream: &str, method: McpMethod, reason: &str) {
+        self.federation_left_out
+            .with_label_values(&[upstream, method.as_str(), reason])
             .inc();
     }
 

@@ -1,7 +1,9 @@
-//! Phase: route. The request path picks one configured route: its upstream
-//! (with the pooled client that reaches it), its auth schemes and its
-//! permissions. The table is built once per config; it keeps the previous
-//! table's connection pools whose settings did not change.
+//! Phase: route. The request path picks one configured endpoint: a route to
+//! one upstream (with the pooled client that reaches it), or a federated
+//! route over several, each of them a route of its own that carries the
+//! federated route's auth schemes and permissions. The table is built once
+//! per config; it keeps the previous table's connection pools whose
+//! settings did not change.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,7 +11,8 @@ use std::sync::Arc;
 use super::forward::{ConnectionSettings, Pools, UpstreamClient};
 use super::heavy::HeavyLane;
 use super::record::{Metrics, UpstreamMetrics};
-use crate::config::{GatewayConfig, RouteConfig, UpstreamRoute};
+use crate::config::{FederationSettings, GatewayConfig, RouteConfig, UpstreamRoute};
+use crate::model::{split, TargetKind};
 
 /// An upstream and its connection pool, shared by every path routed to it.
 pub struct RoutedUpstream {
@@ -23,10 +26,20 @@ pub struct RoutedUpstream {
     pub heavy: Arc<HeavyLane>,
 }
 
-/// What a path resolves to.
+/// A path to one upstream; in a federated route, one of its upstreams.
 pub struct Route {
     pub upstream: Arc<RoutedUpstream>,
     pub config: Arc<RouteConfig>,
+    /// Set when this is an upstream of a federated route.
+    pub member: Option<Member>,
+}
+
+/// An upstream's place in a federated route.
+pub struct Member {
+    /// What its tool and prompt names and resource URIs start with.
+    pub prefix: Arc<str>,
+    /// The federated route's path (what its sessions are bound to).
+    pub path: Arc<str>,
 }
 
 impl Route {
@@ -34,10 +47,86 @@ impl Route {
     pub fn name(&self) -> &str {
         &self.upstream.settings.name
     }
+
+    /// The prefix its names are exposed under (federated routes only).
+    pub fn prefix(&self) -> Option<&str> {
+        self.member.as_ref().map(|m| &*m.prefix)
+    }
+}
+
+/// One path answering as one server over several upstreams.
+pub struct Federated {
+    pub path: Arc<str>,
+    pub config: Arc<RouteConfig>,
+    pub settings: FederationSettings,
+    /// Each upstream's route, in the configured order.
+    pub members: Vec<Arc<Route>>,
+    /// The metrics of the requests answered from every upstream (labelled
+    /// with the route's name).
+    pub metrics: Arc<UpstreamMetrics>,
+}
+
+impl Federated {
+    /// The upstream whose names start with `prefix`.
+    pub fn by_prefix(&self, prefix: &str) -> Option<&Arc<Route>> {
+        self.members.iter().find(|m| m.prefix() == Some(prefix))
+    }
+
+    /// The upstream an exposed name of `kind` belongs to, and the name as
+    /// that upstream wrote it: the one whose prefix starts it, else the one
+    /// with an empty prefix (which exposes its names as they are).
+    pub fn owner<'a>(&self, kind: TargetKind, exposed: &'a str) -> Option<(&Arc<Route>, &'a str)> {
+        let prefixed = split(kind, exposed)
+            .filter(|(prefix, _)| !prefix.is_empty())
+            .and_then(|(prefix, own)| Some((self.by_prefix(prefix)?, own)));
+        prefixed.or_else(|| Some((self.by_prefix("")?, exposed)))
+    }
+
+    /// The upstream with the configured `id`.
+    pub fn by_id(&self, id: &str) -> Option<&Arc<Route>> {
+        self.members.iter().find(|m| m.upstream.settings.id == id)
+    }
+
+    /// The prefixes, quoted, for messages that list them.
+    pub fn prefixes(&self) -> String {
+        let quoted: Vec<String> = self
+            .members
+            .iter()
+            .filter_map(|m| m.prefix().filter(|p| !p.is_empty()))
+            .map(|p| format!("\"{p}\""))
+            .collect();
+        quoted.join(", ")
+    }
+}
+
+/// What a path leads to.
+pub enum Endpoint {
+    One(Arc<Route>),
+    Federated(Arc<Federated>),
+}
+
+impl Endpoint {
+    /// The route whose settings the request's head and credentials are
+    /// checked against (a federated route's upstreams share them).
+    pub fn front(&self) -> &Arc<Route> {
+        match self {
+            Endpoint::One(route) => route,
+            // A federated route has at least one upstream (config check).
+            Endpoint::Federated(f) => &f.members[0],
+        }
+    }
+
+    /// The route a request for the upstream `id` takes on this endpoint.
+    pub fn member(&self, id: &str) -> Option<&Arc<Route>> {
+        match self {
+            Endpoint::One(route) => (route.upstream.settings.id == id).then_some(route),
+            Endpoint::Federated(f) => f.by_id(id),
+        }
+    }
 }
 
 pub struct RouteTable {
-    by_path: HashMap<String, Arc<Route>>,
+    by_path: HashMap<String, Endpoint>,
     /// Every upstream's pool, by the settings it was built from.
     pools: Pools,
 }
@@ -77,13 +166,7 @@ impl RouteTable {
             .routes
             .iter()
             .filter_map(|(path, route)| {
-                by_id.get(route.upstream.id.as_str()).map(|u| {
-                    let route = Route {
-                        upstream: u.clone(),
-                        config: route.clone(),
-                    };
-                    (path.clone(), Arc::new(route))
-                })
+                endpoint(path, route, &by_id, metrics).map(|e| (path.clone(), e))
             })
             .collect();
         Ok(RouteTable { by_path, pools })
@@ -95,9 +178,51 @@ impl RouteTable {
     }
 
     /// Exact path match; a trailing slash is the same endpoint.
-    pub fn select(&self, path: &str) -> Option<&Arc<Route>> {
+    pub fn select(&self, path: &str) -> Option<&Endpoint> {
         self.by_path
             .get(path)
             .or_else(|| path.strip_suffix('/').and_then(|p| self.by_path.get(p)))
     }
+}
+
+fn endpoint(
+    path: &str,
+    config: &Arc<RouteConfig>,
+    by_id: &HashMap<&str, Arc<RoutedUpstream>>,
+    metrics: &Metrics,
+) -> Option<Endpoint> {
+    let Some(settings) = &config.federation else {
+        let upstream = by_id.get(config.upstreams.first()?.id.as_str())?.clone();
+        return Some(Endpoint::One(Arc::new(Route {
+            upstream,
+            config: config.clone(),
+            member: None,
+        })));
+    };
+    let path: Arc<str> = Arc::from(path);
+    let members = config
+        .upstreams
+        .iter()
+        .map(|up| {
+            let upstream = by_id.get(up.id.as_str())?.clone();
+            Some(Arc::new(Route {
+                upstream,
+                config: config.clone(),
+                member: Some(Member {
+                    prefix: Arc::from(up.prefix.as_str()),
+                    path: path.clone(),
+                }),
+            }))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if members.is_empty() {
+        return None;
+    }
+    Some(Endpoint::Federated(Arc::new(Federated {
+        path,
+        config: config.clone(),
+        settings: settings.clone(),
+        members,
+        metrics: metrics.upstream(&settings.name),
+    })))
 }

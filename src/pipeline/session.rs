@@ -56,9 +56,21 @@ pub async fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refus
             "this session id was not issued by this gateway, or was altered; initialize again",
         ),
     })?;
-    if state.principal != ctx.binding().principal_key()
-        || state.upstream != ctx.route.upstream.settings.id
-    {
+    let id = &ctx.route.upstream.settings.id;
+    // A federated route's session holds each upstream's: this request's is
+    // the one of the upstream it goes to.
+    let state = match &ctx.route.member {
+        Some(member) if state.upstream == *member.path => state.member(id).ok_or_else(|| {
+            invalid("this upstream did not join the session at initialize; initialize again")
+        })?,
+        None if state.upstream == *id => state,
+        _ => {
+            return Err(invalid(
+                "this session belongs to another caller or MCP server; initialize again",
+            ))
+        }
+    };
+    if state.principal != ctx.binding().principal_key() {
         return Err(invalid(
             "this session belongs to another caller or MCP server; initialize again",
         ));
@@ -94,19 +106,25 @@ fn store_unavailable() -> Refusal {
 }
 
 /// After the upstream accepted a DELETE: the session is over for every
-/// instance sharing the single-use store, until it would have expired.
+/// instance sharing the single-use store, until it would have expired. (A
+/// federated route's session ends once all its upstreams were asked:
+/// [`end_session`].)
 pub async fn end(ctx: &RequestCtx) -> Result<(), Refusal> {
-    let Some(session) = ctx.session.as_ref() else {
-        return Ok(());
-    };
-    let gateway = &ctx.gateway;
-    let until = session
-        .state
-        .expires_secs(gateway.config.state.session_lifetime);
+    match ctx.session.as_ref() {
+        Some(session) if ctx.route.member.is_none() => {
+            end_session(&ctx.gateway, &session.state).await
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The session `state` is over (see [`end`]).
+pub async fn end_session(gateway: &super::Gateway, state: &SessionState) -> Result<(), Refusal> {
+    let until = state.expires_secs(gateway.config.state.session_lifetime);
     gateway
         .mrtr
         .replay
-        .consume(&session.state.ended_id(), until)
+        .consume(&state.ended_id(), until)
         .await
         .map_err(|_| {
             Refusal::new(

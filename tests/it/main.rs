@@ -15,6 +15,7 @@ mod docs;
 mod drain;
 mod explain;
 mod failure_metrics;
+mod federation;
 mod hardening;
 mod hostile_reasons;
 mod identity;

@@ -99,6 +99,14 @@ def mcp_server(script: str) -> Iterator[str]:
         yield _wait(process, listening, "listening line")
 
 
+@contextmanager
+def demo_server() -> Iterator[str]:
+    """The gateway binary's own demo MCP server (`portcullis demo-upstream`, rmcp,
+    2026-07-28 only: `book_room`, `get_room`, `room_report`); yields its MCP URL."""
+    with _spawn([str(_binary()), "demo-upstream", "--listen", "127.0.0.1:0"]) as process:
+        yield "http://" + bound_addresses(process.log_path, process.proc, ("demo",))["demo"] + "/mcp"
+
+
 def keygen(kid: str = "interop") -> str:
     out = subprocess.run([str(_binary()), "keygen", "--id", kid], check=True, capture_output=True, text=True)
     return out.stdout.strip()
@@ -107,9 +115,15 @@ def keygen(kid: str = "interop") -> str:
 @dataclass(frozen=True)
 class Gateway:
     base: str
+    admin: str = ""  # http://127.0.0.1:ADMIN (/metrics, /readyz)
+    log_path: Path | None = None  # the process's output, while it runs
 
     def url(self, upstream: str) -> str:
         return f"{self.base}/mcp/{upstream}"
+
+    def at(self, path: str) -> str:
+        """The URL of a route configured by path (`extra` TOML)."""
+        return f"{self.base}{path}"
 
     @staticmethod
     def upstream_name(upstream: str) -> str:
@@ -117,8 +131,9 @@ class Gateway:
 
 
 @contextmanager
-def gateway(upstreams: dict[str, str], state_keys: str | None = None) -> Iterator[Gateway]:
-    """A `portcullis run` in front of `upstreams` ({id: url}), each routed at /mcp/<id>."""
+def gateway(upstreams: dict[str, str], state_keys: str | None = None, extra: str = "") -> Iterator[Gateway]:
+    """A `portcullis run` in front of `upstreams` ({id: url}), each routed at /mcp/<id>;
+    `extra` is appended to the config (more upstreams, routes over several of them)."""
     lines = [
         "[[listener]]",
         'address = "127.0.0.1:0"',
@@ -133,11 +148,11 @@ def gateway(upstreams: dict[str, str], state_keys: str | None = None) -> Iterato
         lines += ["[[upstream]]", f'id = "{uid}"', f'name = "{Gateway.upstream_name(uid)}"', f'url = "{url}"']
         lines += ["[[route]]", f'path = "/mcp/{uid}"', f'upstream = "{uid}"']
     env = {"PORTCULLIS_STATE_KEYS": state_keys} if state_keys else {}
-    files = {"gateway.toml": "\n".join(lines) + "\n"}
+    files = {"gateway.toml": "\n".join(lines) + "\n" + extra}
     with _spawn([str(_binary()), "run", "--config", "gateway.toml"], env, files) as process:
         bound = bound_addresses(process.log_path, process.proc, ("listener", "admin"))
         _wait(process, lambda: _ready(f"http://{bound['admin']}/readyz"), "200 from /readyz")
-        yield Gateway(f"http://{bound['listener']}")
+        yield Gateway(f"http://{bound['listener']}", f"http://{bound['admin']}", process.log_path)
 
 
 def _ready(url: str) -> bool:

@@ -120,9 +120,10 @@ impl Exchange {
     ) -> Disposition {
         let permissions = &self.ctx.route.config.permissions;
         let principal = &self.ctx.principal;
+        let prefix = self.ctx.route.prefix();
         let mut filtered = false;
         for method in McpMethod::KNOWN.iter().filter(|m| m.list().is_some()) {
-            filtered |= permissions.filter_list(principal, *method, value);
+            filtered |= permissions.filter_list(principal, *method, value, prefix);
         }
         let settings = &self.ctx.route.upstream.settings;
         let (outcome, report) = inspect_whole_result(&settings.policy, &self.subject(), value);

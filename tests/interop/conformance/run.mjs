@@ -2,13 +2,15 @@
 // through the gateway, and prints one table: per scenario, pass/fail on each path.
 //
 // - Server scenarios: the suite (a 2025-11-25 client) against the Python SDK server
-//   tests/conformance/everything_server.py, at its own URL and behind a gateway.
+//   tests/conformance/everything_server.py, at its own URL, behind a gateway, and behind
+//   a federated route (`upstreams = [...]`) of that one upstream.
 // - Client scenarios: the suite starts each scenario's server and runs client.mjs (the
 //   TypeScript SDK 1.x client) against it; with --via-gateway the client puts a
 //   gateway process in front of the scenario server first.
 //
 //   node run.mjs [--out DIR] [--strict]
-// --strict: exit 1 when a scenario passes directly but not through the gateway.
+// --strict: exit 1 when a scenario passes directly but not through the gateway (a plain
+// or the federated route).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -100,20 +102,31 @@ function verdict(r) {
 
 const started = Date.now();
 const server = await startEverythingServer();
-const gateway = await startGateway({ conformance: server.url });
+// A federated route whose one member is the same server, with an empty
+// prefix: its names as they are, so the scenarios name them as directly.
+const FEDERATED = '/fed/conformance';
+const gateway = await startGateway(
+  { conformance: server.url },
+  {
+    extraToml:
+      `[[upstream]]\nid = "conformance-fed"\nname = "Conformance (federated)"\nurl = "${server.url}"\nprefix = ""\n` +
+      `[[route]]\npath = "${FEDERATED}"\nupstreams = ["conformance-fed"]\n`,
+  },
+);
 let rows;
 try {
-  const [serverDirect, serverGateway] = [
+  const [serverDirect, serverGateway, serverFederated] = [
     await serverScenarios(server.url, join(out, 'server-direct')),
     await serverScenarios(gateway.url('conformance'), join(out, 'server-gateway')),
+    await serverScenarios(gateway.at(FEDERATED), join(out, 'server-federated')),
   ];
   const [clientDirect, clientGateway] = [
     await clientScenarios(false, join(out, 'client-direct')),
     await clientScenarios(true, join(out, 'client-gateway')),
   ];
   rows = [
-    ...Object.keys(serverDirect).map((s) => ['server', s, serverDirect[s], serverGateway[s]]),
-    ...CLIENT_SCENARIOS.map((s) => ['client', s, clientDirect[s], clientGateway[s]]),
+    ...Object.keys(serverDirect).map((s) => ['server', s, serverDirect[s], serverGateway[s], serverFederated[s]]),
+    ...CLIENT_SCENARIOS.map((s) => ['client', s, clientDirect[s], clientGateway[s], null]),
   ];
 } finally {
   await gateway.stop();
@@ -127,22 +140,28 @@ function gist(r) {
   if (refusal) return `${refusal[2]}: ${refusal[1]}`;
   return why.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 140);
 }
-console.log('| kind | scenario | direct | through the gateway | first failure through the gateway |');
-console.log('|---|---|---|---|---|');
-for (const [kind, scenario, direct, via] of rows) {
-  console.log(`| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${passes(via) ? '' : gist(via)} |`);
+console.log(
+  '| kind | scenario | direct | through the gateway | through a federated route of one upstream | first failure through the gateway |',
+);
+console.log('|---|---|---|---|---|---|');
+for (const [kind, scenario, direct, via, federated] of rows) {
+  const failure = [via, federated].find((r) => r && !passes(r));
+  console.log(
+    `| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${federated === null ? '–' : verdict(federated)} | ${failure ? gist(failure) : ''} |`,
+  );
 }
 for (const kind of ['server', 'client']) {
   const mine = rows.filter((r) => r[0] === kind);
+  const federated = kind === 'server' ? `, ${mine.filter((r) => passes(r[4])).length}/${mine.length} through the federated route` : '';
   console.log(
     `\n${kind} scenarios: ${mine.filter((r) => passes(r[2])).length}/${mine.length} pass directly, ` +
-      `${mine.filter((r) => passes(r[3])).length}/${mine.length} through the gateway`,
+      `${mine.filter((r) => passes(r[3])).length}/${mine.length} through the gateway${federated}`,
   );
 }
 console.log(
   `(checks passed / checks run in brackets; results in ${out}; took ${((Date.now() - started) / 1000).toFixed(1)} s)`,
 );
-const lost = rows.filter((r) => passes(r[2]) && !passes(r[3]));
+const lost = rows.filter((r) => passes(r[2]) && (!passes(r[3]) || (r[4] !== null && !passes(r[4]))));
 if (strict && lost.length) {
   console.log(
     `conformance: ${lost.length} scenarios pass directly but not through the gateway: ${lost.map((r) => r[1]).join(', ')}`,

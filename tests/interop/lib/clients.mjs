@@ -11,15 +11,16 @@ const FORM_AND_URL = { elicitation: { form: {}, url: {} } };
 
 /**
  * TypeScript SDK v2 client in `auto` negotiation mode (server/discover first, the
- * 2025-11-25 initialize handshake only when the server is not a 2026-07-28 one).
+ * 2025-11-25 initialize handshake only when the server is not a 2026-07-28 one), or
+ * `negotiation: 'legacy'` (initialize only: a 2025-11-25 session).
  * `answer(params)` answers each elicitation/create; `asked` lists every question.
  */
-export async function connectV2(url, answer, { capabilities = FORM_AND_URL, maxRounds } = {}) {
+export async function connectV2(url, answer, { capabilities = FORM_AND_URL, maxRounds, negotiation = 'auto' } = {}) {
   const { fetch, wire } = recordingFetch();
   const asked = [];
   const client = new ClientV2(
     { name: 'portcullis-interop-ts-v2-client', version: '1.0.0' },
-    { capabilities, versionNegotiation: { mode: 'auto' }, ...(maxRounds ? { inputRequired: { maxRounds } } : {}) },
+    { capabilities, versionNegotiation: { mode: negotiation }, ...(maxRounds ? { inputRequired: { maxRounds } } : {}) },
   );
   client.setRequestHandler('elicitation/create', async (request) => {
     asked.push(request.params);

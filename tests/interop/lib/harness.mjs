@@ -136,6 +136,16 @@ export const startTsV2Server = () => startServer('ts-v2-server', process.execPat
 export const startTsV1Server = () => startServer('ts-v1-server', process.execPath, [join(SERVERS, 'ts_v1_server.mjs')]);
 export const startPythonServer = () => startServer('python-server', pythonBinary(), [join(SERVERS, 'py_server.py')]);
 
+/** The gateway binary's own demo MCP server (`portcullis demo-upstream`, rmcp, 2026-07-28 only). */
+export async function startDemoServer() {
+  const child = new Child('demo-server', gatewayBinary(), ['demo-upstream', '--listen', '127.0.0.1:0']);
+  const url = await child.waitFor(
+    () => child.output.match(/demo MCP server on (http:\/\/127\.0\.0\.1:\d+\/mcp)/)?.[1],
+    'listening line',
+  );
+  return { name: 'demo-server', url, stop: () => child.stop(), tail: () => child.tail() };
+}
+
 /** `portcullis keygen` output: one sealing key line (KID:BASE64URL). */
 export async function keygen(id = 'k1') {
   const child = new Child('keygen', gatewayBinary(), ['keygen', '--id', id]);
@@ -182,6 +192,9 @@ export async function startGateway(upstreams, { stateKeys, extraToml = '' } = {}
   }, '200 from /readyz');
   return {
     url: (id) => `http://${listener}/mcp/${id}`,
+    /** A route configured by path in `extraToml`. */
+    at: (path) => `http://${listener}${path}`,
+    admin: `http://${admin}`,
     upstreamName: (id) => `Interop ${id}`,
     config,
     stop: async () => {

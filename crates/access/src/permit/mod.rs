@@ -92,13 +92,32 @@ impl Permissions {
                 .any(|r| r.covers(who) && r.names(kind, name))
     }
 
-    /// Keep only the entries of a list result the caller may use. Returns
-    /// the rewritten result, or `None` when nothing had to be removed. The
-    /// result is read strictly: one that could be read two ways (a member
-    /// given twice) is an error, so nothing hides from the filter.
+    /// As [`Permissions::permits`], for an upstream's own `name` that a
+    /// federated route exposes under `prefix`: the rules name what the
+    /// client sees.
+    pub fn permits_in(
+        &self,
+        who: &Principal,
+        kind: TargetKind,
+        name: &str,
+        prefix: Option<&str>,
+    ) -> bool {
+        match prefix {
+            None => self.permits(who, kind, name),
+            Some(p) => self.permits(who, kind, &crate::model::expose(kind, p, name)),
+        }
+    }
+
     /// Keeps only the items of a list result (already strictly parsed)
     /// that the caller may use; `true` when some were removed.
-    pub fn filter_list(&self, who: &Principal, method: McpMethod, result: &mut Value) -> bool {
+    /// `prefix`: the upstream's, when a federated route exposes its names.
+    pub fn filter_list(
+        &self,
+        who: &Principal,
+        method: McpMethod,
+        result: &mut Value,
+        prefix: Option<&str>,
+    ) -> bool {
         let Some(list) = method.list() else {
             return false;
         };
@@ -112,7 +131,7 @@ impl Permissions {
         items.retain(|item| {
             item.get(list.name)
                 .and_then(Value::as_str)
-                .is_some_and(|n| self.permits(who, list.kind, n))
+                .is_some_and(|n| self.permits_in(who, list.kind, n, prefix))
         });
         items.len() != before
     }
@@ -178,12 +197,12 @@ mod tests {
             r#"{"resultType":"complete","tools":[{"name":"get_room"},{"name":"book_room"}],"ttlMs":0}"#,
         )
         .unwrap();
-        assert!(p.filter_list(&who, McpMethod::ToolsList, &mut result));
+        assert!(p.filter_list(&who, McpMethod::ToolsList, &mut result, None));
         assert_eq!(result["tools"].as_array().unwrap().len(), 1);
         assert_eq!(result["tools"][0]["name"], "get_room");
         let mut allowed = serde_json::json!({"tools":[{"name":"get_x"}]});
-        assert!(!p.filter_list(&who, McpMethod::ToolsList, &mut allowed));
+        assert!(!p.filter_list(&who, McpMethod::ToolsList, &mut allowed, None));
         // Not a list this filter knows: nothing is removed.
-        assert!(!p.filter_list(&who, McpMethod::ToolsCall, &mut result));
+        assert!(!p.filter_list(&who, McpMethod::ToolsCall, &mut result, None));
     }
 }

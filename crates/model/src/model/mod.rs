@@ -6,6 +6,7 @@ mod asked;
 mod caps;
 mod clock;
 mod drain;
+mod federated;
 mod health;
 mod invisible;
 mod method;
@@ -19,6 +20,9 @@ pub use asked::{Asked, FieldKind, FormField, FormSchema, RequestKind, RequestSha
 pub use caps::{ClientCaps, TASKS_EXTENSION};
 pub use clock::{system_clock, Clock, Deadline, ManualClock, SharedClock, SystemClock};
 pub use drain::DrainSignal;
+pub use federated::{
+    expose, separator, split, valid_prefix, Carriage, NAME_SEPARATOR, URI_SEPARATOR,
+};
 pub use health::{
     AuditLoss, AuditSinkKind, Fallback, Health, HealthReport, StoreFailure, StoreUser,
 };

@@ -146,6 +146,8 @@ reason_table! {
     SessionInvalid => "session_invalid", -32017, NOT_FOUND, [], "`Mcp-Session-Id` not issued by this gateway, altered, or issued to another caller or for another upstream (2025-11-25; the client initializes again)";
     SessionExpired => "session_expired", -32017, NOT_FOUND, [], "a 2025-11-25 session older than `session_lifetime`, or ended with DELETE (on every instance sharing the single-use store; the client initializes again); also the gateway's answer to a request an upstream pushes in a session that has ended";
     AnswerNotRequested => "answer_not_requested", -32602, BAD_REQUEST, [], "a client's JSON-RPC response to a request this gateway did not deliver in this session";
+    UnknownName => "unknown_name", -32602, BAD_REQUEST, [], "on a federated route: a tool or prompt name, resource URI or completion reference that starts with no upstream's prefix (the message lists the prefixes), or an answer, task or session part naming an upstream the route does not have";
+    CursorInvalid => "cursor_invalid", -32602, BAD_REQUEST, [], "on a federated route: a list `cursor` this gateway did not issue for this route, caller and list, or one altered";
     UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, [Upstream], "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`";
 }
 

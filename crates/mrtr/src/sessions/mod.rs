@@ -8,6 +8,10 @@
 //! it was shown, in its own session, once, and the answer is checked against
 //! what was asked.
 
+mod cursor;
+
+pub use cursor::{FederatedCursor, PendingList, CURSOR_PREFIX};
+
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Asked, ClientCaps};
@@ -71,6 +75,20 @@ pub struct SessionState {
     pub created_ms: u64,
     /// Names this session in the pushes delivered to it.
     pub nonce: String,
+    /// A federated route's session (`upstream` is then the route's path):
+    /// each upstream's own session, in the route's order.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub members: Vec<MemberSession>,
+}
+
+/// One upstream's part of a federated route's session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberSession {
+    /// The upstream's configured id.
+    pub id: String,
+    /// Its own `Mcp-Session-Id`, when it issued one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub session: Option<String>,
 }
 
 /// What the id of a pushed request carries.
@@ -164,11 +182,26 @@ impl SessionState {
             caps: caps.into(),
             created_ms,
             nonce: new_operation_id(),
+            members: Vec::new(),
         }
     }
 
     pub fn seal(&self, keys: &StateKeys) -> Option<String> {
         keys.seal_as(SESSION_PREFIX, self)
+    }
+
+    /// The session of upstream `id` within a federated route's session:
+    /// this one's caller, version, capabilities and nonce (so ending one
+    /// ends all), that upstream's own session id. `None` when that upstream
+    /// is not part of it.
+    pub fn member(&self, id: &str) -> Option<SessionState> {
+        let m = self.members.iter().find(|m| m.id == id)?;
+        Some(SessionState {
+            upstream_session: m.session.clone(),
+            upstream: m.id.clone(),
+            members: Vec::new(),
+            ..self.clone()
+        })
     }
 
     pub fn open(keys: &StateKeys, token: &str) -> Result<SessionState, TokenError> {
