@@ -16,6 +16,7 @@ mod drain;
 mod explain;
 mod failure_metrics;
 mod federation;
+mod federation_shadowing;
 mod hardening;
 mod hostile_reasons;
 mod identity;
