@@ -199,6 +199,7 @@ fn honest_list(text: &str, carrier: Carrier) -> Vec<Value> {
         t,
         json!({"name": "create_issue", "description": "Creates an issue in a repository."}),
         json!({"name": "listMessages", "description": "Lists the messages of a mailbox."}),
+        json!({"name": "get-library-docs", "description": "Fetches a library's documentation."}),
     ]
 }
 
