@@ -17,6 +17,7 @@ mod explain;
 mod failure_metrics;
 mod federation;
 mod federation_hostile;
+mod federation_shadowing;
 mod hardening;
 mod hostile_reasons;
 mod identity;

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::read::readings;
-use super::vocab::{Concepts, Rule, Vocab};
+use super::vocab::{Concepts, Rule, Vocab, TOOL_AFTER, TOOL_BEFORE};
 use super::{Listed, Place};
 use crate::policy::detect::{Normalised, Splitting};
 
@@ -25,21 +25,6 @@ static IDENT: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("constant regex")
 });
-/// A tool word right before an identifier ("call `x`", "the x tool")…
-static TOOL_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)(?-u:\b)(?:call(?:s|ed|ing)?|invok\w*|us(?:e|es|ed|ing)|run(?:s|ning)?|tool|function|werkzeug|herramienta|outil|strumento|ferramenta|narzędzie|инструмент|araç)\s+(?:the\s+)?[`'\x22]?$",
-    )
-    .expect("constant regex")
-});
-/// …or right after it ("x tool", "x is called").
-static TOOL_AFTER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)^[`'\x22]?\s*(?:tool|function|server|is\s+(?:called|invoked|used)|gets\s+called)(?-u:\b)",
-    )
-    .expect("constant regex")
-});
-
 /// One concept (or several) found in one reading of one text.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Hit {
@@ -177,7 +162,9 @@ impl Evidence {
                             }
                         }
                     }
-                    found.extend(foreign_tools(raw, ctx, &own_args).map(|at| (at, foreign_bit)));
+                    found.extend(
+                        foreign_tools(vocab, raw, ctx, &own_args).map(|at| (at, foreign_bit)),
+                    );
                 }
                 found.sort_unstable_by_key(|f| f.0);
                 let clauses = clauses_at(raw, found.iter().map(|f| f.0));
@@ -218,27 +205,46 @@ impl Evidence {
     }
 
     /// Does `rule` fire on this item? Every group needs a hit in the same
-    /// reading within `scope` clauses of a hit of the first group.
+    /// reading within `scope` clauses of a hit of the first group; the
+    /// groups of `also` likewise, in any reading of any text of the item.
+    /// A clause with one of the rule's `unless` concepts is not read.
     pub(crate) fn fires(&self, rule: &Rule) -> bool {
         if rule.item_any != 0 && self.all & rule.item_any == 0 {
             return false;
         }
-        if rule.all.iter().any(|g| self.all & g == 0) {
+        if rule.all.iter().chain(&rule.also).any(|g| self.all & g == 0) {
             return false;
         }
-        let (first, rest) = match rule.all.split_first() {
-            Some(x) => x,
-            None => return false,
+        let excused: HashSet<(u32, u32)> = match rule.unless & self.all {
+            0 => HashSet::new(),
+            unless => self
+                .hits
+                .iter()
+                .filter(|h| h.concepts & unless != 0)
+                .map(|h| (h.unit, h.clause))
+                .collect(),
         };
+        self.meet(&rule.all, rule.scope, &excused)
+            && (rule.also.is_empty() || self.meet(&rule.also, rule.scope, &excused))
+    }
+
+    /// Do `groups` meet in one reading, within `scope` clauses of a hit of
+    /// the first group, outside the `excused` clauses?
+    fn meet(&self, groups: &[Concepts], scope: Option<u32>, excused: &HashSet<(u32, u32)>) -> bool {
+        let Some((first, rest)) = groups.split_first() else {
+            return false;
+        };
+        let read = |h: &&Hit| !excused.contains(&(h.unit, h.clause));
         self.hits
             .iter()
+            .filter(read)
             .filter(|a| a.concepts & first != 0)
             .any(|a| {
                 rest.iter().all(|g| {
-                    self.hits.iter().any(|h| {
+                    self.hits.iter().filter(read).any(|h| {
                         h.unit == a.unit
                             && h.concepts & g != 0
-                            && rule.scope.is_none_or(|s| h.clause.abs_diff(a.clause) <= s)
+                            && scope.is_none_or(|s| h.clause.abs_diff(a.clause) <= s)
                     })
                 })
             })
@@ -259,7 +265,8 @@ impl Evidence {
             return false;
         }
         let all = self.all | other.all;
-        (rule.item_any == 0 || all & rule.item_any != 0) && rule.all.iter().all(|g| all & g != 0)
+        (rule.item_any == 0 || all & rule.item_any != 0)
+            && rule.all.iter().chain(&rule.also).all(|g| all & g != 0)
     }
 }
 
@@ -317,10 +324,12 @@ fn is_word_at(text: &str, start: usize, end: usize) -> bool {
         && !text[end..].chars().next().is_some_and(is_word)
 }
 
-/// Offsets of identifiers that look like a tool's name, near a word that
-/// makes them one ("call", "tool", "use"), and that the list does not
+/// Offsets of identifiers that look like a tool's name, next to a phrase
+/// that makes them one (the languages' `tool_before`, `tool_after`: "call
+/// x", "the x tool", "x is called", "x ツール"), and that the list does not
 /// declare.
 fn foreign_tools<'a>(
+    vocab: &'a Vocab,
     raw: &'a str,
     ctx: &'a ListContext,
     own_args: &'a [String],
@@ -351,7 +360,50 @@ fn foreign_tools<'a>(
         let lo = floor(raw, whole.start().saturating_sub(TOOL_CONTEXT));
         let hi = ceil(raw, (whole.end() + TOOL_CONTEXT).min(raw.len()));
         let (before, after) = (&raw[lo..whole.start()], &raw[whole.end()..hi]);
-        (TOOL_BEFORE.is_match(before) || TOOL_AFTER.is_match(after)).then_some(start)
+        (tool_context(vocab, before, TOOL_BEFORE) || tool_context(vocab, after, TOOL_AFTER))
+            .then_some(start)
+    })
+}
+
+/// Does a `side` phrase end `before` (`TOOL_BEFORE`) or start `after`
+/// (`TOOL_AFTER`), within the clause the name is in?
+fn tool_context(vocab: &Vocab, window: &str, side: u8) -> bool {
+    // Only spaces and quotes between the phrase and the name (after it,
+    // also the hyphen of `x-Werkzeug` and the bracket of `x(으)로`).
+    let gap = |c: char| {
+        matches!(
+            c,
+            ' ' | '\t' | '`' | '\'' | '"' | '“' | '”' | '«' | '»' | '「' | '」'
+        )
+    };
+    let next = match side {
+        TOOL_BEFORE => window.trim_end_matches(gap).chars().next_back(),
+        _ => window
+            .trim_start_matches(|c| gap(c) || matches!(c, '-' | '('))
+            .chars()
+            .next(),
+    };
+    if !next.is_some_and(char::is_alphanumeric) || !vocab.tool_context.may_match(window) {
+        return false;
+    }
+    let n = Normalised::new(window, &vocab.lexicon, Splitting::Text);
+    let Some(last) = n.len().checked_sub(1) else {
+        return false;
+    };
+    // The name's clause: a sentence end inside the window starts another.
+    let edge = match side {
+        TOOL_BEFORE => last,
+        _ => 0,
+    };
+    let mut hits = Vec::new();
+    vocab.tool_context.find(&n, |_| false, &mut hits);
+    hits.iter().any(|h| {
+        *h.value & side != 0
+            && n.same_clause(h.start, edge)
+            && match side {
+                TOOL_BEFORE => h.end == n.len(),
+                _ => h.start == 0,
+            }
     })
 }
 

@@ -6,8 +6,9 @@
 //!
 //! # How it reads
 //!
-//! Every text of an item is read in every reading (`read.rs`: as sent; HTML
-//! entities and percent-escapes decoded; base64 runs decoded; letters
+//! Every text of an item is read in every reading (`read.rs`: as sent; as
+//! a person sees it, invisible characters gone and each word in one script;
+//! HTML entities and percent-escapes decoded; base64 runs decoded; letters
 //! hyphenated one by one joined), each reading normalised once with the
 //! shared normaliser (`policy::detect`: case, accents, look-alike letters,
 //! leetspeak, joined and spelled-out words, CJK runs split). Word lists
@@ -16,8 +17,9 @@
 //! (`data/intent/patterns.toml`: private paths, URLs, e-mail addresses,
 //! shell snippets, fake role tags) turn the text into *concepts*, each with
 //! its clause. Computed concepts: `own_argument` (the item names one of its
-//! own parameters), `foreign_tool` (an identifier near "call", "tool", "use"
-//! that the list does not declare), `required_argument` (a parameter the
+//! own parameters), `foreign_tool` (an identifier next to a phrase of a
+//! language's `tool_before`/`tool_after` — "call x", "the x tool", "x ツール"
+//! — that the list does not declare: another server's tool), `required_argument` (a parameter the
 //! schema requires), `in_value` and `in_argument_text` (see below).
 //!
 //! # How it judges
@@ -25,8 +27,14 @@
 //! A rule (`data/intent/rules.toml`) names an [`Intent`], a stable cue, the
 //! groups of concepts that must meet within a few clauses, and optionally
 //! concepts one of which must occur anywhere in the item (an instruction
-//! addressed to the model, an authority claim, a hiding word). An item's
-//! findings are the intents of the rules that fire, one finding per intent.
+//! addressed to the model, an authority claim, a hiding word), groups that
+//! must meet in some other text of the item (an instruction cut between a
+//! description and a parameter's), and concepts that keep it from reading a
+//! clause (an example). An item's findings are the intents of the rules that
+//! fire, one finding per intent. A tool of one server that tells the model
+//! how to use another server's (cross-server shadowing) names a tool its
+//! list does not declare: each member of a federated route is judged with
+//! its own list, so another member's tool is foreign to it.
 //! An attack split across items — one item names another, hands the model
 //! its text ("follow the notes of …", "continued in …": a `continuation`
 //! concept) and the two, read together, fire a rule marked `split` — is a
@@ -52,6 +60,8 @@ mod walk;
 mod cases_tests;
 #[cfg(test)]
 mod corpus_tests;
+#[cfg(test)]
+mod shadow_tests;
 #[cfg(test)]
 mod tests;
 

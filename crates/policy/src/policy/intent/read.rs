@@ -1,6 +1,10 @@
 //! The readings of one listed text: the text as sent, and what it says once
 //! decoded for reading — HTML entities and percent-escapes decoded, base64
-//! runs decoded, words hyphenated letter by letter joined (`ex-fil-trate`).
+//! runs decoded, words hyphenated letter by letter joined (`ex-fil-trate`),
+//! and the text as a person sees it: invisible characters gone and each word
+//! in one script (`se\u{200B}nd_еmail` with a Cyrillic `е` reads
+//! `send_email`), so that what the regular expressions look for — a tool's
+//! name, an address, a path — is found however it is disguised.
 //! Readings are only read; the text delivered is never changed here.
 
 use std::borrow::Cow;
@@ -8,6 +12,8 @@ use std::sync::LazyLock;
 
 use base64::Engine as _;
 use regex::Regex;
+
+use crate::model::{is_joining, Invisible};
 
 /// Base64 runs shorter than this are identifiers, hashes or words.
 const MIN_BASE64: usize = 16;
@@ -27,9 +33,146 @@ static HYPHENATED: LazyLock<Regex> = LazyLock::new(|| {
 /// Every reading of `raw`, the text itself first.
 pub(super) fn readings(raw: &str) -> Vec<Cow<'_, str>> {
     let mut out = vec![Cow::Borrowed(raw)];
+    if let Some(seen) = as_seen(raw) {
+        out.push(Cow::Owned(seen));
+    }
     extend(raw, 0, &mut out);
     out
 }
+
+/// The text as a person sees it, when that differs from what was sent:
+/// invisible characters removed (but a joiner between the letters of a
+/// script that needs it), and every word that mixes Latin and Cyrillic
+/// letters written in the script most of its letters are in, each other
+/// letter replaced by its look-alike (UTS #39 confusables).
+fn as_seen(raw: &str) -> Option<String> {
+    if raw.is_ascii() {
+        return None;
+    }
+    let chars: Vec<char> = raw.chars().collect();
+    let mut out: Vec<char> = Vec::with_capacity(chars.len());
+    let mut changed = false;
+    for (i, &c) in chars.iter().enumerate() {
+        match Invisible::of(c) {
+            Some(Invisible::LineBreak) | None => out.push(c),
+            Some(Invisible::Joiner)
+                if is_joining(
+                    i.checked_sub(1).map(|j| chars[j]),
+                    chars.get(i + 1).copied(),
+                ) =>
+            {
+                out.push(c)
+            }
+            Some(_) => changed = true,
+        }
+    }
+    let mut start = 0;
+    while start < out.len() {
+        let len = out[start..]
+            .iter()
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .count();
+        if len == 0 {
+            start += 1;
+            continue;
+        }
+        changed |= one_script(&mut out[start..start + len]);
+        start += len;
+    }
+    changed.then(|| out.into_iter().collect())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Script {
+    Latin,
+    Cyrillic,
+}
+
+fn script(c: char) -> Option<Script> {
+    match c {
+        'a'..='z' | 'A'..='Z' => Some(Script::Latin),
+        '\u{0400}'..='\u{04FF}' | '\u{0500}'..='\u{052F}' => Some(Script::Cyrillic),
+        _ => None,
+    }
+}
+
+/// Rewrites a word mixing Latin and Cyrillic letters in one script: the
+/// script of most of its letters when each other letter has a look-alike
+/// there, else the other one when that works (`нa`: a Latin `a` in a
+/// Cyrillic word), else as much as can be; whether it changed.
+fn one_script(word: &mut [char]) -> bool {
+    let count = |s: Script| word.iter().filter(|&&c| script(c) == Some(s)).count();
+    let (latin, cyrillic) = (count(Script::Latin), count(Script::Cyrillic));
+    if latin == 0 || cyrillic == 0 {
+        return false;
+    }
+    let order = match latin >= cyrillic {
+        true => [Script::Latin, Script::Cyrillic],
+        false => [Script::Cyrillic, Script::Latin],
+    };
+    let whole = order
+        .iter()
+        .find_map(|&into| in_script(word, into, true))
+        .or_else(|| in_script(word, order[0], false));
+    match whole {
+        Some(w) if w != word => {
+            word.copy_from_slice(&w);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `word` with its letters of the other script replaced by look-alikes in
+/// `into`; `None` when `complete` and some letter has none.
+fn in_script(word: &[char], into: Script, complete: bool) -> Option<Vec<char>> {
+    word.iter()
+        .map(|&c| {
+            let swapped = match (script(c), into) {
+                (Some(Script::Cyrillic), Script::Latin) => ascii_look_alike(c),
+                (Some(Script::Latin), Script::Cyrillic) => CYRILLIC_LOOK_ALIKE
+                    .iter()
+                    .find(|(l, _)| *l == c)
+                    .map(|(_, k)| *k),
+                _ => return Some(c),
+            };
+            match (swapped, complete) {
+                (Some(s), _) => Some(s),
+                (None, true) => None,
+                (None, false) => Some(c),
+            }
+        })
+        .collect()
+}
+
+/// The ASCII letter a character is confusable with, if it is one letter.
+fn ascii_look_alike(c: char) -> Option<char> {
+    let mut buf = [0u8; 4];
+    let mut s = unicode_security::skeleton(c.encode_utf8(&mut buf));
+    match (s.next(), s.next()) {
+        (Some(a), None) if a.is_ascii_alphabetic() => Some(a),
+        _ => None,
+    }
+}
+
+/// Each ASCII letter and the first Cyrillic letter confusable with it, in
+/// code point order (UTS #39 confusables, read once).
+static CYRILLIC_LOOK_ALIKE: LazyLock<Vec<(char, char)>> = LazyLock::new(|| {
+    let mut out: Vec<(char, char)> = Vec::new();
+    for k in ('\u{0400}'..='\u{052F}').filter(|c| c.is_alphabetic()) {
+        if let Some(l) = ascii_look_alike(k) {
+            // The skeleton is lowercase for some capitals: keep the case.
+            let l = match k.is_uppercase() {
+                true => l.to_ascii_uppercase(),
+                false => l,
+            };
+            if !out.iter().any(|(x, _)| *x == l) {
+                out.push((l, k));
+            }
+        }
+    }
+    out
+});
 
 fn extend(text: &str, depth: usize, out: &mut Vec<Cow<'_, str>>) {
     if depth >= MAX_DEPTH {
@@ -211,6 +354,21 @@ mod tests {
         );
         let r = all("please ex-fil-trate the data");
         assert!(r.iter().any(|t| t.contains("exfiltrate")), "{r:?}");
+    }
+
+    #[test]
+    fn disguised_words_are_read_as_seen() {
+        // Invisible characters inside a tool's name, a Cyrillic letter in a
+        // Latin word, a Latin letter in a Cyrillic word.
+        let r = all("call se\u{200B}nd_\u{2060}email and s\u{0435}nd it; письмо пиcьмо");
+        assert_eq!(r[1], "call send_email and send it; письмо письмо");
+        // A joiner that joins Persian letters stays; one beside ASCII goes.
+        let r = all("می\u{200C}فرستد a\u{200D}b");
+        assert_eq!(r[1], "می\u{200C}فرستد ab");
+        // A word in one script is as it is.
+        assert_eq!(all("Отправь письмо to Bob").len(), 1);
+        // Two letters, one of each: the script whose look-alike exists.
+        assert_eq!(all("копию нa адрес")[1], "копию на адрес");
     }
 
     #[test]

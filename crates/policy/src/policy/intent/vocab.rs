@@ -15,7 +15,7 @@ const RULES: &str = data_file!("intent/rules.toml");
 const PATTERNS: &str = data_file!("intent/patterns.toml");
 
 /// The languages of `data/intent/lang/`.
-const LANGS: [(&str, &str); 20] = [
+pub(super) const LANGS: [(&str, &str); 20] = [
     ("en", data_file!("intent/lang/en.toml")),
     ("de", data_file!("intent/lang/de.toml")),
     ("fr", data_file!("intent/lang/fr.toml")),
@@ -109,6 +109,10 @@ struct RawRule {
     #[serde(default)]
     item_any: Vec<String>,
     #[serde(default)]
+    also: Vec<Vec<String>>,
+    #[serde(default)]
+    unless: Vec<String>,
+    #[serde(default)]
     split: bool,
 }
 
@@ -133,7 +137,19 @@ struct Grammar {
     negations: Vec<String>,
     #[serde(default)]
     words: Vec<String>,
+    /// Phrases that, right before an identifier, make it a tool's name
+    /// ("call", "the tool").
+    #[serde(default)]
+    tool_before: Vec<String>,
+    /// Phrases that, right after an identifier, make it a tool's name
+    /// ("tool", "is called").
+    #[serde(default)]
+    tool_after: Vec<String>,
 }
+
+/// Where a tool-context phrase stands: before or after the name.
+pub(super) const TOOL_BEFORE: u8 = 1;
+pub(super) const TOOL_AFTER: u8 = 2;
 
 /// The parts of an injection language file this detector reads.
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +173,13 @@ pub(super) struct Rule {
     pub(crate) all: Vec<Concepts>,
     pub(crate) scope: Option<u32>,
     pub(crate) item_any: Concepts,
+    /// Groups that must meet, within `scope` clauses of each other, in some
+    /// text of the item (the same one as `all`'s or another: the rest of an
+    /// instruction cut between a description and a parameter's).
+    pub(crate) also: Vec<Concepts>,
+    /// Concepts that keep the rule from reading the clause they are in ("for
+    /// example", an address at a documentation domain).
+    pub(crate) unless: Concepts,
     /// May fire on two items read together (one names the other).
     pub(crate) split: bool,
 }
@@ -169,6 +192,9 @@ pub(super) struct Vocab {
     /// Each regex concept: its patterns as one regex.
     pub(crate) patterns: Vec<(Concepts, Regex)>,
     pub(crate) negations: HashSet<Box<str>>,
+    /// The grammar's `tool_before` ([`TOOL_BEFORE`]) and `tool_after`
+    /// ([`TOOL_AFTER`]) phrases of every language.
+    pub(crate) tool_context: PhraseSet<u8>,
     pub(crate) rules: Vec<Rule>,
     pub(crate) negatable: Concepts,
     pub(crate) quotable: Concepts,
@@ -204,6 +230,7 @@ impl Vocab {
         let mut listed: Vec<(String, Concepts, bool)> = Vec::new();
         let mut negations = HashSet::new();
         let mut words: Vec<String> = Vec::new();
+        let mut tool_context: Vec<(String, u8)> = Vec::new();
         for (lang, text) in LANGS {
             let text = data(&format!("lang/{lang}.toml"), text);
             let file: LangFile = toml::from_str(&text).map_err(|e| err(lang, e))?;
@@ -214,6 +241,17 @@ impl Vocab {
             }
             negations.extend(file.grammar.negations.iter().map(|w| one_word(w)));
             words.extend(file.grammar.words.iter().cloned());
+            for (list, side) in [
+                (&file.grammar.tool_before, TOOL_BEFORE),
+                (&file.grammar.tool_after, TOOL_AFTER),
+            ] {
+                for p in list {
+                    tool_context.push((p.clone(), side));
+                    for v in parse_phrase(p).map_err(|e| err(lang, e))? {
+                        words.extend(v.text.split(' ').map(str::to_owned));
+                    }
+                }
+            }
         }
         // The prompt-injection detector's vocabularies, read here too so
         // that each phrase lives in one file.
@@ -279,6 +317,12 @@ impl Vocab {
                 all,
                 scope: r.scope,
                 item_any: set_of(&r.item_any)?,
+                also: r
+                    .also
+                    .iter()
+                    .map(|g| set_of(g))
+                    .collect::<Result<Vec<_>, _>>()?,
+                unless: set_of(&r.unless)?,
                 split: r.split,
             });
         }
@@ -300,12 +344,18 @@ impl Vocab {
             |kept, again, _| *kept |= again,
         )
         .map_err(|e| err("vocabulary", e))?;
+        let tool_context = PhraseSet::merged(
+            tool_context.iter().map(|(p, side)| (p.as_str(), *side)),
+            |kept, again, _| *kept |= again,
+        )
+        .map_err(|e| err("tool_before/tool_after", e))?;
         let lexicon = lexicon(&listed, words)?;
         Ok(Vocab {
             lexicon,
             phrases,
             patterns,
             negations,
+            tool_context,
             rules,
             negatable,
             quotable,
