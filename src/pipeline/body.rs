@@ -52,6 +52,14 @@ impl ProxyBody {
         }
     }
 
+    /// Why the gateway cut this stream, when it did (a whole body: never).
+    pub fn refused(&self) -> Option<Reason> {
+        match &self.kind {
+            Kind::Stream(s) => s.refused(),
+            Kind::Full(_) => None,
+        }
+    }
+
     /// Attach the request's record; it is closed when the body ends.
     pub fn recorded(mut self, mut record: RequestRecord) -> Self {
         if matches!(self.kind, Kind::Stream(_)) {

@@ -592,7 +592,6 @@ async fn what_the_gateway_decided_about_an_upstreams_list_survives_the_merge() {
 }
 
 #[tokio::test]
-#[ignore = "finding: on an event stream an upstream's own error is read by its data.reason, so it can name itself left out for one of the gateway's reasons"]
 async fn an_upstreams_own_error_on_a_stream_is_not_reported_as_one_of_the_gateways_refusals() {
     let a = ScriptedUpstream::start(|req| {
         let error = json!({"code": -32000, "message": "busy", "data": {"reason": "rate_limited"}});

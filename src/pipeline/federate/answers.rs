@@ -7,8 +7,9 @@
 
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use http::{header, HeaderMap, Response};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
 use super::super::body::ProxyBody;
@@ -30,12 +31,11 @@ const METHOD_NOT_FOUND: i64 = -32601;
 /// Who wrote a JSON-RPC error an upstream's checked answer holds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Source {
-    /// A JSON body: the gateway passes an upstream's error as it is, and
-    /// refuses by failing the request, never with a body.
+    /// The upstream's own error (a JSON body passes it as it is; the
+    /// gateway refuses those by failing the request, never with a body).
     Upstream,
-    /// An event stream, where the gateway ends a refused stream with an
-    /// error event of its own.
-    Stream,
+    /// The error event with which the gateway ended a stream it refused.
+    Gateway(Reason),
 }
 
 /// What one upstream answered, once checked.
@@ -74,12 +74,7 @@ impl Answer {
             }
             Outcome::Unavailable(r) => Some(r.reason.as_str()),
             Outcome::Error(_, Source::Upstream) => Some(UPSTREAM_ERROR),
-            Outcome::Error(e, Source::Stream) => Some(
-                e.pointer("/data/reason")
-                    .and_then(Value::as_str)
-                    .and_then(Reason::parse)
-                    .map_or(UPSTREAM_ERROR, Reason::as_str),
-            ),
+            Outcome::Error(_, Source::Gateway(reason)) => Some(reason.as_str()),
         }
     }
 }
@@ -131,17 +126,28 @@ pub(super) async fn ask_all(
 
 /// The checked response read back as its one JSON-RPC message.
 async fn read_back(resp: Response<ProxyBody>, max: usize) -> (HeaderMap, Outcome) {
-    let (head, body) = resp.into_parts();
-    let bytes = match Limited::new(body, max).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => {
+    let (head, mut body) = resp.into_parts();
+    let mut bytes = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(never) => match never {},
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if bytes.len() + data.len() > max {
             let r = Refusal::new(
                 Reason::UpstreamResponseTooLarge,
                 "the upstream's answer is over max_response_body_bytes",
             );
             return (head.headers, Outcome::Unavailable(r));
         }
-    };
+        bytes.extend_from_slice(&data);
+    }
+    // Read when the stream has ended: whether the gateway cut it.
+    let cut = body.refused();
+    let bytes = bytes.freeze();
     if bytes.is_empty() {
         return (head.headers, Outcome::Accepted);
     }
@@ -150,9 +156,10 @@ async fn read_back(resp: Response<ProxyBody>, max: usize) -> (HeaderMap, Outcome
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-    let (message, source) = match stream {
-        true => (response_event(&bytes, max), Source::Stream),
-        false => (crate::json::parse_value(&bytes).ok(), Source::Upstream),
+    let source = cut.map_or(Source::Upstream, Source::Gateway);
+    let message = match stream {
+        true => response_event(&bytes, max),
+        false => crate::json::parse_value(&bytes).ok(),
     };
     let outcome = match message {
         Some(mut m) => match (m.get_mut("result").map(Value::take), m.get_mut("error")) {
