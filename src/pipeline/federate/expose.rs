@@ -44,6 +44,10 @@ pub(super) async fn answer(resp: Response<ProxyBody>, prefix: &str) -> Response<
         Ok(c) => c.to_bytes(),
         Err(never) => match never {},
     };
+    // Most answers name no resource: they are not parsed again.
+    if !may_name_a_uri(&bytes) {
+        return Response::from_parts(head, ProxyBody::full(bytes));
+    }
     let bytes = match crate::json::parse_value(&bytes) {
         Ok(mut message) => match expose_message(&mut message, prefix) {
             true => serde_json::to_vec(&message).map_or(bytes, Bytes::from),
@@ -57,7 +61,7 @@ pub(super) async fn answer(resp: Response<ProxyBody>, prefix: &str) -> Response<
 
 /// An event of a checked stream, its message's resource URIs under `prefix`.
 pub(super) fn event(event: Bytes, prefix: &str) -> Bytes {
-    if prefix.is_empty() || memchr::memmem::find(&event, b"uri").is_none() {
+    if prefix.is_empty() || !may_name_a_uri(&event) {
         return event;
     }
     let mut framer = SseFramer::new(event.len() + 1);
@@ -78,6 +82,12 @@ pub(super) fn event(event: Bytes, prefix: &str) -> Bytes {
         Ok(bytes) => event_with_id(parsed.id.as_deref(), &bytes),
         Err(_) => event,
     }
+}
+
+/// Whether a message's bytes may hold a `uri` member (a key written with
+/// escapes is still read: `\u` sends it to the parse).
+fn may_name_a_uri(bytes: &[u8]) -> bool {
+    memchr::memmem::find(bytes, b"uri").is_some() || memchr::memmem::find(bytes, b"\\u").is_some()
 }
 
 /// Prefix every resource URI a client may use again; `true` when one was.

@@ -17,6 +17,7 @@ use super::super::route::Federated;
 use super::super::{Gateway, Inbound};
 use super::answers::cut_short;
 use super::expose;
+use super::member_of;
 use super::retarget::Retarget;
 use crate::model::{McpMethod, Reason, Refusal, TargetKind};
 use serde_json::Value;
@@ -123,22 +124,10 @@ fn subscriptions(fed: &Federated, inbound: &Inbound) -> Result<Option<Vec<Vec<St
     let mut by_member = vec![Vec::new(); fed.members.len()];
     for uri in uris {
         let exposed = uri.as_str().unwrap_or_default();
-        let found = fed
-            .owner(TargetKind::Resource, exposed)
-            .and_then(|(m, own)| {
-                let i = fed.members.iter().position(|x| Arc::ptr_eq(x, m))?;
-                Some((i, own))
-            });
-        let Some((i, own)) = found else {
-            return Err(Refusal::new(
-                Reason::UnknownName,
-                format!(
-                    "a subscribed resource URI starts with no upstream's prefix ({}) and '+'",
-                    fed.prefixes()
-                ),
-            ));
-        };
-        by_member[i].push(own.to_owned());
+        let (member, own) = member_of(fed, TargetKind::Resource, exposed)?;
+        if let Some(i) = fed.members.iter().position(|m| Arc::ptr_eq(m, &member)) {
+            by_member[i].push(own.to_owned());
+        }
     }
     Ok(Some(by_member))
 }

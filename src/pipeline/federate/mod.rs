@@ -122,7 +122,9 @@ fn by_reference(
     Ok((route, Some(Retarget::reference(member, own))))
 }
 
-fn member_of<'a>(
+/// The upstream an exposed name leads to and its own name, or the refusal
+/// that lists the prefixes.
+pub(super) fn member_of<'a>(
     fed: &Federated,
     kind: TargetKind,
     exposed: &'a str,
