@@ -16,10 +16,20 @@ async fn start_demo() -> String {
 }
 
 /// A gateway whose `/mcp` federates `upstreams` (`(id, prefix, url)`).
-fn federated_config(upstreams: &[(&str, &str, &str)], route_extra: &str) -> String {
+/// A gateway whose `/mcp` federates `upstreams` (`(id, prefix, url)`);
+/// `route_extra` goes into the route, `extra` after it (an `[audit]` there
+/// replaces the default, off).
+pub(crate) fn fed_config(
+    upstreams: &[(&str, &str, &str)],
+    route_extra: &str,
+    extra: &str,
+) -> String {
     let mut text = String::from(
-        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[admin]\naddress = \"127.0.0.1:0\"\n\n[audit]\nsink = \"off\"\n\n",
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[admin]\naddress = \"127.0.0.1:0\"\n\n",
     );
+    if !extra.contains("[audit]") {
+        text.push_str("[audit]\nsink = \"off\"\n\n");
+    }
     for (id, prefix, url) in upstreams {
         text.push_str(&format!(
             "[[upstream]]\nid = \"{id}\"\nname = \"Upstream {id}\"\nurl = \"{url}\"\nprefix = \"{prefix}\"\nconnect_timeout = \"1s\"\nresponse_timeout = \"3s\"\n\n"
@@ -27,13 +37,17 @@ fn federated_config(upstreams: &[(&str, &str, &str)], route_extra: &str) -> Stri
     }
     let ids: Vec<String> = upstreams
         .iter()
-        .map(|(id, _, _)| format!("\"{id}\""))
+        .map(|(id, ..)| format!("\"{id}\""))
         .collect();
     text.push_str(&format!(
-        "[[route]]\npath = \"/mcp\"\nname = \"team-tools\"\nupstreams = [{}]\n{route_extra}\n",
+        "[[route]]\npath = \"/mcp\"\nname = \"team-tools\"\nupstreams = [{}]\n{route_extra}\n\n{extra}\n",
         ids.join(", ")
     ));
     text
+}
+
+fn federated_config(upstreams: &[(&str, &str, &str)], route_extra: &str) -> String {
+    fed_config(upstreams, route_extra, "")
 }
 
 fn post(
@@ -55,7 +69,7 @@ fn post(
     r.body(body.to_string())
 }
 
-fn meta() -> Value {
+pub(crate) fn meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": VERSION,
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}
@@ -71,12 +85,12 @@ async fn list(c: &reqwest::Client, url: &str, method: &str, cursor: Option<&str>
     json_of(post(c, url, method, None, body).send().await.unwrap()).await
 }
 
-fn names(result: &Value, items: &str, member: &str) -> Vec<String> {
+pub(crate) fn names(result: &Value, items: &str, member: &str) -> Vec<String> {
     result[items]
         .as_array()
         .unwrap_or_else(|| panic!("no {items}: {result}"))
         .iter()
-        .map(|t| t[member].as_str().unwrap().to_owned())
+        .map(|t| t[member].as_str().unwrap_or("<not a string>").to_owned())
         .collect()
 }
 

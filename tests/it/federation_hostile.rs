@@ -10,42 +10,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::*;
+use crate::federation::{fed_config, meta, names};
 
 mod client;
 mod sessions;
-
-/// A gateway config whose `/mcp` federates `upstreams` (`(id, prefix,
-/// url)`), named `team-tools`; `route_extra` goes into that route's table,
-/// `extra` after it (more routes, `[state]`, `[[auth]]`).
-fn fed_config(upstreams: &[(&str, &str, &str)], route_extra: &str, extra: &str) -> String {
-    let mut text = String::from(
-        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[admin]\naddress = \"127.0.0.1:0\"\n\n",
-    );
-    if !extra.contains("[audit]") {
-        text.push_str("[audit]\nsink = \"off\"\n\n");
-    }
-    for (id, prefix, url) in upstreams {
-        text.push_str(&format!(
-            "[[upstream]]\nid = \"{id}\"\nname = \"Upstream {id}\"\nurl = \"{url}\"\nprefix = \"{prefix}\"\nconnect_timeout = \"1s\"\nresponse_timeout = \"3s\"\n\n"
-        ));
-    }
-    let ids: Vec<String> = upstreams
-        .iter()
-        .map(|(id, ..)| format!("\"{id}\""))
-        .collect();
-    text.push_str(&format!(
-        "[[route]]\npath = \"/mcp\"\nname = \"team-tools\"\nupstreams = [{}]\n{route_extra}\n\n{extra}\n",
-        ids.join(", ")
-    ));
-    text
-}
-
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}
-    })
-}
 
 /// `Mcp-Name` as a client writes it: as is when printable ASCII, else in
 /// the transport's base64 form.
@@ -98,15 +66,6 @@ async fn tools_page(url: &str, cursor: Option<&str>, key: Option<&str>) -> Value
         None => json!({}),
     };
     ask_as(url, "tools/list", None, params, key).await.1
-}
-
-fn names(result: &Value, items: &str, member: &str) -> Vec<String> {
-    result[items]
-        .as_array()
-        .unwrap_or_else(|| panic!("no {items}: {result}"))
-        .iter()
-        .map(|t| t[member].as_str().unwrap_or("<not a string>").to_owned())
-        .collect()
 }
 
 fn reason(v: &Value) -> &str {
