@@ -139,6 +139,8 @@ pub struct RawUpstream {
     pub single_use_tools: Option<Vec<String>>,
     /// The prefix of this upstream's names in a federated route.
     pub prefix: Option<Spanned<String>>,
+    /// Protocol generations the upstream speaks (default: discovered).
+    pub generations: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]

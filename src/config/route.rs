@@ -390,7 +390,7 @@ fn task_mode(
         })
 }
 
-fn generations(
+pub(super) fn generations(
     raw: &Option<Spanned<Vec<Spanned<String>>>>,
     field: &str,
     loc: &Locator<'_>,
@@ -415,7 +415,7 @@ fn generations(
         }
     }
     if out.is_empty() {
-        return Err(loc.at(list.span(), field, "a route serves at least one generation"));
+        return Err(loc.at(list.span(), field, "name at least one generation"));
     }
     Ok(out)
 }

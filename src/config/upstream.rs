@@ -12,7 +12,7 @@ use super::listener::readable;
 use super::locate::Locator;
 use super::problems::Problems;
 use super::raw::RawUpstream;
-use crate::model::ConfigError;
+use crate::model::{ConfigError, Generation};
 use crate::mrtr::settings::SingleUse;
 use crate::policy::config::{Policy, PolicySet};
 
@@ -45,6 +45,10 @@ pub struct UpstreamRoute {
     pub prefix: String,
     /// Where `prefix` was written (for problems found by the routes).
     pub prefix_span: std::ops::Range<usize>,
+    /// The protocol generations it speaks, when configured; `None`: asked
+    /// with `server/discover` when a client of another generation needs
+    /// it (`pipeline::bridge`).
+    pub generations: Option<Vec<Generation>>,
 }
 
 impl std::fmt::Debug for UpstreamRoute {
@@ -208,6 +212,10 @@ pub(super) fn upstreams(
         let response_timeout = time(&r.response_timeout, "response_timeout", 60);
         let stream_idle_timeout = time(&r.stream_idle_timeout, "stream_idle_timeout", 300);
         let pool_idle_timeout = time(&r.pool_idle_timeout, "pool_idle_timeout", 90);
+        let generations = match &r.generations {
+            None => None,
+            some => p.take(super::route::generations(some, &f("generations"), loc)),
+        };
         let (Some((url, _)), Some(tls), Some(policy)) = (url, tls, policy) else {
             continue;
         };
@@ -239,6 +247,7 @@ pub(super) fn upstreams(
                 .as_ref()
                 .map_or_else(|| id.clone(), |p| p.get_ref().clone()),
             prefix_span: r.prefix.as_ref().map_or_else(|| r.id.span(), |p| p.span()),
+            generations,
             id,
         }));
     }

@@ -29,7 +29,52 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
     if request.generation() != Generation::Sessions || !request.kind.is_response() {
         return Ok(None);
     }
-    let outcome = accept(ctx).await;
+    let taken = take(ctx, |push| match push.call {
+        None => Ok(()),
+        Some(_) => Err(not_requested(
+            "this answers a question of a bridged call, which this session has none of",
+        )),
+    })
+    .await?;
+    taken.for_upstream().map(Some)
+}
+
+/// A client's answer to a push, opened, checked and used up.
+pub struct TakenAnswer {
+    pub push: PushState,
+    pub result: Option<Value>,
+    pub error: Option<Value>,
+}
+
+impl TakenAnswer {
+    /// The answer as the upstream's own request id gets it.
+    fn for_upstream(&self) -> Result<Bytes, Refusal> {
+        let id: &RawValue = serde_json::from_str(&self.push.id).map_err(|_| {
+            Refusal::new(
+                Reason::InternalError,
+                "the pushed request's id cannot be restored",
+            )
+        })?;
+        let body = serde_json::to_vec(&Answer {
+            jsonrpc: "2.0",
+            id,
+            result: self.result.as_ref(),
+            error: self.error.as_ref(),
+        })
+        .map_err(|_| Refusal::new(Reason::InternalError, "the answer cannot be re-encoded"))?;
+        Ok(Bytes::from(body))
+    }
+}
+
+/// Open the push the client's response answers, let `claim` say whether
+/// this path may take it (before anything is used up), validate the answer
+/// against what was asked and use the push once. A refusal is counted and
+/// audited.
+pub async fn take(
+    ctx: &RequestCtx,
+    claim: impl FnOnce(&PushState) -> Result<(), Refusal>,
+) -> Result<TakenAnswer, Refusal> {
+    let outcome = accept(ctx, claim).await;
     if let Err(r) = &outcome {
         ctx.gateway
             .metrics
@@ -39,7 +84,7 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
             audit.emit(&ctx.audit_context(), AuditEvent::retry_refused(r));
         }
     }
-    outcome.map(Some)
+    outcome
 }
 
 #[derive(Serialize)]
@@ -52,8 +97,12 @@ struct Answer<'a> {
     error: Option<&'a Value>,
 }
 
-async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
+async fn accept(
+    ctx: &RequestCtx,
+    claim: impl FnOnce(&PushState) -> Result<(), Refusal>,
+) -> Result<TakenAnswer, Refusal> {
     let push = open_push(ctx)?;
+    claim(&push)?;
     let gateway = ctx.gateway.clone();
     let message = json::parse_value(&ctx.request.body)
         .map_err(|e| Refusal::new(Reason::InvalidJson, e.to_string()))?;
@@ -109,21 +158,12 @@ async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
         }
         Err(_) => return Err(store_unavailable()),
     }
-    let id: &RawValue = serde_json::from_str(&push.id).map_err(|_| {
-        Refusal::new(
-            Reason::InternalError,
-            "the pushed request's id cannot be restored",
-        )
-    })?;
-    let body = serde_json::to_vec(&Answer {
-        jsonrpc: "2.0",
-        id,
-        result: result.as_ref(),
-        error: error.as_ref(),
-    })
-    .map_err(|_| Refusal::new(Reason::InternalError, "the answer cannot be re-encoded"))?;
     audit_answer(ctx, &push, &report);
-    Ok(Bytes::from(body))
+    Ok(TakenAnswer {
+        push,
+        result,
+        error,
+    })
 }
 
 fn store_unavailable() -> Refusal {

@@ -17,6 +17,7 @@ mod health;
 pub mod heavy;
 pub mod record;
 pub mod refuse;
+pub mod reply;
 pub mod request;
 pub mod response;
 pub mod retry;

@@ -7,13 +7,13 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{Response, StatusCode};
 use serde_json::{json, Map, Value};
 
 use super::super::body::ProxyBody;
 use super::super::ctx::audit_context;
 use super::super::refuse::Refused;
+use super::super::reply::{accepted, accepted_with, error_response, result_response};
 use super::super::route::{Federated, Route};
 use super::super::session::end_session;
 use super::super::{Gateway, Inbound};
@@ -403,44 +403,3 @@ pub(super) fn first_failure(fed: &Federated, id: Option<&str>, answers: &[Answer
     Refused::new(refusal, id, name)
 }
 
-fn json_response(body: Vec<u8>, session: Option<HeaderValue>) -> Response<ProxyBody> {
-    let mut resp = Response::new(ProxyBody::full(Bytes::from(body)));
-    let headers = resp.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Some(session) = session {
-        headers.insert(MCP_SESSION_ID.clone(), session);
-    }
-    resp
-}
-
-/// A JSON-RPC message to the client's `id` (its JSON text, as written).
-fn message(id: Option<&str>, member: &str, value: &Value) -> Vec<u8> {
-    let value = serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned());
-    let id = id.unwrap_or("null");
-    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{member}\":{value}}}").into_bytes()
-}
-
-pub(super) fn result_response(
-    id: Option<&str>,
-    result: Value,
-    session: Option<HeaderValue>,
-) -> Response<ProxyBody> {
-    json_response(message(id, "result", &result), session)
-}
-
-fn error_response(id: Option<&str>, error: &Value) -> Response<ProxyBody> {
-    json_response(message(id, "error", error), None)
-}
-
-fn accepted() -> Response<ProxyBody> {
-    accepted_with(StatusCode::ACCEPTED)
-}
-
-fn accepted_with(status: StatusCode) -> Response<ProxyBody> {
-    let mut resp = Response::new(ProxyBody::empty());
-    *resp.status_mut() = status;
-    resp
-}

@@ -201,6 +201,7 @@ impl Exchange {
             round,
             started_ms: gateway.clock.now_millis(),
             expires: gateway.clock.now_secs().saturating_add(timeout.as_secs()),
+            call: None,
         };
         let Some(token) = push.seal(&gateway.config.state.keys) else {
             return Disposition::Refuse(Refusal::new(

@@ -79,6 +79,11 @@ pub struct SessionState {
     /// each upstream's own session, in the route's order.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub members: Vec<MemberSession>,
+    /// The upstream speaks only 2026-07-28: the gateway answered
+    /// `initialize` itself and carries each request across (no upstream
+    /// session exists).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub bridged: bool,
 }
 
 /// One upstream's part of a federated route's session.
@@ -112,6 +117,11 @@ pub struct PushState {
     pub started_ms: u64,
     /// Unix seconds.
     pub expires: u64,
+    /// A question of a bridged call: the call that waits for the answer on
+    /// the gateway instance that pushed it (`id` is then the question's key
+    /// in the upstream's `inputRequests`), instead of an upstream request.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub call: Option<String>,
 }
 
 impl PushState {
@@ -183,6 +193,7 @@ impl SessionState {
             created_ms,
             nonce: new_operation_id(),
             members: Vec::new(),
+            bridged: false,
         }
     }
 
