@@ -210,6 +210,19 @@ pub fn decode_mcp_header_value(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> 
     }
 }
 
+/// The header value for `value`, encoded as [`decode_mcp_header_value`]
+/// reads it when it is not plain printable ASCII (or could be read as the
+/// encoding itself).
+pub fn encode_mcp_header_value(value: &str) -> Option<HeaderValue> {
+    let printable = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+    if printable && !value.starts_with("=?base64?") {
+        return HeaderValue::from_str(value).ok();
+    }
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(value.as_bytes());
+    HeaderValue::from_str(&format!("=?base64?{encoded}?=")).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,8 @@ pub struct Carried {
     pub throttle: Throttle,
     /// The previous generation's upstream pools, by their settings.
     pub pools: Pools,
+    /// The bridged calls waiting for a client's answers.
+    pub bridge: Arc<super::bridge::BridgeCalls>,
 }
 
 impl Carried {
@@ -55,6 +57,7 @@ impl Carried {
             clock,
             throttle: Throttle::new(&config.throttle),
             pools: Pools::new(),
+            bridge: Default::default(),
         }
     }
 
@@ -100,6 +103,7 @@ impl Carried {
             clock: old.clock.clone(),
             throttle,
             pools: old.routes.pools().clone(),
+            bridge: old.bridge.clone(),
         }
     }
 }

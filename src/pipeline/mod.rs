@@ -9,6 +9,7 @@
 pub mod access;
 pub mod answer;
 pub mod body;
+pub mod bridge;
 pub mod carry;
 pub mod ctx;
 pub mod federate;
@@ -111,6 +112,8 @@ pub struct Gateway {
     pub clock: SharedClock,
     /// The pinned listings (rug pulls), carried from generation to generation.
     pub listings: Arc<ListingStore>,
+    /// The bridged calls waiting on this instance for a client's answers.
+    pub bridge: Arc<bridge::BridgeCalls>,
 }
 
 pub use carry::Carried;
@@ -136,6 +139,7 @@ impl Gateway {
             audit: carried.audit,
             clock: carried.clock,
             listings: carried.listings,
+            bridge: carried.bridge,
         })
     }
 
@@ -154,6 +158,7 @@ impl Gateway {
             clock: crate::model::system_clock(),
             throttle: Throttle::new(&config.throttle),
             pools: forward::Pools::new(),
+            bridge: Default::default(),
         };
         Gateway::new(Arc::new(config), carried).map(Arc::new)
     }
@@ -287,7 +292,7 @@ impl Gateway {
         inbound: Inbound,
     ) -> Result<Response<ProxyBody>, Refused> {
         let Inbound {
-            mut parts,
+            parts,
             authority,
             principal,
             request,
@@ -316,6 +321,14 @@ impl Gateway {
         session::open(&mut ctx, &parts.headers)
             .await
             .map_err(|r| within(r, &ctx))?;
+        // A 2025-11-25 client of a 2026-07-28-only upstream: carried across.
+        let (mut ctx, mut parts, authority) = match bridge::may_carry(&ctx) {
+            false => (ctx, parts, authority),
+            true => match Box::pin(bridge::carry(ctx, parts, authority)).await {
+                bridge::Carried::Done(answered) => return answered,
+                bridge::Carried::Native(ctx, parts, authority) => (ctx, parts, authority),
+            },
+        };
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
         access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::forward::{ConnectionSettings, Pools, UpstreamClient};
+use super::bridge::Speaks;
 use super::heavy::HeavyLane;
 use super::record::{Metrics, UpstreamMetrics};
 use crate::config::{FederationSettings, GatewayConfig, RouteConfig, UpstreamRoute};
@@ -24,6 +25,8 @@ pub struct RoutedUpstream {
     pub metrics: Arc<UpstreamMetrics>,
     /// Its share of the inspection of large messages.
     pub heavy: Arc<HeavyLane>,
+    /// Which protocol generations it speaks (configured, or discovered).
+    pub speaks: Speaks,
 }
 
 /// A path to one upstream; in a federated route, one of its upstreams.
@@ -159,6 +162,7 @@ impl RouteTable {
                 label: metrics.label.clone(),
                 metrics,
                 heavy: Arc::new(heavy),
+                speaks: Speaks::new(up.generations.clone()),
             };
             by_id.insert(up.id.as_str(), Arc::new(routed));
         }

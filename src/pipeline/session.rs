@@ -154,8 +154,25 @@ pub fn mint(ctx: &RequestCtx, upstream_session: Option<&HeaderValue>) -> Option<
         None => None,
         Some(v) => Some(v.to_str().ok()?.to_owned()),
     };
+    seal(ctx, new_state(ctx, upstream_session))
+}
+
+/// A new bridged session (`pipeline::bridge`): the gateway answered
+/// `initialize`; the upstream has no session.
+pub fn mint_bridged(ctx: &RequestCtx) -> Option<HeaderValue> {
+    let mut state = new_state(ctx, None);
+    state.bridged = true;
+    seal(ctx, state)
+}
+
+fn seal(ctx: &RequestCtx, state: SessionState) -> Option<HeaderValue> {
+    let token = state.seal(&ctx.gateway.config.state.keys)?;
+    HeaderValue::from_str(&token).ok()
+}
+
+fn new_state(ctx: &RequestCtx, upstream_session: Option<String>) -> SessionState {
     let gateway = &ctx.gateway;
-    let state = SessionState::new(
+    SessionState::new(
         upstream_session,
         ctx.binding().principal_key(),
         ctx.route.upstream.settings.id.clone(),
@@ -165,7 +182,5 @@ pub fn mint(ctx: &RequestCtx, upstream_session: Option<&HeaderValue>) -> Option<
             .unwrap_or_else(|| ctx.request.version.as_str().to_owned()),
         ctx.request.client,
         gateway.clock.now_millis(),
-    );
-    let token = state.seal(&gateway.config.state.keys)?;
-    HeaderValue::from_str(&token).ok()
+    )
 }

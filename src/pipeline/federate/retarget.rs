@@ -15,15 +15,14 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderValue, Request};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::refuse::Refused;
-use super::super::request::{self, ParsedRequest};
+use super::super::request::{self, copy_head, ParsedRequest};
 use super::super::route::Federated;
 use super::super::Inbound;
-use crate::headers::{LAST_EVENT_ID, MCP_NAME};
+use crate::headers::{encode_mcp_header_value, LAST_EVENT_ID, MCP_NAME};
 use crate::json::span_in;
 use crate::model::{Reason, Refusal, TargetKind};
 
@@ -86,7 +85,7 @@ impl Retarget {
     /// The request as one of several upstreams asked at once gets it: a
     /// copy of the client's, parsed.
     pub(super) fn apply(self, inbound: &Inbound, fed: &Federated) -> Result<Inbound, Refused> {
-        let (parts, request) = self.retarget(copy_parts(&inbound.parts), &inbound.request, fed)?;
+        let (parts, request) = self.retarget(copy_head(&inbound.parts), &inbound.request, fed)?;
         Ok(Inbound {
             parts,
             authority: inbound.authority.clone(),
@@ -272,31 +271,13 @@ fn subscribed(request: &ParsedRequest, own: &[String]) -> Option<Bytes> {
     )))
 }
 
-/// The head of the client's request, for one upstream's copy.
-fn copy_parts(parts: &Parts) -> Parts {
-    let (mut copy, ()) = Request::new(()).into_parts();
-    copy.method = parts.method.clone();
-    copy.uri = parts.uri.clone();
-    copy.version = parts.version;
-    copy.headers = parts.headers.clone();
-    copy
-}
-
 /// `Mcp-Name` (2026-07-28) carries the upstream's own name, encoded as the
 /// transport encodes a value that is not printable ASCII.
 fn set_name_header(parts: &mut Parts, own: &str) {
     if !parts.headers.contains_key(&MCP_NAME) {
         return;
     }
-    let printable = own.bytes().all(|b| (0x20..0x7f).contains(&b));
-    let value = if printable && !own.starts_with("=?base64?") {
-        HeaderValue::from_str(own).ok()
-    } else {
-        use base64::Engine;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(own.as_bytes());
-        HeaderValue::from_str(&format!("=?base64?{encoded}?=")).ok()
-    };
-    match value {
+    match encode_mcp_header_value(own) {
         Some(v) => parts.headers.insert(MCP_NAME.clone(), v),
         None => parts.headers.remove(&MCP_NAME),
     };
@@ -311,6 +292,7 @@ pub(super) fn cursor_of(request: &ParsedRequest) -> Option<&RawValue> {
 mod tests {
     use super::*;
     use crate::model::Generation;
+    use http::{HeaderValue, Request};
 
     const GENERATIONS: &[Generation] = &[Generation::Stateless, Generation::Sessions];
     const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}"#;

@@ -149,6 +149,17 @@ pub async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Byte
 
 /// Parse the body and check it against the headers, under the rules of the
 /// generation it belongs to (one of `generations`, the route's).
+/// A copy of a request's head (what `Parts` cannot clone: its extensions
+/// stay behind), for a request the gateway makes from the client's.
+pub fn copy_head(parts: &Parts) -> Parts {
+    let (mut copy, ()) = http::Request::new(()).into_parts();
+    copy.method = parts.method.clone();
+    copy.uri = parts.uri.clone();
+    copy.version = parts.version;
+    copy.headers = parts.headers.clone();
+    copy
+}
+
 pub fn parse(
     parts: &Parts,
     body: &Bytes,

@@ -74,6 +74,39 @@ impl From<RawCaps> for ClientCaps {
 }
 
 impl ClientCaps {
+    /// The capabilities object that declares exactly these (what a bridged
+    /// 2025-11-25 session declared, sent with each 2026-07-28 request).
+    pub fn to_value(self) -> serde_json::Value {
+        let mut caps = serde_json::Map::new();
+        let empty = || serde_json::Value::Object(serde_json::Map::new());
+        let mut elicitation = serde_json::Map::new();
+        if self.elicitation_form {
+            elicitation.insert("form".into(), empty());
+        }
+        if self.elicitation_url {
+            elicitation.insert("url".into(), empty());
+        }
+        if !elicitation.is_empty() {
+            caps.insert("elicitation".into(), elicitation.into());
+        }
+        if self.sampling {
+            let mut sampling = serde_json::Map::new();
+            if self.sampling_context {
+                sampling.insert("context".into(), empty());
+            }
+            caps.insert("sampling".into(), sampling.into());
+        }
+        if self.roots {
+            caps.insert("roots".into(), empty());
+        }
+        if self.tasks {
+            let mut ext = serde_json::Map::new();
+            ext.insert(TASKS_EXTENSION.into(), empty());
+            caps.insert("extensions".into(), ext.into());
+        }
+        caps.into()
+    }
+
     /// Read a capabilities object; anything unreadable declares nothing.
     pub fn parse(raw: &str) -> ClientCaps {
         serde_json::from_str::<RawCaps>(raw)
@@ -94,6 +127,23 @@ mod tests {
             ClientCaps::parse(r#"{"elicitation":{"url":{}},"sampling":{"context":{}},"roots":{}}"#);
         assert!(!c.elicitation_form && c.elicitation_url && c.sampling_context && c.roots);
         assert_eq!(ClientCaps::parse("[]"), ClientCaps::default());
+    }
+
+    #[test]
+    fn what_is_written_reads_back_the_same() {
+        for bits in 0u8..64 {
+            let caps = ClientCaps {
+                elicitation_form: bits & 1 != 0,
+                elicitation_url: bits & 2 != 0,
+                sampling: bits & 4 != 0,
+                sampling_context: bits & 12 == 12,
+                roots: bits & 16 != 0,
+                tasks: bits & 32 != 0,
+            };
+            let read = ClientCaps::parse(&caps.to_value().to_string());
+            // `elicitation: {}` (neither mode) is never written.
+            assert_eq!(read, caps, "{}", caps.to_value());
+        }
     }
 
     #[test]

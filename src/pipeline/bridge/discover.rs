@@ -1,0 +1,158 @@
+//! Which generations an upstream speaks, and `initialize` answered by the
+//! gateway for one that speaks only 2026-07-28: configured
+//! (`[[upstream]] generations`), or read from its `server/discover`
+//! (`supportedVersions`), which a 2025-11-25-only server does not answer.
+//! A discovered upstream that speaks 2025-11-25 is remembered for
+//! [`REMEMBERED`], so its sessions cost no extra request.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use crate::model::{Generation, ProtocolVersion};
+
+/// How long a discovered upstream's 2025-11-25 support is trusted.
+const REMEMBERED: Duration = Duration::from_secs(300);
+
+/// The longest upstream `serverInfo.version` passed to a client.
+const MAX_VERSION_LEN: usize = 64;
+
+/// Where a 2026-07-28 server names itself.
+const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+/// What the gateway knows of the generations one upstream speaks.
+pub struct Speaks {
+    configured: Option<Vec<Generation>>,
+    /// Whether it was last seen speaking 2025-11-25, and when.
+    seen: Mutex<Option<(bool, Instant)>>,
+}
+
+impl Speaks {
+    pub fn new(configured: Option<Vec<Generation>>) -> Speaks {
+        Speaks {
+            configured,
+            seen: Mutex::new(None),
+        }
+    }
+
+    /// Whether it speaks 2025-11-25 sessions, when known without asking.
+    pub fn sessions(&self) -> Option<bool> {
+        if let Some(c) = &self.configured {
+            return Some(c.contains(&Generation::Sessions));
+        }
+        let seen = *self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.filter(|(_, at)| at.elapsed() < REMEMBERED)
+            .map(|(sessions, _)| sessions)
+    }
+
+    /// Whether it is configured to speak only 2026-07-28 (so a failed
+    /// discovery is the answer, not a reason to try `initialize`).
+    pub fn only_stateless(&self) -> bool {
+        self.configured
+            .as_ref()
+            .is_some_and(|c| !c.contains(&Generation::Sessions))
+    }
+
+    /// Remember what a discovery found.
+    pub fn learn(&self, sessions: bool) {
+        if self.configured.is_none() {
+            *self.seen.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((sessions, Instant::now()));
+        }
+    }
+}
+
+/// Whether a `server/discover` result lists a 2025-11-25-generation version.
+pub(super) fn lists_sessions(discovered: &Value) -> bool {
+    discovered
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .is_some_and(|versions| {
+            versions.iter().filter_map(Value::as_str).any(|v| {
+                ProtocolVersion::parse(v).is_some_and(|v| v.generation() == Generation::Sessions)
+            })
+        })
+}
+
+/// The `initialize` result for a bridged session: the version the client
+/// asked for (when it is one of 2025-11-25's generation), the upstream's
+/// capabilities less what needs a stream of server messages (2026-07-28
+/// has none outside a call), its instructions as the gateway checked them,
+/// and the upstream's configured name.
+pub(super) fn initialize_result(discovered: &Value, requested: Option<&str>, name: &str) -> Value {
+    let version = requested
+        .and_then(ProtocolVersion::parse)
+        .filter(|v| v.generation() == Generation::Sessions)
+        .unwrap_or(ProtocolVersion::V2025_11_25);
+    let mut capabilities = discovered
+        .get("capabilities")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for (_, cap) in capabilities.iter_mut() {
+        if let Value::Object(cap) = cap {
+            cap.remove("listChanged");
+            cap.remove("subscribe");
+        }
+    }
+    let version_of_server = discovered
+        .get("_meta")
+        .and_then(|m| m.get(SERVER_INFO_KEY))
+        .and_then(|i| i.get("version"))
+        .and_then(Value::as_str)
+        .filter(|v| v.len() <= MAX_VERSION_LEN && v.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("unknown");
+    let mut result = Map::new();
+    result.insert("protocolVersion".into(), version.as_str().into());
+    result.insert("capabilities".into(), Value::Object(capabilities));
+    result.insert(
+        "serverInfo".into(),
+        json!({"name": name, "version": version_of_server}),
+    );
+    if let Some(text) = discovered.get("instructions").and_then(Value::as_str) {
+        result.insert("instructions".into(), text.into());
+    }
+    Value::Object(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_generations_decide_and_discovery_is_remembered() {
+        let only = Speaks::new(Some(vec![Generation::Stateless]));
+        assert_eq!(only.sessions(), Some(false));
+        assert!(only.only_stateless());
+        only.learn(true);
+        assert_eq!(only.sessions(), Some(false));
+        let auto = Speaks::new(None);
+        assert_eq!(auto.sessions(), None);
+        assert!(!auto.only_stateless());
+        auto.learn(true);
+        assert_eq!(auto.sessions(), Some(true));
+    }
+
+    #[test]
+    fn the_initialize_answer_speaks_the_clients_version_and_names_the_upstream() {
+        let discovered = json!({
+            "resultType": "complete", "supportedVersions": ["2026-07-28"], "ttlMs": 1,
+            "cacheScope": "public",
+            "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}},
+            "_meta": {SERVER_INFO_KEY: {"name": "I am the bank", "version": "1.2.3"}},
+            "instructions": "Use book_room."});
+        let r = initialize_result(&discovered, Some("2025-06-18"), "Rooms");
+        assert_eq!(r["protocolVersion"], "2025-06-18");
+        assert_eq!(r["serverInfo"], json!({"name": "Rooms", "version": "1.2.3"}));
+        assert_eq!(r["capabilities"], json!({"tools": {}, "resources": {}}));
+        assert_eq!(r["instructions"], "Use book_room.");
+        assert!(r.get("resultType").is_none() && r.get("ttlMs").is_none());
+        let r = initialize_result(&discovered, Some("2026-07-28"), "Rooms");
+        assert_eq!(r["protocolVersion"], "2025-11-25");
+        let long = json!({"_meta": {SERVER_INFO_KEY: {"version": "x".repeat(65)}}});
+        assert_eq!(initialize_result(&long, None, "R")["serverInfo"]["version"], "unknown");
+        assert!(!lists_sessions(&discovered));
+        assert!(lists_sessions(&json!({"supportedVersions": ["2026-07-28", "2025-11-25"]})));
+    }
+}

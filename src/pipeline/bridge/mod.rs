@@ -1,0 +1,232 @@
+//! Phase: bridge a 2025-11-25 client to an upstream that speaks only
+//! 2026-07-28. `initialize` is answered by the gateway (the upstream's
+//! `server/discover`, checked as any answer, under the upstream's
+//! configured name) with a session id marked bridged; each later request
+//! of that session is carried as 2026-07-28 requests through every phase
+//! again ([`rounds`]), the client's answers to pushed questions reach the
+//! waiting call ([`calls`]), and what 2026-07-28 has no place for (a
+//! stream of server messages, an upstream session to end) the gateway
+//! answers itself. A route's upstream that speaks 2025-11-25 (configured,
+//! or seen in its `server/discover`) keeps its native sessions.
+
+pub mod calls;
+mod discover;
+mod events;
+mod outbound;
+mod rounds;
+
+pub use calls::BridgeCalls;
+pub use discover::Speaks;
+
+use http::request::Parts;
+use http::{HeaderValue, Response, StatusCode};
+use serde_json::{Map, Value};
+
+use super::answer;
+use super::body::ProxyBody;
+use super::ctx::RequestCtx;
+use super::refuse::Refused;
+use super::reply::{accepted, accepted_with, result_response};
+use super::request::{copy_head, Transport};
+use super::session;
+use crate::json::MessageKind;
+use crate::model::{Generation, McpMethod, Reason, Refusal};
+use calls::CallEvent;
+use outbound::{params_of, Outbound};
+use rounds::{through, Call};
+
+/// What the bridge made of a request.
+pub(super) enum Carried {
+    /// Answered, by the gateway or through the bridge.
+    Done(Result<Response<ProxyBody>, Refused>),
+    /// Not the bridge's: the request goes on to its upstream as it is.
+    Native(RequestCtx, Parts, HeaderValue),
+}
+
+/// Whether the bridge may have to carry this request: a 2025-11-25
+/// `initialize` to an upstream not known to speak it, or any request of
+/// a bridged session. (Cheap: every request asks.)
+pub(super) fn may_carry(ctx: &RequestCtx) -> bool {
+    if ctx.request.generation() != Generation::Sessions {
+        return false;
+    }
+    match &ctx.session {
+        Some(s) => s.state.bridged,
+        None => {
+            ctx.request.method == McpMethod::Initialize
+                && ctx.route.member.is_none()
+                && ctx.route.upstream.speaks.sessions() != Some(true)
+        }
+    }
+}
+
+/// Carry the request across, or hand it back.
+pub(super) async fn carry(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Carried {
+    if ctx.session.is_none() {
+        return initialize(ctx, parts, authority).await;
+    }
+    let name = ctx.route.name().to_owned();
+    let id = ctx.id().map(str::to_owned);
+    let within = |r: Refusal| Refused::new(r, id.as_deref(), &name);
+    Carried::Done(in_session(ctx, parts, authority).await.map_err(within))
+}
+
+/// `initialize`: ask the upstream's `server/discover`; one that speaks
+/// only 2026-07-28 gets a bridged session, any other its own `initialize`.
+async fn initialize(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Carried {
+    let speaks = &ctx.route.upstream.speaks;
+    let caps = ctx.request.client;
+    let outbound = Outbound::new(copy_head(&parts), authority.clone(), &ctx, caps);
+    let asked = match outbound.request("\"discover\"", McpMethod::ServerDiscover.as_str(), Map::new()) {
+        Ok(inbound) => through(ctx.gateway.clone(), ctx.route.clone(), inbound).await,
+        Err(refused) => Err(refused),
+    };
+    let max = ctx.gateway.config.limits.max_response_body_bytes;
+    let discovered = match asked {
+        Ok(resp) => events::Messages::new(resp, max).next().await.ok().flatten(),
+        Err(refused) if speaks.only_stateless() => {
+            return Carried::Done(Err(refused.within(ctx.id(), ctx.route.name())))
+        }
+        Err(_) => None,
+    };
+    let result = discovered.as_ref().and_then(|m| m.get("result"));
+    let result = match result {
+        Some(r) if discover::lists_sessions(r) && !speaks.only_stateless() => {
+            speaks.learn(true);
+            return Carried::Native(ctx, parts, authority);
+        }
+        Some(r) => r,
+        // No discovery: a 2025-11-25 server (it refused the method), or
+        // one that is down; its own `initialize` answers either way.
+        None if !speaks.only_stateless() => {
+            if discovered.is_some() {
+                speaks.learn(true);
+            }
+            return Carried::Native(ctx, parts, authority);
+        }
+        None => {
+            let r = Refusal::new(
+                Reason::UpstreamBadResponse,
+                "the upstream did not describe itself (server/discover)",
+            );
+            return Carried::Done(Err(Refused::new(r, ctx.id(), ctx.route.name())));
+        }
+    };
+    speaks.learn(false);
+    let answer = discover::initialize_result(
+        result,
+        ctx.request.requested_version.as_deref(),
+        ctx.route.name(),
+    );
+    let done = match session::mint_bridged(&ctx) {
+        Some(session) => Ok(result_response(ctx.id(), answer, Some(session))),
+        None => Err(Refused::new(
+            Refusal::new(Reason::InternalError, "the gateway could not seal a session id"),
+            ctx.id(),
+            ctx.route.name(),
+        )),
+    };
+    Carried::Done(done)
+}
+
+/// A request of a bridged session.
+async fn in_session(
+    ctx: RequestCtx,
+    parts: Parts,
+    authority: HeaderValue,
+) -> Result<Response<ProxyBody>, Refusal> {
+    match ctx.request.transport {
+        Transport::End => {
+            if let Some(s) = &ctx.session {
+                session::end_session(&ctx.gateway, &s.state).await?;
+            }
+            return Ok(accepted_with(StatusCode::OK));
+        }
+        Transport::Listen => {
+            return Err(Refusal::new(
+                Reason::MethodNotAllowed,
+                "this session's server speaks 2026-07-28, which sends no messages outside a call: there is no stream to open",
+            ))
+        }
+        Transport::Post => {}
+    }
+    match ctx.request.kind {
+        MessageKind::Response => take_answer(&ctx).await,
+        MessageKind::Notification => {
+            if ctx.request.method == McpMethod::Cancelled {
+                cancel(&ctx)?;
+            }
+            Ok(accepted())
+        }
+        MessageKind::Request if ctx.request.method == McpMethod::Ping => {
+            Ok(result_response(ctx.id(), Value::Object(Map::new()), None))
+        }
+        MessageKind::Request => call(ctx, parts, authority).await,
+    }
+}
+
+async fn call(
+    ctx: RequestCtx,
+    parts: Parts,
+    authority: HeaderValue,
+) -> Result<Response<ProxyBody>, Refusal> {
+    let params = params_of(&ctx.request)?;
+    let (session, caps) = match &ctx.session {
+        Some(s) => (s.state.nonce.clone(), s.state.caps.into()),
+        None => return Err(Refusal::new(Reason::SessionInvalid, "no session")),
+    };
+    let call = Call {
+        gateway: ctx.gateway.clone(),
+        route: ctx.route.clone(),
+        outbound: Outbound::new(parts, authority, &ctx, caps),
+        method: ctx.request.method.as_str().to_owned(),
+        params,
+        client_id: ctx.id().unwrap_or("null").to_owned(),
+        session,
+        principal: ctx.binding().principal_key(),
+    };
+    call.start().await.map_err(|refused| refused.refusal)
+}
+
+/// The client's answer to a pushed question: checked as any answer to a
+/// push, then handed to the call that waits for it on this instance.
+async fn take_answer(ctx: &RequestCtx) -> Result<Response<ProxyBody>, Refusal> {
+    let calls = &ctx.gateway.bridge;
+    let gone = || {
+        Refusal::new(
+            Reason::CallNotWaiting,
+            "the call this answers no longer waits on this gateway instance (it ended, or another instance holds it)",
+        )
+    };
+    let taken = answer::take(ctx, |push| match &push.call {
+        Some(call) if calls.is_waiting(call) => Ok(()),
+        Some(_) => Err(gone()),
+        None => Err(Refusal::new(
+            Reason::AnswerNotRequested,
+            "this response answers no request this gateway delivered",
+        )),
+    })
+    .await?;
+    let key: String = serde_json::from_str(&taken.push.id).map_err(|_| {
+        Refusal::new(Reason::InternalError, "the question's key cannot be restored")
+    })?;
+    let call = taken.push.call.as_deref().unwrap_or_default();
+    let event = CallEvent::Answer {
+        key,
+        result: taken.result,
+        error: taken.error,
+    };
+    match calls.deliver(call, event) {
+        true => Ok(accepted()),
+        false => Err(gone()),
+    }
+}
+
+/// `notifications/cancelled` for one of the session's calls.
+fn cancel(ctx: &RequestCtx) -> Result<(), Refusal> {
+    let params = params_of(&ctx.request)?;
+    if let (Some(id), Some(s)) = (params.get("requestId"), &ctx.session) {
+        ctx.gateway.bridge.cancel(&s.state.nonce, id);
+    }
+    Ok(())
+}

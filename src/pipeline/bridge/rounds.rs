@@ -1,0 +1,368 @@
+//! One call of a bridged session, carried round after round: the call goes
+//! upstream as a 2026-07-28 request; when the upstream answers
+//! `input_required` (its questions already checked by the upstream's
+//! policy, its state sealed by the gateway), each question is pushed to the
+//! 2025-11-25 client on the call's event stream under a sealed push id, the
+//! client's answers are collected, and the call is retried with
+//! `inputResponses` and the gateway's `requestState` — through every phase
+//! again, so the answers are checked as any retry's — until the result.
+//! Decline and cancel are answers the upstream receives; the client's
+//! `notifications/cancelled`, a closed stream, `push_timeout` and the
+//! round limit end the call.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::Response;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use super::super::body::ProxyBody;
+use super::super::refuse::{error_bytes, Refused};
+use super::super::reply::{json_response, message};
+use super::super::route::Route;
+use super::super::{Gateway, Inbound};
+use super::calls::{CallEvent, Registration};
+use super::events::{self, Messages, Out};
+use super::outbound::{to_sessions, Outbound};
+use crate::model::{McpMethod, Reason, Refusal};
+use crate::mrtr::seal::new_operation_id;
+use crate::sessions::PushState;
+
+/// The elicitation mode whose 2025-11-25 form needs an `elicitationId`.
+const URL_MODE: &str = "url";
+
+/// What a bridged call is made of.
+pub(super) struct Call {
+    pub gateway: Arc<Gateway>,
+    pub route: Arc<Route>,
+    pub outbound: Outbound,
+    /// The client's method and params (without answers).
+    pub method: String,
+    pub params: Map<String, Value>,
+    /// The client's JSON-RPC id, as it wrote it.
+    pub client_id: String,
+    /// The session's nonce and the caller, as pushes are bound to them.
+    pub session: String,
+    pub principal: String,
+}
+
+impl Call {
+    /// Send the call upstream. A result or error that needs no question is
+    /// answered as one JSON body; otherwise the answer is an event stream
+    /// the rest of the call is carried on.
+    pub(super) async fn start(self) -> Result<Response<ProxyBody>, Refused> {
+        let first = self.send(0, self.params.clone()).await?;
+        let max = self.gateway.config.limits.max_response_body_bytes;
+        let mut messages = Messages::new(first, max);
+        let mut pending = None;
+        if !messages.is_stream() {
+            let within = |r: Refusal| Refused::new(r, Some(&self.client_id), self.route.name());
+            let message = messages.next().await.map_err(within)?.ok_or_else(|| {
+                within(Refusal::new(
+                    Reason::UpstreamBadResponse,
+                    "the upstream answered the request with nothing",
+                ))
+            })?;
+            if !asks(&message) {
+                return Ok(json_response(self.to_client(message), None));
+            }
+            pending = Some(message);
+        }
+        let (tx, resp) = events::stream();
+        tokio::spawn(async move {
+            let end = self.carry(&tx, messages, pending).await;
+            let _ = tx.send(Out::End(end)).await;
+        });
+        Ok(resp)
+    }
+
+    /// The call's rounds until its end; the reason when the gateway ended it.
+    async fn carry(
+        self,
+        tx: &mpsc::Sender<Out>,
+        mut messages: Messages,
+        mut pending: Option<Value>,
+    ) -> Option<Reason> {
+        let id = new_operation_id();
+        let (registration, mut events) =
+            self.gateway
+                .bridge
+                .register(id, &self.session, &self.client_id);
+        let mut pushed = 0u32;
+        for round in 1u32.. {
+            let last = match pending.take() {
+                Some(m) => m,
+                None => match self.last_message(tx, &mut messages).await {
+                    Ok(m) => m,
+                    Err(end) => return end,
+                },
+            };
+            if !asks(&last) {
+                let gateway_cut = messages.refused();
+                let _ = tx.send(Out::Message(self.to_client_bytes(last))).await;
+                return gateway_cut;
+            }
+            let result = &last["result"];
+            let asked = Asked {
+                registration: &registration,
+                pushed: &mut pushed,
+            };
+            let answers = match self.ask(tx, result, asked, &mut events).await {
+                Ok(answers) => answers,
+                Err(end) => return end,
+            };
+            let mut params = self.params.clone();
+            params.insert("inputResponses".into(), Value::Object(answers));
+            if let Some(state) = result.get("requestState") {
+                params.insert("requestState".into(), state.clone());
+            }
+            let sent = tokio::select! {
+                sent = self.send(round, params) => sent,
+                () = tx.closed() => return None,
+            };
+            match sent {
+                Ok(resp) => {
+                    let max = self.gateway.config.limits.max_response_body_bytes;
+                    messages = Messages::new(resp, max);
+                }
+                Err(refused) => return self.fail(tx, refused.refusal).await,
+            }
+        }
+        None
+    }
+
+    /// Read the answer up to its response, passing its notifications on.
+    async fn last_message(
+        &self,
+        tx: &mpsc::Sender<Out>,
+        messages: &mut Messages,
+    ) -> Result<Value, Option<Reason>> {
+        loop {
+            let next = tokio::select! {
+                next = messages.next() => next,
+                () = tx.closed() => return Err(None),
+            };
+            match next {
+                Ok(Some(m)) if m.get("result").is_some() || m.get("error").is_some() => {
+                    return Ok(m)
+                }
+                // A notification (progress, a log line) reaches the client
+                // as it is; 2026-07-28 has no request a server may send.
+                Ok(Some(m)) if m.get("id").is_none() && m.get("method").is_some() => {
+                    let bytes = Bytes::from(m.to_string());
+                    if tx.send(Out::Message(bytes)).await.is_err() {
+                        return Err(None);
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    let r = Refusal::new(
+                        Reason::UpstreamBadResponse,
+                        "the upstream's stream ended without a response",
+                    );
+                    return Err(self.fail(tx, r).await);
+                }
+                Err(r) => return Err(self.fail(tx, r).await),
+            }
+        }
+    }
+
+    /// Push each question to the client; its answers, by key.
+    async fn ask(
+        &self,
+        tx: &mpsc::Sender<Out>,
+        result: &Value,
+        asked: Asked<'_>,
+        events: &mut mpsc::UnboundedReceiver<CallEvent>,
+    ) -> Result<Map<String, Value>, Option<Reason>> {
+        let Some(requests) = result.get("inputRequests").and_then(Value::as_object) else {
+            return Ok(Map::new());
+        };
+        let mut waiting: HashMap<&str, (McpMethod, String)> = HashMap::new();
+        for (key, request) in requests {
+            *asked.pushed += 1;
+            let (method, token, push) = match self.push(key, request, asked.registration, *asked.pushed) {
+                Ok(p) => p,
+                Err(r) => return Err(self.fail(tx, r).await),
+            };
+            if tx.send(Out::Message(push)).await.is_err() {
+                return Err(None);
+            }
+            waiting.insert(key, (method, token));
+        }
+        let timeout = self.gateway.config.state.push_timeout;
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut answers = Map::new();
+        while !waiting.is_empty() {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                () = &mut deadline => {
+                    self.withdraw(tx, &waiting, "timeout").await;
+                    let r = Refusal::new(
+                        Reason::OperationExpired,
+                        "the client did not answer the server's question within the gateway's push_timeout",
+                    );
+                    return Err(self.fail(tx, r).await);
+                }
+                () = tx.closed() => return Err(None),
+            };
+            match event {
+                Some(CallEvent::Answer { key, result, error }) => {
+                    let Some((method, _)) = waiting.remove(key.as_str()) else {
+                        continue;
+                    };
+                    match answer_value(method, result, error) {
+                        Ok(v) => answers.insert(key, v),
+                        Err(r) => return Err(self.fail(tx, r).await),
+                    };
+                }
+                // The client gave the call up: no response is sent for it.
+                Some(CallEvent::Cancelled) | None => {
+                    self.withdraw(tx, &waiting, "cancelled").await;
+                    return Err(None);
+                }
+            }
+        }
+        Ok(answers)
+    }
+
+    /// The pushed request for the question `key`, under a sealed id that
+    /// names this call.
+    fn push(
+        &self,
+        key: &str,
+        request: &Value,
+        registration: &Registration,
+        pushed: u32,
+    ) -> Result<(McpMethod, String, Bytes), Refusal> {
+        let name = request.get("method").and_then(Value::as_str).unwrap_or_default();
+        let method = McpMethod::parse(name);
+        let mut params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+        if let Value::Object(p) = &mut params {
+            if p.get("mode").and_then(Value::as_str) == Some(URL_MODE) && !p.contains_key("elicitationId") {
+                p.insert("elicitationId".into(), format!("{}.{pushed}", registration.id).into());
+            }
+        }
+        let gateway = &self.gateway;
+        let timeout = gateway.config.state.push_timeout;
+        let push = PushState {
+            v: 1,
+            id: Value::from(key).to_string(),
+            session: self.session.clone(),
+            principal: self.principal.clone(),
+            upstream: self.route.upstream.settings.id.clone(),
+            method: name.to_owned(),
+            asked: None,
+            operation: registration.id.clone(),
+            round: pushed,
+            started_ms: gateway.clock.now_millis(),
+            expires: gateway.clock.now_secs().saturating_add(timeout.as_secs()),
+            call: Some(registration.id.clone()),
+        };
+        let token = push.seal(&gateway.config.state.keys).ok_or_else(|| {
+            Refusal::new(Reason::InternalError, "the gateway could not seal a pushed request's id")
+        })?;
+        let out = json!({"jsonrpc": "2.0", "id": token, "method": name, "params": params});
+        Ok((method, token, Bytes::from(out.to_string())))
+    }
+
+    /// Tell the client the questions still open are withdrawn.
+    async fn withdraw(
+        &self,
+        tx: &mpsc::Sender<Out>,
+        waiting: &HashMap<&str, (McpMethod, String)>,
+        why: &str,
+    ) {
+        for (_, token) in waiting.values() {
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": token, "reason": why}});
+            let _ = tx.send(Out::Message(Bytes::from(note.to_string()))).await;
+        }
+    }
+
+    /// End the call with the gateway's refusal, to the client's id.
+    async fn fail(&self, tx: &mpsc::Sender<Out>, refusal: Refusal) -> Option<Reason> {
+        let body = error_bytes(Some(&self.client_id), &refusal, Some(self.route.name()));
+        let _ = tx.send(Out::Message(body)).await;
+        Some(refusal.reason)
+    }
+
+    /// The request of `round` (0: the client's own) through every phase.
+    async fn send(
+        &self,
+        round: u32,
+        params: Map<String, Value>,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let id = match round {
+            0 => self.client_id.clone(),
+            n => Value::from(format!("bridge-{n}")).to_string(),
+        };
+        let inbound = self
+            .outbound
+            .request(&id, &self.method, params)
+            .map_err(|r| r.within(Some(&self.client_id), self.route.name()))?;
+        through(self.gateway.clone(), self.route.clone(), inbound).await
+    }
+
+    /// The upstream's response, to the client's id, in 2025-11-25's shape.
+    fn to_client(&self, mut m: Value) -> Vec<u8> {
+        match m.get_mut("result") {
+            Some(result) => {
+                to_sessions(result);
+                message(Some(&self.client_id), "result", result)
+            }
+            None => message(Some(&self.client_id), "error", &m["error"]),
+        }
+    }
+
+    fn to_client_bytes(&self, m: Value) -> Bytes {
+        Bytes::from(self.to_client(m))
+    }
+}
+
+/// The registration of a call and how many questions it pushed so far.
+struct Asked<'a> {
+    registration: &'a Registration,
+    pushed: &'a mut u32,
+}
+
+/// Whether an upstream's message asks the client something.
+fn asks(m: &Value) -> bool {
+    m.get("result")
+        .and_then(|r| r.get("resultType"))
+        .and_then(Value::as_str)
+        == Some("input_required")
+}
+
+/// What the upstream gets under the question's key: the client's result;
+/// a client's error to an elicitation is its cancel (it could not ask its
+/// user); to any other request, the end of the call.
+fn answer_value(
+    method: McpMethod,
+    result: Option<Value>,
+    error: Option<Value>,
+) -> Result<Value, Refusal> {
+    match (result, error) {
+        (Some(result), _) => Ok(result),
+        (None, _) if method == McpMethod::ElicitationCreate => Ok(json!({"action": "cancel"})),
+        _ => Err(Refusal::new(
+            Reason::InvalidAnswer,
+            "the client answered the server's request with an error",
+        )),
+    }
+}
+
+/// [`Gateway::through`], boxed: a bridged call goes through the phases
+/// again from inside them.
+pub(super) fn through(
+    gateway: Arc<Gateway>,
+    route: Arc<Route>,
+    inbound: Inbound,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response<ProxyBody>, Refused>> + Send>,
+> {
+    Box::pin(async move { gateway.through(route, inbound).await })
+}
