@@ -325,8 +325,8 @@ impl Gateway {
         let (mut ctx, mut parts, authority) = match bridge::may_carry(&ctx) {
             false => (ctx, parts, authority),
             true => match Box::pin(bridge::carry(ctx, parts, authority)).await {
-                bridge::Carried::Done(answered) => return answered,
-                bridge::Carried::Native(ctx, parts, authority) => (ctx, parts, authority),
+                bridge::Carried::Done(answered) => return *answered,
+                bridge::Carried::Native(native) => *native,
             },
         };
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;

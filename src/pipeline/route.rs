@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::forward::{ConnectionSettings, Pools, UpstreamClient};
 use super::bridge::Speaks;
+use super::forward::{ConnectionSettings, Pools, UpstreamClient};
 use super::heavy::HeavyLane;
 use super::record::{Metrics, UpstreamMetrics};
 use crate::config::{FederationSettings, GatewayConfig, RouteConfig, UpstreamRoute};

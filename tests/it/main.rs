@@ -8,6 +8,7 @@ mod access_log;
 mod architecture;
 mod audit;
 mod audit_ids;
+mod bridge;
 mod cli;
 mod config_errors;
 mod dashboards;

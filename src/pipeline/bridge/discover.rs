@@ -144,15 +144,23 @@ mod tests {
             "instructions": "Use book_room."});
         let r = initialize_result(&discovered, Some("2025-06-18"), "Rooms");
         assert_eq!(r["protocolVersion"], "2025-06-18");
-        assert_eq!(r["serverInfo"], json!({"name": "Rooms", "version": "1.2.3"}));
+        assert_eq!(
+            r["serverInfo"],
+            json!({"name": "Rooms", "version": "1.2.3"})
+        );
         assert_eq!(r["capabilities"], json!({"tools": {}, "resources": {}}));
         assert_eq!(r["instructions"], "Use book_room.");
         assert!(r.get("resultType").is_none() && r.get("ttlMs").is_none());
         let r = initialize_result(&discovered, Some("2026-07-28"), "Rooms");
         assert_eq!(r["protocolVersion"], "2025-11-25");
         let long = json!({"_meta": {SERVER_INFO_KEY: {"version": "x".repeat(65)}}});
-        assert_eq!(initialize_result(&long, None, "R")["serverInfo"]["version"], "unknown");
+        assert_eq!(
+            initialize_result(&long, None, "R")["serverInfo"]["version"],
+            "unknown"
+        );
         assert!(!lists_sessions(&discovered));
-        assert!(lists_sessions(&json!({"supportedVersions": ["2026-07-28", "2025-11-25"]})));
+        assert!(lists_sessions(
+            &json!({"supportedVersions": ["2026-07-28", "2025-11-25"]})
+        ));
     }
 }

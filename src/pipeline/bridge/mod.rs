@@ -38,9 +38,15 @@ use rounds::{through, Call};
 /// What the bridge made of a request.
 pub(super) enum Carried {
     /// Answered, by the gateway or through the bridge.
-    Done(Result<Response<ProxyBody>, Refused>),
+    Done(Box<Result<Response<ProxyBody>, Refused>>),
     /// Not the bridge's: the request goes on to its upstream as it is.
-    Native(RequestCtx, Parts, HeaderValue),
+    Native(Box<(RequestCtx, Parts, HeaderValue)>),
+}
+
+impl Carried {
+    fn done(answered: Result<Response<ProxyBody>, Refused>) -> Carried {
+        Carried::Done(Box::new(answered))
+    }
 }
 
 /// Whether the bridge may have to carry this request: a 2025-11-25
@@ -68,7 +74,7 @@ pub(super) async fn carry(ctx: RequestCtx, parts: Parts, authority: HeaderValue)
     let name = ctx.route.name().to_owned();
     let id = ctx.id().map(str::to_owned);
     let within = |r: Refusal| Refused::new(r, id.as_deref(), &name);
-    Carried::Done(in_session(ctx, parts, authority).await.map_err(within))
+    Carried::done(in_session(ctx, parts, authority).await.map_err(within))
 }
 
 /// `initialize`: ask the upstream's `server/discover`; one that speaks
@@ -77,7 +83,11 @@ async fn initialize(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Ca
     let speaks = &ctx.route.upstream.speaks;
     let caps = ctx.request.client;
     let outbound = Outbound::new(copy_head(&parts), authority.clone(), &ctx, caps);
-    let asked = match outbound.request("\"discover\"", McpMethod::ServerDiscover.as_str(), Map::new()) {
+    let asked = match outbound.request(
+        "\"discover\"",
+        McpMethod::ServerDiscover.as_str(),
+        Map::new(),
+    ) {
         Ok(inbound) => through(ctx.gateway.clone(), ctx.route.clone(), inbound).await,
         Err(refused) => Err(refused),
     };
@@ -85,15 +95,22 @@ async fn initialize(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Ca
     let discovered = match asked {
         Ok(resp) => events::Messages::new(resp, max).next().await.ok().flatten(),
         Err(refused) if speaks.only_stateless() => {
-            return Carried::Done(Err(refused.within(ctx.id(), ctx.route.name())))
+            return Carried::done(Err(refused.within(ctx.id(), ctx.route.name())))
         }
-        Err(_) => None,
+        // A 2026-07-28 server must answer it: one that refused it with an
+        // HTTP error of its own speaks an older generation.
+        Err(refused) => {
+            if refused.refusal.reason == Reason::UpstreamRefused {
+                speaks.learn(true);
+            }
+            None
+        }
     };
     let result = discovered.as_ref().and_then(|m| m.get("result"));
     let result = match result {
         Some(r) if discover::lists_sessions(r) && !speaks.only_stateless() => {
             speaks.learn(true);
-            return Carried::Native(ctx, parts, authority);
+            return Carried::Native(Box::new((ctx, parts, authority)));
         }
         Some(r) => r,
         // No discovery: a 2025-11-25 server (it refused the method), or
@@ -102,14 +119,14 @@ async fn initialize(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Ca
             if discovered.is_some() {
                 speaks.learn(true);
             }
-            return Carried::Native(ctx, parts, authority);
+            return Carried::Native(Box::new((ctx, parts, authority)));
         }
         None => {
             let r = Refusal::new(
                 Reason::UpstreamBadResponse,
                 "the upstream did not describe itself (server/discover)",
             );
-            return Carried::Done(Err(Refused::new(r, ctx.id(), ctx.route.name())));
+            return Carried::done(Err(Refused::new(r, ctx.id(), ctx.route.name())));
         }
     };
     speaks.learn(false);
@@ -121,12 +138,15 @@ async fn initialize(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Ca
     let done = match session::mint_bridged(&ctx) {
         Some(session) => Ok(result_response(ctx.id(), answer, Some(session))),
         None => Err(Refused::new(
-            Refusal::new(Reason::InternalError, "the gateway could not seal a session id"),
+            Refusal::new(
+                Reason::InternalError,
+                "the gateway could not seal a session id",
+            ),
             ctx.id(),
             ctx.route.name(),
         )),
     };
-    Carried::Done(done)
+    Carried::done(done)
 }
 
 /// A request of a bridged session.
@@ -208,7 +228,10 @@ async fn take_answer(ctx: &RequestCtx) -> Result<Response<ProxyBody>, Refusal> {
     })
     .await?;
     let key: String = serde_json::from_str(&taken.push.id).map_err(|_| {
-        Refusal::new(Reason::InternalError, "the question's key cannot be restored")
+        Refusal::new(
+            Reason::InternalError,
+            "the question's key cannot be restored",
+        )
     })?;
     let call = taken.push.call.as_deref().unwrap_or_default();
     let event = CallEvent::Answer {

@@ -132,7 +132,10 @@ impl Outbound {
             HeaderValue::from_static(ProtocolVersion::V2026_07_28.as_str()),
         );
         let method = HeaderValue::from_str(method).map_err(|_| {
-            Refused::from(Refusal::new(Reason::InvalidRequest, "the method name is not a valid header value"))
+            Refused::from(Refusal::new(
+                Reason::InvalidRequest,
+                "the method name is not a valid header value",
+            ))
         })?;
         h.insert(MCP_METHOD.clone(), method);
         if let Some(name) = target.and_then(encode_mcp_header_value) {
@@ -157,7 +160,10 @@ pub(super) fn params_of(request: &ParsedRequest) -> Result<Map<String, Value>, R
         None => Ok(Map::new()),
         Some(text) => match crate::json::parse_value(text.as_bytes()) {
             Ok(Value::Object(m)) => Ok(m),
-            _ => Err(Refusal::new(Reason::InvalidRequest, "params is not an object")),
+            _ => Err(Refusal::new(
+                Reason::InvalidRequest,
+                "params is not an object",
+            )),
         },
     }
 }

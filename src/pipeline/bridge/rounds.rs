@@ -183,10 +183,11 @@ impl Call {
         let mut waiting: HashMap<&str, (McpMethod, String)> = HashMap::new();
         for (key, request) in requests {
             *asked.pushed += 1;
-            let (method, token, push) = match self.push(key, request, asked.registration, *asked.pushed) {
-                Ok(p) => p,
-                Err(r) => return Err(self.fail(tx, r).await),
-            };
+            let (method, token, push) =
+                match self.push(key, request, asked.registration, *asked.pushed) {
+                    Ok(p) => p,
+                    Err(r) => return Err(self.fail(tx, r).await),
+                };
             if tx.send(Out::Message(push)).await.is_err() {
                 return Err(None);
             }
@@ -238,12 +239,20 @@ impl Call {
         registration: &Registration,
         pushed: u32,
     ) -> Result<(McpMethod, String, Bytes), Refusal> {
-        let name = request.get("method").and_then(Value::as_str).unwrap_or_default();
+        let name = request
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let method = McpMethod::parse(name);
         let mut params = request.get("params").cloned().unwrap_or_else(|| json!({}));
         if let Value::Object(p) = &mut params {
-            if p.get("mode").and_then(Value::as_str) == Some(URL_MODE) && !p.contains_key("elicitationId") {
-                p.insert("elicitationId".into(), format!("{}.{pushed}", registration.id).into());
+            if p.get("mode").and_then(Value::as_str) == Some(URL_MODE)
+                && !p.contains_key("elicitationId")
+            {
+                p.insert(
+                    "elicitationId".into(),
+                    format!("{}.{pushed}", registration.id).into(),
+                );
             }
         }
         let gateway = &self.gateway;
@@ -263,7 +272,10 @@ impl Call {
             call: Some(registration.id.clone()),
         };
         let token = push.seal(&gateway.config.state.keys).ok_or_else(|| {
-            Refusal::new(Reason::InternalError, "the gateway could not seal a pushed request's id")
+            Refusal::new(
+                Reason::InternalError,
+                "the gateway could not seal a pushed request's id",
+            )
         })?;
         let out = json!({"jsonrpc": "2.0", "id": token, "method": name, "params": params});
         Ok((method, token, Bytes::from(out.to_string())))
@@ -361,8 +373,7 @@ pub(super) fn through(
     gateway: Arc<Gateway>,
     route: Arc<Route>,
     inbound: Inbound,
-) -> std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Response<ProxyBody>, Refused>> + Send>,
-> {
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response<ProxyBody>, Refused>> + Send>>
+{
     Box::pin(async move { gateway.through(route, inbound).await })
 }

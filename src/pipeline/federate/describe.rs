@@ -11,10 +11,10 @@ use serde_json::{json, Map, Value};
 
 use super::super::body::ProxyBody;
 use super::super::refuse::Refused;
+use super::super::reply::result_response;
 use super::super::route::Federated;
 use super::super::{Gateway, Inbound};
 use super::answers::{ask_all, left_out, Answer, Outcome};
-use super::super::reply::result_response;
 use super::merge::{caching, everyone_asked, first_failure, with_note};
 use crate::headers::MCP_SESSION_ID;
 use crate::model::{Generation, McpMethod, Reason, Refusal};

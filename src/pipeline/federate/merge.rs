@@ -402,4 +402,3 @@ pub(super) fn first_failure(fed: &Federated, id: Option<&str>, answers: &[Answer
         });
     Refused::new(refusal, id, name)
 }
-
