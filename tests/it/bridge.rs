@@ -512,3 +512,32 @@ async fn an_upstream_that_speaks_2025_11_25_keeps_its_own_sessions() {
     assert!(configured.requests()[0].header("mcp-method").is_none());
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_answer_is_checked_as_a_retry_and_a_secret_ends_the_call_unechoed() {
+    let (up, gw, session) = bridged("").await;
+    let gw_url = url(&gw);
+    let mut events = Events::of(call_tool(&gw_url, &session, json!(21), "ask_rounds").await);
+    let (p1, p2) = (events.next().await.unwrap(), events.next().await.unwrap());
+    let secret = "ghp_0123456789abcdefghijABCDEFGHIJklmnopqr";
+    answer(&gw_url, &session, &p1, accept("first", secret)).await;
+    answer(&gw_url, &session, &p2, accept("last", "L")).await;
+    let last = events.next().await.unwrap();
+    assert_eq!(last["id"], 21);
+    assert_eq!(last["error"]["data"]["reason"], "secret_in_answer", "{last}");
+    assert!(!last.to_string().contains(secret));
+    let retried = up
+        .requests()
+        .iter()
+        .filter(|r| String::from_utf8_lossy(&r.body).contains("inputResponses"))
+        .count();
+    assert_eq!(retried, 0, "the secret never went upstream");
+    // An answer that is not what was asked: the form's field is missing.
+    let mut events = Events::of(call_tool(&gw_url, &session, json!(22), "ask_rounds").await);
+    let (p1, p2) = (events.next().await.unwrap(), events.next().await.unwrap());
+    answer(&gw_url, &session, &p1, accept("first", "Ada")).await;
+    answer(&gw_url, &session, &p2, json!({"action": "accept", "content": {"last": 7}})).await;
+    let last = events.next().await.unwrap();
+    assert_eq!(last["error"]["data"]["reason"], "invalid_answer", "{last}");
+    gw.shutdown().await;
+}

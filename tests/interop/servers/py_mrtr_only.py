@@ -8,9 +8,9 @@ another `MCP-Protocol-Version`) is refused with the SDK's own -32022 "Unsupporte
 protocol version" (HTTP 400), and GET and DELETE get 405, so a 2025-11-25 client
 cannot use it at all. Its `server/discover` lists only 2026-07-28.
 
-One more tool, `linger`: asks one question ("Carry on?"), and on the retry that
-answers it works for a minute before it answers, so a test can close the stream
-while the server still works and see whether that work was cancelled.
+One more tool, `linger(ask=True, seconds=60)`: asks one question ("Carry on?")
+unless `ask` is false, then works `seconds` before it answers, so a test can cancel
+the call while the server still works and see whether that work was cancelled.
 
 For the tests it also says what it received (never the values typed into a form):
     GET /received   [{method, name, version, caps, answers: {key: action}, state}]
@@ -65,10 +65,12 @@ def summary(body: Any, headers: dict[str, str]) -> dict[str, Any]:
 
 
 def add_linger(server) -> None:
-    @server.tool(description="Asks whether to carry on, then works for a minute before it answers.")
-    async def linger(ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
+    @server.tool(description="Asks whether to carry on (unless ask is false), then works `seconds` before it answers.")
+    async def linger(
+        ctx: Context, ask: bool = True, seconds: float = LINGER_SECONDS
+    ) -> types.CallToolResult | types.InputRequiredResult:
         progress = decode_state(ctx.request_state)
-        if progress["round"] == 0:
+        if ask and progress["round"] == 0:
             question = types.ElicitRequestFormParams(
                 message="Carry on with the long job?",
                 requested_schema={"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]},
@@ -79,7 +81,7 @@ def add_linger(server) -> None:
             )
         linger_runs["started"] += 1
         try:
-            await anyio.sleep(LINGER_SECONDS)
+            await anyio.sleep(seconds)
         except anyio.get_cancelled_exc_class():
             linger_runs["cancelled"] += 1
             raise
