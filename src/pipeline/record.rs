@@ -95,6 +95,8 @@ pub struct Metrics {
     backends: BackendMetrics,
     /// The lanes of large-message inspection (`heavy.rs`).
     pub heavy: HeavyMetrics,
+    /// Bridged sessions and their questions (`bridge/`).
+    pub bridge: super::bridge::BridgeMetrics,
     /// Lifecycle state the admin listener and open streams share with the
     /// server across config generations: readiness, and the drain cut.
     pub ready: AtomicBool,
@@ -251,6 +253,7 @@ impl Metrics {
         let reload_state = ReloadMetrics::new(&registry)?;
         let backends = BackendMetrics::new(&registry)?;
         let heavy = HeavyMetrics::new(&registry)?;
+        let bridge = super::bridge::BridgeMetrics::new(&registry)?;
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -278,6 +281,7 @@ impl Metrics {
             jwks_fetch_failures,
             backends,
             heavy,
+            bridge,
             ready: AtomicBool::new(false),
             drain: crate::model::DrainSignal::default(),
         }))

@@ -306,6 +306,15 @@ async fn questions_are_pushed_and_the_answers_retried_round_after_round() {
     assert_eq!(round_two["requestState"], "upstream-state-1");
     assert_eq!(round_two["inputResponses"]["a"], accept("first", "Ada"));
     assert_eq!(round_two["inputResponses"]["b"], accept("last", "Lovelace"));
+    let m = metrics(&gw).await;
+    for line in [
+        r#"portcullis_bridge_sessions_total{upstream="test"} 1"#,
+        r#"portcullis_bridge_questions_total{outcome="pushed",upstream="test"} 3"#,
+        r#"portcullis_bridge_questions_total{outcome="answered",upstream="test"} 3"#,
+        r#"portcullis_requests_total{method="tools/call",outcome="ok",upstream="test"} 1"#,
+    ] {
+        assert!(m.contains(line), "{line} in\n{m}");
+    }
     gw.shutdown().await;
 }
 
@@ -371,6 +380,11 @@ async fn an_unanswered_question_ends_the_call_at_push_timeout() {
         .filter(|r| r.header("mcp-method").as_deref() == Some("tools/call"))
         .count();
     assert_eq!(calls, 1, "no retry went upstream");
+    let m = metrics(&gw).await;
+    let line = r#"portcullis_bridge_questions_total{outcome="timed_out",upstream="test"} 2"#;
+    assert!(m.contains(line), "{line} in\n{m}");
+    let line = r#"portcullis_requests_total{method="tools/call",outcome="operation_expired",upstream="test"} 1"#;
+    assert!(m.contains(line), "{line} in\n{m}");
     gw.shutdown().await;
 }
 
@@ -524,7 +538,10 @@ async fn an_answer_is_checked_as_a_retry_and_a_secret_ends_the_call_unechoed() {
     answer(&gw_url, &session, &p2, accept("last", "L")).await;
     let last = events.next().await.unwrap();
     assert_eq!(last["id"], 21);
-    assert_eq!(last["error"]["data"]["reason"], "secret_in_answer", "{last}");
+    assert_eq!(
+        last["error"]["data"]["reason"], "secret_in_answer",
+        "{last}"
+    );
     assert!(!last.to_string().contains(secret));
     let retried = up
         .requests()
@@ -536,7 +553,13 @@ async fn an_answer_is_checked_as_a_retry_and_a_secret_ends_the_call_unechoed() {
     let mut events = Events::of(call_tool(&gw_url, &session, json!(22), "ask_rounds").await);
     let (p1, p2) = (events.next().await.unwrap(), events.next().await.unwrap());
     answer(&gw_url, &session, &p1, accept("first", "Ada")).await;
-    answer(&gw_url, &session, &p2, json!({"action": "accept", "content": {"last": 7}})).await;
+    answer(
+        &gw_url,
+        &session,
+        &p2,
+        json!({"action": "accept", "content": {"last": 7}}),
+    )
+    .await;
     let last = events.next().await.unwrap();
     assert_eq!(last["error"]["data"]["reason"], "invalid_answer", "{last}");
     gw.shutdown().await;

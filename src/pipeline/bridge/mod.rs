@@ -12,11 +12,13 @@
 pub mod calls;
 mod discover;
 mod events;
+mod metrics;
 mod outbound;
 mod rounds;
 
 pub use calls::BridgeCalls;
 pub use discover::Speaks;
+pub use metrics::{BridgeMetrics, QuestionOutcome};
 
 use http::request::Parts;
 use http::{HeaderValue, Response, StatusCode};
@@ -130,6 +132,10 @@ async fn initialize(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Ca
         }
     };
     speaks.learn(false);
+    ctx.gateway
+        .metrics
+        .bridge
+        .session_opened(&ctx.route.upstream.label);
     let answer = discover::initialize_result(
         result,
         ctx.request.requested_version.as_deref(),

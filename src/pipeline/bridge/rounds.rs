@@ -25,6 +25,7 @@ use super::super::route::Route;
 use super::super::{Gateway, Inbound};
 use super::calls::{CallEvent, Registration};
 use super::events::{self, Messages, Out};
+use super::metrics::QuestionOutcome;
 use super::outbound::{to_sessions, Outbound};
 use crate::model::{McpMethod, Reason, Refusal};
 use crate::mrtr::seal::new_operation_id;
@@ -189,8 +190,10 @@ impl Call {
                     Err(r) => return Err(self.fail(tx, r).await),
                 };
             if tx.send(Out::Message(push)).await.is_err() {
+                self.count(QuestionOutcome::Abandoned, waiting.len() + 1);
                 return Err(None);
             }
+            self.count(QuestionOutcome::Pushed, 1);
             waiting.insert(key, (method, token));
         }
         let timeout = self.gateway.config.state.push_timeout;
@@ -201,6 +204,7 @@ impl Call {
             let event = tokio::select! {
                 event = events.recv() => event,
                 () = &mut deadline => {
+                    self.count(QuestionOutcome::TimedOut, waiting.len());
                     self.withdraw(tx, &waiting, "timeout").await;
                     let r = Refusal::new(
                         Reason::OperationExpired,
@@ -208,13 +212,17 @@ impl Call {
                     );
                     return Err(self.fail(tx, r).await);
                 }
-                () = tx.closed() => return Err(None),
+                () = tx.closed() => {
+                    self.count(QuestionOutcome::Abandoned, waiting.len());
+                    return Err(None);
+                }
             };
             match event {
                 Some(CallEvent::Answer { key, result, error }) => {
                     let Some((method, _)) = waiting.remove(key.as_str()) else {
                         continue;
                     };
+                    self.count(QuestionOutcome::Answered, 1);
                     match answer_value(method, result, error) {
                         Ok(v) => answers.insert(key, v),
                         Err(r) => return Err(self.fail(tx, r).await),
@@ -222,6 +230,7 @@ impl Call {
                 }
                 // The client gave the call up: no response is sent for it.
                 Some(CallEvent::Cancelled) | None => {
+                    self.count(QuestionOutcome::Cancelled, waiting.len());
                     self.withdraw(tx, &waiting, "cancelled").await;
                     return Err(None);
                 }
@@ -279,6 +288,11 @@ impl Call {
         })?;
         let out = json!({"jsonrpc": "2.0", "id": token, "method": name, "params": params});
         Ok((method, token, Bytes::from(out.to_string())))
+    }
+
+    fn count(&self, outcome: QuestionOutcome, n: usize) {
+        let metrics = &self.gateway.metrics.bridge;
+        metrics.questions(&self.route.upstream.label, outcome, n);
     }
 
     /// Tell the client the questions still open are withdrawn.
