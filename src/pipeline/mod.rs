@@ -98,6 +98,8 @@ pub(crate) struct Inbound {
     pub request_id: Arc<str>,
     pub started: Instant,
     pub trace: RequestTrace,
+    /// Made by the bridge from a client's request: never carried again.
+    pub carried: bool,
 }
 
 /// The runtime services of one config generation, built from its settings.
@@ -277,6 +279,7 @@ impl Gateway {
             request_id,
             started,
             trace: trace.clone(),
+            carried: false,
         };
         match endpoint {
             Endpoint::One(route) => self.through(route.clone(), inbound).await,
@@ -292,7 +295,7 @@ impl Gateway {
         inbound: Inbound,
     ) -> Result<Response<ProxyBody>, Refused> {
         let Inbound {
-            parts,
+            mut parts,
             authority,
             principal,
             request,
@@ -300,6 +303,7 @@ impl Gateway {
             request_id,
             started,
             trace,
+            carried,
         } = inbound;
         let name = route.name();
         let transport = request.transport;
@@ -322,13 +326,9 @@ impl Gateway {
             .await
             .map_err(|r| within(r, &ctx))?;
         // A 2025-11-25 client of a 2026-07-28-only upstream: carried across.
-        let (mut ctx, mut parts, authority) = match bridge::may_carry(&ctx) {
-            false => (ctx, parts, authority),
-            true => match Box::pin(bridge::carry(ctx, parts, authority)).await {
-                bridge::Carried::Done(answered) => return *answered,
-                bridge::Carried::Native(native) => *native,
-            },
-        };
+        if !carried && bridge::may_carry(&ctx) {
+            return Box::pin(bridge::carry(ctx, parts, authority)).await;
+        }
         access::permit(&ctx).map_err(|r| within(r, &ctx))?;
         access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)

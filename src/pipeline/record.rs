@@ -86,7 +86,8 @@ pub struct Metrics {
     rate_limited: IntCounterVec,
     listing_changes: IntCounterVec,
     upstream_errors: IntCounterVec,
-    federation_left_out: IntCounterVec,
+    /// Federated routes' upstreams left out (`federate/`).
+    pub federation: super::federate::FederationMetrics,
     config_reloads: IntCounterVec,
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
@@ -215,13 +216,6 @@ impl Metrics {
             ),
             &["upstream", "reason"],
         )?;
-        let federation_left_out = IntCounterVec::new(
-            Opts::new(
-                "portcullis_federation_left_out_total",
-                "Upstreams of a federated route left out of a merged answer (down, slow, refused, or an error), by upstream, method and reason",
-            ),
-            &["upstream", "method", "reason"],
-        )?;
         let config_reloads = IntCounterVec::new(
             Opts::new(
                 "portcullis_config_reloads_total",
@@ -241,7 +235,6 @@ impl Metrics {
         registry.register(Box::new(rate_limited.clone()))?;
         registry.register(Box::new(listing_changes.clone()))?;
         registry.register(Box::new(upstream_errors.clone()))?;
-        registry.register(Box::new(federation_left_out.clone()))?;
         registry.register(Box::new(config_reloads.clone()))?;
         registry.register(Box::new(last_reload_success.clone()))?;
         registry.register(Box::new(build_info))?;
@@ -254,6 +247,7 @@ impl Metrics {
         let backends = BackendMetrics::new(&registry)?;
         let heavy = HeavyMetrics::new(&registry)?;
         let bridge = super::bridge::BridgeMetrics::new(&registry)?;
+        let federation = super::federate::FederationMetrics::new(&registry)?;
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -273,7 +267,7 @@ impl Metrics {
             rate_limited,
             listing_changes,
             upstream_errors,
-            federation_left_out,
+            federation,
             config_reloads,
             last_reload_success,
             reload_state,
@@ -339,14 +333,6 @@ impl Metrics {
     pub fn federated_part(&self, upstream: &str, method: McpMethod, outcome: &str) {
         self.requests
             .with_label_values(&[upstream, method.as_str(), outcome])
-            .inc();
-    }
-
-    /// An upstream of a federated route left out of a merged answer.
-    /// `reason`: a refusal reason's name, or `upstream_error`.
-    pub fn left_out(&self, upstream: &str, method: McpMethod, reason: &str) {
-        self.federation_left_out
-            .with_label_values(&[upstream, method.as_str(), reason])
             .inc();
     }
 

@@ -19,6 +19,11 @@ use crate::common::*;
 /// the actions it got; `ask_secret`: a form for a password; `ask_forever`);
 /// `plain`. `initialize` is refused as such a server refuses it.
 async fn stateless_only(versions: Value) -> ScriptedUpstream {
+    upstream(versions, false).await
+}
+
+/// As [`stateless_only`]; `sessions_too`: it also accepts `initialize`.
+async fn upstream(versions: Value, sessions_too: bool) -> ScriptedUpstream {
     ScriptedUpstream::start(move |req| {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let id = id_of(req);
@@ -29,6 +34,13 @@ async fn stateless_only(versions: Value) -> ScriptedUpstream {
                 "capabilities": {"tools": {"listChanged": true}},
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "Upstream's own name", "version": "3.1.4"}},
                 "instructions": "Call ask_rounds to try the questions."}),
+            "initialize" if sessions_too => {
+                let result = json!({"protocolVersion": LEGACY_VERSION, "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "Upstream's own name", "version": "1"}});
+                let body = result_json(&id, result);
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: up-1\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                return vec![Step::Write(head.into_bytes())];
+            }
             "initialize" => {
                 let err = json!({"jsonrpc": "2.0", "id": serde_json::from_str::<Value>(&id).unwrap(),
                     "error": {"code": -32022, "message": "Unsupported protocol version"}});
@@ -167,16 +179,33 @@ async fn initialize_is_answered_by_the_gateway_from_the_upstreams_discovery() {
     assert_eq!(r["instructions"], "Call ask_rounds to try the questions.");
     assert!(r.get("resultType").is_none() && r.get("supportedVersions").is_none());
     assert!(session.starts_with("pss1."));
-    let asked = up.requests();
-    assert_eq!(asked.len(), 1, "only server/discover: {asked:?}");
+    // Its own initialize was tried first (and refused), then its discovery.
+    let methods = |up: &ScriptedUpstream| -> Vec<String> {
+        up.requests()
+            .iter()
+            .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["method"].to_string())
+            .collect()
+    };
+    assert_eq!(methods(&up), ["\"initialize\"", "\"server/discover\""]);
+    let discover = &up.requests()[1];
     assert_eq!(
-        asked[0].header("mcp-method").as_deref(),
+        discover.header("mcp-method").as_deref(),
         Some("server/discover")
     );
     assert_eq!(
-        asked[0].header("mcp-protocol-version").as_deref(),
+        discover.header("mcp-protocol-version").as_deref(),
         Some(VERSION)
     );
+    // Remembered: the next session costs one discovery, no refused initialize.
+    initialize(&url(&gw), json!({})).await;
+    assert_eq!(methods(&up)[2..], ["\"server/discover\""]);
+    gw.shutdown().await;
+    // Configured: never asked initialize.
+    let up = stateless_only(json!(["2026-07-28"])).await;
+    let extra = "generations = [\"2026-07-28\"]";
+    let gw = start_gateway(&config_text(&up.url(), extra, "")).await;
+    initialize(&url(&gw), json!({})).await;
+    assert_eq!(methods(&up), ["\"server/discover\""]);
     gw.shutdown().await;
 }
 
@@ -492,75 +521,29 @@ async fn an_answer_must_reach_the_replica_that_holds_the_call() {
 
 #[tokio::test]
 async fn an_upstream_that_speaks_2025_11_25_keeps_its_own_sessions() {
-    // Discovered: its server/discover lists a 2025 version.
-    let both = stateless_only(json!(["2026-07-28", "2025-11-25"])).await;
+    let both = upstream(json!(["2026-07-28"]), true).await;
     let gw = start_gateway(&config_text(&both.url(), "", "")).await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     for _ in 0..2 {
-        let resp = legacy_post(&client(), &url(&gw), None, body.clone())
-            .send()
-            .await
-            .unwrap();
-        // The scripted server refuses initialize: the upstream's own answer came back.
-        assert_eq!(resp.status(), 400);
+        let (v, session) = initialize(&url(&gw), json!({})).await;
+        // The upstream's own answer, in the gateway's session around its own.
+        assert_eq!(v["result"]["serverInfo"]["name"], "Upstream's own name");
+        assert!(session.starts_with("pss1."));
     }
     let methods: Vec<String> = both
         .requests()
         .iter()
-        .filter_map(|r| r.header("mcp-method"))
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["method"].to_string())
         .collect();
-    assert_eq!(methods, ["server/discover"], "discovered once, remembered");
-    assert_eq!(both.requests().len(), 3);
-    gw.shutdown().await;
-    // Configured: never asked.
-    let configured = stateless_only(json!(["2026-07-28"])).await;
-    let extra = "generations = [\"2025-11-25\", \"2026-07-28\"]";
-    let gw = start_gateway(&config_text(&configured.url(), extra, "")).await;
-    let resp = legacy_post(&client(), &url(&gw), None, body.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 400);
-    assert_eq!(configured.requests().len(), 1);
-    assert!(configured.requests()[0].header("mcp-method").is_none());
-    gw.shutdown().await;
-}
-
-#[tokio::test]
-async fn an_answer_is_checked_as_a_retry_and_a_secret_ends_the_call_unechoed() {
-    let (up, gw, session) = bridged("").await;
-    let gw_url = url(&gw);
-    let mut events = Events::of(call_tool(&gw_url, &session, json!(21), "ask_rounds").await);
-    let (p1, p2) = (events.next().await.unwrap(), events.next().await.unwrap());
-    let secret = "ghp_0123456789abcdefghijABCDEFGHIJklmnopqr";
-    answer(&gw_url, &session, &p1, accept("first", secret)).await;
-    answer(&gw_url, &session, &p2, accept("last", "L")).await;
-    let last = events.next().await.unwrap();
-    assert_eq!(last["id"], 21);
     assert_eq!(
-        last["error"]["data"]["reason"], "secret_in_answer",
-        "{last}"
+        methods,
+        ["\"initialize\"", "\"initialize\""],
+        "no discovery"
     );
-    assert!(!last.to_string().contains(secret));
-    let retried = up
-        .requests()
-        .iter()
-        .filter(|r| String::from_utf8_lossy(&r.body).contains("inputResponses"))
-        .count();
-    assert_eq!(retried, 0, "the secret never went upstream");
-    // An answer that is not what was asked: the form's field is missing.
-    let mut events = Events::of(call_tool(&gw_url, &session, json!(22), "ask_rounds").await);
-    let (p1, p2) = (events.next().await.unwrap(), events.next().await.unwrap());
-    answer(&gw_url, &session, &p1, accept("first", "Ada")).await;
-    answer(
-        &gw_url,
-        &session,
-        &p2,
-        json!({"action": "accept", "content": {"last": 7}}),
-    )
-    .await;
-    let last = events.next().await.unwrap();
-    assert_eq!(last["error"]["data"]["reason"], "invalid_answer", "{last}");
+    gw.shutdown().await;
+    // Configured as speaking 2025-11-25: the same, never asked anything else.
+    let extra = "generations = [\"2025-11-25\", \"2026-07-28\"]";
+    let gw = start_gateway(&config_text(&both.url(), extra, "")).await;
+    initialize(&url(&gw), json!({})).await;
+    assert_eq!(both.requests().len(), 3);
     gw.shutdown().await;
 }

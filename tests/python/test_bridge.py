@@ -170,6 +170,7 @@ def accept_all(**values: Any) -> Answer:
 class Legacy:
     client: Client
     asked: list[types.ElicitRequestParams] = field(default_factory=list)
+    pushed_ids: list[Any] = field(default_factory=list)  # the JSON-RPC ids of the pushed requests
     sent: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)  # (HTTP method, body)
     answered: list[tuple[str, str]] = field(default_factory=list)  # (request's JSON-RPC method, content type)
     session_ids: set[str] = field(default_factory=set)
@@ -190,6 +191,7 @@ async def legacy(url: str, answer: Answer | None = None) -> AsyncIterator[Legacy
 
     async def on_elicit(context, params):
         holder[0].asked.append(params)
+        holder[0].pushed_ids.append(context.request_id)
         out = answer(params)
         return await out if inspect.isawaitable(out) else out
 
@@ -612,6 +614,15 @@ async def test_sdk_cancels_while_the_question_is_open(bridge, py):
                 tg.cancel_scope.cancel()
             await anyio.sleep(0.5)
             after = await s.client.call_tool("echo", {"text": "next"})
+            [push_id] = s.pushed_ids
+            [sid] = s.session_ids
+            headers = {"accept": ACCEPT, "mcp-session-id": sid, "mcp-protocol-version": LEGACY}
+            async with httpx2.AsyncClient(timeout=10) as http:
+                late = await http.post(
+                    bridge.url("py"), headers=headers, json=reply({"id": push_id}, {"action": "accept", "content": {"room_id": "nook"}})
+                )
+    # The gateway ended the call on the client's notifications/cancelled.
+    assert late.status_code == 409 and late.json()["error"]["data"]["reason"] == "call_not_waiting", late.text
     [book] = [b for _, b in s.sent if b and b.get("method") == "tools/call" and b["params"]["name"] == "book"]
     notes = [b for _, b in s.sent if b and b.get("method") == "notifications/cancelled"]
     assert [n["params"]["requestId"] for n in notes] == [book["id"]], s.sent

@@ -99,7 +99,16 @@ impl BridgeCalls {
         }
     }
 
-    /// How many calls wait here (the gauge).
+    /// The session ended: each of its calls is cancelled.
+    pub fn end_session(&self, session: &str) {
+        for w in self.lock().values() {
+            if w.session == session {
+                let _ = w.events.send(CallEvent::Cancelled);
+            }
+        }
+    }
+
+    /// How many calls wait here.
     pub fn len(&self) -> usize {
         self.lock().len()
     }

@@ -46,14 +46,6 @@ impl Speaks {
             .map(|(sessions, _)| sessions)
     }
 
-    /// Whether it is configured to speak only 2026-07-28 (so a failed
-    /// discovery is the answer, not a reason to try `initialize`).
-    pub fn only_stateless(&self) -> bool {
-        self.configured
-            .as_ref()
-            .is_some_and(|c| !c.contains(&Generation::Sessions))
-    }
-
     /// Remember what a discovery found.
     pub fn learn(&self, sessions: bool) {
         if self.configured.is_none() {
@@ -63,16 +55,21 @@ impl Speaks {
     }
 }
 
-/// Whether a `server/discover` result lists a 2025-11-25-generation version.
-pub(super) fn lists_sessions(discovered: &Value) -> bool {
-    discovered
-        .get("supportedVersions")
-        .and_then(Value::as_array)
-        .is_some_and(|versions| {
-            versions.iter().filter_map(Value::as_str).any(|v| {
-                ProtocolVersion::parse(v).is_some_and(|v| v.generation() == Generation::Sessions)
-            })
-        })
+/// What a `server/discover` answer says the upstream speaks: `None` when it
+/// is no discovery result (no `supportedVersions` naming a 2026-07-28
+/// version: an older server answering whatever it is asked), else whether
+/// it lists a 2025-11-25-generation version too.
+pub(super) fn lists_sessions(discovered: &Value) -> Option<bool> {
+    let versions = discovered.get("supportedVersions")?.as_array()?;
+    let generations: Vec<Generation> = versions
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(ProtocolVersion::parse)
+        .map(ProtocolVersion::generation)
+        .collect();
+    generations
+        .contains(&Generation::Stateless)
+        .then(|| generations.contains(&Generation::Sessions))
 }
 
 /// The `initialize` result for a bridged session: the version the client
@@ -124,12 +121,10 @@ mod tests {
     fn configured_generations_decide_and_discovery_is_remembered() {
         let only = Speaks::new(Some(vec![Generation::Stateless]));
         assert_eq!(only.sessions(), Some(false));
-        assert!(only.only_stateless());
         only.learn(true);
         assert_eq!(only.sessions(), Some(false));
         let auto = Speaks::new(None);
         assert_eq!(auto.sessions(), None);
-        assert!(!auto.only_stateless());
         auto.learn(true);
         assert_eq!(auto.sessions(), Some(true));
     }
@@ -158,9 +153,15 @@ mod tests {
             initialize_result(&long, None, "R")["serverInfo"]["version"],
             "unknown"
         );
-        assert!(!lists_sessions(&discovered));
-        assert!(lists_sessions(
-            &json!({"supportedVersions": ["2026-07-28", "2025-11-25"]})
-        ));
+        assert_eq!(lists_sessions(&discovered), Some(false));
+        let both = json!({"supportedVersions": ["2026-07-28", "2025-11-25"]});
+        assert_eq!(lists_sessions(&both), Some(true));
+        // An older server that answers any method with its initialize result.
+        let initialize = json!({"protocolVersion": "2025-11-25", "capabilities": {}});
+        assert_eq!(lists_sessions(&initialize), None);
+        assert_eq!(
+            lists_sessions(&json!({"supportedVersions": ["2025-11-25"]})),
+            None
+        );
     }
 }

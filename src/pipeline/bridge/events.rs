@@ -75,6 +75,14 @@ pub(super) fn stream() -> (mpsc::Sender<Out>, Response<ProxyBody>) {
     (tx, resp)
 }
 
+/// An event stream that ends at once: the answer to a call the client
+/// cancelled before anything was said (nothing more is sent for it).
+pub(super) fn ended() -> Response<ProxyBody> {
+    let (tx, resp) = stream();
+    let _ = tx.try_send(Out::End(None));
+    resp
+}
+
 /// The messages of one checked answer from the upstream: a JSON body's one
 /// message, or each event's.
 pub(super) struct Messages {
@@ -85,13 +93,18 @@ pub(super) struct Messages {
 
 impl Messages {
     pub(super) fn new(resp: Response<ProxyBody>, max: usize) -> Messages {
-        let stream = resp
-            .headers()
+        let (head, body) = resp.into_parts();
+        Messages::of(&head.headers, body, max)
+    }
+
+    /// The messages of `body`, sent under `headers`.
+    pub(super) fn of(headers: &http::HeaderMap, body: ProxyBody, max: usize) -> Messages {
+        let stream = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         Messages {
-            body: resp.into_body(),
+            body,
             framer: stream.then(|| SseFramer::new(max)),
             max,
         }

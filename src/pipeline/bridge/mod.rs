@@ -12,6 +12,7 @@
 pub mod calls;
 mod discover;
 mod events;
+mod initialize;
 mod metrics;
 mod outbound;
 mod rounds;
@@ -29,27 +30,13 @@ use super::body::ProxyBody;
 use super::ctx::RequestCtx;
 use super::refuse::Refused;
 use super::reply::{accepted, accepted_with, result_response};
-use super::request::{copy_head, Transport};
+use super::request::Transport;
 use super::session;
 use crate::json::MessageKind;
 use crate::model::{Generation, McpMethod, Reason, Refusal};
 use calls::CallEvent;
 use outbound::{params_of, Outbound};
-use rounds::{through, Call};
-
-/// What the bridge made of a request.
-pub(super) enum Carried {
-    /// Answered, by the gateway or through the bridge.
-    Done(Box<Result<Response<ProxyBody>, Refused>>),
-    /// Not the bridge's: the request goes on to its upstream as it is.
-    Native(Box<(RequestCtx, Parts, HeaderValue)>),
-}
-
-impl Carried {
-    fn done(answered: Result<Response<ProxyBody>, Refused>) -> Carried {
-        Carried::Done(Box::new(answered))
-    }
-}
+use rounds::Call;
 
 /// Whether the bridge may have to carry this request: a 2025-11-25
 /// `initialize` to an upstream not known to speak it, or any request of
@@ -68,91 +55,19 @@ pub(super) fn may_carry(ctx: &RequestCtx) -> bool {
     }
 }
 
-/// Carry the request across, or hand it back.
-pub(super) async fn carry(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Carried {
+/// Carry the request across (see [`may_carry`]).
+pub(super) async fn carry(
+    ctx: RequestCtx,
+    parts: Parts,
+    authority: HeaderValue,
+) -> Result<Response<ProxyBody>, Refused> {
     if ctx.session.is_none() {
-        return initialize(ctx, parts, authority).await;
+        return initialize::initialize(ctx, parts, authority).await;
     }
     let name = ctx.route.name().to_owned();
     let id = ctx.id().map(str::to_owned);
     let within = |r: Refusal| Refused::new(r, id.as_deref(), &name);
-    Carried::done(in_session(ctx, parts, authority).await.map_err(within))
-}
-
-/// `initialize`: ask the upstream's `server/discover`; one that speaks
-/// only 2026-07-28 gets a bridged session, any other its own `initialize`.
-async fn initialize(ctx: RequestCtx, parts: Parts, authority: HeaderValue) -> Carried {
-    let speaks = &ctx.route.upstream.speaks;
-    let caps = ctx.request.client;
-    let outbound = Outbound::new(copy_head(&parts), authority.clone(), &ctx, caps);
-    let asked = match outbound.request(
-        "\"discover\"",
-        McpMethod::ServerDiscover.as_str(),
-        Map::new(),
-    ) {
-        Ok(inbound) => through(ctx.gateway.clone(), ctx.route.clone(), inbound).await,
-        Err(refused) => Err(refused),
-    };
-    let max = ctx.gateway.config.limits.max_response_body_bytes;
-    let discovered = match asked {
-        Ok(resp) => events::Messages::new(resp, max).next().await.ok().flatten(),
-        Err(refused) if speaks.only_stateless() => {
-            return Carried::done(Err(refused.within(ctx.id(), ctx.route.name())))
-        }
-        // A 2026-07-28 server must answer it: one that refused it with an
-        // HTTP error of its own speaks an older generation.
-        Err(refused) => {
-            if refused.refusal.reason == Reason::UpstreamRefused {
-                speaks.learn(true);
-            }
-            None
-        }
-    };
-    let result = discovered.as_ref().and_then(|m| m.get("result"));
-    let result = match result {
-        Some(r) if discover::lists_sessions(r) && !speaks.only_stateless() => {
-            speaks.learn(true);
-            return Carried::Native(Box::new((ctx, parts, authority)));
-        }
-        Some(r) => r,
-        // No discovery: a 2025-11-25 server (it refused the method), or
-        // one that is down; its own `initialize` answers either way.
-        None if !speaks.only_stateless() => {
-            if discovered.is_some() {
-                speaks.learn(true);
-            }
-            return Carried::Native(Box::new((ctx, parts, authority)));
-        }
-        None => {
-            let r = Refusal::new(
-                Reason::UpstreamBadResponse,
-                "the upstream did not describe itself (server/discover)",
-            );
-            return Carried::done(Err(Refused::new(r, ctx.id(), ctx.route.name())));
-        }
-    };
-    speaks.learn(false);
-    ctx.gateway
-        .metrics
-        .bridge
-        .session_opened(&ctx.route.upstream.label);
-    let answer = discover::initialize_result(
-        result,
-        ctx.request.requested_version.as_deref(),
-        ctx.route.name(),
-    );
-    let done = match session::mint_bridged(&ctx) {
-        Some(session) => Ok(result_response(ctx.id(), answer, Some(session))),
-        None => Err(Refused::new(
-            Refusal::new(
-                Reason::InternalError,
-                "the gateway could not seal a session id",
-            ),
-            ctx.id(),
-            ctx.route.name(),
-        )),
-    };
-    Carried::done(done)
+    in_session(ctx, parts, authority).await.map_err(within)
 }
 
 /// A request of a bridged session.
@@ -165,6 +80,7 @@ async fn in_session(
         Transport::End => {
             if let Some(s) = &ctx.session {
                 session::end_session(&ctx.gateway, &s.state).await?;
+                ctx.gateway.bridge.end_session(&s.state.nonce);
             }
             return Ok(accepted_with(StatusCode::OK));
         }

@@ -30,6 +30,10 @@ const CAPS_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 /// The members of a 2026-07-28 result that 2025-11-25 has no place for.
 const STATELESS_ONLY: [&str; 3] = ["resultType", "ttlMs", "cacheScope"];
 
+/// Where a 2026-07-28 result names the server that wrote it (2025-11-25
+/// names it once, at `initialize`: the gateway's configured name).
+const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
 /// What every request a bridged session sends upstream is made from: the
 /// client's request head and who it is.
 pub(super) struct Outbound {
@@ -109,6 +113,7 @@ impl Outbound {
             request_id: self.request_id.clone(),
             started: self.started,
             trace: self.trace.clone(),
+            carried: true,
         })
     }
 
@@ -150,6 +155,12 @@ pub(super) fn to_sessions(result: &mut Value) {
     if let Value::Object(r) = result {
         for member in STATELESS_ONLY {
             r.remove(member);
+        }
+        if let Some(Value::Object(meta)) = r.get_mut("_meta") {
+            meta.remove(SERVER_INFO_KEY);
+            if meta.is_empty() {
+                r.remove("_meta");
+            }
         }
     }
 }

@@ -29,6 +29,7 @@ use super::metrics::QuestionOutcome;
 use super::outbound::{to_sessions, Outbound};
 use crate::model::{McpMethod, Reason, Refusal};
 use crate::mrtr::seal::new_operation_id;
+use crate::policy::inspect::PROVENANCE_KEY;
 use crate::sessions::PushState;
 
 /// The elicitation mode whose 2025-11-25 form needs an `elicitationId`.
@@ -54,13 +55,26 @@ impl Call {
     /// answered as one JSON body; otherwise the answer is an event stream
     /// the rest of the call is carried on.
     pub(super) async fn start(self) -> Result<Response<ProxyBody>, Refused> {
-        let first = self.send(0, self.params.clone()).await?;
+        // Registered from the start: the client may cancel the call at any
+        // time (`notifications/cancelled`), and the upstream's work with it.
+        let (registration, mut events) =
+            self.gateway
+                .bridge
+                .register(new_operation_id(), &self.session, &self.client_id);
+        let first = tokio::select! {
+            sent = self.send(0, self.params.clone()) => sent?,
+            () = cancelled(&mut events) => return Ok(events::ended()),
+        };
         let max = self.gateway.config.limits.max_response_body_bytes;
         let mut messages = Messages::new(first, max);
         let mut pending = None;
         if !messages.is_stream() {
             let within = |r: Refusal| Refused::new(r, Some(&self.client_id), self.route.name());
-            let message = messages.next().await.map_err(within)?.ok_or_else(|| {
+            let message = tokio::select! {
+                next = messages.next() => next.map_err(within)?,
+                () = cancelled(&mut events) => return Ok(events::ended()),
+            };
+            let message = message.ok_or_else(|| {
                 within(Refusal::new(
                     Reason::UpstreamBadResponse,
                     "the upstream answered the request with nothing",
@@ -73,7 +87,13 @@ impl Call {
         }
         let (tx, resp) = events::stream();
         tokio::spawn(async move {
-            let end = self.carry(&tx, messages, pending).await;
+            let mut call = Carrying {
+                tx: &tx,
+                registration: &registration,
+                events: &mut events,
+                pushed: 0,
+            };
+            let end = self.carry(&mut call, messages, pending).await;
             let _ = tx.send(Out::End(end)).await;
         });
         Ok(resp)
@@ -82,20 +102,15 @@ impl Call {
     /// The call's rounds until its end; the reason when the gateway ended it.
     async fn carry(
         self,
-        tx: &mpsc::Sender<Out>,
+        call: &mut Carrying<'_>,
         mut messages: Messages,
         mut pending: Option<Value>,
     ) -> Option<Reason> {
-        let id = new_operation_id();
-        let (registration, mut events) =
-            self.gateway
-                .bridge
-                .register(id, &self.session, &self.client_id);
-        let mut pushed = 0u32;
+        let tx = call.tx;
         for round in 1u32.. {
             let last = match pending.take() {
                 Some(m) => m,
-                None => match self.last_message(tx, &mut messages).await {
+                None => match self.last_message(call, &mut messages).await {
                     Ok(m) => m,
                     Err(end) => return end,
                 },
@@ -106,11 +121,7 @@ impl Call {
                 return gateway_cut;
             }
             let result = &last["result"];
-            let asked = Asked {
-                registration: &registration,
-                pushed: &mut pushed,
-            };
-            let answers = match self.ask(tx, result, asked, &mut events).await {
+            let answers = match self.ask(call, result).await {
                 Ok(answers) => answers,
                 Err(end) => return end,
             };
@@ -122,6 +133,7 @@ impl Call {
             let sent = tokio::select! {
                 sent = self.send(round, params) => sent,
                 () = tx.closed() => return None,
+                () = cancelled(call.events) => return None,
             };
             match sent {
                 Ok(resp) => {
@@ -137,13 +149,15 @@ impl Call {
     /// Read the answer up to its response, passing its notifications on.
     async fn last_message(
         &self,
-        tx: &mpsc::Sender<Out>,
+        call: &mut Carrying<'_>,
         messages: &mut Messages,
     ) -> Result<Value, Option<Reason>> {
+        let tx = call.tx;
         loop {
             let next = tokio::select! {
                 next = messages.next() => next,
                 () = tx.closed() => return Err(None),
+                () = cancelled(call.events) => return Err(None),
             };
             match next {
                 Ok(Some(m)) if m.get("result").is_some() || m.get("error").is_some() => {
@@ -173,22 +187,27 @@ impl Call {
     /// Push each question to the client; its answers, by key.
     async fn ask(
         &self,
-        tx: &mpsc::Sender<Out>,
+        call: &mut Carrying<'_>,
         result: &Value,
-        asked: Asked<'_>,
-        events: &mut mpsc::UnboundedReceiver<CallEvent>,
     ) -> Result<Map<String, Value>, Option<Reason>> {
+        let tx = call.tx;
         let Some(requests) = result.get("inputRequests").and_then(Value::as_object) else {
             return Ok(Map::new());
         };
         let mut waiting: HashMap<&str, (McpMethod, String)> = HashMap::new();
+        let provenance = result.get("_meta").and_then(|m| m.get(PROVENANCE_KEY));
         for (key, request) in requests {
-            *asked.pushed += 1;
-            let (method, token, push) =
-                match self.push(key, request, asked.registration, *asked.pushed) {
-                    Ok(p) => p,
-                    Err(r) => return Err(self.fail(tx, r).await),
-                };
+            call.pushed += 1;
+            let question = Question {
+                key,
+                request,
+                provenance,
+                number: call.pushed,
+            };
+            let (method, token, push) = match self.push(question, call.registration) {
+                Ok(p) => p,
+                Err(r) => return Err(self.fail(tx, r).await),
+            };
             if tx.send(Out::Message(push)).await.is_err() {
                 self.count(QuestionOutcome::Abandoned, waiting.len() + 1);
                 return Err(None);
@@ -202,7 +221,7 @@ impl Call {
         let mut answers = Map::new();
         while !waiting.is_empty() {
             let event = tokio::select! {
-                event = events.recv() => event,
+                event = call.events.recv() => event,
                 () = &mut deadline => {
                     self.count(QuestionOutcome::TimedOut, waiting.len());
                     self.withdraw(tx, &waiting, "timeout").await;
@@ -243,11 +262,15 @@ impl Call {
     /// names this call.
     fn push(
         &self,
-        key: &str,
-        request: &Value,
+        question: Question<'_>,
         registration: &Registration,
-        pushed: u32,
     ) -> Result<(McpMethod, String, Bytes), Refusal> {
+        let Question {
+            key,
+            request,
+            provenance,
+            number: pushed,
+        } = question;
         let name = request
             .get("method")
             .and_then(Value::as_str)
@@ -262,6 +285,13 @@ impl Call {
                     "elicitationId".into(),
                     format!("{}.{pushed}", registration.id).into(),
                 );
+            }
+            // Who asks, as a pushed request of a native session says it.
+            if let Some(provenance) = provenance {
+                let meta = p.entry("_meta").or_insert_with(|| json!({}));
+                if let Value::Object(meta) = meta {
+                    meta.insert(PROVENANCE_KEY.to_owned(), provenance.clone());
+                }
             }
         }
         let gateway = &self.gateway;
@@ -349,10 +379,34 @@ impl Call {
     }
 }
 
-/// The registration of a call and how many questions it pushed so far.
-struct Asked<'a> {
+/// What a call being carried holds: the client's stream, its place among
+/// the waiting calls, what reaches it there, how many questions it pushed.
+struct Carrying<'a> {
+    tx: &'a mpsc::Sender<Out>,
     registration: &'a Registration,
-    pushed: &'a mut u32,
+    events: &'a mut mpsc::UnboundedReceiver<CallEvent>,
+    pushed: u32,
+}
+
+/// One question of an `input_required` answer, to push.
+struct Question<'a> {
+    key: &'a str,
+    request: &'a Value,
+    /// The gateway's provenance block of the answer that asked it.
+    provenance: Option<&'a Value>,
+    /// Its number among the call's pushes (from 1).
+    number: u32,
+}
+
+/// Until the client cancels the call. Answers are read where questions
+/// wait for them ([`Call::ask`]); one that comes later is one too many.
+async fn cancelled(events: &mut mpsc::UnboundedReceiver<CallEvent>) {
+    loop {
+        match events.recv().await {
+            Some(CallEvent::Cancelled) | None => return,
+            Some(CallEvent::Answer { .. }) => {}
+        }
+    }
 }
 
 /// Whether an upstream's message asks the client something.

@@ -237,6 +237,6 @@ pub(super) fn cut_short(
         reason,
         "federated route: upstream left out of a merged answer"
     );
-    gateway.metrics.left_out(&up.id, method, reason);
+    gateway.metrics.federation.left_out(&up.id, method, reason);
     json!({"upstream": up.id, "name": up.name, "reason": reason})
 }

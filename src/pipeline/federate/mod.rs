@@ -14,7 +14,10 @@ mod describe;
 mod expose;
 mod listen;
 mod merge;
+mod metrics;
 mod retarget;
+
+pub use metrics::FederationMetrics;
 
 use std::sync::Arc;
 

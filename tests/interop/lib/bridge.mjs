@@ -188,14 +188,23 @@ export async function connectLegacy(url, answer, { capabilities = FORM_AND_URL, 
   return { client, transport, wire, asked, withdrawn, errors, close: () => client.close() };
 }
 
-/** Polls `predicate` every 25 ms until it holds or `ms` pass; returns whether it held. */
+/** Polls `predicate` (sync or async) every 25 ms until it holds or `ms` pass; returns whether it held. */
 export async function eventually(predicate, ms = 10_000) {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
-    if (predicate()) return true;
+    if (await predicate()) return true;
     await sleep(25);
   }
-  return predicate();
+  return Boolean(await predicate());
+}
+
+/** A gauge or counter of the gateway's /metrics (summed over its label sets). */
+export async function metric(admin, name) {
+  const text = await (await fetch(`${admin}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`))
+    .reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
 }
 
 /** Reads SSE `data:` messages from a fetch Response, as parsed JSON, one at a time. */
