@@ -330,9 +330,12 @@ async def test_initialize_is_answered_by_the_gateway(bridge, py, upstream, tools
     assert sid.startswith("pss1."), "the session id is not the gateway's sealed one"
     if upstream == "py":
         methods = [r["method"] for r in seen]
-        assert "initialize" not in methods, seen
-        assert methods[:2] == ["server/discover", "tools/list"], seen
-        listed = seen[1]
+        # The first session of a gateway tries the server's own initialize (it
+        # refuses it: 2026-07-28 only); the gateway remembers that for the next.
+        tried = 1 if methods[:1] == ["initialize"] else 0
+        assert "initialize" not in methods[tried:], seen
+        assert methods[tried : tried + 2] == ["server/discover", "tools/list"], seen
+        listed = seen[tried + 1]
         assert listed["version"] == MODERN
         # The session's capabilities travel in every request's _meta.
         assert listed["caps"] == {"elicitation": {"form": {}, "url": {}}}, listed

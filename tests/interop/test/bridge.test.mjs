@@ -604,11 +604,12 @@ describe(`two gateway instances sharing [state] keys (B: push_timeout = "${PUSH_
 });
 
 describe('which upstreams are bridged: discovered, or configured ([[upstream]] generations)', () => {
-  it('the Python SDK server (both generations; its server/discover lists only 2026-07-28) is bridged unless configured', TIMEOUT, async () => {
+  it('the Python SDK server (both generations; its server/discover lists only 2026-07-28) keeps its own sessions, discovered or configured', TIMEOUT, async () => {
     const discovered = await modernRequest(python.url, 'server/discover');
     assert.deepEqual(discovered.supportedVersions, [MODERN]);
+    // Its own initialize is tried first and accepted: never bridged.
     for (const [id, serverName, bridged] of [
-      ['python', name('python'), true],
+      ['python', 'portcullis-interop-python', false],
       ['python-native', 'portcullis-interop-python', false],
     ]) {
       await withLegacy(gatewayA.at(`/mcp/${id}`), acceptAll({ pick: { room_id: 'atrium' } }), async (s) => {
