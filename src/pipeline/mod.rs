@@ -363,6 +363,14 @@ impl Gateway {
             .map_err(|r| Refused::new(r, id.as_deref(), name))?;
         upstream.metrics.observe_upstream(sent);
         trace.forwarded(&upstream.settings.id);
+        // A 2026-07-28 request refused by an upstream not known to speak it
+        // may be an older server's refusal: the bridge finds out.
+        if !carried && bridge::may_be_older(&ctx, resp.status()) {
+            let head = bridge::head_for(&parts.uri);
+            if Box::pin(bridge::older(&ctx, &head, &authority)).await {
+                return Box::pin(bridge::carry(ctx, head, authority)).await;
+            }
+        }
         let checked = response::check(ctx, resp)
             .await
             .map_err(|r| with_retry_after(Refused::new(r, id.as_deref(), name)))?;

@@ -31,10 +31,27 @@ struct Waiting {
     events: mpsc::UnboundedSender<CallEvent>,
 }
 
-/// Every bridged call of this instance, carried across config reloads.
-#[derive(Default)]
+/// Every bridged call of this instance, carried across config reloads:
+/// those waiting for a 2025-11-25 client's answers, and (`held.rs`) the
+/// 2025-11-25 upstream calls held open for a 2026-07-28 client's retry,
+/// with the upstream sessions they run in.
 pub struct BridgeCalls {
     waiting: Mutex<HashMap<String, Waiting>>,
+    /// Names this instance in the states of the calls it holds.
+    pub(super) instance: String,
+    pub(super) held: Mutex<HashMap<String, super::held::Held>>,
+    pub(super) sessions: Mutex<HashMap<String, super::held::Opened>>,
+}
+
+impl Default for BridgeCalls {
+    fn default() -> Self {
+        BridgeCalls {
+            waiting: Mutex::default(),
+            instance: crate::mrtr::seal::new_operation_id(),
+            held: Mutex::default(),
+            sessions: Mutex::default(),
+        }
+    }
 }
 
 /// A call's place in [`BridgeCalls`], given back when dropped.

@@ -12,7 +12,9 @@
 pub mod calls;
 mod discover;
 mod events;
+mod held;
 mod initialize;
+mod legacy;
 mod metrics;
 mod outbound;
 mod rounds;
@@ -39,11 +41,12 @@ use outbound::{params_of, Outbound};
 use rounds::Call;
 
 /// Whether the bridge may have to carry this request: a 2025-11-25
-/// `initialize` to an upstream not known to speak it, or any request of
-/// a bridged session. (Cheap: every request asks.)
+/// `initialize` to an upstream not known to speak it, any request of
+/// a bridged session, a 2026-07-28 request to an upstream known to speak
+/// only 2025-11-25. (Cheap: every request asks.)
 pub(super) fn may_carry(ctx: &RequestCtx) -> bool {
     if ctx.request.generation() != Generation::Sessions {
-        return false;
+        return legacy::applies(ctx);
     }
     match &ctx.session {
         Some(s) => s.state.bridged,
@@ -61,6 +64,9 @@ pub(super) async fn carry(
     parts: Parts,
     authority: HeaderValue,
 ) -> Result<Response<ProxyBody>, Refused> {
+    if ctx.request.generation() == Generation::Stateless {
+        return legacy::serve(ctx, parts, authority).await;
+    }
     if ctx.session.is_none() {
         return initialize::initialize(ctx, parts, authority).await;
     }
@@ -68,6 +74,36 @@ pub(super) async fn carry(
     let id = ctx.id().map(str::to_owned);
     let within = |r: Refusal| Refused::new(r, id.as_deref(), &name);
     in_session(ctx, parts, authority).await.map_err(within)
+}
+
+/// Whether the upstream's answer `status` to this request may say it is a
+/// server of the older generation; a success says it is not.
+pub(super) fn may_be_older(ctx: &RequestCtx, status: StatusCode) -> bool {
+    let speaks = &ctx.route.upstream.speaks;
+    if ctx.request.generation() != Generation::Stateless
+        || speaks.speaks(Generation::Stateless).is_some()
+    {
+        return false;
+    }
+    if status.is_success() {
+        speaks.learn_that(Generation::Stateless, true);
+        return false;
+    }
+    legacy::refusal_may_be_older_server(status)
+}
+
+/// Whether the upstream is a 2025-11-25-only server (see [`may_be_older`]).
+pub(super) async fn older(ctx: &RequestCtx, head: &Parts, authority: &HeaderValue) -> bool {
+    legacy::speaks_only_sessions(ctx, head, authority).await
+}
+
+/// A request head for what the bridge sends for a request whose own head
+/// went upstream already.
+pub(super) fn head_for(uri: &http::Uri) -> Parts {
+    let (mut head, ()) = http::Request::new(()).into_parts();
+    head.method = http::Method::POST;
+    head.uri = uri.clone();
+    head
 }
 
 /// A request of a bridged session.

@@ -104,17 +104,53 @@ impl Outbound {
         let body = Bytes::from(body);
         let parts = self.head(method, target.as_deref())?;
         let parsed: ParsedRequest = request::parse(&parts, &body, Generation::ALL)?;
-        Ok(Inbound {
+        Ok(self.inbound(parts, parsed))
+    }
+
+    /// The 2025-11-25 message `body` (a request, notification or answer)
+    /// in the upstream session `session` (none: `initialize`), spoken in
+    /// `version`, parsed and checked as a client's.
+    pub(super) fn in_session(
+        &self,
+        body: Value,
+        session: Option<&HeaderValue>,
+        version: &HeaderValue,
+    ) -> Result<Inbound, Refused> {
+        let body = Bytes::from(body.to_string());
+        let (mut parts, ()) = Request::new(()).into_parts();
+        parts.method = http::Method::POST;
+        parts.uri = self.head.uri.clone();
+        parts.version = self.head.version;
+        parts.headers = self.head.headers.clone();
+        let h = &mut parts.headers;
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        h.insert(MCP_PROTOCOL_VERSION.clone(), version.clone());
+        if let Some(session) = session {
+            h.insert(MCP_SESSION_ID.clone(), session.clone());
+        }
+        let parsed: ParsedRequest = request::parse(&parts, &body, Generation::ALL)?;
+        Ok(self.inbound(parts, parsed))
+    }
+
+    fn inbound(&self, parts: Parts, request: ParsedRequest) -> Inbound {
+        Inbound {
             parts,
             authority: self.authority.clone(),
             principal: self.principal.clone(),
-            request: parsed,
+            request,
             peer: self.peer.clone(),
             request_id: self.request_id.clone(),
             started: self.started,
             trace: self.trace.clone(),
             carried: true,
-        })
+        }
     }
 
     fn head(&self, method: &str, target: Option<&str>) -> Result<Parts, Refused> {
@@ -163,6 +199,43 @@ pub(super) fn to_sessions(result: &mut Value) {
             }
         }
     }
+}
+
+/// The list methods, whose 2026-07-28 results say how long they may be
+/// cached (`ttlMs`, `cacheScope`; required there).
+const CACHED: [&str; 4] = [
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+];
+
+/// A 2025-11-25 result of `method` as a 2026-07-28 client reads it: complete,
+/// and a list not to be cached (the upstream said nothing of it).
+pub(super) fn to_stateless(result: &mut Value, method: &str) {
+    if let Value::Object(r) = result {
+        r.entry("resultType").or_insert_with(|| "complete".into());
+        if CACHED.contains(&method) {
+            r.entry("ttlMs").or_insert_with(|| 0.into());
+            r.entry("cacheScope").or_insert_with(|| "private".into());
+        }
+    }
+}
+
+/// The `params` of a 2026-07-28 request as a 2025-11-25 one carries them:
+/// without the version and capabilities (the session has them) and the
+/// answers of a retry (the gateway delivers those itself).
+pub(super) fn to_sessions_params(mut params: Map<String, Value>) -> Map<String, Value> {
+    if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+        meta.remove(VERSION_KEY);
+        meta.remove(CAPS_KEY);
+        if meta.is_empty() {
+            params.remove("_meta");
+        }
+    }
+    params.remove("inputResponses");
+    params.remove("requestState");
+    params
 }
 
 /// The client's `params` as an object (a request without them has none).

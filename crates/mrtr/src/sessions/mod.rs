@@ -9,8 +9,10 @@
 //! what was asked.
 
 mod cursor;
+mod hold;
 
 pub use cursor::{FederatedCursor, PendingList, CURSOR_PREFIX};
+pub use hold::{HoldState, HOLD_PREFIX};
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,442 @@
+//! A 2026-07-28 client in front of an upstream that speaks only
+//! 2025-11-25. The gateway opens an upstream session itself (per caller and
+//! declared capabilities, on this instance; [`held`](super::held)), sends
+//! each request in it as a 2025-11-25 request through every phase (so a
+//! request the upstream pushes gets the push policy), and answers the
+//! client in 2026-07-28's shape. A push during a call ends the client's
+//! call with `input_required` — one question per round — whose sealed
+//! `requestState` names the upstream call, held open on this instance; the
+//! client's retry delivers its answer to the waiting upstream request
+//! (checked as any answer to a push) and the call is read on.
+
+use http::request::Parts;
+use http::{HeaderValue, Response};
+use serde_json::{json, Map, Value};
+
+use super::super::body::ProxyBody;
+use super::super::ctx::RequestCtx;
+use super::super::refuse::Refused;
+use super::super::reply::{accepted, json_response, message};
+use super::events::Messages;
+use super::held::{Held, Opened};
+use super::outbound::{params_of, to_sessions_params, to_stateless, Outbound};
+use super::rounds::through;
+use crate::json::MessageKind;
+use crate::model::{Generation, McpMethod, ProtocolVersion, Reason, Refusal};
+use crate::mrtr::seal::new_operation_id;
+use crate::sessions::{HoldState, HOLD_PREFIX};
+
+/// Where a 2026-07-28 result names the server.
+const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+/// A 2026-07-28 request on a route whose upstream speaks only 2025-11-25.
+pub(super) fn applies(ctx: &RequestCtx) -> bool {
+    ctx.request.generation() == Generation::Stateless
+        && ctx.route.member.is_none()
+        && ctx.route.upstream.speaks.speaks(Generation::Stateless) == Some(false)
+}
+
+/// After the upstream refused a 2026-07-28 request with 400 or 404, and
+/// nothing is known of what it speaks: whether it is a 2025-11-25 server
+/// (an `initialize` of the gateway's own succeeds). Remembered either way.
+pub(super) async fn speaks_only_sessions(
+    ctx: &RequestCtx,
+    head: &Parts,
+    authority: &HeaderValue,
+) -> bool {
+    let speaks = &ctx.route.upstream.speaks;
+    if ctx.request.generation() != Generation::Stateless
+        || ctx.route.member.is_some()
+        || speaks.speaks(Generation::Stateless).is_some()
+        || speaks.sessions() == Some(false)
+    {
+        return false;
+    }
+    let bridge = Bridge::new(ctx, head, authority);
+    let opened = bridge.open_session().await.is_ok();
+    speaks.learn_that(Generation::Stateless, !opened);
+    if opened {
+        speaks.learn(true);
+    }
+    opened
+}
+
+/// Serve the request across.
+pub(super) async fn serve(
+    ctx: RequestCtx,
+    head: Parts,
+    authority: HeaderValue,
+) -> Result<Response<ProxyBody>, Refused> {
+    let bridge = Bridge::new(&ctx, &head, &authority);
+    let within = |r: Refusal| Refused::new(r, ctx.id(), ctx.route.name());
+    match ctx.request.kind {
+        MessageKind::Notification => {
+            bridge.notify().await.map_err(within)?;
+            Ok(accepted())
+        }
+        _ if ctx.request.method == McpMethod::ServerDiscover => bridge.describe().await,
+        _ if ctx
+            .request
+            .request_state
+            .as_deref()
+            .is_some_and(|s| s.starts_with(HOLD_PREFIX)) =>
+        {
+            bridge.resume().await
+        }
+        _ => bridge.call().await,
+    }
+}
+
+/// One request carried across: the client's, and what carrying it needs.
+struct Bridge<'a> {
+    ctx: &'a RequestCtx,
+    outbound: Outbound,
+    /// Names the upstream session this caller and its capabilities use.
+    session_key: String,
+}
+
+impl<'a> Bridge<'a> {
+    fn new(ctx: &'a RequestCtx, head: &Parts, authority: &HeaderValue) -> Bridge<'a> {
+        let caps = ctx.request.client;
+        let session_key = format!(
+            "{}\n{}\n{}",
+            ctx.route.upstream.settings.id,
+            ctx.binding().principal_key(),
+            caps.to_value()
+        );
+        Bridge {
+            ctx,
+            outbound: Outbound::new(
+                super::super::request::copy_head(head),
+                authority.clone(),
+                ctx,
+                caps,
+            ),
+            session_key,
+        }
+    }
+
+    fn refused(&self, r: Refusal) -> Refused {
+        Refused::new(r, self.ctx.id(), self.ctx.route.name())
+    }
+
+    /// The upstream session for this caller: kept, or opened now.
+    async fn session(&self) -> Result<Opened, Refused> {
+        let gateway = &self.ctx.gateway;
+        // Reopened well before the gateway's own session id would expire.
+        let lifetime = gateway.config.state.session_lifetime.mul_f32(0.9);
+        match gateway.bridge.session(&self.session_key, lifetime) {
+            Some(opened) => Ok(opened),
+            None => self.open_session().await,
+        }
+    }
+
+    /// `initialize` and `notifications/initialized`, as a client of the
+    /// upstream that declared what this client declared.
+    async fn open_session(&self) -> Result<Opened, Refused> {
+        let ctx = self.ctx;
+        let version = HeaderValue::from_static(ProtocolVersion::V2025_11_25.as_str());
+        let init = json!({"jsonrpc": "2.0", "id": "portcullis-init", "method": "initialize",
+            "params": {"protocolVersion": ProtocolVersion::V2025_11_25.as_str(),
+                "capabilities": ctx.request.client.to_value(),
+                "clientInfo": {"name": "portcullis", "version": env!("CARGO_PKG_VERSION")}}});
+        let inbound = self.outbound.in_session(init, None, &version)?;
+        let resp = through(ctx.gateway.clone(), ctx.route.clone(), inbound).await?;
+        let token = resp.headers().get(&crate::headers::MCP_SESSION_ID).cloned();
+        let max = ctx.gateway.config.limits.max_response_body_bytes;
+        let answer = final_message(&mut Messages::new(resp, max)).await;
+        let described = match (answer, token) {
+            (Ok(Some(mut m)), Some(token)) if m.get("result").is_some() => {
+                (m["result"].take(), token)
+            }
+            _ => {
+                return Err(self.refused(Refusal::new(
+                    Reason::UpstreamBadResponse,
+                    "the upstream did not open a session (initialize)",
+                )))
+            }
+        };
+        let (described, token) = described;
+        let agreed = described
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .filter(|v| {
+                ProtocolVersion::parse(v).is_some_and(|v| v.generation() == Generation::Sessions)
+            })
+            .and_then(|v| HeaderValue::from_str(v).ok())
+            .unwrap_or(version);
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let inbound = self
+            .outbound
+            .in_session(initialized, Some(&token), &agreed)?;
+        through(ctx.gateway.clone(), ctx.route.clone(), inbound).await?;
+        let opened = Opened {
+            token,
+            version: agreed,
+            described,
+            at: std::time::Instant::now(),
+        };
+        ctx.gateway
+            .bridge
+            .keep_session(self.session_key.clone(), opened.clone());
+        Ok(opened)
+    }
+
+    /// `server/discover`, answered from the upstream's `initialize`.
+    async fn describe(&self) -> Result<Response<ProxyBody>, Refused> {
+        let opened = self.session().await?;
+        let d = &opened.described;
+        let mut result = Map::new();
+        result.insert("resultType".into(), "complete".into());
+        result.insert(
+            "supportedVersions".into(),
+            json!([ProtocolVersion::V2026_07_28.as_str()]),
+        );
+        // What needs a stream of server messages outside a call is not
+        // carried: not offered.
+        let mut capabilities = d.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+        if let Value::Object(caps) = &mut capabilities {
+            for (_, cap) in caps.iter_mut() {
+                if let Value::Object(cap) = cap {
+                    cap.remove("listChanged");
+                    cap.remove("subscribe");
+                }
+            }
+        }
+        result.insert("capabilities".into(), capabilities);
+        if let Some(text) = d.get("instructions") {
+            result.insert("instructions".into(), text.clone());
+        }
+        let version = d
+            .get("serverInfo")
+            .and_then(|i| i.get("version"))
+            .cloned()
+            .unwrap_or_else(|| "unknown".into());
+        let info = json!({"name": self.ctx.route.name(), "version": version});
+        result.insert("_meta".into(), json!({ SERVER_INFO_KEY: info }));
+        result.insert("ttlMs".into(), 0.into());
+        result.insert("cacheScope".into(), "private".into());
+        let body = message(self.ctx.id(), "result", &Value::Object(result));
+        Ok(json_response(body, None))
+    }
+
+    /// A notification, in the session.
+    async fn notify(&self) -> Result<(), Refusal> {
+        let params = to_sessions_params(params_of(&self.ctx.request)?);
+        let body =
+            json!({"jsonrpc": "2.0", "method": self.ctx.request.method.as_str(), "params": params});
+        let opened = self.session().await.map_err(|r| r.refusal)?;
+        let inbound = self
+            .outbound
+            .in_session(body, Some(&opened.token), &opened.version)
+            .map_err(|r| r.refusal)?;
+        let ctx = self.ctx;
+        through(ctx.gateway.clone(), ctx.route.clone(), inbound)
+            .await
+            .map(drop)
+            .map_err(|r| r.refusal)
+    }
+
+    /// A new call: sent in the session, read up to its result or a push.
+    async fn call(&self) -> Result<Response<ProxyBody>, Refused> {
+        let ctx = self.ctx;
+        let params = to_sessions_params(params_of(&ctx.request).map_err(|r| self.refused(r))?);
+        let id = ctx.id().unwrap_or("null");
+        let body = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":{},\"params\":{}}}",
+            Value::from(ctx.request.method.as_str()),
+            Value::Object(params)
+        );
+        let body: Value = serde_json::from_str(&body).map_err(|_| {
+            self.refused(Refusal::new(
+                Reason::InvalidRequest,
+                "the request cannot be carried",
+            ))
+        })?;
+        let mut opened = self.session().await?;
+        let mut sent = self.send(&body, &opened).await;
+        // A session the upstream forgot (it restarted): opened again, once.
+        if let Err(r) = &sent {
+            if matches!(
+                r.refusal.reason,
+                Reason::SessionInvalid | Reason::SessionExpired | Reason::UpstreamRefused
+            ) {
+                ctx.gateway.bridge.forget_session(&self.session_key);
+                opened = self.open_session().await?;
+                sent = self.send(&body, &opened).await;
+            }
+        }
+        let max = ctx.gateway.config.limits.max_response_body_bytes;
+        self.read(Messages::new(sent?, max), opened, 0).await
+    }
+
+    async fn send(&self, body: &Value, opened: &Opened) -> Result<Response<ProxyBody>, Refused> {
+        let inbound =
+            self.outbound
+                .in_session(body.clone(), Some(&opened.token), &opened.version)?;
+        let ctx = self.ctx;
+        through(ctx.gateway.clone(), ctx.route.clone(), inbound).await
+    }
+
+    /// Read the upstream's answer on: its response ends the client's call;
+    /// a request it pushes (already through the push policy) is held and
+    /// asked as `input_required`.
+    async fn read(
+        &self,
+        mut messages: Messages,
+        opened: Opened,
+        round: u32,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let ctx = self.ctx;
+        loop {
+            let m = messages.next().await.map_err(|r| self.refused(r))?;
+            let Some(m) = m else {
+                return Err(self.refused(Refusal::new(
+                    Reason::UpstreamBadResponse,
+                    "the upstream's stream ended without a response",
+                )));
+            };
+            if let Some(result) = m.get("result") {
+                let mut result = result.clone();
+                to_stateless(&mut result, ctx.request.method.as_str());
+                return Ok(json_response(message(ctx.id(), "result", &result), None));
+            }
+            if let Some(error) = m.get("error") {
+                return Ok(json_response(message(ctx.id(), "error", error), None));
+            }
+            if let (Some(push), Some(method)) = (m.get("id"), m.get("method")) {
+                let held = Held {
+                    messages,
+                    session: opened,
+                    push: push.clone(),
+                    round: round + 1,
+                };
+                let params = m.get("params").cloned().unwrap_or_else(|| json!({}));
+                return self.hold(held, method, params);
+            }
+            // A notification (progress, a log line) has no place in the
+            // one JSON answer a 2026-07-28 client gets here.
+        }
+    }
+
+    /// Hold the call at a push; answer the client with the question.
+    fn hold(
+        &self,
+        held: Held,
+        method: &Value,
+        params: Value,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let ctx = self.ctx;
+        let gateway = &ctx.gateway;
+        let timeout = gateway.config.state.push_timeout;
+        let key = format!("q{}", held.round);
+        let call = new_operation_id();
+        let state = HoldState {
+            v: 1,
+            call: call.clone(),
+            instance: gateway.bridge.instance.clone(),
+            principal: ctx.binding().principal_key(),
+            upstream: ctx.route.upstream.settings.id.clone(),
+            method: ctx.request.method.as_str().to_owned(),
+            target: ctx.request.target.clone(),
+            key: key.clone(),
+            expires: gateway.clock.now_secs().saturating_add(timeout.as_secs()),
+        };
+        let sealed = state.seal(&gateway.config.state.keys).ok_or_else(|| {
+            self.refused(Refusal::new(
+                Reason::InternalError,
+                "the gateway could not seal a state",
+            ))
+        })?;
+        gateway.bridge.hold(call, held, timeout);
+        let result = json!({"resultType": "input_required",
+            "inputRequests": {key: {"method": method, "params": params}},
+            "requestState": sealed});
+        Ok(json_response(message(ctx.id(), "result", &result), None))
+    }
+
+    /// The client's retry: its answer to the held call's push, delivered;
+    /// the call read on.
+    async fn resume(&self) -> Result<Response<ProxyBody>, Refused> {
+        let ctx = self.ctx;
+        let gateway = &ctx.gateway;
+        let token = ctx.request.request_state.as_deref().unwrap_or_default();
+        let invalid = |why: &str| self.refused(Refusal::new(Reason::StateInvalid, why.to_owned()));
+        let state = HoldState::open(&gateway.config.state.keys, token).map_err(|_| {
+            invalid("this requestState was not issued by this gateway, or was altered")
+        })?;
+        if state.principal != ctx.binding().principal_key()
+            || state.upstream != ctx.route.upstream.settings.id
+            || state.method != ctx.request.method.as_str()
+            || state.target != ctx.request.target
+        {
+            return Err(invalid(
+                "this requestState belongs to another caller, server or call",
+            ));
+        }
+        if gateway.clock.now_secs() > state.expires {
+            return Err(self.refused(Refusal::new(
+                Reason::StateExpired,
+                "the question this answers has expired",
+            )));
+        }
+        let not_waiting =
+            |why: &str| self.refused(Refusal::new(Reason::CallNotWaiting, why.to_owned()));
+        if state.instance != gateway.bridge.instance {
+            return Err(not_waiting(
+                "another gateway instance holds the call this answers: send the retry to the instance that asked",
+            ));
+        }
+        let held = gateway.bridge.take_held(&state.call).ok_or_else(|| {
+            not_waiting("the call this answers no longer waits (it ended, or was answered)")
+        })?;
+        let params = params_of(&ctx.request).map_err(|r| self.refused(r))?;
+        let answer = params
+            .get("inputResponses")
+            .and_then(|r| r.get(&state.key))
+            .cloned();
+        let Some(answer) = answer else {
+            let timeout = gateway.config.state.push_timeout;
+            gateway.bridge.hold(state.call, held, timeout);
+            return Err(self.refused(
+                Refusal::new(
+                    Reason::InvalidAnswer,
+                    "inputResponses has no answer to the question asked",
+                )
+                .with_data("key", state.key.into()),
+            ));
+        };
+        let body = json!({"jsonrpc": "2.0", "id": held.push, "result": answer});
+        if let Err(refused) = self.send(&body, &held.session).await {
+            // The answer was refused (not what was asked, a secret): the
+            // upstream still waits; the client may answer again.
+            let timeout = gateway.config.state.push_timeout;
+            gateway.bridge.hold(state.call, held, timeout);
+            return Err(refused.within(ctx.id(), ctx.route.name()));
+        }
+        let Held {
+            messages,
+            session,
+            round,
+            ..
+        } = held;
+        self.read(messages, session, round).await
+    }
+}
+
+/// The response among an answer's messages.
+async fn final_message(messages: &mut Messages) -> Result<Option<Value>, Refusal> {
+    loop {
+        match messages.next().await? {
+            Some(m) if m.get("result").is_some() || m.get("error").is_some() => return Ok(Some(m)),
+            Some(_) => continue,
+            None => return Ok(None),
+        }
+    }
+}
+
+/// Whether the upstream's refusal of a 2026-07-28 request may be an older
+/// server's refusal of a request without a session.
+pub(super) fn refusal_may_be_older_server(status: http::StatusCode) -> bool {
+    status == http::StatusCode::BAD_REQUEST || status == http::StatusCode::NOT_FOUND
+}
