@@ -9,6 +9,7 @@ mod architecture;
 mod audit;
 mod audit_ids;
 mod bridge;
+mod bridge_legacy;
 mod cli;
 mod config_errors;
 mod dashboards;

@@ -14,8 +14,8 @@
 //                  `protocolVersion` those of an `initialize`
 //   GET /calls     [{tool, session, replies: [{key, action} | {key, error, reason}], end,
 //                  aborted}] every tools/call of a flow: how each pushed question was
-//                  answered (`error`: the JSON-RPC error code the push got, `reason` its
-//                  data.reason), and how the call ended ("result", "error", or null while
+//                  answered (`error`: the JSON-RPC error code the push got, or "not sent"
+//                  when the SDK refused to push it; `reason` its data.reason), and how the call ended ("result", "error", or null while
 //                  it still runs)
 //
 //   node ts_v1_flows_server.mjs     listens on 127.0.0.1, a port the OS picks
@@ -71,7 +71,10 @@ function buildServer() {
               timeout: PUSH_TIMEOUT_MS,
             });
           } catch (error) {
-            call.replies.push({ key, error: error?.code ?? null, reason: error?.data?.reason ?? null });
+            // A JSON-RPC error answer has a numeric code; the SDK's own refusal to send
+            // (a session without the elicitation capability) has none.
+            const code = typeof error?.code === 'number' ? error.code : 'not sent';
+            call.replies.push({ key, error: code, reason: error?.data?.reason ?? null });
             call.end = 'error';
             throw error;
           }
