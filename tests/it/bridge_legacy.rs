@@ -341,6 +341,15 @@ async fn the_retry_must_reach_the_instance_that_holds_the_call_in_time() {
         reason == "state_expired" || reason == "call_not_waiting",
         "{late}"
     );
+    let m = metrics(&one).await;
+    for line in [
+        r#"portcullis_bridge_sessions_total{upstream="test"} 1"#,
+        r#"portcullis_bridge_questions_total{outcome="pushed",upstream="test"} 2"#,
+        r#"portcullis_bridge_questions_total{outcome="answered",upstream="test"} 1"#,
+        r#"portcullis_bridge_questions_total{outcome="timed_out",upstream="test"} 1"#,
+    ] {
+        assert!(m.contains(line), "{line} in\n{m}");
+    }
     one.shutdown().await;
     two.shutdown().await;
 }

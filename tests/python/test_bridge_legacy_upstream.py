@@ -86,6 +86,12 @@ class Upstream:
     def call_now(self, index: int) -> dict[str, Any]:
         return self.calls()[index]
 
+    def forget(self) -> int:
+        """Ends every session at the server, as a restart would; how many there were."""
+        req = urllib.request.Request(self.url.removesuffix("/mcp") + "/forget", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())["ended"]
+
 
 @pytest.fixture(scope="module")
 def v1() -> Upstream:
@@ -183,9 +189,13 @@ class Modern:
 
 
 @asynccontextmanager
-async def modern(url: str, answer: Answer | None = None, mode: str = "auto") -> AsyncIterator[Modern]:
+async def modern(
+    url: str, answer: Answer | None = None, mode: str = "auto", expect: str | None = MODERN
+) -> AsyncIterator[Modern]:
     """The SDK client at `url` in `mode` ("auto": its default); `answer` is the person
-    (None: the client declares no elicitation capability)."""
+    (None: the client declares no elicitation capability). `expect`: the protocol version
+    it must have agreed on (through the gateway, 2026-07-28: the gateway answered its
+    `server/discover`, so it never fell back to `initialize`)."""
     holder: list[Modern] = []
 
     async def on_elicit(context, params):
@@ -204,6 +214,9 @@ async def modern(url: str, answer: Answer | None = None, mode: str = "auto") -> 
         client = Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs)
         holder.append(Modern(client))
         async with client:
+            if expect is not None:
+                assert client.protocol_version == expect
+                assert not [b for b in holder[0].wire if b.get("method") == "initialize"], holder[0].wire
             yield holder[0]
 
 
@@ -298,13 +311,13 @@ async def test_directly_a_2026_client_is_refused(server, request):
     url = target if isinstance(target, str) else target.url
     # Pinned to 2026-07-28, every request is refused: the server wants a session.
     with pytest.raises(BaseException) as failed:
-        async with modern(url, accept_all(), mode=MODERN) as s:
+        async with modern(url, accept_all(), mode=MODERN, expect=None) as s:
             await s.client.call_tool("book", {"hint": "the big room"})
     error = innermost(failed.value)
     assert isinstance(error, MCPError), repr(error)
     assert error.error.message == "Bad Request: Server not initialized", error.error
     # In its default mode the client falls back to the old generation.
-    async with modern(url, accept_all()) as s:
+    async with modern(url, accept_all(), expect=None) as s:
         assert s.client.protocol_version == LEGACY
     assert s.wire[0]["method"] == "server/discover" and s.wire[1]["method"] == "initialize"
 
@@ -680,3 +693,84 @@ async def test_a_retry_after_the_hold_expired(strict, v1):
     assert book and book["tool"] == "book", v1.calls()[-1]
     assert [r.get("action") for r in book["replies"]] == [None] and book["end"] == "error", book
     assert all(r.get("action") != "accept" for c in made for r in c["replies"]), made
+
+
+async def test_concurrent_calls_share_the_upstream_session(bridge, v1):
+    """Two clients with the same capabilities, each in a call waiting at a pushed
+    question of the same upstream session: each retry reaches its own call."""
+    results: dict[str, dict[str, Any]] = {}
+    with v1.watch() as (seen, made):
+
+        async def run(tool: str, args: dict[str, Any], **values: Any) -> None:
+            async with modern(bridge.url("v1"), accept_all(**values)) as s:
+                results[tool] = outcome(await s.client.call_tool(tool, args))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "wizard", {}, title="Launch", people=40)
+            tg.start_soon(run, "book", {"hint": "any"}, room_id="nook")
+            tg.start_soon(run, "endless", {"rounds": 2})
+    assert results == {
+        "wizard": {"tool": "wizard", "answers": {"name": {"title": "Launch"}, "size": {"people": 40}, "confirm": {"go": True}}},
+        "book": {"tool": "book", "answers": {"room": {"room_id": "nook"}}},
+        "endless": {"tool": "endless", "answers": {"again-1": {"more": True}, "again-2": {"more": True}}},
+    }
+    assert not [r for r in seen if r["method"] == "initialize"], "a new upstream session for the same capabilities"
+    assert len({c["session"] for c in made}) == 1, made
+    assert sorted(c["tool"] for c in made) == ["book", "endless", "wizard"]
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ("arguments", "state_arguments_mismatch"),
+        ("tool", "state_target_mismatch"),
+        ("route", "state_upstream_mismatch"),
+        ("altered", "state_invalid"),
+    ],
+)
+async def test_a_retry_that_does_not_fit_its_state_is_refused(bridge, v1, change, reason):
+    """The sealed state is checked before the answer goes to the held call; a refused
+    retry does not end the call: the right one still completes it."""
+    url = bridge.url("v1")
+    first = call(f"m-{change}", "book", {"hint": "the garden room"})
+    async with httpx2.AsyncClient(timeout=10) as http:
+        with v1.watch() as (_, made):
+            _, answer = await post(http, url, first)
+            key, _, state = the_question(answer["result"])
+            responses = {key: {"action": "accept", "content": {"room_id": "atrium"}}}
+            wrong = retry("m-wrong", first, state, responses)
+            target = url
+            if change == "arguments":
+                wrong["params"]["arguments"]["hint"] = "somewhere else"
+            elif change == "tool":
+                wrong["params"]["name"] = "echo"
+                wrong["params"]["arguments"] = {"text": "x"}
+            elif change == "route":
+                target = bridge.url("plain")
+            else:
+                cut = len(state) // 2
+                wrong["params"]["requestState"] = state[:cut] + ("A" if state[cut] != "A" else "B") + state[cut + 1 :]
+            status, refused = await post(http, target, wrong)
+            status_ok, done = await post(http, url, retry("m-right", first, state, responses))
+    assert status == 400 and refused["error"]["data"]["reason"] == reason, refused
+    assert status_ok == 200 and json.loads(done["result"]["content"][0]["text"])["answers"] == {"room": {"room_id": "atrium"}}, done
+    [book] = flow_calls(made, "book")
+    assert book["replies"] == [{"key": "room", "action": "accept"}], book
+
+
+async def test_the_upstream_forgets_its_sessions(v1):
+    """The upstream restarts: the session the gateway opened answers 404; the gateway
+    opens a new one rather than failing every later request."""
+    with own_gateway(config(v1.url, generations=[LEGACY])) as gw:
+        async with modern(gw.url("v1"), accept_all()) as s:
+            assert text_of(await s.client.call_tool("echo", {"text": "before"})) == "before"
+            assert v1.forget() >= 1
+            with v1.watch() as (seen, made):
+                try:
+                    first = text_of(await s.client.call_tool("echo", {"text": "after"}))
+                except MCPError as e:
+                    first = e
+                second = outcome(await s.client.call_tool("book", {"hint": "after the restart"}))
+    assert first == "after", f"the first request after the restart failed: {first!r}"
+    assert second == {"tool": "book", "answers": {"room": {"room_id": "atrium"}}}
+    assert [r["method"] for r in seen if r["method"] == "initialize"] == ["initialize"], seen

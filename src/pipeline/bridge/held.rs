@@ -57,16 +57,25 @@ impl BridgeCalls {
         lock(&self.sessions).remove(key);
     }
 
-    /// Hold `held` as `call` for at most `timeout`.
-    pub(super) fn hold(self: &Arc<Self>, call: String, held: Held, timeout: Duration) {
+    /// Hold `held` as `call` for at most `timeout`; `expired` is called
+    /// when no retry took it by then.
+    pub(super) fn hold(
+        self: &Arc<Self>,
+        call: String,
+        held: Held,
+        timeout: Duration,
+        expired: impl FnOnce() + Send + 'static,
+    ) {
         lock(&self.held).insert(call.clone(), held);
         let calls = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(timeout).await;
             // Dropped: the upstream's stream closes (the gateway has already
             // answered its push with operation_expired by then).
-            let expired = lock(&calls.held).remove(&call);
-            drop(expired);
+            let left = lock(&calls.held).remove(&call);
+            if left.is_some() {
+                expired();
+            }
         });
     }
 

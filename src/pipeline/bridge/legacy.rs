@@ -19,6 +19,7 @@ use super::super::refuse::Refused;
 use super::super::reply::{accepted, json_response, message};
 use super::events::Messages;
 use super::held::{Held, Opened};
+use super::metrics::QuestionOutcome;
 use super::outbound::{params_of, to_sessions_params, to_stateless, Outbound};
 use super::rounds::through;
 use crate::json::MessageKind;
@@ -179,7 +180,26 @@ impl<'a> Bridge<'a> {
         ctx.gateway
             .bridge
             .keep_session(self.session_key.clone(), opened.clone());
+        let metrics = &ctx.gateway.metrics.bridge;
+        metrics.session_opened(&ctx.route.upstream.label);
         Ok(opened)
+    }
+
+    fn count(&self, outcome: QuestionOutcome) {
+        let ctx = self.ctx;
+        let metrics = &ctx.gateway.metrics.bridge;
+        metrics.questions(&ctx.route.upstream.label, outcome, 1);
+    }
+
+    /// What counts a held call nobody came back for.
+    fn expiry(&self) -> impl FnOnce() + Send + 'static {
+        let metrics = self.ctx.gateway.metrics.clone();
+        let label = self.ctx.route.upstream.label.clone();
+        move || {
+            metrics
+                .bridge
+                .questions(&label, QuestionOutcome::TimedOut, 1)
+        }
     }
 
     /// `server/discover`, answered from the upstream's `initialize`.
@@ -348,7 +368,8 @@ impl<'a> Bridge<'a> {
                 "the gateway could not seal a state",
             ))
         })?;
-        gateway.bridge.hold(call, held, timeout);
+        gateway.bridge.hold(call, held, timeout, self.expiry());
+        self.count(QuestionOutcome::Pushed);
         let result = json!({"resultType": "input_required",
             "inputRequests": {key: {"method": method, "params": params}},
             "requestState": sealed});
@@ -397,7 +418,9 @@ impl<'a> Bridge<'a> {
             .cloned();
         let Some(answer) = answer else {
             let timeout = gateway.config.state.push_timeout;
-            gateway.bridge.hold(state.call, held, timeout);
+            gateway
+                .bridge
+                .hold(state.call, held, timeout, self.expiry());
             return Err(self.refused(
                 Refusal::new(
                     Reason::InvalidAnswer,
@@ -411,9 +434,12 @@ impl<'a> Bridge<'a> {
             // The answer was refused (not what was asked, a secret): the
             // upstream still waits; the client may answer again.
             let timeout = gateway.config.state.push_timeout;
-            gateway.bridge.hold(state.call, held, timeout);
+            gateway
+                .bridge
+                .hold(state.call, held, timeout, self.expiry());
             return Err(refused.within(ctx.id(), ctx.route.name()));
         }
+        self.count(QuestionOutcome::Answered);
         let Held {
             messages,
             session,

@@ -44,14 +44,14 @@ impl BridgeMetrics {
         let sessions = IntCounterVec::new(
             Opts::new(
                 "portcullis_bridge_sessions_total",
-                "Bridged sessions opened: a 2025-11-25 client's initialize answered by the gateway for an upstream that speaks only 2026-07-28, by upstream",
+                "Bridged sessions opened: a 2025-11-25 client's initialize answered by the gateway for a 2026-07-28-only upstream, or an upstream session the gateway opened for 2026-07-28 clients of a 2025-11-25-only upstream, by upstream",
             ),
             &["upstream"],
         )?;
         let questions = IntCounterVec::new(
             Opts::new(
                 "portcullis_bridge_questions_total",
-                "Questions of 2026-07-28 upstreams pushed to 2025-11-25 clients in bridged sessions, by upstream and outcome (pushed, then answered, timed_out, cancelled or abandoned)",
+                "Questions carried across protocol generations (a 2026-07-28 upstream's pushed to a 2025-11-25 client, a 2025-11-25 upstream's push asked as input_required), by upstream and outcome (pushed, then answered, timed_out, cancelled or abandoned)",
             ),
             &["upstream", "outcome"],
         )?;

@@ -17,6 +17,7 @@
 //                  answered (`error`: the JSON-RPC error code the push got, or "not sent"
 //                  when the SDK refused to push it; `reason` its data.reason), and how the call ended ("result", "error", or null while
 //                  it still runs)
+//   POST /forget   ends every session, as a restart would (their ids then get 404)
 //
 //   node ts_v1_flows_server.mjs     listens on 127.0.0.1, a port the OS picks
 // prints "listening http://127.0.0.1:PORT/mcp" once it accepts connections.
@@ -136,6 +137,13 @@ async function handle(req, res) {
   const path = new URL(req.url, 'http://localhost').pathname;
   if (req.method === 'GET' && path === '/received') return sendJson(res, received);
   if (req.method === 'GET' && path === '/calls') return sendJson(res, calls);
+  if (req.method === 'POST' && path === '/forget') {
+    // As after a restart: every session ends; their ids get 404 from now on.
+    const ended = [...sessions.values()];
+    sessions.clear();
+    await Promise.all(ended.map((t) => t.close()));
+    return sendJson(res, { ended: ended.length });
+  }
   if (path !== '/mcp') return refuse(res, 404, 'Not found');
   const sessionId = req.headers['mcp-session-id'];
   const body = req.method === 'POST' ? await readJson(req).catch(() => null) : undefined;
