@@ -701,14 +701,14 @@ async def test_concurrent_calls_share_the_upstream_session(bridge, v1):
     results: dict[str, dict[str, Any]] = {}
     with v1.watch() as (seen, made):
 
-        async def run(tool: str, args: dict[str, Any], **values: Any) -> None:
+        async def run(tool: str, args: dict[str, Any], values: dict[str, Any]) -> None:
             async with modern(bridge.url("v1"), accept_all(**values)) as s:
                 results[tool] = outcome(await s.client.call_tool(tool, args))
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run, "wizard", {}, title="Launch", people=40)
-            tg.start_soon(run, "book", {"hint": "any"}, room_id="nook")
-            tg.start_soon(run, "endless", {"rounds": 2})
+            tg.start_soon(run, "wizard", {}, {"title": "Launch", "people": 40})
+            tg.start_soon(run, "book", {"hint": "any"}, {"room_id": "nook"})
+            tg.start_soon(run, "endless", {"rounds": 2}, {})
     assert results == {
         "wizard": {"tool": "wizard", "answers": {"name": {"title": "Launch"}, "size": {"people": 40}, "confirm": {"go": True}}},
         "book": {"tool": "book", "answers": {"room": {"room_id": "nook"}}},

@@ -348,6 +348,14 @@ impl<'a> Bridge<'a> {
     ) -> Result<Response<ProxyBody>, Refused> {
         let ctx = self.ctx;
         let gateway = &ctx.gateway;
+        // A held call keeps an upstream stream open with no client
+        // connection behind it: they count against the requests in flight.
+        if gateway.bridge.held_len() >= gateway.config.limits.max_in_flight_requests {
+            return Err(self.refused(Refusal::new(
+                Reason::Overloaded,
+                "this gateway instance holds as many calls for an answer as it serves requests at once; retry shortly",
+            )));
+        }
         let timeout = gateway.config.state.push_timeout;
         let key = format!("q{}", held.round);
         let call = new_operation_id();
