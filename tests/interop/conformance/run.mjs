@@ -105,28 +105,44 @@ const server = await startEverythingServer();
 // A federated route whose one member is the same server, with an empty
 // prefix: its names as they are, so the scenarios name them as directly.
 const FEDERATED = '/fed/conformance';
+// A bridged route: the same server, configured as speaking only 2026-07-28,
+// so the suite's 2025-11-25 client gets a bridged session (README "Bridging
+// the two generations"). Reported, not held to --strict: what 2026-07-28 has
+// no place for (a session's own stream, resumption, subscriptions) is not
+// carried by design.
+const BRIDGED = '/bridged/conformance';
 const gateway = await startGateway(
   { conformance: server.url },
   {
     extraToml:
       `[[upstream]]\nid = "conformance-fed"\nname = "Conformance (federated)"\nurl = "${server.url}"\nprefix = ""\n` +
-      `[[route]]\npath = "${FEDERATED}"\nupstreams = ["conformance-fed"]\n`,
+      `[[route]]\npath = "${FEDERATED}"\nupstreams = ["conformance-fed"]\n` +
+      `[[upstream]]\nid = "conformance-bridged"\nname = "Conformance (bridged)"\nurl = "${server.url}"\ngenerations = ["2026-07-28"]\n` +
+      `[[route]]\npath = "${BRIDGED}"\nupstream = "conformance-bridged"\n`,
   },
 );
 let rows;
 try {
-  const [serverDirect, serverGateway, serverFederated] = [
+  const [serverDirect, serverGateway, serverFederated, serverBridged] = [
     await serverScenarios(server.url, join(out, 'server-direct')),
     await serverScenarios(gateway.url('conformance'), join(out, 'server-gateway')),
     await serverScenarios(gateway.at(FEDERATED), join(out, 'server-federated')),
+    await serverScenarios(gateway.at(BRIDGED), join(out, 'server-bridged')),
   ];
   const [clientDirect, clientGateway] = [
     await clientScenarios(false, join(out, 'client-direct')),
     await clientScenarios(true, join(out, 'client-gateway')),
   ];
   rows = [
-    ...Object.keys(serverDirect).map((s) => ['server', s, serverDirect[s], serverGateway[s], serverFederated[s]]),
-    ...CLIENT_SCENARIOS.map((s) => ['client', s, clientDirect[s], clientGateway[s], null]),
+    ...Object.keys(serverDirect).map((s) => [
+      'server',
+      s,
+      serverDirect[s],
+      serverGateway[s],
+      serverFederated[s],
+      serverBridged[s],
+    ]),
+    ...CLIENT_SCENARIOS.map((s) => ['client', s, clientDirect[s], clientGateway[s], null, null]),
   ];
 } finally {
   await gateway.stop();
@@ -141,18 +157,23 @@ function gist(r) {
   return why.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 140);
 }
 console.log(
-  '| kind | scenario | direct | through the gateway | through a federated route of one upstream | first failure through the gateway |',
+  '| kind | scenario | direct | through the gateway | through a federated route of one upstream | through a bridged route (2025-11-25 client, upstream as 2026-07-28) | first failure through the gateway |',
 );
-console.log('|---|---|---|---|---|---|');
-for (const [kind, scenario, direct, via, federated] of rows) {
-  const failure = [via, federated].find((r) => r && !passes(r));
+console.log('|---|---|---|---|---|---|---|');
+for (const [kind, scenario, direct, via, federated, bridged] of rows) {
+  const failure = [via, federated, bridged].find((r) => r && !passes(r));
+  const cell = (r) => (r === null ? '–' : verdict(r));
   console.log(
-    `| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${federated === null ? '–' : verdict(federated)} | ${failure ? gist(failure) : ''} |`,
+    `| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${cell(federated)} | ${cell(bridged)} | ${failure ? gist(failure) : ''} |`,
   );
 }
 for (const kind of ['server', 'client']) {
   const mine = rows.filter((r) => r[0] === kind);
-  const federated = kind === 'server' ? `, ${mine.filter((r) => passes(r[4])).length}/${mine.length} through the federated route` : '';
+  const federated =
+    kind === 'server'
+      ? `, ${mine.filter((r) => passes(r[4])).length}/${mine.length} through the federated route, ` +
+        `${mine.filter((r) => passes(r[5])).length}/${mine.length} through the bridged route`
+      : '';
   console.log(
     `\n${kind} scenarios: ${mine.filter((r) => passes(r[2])).length}/${mine.length} pass directly, ` +
       `${mine.filter((r) => passes(r[3])).length}/${mine.length} through the gateway${federated}`,
