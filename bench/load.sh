@@ -8,15 +8,18 @@
 #     direct (wrk -> upstream; plain scenarios only),
 #     portcullis (wrk -> portcullis -> upstream, a route to one upstream),
 #     fed (fed* scenarios: wrk -> portcullis's route federating the three upstreams),
+#     bridged (bridged scenario: a 2025-11-25 client, wrk -> portcullis's route to the
+#              upstream configured as speaking only 2026-07-28: a bridged session),
 #     nginx (wrk -> nginx -> upstream),
-#     baseline, baseline-fed (another Portcullis binary, when BASELINE_BIN is set)
+#     baseline, baseline-fed, baseline-bridged (another Portcullis binary, when
+#              BASELINE_BIN is set)
 # interleaved (for each rep, each scenario, each target) and prints medians:
 # req/s, p50/p99, user and kernel CPU per request of the proxy, the upstream's
 # CPU per request (to subtract), RSS, and the ratios. Everything listens on and
 # talks to 127.0.0.1 only. See bench/README.md.
 #
 # Knobs (environment):
-#   SCENARIOS="small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16 fedlist@16 fedcall@16"
+#   SCENARIOS="small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16 fedlist@16 fedcall@16 bridged@16"
 #                    scenario@connections, run in this order each rep:
 #                    small     tools/call get_room, a small complete result
 #                    sse       tools/call watch_room: 3 progress events, then the result
@@ -26,6 +29,9 @@
 #                    handshake small over TLS 1.3, Connection: close (a handshake per request)
 #                    fedlist   tools/list: fed = merged from 3 upstreams; the others = one upstream's
 #                    fedcall   small, through the federated route (fed: bench_get_room) and the others
+#                    bridged   small; bridged: the same tools/call get_room from a 2025-11-25 client
+#                              in a bridged session (bench/wrk/bridged.lua: initialize, then the
+#                              call with its Mcp-Session-Id), beside the others' 2026-07-28 call
 #   DURATION=10      seconds per measured run
 #   REPS=3           repetitions
 #   WARMUP=2         seconds of unmeasured load before every measured run (0 = none)
@@ -43,7 +49,7 @@
 #                    to be quiet (< OTHER_WARN % of a CPU busy); 0 = don't wait
 set -euo pipefail
 
-SCENARIOS=${SCENARIOS:-"small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16 fedlist@16 fedcall@16"}
+SCENARIOS=${SCENARIOS:-"small@16 small@64 sse@64 big@64 mrtr@64 tls@64 handshake@16 fedlist@16 fedcall@16 bridged@16"}
 DURATION=${DURATION:-10}
 REPS=${REPS:-3}
 WARMUP=${WARMUP:-2}
@@ -63,7 +69,7 @@ done
 ((DURATION > 0 && REPS > 0 && WRK_THREADS > 0 && PROXY_THREADS > 0 && UPSTREAM_THREADS > 0)) \
     || { echo "load.sh: DURATION, REPS and the thread counts must be > 0" >&2; exit 2; }
 for s in $SCENARIOS; do
-    [[ $s =~ ^(small|sse|big|mrtr|tls|handshake|fedlist|fedcall)@[0-9]+$ ]] \
+    [[ $s =~ ^(small|sse|big|mrtr|tls|handshake|fedlist|fedcall|bridged)@[0-9]+$ ]] \
         || { echo "load.sh: bad scenario '$s' (expected NAME@CONNECTIONS)" >&2; exit 2; }
 done
 
@@ -212,6 +218,39 @@ mcp_post() { # url tool-or-"" outfile -> prints "status content-type"
         "${hdr[@]}" \
         --data-binary "$(body_of "$2")"
 }
+# The bridged scenario: a 2025-11-25 client's initialize, then its tools/call
+# get_room in the session (the bytes of bench/wrk/bridged.lua).
+LEGACY=2025-11-25
+LEGACY_INIT='{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"'$LEGACY'","capabilities":{},"clientInfo":{"name":"wrk","version":"1"}}}'
+LEGACY_CALL='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"p1"},"name":"get_room","arguments":{"room_id":"atrium"}}}'
+legacy_post() { # url outfile session-or-"" body [curl args...] -> prints "status content-type"
+    local url=$1 outf=$2 session=$3 body=$4 hdr=()
+    shift 4
+    [[ -z $session ]] || hdr=(-H "Mcp-Session-Id: $session")
+    curl -ksS -o "$outf" -w '%{http_code} %{content_type}' --max-time 5 -X POST "$url" \
+        -H 'Content-Type: application/json' \
+        -H 'Accept: application/json, text/event-stream' \
+        -H "MCP-Protocol-Version: $LEGACY" \
+        "${hdr[@]}" "$@" \
+        --data-binary "$body"
+}
+# initialize (answered by the gateway from the upstream's server/discover,
+# under the configured name), then the call in its session -> REPLY = the
+# call's "status content-type", its body in outfile.
+bridged_call() { # url outfile
+    local st session init
+    st=$(legacy_post "$1" "$TMP/bridged-init.body" "" "$LEGACY_INIT" -D "$TMP/bridged-init.head") \
+        || die "bridged initialize: curl failed"
+    [[ $st == 200* ]] || die "bridged initialize: HTTP $st: $(head -c 2000 "$TMP/bridged-init.body")"
+    session=$(awk 'tolower($1) == "mcp-session-id:" { print $2 }' "$TMP/bridged-init.head" | tr -d '\r')
+    [[ -n $session ]] || die "bridged initialize: no Mcp-Session-Id: $(cat "$TMP/bridged-init.head")"
+    init=$(head -c 4000 "$TMP/bridged-init.body")
+    # The gateway's own answer (the client's version, the configured name,
+    # the upstream's version from its server/discover), not the upstream's.
+    [[ $init == *"\"protocolVersion\":\"$LEGACY\""* && $init == *'"name":"Bench upstream (bridged)"'* \
+        && $init == *'"version":"0.1.0"'* ]] || die "bridged initialize: not the gateway's bridged answer: $init"
+    REPLY=$(legacy_post "$1" "$2" "$session" "$LEGACY_CALL") || die "bridged tools/call: curl failed"
+}
 
 wait_ready() { # name pid logfile check-command...
     local name=$1 pid=$2 logf=$3 i
@@ -284,6 +323,24 @@ path = "/fed"
 name = "bench-fed"
 upstreams = ["bench", "bench2", "bench3"]
 EOF
+    if ((WANT_BRIDGED)); then
+        cat >>"$conf" <<EOF
+
+# The bridged scenario: the same bench-upstream (its own pool), named as
+# speaking only 2026-07-28, so a 2025-11-25 client's initialize on /bridged is
+# answered by the gateway from its server/discover and each request of the
+# session is carried across as a 2026-07-28 request.
+[[upstream]]
+id = "bench-bridged"
+name = "Bench upstream (bridged)"
+url = "http://127.0.0.1:$UP_PORT/mcp"
+generations = ["2026-07-28"]
+
+[[route]]
+path = "/bridged"
+upstream = "bench-bridged"
+EOF
+    fi
     "$bin" check --config "$conf" >/dev/null || die "$t rejects the generated config $conf"
     log "$t on 127.0.0.1:${PORT[$t]} and TLS :${TLS_PORT[$t]} (TOKIO_WORKER_THREADS=$PROXY_THREADS)"
     TOKIO_WORKER_THREADS=$PROXY_THREADS "$bin" run --config "$conf" >"$TMP/$t.log" 2>&1 &
@@ -293,14 +350,20 @@ EOF
     REPLY=$pid
 }
 
+# The /bridged route is configured only when a bridged scenario runs (a
+# BASELINE_BIN from before the bridge would reject its `generations`).
+WANT_BRIDGED=0
+[[ " $SCENARIOS" == *" bridged@"* ]] && WANT_BRIDGED=1
 declare -A PROXY_PID=([direct]="")
 start_portcullis portcullis "$BIN"; PROXY_PID[portcullis]=$REPLY
 PROXY_PID[fed]=${PROXY_PID[portcullis]}
-TARGETS=(direct portcullis fed nginx)
+PROXY_PID[bridged]=${PROXY_PID[portcullis]}
+TARGETS=(direct portcullis fed bridged nginx)
 if [[ -n $BASELINE_BIN ]]; then
     start_portcullis baseline "$BASELINE_BIN"; PROXY_PID[baseline]=$REPLY
     PROXY_PID[baseline-fed]=${PROXY_PID[baseline]}
-    TARGETS+=(baseline baseline-fed)
+    PROXY_PID[baseline-bridged]=${PROXY_PID[baseline]}
+    TARGETS+=(baseline baseline-fed baseline-bridged)
 fi
 
 NGX="$TMP/nginx"
@@ -372,15 +435,21 @@ wait_ready nginx "${PROXY_PID[nginx]}" "$NGX/error.log" answers "http://127.0.0.
 
 url_of() { # target tls(0/1)
     local t=$1 path=/mcp
-    # fed and baseline-fed: the federated route of portcullis and baseline.
+    # fed and baseline-fed: the federated route of portcullis and baseline;
+    # bridged and baseline-bridged: their route to the 2026-07-28-only upstream.
     [[ $t == *fed ]] && { path=/fed; t=${t%fed}; t=${t%-}; t=${t:-portcullis}; }
+    [[ $t == *bridged ]] && { path=/bridged; t=${t%bridged}; t=${t%-}; t=${t:-portcullis}; }
     if [[ $t == direct ]]; then echo "http://127.0.0.1:$UP_PORT/mcp"
     elif (($2)); then echo "https://127.0.0.1:${TLS_PORT[$t]}$path"
     else echo "http://127.0.0.1:${PORT[$t]}$path"; fi
 }
-# Scenario -> wrk script, tool (none: tools/list), TLS, Connection: close.
+# Scenario -> wrk script (lua_of), tool (none: tools/list), TLS, Connection: close.
 declare -A LUA=([mrtr]=mrtr.lua) TOOL=([sse]=watch_room [big]=room_report [mrtr]=book_room [fedlist]="") \
     IS_TLS=([tls]=1 [handshake]=1) CLOSE=([handshake]=1)
+lua_of() { # scenario target -> the wrk script
+    # A bridged target is a 2025-11-25 client in a session.
+    if [[ $2 == *bridged ]]; then echo bridged.lua; else echo "${LUA[$1]:-tools_call.lua}"; fi
+}
 tool_of() { # scenario target -> the tool it calls ("" for tools/list)
     local tool=get_room
     [[ -v "TOOL[$1]" ]] && tool=${TOOL[$1]}
@@ -394,6 +463,7 @@ targets_of() { # scenario -> REPLY_TARGETS
     for t in "${TARGETS[@]}"; do
         [[ $t == direct && -n ${IS_TLS[$1]:-} ]] && continue
         [[ $t == *fed && $1 != fed* ]] && continue
+        [[ $t == *bridged && $1 != bridged ]] && continue
         REPLY_TARGETS+=("$t")
     done
 }
@@ -413,7 +483,11 @@ for spec in $SCENARIOS; do
         [[ -n ${CHECKED[$key]:-} ]] && continue
         CHECKED[$key]=1
         out="$TMP/check-$t-${what/\//-}-$tls.body"
-        st=$(mcp_post "$(url_of "$t" "$tls")" "$tool" "$out") || die "$t: curl failed"
+        if [[ $t == *bridged ]]; then
+            bridged_call "$(url_of "$t" "$tls")" "$out"; st=$REPLY
+        else
+            st=$(mcp_post "$(url_of "$t" "$tls")" "$tool" "$out") || die "$t: curl failed"
+        fi
         body=$(head -c 8000 "$out")
         [[ $st == 200* ]] || die "$t $what: HTTP $st: $body"
         if [[ $st == *event-stream* ]]; then
@@ -422,6 +496,10 @@ for spec in $SCENARIOS; do
         [[ $body == *'"jsonrpc":"2.0"'* && $body == *'"result":'* && $body == *'"id":1'* ]] \
             || die "$t $what: HTTP 200 but no JSON-RPC result: $body"
         [[ $body != *'"isError":true'* ]] || die "$t $what: the tool call failed: $body"
+        # A bridged result comes back as 2025-11-25 has it (no resultType),
+        # with the upstream's answer.
+        [[ $t != *bridged || ($body != *'"resultType"'* && $body == *'"seats":24'*) ]] \
+            || die "$t $what: not a bridged 2025-11-25 result: $body"
         if [[ -z $tool ]]; then
             # Every upstream's four tools, under its prefix on the federated
             # route, none left out.
@@ -436,7 +514,7 @@ for spec in $SCENARIOS; do
                 done
             fi
         fi
-        log "check $t $what$( ((tls)) && echo ' (TLS)'): HTTP ${st%% *}, ${st#* }, $(wc -c <"$out") bytes"
+        log "check $t $what$( ((tls)) && echo ' (TLS)')$([[ $t == *bridged ]] && echo ' in a 2025-11-25 session'): HTTP ${st%% *}, ${st#* }, $(wc -c <"$out") bytes"
     done
 done
 
@@ -508,7 +586,7 @@ run_wrk() { # scenario target connections url seconds outfile
     [[ -n $tool ]] || method=tools/list
     MCP_METHOD=$method MCP_TOOL=$tool MCP_CLOSE=${CLOSE[$sc]:-0} \
         timeout --kill-after=5 $(($5 + 30)) \
-        wrk -t"$WRK_THREADS" -c"$3" -d"$5s" --timeout 5s -s "$BENCH_DIR/wrk/${LUA[$sc]:-tools_call.lua}" "$4" >"$6" 2>&1 &
+        wrk -t"$WRK_THREADS" -c"$3" -d"$5s" --timeout 5s -s "$BENCH_DIR/wrk/$(lua_of "$sc" "$2")" "$4" >"$6" 2>&1 &
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=""
@@ -658,6 +736,23 @@ report() { # max_other title
             fi
             echo
         fi
+        if [[ $spec == bridged* ]]; then
+            # A 2025-11-25 client's call in a bridged session against the
+            # same call from a 2026-07-28 client on the route to the same
+            # upstream (same gateway, seconds apart).
+            printf '%-13s bridged/portcullis: CPU/req %s (user %s, sys %s), p50 %s, p99 %s, throughput %s; bridged/nginx: CPU/req %s, throughput %s' "" \
+                "$(ratio "${M[bridged,cpu_us]}" "${M[portcullis,cpu_us]}")" "$(ratio "${M[bridged,user_us]}" "${M[portcullis,user_us]}")" \
+                "$(ratio "${M[bridged,sys_us]}" "${M[portcullis,sys_us]}")" "$(ratio "${M[bridged,p50_us]}" "${M[portcullis,p50_us]}")" \
+                "$(ratio "${M[bridged,p99_us]}" "${M[portcullis,p99_us]}")" "$(ratio "${M[bridged,rps]}" "${M[portcullis,rps]}")" \
+                "$(ratio "${M[bridged,cpu_us]}" "${M[nginx,cpu_us]}")" "$(ratio "${M[bridged,rps]}" "${M[nginx,rps]}")"
+            if [[ -n $BASELINE_BIN ]]; then
+                printf '; baseline-bridged/baseline: CPU/req %s, p50 %s; bridged/baseline-bridged: CPU/req %s' \
+                    "$(ratio "${M[baseline-bridged,cpu_us]}" "${M[baseline,cpu_us]}")" \
+                    "$(ratio "${M[baseline-bridged,p50_us]}" "${M[baseline,p50_us]}")" \
+                    "$(ratio "${M[bridged,cpu_us]}" "${M[baseline-bridged,cpu_us]}")"
+            fi
+            echo
+        fi
         unset M
     done
 }
@@ -703,7 +798,7 @@ if ((${#NOISY[@]})); then
 fi
 if ((${#ERRORS[@]})); then
     echo
-    echo "wrk errors (non-2xx responses = status, MRTR answers that were neither input_required nor complete = other; the rest are socket errors):"
+    echo "wrk errors (non-2xx responses = status; other = MRTR answers that were neither input_required nor complete, or bridged 200 answers that were no result; the rest are socket errors):"
     printf '  %s\n' "${ERRORS[@]}"
     log "some runs had errors: their figures are suspect"
     exit 3

@@ -89,7 +89,7 @@ fn sent(up: &ScriptedUpstream) -> Vec<Value> {
 }
 
 fn retry_params(tool: &str, state: &Value, answer: Value) -> Value {
-    json!({"name": tool, "arguments": {}, "inputResponses": {"q1": answer}, "requestState": state})
+    json!({"name": tool, "arguments": {}, "inputResponses": {"answer": answer}, "requestState": state})
 }
 
 #[tokio::test]
@@ -170,7 +170,7 @@ async fn a_pushed_request_becomes_a_question_and_the_retry_answers_the_waiting_p
     );
     let r = &v["result"];
     assert_eq!(r["resultType"], "input_required", "{v}");
-    let q = &r["inputRequests"]["q1"];
+    let q = &r["inputRequests"]["answer"];
     assert_eq!(q["method"], "elicitation/create");
     assert_eq!(q["params"]["message"], "Your room?");
     assert_eq!(
@@ -242,7 +242,28 @@ async fn a_pushed_request_becomes_a_question_and_the_retry_answers_the_waiting_p
         retry_params("plain", &state, json!({"action": "decline"})),
     )
     .await;
-    assert_eq!(other["error"]["data"]["reason"], "state_invalid", "{other}");
+    assert_eq!(
+        other["error"]["data"]["reason"], "state_target_mismatch",
+        "{other}"
+    );
+    let mut changed = retry_params("ask", &state, json!({"action": "decline"}));
+    changed["arguments"] = json!({"room": "elsewhere"});
+    let changed = post(&gw, 7, "tools/call", changed).await;
+    assert_eq!(
+        changed["error"]["data"]["reason"], "state_arguments_mismatch",
+        "{changed}"
+    );
+    // Carried under an id of the gateway's own: clients number alike.
+    let ids: Vec<Value> = sent(&up)
+        .into_iter()
+        .filter(|b| b["method"] == "tools/call")
+        .map(|b| b["id"].clone())
+        .collect();
+    assert!(
+        ids.iter()
+            .all(|i| i.as_str().is_some_and(|i| i.starts_with("portcullis-"))),
+        "{ids:?}"
+    );
     gw.shutdown().await;
 }
 

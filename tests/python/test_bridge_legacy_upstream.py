@@ -68,7 +68,7 @@ class Upstream:
         return self._get("/received")
 
     def calls(self) -> list[dict[str, Any]]:
-        """Every tools/call of a flow: {tool, session, replies: [{key, action}|{key, error, reason}], end}."""
+        """Every tools/call of a flow: {tool, session, replies: [{key, action, fields}|{key, error, reason}], end}."""
         return self._get("/calls")
 
     @contextmanager
@@ -344,10 +344,10 @@ async def test_discovered_on_the_first_request(v1):
     # The client's own discover was forwarded once, as a 2026-07-28 request without a session.
     [probe] = [r for r in seen if r["method"] == "server/discover"]
     assert seen[0] is probe and probe["version"] == MODERN and not probe["session"], seen
-    inits = [r for r in seen if r["method"] == "initialize"]
-    assert inits, seen
-    assert all(r["protocolVersion"] == LEGACY and r["caps"] == ELICIT for r in inits), inits
-    assert [r for r in seen if r["method"] == "notifications/initialized"], seen
+    # The initialize that found out is the session: one, with the client's capabilities.
+    assert [r["method"] for r in seen] == ["server/discover", "initialize", "notifications/initialized", "tools/list"], seen
+    [init] = [r for r in seen if r["method"] == "initialize"]
+    assert init["protocolVersion"] == LEGACY and init["caps"] == ELICIT, init
     # Everything after the probe is a 2025-11-25 request in a session.
     listed = [r for r in seen if r["method"] == "tools/list"]
     assert listed and all(r["session"] and r["version"] == LEGACY for r in listed), seen
@@ -456,7 +456,7 @@ async def test_one_round_accepted(bridge, v1, route):
         # One upstream call, held open while the client answered: not called again.
         assert len(tool_calls(seen, "book")) == 1, seen
         [held] = flow_calls(made, "book")
-        assert held["replies"] == [{"key": "room", "action": "accept"}] and held["end"] == "result", held
+        assert held["replies"] == [{"key": "room", "action": "accept", "fields": ["room_id"]}] and held["end"] == "result", held
         assert all(r["version"] == LEGACY for r in seen if r["http"] == "POST"), seen
 
 
@@ -481,7 +481,7 @@ async def test_one_round_on_the_wire(bridge, v1):
     assert final["result"]["resultType"] == "complete", final
     assert json.loads(final["result"]["content"][0]["text"]) == {"tool": "book", "answers": {"room": {"room_id": "nook"}}}
     assert len(tool_calls(seen, "book")) == 1
-    assert flow_calls(made, "book")[0]["replies"] == [{"key": "room", "action": "accept"}]
+    assert flow_calls(made, "book")[0]["replies"] == [{"key": "room", "action": "accept", "fields": ["room_id"]}]
 
 
 async def test_three_rounds(bridge, v1):
@@ -501,7 +501,7 @@ async def test_three_rounds(bridge, v1):
     assert len(set(states)) == 3
     assert len(tool_calls(seen, "wizard")) == 1, seen
     [held] = flow_calls(made, "wizard")
-    assert held["replies"] == [{"key": k, "action": "accept"} for k in ("name", "size", "confirm")], held
+    assert held["replies"] == [{"key": k, "action": "accept", "fields": [f]} for k, f in (("name", "title"), ("size", "people"), ("confirm", "go"))], held
 
 
 async def test_two_questions_of_one_call_are_two_rounds(bridge, v1):
@@ -524,7 +524,7 @@ async def test_decline_and_cancel_reach_the_upstream(bridge, v1, action):
     assert outcome(result) == {"tool": "wizard", "stopped": {"key": "name", "action": action}}
     assert len(s.asked) == 1
     [held] = flow_calls(made, "wizard")
-    assert held["replies"] == [{"key": "name", "action": action}] and held["end"] == "result", held
+    assert held["replies"] == [{"key": "name", "action": action, "fields": []}] and held["end"] == "result", held
     assert len(tool_calls(seen, "wizard")) == 1
 
 
@@ -536,7 +536,7 @@ async def test_url_mode_question(bridge, v1):
     assert isinstance(asked, types.ElicitRequestURLParams), asked
     assert asked.url == "https://auth.example.com/authorize?client=rooms"
     assert outcome(result) == {"tool": "signin", "answers": {"login": None}}
-    assert flow_calls(made, "signin")[0]["replies"] == [{"key": "login", "action": "accept"}]
+    assert flow_calls(made, "signin")[0]["replies"] == [{"key": "login", "action": "accept", "fields": []}]
 
 
 async def test_markup_is_stripped_from_a_pushed_question(bridge):
@@ -653,7 +653,7 @@ async def test_a_retry_at_another_instance_is_409(bridges, v1):
     assert here["result"]["resultType"] == "complete", here
     assert json.loads(here["result"]["content"][0]["text"]) == {"tool": "book", "answers": {"room": {"room_id": "atrium"}}}
     assert len(tool_calls(seen, "book")) == 1
-    assert flow_calls(made, "book")[0]["replies"] == [{"key": "room", "action": "accept"}]
+    assert flow_calls(made, "book")[0]["replies"] == [{"key": "room", "action": "accept", "fields": ["room_id"]}]
 
 
 async def test_a_retry_is_taken_once(bridge, v1):
@@ -696,14 +696,22 @@ async def test_a_retry_after_the_hold_expired(strict, v1):
 
 
 async def test_concurrent_calls_share_the_upstream_session(bridge, v1):
-    """Two clients with the same capabilities, each in a call waiting at a pushed
-    question of the same upstream session: each retry reaches its own call."""
-    results: dict[str, dict[str, Any]] = {}
+    """Three clients with the same capabilities, each in a call waiting at a pushed
+    question of the same upstream session: each retry reaches its own call, and each
+    client gets its own call's result. (Each SDK client numbers its requests from the
+    same start, so their calls carry the same JSON-RPC id.)"""
+    async with modern(bridge.url("v1"), accept_all()) as s:
+        await s.client.call_tool("echo", {"text": "warm"})  # the session is open
+    results: dict[str, Any] = {}
     with v1.watch() as (seen, made):
 
         async def run(tool: str, args: dict[str, Any], values: dict[str, Any]) -> None:
             async with modern(bridge.url("v1"), accept_all(**values)) as s:
-                results[tool] = outcome(await s.client.call_tool(tool, args))
+                try:
+                    with anyio.fail_after(20):
+                        results[tool] = outcome(await s.client.call_tool(tool, args))
+                except TimeoutError:
+                    results[tool] = "no answer within 20 s"
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, "wizard", {}, {"title": "Launch", "people": 40})
@@ -716,7 +724,37 @@ async def test_concurrent_calls_share_the_upstream_session(bridge, v1):
     }
     assert not [r for r in seen if r["method"] == "initialize"], "a new upstream session for the same capabilities"
     assert len({c["session"] for c in made}) == 1, made
-    assert sorted(c["tool"] for c in made) == ["book", "endless", "wizard"]
+
+
+async def test_two_calls_with_the_same_id_at_once(bridge, v1):
+    """Two 2026-07-28 requests are independent, whatever their ids: two callers' calls
+    with the same JSON-RPC id, both waiting at a question, each get their own result."""
+    url = bridge.url("v1")
+    outcomes: dict[str, Any] = {}
+
+    async def run(http: httpx2.AsyncClient, tool: str, args: dict[str, Any], content: dict[str, Any]) -> None:
+        first = call(7, tool, args)
+        _, answer = await post(http, url, first)
+        rounds = 0
+        try:
+            with anyio.fail_after(15):
+                while answer.get("result", {}).get("resultType") == "input_required":
+                    key, _, state = the_question(answer["result"])
+                    rounds += 1
+                    _, answer = await post(http, url, retry(8, first, state, {key: {"action": "accept", "content": content}}))
+            outcomes[tool] = json.loads(answer["result"]["content"][0]["text"])
+        except (TimeoutError, httpx2.TimeoutException):
+            outcomes[tool] = f"no answer after round {rounds}"
+
+    async with httpx2.AsyncClient(timeout=30) as http:
+        await post(http, url, call(1, "echo", {"text": "warm"}))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, http, "book", {"hint": "any"}, {"room_id": "nook"})
+            tg.start_soon(run, http, "endless", {"rounds": 2}, {"more": True})
+    assert outcomes == {
+        "book": {"tool": "book", "answers": {"room": {"room_id": "nook"}}},
+        "endless": {"tool": "endless", "answers": {"again-1": {"more": True}, "again-2": {"more": True}}},
+    }
 
 
 @pytest.mark.parametrize(
@@ -755,7 +793,7 @@ async def test_a_retry_that_does_not_fit_its_state_is_refused(bridge, v1, change
     assert status == 400 and refused["error"]["data"]["reason"] == reason, refused
     assert status_ok == 200 and json.loads(done["result"]["content"][0]["text"])["answers"] == {"room": {"room_id": "atrium"}}, done
     [book] = flow_calls(made, "book")
-    assert book["replies"] == [{"key": "room", "action": "accept"}], book
+    assert book["replies"] == [{"key": "room", "action": "accept", "fields": ["room_id"]}], book
 
 
 async def test_the_upstream_forgets_its_sessions(v1):
@@ -774,3 +812,37 @@ async def test_the_upstream_forgets_its_sessions(v1):
     assert first == "after", f"the first request after the restart failed: {first!r}"
     assert second == {"tool": "book", "answers": {"room": {"room_id": "atrium"}}}
     assert [r["method"] for r in seen if r["method"] == "initialize"] == ["initialize"], seen
+
+
+async def test_the_audit_trail_of_a_bridged_call(v1):
+    """The same provenance events as a question of a 2026-07-28 upstream: asked, delivered,
+    answered (under the key the client saw, for the call it belongs to), ended; never a
+    typed value."""
+    with own_gateway(config(v1.url, generations=[LEGACY])) as gw:
+        async with modern(gw.url("v1"), accept_all(room_id="studio-b")) as s:
+            assert outcome(await s.client.call_tool("book", {"hint": "the audit room"}))["answers"]
+        [(key, _)] = s.asked
+
+        def events() -> list[dict[str, Any]]:
+            lines = gw.log_path.read_text().splitlines()
+            return [json.loads(line) for line in lines if line.startswith("{") and '"event"' in line]
+
+        await eventually(lambda: any(e["event"] == "operation_end" for e in events()), 3)
+        log = events()
+        assert "studio-b" not in gw.log_path.read_text(), "a typed value in the log"
+    ops = [e for e in log if e.get("operation")]
+    assert len({e["operation"] for e in ops}) == 1, ops
+    kinds = [e["event"] for e in ops]
+    first = {k: next(e for e in ops if e["event"] == k) for k in kinds}
+    problems = [f"no {k} event" for k in ("input_required_received", "delivered", "retry_received", "operation_end") if k not in first]
+    if (asked := first.get("input_required_received")) and asked["requests"] != [{"key": key, "kind": "form", "fields": ["room_id"]}]:
+        problems.append(f"question recorded as {asked['requests']}, the client was asked under key {key!r}")
+    if answered := first.get("retry_received"):
+        # The answer is recorded as a 2025-11-25 session records the answer to
+        # any pushed request: under the answer message (method "other"), not
+        # the call it belongs to (the operation id ties the two together).
+        if [(a["key"], a["action"]) for a in answered["answers"]] != [(key, "accept")]:
+            problems.append(f"answers recorded as {answered['answers']}, the client answered key {key!r}")
+    if (end := first.get("operation_end")) and end["outcome"] != "complete":
+        problems.append(f"operation_end outcome {end['outcome']!r}")
+    assert not problems, problems

@@ -4,9 +4,12 @@
 //! on purpose: the real SDK server of `portcullis demo` costs several times
 //! what the proxies cost, which hides the difference being measured.
 //!
-//! It answers `tools/list` with its four tools (one page), and `tools/call`
-//! by the tool's name (anything else gets an empty `complete` result),
-//! echoing the request's id byte for byte:
+//! It answers `server/discover` with a constant 2026-07-28 discovery result
+//! (`supportedVersions: ["2026-07-28"]`, `capabilities: {"tools":{}}`, its
+//! name and version under `_meta`: what the gateway needs to bridge a
+//! 2025-11-25 client to it), `tools/list` with its four tools (one page),
+//! and `tools/call` by the tool's name (anything else gets an empty
+//! `complete` result), echoing the request's id byte for byte:
 //!
 //! * `get_room`: a small `complete` result (the size of the demo's answer);
 //! * `watch_room`: an event stream of three `notifications/progress` (with
@@ -17,8 +20,11 @@
 //!   own; a retry must bring that state back (with `inputResponses`), and is
 //!   answered `complete`, echoing the state; anything else is a JSON-RPC error.
 //!
-//! Not a conforming MCP server: no `initialize`, no header checks, no
-//! sessions. It listens on every loopback address it is given (one process
+//! Not a conforming MCP server: no header checks, no sessions, and no
+//! `initialize` (it gets the empty `complete` result, as any method it does
+//! not know, rather than the refusal a 2026-07-28-only server sends, so
+//! `load.sh` names it `generations = ["2026-07-28"]` for its bridged
+//! route). It listens on every loopback address it is given (one process
 //! standing in for several upstreams of a federated route, each on its own
 //! port) and never reads anything but 127.0.0.1 traffic it is sent.
 
@@ -41,6 +47,9 @@ const STATE_PREFIX: &str = "bench-up.";
 const GET_ROOM: &str = r#"{"resultType":"complete","content":[{"type":"text","text":"The Atrium (atrium) has 24 seats."}],"structuredContent":{"room_id":"atrium","seats":24},"isError":false}"#;
 
 const FORM: &str = r#"{"resultType":"input_required","inputRequests":{"contact":{"method":"elicitation/create","params":{"mode":"form","message":"Who should we send the booking to?","requestedSchema":{"type":"object","properties":{"name":{"type":"string","title":"Name","maxLength":80},"email":{"type":"string","format":"email","title":"Email"},"seats":{"type":"integer","minimum":1,"maximum":40,"title":"Seats"},"room":{"type":"string","title":"Room","oneOf":[{"const":"atrium","title":"Atrium"},{"const":"nook","title":"Nook"}]},"catering":{"type":"boolean","title":"Catering","default":false}},"required":["name","email"]}}}},"requestState":""#;
+
+/// `server/discover`: a 2026-07-28-only server with tools.
+const DISCOVER: &str = r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":3600000,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"bench-upstream","version":"0.1.0"}}}"#;
 
 /// `tools/list`: the four tools above, on one page.
 const TOOLS: &str = r#"{"resultType":"complete","tools":[{"name":"get_room","title":"Get room","description":"Look up a room by id: atrium, studio-b or nook.","inputSchema":{"type":"object","properties":{"room_id":{"type":"string","description":"The room's id."}},"required":["room_id"]}},{"name":"watch_room","title":"Watch rooms","description":"Check the rooms one by one, reporting progress as it goes.","inputSchema":{"type":"object","properties":{"room_id":{"type":"string"}}}},{"name":"room_report","title":"Room report","description":"Report on every room: floor, seats and whether it is free.","inputSchema":{"type":"object","properties":{}}},{"name":"book_room","title":"Book a room","description":"Book a meeting room for a day and hour; asks who the booking is for.","inputSchema":{"type":"object","properties":{"day":{"type":"string","format":"date"},"hour":{"type":"integer","minimum":0,"maximum":23},"room_hint":{"type":"string"}},"required":["day","hour"]}}]}"#;
@@ -130,8 +139,10 @@ impl Answers {
             return Answer::Json(error("null", "not a JSON-RPC request"));
         };
         let id = call.id.map_or("null", RawValue::get);
-        if call.method == Some("tools/list") {
-            return Answer::Json(message(id, "result", &[TOOLS]));
+        match call.method {
+            Some("tools/list") => return Answer::Json(message(id, "result", &[TOOLS])),
+            Some("server/discover") => return Answer::Json(message(id, "result", &[DISCOVER])),
+            _ => {}
         }
         let params = call.params.unwrap_or_default();
         match params.name {

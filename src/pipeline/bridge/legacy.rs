@@ -22,10 +22,12 @@ use super::held::{Held, Opened};
 use super::metrics::QuestionOutcome;
 use super::outbound::{params_of, to_sessions_params, to_stateless, Outbound};
 use super::rounds::through;
+use crate::audit::{AuditEvent, OperationOutcome};
 use crate::json::MessageKind;
 use crate::model::{Generation, McpMethod, ProtocolVersion, Reason, Refusal};
 use crate::mrtr::seal::new_operation_id;
-use crate::sessions::{HoldState, HOLD_PREFIX};
+use crate::pipeline::answer::PUSH_KEY;
+use crate::sessions::{HoldState, PushState, HOLD_PREFIX};
 
 /// Where a 2026-07-28 result names the server.
 const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
@@ -185,6 +187,29 @@ impl<'a> Bridge<'a> {
         Ok(opened)
     }
 
+    /// The audit trail's end of the operation the call's pushes made,
+    /// once the call that answered `answered` (a push's sealed id) ends.
+    fn ended(&self, answered: Option<&Value>, rounds: u32, outcome: OperationOutcome) {
+        let ctx = self.ctx;
+        let audit = &ctx.gateway.audit;
+        let token = answered.and_then(Value::as_str);
+        let Some(push) =
+            token.and_then(|t| PushState::open(&ctx.gateway.config.state.keys, t).ok())
+        else {
+            return;
+        };
+        if audit.enabled() {
+            let at = ctx.audit_context().with_operation(&push.operation, rounds);
+            let elapsed = ctx
+                .gateway
+                .clock
+                .now_millis()
+                .saturating_sub(push.started_ms);
+            let took = std::time::Duration::from_millis(elapsed);
+            audit.emit(&at, AuditEvent::operation_end(outcome, rounds, took, None));
+        }
+    }
+
     fn count(&self, outcome: QuestionOutcome) {
         let ctx = self.ctx;
         let metrics = &ctx.gateway.metrics.bridge;
@@ -261,33 +286,21 @@ impl<'a> Bridge<'a> {
     async fn call(&self) -> Result<Response<ProxyBody>, Refused> {
         let ctx = self.ctx;
         let params = to_sessions_params(params_of(&ctx.request).map_err(|r| self.refused(r))?);
-        let id = ctx.id().unwrap_or("null");
-        let body = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":{},\"params\":{}}}",
-            Value::from(ctx.request.method.as_str()),
-            Value::Object(params)
-        );
-        let body: Value = serde_json::from_str(&body).map_err(|_| {
-            self.refused(Refusal::new(
-                Reason::InvalidRequest,
-                "the request cannot be carried",
-            ))
-        })?;
+        // Its own id upstream: stateless clients number their requests
+        // alike, and the calls of many of them share one upstream session.
+        let id = format!("portcullis-{}", new_operation_id());
+        let body = json!({"jsonrpc": "2.0", "id": id,
+            "method": ctx.request.method.as_str(), "params": params});
         let mut opened = self.session().await?;
         let mut sent = self.send(&body, &opened).await;
         // A session the upstream forgot (it restarted): opened again, once.
-        if let Err(r) = &sent {
-            if matches!(
-                r.refusal.reason,
-                Reason::SessionInvalid | Reason::SessionExpired | Reason::UpstreamRefused
-            ) {
-                ctx.gateway.bridge.forget_session(&self.session_key);
-                opened = self.open_session().await?;
-                sent = self.send(&body, &opened).await;
-            }
+        if session_gone(&sent) {
+            ctx.gateway.bridge.forget_session(&self.session_key);
+            opened = self.open_session().await?;
+            sent = self.send(&body, &opened).await;
         }
         let max = ctx.gateway.config.limits.max_response_body_bytes;
-        self.read(Messages::new(sent?, max), opened, 0).await
+        self.read(Messages::new(sent?, max), opened, 0, None).await
     }
 
     async fn send(&self, body: &Value, opened: &Opened) -> Result<Response<ProxyBody>, Refused> {
@@ -306,6 +319,7 @@ impl<'a> Bridge<'a> {
         mut messages: Messages,
         opened: Opened,
         round: u32,
+        answered: Option<&Value>,
     ) -> Result<Response<ProxyBody>, Refused> {
         let ctx = self.ctx;
         loop {
@@ -317,11 +331,13 @@ impl<'a> Bridge<'a> {
                 )));
             };
             if let Some(result) = m.get("result") {
+                self.ended(answered, round, OperationOutcome::Complete);
                 let mut result = result.clone();
                 to_stateless(&mut result, ctx.request.method.as_str());
                 return Ok(json_response(message(ctx.id(), "result", &result), None));
             }
             if let Some(error) = m.get("error") {
+                self.ended(answered, round, OperationOutcome::Error);
                 return Ok(json_response(message(ctx.id(), "error", error), None));
             }
             if let (Some(push), Some(method)) = (m.get("id"), m.get("method")) {
@@ -357,7 +373,9 @@ impl<'a> Bridge<'a> {
             )));
         }
         let timeout = gateway.config.state.push_timeout;
-        let key = format!("q{}", held.round);
+        // The key the push policy and the audit trail name a pushed
+        // question by: the client answers under the same.
+        let key = PUSH_KEY.to_owned();
         let call = new_operation_id();
         let state = HoldState {
             v: 1,
@@ -367,6 +385,7 @@ impl<'a> Bridge<'a> {
             upstream: ctx.route.upstream.settings.id.clone(),
             method: ctx.request.method.as_str().to_owned(),
             target: ctx.request.target.clone(),
+            digest: ctx.request.digest().to_owned(),
             key: key.clone(),
             expires: gateway.clock.now_secs().saturating_add(timeout.as_secs()),
         };
@@ -394,13 +413,30 @@ impl<'a> Bridge<'a> {
         let state = HoldState::open(&gateway.config.state.keys, token).map_err(|_| {
             invalid("this requestState was not issued by this gateway, or was altered")
         })?;
-        if state.principal != ctx.binding().principal_key()
-            || state.upstream != ctx.route.upstream.settings.id
-            || state.method != ctx.request.method.as_str()
-            || state.target != ctx.request.target
-        {
-            return Err(invalid(
-                "this requestState belongs to another caller, server or call",
+        let mismatch =
+            |reason: Reason, why: &str| self.refused(Refusal::new(reason, why.to_owned()));
+        if state.principal != ctx.binding().principal_key() {
+            return Err(mismatch(
+                Reason::StatePrincipalMismatch,
+                "this requestState was issued to another caller",
+            ));
+        }
+        if state.upstream != ctx.route.upstream.settings.id {
+            return Err(mismatch(
+                Reason::StateUpstreamMismatch,
+                "this requestState was issued for another MCP server",
+            ));
+        }
+        if state.method != ctx.request.method.as_str() || state.target != ctx.request.target {
+            return Err(mismatch(
+                Reason::StateTargetMismatch,
+                "this requestState was issued for another tool, prompt or resource",
+            ));
+        }
+        if state.digest != ctx.request.digest() {
+            return Err(mismatch(
+                Reason::StateArgumentsMismatch,
+                "the retry changed the arguments of the call it answers",
             ));
         }
         if gateway.clock.now_secs() > state.expires {
@@ -452,9 +488,24 @@ impl<'a> Bridge<'a> {
             messages,
             session,
             round,
-            ..
+            push,
         } = held;
-        self.read(messages, session, round).await
+        self.read(messages, session, round, Some(&push)).await
+    }
+}
+
+/// Whether the upstream answered as a server that no longer knows the
+/// session (it restarted): 404, as the spec has it say.
+fn session_gone(sent: &Result<Response<ProxyBody>, Refused>) -> bool {
+    match sent {
+        Ok(resp) => resp.status() == http::StatusCode::NOT_FOUND,
+        Err(r) => {
+            matches!(
+                r.refusal.reason,
+                Reason::SessionInvalid | Reason::SessionExpired
+            ) || (r.refusal.reason == Reason::UpstreamRefused
+                && r.refusal.data("upstreamStatus").and_then(Value::as_u64) == Some(404))
+        }
     }
 }
 

@@ -12,9 +12,9 @@
 //                  every HTTP request at /mcp: `session` whether it carried an
 //                  Mcp-Session-Id, `version` its MCP-Protocol-Version header, `caps` and
 //                  `protocolVersion` those of an `initialize`
-//   GET /calls     [{tool, session, replies: [{key, action} | {key, error, reason}], end,
+//   GET /calls     [{tool, session, replies: [{key, action, fields} | {key, error, reason}], end,
 //                  aborted}] every tools/call of a flow: how each pushed question was
-//                  answered (`error`: the JSON-RPC error code the push got, or "not sent"
+//                  answered (`fields`: the names of the fields it got, never their values; `error`: the JSON-RPC error code the push got, or "not sent"
 //                  when the SDK refused to push it; `reason` its data.reason), and how the call ended ("result", "error", or null while
 //                  it still runs)
 //   POST /forget   ends every session, as a restart would (their ids then get 404)
@@ -79,7 +79,7 @@ function buildServer() {
             call.end = 'error';
             throw error;
           }
-          call.replies.push({ key, action: reply.action });
+          call.replies.push({ key, action: reply.action, fields: Object.keys(reply.content ?? {}).sort() });
           if (reply.action !== 'accept') {
             call.end = 'result';
             return text(name, { stopped: { key, action: reply.action } });

@@ -25,6 +25,9 @@ pub struct HoldState {
     pub method: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub target: Option<String>,
+    /// The digest of the call's params (`mrtr::params_digest`): a retry
+    /// must not change them.
+    pub digest: String,
     /// The question's key in `inputRequests`.
     pub key: String,
     /// Unix seconds.
