@@ -54,6 +54,13 @@ impl Refused {
     }
 
     /// Fill in what the phase that refused did not know.
+    /// The refusal as the answer to the client's request `id`, whatever
+    /// request of the gateway's own it first answered.
+    pub fn addressed_to(mut self, id: Option<&str>) -> Refused {
+        self.id = id.map(str::to_owned);
+        self
+    }
+
     pub fn within(mut self, id: Option<&str>, upstream: &str) -> Refused {
         if self.id.is_none() {
             self.id = id.map(str::to_owned);

@@ -61,7 +61,28 @@ async fn sessions_only() -> ScriptedUpstream {
     .await
 }
 
+/// A config whose route knows its callers (API key `key-a` is alice): the
+/// bridge keeps one upstream session per caller.
+fn keyed(upstream_url: &str, upstream_extra: &str, extra: &str) -> String {
+    let keys = "[[auth]]\nname = \"keys\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"HASH_A\"\n"
+        .replace("HASH_A", &portcullis::identify::hash_key("key-a"));
+    config_text(upstream_url, upstream_extra, &format!("{keys}\n{extra}")).replace(
+        "upstream = \"test\"\n",
+        "upstream = \"test\"\nauth = [\"keys\"]\n",
+    )
+}
+
 async fn post(gw: &RunningGateway, id: u32, method: &str, params: Value) -> Value {
+    post_as(gw, Some("key-a"), id, method, params).await
+}
+
+async fn post_as(
+    gw: &RunningGateway,
+    key: Option<&str>,
+    id: u32,
+    method: &str,
+    params: Value,
+) -> Value {
     let mut params = params;
     params["_meta"] = serde_json::from_str(META).unwrap();
     let name = params
@@ -77,6 +98,9 @@ async fn post(gw: &RunningGateway, id: u32, method: &str, params: Value) -> Valu
         .header("mcp-method", method);
     if let Some(name) = name {
         r = r.header("mcp-name", name);
+    }
+    if let Some(key) = key {
+        r = r.bearer_auth(key);
     }
     json_of(r.body(body.to_string()).send().await.unwrap()).await
 }
@@ -95,7 +119,7 @@ fn retry_params(tool: &str, state: &Value, answer: Value) -> Value {
 #[tokio::test]
 async fn an_older_server_is_found_out_and_carried_in_a_session_of_its_own() {
     let up = sessions_only().await;
-    let gw = start_gateway(&config_text(&up.url(), "", "")).await;
+    let gw = start_gateway(&keyed(&up.url(), "", "")).await;
     let v = post(&gw, 1, "tools/list", json!({})).await;
     let r = &v["result"];
     assert_eq!(r["tools"][0]["name"], "ask", "{v}");
@@ -108,12 +132,14 @@ async fn an_older_server_is_found_out_and_carried_in_a_session_of_its_own() {
         methods,
         [
             json!("tools/list"),
+            json!("server/discover"),
             json!("initialize"),
             json!("notifications/initialized"),
             json!("tools/list")
-        ]
+        ],
+        "refused, not a 2026-07-28 server (no discovery), a 2025-11-25 one (initialize)"
     );
-    let carried = &up.requests()[3];
+    let carried = &up.requests()[4];
     assert_eq!(carried.header("mcp-session-id").as_deref(), Some("up-1"));
     assert_eq!(
         carried.header("mcp-protocol-version").as_deref(),
@@ -121,10 +147,10 @@ async fn an_older_server_is_found_out_and_carried_in_a_session_of_its_own() {
     );
     assert!(carried.header("mcp-method").is_none());
     assert!(
-        sent(&up)[3]["params"].get("_meta").is_none(),
+        sent(&up)[4]["params"].get("_meta").is_none(),
         "the session carries version and capabilities"
     );
-    let init = &sent(&up)[1]["params"];
+    let init = &sent(&up)[2]["params"];
     assert_eq!(init["capabilities"], json!({"elicitation": {"form": {}}}));
     // Known now, and the session kept: one request upstream per request.
     let v = post(
@@ -136,7 +162,7 @@ async fn an_older_server_is_found_out_and_carried_in_a_session_of_its_own() {
     .await;
     assert_eq!(v["result"]["content"][0]["text"], "plain");
     assert_eq!(v["result"]["resultType"], "complete");
-    assert_eq!(up.requests().len(), 5);
+    assert_eq!(up.requests().len(), 6);
     // server/discover: the gateway's, from the upstream's initialize.
     let v = post(&gw, 3, "server/discover", json!({})).await;
     let d = &v["result"];
@@ -147,7 +173,7 @@ async fn an_older_server_is_found_out_and_carried_in_a_session_of_its_own() {
     );
     assert_eq!(d["capabilities"], json!({"tools": {}}));
     assert_eq!(d["instructions"], "Ask away.");
-    assert_eq!(up.requests().len(), 5);
+    assert_eq!(up.requests().len(), 6);
     gw.shutdown().await;
 }
 
@@ -309,8 +335,8 @@ async fn the_retry_must_reach_the_instance_that_holds_the_call_in_time() {
         keys.path().display()
     );
     let extra = "generations = [\"2025-11-25\"]";
-    let one = start_gateway(&config_text(&up.url(), extra, &shared)).await;
-    let two = start_gateway(&config_text(&up.url(), extra, &shared)).await;
+    let one = start_gateway(&keyed(&up.url(), extra, &shared)).await;
+    let two = start_gateway(&keyed(&up.url(), extra, &shared)).await;
     let v = post(
         &one,
         1,
@@ -373,4 +399,46 @@ async fn the_retry_must_reach_the_instance_that_holds_the_call_in_time() {
     }
     one.shutdown().await;
     two.shutdown().await;
+}
+
+#[tokio::test]
+async fn callers_the_gateway_cannot_tell_apart_never_share_an_upstream_session() {
+    let up = sessions_only().await;
+    let gw = start_gateway(&config_text(
+        &up.url(),
+        "generations = [\"2025-11-25\"]",
+        "",
+    ))
+    .await;
+    for id in 1..=2 {
+        let v = post_as(
+            &gw,
+            None,
+            id,
+            "tools/call",
+            json!({"name": "plain", "arguments": {}}),
+        )
+        .await;
+        assert_eq!(v["result"]["content"][0]["text"], "plain", "{v}");
+    }
+    // Each anonymous call opened its own session and ended it.
+    let mut deletes = 0;
+    for _ in 0..100 {
+        deletes = up
+            .requests()
+            .iter()
+            .filter(|r| r.head.starts_with("DELETE"))
+            .count();
+        if deletes == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(deletes, 2);
+    let initializes = sent(&up)
+        .iter()
+        .filter(|b| b["method"] == "initialize")
+        .count();
+    assert_eq!(initializes, 2);
+    gw.shutdown().await;
 }

@@ -133,7 +133,40 @@ pub(super) fn initialize_result(discovered: &Value, requested: Option<&str>, nam
         .and_then(ProtocolVersion::parse)
         .filter(|v| v.generation() == Generation::Sessions)
         .unwrap_or(ProtocolVersion::V2025_11_25);
-    let mut capabilities = discovered
+    let version_of_server = server_version(
+        discovered
+            .get("_meta")
+            .and_then(|m| m.get(SERVER_INFO_KEY))
+            .and_then(|i| i.get("version")),
+    );
+    let mut result = Map::new();
+    result.insert("protocolVersion".into(), version.as_str().into());
+    result.insert("capabilities".into(), capabilities(discovered));
+    result.insert(
+        "serverInfo".into(),
+        json!({"name": name, "version": version_of_server}),
+    );
+    if let Some(text) = discovered.get("instructions").and_then(Value::as_str) {
+        result.insert("instructions".into(), text.into());
+    }
+    Value::Object(result)
+}
+
+/// A server's own `serverInfo.version`, passed on only when it is a short
+/// printable ASCII word (it is the server's text, shown to people).
+pub(super) fn server_version(version: Option<&Value>) -> &str {
+    version
+        .and_then(Value::as_str)
+        .filter(|v| v.len() <= MAX_VERSION_LEN && v.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("unknown")
+}
+
+/// A server's `capabilities` as another generation's client gets them:
+/// an object (anything else is none), less what needs a stream of server
+/// messages outside a call (`listChanged`, `subscribe`), which a bridge
+/// does not carry.
+pub(super) fn capabilities(described: &Value) -> Value {
+    let mut capabilities = described
         .get("capabilities")
         .and_then(Value::as_object)
         .cloned()
@@ -144,24 +177,7 @@ pub(super) fn initialize_result(discovered: &Value, requested: Option<&str>, nam
             cap.remove("subscribe");
         }
     }
-    let version_of_server = discovered
-        .get("_meta")
-        .and_then(|m| m.get(SERVER_INFO_KEY))
-        .and_then(|i| i.get("version"))
-        .and_then(Value::as_str)
-        .filter(|v| v.len() <= MAX_VERSION_LEN && v.bytes().all(|b| b.is_ascii_graphic()))
-        .unwrap_or("unknown");
-    let mut result = Map::new();
-    result.insert("protocolVersion".into(), version.as_str().into());
-    result.insert("capabilities".into(), Value::Object(capabilities));
-    result.insert(
-        "serverInfo".into(),
-        json!({"name": name, "version": version_of_server}),
-    );
-    if let Some(text) = discovered.get("instructions").and_then(Value::as_str) {
-        result.insert("instructions".into(), text.into());
-    }
-    Value::Object(result)
+    Value::Object(capabilities)
 }
 
 #[cfg(test)]

@@ -22,6 +22,10 @@ pub struct Opened {
     /// Its `initialize` result, as its policy left it.
     pub described: Value,
     pub at: Instant,
+    /// Kept for every call of its caller; else (an anonymous caller, whom
+    /// the gateway cannot tell from another) opened for one call and ended
+    /// with it.
+    pub shared: bool,
 }
 
 /// An upstream call held open at a pushed request.

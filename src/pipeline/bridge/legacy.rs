@@ -17,6 +17,7 @@ use super::super::body::ProxyBody;
 use super::super::ctx::RequestCtx;
 use super::super::refuse::Refused;
 use super::super::reply::{accepted, json_response, message};
+use super::discover::{capabilities, lists_sessions, server_version};
 use super::events::Messages;
 use super::held::{Held, Opened};
 use super::metrics::QuestionOutcome;
@@ -56,12 +57,23 @@ pub(super) async fn speaks_only_sessions(
         return false;
     }
     let bridge = Bridge::new(ctx, head, authority);
-    let opened = bridge.open_session().await.is_ok();
-    speaks.learn_that(Generation::Stateless, !opened);
-    if opened {
-        speaks.learn(true);
+    // A server that answers server/discover speaks 2026-07-28 (it refused
+    // this one request for reasons of its own); one that refuses it, and
+    // accepts an initialize, speaks only 2025-11-25.
+    if bridge.discovers().await {
+        speaks.learn_that(Generation::Stateless, true);
+        return false;
     }
-    opened
+    let opened = bridge.open_session().await;
+    speaks.learn_that(Generation::Stateless, opened.is_err());
+    match opened {
+        Ok(opened) => {
+            speaks.learn(true);
+            bridge.done_with(&opened);
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// Serve the request across.
@@ -126,6 +138,9 @@ impl<'a> Bridge<'a> {
     /// The upstream session for this caller: kept, or opened now.
     async fn session(&self) -> Result<Opened, Refused> {
         let gateway = &self.ctx.gateway;
+        if self.ctx.principal.is_anonymous() {
+            return self.open_session().await;
+        }
         // Reopened well before the gateway's own session id would expire.
         let lifetime = gateway.config.state.session_lifetime.mul_f32(0.9);
         match gateway.bridge.session(&self.session_key, lifetime) {
@@ -178,13 +193,47 @@ impl<'a> Bridge<'a> {
             version: agreed,
             described,
             at: std::time::Instant::now(),
+            shared: !ctx.principal.is_anonymous(),
         };
-        ctx.gateway
-            .bridge
-            .keep_session(self.session_key.clone(), opened.clone());
+        if opened.shared {
+            ctx.gateway
+                .bridge
+                .keep_session(self.session_key.clone(), opened.clone());
+        }
         let metrics = &ctx.gateway.metrics.bridge;
         metrics.session_opened(&ctx.route.upstream.label);
         Ok(opened)
+    }
+
+    /// Whether the upstream answers `server/discover` as a 2026-07-28
+    /// server does.
+    async fn discovers(&self) -> bool {
+        let ctx = self.ctx;
+        let method = McpMethod::ServerDiscover.as_str();
+        let Ok(inbound) = self.outbound.request("\"discover\"", method, Map::new()) else {
+            return false;
+        };
+        let Ok(resp) = through(ctx.gateway.clone(), ctx.route.clone(), inbound).await else {
+            return false;
+        };
+        let max = ctx.gateway.config.limits.max_response_body_bytes;
+        match final_message(&mut Messages::new(resp, max)).await {
+            Ok(Some(m)) => m.get("result").and_then(lists_sessions).is_some(),
+            _ => false,
+        }
+    }
+
+    /// A session opened for one call is ended with it.
+    fn done_with(&self, opened: &Opened) {
+        if opened.shared {
+            return;
+        }
+        let ctx = self.ctx;
+        let end = self.outbound.end_session(&opened.token, &opened.version);
+        let asked = through(ctx.gateway.clone(), ctx.route.clone(), end);
+        tokio::spawn(async move {
+            let _ = asked.await;
+        });
     }
 
     /// The audit trail's end of the operation the call's pushes made,
@@ -217,19 +266,29 @@ impl<'a> Bridge<'a> {
     }
 
     /// What counts a held call nobody came back for.
-    fn expiry(&self) -> impl FnOnce() + Send + 'static {
-        let metrics = self.ctx.gateway.metrics.clone();
-        let label = self.ctx.route.upstream.label.clone();
+    /// (A session opened for the call alone ends with it.)
+    fn expiry(&self, opened: &Opened) -> impl FnOnce() + Send + 'static {
+        let ctx = self.ctx;
+        let metrics = ctx.gateway.metrics.clone();
+        let label = ctx.route.upstream.label.clone();
+        let end = (!opened.shared).then(|| {
+            let end = self.outbound.end_session(&opened.token, &opened.version);
+            (ctx.gateway.clone(), ctx.route.clone(), end)
+        });
         move || {
             metrics
                 .bridge
-                .questions(&label, QuestionOutcome::TimedOut, 1)
+                .questions(&label, QuestionOutcome::TimedOut, 1);
+            if let Some((gateway, route, end)) = end {
+                tokio::spawn(through(gateway, route, end));
+            }
         }
     }
 
     /// `server/discover`, answered from the upstream's `initialize`.
     async fn describe(&self) -> Result<Response<ProxyBody>, Refused> {
         let opened = self.session().await?;
+        self.done_with(&opened);
         let d = &opened.described;
         let mut result = Map::new();
         result.insert("resultType".into(), "complete".into());
@@ -237,26 +296,11 @@ impl<'a> Bridge<'a> {
             "supportedVersions".into(),
             json!([ProtocolVersion::V2026_07_28.as_str()]),
         );
-        // What needs a stream of server messages outside a call is not
-        // carried: not offered.
-        let mut capabilities = d.get("capabilities").cloned().unwrap_or_else(|| json!({}));
-        if let Value::Object(caps) = &mut capabilities {
-            for (_, cap) in caps.iter_mut() {
-                if let Value::Object(cap) = cap {
-                    cap.remove("listChanged");
-                    cap.remove("subscribe");
-                }
-            }
-        }
-        result.insert("capabilities".into(), capabilities);
+        result.insert("capabilities".into(), capabilities(d));
         if let Some(text) = d.get("instructions") {
             result.insert("instructions".into(), text.clone());
         }
-        let version = d
-            .get("serverInfo")
-            .and_then(|i| i.get("version"))
-            .cloned()
-            .unwrap_or_else(|| "unknown".into());
+        let version = server_version(d.get("serverInfo").and_then(|i| i.get("version")));
         let info = json!({"name": self.ctx.route.name(), "version": version});
         result.insert("_meta".into(), json!({ SERVER_INFO_KEY: info }));
         result.insert("ttlMs".into(), 0.into());
@@ -265,8 +309,12 @@ impl<'a> Bridge<'a> {
         Ok(json_response(body, None))
     }
 
-    /// A notification, in the session.
+    /// A notification, in the caller's session (an anonymous caller has
+    /// none that outlives its call: nothing to tell).
     async fn notify(&self) -> Result<(), Refusal> {
+        if self.ctx.principal.is_anonymous() {
+            return Ok(());
+        }
         let params = to_sessions_params(params_of(&self.ctx.request)?);
         let body =
             json!({"jsonrpc": "2.0", "method": self.ctx.request.method.as_str(), "params": params});
@@ -303,12 +351,17 @@ impl<'a> Bridge<'a> {
         self.read(Messages::new(sent?, max), opened, 0, None).await
     }
 
+    /// `body` in the session; a refusal is the client's request's.
     async fn send(&self, body: &Value, opened: &Opened) -> Result<Response<ProxyBody>, Refused> {
-        let inbound =
-            self.outbound
-                .in_session(body.clone(), Some(&opened.token), &opened.version)?;
         let ctx = self.ctx;
-        through(ctx.gateway.clone(), ctx.route.clone(), inbound).await
+        let for_client = |r: Refused| r.addressed_to(ctx.id());
+        let inbound = self
+            .outbound
+            .in_session(body.clone(), Some(&opened.token), &opened.version)
+            .map_err(for_client)?;
+        through(ctx.gateway.clone(), ctx.route.clone(), inbound)
+            .await
+            .map_err(for_client)
     }
 
     /// Read the upstream's answer on: its response ends the client's call;
@@ -322,23 +375,45 @@ impl<'a> Bridge<'a> {
         answered: Option<&Value>,
     ) -> Result<Response<ProxyBody>, Refused> {
         let ctx = self.ctx;
+        let upstream_failed = |r: Refusal| {
+            self.done_with(&opened);
+            self.refused(r)
+        };
         loop {
-            let m = messages.next().await.map_err(|r| self.refused(r))?;
+            let m = messages.next().await.map_err(upstream_failed)?;
             let Some(m) = m else {
-                return Err(self.refused(Refusal::new(
+                return Err(upstream_failed(Refusal::new(
                     Reason::UpstreamBadResponse,
                     "the upstream's stream ended without a response",
                 )));
             };
             if let Some(result) = m.get("result") {
+                // A 2025-11-25 server asks by pushing; an MRTR question from
+                // it has no answer path here.
+                if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+                    return Err(upstream_failed(Refusal::new(
+                        Reason::UpstreamProtocolViolation,
+                        "a 2025-11-25 server answered input_required, which its generation does not have",
+                    )));
+                }
                 self.ended(answered, round, OperationOutcome::Complete);
+                self.done_with(&opened);
                 let mut result = result.clone();
                 to_stateless(&mut result, ctx.request.method.as_str());
                 return Ok(json_response(message(ctx.id(), "result", &result), None));
             }
             if let Some(error) = m.get("error") {
                 self.ended(answered, round, OperationOutcome::Error);
+                self.done_with(&opened);
                 return Ok(json_response(message(ctx.id(), "error", error), None));
+            }
+            // A ping asks nothing of a person: the gateway answers it.
+            if let (Some(push), Some("ping")) =
+                (m.get("id"), m.get("method").and_then(Value::as_str))
+            {
+                let pong = json!({"jsonrpc": "2.0", "id": push, "result": {}});
+                self.send(&pong, &opened).await?;
+                continue;
             }
             if let (Some(push), Some(method)) = (m.get("id"), m.get("method")) {
                 let held = Held {
@@ -367,6 +442,7 @@ impl<'a> Bridge<'a> {
         // A held call keeps an upstream stream open with no client
         // connection behind it: they count against the requests in flight.
         if gateway.bridge.held_len() >= gateway.config.limits.max_in_flight_requests {
+            self.done_with(&held.session);
             return Err(self.refused(Refusal::new(
                 Reason::Overloaded,
                 "this gateway instance holds as many calls for an answer as it serves requests at once; retry shortly",
@@ -395,7 +471,8 @@ impl<'a> Bridge<'a> {
                 "the gateway could not seal a state",
             ))
         })?;
-        gateway.bridge.hold(call, held, timeout, self.expiry());
+        let expiry = self.expiry(&held.session);
+        gateway.bridge.hold(call, held, timeout, expiry);
         self.count(QuestionOutcome::Pushed);
         let result = json!({"resultType": "input_required",
             "inputRequests": {key: {"method": method, "params": params}},
@@ -462,9 +539,8 @@ impl<'a> Bridge<'a> {
             .cloned();
         let Some(answer) = answer else {
             let timeout = gateway.config.state.push_timeout;
-            gateway
-                .bridge
-                .hold(state.call, held, timeout, self.expiry());
+            let expiry = self.expiry(&held.session);
+            gateway.bridge.hold(state.call, held, timeout, expiry);
             return Err(self.refused(
                 Refusal::new(
                     Reason::InvalidAnswer,
@@ -478,9 +554,8 @@ impl<'a> Bridge<'a> {
             // The answer was refused (not what was asked, a secret): the
             // upstream still waits; the client may answer again.
             let timeout = gateway.config.state.push_timeout;
-            gateway
-                .bridge
-                .hold(state.call, held, timeout, self.expiry());
+            let expiry = self.expiry(&held.session);
+            gateway.bridge.hold(state.call, held, timeout, expiry);
             return Err(refused.within(ctx.id(), ctx.route.name()));
         }
         self.count(QuestionOutcome::Answered);

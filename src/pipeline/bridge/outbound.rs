@@ -13,7 +13,7 @@ use http::{header, HeaderValue, Request};
 use serde_json::{Map, Value};
 
 use super::super::refuse::Refused;
-use super::super::request::{self, ParsedRequest};
+use super::super::request::{self, ParsedRequest, Transport};
 use super::super::{Inbound, Peer};
 use crate::headers::{
     encode_mcp_header_value, LAST_EVENT_ID, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION,
@@ -26,6 +26,10 @@ use crate::telemetry::RequestTrace;
 /// Where the version and capabilities of a 2026-07-28 request are written.
 const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPS_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The longest `Mcp-Name` the bridge writes (half the default
+/// `max_header_bytes`: what a client's own request head could carry).
+const MAX_NAME_HEADER: usize = 8192;
 
 /// The members of a 2026-07-28 result that 2025-11-25 has no place for.
 const STATELESS_ONLY: [&str; 3] = ["resultType", "ttlMs", "cacheScope"];
@@ -139,6 +143,29 @@ impl Outbound {
         Ok(self.inbound(parts, parsed))
     }
 
+    /// The end (`DELETE`) of the upstream session `session`.
+    pub(super) fn end_session(&self, session: &HeaderValue, version: &HeaderValue) -> Inbound {
+        let (mut parts, ()) = Request::new(()).into_parts();
+        parts.method = http::Method::DELETE;
+        parts.uri = self.head.uri.clone();
+        parts.version = self.head.version;
+        parts.headers = self.head.headers.clone();
+        parts.headers.remove(header::CONTENT_TYPE);
+        parts
+            .headers
+            .insert(MCP_SESSION_ID.clone(), session.clone());
+        parts
+            .headers
+            .insert(MCP_PROTOCOL_VERSION.clone(), version.clone());
+        let spoken = version
+            .to_str()
+            .ok()
+            .and_then(ProtocolVersion::parse)
+            .unwrap_or(ProtocolVersion::V2025_11_25);
+        let request = ParsedRequest::without_message(Transport::End, spoken);
+        self.inbound(parts, request)
+    }
+
     fn inbound(&self, parts: Parts, request: ParsedRequest) -> Inbound {
         Inbound {
             parts,
@@ -180,6 +207,13 @@ impl Outbound {
         })?;
         h.insert(MCP_METHOD.clone(), method);
         if let Some(name) = target.and_then(encode_mcp_header_value) {
+            // A name a client could not have sent in a header of its own.
+            if name.len() > MAX_NAME_HEADER {
+                return Err(Refused::from(Refusal::new(
+                    Reason::InvalidRequest,
+                    "the name is too long to carry in an Mcp-Name header",
+                )));
+            }
             h.insert(MCP_NAME.clone(), name);
         }
         Ok(parts)
