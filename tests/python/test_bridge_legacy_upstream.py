@@ -14,11 +14,17 @@ generation). Through the gateway it gets 2026-07-28 throughout: the gateway open
 upstream session itself, sends each request in it, and turns each pushed question into
 an `input_required` answer whose sealed `requestState` names the waiting push; the
 client's retry delivers the answer to the upstream call the gateway held open.
+
+Callers the gateway cannot tell apart (anonymous: no `auth` on the route) never share an
+upstream session: each call gets its own (initialize, notifications/initialized, the call,
+DELETE once the call ends). Identified callers (API keys, on /mcp/v1-keyed) keep one
+upstream session per caller and declared capabilities, reused.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -48,6 +54,9 @@ ACCEPT = "application/json, text/event-stream"
 ELICIT = {"elicitation": {"form": {}, "url": {}}}  # what the SDK client declares with a callback
 INSTRUCTIONS = "Test server: the question flows of flows.json, asked as pushed requests."
 FLOWS = {"book", "wizard", "profile", "signin", "vault", "styled", "endless", "echo"}
+API_KEY = "bridge-test-key-alice"  # the identified caller's API key (made up)
+BEARER = {"authorization": f"Bearer {API_KEY}"}
+KEYED = "v1-keyed"  # the route to the flows server for identified callers (the bridges' gateways)
 
 Answer = Callable[[str, types.ElicitRequestParams], Any]
 
@@ -70,6 +79,10 @@ class Upstream:
     def calls(self) -> list[dict[str, Any]]:
         """Every tools/call of a flow: {tool, session, replies: [{key, action, fields}|{key, error, reason}], end}."""
         return self._get("/calls")
+
+    def deleted(self) -> set[str]:
+        """The session ids that got a DELETE."""
+        return {r["sid"] for r in self.received() if r["http"] == "DELETE"}
 
     @contextmanager
     def watch(self) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
@@ -106,13 +119,23 @@ def v1_plain() -> str:
         yield url
 
 
+def api_keys() -> str:
+    """An `[[auth]]` of type api_key named "keys" that knows API_KEY (hashed by the gateway
+    binary itself, `portcullis hash-key`)."""
+    out = subprocess.run([str(_binary()), "hash-key"], input=API_KEY, check=True, capture_output=True, text=True)
+    digest = out.stdout.strip()
+    return "\n".join(['[[auth]]', 'name = "keys"', 'type = "api_key"', '[[auth.key]]', 'principal = "alice"', f'hash = "{digest}"']) + "\n"
+
+
 @pytest.fixture(scope="module")
 def bridges(v1: Upstream, v1_plain: str) -> tuple[Gateway, Gateway]:
     """Two gateway instances sharing [state] keys, each routing /mcp/v1 (the flows server)
-    and /mcp/plain (ts_v1_server.mjs); neither is told which generation they speak."""
+    and /mcp/plain (ts_v1_server.mjs) for anonymous callers, and /mcp/v1-keyed (the flows
+    server) for callers with an API key; none is told which generation they speak."""
     keys = keygen()
     upstreams = {"v1": v1.url, "plain": v1_plain}
-    with gateway(upstreams, keys) as a, gateway(upstreams, keys) as b:
+    extra = api_keys() + "\n".join(['[[route]]', f'path = "/mcp/{KEYED}"', 'upstream = "v1"', 'auth = ["keys"]']) + "\n"
+    with gateway(upstreams, keys, extra) as a, gateway(upstreams, keys, extra) as b:
         yield a, b
 
 
@@ -121,14 +144,17 @@ def bridge(bridges) -> Gateway:
     return bridges[0]
 
 
-def config(upstream_url: str, *, generations: list[str] | None = None, state: str = "") -> str:
+def config(upstream_url: str, *, generations: list[str] | None = None, state: str = "", keyed: bool = False) -> str:
+    """One upstream (id v1) at /mcp/v1; `keyed`: for callers with API_KEY only."""
     lines = ['[[listener]]', 'address = "127.0.0.1:0"', '[admin]', 'address = "127.0.0.1:0"', '[state]']
     lines.append(state or f"max_rounds = {GATEWAY_MAX_ROUNDS}")
     lines += ['[[upstream]]', 'id = "v1"', f'name = "{Gateway.upstream_name("v1")}"', f'url = "{upstream_url}"']
     if generations is not None:
         lines.append("generations = " + json.dumps(generations))
     lines += ['[[route]]', 'path = "/mcp/v1"', 'upstream = "v1"']
-    return "\n".join(lines) + "\n"
+    if keyed:
+        lines.append('auth = ["keys"]')
+    return "\n".join(lines) + "\n" + (api_keys() if keyed else "")
 
 
 @contextmanager
@@ -190,10 +216,11 @@ class Modern:
 
 @asynccontextmanager
 async def modern(
-    url: str, answer: Answer | None = None, mode: str = "auto", expect: str | None = MODERN
+    url: str, answer: Answer | None = None, mode: str = "auto", expect: str | None = MODERN, key: str | None = None
 ) -> AsyncIterator[Modern]:
     """The SDK client at `url` in `mode` ("auto": its default); `answer` is the person
-    (None: the client declares no elicitation capability). `expect`: the protocol version
+    (None: the client declares no elicitation capability); `key`: its API key (None:
+    anonymous). `expect`: the protocol version
     it must have agreed on (through the gateway, 2026-07-28: the gateway answered its
     `server/discover`, so it never fell back to `initialize`)."""
     holder: list[Modern] = []
@@ -207,7 +234,7 @@ async def modern(
         if request.content:
             holder[0].wire.append(json.loads(request.content))
 
-    http = create_mcp_http_client()
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {key}"} if key else None)
     http.event_hooks["request"].append(record)
     async with http:
         kwargs = {"elicitation_callback": on_elicit} if answer else {}
@@ -241,6 +268,19 @@ def innermost(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error
+
+
+def session_of(seen: list[dict[str, Any]], method: str = "tools/call") -> str:
+    """The session id of the single `method` request in `seen`."""
+    [sent] = [r for r in seen if r["method"] == method]
+    assert sent["sid"], sent
+    return sent["sid"]
+
+
+def own_session(seen: list[dict[str, Any]], sid: str) -> list[tuple[str, Any, Any]]:
+    """What `seen` shows in the session `sid`, in order, as (http, method, version); a
+    session the gateway opened starts with its notifications/initialized."""
+    return [(r["http"], r["method"], r["version"]) for r in seen if r["sid"] == sid]
 
 
 async def eventually(check: Callable[[], Any], within: float) -> Any:
@@ -327,34 +367,60 @@ async def test_directly_a_2026_client_is_refused(server, request):
 
 async def test_discovered_on_the_first_request(v1):
     """No `generations`: the client's server/discover goes upstream as it came, is refused
-    (HTTP 4xx), the gateway's own initialize works, and the request is bridged; the next
-    client costs the upstream nothing (remembered, and the session reused)."""
-    with own_gateway(config(v1.url)) as gw:
+    (HTTP 4xx); the gateway asks `server/discover` itself, which fails too, then its own
+    initialize works, and the request is bridged. The next client of the same caller
+    (an API key) costs the upstream nothing but its request (remembered, and the
+    session reused)."""
+    with own_gateway(config(v1.url, keyed=True)) as gw:
         with v1.watch() as (seen, _):
-            async with modern(gw.url("v1"), accept_all()) as s:
+            async with modern(gw.url("v1"), accept_all(), key=API_KEY) as s:
                 assert s.client.protocol_version == MODERN
                 info = s.client.server_info
                 listing = await s.client.list_tools()
         with v1.watch() as (again, _):
-            async with modern(gw.url("v1"), accept_all()) as s2:
+            async with modern(gw.url("v1"), accept_all(), key=API_KEY) as s2:
                 assert s2.client.protocol_version == MODERN
                 listing2 = await s2.client.list_tools()
     assert FLOWS <= {t.name for t in listing.tools} and FLOWS <= {t.name for t in listing2.tools}
     assert info is not None and info.name == Gateway.upstream_name("v1")
-    # The client's own discover was forwarded once, as a 2026-07-28 request without a session.
-    [probe] = [r for r in seen if r["method"] == "server/discover"]
-    assert seen[0] is probe and probe["version"] == MODERN and not probe["session"], seen
+    # The client's own discover was forwarded once, as a 2026-07-28 request without a
+    # session; then the gateway's own discovery (server/discover, refused), then initialize.
+    assert [r["method"] for r in seen] == [
+        "server/discover", "server/discover", "initialize", "notifications/initialized", "tools/list"
+    ], seen
+    probes = seen[:2]
+    assert all(p["version"] == MODERN and not p["session"] for p in probes), seen
     # The initialize that found out is the session: one, with the client's capabilities.
-    assert [r["method"] for r in seen] == ["server/discover", "initialize", "notifications/initialized", "tools/list"], seen
-    [init] = [r for r in seen if r["method"] == "initialize"]
+    init = seen[2]
     assert init["protocolVersion"] == LEGACY and init["caps"] == ELICIT, init
-    # Everything after the probe is a 2025-11-25 request in a session.
-    listed = [r for r in seen if r["method"] == "tools/list"]
-    assert listed and all(r["session"] and r["version"] == LEGACY for r in listed), seen
-    assert [r for r in seen if r["version"] == MODERN] == [probe], seen
-    # The second client: no probe, no new session, just its list.
-    assert [r["method"] for r in again] == ["tools/list"], again
-    assert again[0]["session"] and again[0]["version"] == LEGACY
+    # Everything after the probes is a 2025-11-25 request in a session.
+    sid = session_of(seen, "tools/list")
+    assert all(r["sid"] == sid and r["version"] == LEGACY for r in seen[3:]), seen
+    assert [r for r in seen if r["version"] == MODERN] == probes, seen
+    # The second client: no probe, no new session, just its list, in the same session.
+    assert [(r["method"], r["sid"], r["version"]) for r in again] == [("tools/list", sid, LEGACY)], again
+    assert sid not in v1.deleted(), "the identified caller's session was ended"
+
+
+async def test_discovered_on_a_call_of_an_anonymous_caller(v1):
+    """No `generations`, an anonymous caller: the call goes upstream as it came, is
+    refused; the gateway asks `server/discover`, then `initialize`; the call is carried in
+    a session of its own, ended (DELETE) once the call ends."""
+    with own_gateway(config(v1.url)) as gw:
+        async with httpx2.AsyncClient(timeout=10) as http:
+            with v1.watch() as (seen, _):
+                status, answer = await post(http, gw.url("v1"), call(1, "echo", {"text": "found out"}))
+    assert status == 200 and answer["result"]["content"] == [{"type": "text", "text": "found out"}], answer
+    assert [(r["method"], r["version"], r["session"]) for r in seen[:3]] == [
+        ("tools/call", MODERN, False), ("server/discover", MODERN, False), ("initialize", LEGACY, False)
+    ], seen
+    # Sent again once, in a 2025-11-25 session that was opened for it.
+    sid = session_of(seen[1:])
+    assert own_session(seen, sid)[:2] == [("POST", "notifications/initialized", LEGACY), ("POST", "tools/call", LEGACY)], seen
+    # Every session opened is ended: the call's (and the one discovery opened, if another).
+    opened = {r["sid"] for r in seen if r["method"] == "notifications/initialized"}
+    assert sid in opened and len([r for r in seen if r["method"] == "initialize"]) == len(opened), seen
+    assert await eventually(lambda: opened <= v1.deleted(), 5), (opened, seen)
 
 
 async def test_configured_never_probes(v1):
@@ -371,20 +437,28 @@ async def test_configured_never_probes(v1):
 
 
 async def test_one_session_per_declared_capabilities(bridge, v1):
-    """The upstream session is opened for the capabilities the client declares: a client
-    without elicitation gets a session of its own, where the server cannot ask."""
-    async with modern(bridge.url("v1"), accept_all()) as s:
+    """The upstream session of an identified caller is opened for the capabilities the
+    client declares: the same caller without elicitation gets a session of its own, where
+    the server cannot ask; with elicitation again, the first session is reused."""
+    async with modern(bridge.url(KEYED), accept_all(), key=API_KEY) as s:
         await s.client.call_tool("echo", {"text": "warm"})
+    with v1.watch() as (warm, _):
+        async with modern(bridge.url(KEYED), accept_all(), key=API_KEY) as s:
+            await s.client.call_tool("echo", {"text": "warm again"})
     with v1.watch() as (seen, made):
-        async with modern(bridge.url("v1"), None) as s:
+        async with modern(bridge.url(KEYED), None, key=API_KEY) as s:
             assert s.client.protocol_version == MODERN
             try:
                 result = await s.client.call_tool("book", {"hint": "the big room"})
             except MCPError as e:
                 result = e
+    # The same caller and capabilities again: its session reused, nothing opened.
+    assert warm and not [r for r in warm if r["method"] == "initialize"], warm
+    assert len({r["sid"] for r in warm}) == 1 and session_of(warm), warm
     assert s.asked == []
     inits = [r for r in seen if r["method"] == "initialize"]
     assert [r["caps"] for r in inits] == [{}], seen
+    assert session_of(seen) != session_of(warm), "the caller without elicitation was carried in the session with it"
     # The server's tool could not ask in a session without elicitation.
     assert isinstance(result, MCPError) or result.is_error, result
     [book] = flow_calls(made, "book")
@@ -409,17 +483,59 @@ async def test_server_discover_is_answered_by_the_gateway(bridge, v1):
     assert not [r for r in seen if r["method"] == "server/discover"], seen
 
 
-async def test_list_tools_in_2026_shape(bridge, v1):
-    async with httpx2.AsyncClient(timeout=10) as http:
+@pytest.mark.parametrize("route", ["v1", KEYED])
+async def test_list_tools_in_2026_shape(bridge, v1, route):
+    headers = BEARER if route == KEYED else {}
+    async with httpx2.AsyncClient(timeout=10, headers=headers) as http:
+        await post(http, bridge.url(route), request(1, "tools/list"))  # the keyed caller's session is open
         with v1.watch() as (seen, _):
-            status, answer = await post(http, bridge.url("v1"), request(2, "tools/list"))
+            status, answer = await post(http, bridge.url(route), request(2, "tools/list"))
     assert status == 200, answer
     result = answer["result"]
     assert result["resultType"] == "complete"
     assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0, result
     assert result["cacheScope"] in ("private", "public"), result
     assert FLOWS <= {t["name"] for t in result["tools"]}
-    assert [(r["method"], r["session"], r["version"]) for r in seen] == [("tools/list", True, LEGACY)], seen
+    if route == KEYED:
+        # The identified caller's session is reused: one request upstream.
+        assert [(r["method"], r["session"], r["version"]) for r in seen] == [("tools/list", True, LEGACY)], seen
+    else:
+        # An anonymous caller's request in a session of its own, ended after it.
+        assert [(r["method"], r["session"], r["version"]) for r in seen[:3]] == [
+            ("initialize", False, LEGACY), ("notifications/initialized", True, LEGACY), ("tools/list", True, LEGACY)
+        ], seen
+        sid = session_of(seen, "tools/list")
+        assert await eventually(lambda: sid in v1.deleted(), 5), "the anonymous caller's session was not ended"
+
+
+async def test_anonymous_callers_get_a_session_each(bridge, v1):
+    """Callers the gateway cannot tell apart never share an upstream session: each call,
+    with the same capabilities, opens its own (initialize, notifications/initialized, the
+    call) and ends it (DELETE) once the call ends; a call held at a question keeps its
+    session until the retry ends the call."""
+    url = bridge.url("v1")
+    async with httpx2.AsyncClient(timeout=10) as http:
+        with v1.watch() as (seen, made):
+            echoes = [await post(http, url, call(f"a-{i}", "echo", {"text": f"anon {i}"})) for i in (1, 2)]
+            first = call("a-3", "book", {"hint": "the anonymous room"})
+            _, answer = await post(http, url, first)
+            key, _, state = the_question(answer["result"])
+            await anyio.sleep(0.5)
+            held = v1.calls()[-1]
+            ended_while_held = held["session"] in v1.deleted()
+            _, done = await post(http, url, retry("a-4", first, state, {key: {"action": "accept", "content": {"room_id": "nook"}}}))
+    assert [a["result"]["content"][0]["text"] for _, a in echoes] == ["anon 1", "anon 2"], echoes
+    assert json.loads(done["result"]["content"][0]["text"]) == {"tool": "book", "answers": {"room": {"room_id": "nook"}}}, done
+    calls = tool_calls(seen)
+    sids = [r["sid"] for r in calls]
+    assert [r["name"] for r in calls] == ["echo", "echo", "book"] and all(sids), calls
+    assert len(set(sids)) == 3, "anonymous callers shared an upstream session"
+    assert len([r for r in seen if r["method"] == "initialize"]) == 3, seen
+    assert [c["session"] for c in flow_calls(made, "book")] == [sids[2]] and held["session"] == sids[2], made
+    for sid in sids:
+        assert own_session(seen, sid)[:2] == [("POST", "notifications/initialized", LEGACY), ("POST", "tools/call", LEGACY)], seen
+    assert not ended_while_held, "the session of a call held at a question was ended"
+    assert await eventually(lambda: set(sids) <= v1.deleted(), 5), (sids, v1.deleted())
 
 
 async def test_a_plain_call(bridge, v1):
@@ -469,6 +585,7 @@ async def test_one_round_on_the_wire(bridge, v1):
             assert status == 200, answer
             key, asked, state = the_question(answer["result"])
             status2, final = await post(http, url, retry("b-2", first, state, {key: {"action": "accept", "content": {"room_id": "nook"}}}))
+    assert key == "answer", answer["result"]["inputRequests"]
     assert asked["method"] == "elicitation/create"
     assert asked["params"]["message"] == "Which room do you mean by the quiet room?"
     assert asked["params"]["requestedSchema"]["required"] == ["room_id"]
@@ -693,20 +810,22 @@ async def test_a_retry_after_the_hold_expired(strict, v1):
     assert book and book["tool"] == "book", v1.calls()[-1]
     assert [r.get("action") for r in book["replies"]] == [None] and book["end"] == "error", book
     assert all(r.get("action") != "accept" for c in made for r in c["replies"]), made
+    # The anonymous caller's upstream session ended with the hold.
+    assert await eventually(lambda: book["session"] in v1.deleted(), 5), "the expired call's session was not ended"
 
 
 async def test_concurrent_calls_share_the_upstream_session(bridge, v1):
-    """Three clients with the same capabilities, each in a call waiting at a pushed
-    question of the same upstream session: each retry reaches its own call, and each
-    client gets its own call's result. (Each SDK client numbers its requests from the
-    same start, so their calls carry the same JSON-RPC id.)"""
-    async with modern(bridge.url("v1"), accept_all()) as s:
+    """Three clients of one identified caller (one API key) with the same capabilities,
+    each in a call waiting at a pushed question of the same upstream session: each retry
+    reaches its own call, and each client gets its own call's result. (Each SDK client
+    numbers its requests from the same start, so their calls carry the same JSON-RPC id.)"""
+    async with modern(bridge.url(KEYED), accept_all(), key=API_KEY) as s:
         await s.client.call_tool("echo", {"text": "warm"})  # the session is open
     results: dict[str, Any] = {}
     with v1.watch() as (seen, made):
 
         async def run(tool: str, args: dict[str, Any], values: dict[str, Any]) -> None:
-            async with modern(bridge.url("v1"), accept_all(**values)) as s:
+            async with modern(bridge.url(KEYED), accept_all(**values), key=API_KEY) as s:
                 try:
                     with anyio.fail_after(20):
                         results[tool] = outcome(await s.client.call_tool(tool, args))
@@ -724,12 +843,15 @@ async def test_concurrent_calls_share_the_upstream_session(bridge, v1):
     }
     assert not [r for r in seen if r["method"] == "initialize"], "a new upstream session for the same capabilities"
     assert len({c["session"] for c in made}) == 1, made
+    assert not [r for r in seen if r["http"] == "DELETE"], "the identified caller's session was ended"
 
 
-async def test_two_calls_with_the_same_id_at_once(bridge, v1):
-    """Two 2026-07-28 requests are independent, whatever their ids: two callers' calls
-    with the same JSON-RPC id, both waiting at a question, each get their own result."""
-    url = bridge.url("v1")
+@pytest.mark.parametrize("route", ["v1", KEYED])
+async def test_two_calls_with_the_same_id_at_once(bridge, v1, route):
+    """Two 2026-07-28 requests are independent, whatever their ids: two calls with the
+    same JSON-RPC id, both waiting at a question, each get their own result (anonymous:
+    in two upstream sessions; one identified caller: in the one session it shares)."""
+    url = bridge.url(route)
     outcomes: dict[str, Any] = {}
 
     async def run(http: httpx2.AsyncClient, tool: str, args: dict[str, Any], content: dict[str, Any]) -> None:
@@ -746,11 +868,13 @@ async def test_two_calls_with_the_same_id_at_once(bridge, v1):
         except (TimeoutError, httpx2.TimeoutException):
             outcomes[tool] = f"no answer after round {rounds}"
 
-    async with httpx2.AsyncClient(timeout=30) as http:
+    async with httpx2.AsyncClient(timeout=30, headers=BEARER if route == KEYED else {}) as http:
         await post(http, url, call(1, "echo", {"text": "warm"}))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run, http, "book", {"hint": "any"}, {"room_id": "nook"})
-            tg.start_soon(run, http, "endless", {"rounds": 2}, {"more": True})
+        with v1.watch() as (_, made):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run, http, "book", {"hint": "any"}, {"room_id": "nook"})
+                tg.start_soon(run, http, "endless", {"rounds": 2}, {"more": True})
+    assert len({c["session"] for c in made}) == (1 if route == KEYED else 2), made
     assert outcomes == {
         "book": {"tool": "book", "answers": {"room": {"room_id": "nook"}}},
         "endless": {"tool": "endless", "answers": {"again-1": {"more": True}, "again-2": {"more": True}}},
@@ -797,10 +921,11 @@ async def test_a_retry_that_does_not_fit_its_state_is_refused(bridge, v1, change
 
 
 async def test_the_upstream_forgets_its_sessions(v1):
-    """The upstream restarts: the session the gateway opened answers 404; the gateway
-    opens a new one rather than failing every later request."""
-    with own_gateway(config(v1.url, generations=[LEGACY])) as gw:
-        async with modern(gw.url("v1"), accept_all()) as s:
+    """The upstream restarts: the session the gateway opened for an identified caller
+    answers 404; the gateway opens a new one rather than failing every later request
+    (and reuses that one)."""
+    with own_gateway(config(v1.url, generations=[LEGACY], keyed=True)) as gw:
+        async with modern(gw.url("v1"), accept_all(), key=API_KEY) as s:
             assert text_of(await s.client.call_tool("echo", {"text": "before"})) == "before"
             assert v1.forget() >= 1
             with v1.watch() as (seen, made):
@@ -812,6 +937,7 @@ async def test_the_upstream_forgets_its_sessions(v1):
     assert first == "after", f"the first request after the restart failed: {first!r}"
     assert second == {"tool": "book", "answers": {"room": {"room_id": "atrium"}}}
     assert [r["method"] for r in seen if r["method"] == "initialize"] == ["initialize"], seen
+    assert len({r["sid"] for r in tool_calls(seen) if r["sid"] in {c["session"] for c in made}}) == 1, seen
 
 
 async def test_the_audit_trail_of_a_bridged_call(v1):

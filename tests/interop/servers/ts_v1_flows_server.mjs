@@ -8,10 +8,10 @@
 // rounds, a password form, the round limit, and to see what the server received.
 //
 // For the tests it says what it received (never a value typed into a form):
-//   GET /received  [{http, method, session, version, name, caps, protocolVersion}]
+//   GET /received  [{http, method, session, sid, version, name, caps, protocolVersion}]
 //                  every HTTP request at /mcp: `session` whether it carried an
-//                  Mcp-Session-Id, `version` its MCP-Protocol-Version header, `caps` and
-//                  `protocolVersion` those of an `initialize`
+//                  Mcp-Session-Id (`sid`: which one), `version` its MCP-Protocol-Version
+//                  header, `caps` and `protocolVersion` those of an `initialize`
 //   GET /calls     [{tool, session, replies: [{key, action, fields} | {key, error, reason}], end,
 //                  aborted}] every tools/call of a flow: how each pushed question was
 //                  answered (`fields`: the names of the fields it got, never their values; `error`: the JSON-RPC error code the push got, or "not sent"
@@ -121,6 +121,7 @@ function record(req, body) {
     http: req.method,
     method,
     session: Boolean(req.headers['mcp-session-id']),
+    sid: req.headers['mcp-session-id'] ?? null,
     version: req.headers['mcp-protocol-version'] ?? null,
     name: params.name ?? null,
     caps: method === 'initialize' ? params.capabilities ?? null : null,
