@@ -121,23 +121,11 @@ impl Outbound {
         version: &HeaderValue,
     ) -> Result<Inbound, Refused> {
         let body = Bytes::from(body.to_string());
-        let (mut parts, ()) = Request::new(()).into_parts();
-        parts.method = http::Method::POST;
-        parts.uri = self.head.uri.clone();
-        parts.version = self.head.version;
-        parts.headers = self.head.headers.clone();
-        let h = &mut parts.headers;
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        h.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        h.insert(MCP_PROTOCOL_VERSION.clone(), version.clone());
+        let mut parts = self.post(version.clone());
         if let Some(session) = session {
-            h.insert(MCP_SESSION_ID.clone(), session.clone());
+            parts
+                .headers
+                .insert(MCP_SESSION_ID.clone(), session.clone());
         }
         let parsed: ParsedRequest = request::parse(&parts, &body, Generation::ALL)?;
         Ok(self.inbound(parts, parsed))
@@ -180,7 +168,9 @@ impl Outbound {
         }
     }
 
-    fn head(&self, method: &str, target: Option<&str>) -> Result<Parts, Refused> {
+    /// A POST of a JSON-RPC message spoken in `version`, with the client's
+    /// end-to-end headers.
+    fn post(&self, version: HeaderValue) -> Parts {
         let (mut parts, ()) = Request::new(()).into_parts();
         parts.method = http::Method::POST;
         parts.uri = self.head.uri.clone();
@@ -195,10 +185,14 @@ impl Outbound {
             header::ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
         );
-        h.insert(
-            MCP_PROTOCOL_VERSION.clone(),
-            HeaderValue::from_static(ProtocolVersion::V2026_07_28.as_str()),
-        );
+        h.insert(MCP_PROTOCOL_VERSION.clone(), version);
+        parts
+    }
+
+    fn head(&self, method: &str, target: Option<&str>) -> Result<Parts, Refused> {
+        let stateless = HeaderValue::from_static(ProtocolVersion::V2026_07_28.as_str());
+        let mut parts = self.post(stateless);
+        let h = &mut parts.headers;
         let method = HeaderValue::from_str(method).map_err(|_| {
             Refused::from(Refusal::new(
                 Reason::InvalidRequest,
