@@ -1,13 +1,22 @@
-//! Phase: bridge a 2025-11-25 client to an upstream that speaks only
-//! 2026-07-28. `initialize` is answered by the gateway (the upstream's
-//! `server/discover`, checked as any answer, under the upstream's
-//! configured name) with a session id marked bridged; each later request
-//! of that session is carried as 2026-07-28 requests through every phase
-//! again ([`rounds`]), the client's answers to pushed questions reach the
-//! waiting call ([`calls`]), and what 2026-07-28 has no place for (a
-//! stream of server messages, an upstream session to end) the gateway
-//! answers itself. A route's upstream that speaks 2025-11-25 (configured,
-//! or seen in its `server/discover`) keeps its native sessions.
+//! Phase: bridge the two protocol generations, both ways.
+//!
+//! A 2025-11-25 client of an upstream that speaks only 2026-07-28: its
+//! `initialize` is tried as it came, then ([`initialize`]) the upstream's
+//! `server/discover` decides; a bridged session's requests are carried as
+//! 2026-07-28 requests through every phase again ([`rounds`]), the
+//! questions of an `input_required` answer pushed on the call's stream and
+//! the client's answers handed to the waiting call ([`calls`]); what
+//! 2026-07-28 has no place for (a stream of server messages, `ping`) the
+//! gateway answers itself.
+//!
+//! A 2026-07-28 client of an upstream that speaks only 2025-11-25
+//! ([`legacy`]): carried in an upstream session of the gateway's, a pushed
+//! request held ([`held`]) and asked as an `input_required` question
+//! until the retry answers it.
+//!
+//! What an upstream speaks is configured (`[[upstream]] generations`) or
+//! found out and remembered ([`discover`]); a server that speaks both
+//! keeps its native traffic.
 
 pub mod calls;
 mod discover;
