@@ -585,15 +585,11 @@ async def test_finding_a_a_bridged_request_stays_within_the_header_limit(gw, ups
     assert "error" in resp.json(), resp.text[:200]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap, left open by the lead: the client's answer POST is recorded under the push's own "
-    "operation, as a native 2025-11-25 session records answers to pushes"))
 async def test_finding_a_the_audit_trail_of_a_bridged_call_is_one_operation(gw):
     """The provenance events of one bridged call with one question: asked, delivered,
-    answered, forwarded, ended. The client's answer (its POST to the pushed request) was
-    recorded as `retry_received` under an operation id of its own (the bridge's call id),
-    unlike every other event of the call, so the audit trail cannot tie what the person
-    answered to the call it answered (the other direction records one operation)."""
+    answered, forwarded, ended, all under one operation id. (The client's answer, its POST
+    to the pushed request, was once recorded under an operation id of its own, so the audit
+    trail could not tie what the person answered to the call it answered.)"""
     url = gw.url("m26")
     mark = len(gw.log())
     async with httpx2.AsyncClient(timeout=20) as http:

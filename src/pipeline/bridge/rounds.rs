@@ -196,6 +196,15 @@ impl Call {
         };
         let mut waiting: HashMap<&str, (McpMethod, String)> = HashMap::new();
         let provenance = result.get("_meta").and_then(|m| m.get(PROVENANCE_KEY));
+        // The operation the question policy recorded these questions under
+        // (in the gateway's own requestState): the answers are recorded
+        // under it too, so the audit trail shows one operation per call.
+        let keys = &self.gateway.config.state.keys;
+        let operation = result
+            .get("requestState")
+            .and_then(Value::as_str)
+            .and_then(|token| keys.open(token).ok())
+            .map(|state| state.operation);
         for (key, request) in requests {
             call.pushed += 1;
             let question = Question {
@@ -203,6 +212,7 @@ impl Call {
                 request,
                 provenance,
                 number: call.pushed,
+                operation: operation.as_deref(),
             };
             let (method, token, push) = match self.push(question, call.registration) {
                 Ok(p) => p,
@@ -270,6 +280,7 @@ impl Call {
             request,
             provenance,
             number: pushed,
+            operation,
         } = question;
         let name = request
             .get("method")
@@ -304,7 +315,7 @@ impl Call {
             upstream: self.route.upstream.settings.id.clone(),
             method: name.to_owned(),
             asked: None,
-            operation: registration.id.clone(),
+            operation: operation.unwrap_or(&registration.id).to_owned(),
             round: pushed,
             started_ms: gateway.clock.now_millis(),
             expires: gateway.clock.now_secs().saturating_add(timeout.as_secs()),
@@ -396,6 +407,8 @@ struct Question<'a> {
     provenance: Option<&'a Value>,
     /// Its number among the call's pushes (from 1).
     number: u32,
+    /// The operation the question policy recorded it under.
+    operation: Option<&'a str>,
 }
 
 /// Until the client cancels the call. Answers are read where questions
