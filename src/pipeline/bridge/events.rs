@@ -75,6 +75,11 @@ pub(super) fn stream() -> (mpsc::Sender<Out>, Response<ProxyBody>) {
     (tx, resp)
 }
 
+/// Whether a JSON-RPC message is a response (a result or an error).
+pub(super) fn is_response(m: &Value) -> bool {
+    m.get("result").is_some() || m.get("error").is_some()
+}
+
 /// An event stream that ends at once: the answer to a call the client
 /// cancelled before anything was said (nothing more is sent for it).
 pub(super) fn ended() -> Response<ProxyBody> {
@@ -145,6 +150,17 @@ impl Messages {
                 Some(Err(never)) => match never {},
             }
         }
+    }
+
+    /// The response among the messages (the others, notifications, are
+    /// passed over); `None` when the answer ended without one.
+    pub(super) async fn response(&mut self) -> Result<Option<Value>, Refusal> {
+        while let Some(m) = self.next().await? {
+            if is_response(&m) {
+                return Ok(Some(m));
+            }
+        }
+        Ok(None)
     }
 
     /// A JSON body's message (once; then the end).

@@ -38,7 +38,8 @@ pub(super) async fn initialize(
             Err(failure) => refused_natively = Some(failure),
         }
     }
-    let discovered = discover(&ctx, &parts, &authority).await;
+    let outbound = Outbound::new(copy_head(&parts), authority, &ctx, ctx.request.client);
+    let discovered = discovery(&ctx, &outbound).await;
     let result = discovered.as_ref().and_then(|m| m.get("result"));
     let listed = result.and_then(lists_sessions);
     let (Some(result), Some(sessions_too)) = (result, listed) else {
@@ -101,16 +102,13 @@ async fn native(
     let max = ctx.gateway.config.limits.max_response_body_bytes;
     let mut messages = Messages::of(&head.headers, body, max);
     let refused = |r: Refusal| Err(Refused::new(r, ctx.id(), ctx.route.name()));
-    let message = loop {
-        match messages.next().await {
-            Ok(Some(m)) if m.get("result").is_some() || m.get("error").is_some() => break m,
-            Ok(Some(_)) => continue,
-            Ok(None) => {
-                let r = Refusal::new(Reason::UpstreamBadResponse, "no answer to initialize");
-                return Err(refused(r));
-            }
-            Err(r) => return Err(refused(r)),
+    let message = match messages.response().await {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            let r = Refusal::new(Reason::UpstreamBadResponse, "no answer to initialize");
+            return Err(refused(r));
         }
+        Err(r) => return Err(refused(r)),
     };
     let answered = message.get("result").is_some();
     head.headers.remove(header::CONTENT_LENGTH);
@@ -125,23 +123,14 @@ async fn native(
     }
 }
 
-/// The upstream's `server/discover` answer, checked by its policy; `None`
-/// when it gave none.
-async fn discover(ctx: &RequestCtx, parts: &Parts, authority: &HeaderValue) -> Option<Value> {
-    let caps = ctx.request.client;
-    let outbound = Outbound::new(copy_head(parts), authority.clone(), ctx, caps);
+/// The upstream's answer to `server/discover`, asked through the phases
+/// (so checked by its policy); `None` when it gave none.
+pub(super) async fn discovery(ctx: &RequestCtx, outbound: &Outbound) -> Option<Value> {
     let method = McpMethod::ServerDiscover.as_str();
     let inbound = outbound.request("\"discover\"", method, Map::new()).ok()?;
     let resp = through(ctx.gateway.clone(), ctx.route.clone(), inbound)
         .await
         .ok()?;
     let max = ctx.gateway.config.limits.max_response_body_bytes;
-    let mut messages = Messages::new(resp, max);
-    loop {
-        match messages.next().await {
-            Ok(Some(m)) if m.get("result").is_some() || m.get("error").is_some() => return Some(m),
-            Ok(Some(_)) => continue,
-            _ => return None,
-        }
-    }
+    Messages::new(resp, max).response().await.ok().flatten()
 }

@@ -20,6 +20,7 @@ use super::super::reply::{accepted, json_response, message};
 use super::discover::{capabilities, lists_sessions, server_version};
 use super::events::Messages;
 use super::held::{Held, Opened};
+use super::initialize::discovery;
 use super::metrics::QuestionOutcome;
 use super::outbound::{params_of, to_sessions_params, to_stateless, Outbound};
 use super::rounds::through;
@@ -162,7 +163,7 @@ impl<'a> Bridge<'a> {
         let resp = through(ctx.gateway.clone(), ctx.route.clone(), inbound).await?;
         let token = resp.headers().get(&crate::headers::MCP_SESSION_ID).cloned();
         let max = ctx.gateway.config.limits.max_response_body_bytes;
-        let answer = final_message(&mut Messages::new(resp, max)).await;
+        let answer = Messages::new(resp, max).response().await;
         let described = match (answer, token) {
             (Ok(Some(mut m)), Some(token)) if m.get("result").is_some() => {
                 (m["result"].take(), token)
@@ -208,19 +209,12 @@ impl<'a> Bridge<'a> {
     /// Whether the upstream answers `server/discover` as a 2026-07-28
     /// server does.
     async fn discovers(&self) -> bool {
-        let ctx = self.ctx;
-        let method = McpMethod::ServerDiscover.as_str();
-        let Ok(inbound) = self.outbound.request("\"discover\"", method, Map::new()) else {
-            return false;
-        };
-        let Ok(resp) = through(ctx.gateway.clone(), ctx.route.clone(), inbound).await else {
-            return false;
-        };
-        let max = ctx.gateway.config.limits.max_response_body_bytes;
-        match final_message(&mut Messages::new(resp, max)).await {
-            Ok(Some(m)) => m.get("result").and_then(lists_sessions).is_some(),
-            _ => false,
-        }
+        let answer = discovery(self.ctx, &self.outbound).await;
+        answer
+            .as_ref()
+            .and_then(|m| m.get("result"))
+            .and_then(lists_sessions)
+            .is_some()
     }
 
     /// A session opened for one call is ended with it.
@@ -580,17 +574,6 @@ fn session_gone(sent: &Result<Response<ProxyBody>, Refused>) -> bool {
                 Reason::SessionInvalid | Reason::SessionExpired
             ) || (r.refusal.reason == Reason::UpstreamRefused
                 && r.refusal.data("upstreamStatus").and_then(Value::as_u64) == Some(404))
-        }
-    }
-}
-
-/// The response among an answer's messages.
-async fn final_message(messages: &mut Messages) -> Result<Option<Value>, Refusal> {
-    loop {
-        match messages.next().await? {
-            Some(m) if m.get("result").is_some() || m.get("error").is_some() => return Ok(Some(m)),
-            Some(_) => continue,
-            None => return Ok(None),
         }
     }
 }

@@ -24,7 +24,7 @@ use super::super::reply::{json_response, message};
 use super::super::route::Route;
 use super::super::{Gateway, Inbound};
 use super::calls::{CallEvent, Registration};
-use super::events::{self, Messages, Out};
+use super::events::{self, is_response, Messages, Out};
 use super::metrics::QuestionOutcome;
 use super::outbound::{to_sessions, Outbound};
 use crate::model::{McpMethod, Reason, Refusal};
@@ -160,9 +160,7 @@ impl Call {
                 () = cancelled(call.events) => return Err(None),
             };
             match next {
-                Ok(Some(m)) if m.get("result").is_some() || m.get("error").is_some() => {
-                    return Ok(m)
-                }
+                Ok(Some(m)) if is_response(&m) => return Ok(m),
                 // A notification (progress, a log line) reaches the client
                 // as it is; 2026-07-28 has no request a server may send.
                 Ok(Some(m)) if m.get("id").is_none() && m.get("method").is_some() => {
