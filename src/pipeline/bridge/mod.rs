@@ -30,7 +30,7 @@ mod rounds;
 
 pub use calls::BridgeCalls;
 pub use discover::Speaks;
-pub use metrics::{BridgeMetrics, QuestionOutcome};
+pub use metrics::BridgeMetrics;
 
 use http::request::Parts;
 use http::{HeaderValue, Response, StatusCode};
