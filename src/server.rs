@@ -336,6 +336,7 @@ impl RunningGateway {
             while tasks.join_next().await.is_some() {}
         }
         self.current.load().audit.flush().await;
+        self.current.load().routes.stop_programs().await;
         if let Some(t) = self.telemetry.clone() {
             t.shutdown().await;
         }

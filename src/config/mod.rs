@@ -12,6 +12,7 @@ mod raw;
 mod read;
 mod restart;
 mod route;
+mod stdio;
 mod traces;
 mod upstream;
 mod words;
@@ -37,6 +38,7 @@ pub use listener::{is_loopback_name, ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
 pub use route::{FederationSettings, RouteConfig, TaskMode, FEDERATION_NAME};
 pub use traces::TraceSettings;
+pub use stdio::{ProcessLimits, Sandbox, StdioSettings, INHERITED_VARIABLES, SYSTEM_READ_ONLY};
 pub use upstream::UpstreamRoute;
 
 /// The keys and kinds of the config file, read once from [`RawConfig`].
@@ -172,6 +174,7 @@ fn validate(
     let state = limits::state_config(&raw.state, loc, base, p);
     let policies = p.take(policies(&raw, loc, base));
     let upstreams = upstream::upstreams(&raw.upstream, loc, base, policies.as_ref(), p);
+    keys_kept_from_programs(&raw, &upstreams, loc, base, p);
     let auth = p.take(AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e)));
     let throttle =
         p.take(crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e)));
@@ -224,6 +227,45 @@ fn policies(raw: &RawConfig, loc: &Locator<'_>, base: &Path) -> Result<PolicySet
         ));
     }
     PolicySet::load(Some(&dir))
+}
+
+/// The state keys never reach a stdio program: not through `env_from` or
+/// `env`, nor through a sandbox that shows it the keys file.
+fn keys_kept_from_programs(
+    raw: &RawConfig,
+    upstreams: &[Arc<UpstreamRoute>],
+    loc: &Locator<'_>,
+    base: &Path,
+    p: &mut Problems,
+) {
+    if let Some(name) = &raw.state.keys_env {
+        for (i, u) in raw.upstream.iter().enumerate() {
+            let u = u.get_ref();
+            let named = u.env_from.iter().flatten().find(|n| n.get_ref() == name.get_ref());
+            let set = u.env.iter().flatten().map(|(k, _)| k).find(|k| k.get_ref() == name.get_ref());
+            if let Some(at) = named.or(set) {
+                p.push(loc.at(
+                    at.span(),
+                    format!("upstream[{i}].env_from"),
+                    format!("{} holds the gateway's state keys; a program never gets them", name.get_ref()),
+                ));
+            }
+        }
+    }
+    let Some(file) = &raw.state.keys_file else { return };
+    let keys = resolve(base, file.get_ref());
+    for u in upstreams {
+        let Some(sandbox) = u.stdio.as_ref().and_then(|s| s.sandbox.as_ref()) else {
+            continue;
+        };
+        if sandbox.read_only.iter().chain(&sandbox.writable).any(|d| keys.starts_with(d)) {
+            p.push(loc.at(
+                file.span(),
+                "state.keys_file",
+                format!("the sandbox of upstream \"{}\" shows this file to its program", u.id),
+            ));
+        }
+    }
 }
 
 fn watched_files(raw: &RawConfig, base: &Path) -> Vec<PathBuf> {

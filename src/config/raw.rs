@@ -125,7 +125,25 @@ pub struct RawPolicies {
 pub struct RawUpstream {
     pub id: Spanned<String>,
     pub name: Spanned<String>,
-    pub url: Spanned<String>,
+    /// An MCP server over HTTP; or `command`, a local program over stdio.
+    pub url: Option<Spanned<String>>,
+    /// A local program spoken to over stdio: the program and its arguments.
+    pub command: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The program's whole environment (beside PATH and HOME).
+    pub env: Option<std::collections::BTreeMap<Spanned<String>, Spanned<String>>>,
+    /// Names passed through from the gateway's own environment.
+    pub env_from: Option<Vec<Spanned<String>>>,
+    pub cwd: Option<Spanned<String>>,
+    /// Start one process when the gateway starts, not on first use.
+    pub eager: Option<bool>,
+    pub max_processes: Option<Spanned<i64>>,
+    pub idle_timeout: Option<Spanned<String>>,
+    pub stop_timeout: Option<Spanned<String>>,
+    pub max_memory_bytes: Option<Spanned<i64>>,
+    pub max_open_files: Option<Spanned<i64>>,
+    pub max_cpu_seconds: Option<Spanned<i64>>,
+    /// Confinement of the program (bubblewrap).
+    pub sandbox: Option<Spanned<RawSandbox>>,
     pub ca_file: Option<Spanned<String>>,
     pub http2: Option<bool>,
     pub connect_timeout: Option<Spanned<String>>,
@@ -141,6 +159,17 @@ pub struct RawUpstream {
     pub prefix: Option<Spanned<String>>,
     /// Protocol generations the upstream speaks (default: discovered).
     pub generations: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// `[upstream.sandbox]`: what a stdio program may see and reach.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSandbox {
+    #[serde(default)]
+    pub read_only: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub writable: Vec<Spanned<String>>,
+    pub network: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -161,6 +190,8 @@ pub struct RawRoute {
     pub generations: Option<Spanned<Vec<Spanned<String>>>>,
     /// The Tasks extension: "police" (default) or "refuse".
     pub tasks: Option<Spanned<String>>,
+    /// What a stdio upstream's `roots/list` is answered with (file URIs).
+    pub roots: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub allow: Vec<Spanned<RawPermission>>,
     #[serde(default)]

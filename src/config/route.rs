@@ -32,6 +32,9 @@ pub struct RouteConfig {
     pub generations: Vec<Generation>,
     /// What the route does with the Tasks extension.
     pub tasks: TaskMode,
+    /// What a stdio upstream's `roots/list` is answered with: file URIs,
+    /// never the client's own roots.
+    pub roots: Vec<String>,
 }
 
 /// What a federated route adds to a route.
@@ -141,9 +144,18 @@ pub(super) fn routes(
         let tasks = p
             .take(task_mode(&r.tasks, &format!("route[{i}].tasks"), loc))
             .unwrap_or_default();
-        let (Some(upstreams), Some(allow), Some(deny)) = (members, allow, deny) else {
+        let roots = p.take(super::stdio::roots(&r.roots, &format!("route[{i}].roots"), loc));
+        let (Some(upstreams), Some(allow), Some(deny), Some(roots)) = (members, allow, deny, roots)
+        else {
             continue;
         };
+        if !roots.is_empty() && upstreams.iter().all(|u| u.stdio.is_none()) {
+            p.push(loc.at(
+                r.path.span(),
+                format!("route[{i}].roots"),
+                "only a stdio upstream (command = [...]) asks for roots",
+            ));
+        }
         let route = RouteConfig {
             upstreams,
             federation,
@@ -152,6 +164,7 @@ pub(super) fn routes(
             permissions: Permissions { allow, deny },
             generations,
             tasks,
+            roots,
         };
         if out.insert(path.clone(), Arc::new(route)).is_some() {
             p.push(loc.at(

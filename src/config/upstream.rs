@@ -12,6 +12,7 @@ use super::listener::readable;
 use super::locate::Locator;
 use super::problems::Problems;
 use super::raw::RawUpstream;
+use super::stdio::{http_only_keys, stdio, stdio_only_keys, StdioSettings};
 use crate::model::{ConfigError, Generation};
 use crate::mrtr::settings::SingleUse;
 use crate::policy::config::{Policy, PolicySet};
@@ -49,6 +50,9 @@ pub struct UpstreamRoute {
     /// with `server/discover` when a client of another generation needs
     /// it (`pipeline::bridge`).
     pub generations: Option<Vec<Generation>>,
+    /// Set for a local program spoken to over stdio (`command`); its `url`
+    /// is then the gateway's own name for it, never dialled.
+    pub stdio: Option<Arc<StdioSettings>>,
 }
 
 impl std::fmt::Debug for UpstreamRoute {
@@ -71,13 +75,12 @@ fn valid_id(id: &str) -> bool {
 
 /// The upstream URL: http or https, a host, no credentials.
 fn upstream_url(
-    r: &RawUpstream,
+    raw: &Spanned<String>,
     field: &str,
     loc: &Locator<'_>,
 ) -> Result<(Uri, bool), ConfigError> {
-    let at = |m: String| loc.at(r.url.span(), field, m);
-    let url: Uri = r
-        .url
+    let at = |m: String| loc.at(raw.span(), field, m);
+    let url: Uri = raw
         .get_ref()
         .parse()
         .map_err(|e| at(format!("not a URL: {e}")))?;
@@ -95,6 +98,28 @@ fn upstream_url(
         ));
     }
     Ok((url, https))
+}
+
+/// What a stdio upstream is called in the places a URL goes (logs,
+/// `portcullis listings`, the HTTP requests the gateway writes to it).
+fn stdio_url(id: &str) -> Option<(Uri, bool)> {
+    let url = format!("http://stdio.invalid/{id}").parse().ok()?;
+    Some((url, false))
+}
+
+/// A stdio upstream with a key only an HTTP one has, or the other way.
+fn transport_keys(
+    r: &RawUpstream,
+    field: &dyn Fn(&str) -> String,
+    loc: &Locator<'_>,
+    p: &mut Problems,
+) {
+    for (key, span) in http_only_keys(r) {
+        p.push(loc.at(span, field(key), "only an upstream with a url has this"));
+    }
+    if r.http2.is_some() {
+        p.push(loc.at(r.id.span(), field("http2"), "only an upstream with a url has this"));
+    }
 }
 
 /// The client TLS config of an https upstream (with its `ca_file`), and
@@ -115,7 +140,7 @@ fn upstream_tls(
         (None, false) => Ok(None),
         (None, true) => crate::tls::client_config(None)
             .map(|c| Some((c, super::listener::files_digest(&[]))))
-            .map_err(|e| loc.at(r.url.span(), field("url"), e.to_string())),
+            .map_err(|e| loc.at(r.id.span(), field("url"), e.to_string())),
         (Some(c), true) => {
             let path = readable(c, &field("ca_file"), loc, base)?;
             crate::tls::client_config(Some(&path))
@@ -195,7 +220,34 @@ pub(super) fn upstreams(
                 format!("upstream id \"{id}\" is used twice"),
             ));
         }
-        let url = p.take(upstream_url(r, &f("url"), loc));
+        let stdio = stdio(r, &f, loc, base, p).map(Arc::new);
+        let url = match (&r.url, &r.command) {
+            (Some(url), None) => p.take(upstream_url(url, &f("url"), loc)),
+            (None, Some(_)) => {
+                transport_keys(r, &f, loc, p);
+                stdio_url(&id)
+            }
+            (Some(url), Some(_)) => {
+                p.push(loc.at(url.span(), f("url"), "give url or command, not both"));
+                None
+            }
+            (None, None) => {
+                p.push(loc.at(
+                    u.span(),
+                    f("url"),
+                    "missing: url (a server over HTTP) or command (a local program over stdio)",
+                ));
+                None
+            }
+        };
+        if r.command.is_some() && stdio.is_none() {
+            continue;
+        }
+        if r.command.is_none() {
+            for (key, span) in stdio_only_keys(r) {
+                p.push(loc.at(span, f(key), "only an upstream with a command has this"));
+            }
+        }
         let tls = url
             .as_ref()
             .and_then(|(_, https)| p.take(upstream_tls(r, *https, &f, loc, base)));
@@ -220,10 +272,13 @@ pub(super) fn upstreams(
             continue;
         };
         let single_use_by_policy = policy.single_use;
-        let endpoint_host = url
-            .authority()
-            .map(|a| a.as_str().to_owned())
-            .unwrap_or_default();
+        let endpoint_host = match &stdio {
+            Some(_) => format!("stdio:{id}"),
+            None => url
+                .authority()
+                .map(|a| a.as_str().to_owned())
+                .unwrap_or_default(),
+        };
         out.push(Arc::new(UpstreamRoute {
             name,
             url,
@@ -248,6 +303,7 @@ pub(super) fn upstreams(
                 .map_or_else(|| id.clone(), |p| p.get_ref().clone()),
             prefix_span: r.prefix.as_ref().map_or_else(|| r.id.span(), |p| p.span()),
             generations,
+            stdio,
             id,
         }));
     }

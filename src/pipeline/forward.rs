@@ -17,10 +17,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use crate::config::UpstreamRoute;
+use super::stdio::{StdioConnector, StdioMetrics, StdioUpstream, Unanswered, UNANSWERED};
+use crate::config::{StdioSettings, UpstreamRoute};
 use crate::model::{Reason, Refusal};
 
 type Hyper = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Stdio = Client<StdioConnector, Full<Bytes>>;
 
 /// What an upstream's connection pool is built from, and nothing else: the
 /// URL's scheme and authority, its TLS trust, HTTP/2, the connect timeout
@@ -37,6 +39,8 @@ pub struct ConnectionSettings {
     connect_timeout: Duration,
     pool_idle_timeout: Duration,
     pool_max_idle_per_host: usize,
+    /// A stdio program: how it is started (its processes are the pool's).
+    stdio: Option<Arc<StdioSettings>>,
 }
 
 impl ConnectionSettings {
@@ -49,6 +53,7 @@ impl ConnectionSettings {
             connect_timeout: route.connect_timeout,
             pool_idle_timeout: route.pool_idle_timeout,
             pool_max_idle_per_host: route.pool_max_idle_per_host,
+            stdio: route.stdio.clone(),
         }
     }
 }
@@ -58,11 +63,42 @@ impl ConnectionSettings {
 /// its upstream, once the requests still using it have finished.
 pub struct Pool {
     settings: ConnectionSettings,
-    client: Hyper,
+    client: Transport,
+}
+
+/// How a pool reaches its upstream.
+enum Transport {
+    Http(Hyper),
+    /// In-memory connections to a stdio program's HTTP face.
+    Stdio(Stdio, Arc<StdioUpstream>),
 }
 
 impl Pool {
-    fn new(route: &UpstreamRoute) -> Result<Pool, rustls::Error> {
+    fn new(route: &UpstreamRoute, stdio: &Arc<StdioMetrics>, max_line: usize) -> Result<Pool, rustls::Error> {
+        let Some(settings) = &route.stdio else {
+            return Self::http(route);
+        };
+        let upstream = StdioUpstream::new(
+            &route.id,
+            settings.clone(),
+            route.generations.as_deref(),
+            max_line,
+            route.connect_timeout,
+            stdio.clone(),
+        );
+        upstream.start_eagerly();
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(route.pool_idle_timeout)
+            .build(StdioConnector::new(upstream.clone()));
+        Ok(Pool {
+            settings: ConnectionSettings::of(route),
+            client: Transport::Stdio(client, upstream),
+        })
+    }
+
+    fn http(route: &UpstreamRoute) -> Result<Pool, rustls::Error> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -91,12 +127,20 @@ impl Pool {
             .build(connector);
         Ok(Pool {
             settings: ConnectionSettings::of(route),
-            client,
+            client: Transport::Http(client),
         })
     }
 
     pub fn settings(&self) -> &ConnectionSettings {
         &self.settings
+    }
+
+    /// The stdio program's processes behind this pool, if it is one.
+    pub fn stdio(&self) -> Option<&Arc<StdioUpstream>> {
+        match &self.client {
+            Transport::Stdio(_, upstream) => Some(upstream),
+            Transport::Http(_) => None,
+        }
     }
 }
 
@@ -112,16 +156,22 @@ pub struct UpstreamClient {
 
 impl UpstreamClient {
     /// A client with a pool of its own.
-    pub fn new(route: Arc<UpstreamRoute>) -> Result<Self, rustls::Error> {
-        Self::keeping(route, &Pools::new())
+    pub fn new(route: Arc<UpstreamRoute>, stdio: &Arc<StdioMetrics>) -> Result<Self, rustls::Error> {
+        Self::keeping(route, &Pools::new(), stdio, usize::MAX)
     }
 
     /// A client that keeps the pool in `previous` built from the same
     /// [`ConnectionSettings`], or one of its own when there is none.
-    pub fn keeping(route: Arc<UpstreamRoute>, previous: &Pools) -> Result<Self, rustls::Error> {
+    /// `max_line`: the longest line a stdio program may write.
+    pub fn keeping(
+        route: Arc<UpstreamRoute>,
+        previous: &Pools,
+        stdio: &Arc<StdioMetrics>,
+        max_line: usize,
+    ) -> Result<Self, rustls::Error> {
         let pool = match previous.get(&ConnectionSettings::of(&route)) {
             Some(pool) => pool.clone(),
-            None => Arc::new(Pool::new(&route)?),
+            None => Arc::new(Pool::new(&route, stdio, max_line)?),
         };
         Ok(UpstreamClient { route, pool })
     }
@@ -143,8 +193,13 @@ impl UpstreamClient {
         *req.method_mut() = method;
         *req.uri_mut() = self.route.url.clone();
         *req.headers_mut() = headers;
-        match tokio::time::timeout(self.route.response_timeout, self.pool.client.request(req)).await
-        {
+        let sent = async {
+            match &self.pool.client {
+                Transport::Http(client) => client.request(req).await,
+                Transport::Stdio(client, _) => client.request(req).await,
+            }
+        };
+        match tokio::time::timeout(self.route.response_timeout, sent).await {
             Err(_) => Err(Refusal::new(
                 Reason::UpstreamTimeout,
                 format!(
@@ -152,9 +207,31 @@ impl UpstreamClient {
                     humantime::format_duration(self.route.response_timeout)
                 ),
             )),
-            Ok(Ok(resp)) => Ok(resp),
+            Ok(Ok(resp)) => match resp.headers().get(&UNANSWERED) {
+                Some(why) if self.pool.stdio().is_some() => Err(unanswered(why.as_bytes())),
+                _ => Ok(resp),
+            },
             Ok(Err(e)) => Err(classify(&e)),
         }
+    }
+}
+
+/// A stdio program that gave no answer, as the reason an HTTP server's
+/// failure of the same kind gets.
+fn unanswered(why: &[u8]) -> Refusal {
+    match Unanswered::parse(why) {
+        Some(Unanswered::Exited) => Refusal::new(
+            Reason::UpstreamConnectionClosed,
+            "the upstream program exited before answering",
+        ),
+        Some(Unanswered::OutOfStep) => Refusal::new(
+            Reason::UpstreamBadResponse,
+            "the upstream program wrote something that is not MCP on stdout; it was restarted",
+        ),
+        Some(Unanswered::Unavailable) | None => Refusal::new(
+            Reason::UpstreamUnreachable,
+            "the upstream program could not be started, keeps exiting, or all its processes are busy",
+        ),
     }
 }
 
@@ -275,12 +352,13 @@ mod tests {
             [[route]]\npath = \"/mcp\"\nupstream = \"a\"\n";
         let config = GatewayConfig::parse(text, &dir.path().join("g.toml")).unwrap();
         let [a, b, c] = [0, 1, 2].map(|i| config.upstreams[i].clone());
-        let first = UpstreamClient::new(a.clone()).unwrap();
+        let stdio = Arc::new(StdioMetrics::new(&super::super::record::Described::new()).unwrap());
+        let first = UpstreamClient::new(a.clone(), &stdio).unwrap();
         let mut pools = Pools::new();
         pools.insert(first.pool().settings().clone(), first.pool().clone());
-        let again = UpstreamClient::keeping(a, &pools).unwrap();
-        let same_host = UpstreamClient::keeping(b, &pools).unwrap();
-        let other = UpstreamClient::keeping(c, &pools).unwrap();
+        let again = UpstreamClient::keeping(a, &pools, &stdio, 1 << 20).unwrap();
+        let same_host = UpstreamClient::keeping(b, &pools, &stdio, 1 << 20).unwrap();
+        let other = UpstreamClient::keeping(c, &pools, &stdio, 1 << 20).unwrap();
         assert!(Arc::ptr_eq(again.pool(), first.pool()));
         assert!(Arc::ptr_eq(same_host.pool(), first.pool()));
         assert!(!Arc::ptr_eq(other.pool(), first.pool()));

@@ -25,6 +25,7 @@ pub mod retry;
 pub mod route;
 pub mod session;
 pub mod sse;
+pub mod stdio;
 pub mod task;
 
 use std::net::SocketAddr;
@@ -325,6 +326,11 @@ impl Gateway {
         session::open(&mut ctx, &parts.headers)
             .await
             .map_err(|r| within(r, &ctx))?;
+        // A stdio program speaks one generation, found when it first starts:
+        // known before the bridge decides.
+        if let Some(program) = route.upstream.client.pool().stdio() {
+            program.generation().await.map_err(|e| within(stdio::unavailable(&e), &ctx))?;
+        }
         // A 2025-11-25 client of a 2026-07-28-only upstream: carried across.
         if !carried && bridge::may_carry(&ctx) {
             return Box::pin(bridge::carry(ctx, parts, authority)).await;
@@ -354,6 +360,9 @@ impl Gateway {
             upstream.settings.forward_authorization,
         );
         session::to_upstream(&ctx, &mut parts.headers);
+        if upstream.settings.stdio.is_some() {
+            stdio::stamp(&mut parts.headers, &ctx.principal, &route.config.roots);
+        }
         let id = ctx.id().map(str::to_owned);
         let sent = Instant::now();
         let resp = upstream

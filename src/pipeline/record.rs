@@ -98,6 +98,8 @@ pub struct Metrics {
     pub heavy: HeavyMetrics,
     /// Bridged sessions and their questions (`bridge/`).
     pub bridge: super::bridge::BridgeMetrics,
+    /// The stdio upstreams' programs (`stdio/`).
+    pub stdio: Arc<super::stdio::StdioMetrics>,
     /// Lifecycle state the admin listener and open streams share with the
     /// server across config generations: readiness, and the drain cut.
     pub ready: AtomicBool,
@@ -248,6 +250,7 @@ impl Metrics {
         let heavy = HeavyMetrics::new(&registry)?;
         let bridge = super::bridge::BridgeMetrics::new(&registry)?;
         let federation = super::federate::FederationMetrics::new(&registry)?;
+        let stdio = Arc::new(super::stdio::StdioMetrics::new(&registry)?);
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -276,6 +279,7 @@ impl Metrics {
             backends,
             heavy,
             bridge,
+            stdio,
             ready: AtomicBool::new(false),
             drain: crate::model::DrainSignal::default(),
         }))

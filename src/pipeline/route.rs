@@ -144,6 +144,7 @@ impl RouteTable {
     ) -> Result<Self, rustls::Error> {
         let mut pools = Pools::new();
         let mut by_id: HashMap<&str, Arc<RoutedUpstream>> = HashMap::new();
+        let metrics_all = metrics;
         for up in &config.upstreams {
             let heavy = HeavyLane::new(config.limits.inspection, &metrics.heavy, &up.id);
             let metrics = metrics.upstream(&up.id);
@@ -153,8 +154,13 @@ impl RouteTable {
             } else {
                 previous
             };
-            let client = UpstreamClient::keeping(up.clone(), kept)?;
-            let pool = client.pool();
+            let client = UpstreamClient::keeping(
+                up.clone(),
+                kept,
+                &metrics_all.stdio,
+                config.limits.max_response_body_bytes,
+            )?;
+            let pool = client.pool().clone();
             pools.insert(pool.settings().clone(), pool.clone());
             let routed = RoutedUpstream {
                 settings: up.clone(),
@@ -162,7 +168,10 @@ impl RouteTable {
                 label: metrics.label.clone(),
                 metrics,
                 heavy: Arc::new(heavy),
-                speaks: Speaks::new(up.generations.clone()),
+                speaks: Speaks::new(
+                    up.generations.clone(),
+                    pool.stdio().map(|s| s.face_generation()),
+                ),
             };
             by_id.insert(up.id.as_str(), Arc::new(routed));
         }
@@ -179,6 +188,18 @@ impl RouteTable {
     /// The pools this table's upstreams use (what the next one may keep).
     pub fn pools(&self) -> &Pools {
         &self.pools
+    }
+
+    /// Stop every stdio program (SIGTERM, SIGKILL after its stop
+    /// timeout) and wait until they have exited.
+    pub async fn stop_programs(&self) {
+        let programs: Vec<_> = self.pools.values().filter_map(|p| p.stdio().cloned()).collect();
+        for p in &programs {
+            p.stop_all();
+        }
+        for p in &programs {
+            p.stopped().await;
+        }
     }
 
     /// Exact path match; a trailing slash is the same endpoint.

@@ -6,7 +6,7 @@
 //! [`REMEMBERED`], so its sessions cost no extra request.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -26,6 +26,9 @@ const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// every request of a generation not yet known, so it is two atomics.
 pub struct Speaks {
     configured: Option<Vec<Generation>>,
+    /// Set once known by an upstream that speaks exactly one generation
+    /// (a stdio program's face).
+    only: Option<Arc<OnceLock<Generation>>>,
     sessions: Seen,
     stateless: Seen,
 }
@@ -65,9 +68,13 @@ impl Seen {
 }
 
 impl Speaks {
-    pub fn new(configured: Option<Vec<Generation>>) -> Speaks {
+    pub fn new(
+        configured: Option<Vec<Generation>>,
+        only: Option<Arc<OnceLock<Generation>>>,
+    ) -> Speaks {
         Speaks {
             configured,
+            only,
             sessions: Seen::default(),
             stateless: Seen::default(),
         }
@@ -75,6 +82,9 @@ impl Speaks {
 
     /// Whether it speaks `generation`, when known without asking.
     pub fn speaks(&self, generation: Generation) -> Option<bool> {
+        if let Some(only) = self.only.as_ref().and_then(|o| o.get()) {
+            return Some(*only == generation);
+        }
         if let Some(c) = &self.configured {
             return Some(c.contains(&generation));
         }
@@ -186,12 +196,12 @@ mod tests {
 
     #[test]
     fn configured_generations_decide_and_discovery_is_remembered() {
-        let only = Speaks::new(Some(vec![Generation::Stateless]));
+        let only = Speaks::new(Some(vec![Generation::Stateless]), None);
         assert_eq!(only.sessions(), Some(false));
         assert_eq!(only.speaks(Generation::Stateless), Some(true));
         only.learn(true);
         assert_eq!(only.sessions(), Some(false));
-        let auto = Speaks::new(None);
+        let auto = Speaks::new(None, None);
         assert_eq!(auto.sessions(), None);
         auto.learn(true);
         assert_eq!(auto.sessions(), Some(true));

@@ -1,0 +1,394 @@
+//! `[[upstream]] command = [...]`: a local MCP server spoken to over stdio,
+//! the environment it gets, its limits and its confinement; and a route's
+//! `roots`, what such a program is told when it asks for the client's roots.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::locate::{resolve, Locator};
+use super::problems::Problems;
+use super::raw::{RawSandbox, RawUpstream};
+use crate::model::ConfigError;
+
+/// Variables a child gets from the gateway's own environment unless `env`
+/// sets them: where to find programs, and the home folder the npm and uv
+/// launchers keep their caches under.
+pub const INHERITED_VARIABLES: [&str; 2] = ["PATH", "HOME"];
+
+/// What Debian's bubblewrap is called on PATH.
+const LAUNCHER: &str = "bwrap";
+
+/// Folders a confined program can always read: the system's programs and
+/// libraries and its configuration (name service, TLS roots).
+pub const SYSTEM_READ_ONLY: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"];
+
+/// How one stdio program is started, limited and confined. Two upstreams
+/// with equal settings share their processes, and a reload that leaves them
+/// alone keeps them running.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct StdioSettings {
+    /// The program (resolved on the child's PATH) and its arguments.
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The child's whole environment.
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    pub eager: bool,
+    pub max_processes: usize,
+    pub idle_timeout: Duration,
+    /// How long a stopped program has between SIGTERM and SIGKILL.
+    pub stop_timeout: Duration,
+    pub limits: ProcessLimits,
+    pub sandbox: Option<Sandbox>,
+}
+
+impl std::fmt::Debug for StdioSettings {
+    // The environment's values may be secrets: its names only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioSettings")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .field("sandbox", &self.sandbox)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The kernel's resource limits set on the child (`setrlimit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcessLimits {
+    /// `RLIMIT_DATA`: the heap and private writable mappings, in bytes.
+    pub memory_bytes: u64,
+    /// `RLIMIT_NOFILE`.
+    pub open_files: u64,
+    /// `RLIMIT_CPU`: CPU seconds over the process's whole life.
+    pub cpu_seconds: Option<u64>,
+}
+
+impl Default for ProcessLimits {
+    fn default() -> Self {
+        ProcessLimits {
+            memory_bytes: 4 << 30,
+            open_files: 1024,
+            cpu_seconds: None,
+        }
+    }
+}
+
+/// `[upstream.sandbox]`, enforced by bubblewrap: a mount namespace with
+/// only these folders, a PID namespace, and no network unless asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sandbox {
+    /// bubblewrap's path (found on the gateway's PATH when the config is read).
+    pub launcher: PathBuf,
+    pub read_only: Vec<PathBuf>,
+    pub writable: Vec<PathBuf>,
+    pub network: bool,
+}
+
+/// The stdio settings of `r`, when it has a `command`.
+pub(super) fn stdio(
+    r: &RawUpstream,
+    field: &dyn Fn(&str) -> String,
+    loc: &Locator<'_>,
+    base: &Path,
+    p: &mut Problems,
+) -> Option<StdioSettings> {
+    let command = r.command.as_ref()?;
+    let env = p.take(environment(r, field, loc));
+    let program = p.take(program(command, env.as_ref(), &field("command"), loc));
+    let cwd = r.cwd.as_ref().and_then(|c| {
+        let path = resolve(base, c.get_ref());
+        if path.is_dir() {
+            Some(path)
+        } else {
+            p.push(loc.at(
+                c.span(),
+                field("cwd"),
+                format!("{} is not a folder", path.display()),
+            ));
+            None
+        }
+    });
+    let sandbox = r
+        .sandbox
+        .as_ref()
+        .and_then(|s| p.take(sandbox(s, &field("sandbox"), loc, base)));
+    let max_processes = p.or(loc.positive(&r.max_processes, &field("max_processes"), 4), 4);
+    let mut time = |raw: &Option<Spanned<String>>, key: &str, secs: u64| {
+        let d = Duration::from_secs(secs);
+        p.or(loc.duration(raw, &field(key), d), d)
+    };
+    let idle_timeout = time(&r.idle_timeout, "idle_timeout", 300);
+    let stop_timeout = time(&r.stop_timeout, "stop_timeout", 5);
+    let limits = limits(r, field, loc, p);
+    Some(StdioSettings {
+        program: program?,
+        args: command.get_ref()[1..]
+            .iter()
+            .map(|a| a.get_ref().clone())
+            .collect(),
+        env: env?,
+        cwd,
+        eager: r.eager.unwrap_or(false),
+        max_processes,
+        idle_timeout,
+        stop_timeout,
+        limits,
+        sandbox: if r.sandbox.is_some() { Some(sandbox?) } else { None },
+    })
+}
+
+/// `env`, then `env_from` read from the gateway's environment, then PATH
+/// and HOME where neither set them.
+fn environment(
+    r: &RawUpstream,
+    field: &dyn Fn(&str) -> String,
+    loc: &Locator<'_>,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut env = BTreeMap::new();
+    let valid = |name: &str| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !name.as_bytes()[0].is_ascii_digit()
+    };
+    for (name, value) in r.env.iter().flatten() {
+        if !valid(name.get_ref()) {
+            return Err(loc.at(
+                name.span(),
+                field("env"),
+                "a variable name of A-Z, a-z, 0-9 and '_', not starting with a digit",
+            ));
+        }
+        if value.get_ref().contains('\0') {
+            return Err(loc.at(value.span(), field("env"), "a value without NUL"));
+        }
+        env.insert(name.get_ref().clone(), value.get_ref().clone());
+    }
+    for name in r.env_from.iter().flatten() {
+        if !valid(name.get_ref()) {
+            return Err(loc.at(
+                name.span(),
+                field("env_from"),
+                "a variable name of A-Z, a-z, 0-9 and '_', not starting with a digit",
+            ));
+        }
+        let Some(value) = std::env::var_os(name.get_ref()) else {
+            return Err(loc.at(
+                name.span(),
+                field("env_from"),
+                format!(
+                    "{} is not set in the gateway's environment",
+                    name.get_ref()
+                ),
+            ));
+        };
+        let Ok(value) = value.into_string() else {
+            return Err(loc.at(
+                name.span(),
+                field("env_from"),
+                format!("{} is not valid UTF-8", name.get_ref()),
+            ));
+        };
+        env.insert(name.get_ref().clone(), value);
+    }
+    for name in INHERITED_VARIABLES {
+        if !env.contains_key(name) {
+            if let Some(v) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
+                env.insert(name.to_owned(), v);
+            }
+        }
+    }
+    Ok(env)
+}
+
+/// The program: a path, or a name found on the child's PATH now, so a
+/// typo is a config error and not a failure on first use.
+fn program(
+    command: &Spanned<Vec<Spanned<String>>>,
+    env: Option<&BTreeMap<String, String>>,
+    field: &str,
+    loc: &Locator<'_>,
+) -> Result<PathBuf, ConfigError> {
+    let Some(first) = command.get_ref().first() else {
+        return Err(loc.at(
+            command.span(),
+            field,
+            "the program and its arguments, e.g. [\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]",
+        ));
+    };
+    let name = first.get_ref();
+    if name.is_empty() || command.get_ref().iter().any(|a| a.get_ref().contains('\0')) {
+        return Err(loc.at(first.span(), field, "a program name and arguments without NUL"));
+    }
+    let path = env.and_then(|e| e.get("PATH")).map(String::as_str);
+    find_program(name, path).ok_or_else(|| {
+        loc.at(
+            first.span(),
+            field,
+            format!("\"{name}\" is not an executable file on the program's PATH"),
+        )
+    })
+}
+
+/// `name` itself when it has a '/', else the first executable of that name
+/// in `path`'s folders.
+pub fn find_program(name: &str, path: Option<&str>) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return is_executable(&p).then_some(p);
+    }
+    std::env::split_paths(OsStr::new(path?))
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn limits(
+    r: &RawUpstream,
+    field: &dyn Fn(&str) -> String,
+    loc: &Locator<'_>,
+    p: &mut Problems,
+) -> ProcessLimits {
+    let d = ProcessLimits::default();
+    let mut read = |raw: &Option<Spanned<i64>>, key: &str, default: u64| {
+        let default = usize::try_from(default).unwrap_or(usize::MAX);
+        p.or(loc.positive(raw, &field(key), default), default) as u64
+    };
+    ProcessLimits {
+        memory_bytes: read(&r.max_memory_bytes, "max_memory_bytes", d.memory_bytes),
+        open_files: read(&r.max_open_files, "max_open_files", d.open_files),
+        cpu_seconds: r
+            .max_cpu_seconds
+            .is_some()
+            .then(|| read(&r.max_cpu_seconds, "max_cpu_seconds", 1)),
+    }
+}
+
+fn sandbox(
+    raw: &Spanned<RawSandbox>,
+    field: &str,
+    loc: &Locator<'_>,
+    base: &Path,
+) -> Result<Sandbox, ConfigError> {
+    let path = std::env::var("PATH").ok();
+    let launcher = find_program(LAUNCHER, path.as_deref()).ok_or_else(|| {
+        loc.at(
+            raw.span(),
+            field,
+            "needs bubblewrap (`bwrap` on PATH; Debian: apt-get install bubblewrap)",
+        )
+    })?;
+    let folders = |list: &[Spanned<String>], key: &str| {
+        list.iter()
+            .map(|f| {
+                let path = resolve(base, f.get_ref());
+                if path.exists() {
+                    Ok(path)
+                } else {
+                    Err(loc.at(
+                        f.span(),
+                        format!("{field}.{key}"),
+                        format!("{} does not exist", path.display()),
+                    ))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let raw = raw.get_ref();
+    Ok(Sandbox {
+        launcher,
+        read_only: folders(&raw.read_only, "read_only")?,
+        writable: folders(&raw.writable, "writable")?,
+        network: raw.network.unwrap_or(false),
+    })
+}
+
+/// Keys only an HTTP upstream has.
+pub(super) fn http_only_keys(r: &RawUpstream) -> Vec<(&'static str, std::ops::Range<usize>)> {
+    let mut keys = Vec::new();
+    if let Some(c) = &r.ca_file {
+        keys.push(("ca_file", c.span()));
+    }
+    if let Some(v) = &r.pool_max_idle_per_host {
+        keys.push(("pool_max_idle_per_host", v.span()));
+    }
+    if let Some(v) = &r.pool_idle_timeout {
+        keys.push(("pool_idle_timeout", v.span()));
+    }
+    keys
+}
+
+/// Keys only a stdio upstream has, with where they were written.
+pub(super) fn stdio_only_keys(r: &RawUpstream) -> Vec<(&'static str, std::ops::Range<usize>)> {
+    let mut keys = Vec::new();
+    let spans = [
+        ("cwd", r.cwd.as_ref().map(Spanned::span)),
+        ("max_processes", r.max_processes.as_ref().map(Spanned::span)),
+        ("idle_timeout", r.idle_timeout.as_ref().map(Spanned::span)),
+        ("stop_timeout", r.stop_timeout.as_ref().map(Spanned::span)),
+        ("max_memory_bytes", r.max_memory_bytes.as_ref().map(Spanned::span)),
+        ("max_open_files", r.max_open_files.as_ref().map(Spanned::span)),
+        ("max_cpu_seconds", r.max_cpu_seconds.as_ref().map(Spanned::span)),
+        ("sandbox", r.sandbox.as_ref().map(Spanned::span)),
+        (
+            "env_from",
+            r.env_from.as_ref().and_then(|e| e.first()).map(Spanned::span),
+        ),
+        (
+            "env",
+            r.env.as_ref().and_then(|e| e.keys().next()).map(Spanned::span),
+        ),
+    ];
+    for (key, span) in spans {
+        if let Some(span) = span {
+            keys.push((key, span));
+        }
+    }
+    if r.eager.is_some() {
+        keys.push(("eager", r.id.span()));
+    }
+    keys
+}
+
+/// A route's `roots`: `file://` URIs, or absolute paths written as such.
+pub(super) fn roots(
+    raw: &Option<Vec<Spanned<String>>>,
+    field: &str,
+    loc: &Locator<'_>,
+) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::new();
+    for r in raw.iter().flatten() {
+        let text = r.get_ref().trim();
+        let uri = if text.starts_with('/') {
+            url::Url::from_file_path(text).ok().map(String::from)
+        } else {
+            url::Url::parse(text)
+                .ok()
+                .filter(|u| u.scheme() == "file")
+                .map(String::from)
+        };
+        match uri {
+            Some(uri) => out.push(uri),
+            None => {
+                return Err(loc.at(
+                    r.span(),
+                    field,
+                    "a file:// URI or an absolute path (\"/srv/data\")",
+                ))
+            }
+        }
+    }
+    Ok(out)
+}

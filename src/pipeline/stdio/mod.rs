@@ -1,0 +1,106 @@
+//! Local MCP servers spoken to over stdio (`[[upstream]] command = [...]`).
+//!
+//! The rest of the gateway sees such a program as an HTTP upstream like any
+//! other: the forward phase's connection pool dials [`connector`], which
+//! serves the program's HTTP face ([`face`]) in this process over an
+//! in-memory pipe, so every message of the program goes through the same
+//! phases and policy as an HTTP server's. Behind the face, the programs
+//! ([`process`]) are started ([`spawn`]) on first use or at start, leased
+//! one request (2026-07-28) or one session (2025-11-25 and older) at a
+//! time, restarted with backoff, stopped when idle and on drain.
+//!
+//! Who may share a process: a program that speaks 2026-07-28 keeps no
+//! session, so its processes are pooled for every caller of the same
+//! route roots. An older program keeps what a client did (its
+//! subscriptions, its level, whatever its tools hold), so its process is
+//! initialized with one client's capabilities and serves only callers with
+//! the same principal, capabilities and roots, one session at a time.
+
+mod connector;
+mod face;
+mod frame;
+mod metrics;
+mod pool;
+mod process;
+mod spawn;
+
+pub use connector::StdioConnector;
+pub use metrics::StdioMetrics;
+pub use pool::{StdioUpstream, Unavailable};
+
+use crate::model::{Reason, Refusal};
+
+/// The refusal of a request to a program that could not be had.
+pub fn unavailable(e: &Unavailable) -> Refusal {
+    Refusal::new(
+        Reason::UpstreamUnreachable,
+        format!("the upstream program is unavailable: {e}"),
+    )
+}
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::identify::Principal;
+
+/// Set by the gateway on each request to a stdio upstream (any value a
+/// client sent is replaced): who is calling, as a digest.
+pub static OWNER: HeaderName = HeaderName::from_static("portcullis-stdio-owner");
+/// Set by the gateway: the route's roots, as a JSON array of URIs.
+pub static ROOTS: HeaderName = HeaderName::from_static("portcullis-stdio-roots");
+/// Set by the face on a request the program could not answer: why, as a
+/// [`Unanswered`] name the forward phase turns into the refusal.
+pub static UNANSWERED: HeaderName = HeaderName::from_static("portcullis-stdio-unanswered");
+
+/// Why the face could not get an answer from a program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unanswered {
+    /// It exited (or was killed) before answering.
+    Exited,
+    /// It wrote something that is not a message, and was restarted.
+    OutOfStep,
+    /// It could not be started, or keeps exiting (backoff), or every
+    /// process it may have is busy.
+    Unavailable,
+}
+
+impl Unanswered {
+    const ALL: [Unanswered; 3] = [
+        Unanswered::Exited,
+        Unanswered::OutOfStep,
+        Unanswered::Unavailable,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Unanswered::Exited => "exited",
+            Unanswered::OutOfStep => "out_of_step",
+            Unanswered::Unavailable => "unavailable",
+        }
+    }
+
+    pub fn parse(s: &[u8]) -> Option<Unanswered> {
+        Self::ALL.into_iter().find(|u| u.as_str().as_bytes() == s)
+    }
+}
+
+/// Tell the face whom a request is for: the caller (as a digest of how it
+/// authenticated and its name) and the route's roots. Replaces whatever a
+/// client sent under these names.
+pub fn stamp(headers: &mut HeaderMap, principal: &Principal, roots: &[String]) {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    digest.update(principal.method.as_str().as_bytes());
+    digest.update(b"\0");
+    digest.update(principal.name.as_bytes());
+    let hex: String = digest.finish().as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&hex) {
+        headers.insert(OWNER.clone(), v);
+    }
+    let roots = serde_json::to_string(roots).unwrap_or_else(|_| "[]".into());
+    match HeaderValue::from_str(&roots) {
+        Ok(v) => headers.insert(ROOTS.clone(), v),
+        Err(_) => headers.insert(ROOTS.clone(), HeaderValue::from_static("[]")),
+    };
+}

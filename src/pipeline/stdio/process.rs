@@ -1,0 +1,433 @@
+//! One running stdio program: the task writing its stdin, the task reading
+//! its stdout (every line sorted, responses handed to the request waiting
+//! for them, the rest to the call in flight), its stderr logged with a
+//! bound, and its exit noticed.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::frame::{self, FromProgram, Line, LineFault};
+use super::metrics::StdioMetrics;
+use super::spawn::signal_group;
+
+/// Why a request to the program got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramFailed {
+    #[error("the program exited before answering")]
+    Exited,
+    #[error("the program wrote {0} on stdout and was restarted")]
+    OutOfStep(LineFault),
+}
+
+/// What the process's stdout hands a request: its response line.
+type Waiter = oneshot::Sender<Result<Bytes, ProgramFailed>>;
+
+/// Responses the gateway stopped waiting for, remembered so their late
+/// arrival is not mistaken for a program out of step.
+const ABANDONED_KEPT: usize = 256;
+
+/// What is shared between a process's handle and its tasks.
+struct Shared {
+    upstream: Arc<str>,
+    pid: u32,
+    pending: Mutex<HashMap<u64, Waiter>>,
+    abandoned: Mutex<VecDeque<u64>>,
+    /// Where messages that are not a response go: the call in flight's
+    /// stream, else the session's own stream.
+    call: Mutex<Option<mpsc::Sender<Bytes>>>,
+    listener: Mutex<Option<mpsc::Sender<Bytes>>>,
+    roots: Mutex<Arc<[String]>>,
+    metrics: Arc<StdioMetrics>,
+    alive: AtomicBool,
+    exited: watch::Sender<bool>,
+}
+
+/// A started program. Dropping the last handle stops it.
+pub struct Process {
+    shared: Arc<Shared>,
+    stdin: mpsc::Sender<Vec<u8>>,
+    next_id: AtomicU64,
+    pub started: Instant,
+    stop_timeout: Duration,
+}
+
+impl Process {
+    /// Take over a spawned child: its pipes to tasks of their own.
+    pub fn run(
+        mut child: Child,
+        upstream: Arc<str>,
+        max_line: usize,
+        stop_timeout: Duration,
+        metrics: Arc<StdioMetrics>,
+    ) -> Option<Process> {
+        let (stdin, stdout, stderr) = (child.stdin.take()?, child.stdout.take()?, child.stderr.take()?);
+        let pid = child.id()?;
+        let (exited, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            upstream,
+            pid,
+            pending: Mutex::default(),
+            abandoned: Mutex::default(),
+            call: Mutex::default(),
+            listener: Mutex::default(),
+            roots: Mutex::new(Arc::from(Vec::new())),
+            metrics,
+            alive: AtomicBool::new(true),
+            exited,
+        });
+        shared.metrics.started(&shared.upstream);
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(write_stdin(stdin, rx, shared.clone()));
+        tokio::spawn(read_stdout(stdout, max_line, tx.clone(), shared.clone()));
+        tokio::spawn(read_stderr(stderr, shared.clone()));
+        tokio::spawn(wait_exit(child, shared.clone()));
+        Some(Process {
+            shared,
+            stdin: tx,
+            next_id: AtomicU64::new(1),
+            started: Instant::now(),
+            stop_timeout,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.shared.pid
+    }
+
+    /// What its `roots/list` is answered with from now on.
+    pub fn answer_roots(&self, roots: Arc<[String]>) {
+        *lock(&self.shared.roots) = roots;
+    }
+
+    /// Changes to `true` when the program has exited.
+    pub fn exit_signal(&self) -> watch::Receiver<bool> {
+        self.shared.exited.subscribe()
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.shared.alive.load(Ordering::Acquire)
+    }
+
+    /// Resolves when the program has exited.
+    pub async fn exited(&self) {
+        let mut rx = self.shared.exited.subscribe();
+        let _ = rx.wait_for(|e| *e).await;
+    }
+
+    /// Send `message` (a JSON-RPC request) numbered by the gateway; the
+    /// messages the program writes before its response go to `related`.
+    /// Dropping the returned future abandons the request (the program is
+    /// told with `notifications/cancelled`).
+    pub async fn request(
+        &self,
+        message: &[u8],
+        related: Option<mpsc::Sender<Bytes>>,
+    ) -> Result<Bytes, ProgramFailed> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let line = frame::with_id(message, &id.to_string())
+            .map_err(|_| ProgramFailed::OutOfStep(LineFault::NotJsonRpc))?;
+        let (tx, rx) = oneshot::channel();
+        lock(&self.shared.pending).insert(id, tx);
+        *lock(&self.shared.call) = related;
+        let mut guard = Abandon {
+            process: self,
+            id,
+            done: false,
+        };
+        if !self.is_alive() || self.stdin.send(line).await.is_err() {
+            guard.done = true;
+            lock(&self.shared.pending).remove(&id);
+            return Err(ProgramFailed::Exited);
+        }
+        let answer = rx.await.unwrap_or(Err(ProgramFailed::Exited));
+        guard.done = true;
+        *lock(&self.shared.call) = None;
+        answer
+    }
+
+    /// Write a message that needs no answer (a notification, or the
+    /// client's response to the program's own request).
+    pub async fn send(&self, message: Vec<u8>) -> Result<(), ProgramFailed> {
+        self.stdin
+            .send(frame::one_line(message))
+            .await
+            .map_err(|_| ProgramFailed::Exited)
+    }
+
+    /// The stream that gets what the program says outside of a call.
+    pub fn listen(&self, to: Option<mpsc::Sender<Bytes>>) {
+        *lock(&self.shared.listener) = to;
+    }
+
+    /// SIGTERM to its process group, SIGKILL after the stop timeout.
+    pub fn stop(&self) {
+        if !self.is_alive() {
+            return;
+        }
+        let pid = self.shared.pid;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime left to wait in (the gateway is exiting).
+            signal_group(pid, libc::SIGKILL);
+            return;
+        };
+        signal_group(pid, libc::SIGTERM);
+        let shared = self.shared.clone();
+        let grace = self.stop_timeout;
+        runtime.spawn(async move {
+            let mut rx = shared.exited.subscribe();
+            if tokio::time::timeout(grace, rx.wait_for(|e| *e)).await.is_err() {
+                tracing::warn!(upstream = %shared.upstream, pid, "stdio program ignored SIGTERM; killed");
+            }
+            // The group may hold children the program left behind.
+            signal_group(pid, libc::SIGKILL);
+        });
+    }
+
+    /// Stop it at once: it cannot be trusted to stay in step.
+    pub fn kill(&self) {
+        signal_group(self.shared.pid, libc::SIGKILL);
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A request given up before its answer: forgotten, remembered as
+/// abandoned, and the program told.
+struct Abandon<'a> {
+    process: &'a Process,
+    id: u64,
+    done: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let shared = &self.process.shared;
+        lock(&shared.pending).remove(&self.id);
+        *lock(&shared.call) = None;
+        let mut abandoned = lock(&shared.abandoned);
+        if abandoned.len() == ABANDONED_KEPT {
+            abandoned.pop_front();
+        }
+        abandoned.push_back(self.id);
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": self.id, "reason": "the client went away"}});
+        let _ = self
+            .process
+            .stdin
+            .try_send(frame::one_line(cancel.to_string().into_bytes()));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    /// The program is gone or out of step: every waiting request fails.
+    fn fail_all(&self, why: ProgramFailed) {
+        self.alive.store(false, Ordering::Release);
+        let waiting: Vec<Waiter> = lock(&self.pending).drain().map(|(_, w)| w).collect();
+        for w in waiting {
+            let _ = w.send(Err(why));
+        }
+        *lock(&self.call) = None;
+        *lock(&self.listener) = None;
+    }
+
+    /// Where a message that is not a response goes.
+    fn related(&self) -> Option<mpsc::Sender<Bytes>> {
+        lock(&self.call)
+            .clone()
+            .or_else(|| lock(&self.listener).clone())
+    }
+}
+
+async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>, shared: Arc<Shared>) {
+    while let Some(line) = rx.recv().await {
+        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+            shared.fail_all(ProgramFailed::Exited);
+            return;
+        }
+    }
+}
+
+async fn read_stdout(
+    stdout: ChildStdout,
+    max_line: usize,
+    stdin: mpsc::Sender<Vec<u8>>,
+    shared: Arc<Shared>,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    loop {
+        let line = match frame::read_line(&mut reader, max_line).await {
+            Ok(Line::Message(line)) => line,
+            Ok(Line::Fault(fault)) => {
+                if fault_kept_step(&shared, fault) {
+                    continue;
+                }
+                return;
+            }
+            Ok(Line::End) | Err(_) => {
+                shared.fail_all(ProgramFailed::Exited);
+                return;
+            }
+        };
+        let kind = match frame::classify(&line) {
+            Ok(kind) => kind,
+            Err(fault) => {
+                if fault_kept_step(&shared, fault) {
+                    continue;
+                }
+                return;
+            }
+        };
+        match kind {
+            FromProgram::Response { id } => {
+                let waiter = lock(&shared.pending).remove(&id);
+                match waiter {
+                    Some(w) => {
+                        let _ = w.send(Ok(line));
+                    }
+                    None => {
+                        let late = {
+                            let mut abandoned = lock(&shared.abandoned);
+                            let at = abandoned.iter().position(|a| *a == id);
+                            at.map(|i| abandoned.remove(i)).is_some()
+                        };
+                        if !late && !fault_kept_step(&shared, LineFault::UnknownId) {
+                            return;
+                        }
+                    }
+                }
+            }
+            FromProgram::Stray => {
+                if !fault_kept_step(&shared, LineFault::UnknownId) {
+                    return;
+                }
+            }
+            FromProgram::Request { method, id } => {
+                if let Some(answer) = answered_here(&method, &id, &shared) {
+                    let _ = stdin.send(answer).await;
+                } else if let Some(to) = shared.related() {
+                    let _ = to.send(line).await;
+                } else {
+                    let refused = json!({"jsonrpc": "2.0", "id": serde_json::from_str::<Value>(&id).unwrap_or(Value::Null),
+                        "error": {"code": -32603, "message": "no client is waiting to answer this request"}});
+                    let _ = stdin.send(frame::one_line(refused.to_string().into_bytes())).await;
+                }
+            }
+            FromProgram::Notification { .. } => {
+                if let Some(to) = shared.related() {
+                    // A slow reader loses notifications, never stalls the program.
+                    let _ = to.try_send(line);
+                }
+            }
+        }
+    }
+}
+
+/// A request the gateway answers itself: `roots/list` from the route's
+/// configured roots (never the client's), and `ping`.
+fn answered_here(method: &str, id: &str, shared: &Shared) -> Option<Vec<u8>> {
+    let result = match method {
+        "ping" => json!({}),
+        "roots/list" => {
+            let roots = lock(&shared.roots).clone();
+            let roots: Vec<Value> = roots.iter().map(|uri| json!({"uri": uri})).collect();
+            json!({ "roots": roots })
+        }
+        _ => return None,
+    };
+    let id: Value = serde_json::from_str(id).ok()?;
+    let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    Some(frame::one_line(answer.to_string().into_bytes()))
+}
+
+/// Count and log a bad line; a fault that leaves the stream out of step
+/// fails the requests in flight and kills the program (`false`).
+fn fault_kept_step(shared: &Shared, fault: LineFault) -> bool {
+    shared.metrics.rejected(&shared.upstream, fault);
+    let (upstream, pid) = (&*shared.upstream, shared.pid);
+    if fault.keeps_step() {
+        tracing::debug!(upstream, pid, "stdio program wrote {fault} on stdout; skipped");
+        return true;
+    }
+    tracing::warn!(upstream, pid, "stdio program wrote {fault} on stdout; restarting it");
+    shared.fail_all(ProgramFailed::OutOfStep(fault));
+    signal_group(pid, libc::SIGKILL);
+    false
+}
+
+/// stderr lines kept per line, and per second at most (a burst of more is
+/// counted as dropped).
+const STDERR_LINE_BYTES: usize = 2048;
+const STDERR_LINES_PER_SECOND: u32 = 50;
+
+async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
+    let mut reader = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    let mut window = Instant::now();
+    let (mut logged, mut dropped) = (0u32, 0u64);
+    loop {
+        buf.clear();
+        // Read the line in bounded pieces: a line without end is no reason to hold memory.
+        let read = (&mut reader)
+            .take(STDERR_LINE_BYTES as u64 * 4)
+            .read_until(b'\n', &mut buf)
+            .await;
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if window.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                tracing::warn!(upstream = %shared.upstream, pid = shared.pid, dropped, "stdio program's stderr lines dropped (over {STDERR_LINES_PER_SECOND}/s)");
+            }
+            window = Instant::now();
+            logged = 0;
+            dropped = 0;
+        }
+        if logged >= STDERR_LINES_PER_SECOND {
+            dropped += 1;
+            shared.metrics.stderr_dropped(&shared.upstream);
+            continue;
+        }
+        logged += 1;
+        let text = String::from_utf8_lossy(&buf[..buf.len().min(STDERR_LINE_BYTES)]);
+        // Control characters escaped: a program cannot forge log lines.
+        let text: String = text.trim_end().escape_debug().collect();
+        tracing::info!(upstream = %shared.upstream, pid = shared.pid, stderr = %text, "stdio program");
+    }
+}
+
+use tokio::io::AsyncReadExt as _;
+
+async fn wait_exit(mut child: Child, shared: Arc<Shared>) {
+    let status = child.wait().await;
+    shared.fail_all(ProgramFailed::Exited);
+    // Whatever it left behind in its group goes with it.
+    signal_group(shared.pid, libc::SIGKILL);
+    let how = match &status {
+        Ok(s) if s.success() => "exited",
+        Ok(s) if std::os::unix::process::ExitStatusExt::signal(s).is_some() => "signalled",
+        _ => "failed",
+    };
+    tracing::info!(upstream = %shared.upstream, pid = shared.pid, status = ?status.ok(), "stdio program ended");
+    shared.metrics.ended(&shared.upstream, how);
+    let _ = shared.exited.send(true);
+}
