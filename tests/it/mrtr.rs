@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
+use crate::over_both_kinds;
 use serde_json::{json, Value};
 
 /// An upstream that asks which room (round 1, requestState "upstream-state-1"),
@@ -74,7 +75,7 @@ fn accept_room(room: &str) -> Value {
     json!({"room": {"action": "accept", "content": {"room_id": room}}})
 }
 
-#[tokio::test]
+over_both_kinds! {
 async fn the_gateway_seals_its_own_state_and_gives_the_upstream_its_own_back() {
     let up = room_upstream().await;
     let gw = start_gateway(&config_text(&up.url(), "", "")).await;
@@ -103,7 +104,7 @@ async fn the_gateway_seals_its_own_state_and_gives_the_upstream_its_own_back() {
     assert_eq!(got["gotResponses"], accept_room("nook"));
     assert_eq!(up.requests().len(), 2);
     gw.shutdown().await;
-}
+}}
 
 async fn refused_retry(
     state_of: impl Fn(&str) -> String,
@@ -135,7 +136,7 @@ fn flip_last(s: &str) -> String {
     format!("{}{last}", &s[..s.len() - 1])
 }
 
-#[tokio::test]
+over_both_kinds! {
 async fn altered_states_are_refused() {
     let args = json!({"hint": "big"});
     refused_retry(
@@ -170,9 +171,9 @@ async fn altered_states_are_refused() {
         "state_too_large",
     )
     .await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_state_is_bound_to_its_tool_and_arguments() {
     refused_retry(
         |s| s.to_owned(),
@@ -190,9 +191,9 @@ async fn a_state_is_bound_to_its_tool_and_arguments() {
         "state_arguments_mismatch",
     )
     .await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn answers_must_fit_what_was_asked() {
     let args = json!({"hint": "big"});
     let v = refused_retry(
@@ -238,9 +239,9 @@ async fn answers_must_fit_what_was_asked() {
         "the value never appears in the error"
     );
     assert_eq!(v["error"]["data"]["field"], "note");
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn input_responses_without_state_are_refused() {
     let up = room_upstream().await;
     let gw = start_gateway(&config_text(&up.url(), "", "")).await;
@@ -256,9 +257,9 @@ async fn input_responses_without_state_are_refused() {
     assert_eq!(v["error"]["data"]["reason"], "state_missing");
     assert!(up.requests().is_empty());
     gw.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn unasked_keys_and_content_of_declines_are_dropped() {
     let up = room_upstream().await;
     let gw = start_gateway(&config_text(&up.url(), "", "")).await;
@@ -280,9 +281,9 @@ async fn unasked_keys_and_content_of_declines_are_dropped() {
         json!({"room": {"action": "decline"}})
     );
     gw.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_state_from_another_gateway_deployment_is_refused() {
     let up = room_upstream().await;
     // gw1 generates its key; gw2 is another deployment with keys of its own.
@@ -308,9 +309,9 @@ async fn a_state_from_another_gateway_deployment_is_refused() {
     );
     gw1.shutdown().await;
     gw2.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_state_for_another_upstream_is_refused() {
     let up = room_upstream().await;
     let other = room_upstream().await;
@@ -338,9 +339,9 @@ async fn a_state_for_another_upstream_is_refused() {
     );
     assert!(other.requests().is_empty());
     gw.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn an_expired_state_is_refused() {
     let up = room_upstream().await;
     let clock = portcullis::model::ManualClock::starting_now();
@@ -361,9 +362,9 @@ async fn an_expired_state_is_refused() {
     assert_eq!(v["error"]["data"]["reason"], "state_expired", "{v}");
     assert_eq!(up.requests().len(), 1);
     gw.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_question_loop_ends_at_the_round_limit() {
     // An upstream that asks again on every retry: a question loop.
     let up = always_asking("again", "Again?", json!({"ok": {"type": "boolean"}})).await;
@@ -398,9 +399,9 @@ async fn a_question_loop_ends_at_the_round_limit() {
     assert_eq!(status, 200);
     assert_eq!(v["error"]["data"]["reason"], "round_limit_exceeded", "{v}");
     gw.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn single_use_states_cannot_be_replayed() {
     let up = room_upstream().await;
     let gw = start_gateway(&config_text(
@@ -437,9 +438,9 @@ async fn single_use_states_cannot_be_replayed() {
         "the replay never reached the upstream"
     );
     gw.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn refusals_are_counted_by_reason() {
     let up = room_upstream().await;
     let gw = start_gateway(&config_text(&up.url(), "", "")).await;
@@ -462,9 +463,9 @@ async fn refusals_are_counted_by_reason() {
         "{m}"
     );
     gw.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn escaped_member_names_cannot_smuggle_answers_past_the_retry_check() {
     let up = room_upstream().await;
     let gw = start_gateway(&config_text(&up.url(), "", "")).await;
@@ -484,4 +485,4 @@ async fn escaped_member_names_cannot_smuggle_answers_past_the_retry_check() {
     assert_eq!(v["error"]["data"]["reason"], "state_missing", "{v}");
     assert!(up.requests().is_empty());
     gw.shutdown().await;
-}
+}}

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::common::legacy_post as post;
 use crate::common::*;
+use crate::over_both_kinds;
 
 const LEGACY: &str = "2025-11-25";
 
@@ -114,6 +115,7 @@ async fn gateway(up: &ScriptedUpstream, extra: &str) -> portcullis::server::Runn
     start_gateway(&config_text(&up.url(), "", extra)).await
 }
 
+// Over HTTP only: it asserts what reaches the upstream's HTTP server.
 #[tokio::test]
 async fn a_session_id_is_the_gateways_own_and_bound() {
     let up = ScriptedUpstream::start(legacy_upstream(room_push())).await;
@@ -162,8 +164,7 @@ async fn a_session_id_is_the_gateways_own_and_bound() {
     assert_eq!(last.header("mcp-session-id").as_deref(), Some("up-1"));
     gw.shutdown().await;
 }
-
-#[tokio::test]
+over_both_kinds! { StdioSessions;
 async fn a_session_belongs_to_its_caller() {
     let up = ScriptedUpstream::start(legacy_upstream(room_push())).await;
     let keys = "[[auth]]\nname = \"keys\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"HASH_A\"\n[[auth.key]]\nprincipal = \"bob\"\nhash = \"HASH_B\"\n"
@@ -203,8 +204,9 @@ async fn a_session_belongs_to_its_caller() {
         "session_invalid"
     );
     gw.shutdown().await;
-}
+}}
 
+// Over HTTP only: it asserts what reaches the upstream's HTTP server.
 #[tokio::test]
 async fn a_pushed_form_is_policed_and_its_answer_bound_to_it() {
     let up = ScriptedUpstream::start(legacy_upstream(room_push())).await;
@@ -297,8 +299,7 @@ async fn a_pushed_form_is_policed_and_its_answer_bound_to_it() {
     );
     gw.shutdown().await;
 }
-
-#[tokio::test]
+over_both_kinds! { StdioSessions;
 async fn a_refused_push_is_answered_by_the_gateway_and_never_shown() {
     let up = ScriptedUpstream::start(legacy_upstream(password_push())).await;
     let gw = gateway(&up, "").await;
@@ -333,8 +334,9 @@ async fn a_refused_push_is_answered_by_the_gateway_and_never_shown() {
     assert_eq!(v["error"]["data"]["reason"], "secret_field_requested");
     assert!(!String::from_utf8_lossy(&answered.body).contains("hunter"));
     gw.shutdown().await;
-}
+}}
 
+// Over HTTP only: it asserts what reaches the upstream's HTTP server.
 #[tokio::test]
 async fn the_sessions_stream_of_server_messages_is_policed_and_resumable() {
     let up = ScriptedUpstream::start(legacy_upstream(room_push())).await;
@@ -369,8 +371,7 @@ async fn the_sessions_stream_of_server_messages_is_policed_and_resumable() {
     assert_eq!(get.header("mcp-session-id").as_deref(), Some("up-1"));
     gw.shutdown().await;
 }
-
-#[tokio::test]
+over_both_kinds! { StdioSessions;
 async fn an_unanswered_push_ends_with_an_answer_to_the_upstream() {
     let up = ScriptedUpstream::start(legacy_upstream(room_push())).await;
     let gw = gateway(&up, "[state]\npush_timeout = \"300ms\"\n").await;
@@ -392,9 +393,9 @@ async fn an_unanswered_push_ends_with_an_answer_to_the_upstream() {
     let v: Value = serde_json::from_slice(&expired.expect("timed out push answered").body).unwrap();
     assert_eq!(v["error"]["data"]["reason"], "operation_expired");
     gw.shutdown().await;
-}
+}}
 
-#[tokio::test]
+over_both_kinds! { StdioSessions;
 async fn a_stateless_only_route_refuses_sessions_with_the_versions_it_serves() {
     let up = ScriptedUpstream::start(legacy_upstream(room_push())).await;
     let text = config_text(&up.url(), "", "").replace(
@@ -409,4 +410,4 @@ async fn a_stateless_only_route_refuses_sessions_with_the_versions_it_serves() {
     assert_eq!(v["error"]["code"], -32022);
     assert_eq!(v["error"]["data"]["supported"], json!(["2026-07-28"]));
     gw.shutdown().await;
-}
+}}

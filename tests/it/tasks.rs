@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::common::*;
+use crate::over_both_kinds;
 use serde_json::{json, Value};
 
 const TASK: &str = "786512e2-9e0d-44bd-8f29-789f320fe840";
@@ -195,7 +196,7 @@ async fn create(url: &str) -> String {
     state.to_owned()
 }
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_benign_task_runs_through_with_the_upstream_getting_its_own_state_back() {
     let s = script(task(
         "input_required",
@@ -274,7 +275,7 @@ async fn a_benign_task_runs_through_with_the_upstream_getting_its_own_state_back
         !v.to_string().contains("verified") && !v.to_string().contains("forged"),
         "{v}"
     );
-}
+}}
 
 /// Where a task's question travels to the client.
 #[derive(Debug, Clone, Copy)]
@@ -288,10 +289,10 @@ enum Carrier {
     Listen,
 }
 
+over_both_kinds! {
 /// Hostile questions (each a trick of the question policy), through every
 /// carrier of a task: refused with the question policy's reason, nothing of
 /// the question delivered.
-#[tokio::test]
 async fn a_tasks_questions_get_the_question_policy_on_every_carrier() {
     let password = form(
         "Confirm your identity",
@@ -375,9 +376,9 @@ async fn a_tasks_questions_get_the_question_policy_on_every_carrier() {
             );
         }
     }
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_task_asks_only_what_the_client_declared() {
     let s = script(task(
         "input_required",
@@ -400,9 +401,9 @@ async fn a_task_asks_only_what_the_client_declared() {
         "{v}"
     );
     assert_eq!(v["error"]["code"], -32021);
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_task_is_created_only_for_a_tools_call_of_a_client_that_declared_the_extension() {
     let s = script(task("working", json!({})));
     let up = tasks_upstream(s.clone()).await;
@@ -450,9 +451,9 @@ async fn a_task_is_created_only_for_a_tools_call_of_a_client_that_declared_the_e
             "{broken}: {v}"
         );
     }
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_tasks_answers_get_the_answer_check_bound_to_its_questions() {
     let s = script(task(
         "input_required",
@@ -543,9 +544,9 @@ async fn a_tasks_answers_get_the_answer_check_bound_to_its_questions() {
     );
     assert_eq!(updates[0]["params"]["inputResponses"], json!({}));
     assert!(!format!("{:?}", up.requests()).contains("ghp_"));
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_caller_cannot_use_another_callers_task_state() {
     let s = script(task("working", json!({"requestState": "up-2"})));
     let up = tasks_upstream(s).await;
@@ -601,9 +602,9 @@ async fn a_caller_cannot_use_another_callers_task_state() {
     assert_eq!(v["result"]["status"], "working", "{v}"); // Nor can bob read it by its id alone.
     let v = send(BOB, "tasks/get", TASK, get_task("g3", None, TASK)).await;
     assert_eq!(v["error"]["data"]["reason"], "state_missing", "{v}");
-}
+}}
 
-#[tokio::test]
+over_both_kinds! {
 async fn a_route_that_refuses_tasks_refuses_them_both_ways() {
     let s = script(task("working", json!({})));
     let up = tasks_upstream(s).await;
@@ -636,11 +637,11 @@ async fn a_route_that_refuses_tasks_refuses_them_both_ways() {
             "{method} never reached the upstream"
         );
     }
-}
+}}
 
+over_both_kinds! {
 /// A task's questions spend the one question budget (`input_required_rounds`)
 /// on every carrier; a poll that shows the same questions again does not.
-#[tokio::test]
 async fn a_tasks_questions_share_the_question_budget() {
     let s = script(task(
         "input_required",
@@ -692,11 +693,11 @@ async fn a_tasks_questions_share_the_question_budget() {
     );
     let (_, v) = post(&url, "subscriptions/listen", None, listen).await;
     assert_eq!(v["error"]["data"]["reason"], "rate_limited", "{v}");
-}
+}}
 
+over_both_kinds! {
 /// Past `round_timeout` a task's state still reads the task (a client may
 /// poll less often), but no longer answers it.
-#[tokio::test]
 async fn an_old_task_state_reads_the_task_but_answers_nothing() {
     let s = script(task(
         "input_required",
@@ -738,4 +739,4 @@ async fn an_old_task_state_reads_the_task_but_answers_nothing() {
     .await;
     assert_eq!(v["error"]["data"]["reason"], "state_expired", "{v}");
     assert!(received(&up, "tasks/update").is_empty());
-}
+}}

@@ -37,13 +37,75 @@ pub fn legacy_post(
     r
 }
 
+/// How a test's upstream is reached: over HTTP, or as a stdio program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamKind {
+    Http,
+    /// A stdio program of the 2026-07-28 generation.
+    Stdio,
+    /// A stdio program of the 2025-11-25 generation (sessions).
+    StdioSessions,
+}
+
+tokio::task_local! {
+    /// The kind of upstream [`config_text`] writes, in this test.
+    pub static UPSTREAM_KIND: UpstreamKind;
+}
+
+/// A test run twice, over an HTTP upstream and over the same upstream as a
+/// stdio program (`over_http`, `over_stdio` in a module named after it):
+/// the response-side phases must treat both alike.
+#[macro_export]
+macro_rules! over_both_kinds {
+    ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        $crate::over_both_kinds!(Stdio; $(#[$meta])* async fn $name() $body);
+    };
+    ($stdio:ident; $(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            async fn run() $body
+            $(#[$meta])*
+            #[tokio::test]
+            async fn over_http() {
+                $crate::common::UPSTREAM_KIND.scope($crate::common::UpstreamKind::Http, run()).await
+            }
+            $(#[$meta])*
+            #[tokio::test]
+            async fn over_stdio() {
+                $crate::common::UPSTREAM_KIND.scope($crate::common::UpstreamKind::$stdio, run()).await
+            }
+        }
+    };
+}
+
+/// The kind of upstream this test runs against.
+pub fn upstream_kind() -> UpstreamKind {
+    UPSTREAM_KIND.try_with(|k| *k).unwrap_or(UpstreamKind::Http)
+}
+
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// Gateway config with one listener, an admin listener and one upstream
 /// routed at /mcp. `extra` is appended (more [[upstream]] or [limits]...).
+///
+/// Inside [`over_both_kinds!`]'s stdio run, the upstream is the stdio
+/// program `tests/it/stdio_relay.py` relaying to `upstream_url`.
 pub fn config_text(upstream_url: &str, upstream_extra: &str, extra: &str) -> String {
+    let reached = match upstream_kind() {
+        UpstreamKind::Http => format!("url = \"{upstream_url}\"\nconnect_timeout = \"1s\""),
+        kind => {
+            let relay = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/stdio_relay.py");
+            let generations = match kind {
+                _ if upstream_extra.contains("generations") => "",
+                UpstreamKind::StdioSessions => "generations = [\"2025-11-25\"]",
+                _ => "generations = [\"2026-07-28\"]",
+            };
+            format!("command = [\"python3\", \"{relay}\", \"{upstream_url}\"]\nconnect_timeout = \"20s\"\n{generations}")
+        }
+    };
     format!(
         r#"
 [[listener]]
@@ -55,8 +117,7 @@ address = "127.0.0.1:0"
 [[upstream]]
 id = "test"
 name = "Test upstream"
-url = "{upstream_url}"
-connect_timeout = "1s"
+{reached}
 response_timeout = "2s"
 stream_idle_timeout = "2s"
 {upstream_extra}
