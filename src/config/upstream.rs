@@ -260,7 +260,9 @@ pub(super) fn upstreams(
             let d = Duration::from_secs(secs);
             p.or(loc.duration(raw, &f(key), d), d)
         };
-        let connect_timeout = time(&r.connect_timeout, "connect_timeout", 5);
+        // A program's start may fetch it first (npx, uvx): longer than a dial.
+        let start_secs = if r.command.is_some() { 30 } else { 5 };
+        let connect_timeout = time(&r.connect_timeout, "connect_timeout", start_secs);
         let response_timeout = time(&r.response_timeout, "response_timeout", 60);
         let stream_idle_timeout = time(&r.stream_idle_timeout, "stream_idle_timeout", 300);
         let pool_idle_timeout = time(&r.pool_idle_timeout, "pool_idle_timeout", 90);

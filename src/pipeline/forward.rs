@@ -144,6 +144,17 @@ impl Pool {
     }
 }
 
+impl Drop for Pool {
+    /// No generation uses it any more (a reload changed or removed its
+    /// upstream): a stdio program's processes stop now, not when their
+    /// sessions time out.
+    fn drop(&mut self) {
+        if let Some(program) = self.stdio() {
+            program.stop_all();
+        }
+    }
+}
+
 /// The pools of a config generation, by what they were built from: what the
 /// next generation's upstreams may keep.
 pub type Pools = HashMap<ConnectionSettings, Arc<Pool>>;
@@ -208,7 +219,10 @@ impl UpstreamClient {
                 ),
             )),
             Ok(Ok(resp)) => match resp.headers().get(&UNANSWERED) {
-                Some(why) if self.pool.stdio().is_some() => Err(unanswered(why.as_bytes())),
+                Some(why) if self.pool.stdio().is_some() => {
+                    let why = Unanswered::parse(why.as_bytes());
+                    Err(unanswered(why, resp.into_body()).await)
+                }
                 _ => Ok(resp),
             },
             Ok(Err(e)) => Err(classify(&e)),
@@ -217,22 +231,23 @@ impl UpstreamClient {
 }
 
 /// A stdio program that gave no answer, as the reason an HTTP server's
-/// failure of the same kind gets.
-fn unanswered(why: &[u8]) -> Refusal {
-    match Unanswered::parse(why) {
-        Some(Unanswered::Exited) => Refusal::new(
-            Reason::UpstreamConnectionClosed,
-            "the upstream program exited before answering",
-        ),
-        Some(Unanswered::OutOfStep) => Refusal::new(
-            Reason::UpstreamBadResponse,
-            "the upstream program wrote something that is not MCP on stdout; it was restarted",
-        ),
-        Some(Unanswered::Unavailable) | None => Refusal::new(
-            Reason::UpstreamUnreachable,
-            "the upstream program could not be started, keeps exiting, or all its processes are busy",
-        ),
-    }
+/// failure of the same kind gets, with what the face said of it (the
+/// gateway's own words: a JSON-RPC error's message, in memory).
+async fn unanswered(why: Option<Unanswered>, body: Incoming) -> Refusal {
+    use http_body_util::BodyExt;
+    let said = body
+        .collect()
+        .await
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b.to_bytes()).ok())
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned));
+    let reason = match why {
+        Some(Unanswered::Exited) => Reason::UpstreamConnectionClosed,
+        Some(Unanswered::OutOfStep) => Reason::UpstreamBadResponse,
+        Some(Unanswered::Unavailable) | None => Reason::UpstreamUnreachable,
+    };
+    let said = said.unwrap_or_else(|| "it gave no answer".into());
+    Refusal::new(reason, format!("the upstream program: {said}"))
 }
 
 /// Sort a client error into a reason a person and a dashboard can act on.

@@ -36,6 +36,7 @@ mod resumed;
 mod rmcp_e2e;
 mod session_ends;
 mod sessions;
+mod stdio;
 mod tasks;
 mod tasks_hostile;
 mod throttle_redis;

@@ -373,6 +373,23 @@ impl Sessions {
         lock(&self.map).clear();
     }
 
+    /// Under pressure (every process taken): the session unused longest,
+    /// with no call in flight and idle for `at_least`, ends and gives its
+    /// process back; its client's next request gets 404 and starts over.
+    pub fn evict_one(&self, at_least: Duration) -> bool {
+        let mut map = lock(&self.map);
+        let oldest = map
+            .iter()
+            .filter(|(_, s)| Arc::strong_count(&s.slot) == 1)
+            .map(|(id, s)| (id.clone(), *lock(&s.last_seen)))
+            .filter(|(_, seen)| seen.elapsed() >= at_least)
+            .min_by_key(|(_, seen)| *seen);
+        match oldest {
+            Some((id, _)) => map.remove(&id).is_some(),
+            None => false,
+        }
+    }
+
     /// Sessions idle for `idle` (or whose program ended) give their
     /// process back.
     pub fn expire(&self, idle: Duration) {

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 
 use super::face::Sessions;
 use super::metrics::StdioMetrics;
-use super::process::Process;
+use super::process::{Exit, Process};
 use super::spawn::spawn;
 use crate::config::StdioSettings;
 use crate::model::Generation;
@@ -209,6 +209,11 @@ impl StdioUpstream {
                     return self.give(process, owner, generation).await;
                 }
                 Claim::Wait => {
+                    // A session left open by a client that went away must
+                    // not hold a process from everyone else.
+                    if self.sessions.evict_one(EVICTABLE_AFTER) {
+                        continue;
+                    }
                     if tokio::time::timeout_at(deadline, freed).await.is_err() {
                         return Err(Unavailable::Busy(self.settings.max_processes));
                     }
@@ -416,6 +421,10 @@ fn client_info() -> Value {
     json!({"name": "portcullis", "version": env!("CARGO_PKG_VERSION")})
 }
 
+/// How long a session must have been idle before a caller who finds
+/// every process taken may end it.
+const EVICTABLE_AFTER: Duration = Duration::from_secs(2);
+
 /// A process that ends within this long of its start counts as a crash.
 const CRASH_WITHIN: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -424,13 +433,18 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// back (1 s, 2 s, 4 s… up to a minute); a process that ran for a while
 /// clears the count.
 async fn watch_exit(
-    mut exited: tokio::sync::watch::Receiver<bool>,
+    mut exited: tokio::sync::watch::Receiver<Exit>,
     restarts: Arc<Mutex<Restarts>>,
     label: Arc<str>,
 ) {
     let started = Instant::now();
-    let _ = exited.wait_for(|e| *e).await;
+    let Ok(exit) = exited.wait_for(|e| e.ended()).await.map(|e| *e) else {
+        return;
+    };
     let mut r = lock(&restarts);
+    if exit == (Exit::Ended { stopped: true }) {
+        return;
+    }
     if started.elapsed() >= CRASH_WITHIN {
         *r = Restarts::default();
         return;

@@ -47,7 +47,22 @@ struct Shared {
     roots: Mutex<Arc<[String]>>,
     metrics: Arc<StdioMetrics>,
     alive: AtomicBool,
-    exited: watch::Sender<bool>,
+    /// The gateway asked it to stop (idle, drain, reload): its end is no crash.
+    stopping: AtomicBool,
+    exited: watch::Sender<Exit>,
+}
+
+/// Whether a program has ended, and whether the gateway ended it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Running,
+    Ended { stopped: bool },
+}
+
+impl Exit {
+    pub fn ended(self) -> bool {
+        self != Exit::Running
+    }
 }
 
 /// A started program. Dropping the last handle stops it.
@@ -70,7 +85,7 @@ impl Process {
     ) -> Option<Process> {
         let (stdin, stdout, stderr) = (child.stdin.take()?, child.stdout.take()?, child.stderr.take()?);
         let pid = child.id()?;
-        let (exited, _) = watch::channel(false);
+        let (exited, _) = watch::channel(Exit::Running);
         let shared = Arc::new(Shared {
             upstream,
             pid,
@@ -81,6 +96,7 @@ impl Process {
             roots: Mutex::new(Arc::from(Vec::new())),
             metrics,
             alive: AtomicBool::new(true),
+            stopping: AtomicBool::new(false),
             exited,
         });
         shared.metrics.started(&shared.upstream);
@@ -107,8 +123,8 @@ impl Process {
         *lock(&self.shared.roots) = roots;
     }
 
-    /// Changes to `true` when the program has exited.
-    pub fn exit_signal(&self) -> watch::Receiver<bool> {
+    /// Changes when the program has exited.
+    pub fn exit_signal(&self) -> watch::Receiver<Exit> {
         self.shared.exited.subscribe()
     }
 
@@ -119,7 +135,7 @@ impl Process {
     /// Resolves when the program has exited.
     pub async fn exited(&self) {
         let mut rx = self.shared.exited.subscribe();
-        let _ = rx.wait_for(|e| *e).await;
+        let _ = rx.wait_for(|e| e.ended()).await;
     }
 
     /// Send `message` (a JSON-RPC request) numbered by the gateway; the
@@ -172,6 +188,7 @@ impl Process {
         if !self.is_alive() {
             return;
         }
+        self.shared.stopping.store(true, Ordering::Release);
         let pid = self.shared.pid;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime left to wait in (the gateway is exiting).
@@ -183,7 +200,7 @@ impl Process {
         let grace = self.stop_timeout;
         runtime.spawn(async move {
             let mut rx = shared.exited.subscribe();
-            if tokio::time::timeout(grace, rx.wait_for(|e| *e)).await.is_err() {
+            if tokio::time::timeout(grace, rx.wait_for(|e| e.ended())).await.is_err() {
                 tracing::warn!(upstream = %shared.upstream, pid, "stdio program ignored SIGTERM; killed");
             }
             // The group may hold children the program left behind.
@@ -429,5 +446,6 @@ async fn wait_exit(mut child: Child, shared: Arc<Shared>) {
     };
     tracing::info!(upstream = %shared.upstream, pid = shared.pid, status = ?status.ok(), "stdio program ended");
     shared.metrics.ended(&shared.upstream, how);
-    let _ = shared.exited.send(true);
+    let stopped = shared.stopping.load(Ordering::Acquire);
+    let _ = shared.exited.send(Exit::Ended { stopped });
 }

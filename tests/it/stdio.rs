@@ -1,0 +1,261 @@
+//! Stdio upstreams as an operator meets them: the config's checks, a
+//! program kept running across a reload that leaves it alone and replaced
+//! by one that changes it, stopped on drain, the ids it answers under, and
+//! its metrics. The program is a few lines of Python of the 2026-07-28
+//! generation (the response-side tests run over stdio through
+//! `over_both_kinds!`; real servers and hostile programs are in
+//! tests/python and tests/interop).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use portcullis::config::GatewayConfig;
+use portcullis::server::RunningGateway;
+
+use crate::common::*;
+
+/// A stdio MCP program: `server/discover` names 2026-07-28; `tools/call`
+/// answers with its pid and the value of `$GREETING`.
+const PROGRAM: &str = r#"
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "server/discover":
+        r = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+    else:
+        r = {"resultType": "complete", "content": [{"type": "text", "text": json.dumps(
+            {"pid": os.getpid(), "greeting": os.environ.get("GREETING")})}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"#;
+
+fn config(dir: &Path, upstream_extra: &str, extra: &str) -> String {
+    let program = dir.join("program.py");
+    std::fs::write(&program, PROGRAM).unwrap();
+    format!(
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[[upstream]]
+id = "local"
+name = "Local program"
+command = ["python3", "{}"]
+stop_timeout = "1s"
+{upstream_extra}
+[[route]]
+path = "/mcp"
+upstream = "local"
+[audit]
+sink = "off"
+{extra}
+"#,
+        program.display()
+    )
+}
+
+async fn start_in(dir: &Path, text: &str) -> RunningGateway {
+    install_crypto();
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    let config = GatewayConfig::parse(text, &path).expect("valid config");
+    RunningGateway::start(config).await.expect("gateway starts")
+}
+
+/// What the program says of itself.
+async fn ask(gw: &RunningGateway) -> Value {
+    let resp = call(&client(), &url(gw), "c1", "who", json!({}))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = json_of(resp).await;
+    assert_eq!(v["id"], "c1", "the client's own id comes back: {v}");
+    let text = v["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"));
+    serde_json::from_str(text).unwrap()
+}
+
+fn pid_of(v: &Value) -> i32 {
+    v["pid"].as_i64().unwrap() as i32
+}
+
+fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+async fn gone_within(pid: i32, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn problems(text: &str, dir: &Path) -> String {
+    match GatewayConfig::parse(text, &dir.join("gateway.toml")) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_config_says_what_is_wrong_with_a_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = config(d, "", "");
+    let cases: Vec<(String, &str)> = vec![
+        (
+            base.replace("command = [", "url = \"http://127.0.0.1:9/mcp\"\ncommand = ["),
+            "give url or command, not both",
+        ),
+        (
+            base.replace("command = [\"python3\"", "command = [\"no-such-program-here\""),
+            "is not an executable file on the program's PATH",
+        ),
+        (
+            config(d, "env_from = [\"PORTCULLIS_NOT_SET_ANYWHERE\"]", ""),
+            "PORTCULLIS_NOT_SET_ANYWHERE is not set in the gateway's environment",
+        ),
+        (
+            config(d, "env = { \"BAD-NAME\" = \"x\" }", ""),
+            "a variable name of A-Z",
+        ),
+        (config(d, "ca_file = \"ca.pem\"", ""), "only an upstream with a url has this"),
+        (
+            config(d, "[upstream.sandbox]\nread_only = [\"/no/such/folder\"]", ""),
+            "/no/such/folder does not exist",
+        ),
+        (
+            config(d, "cwd = \"/no/such/folder\"", ""),
+            "/no/such/folder is not a folder",
+        ),
+        (
+            config(d, "max_processes = 0", ""),
+            "must be a positive whole number",
+        ),
+        (
+            base.replace("upstream = \"local\"", "upstream = \"local\"\nroots = [\"relative/path\"]"),
+            "a file:// URI or an absolute path",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = problems(&text, d);
+        assert!(got.contains(want), "want {want:?} in:\n{got}");
+    }
+    // A key only a program has, on an upstream with a url.
+    let http = config_text("http://127.0.0.1:9/mcp", "max_processes = 2", "");
+    assert!(problems(&http, d).contains("only an upstream with a command has this"));
+    // A route's roots are for programs only.
+    let roots = config_text("http://127.0.0.1:9/mcp", "", "")
+        .replace("upstream = \"test\"", "upstream = \"test\"\nroots = [\"/srv\"]");
+    assert!(problems(&roots, d).contains("only a stdio upstream"));
+}
+
+#[test]
+fn the_state_keys_never_reach_a_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The variable need not even be read: naming it is enough to refuse.
+    let named = config(d, "env_from = [\"PATH\"]", "[state]\nkeys_env = \"PATH\"");
+    let got = problems(&named, d);
+    assert!(
+        got.contains("holds the gateway's state keys; a program never gets them"),
+        "{got}"
+    );
+    let set = config(d, "env = { KEYS = \"x\" }", "[state]\nkeys_env = \"KEYS\"");
+    assert!(problems(&set, d).contains("holds the gateway's state keys"));
+}
+
+#[tokio::test]
+async fn a_program_is_started_on_first_use_and_answers_under_the_clients_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_in(dir.path(), &config(dir.path(), "env = { GREETING = \"hi\" }", "")).await;
+    let m = metrics(&gw).await;
+    assert!(
+        !m.contains("portcullis_stdio_starts_total{upstream=\"local\"}"),
+        "nothing started before the first request:\n{m}"
+    );
+    let first = ask(&gw).await;
+    assert_eq!(first["greeting"], "hi");
+    let again = ask(&gw).await;
+    assert_eq!(pid_of(&again), pid_of(&first), "one pooled process serves both");
+    let m = metrics(&gw).await;
+    assert!(m.contains("portcullis_stdio_starts_total{upstream=\"local\"} 1"), "{m}");
+    assert!(m.contains("portcullis_stdio_processes{upstream=\"local\"} 1"), "{m}");
+    gw.shutdown().await;
+    assert!(
+        gone_within(pid_of(&first), Duration::from_secs(3)).await,
+        "the drain stops the program"
+    );
+}
+
+#[tokio::test]
+async fn a_reload_keeps_an_unchanged_program_and_replaces_a_changed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let gw = start_in(d, &config(d, "env = { GREETING = \"one\" }", "")).await;
+    let first = ask(&gw).await;
+    // Only the name changed: the same process answers.
+    let renamed = config(d, "env = { GREETING = \"one\" }", "")
+        .replace("Local program", "Renamed program");
+    std::fs::write(d.join("gateway.toml"), renamed).unwrap();
+    gw.reload().await.unwrap();
+    let kept = ask(&gw).await;
+    assert_eq!(pid_of(&kept), pid_of(&first), "kept across the reload");
+    // Its environment changed: a new process, and the old one stopped.
+    std::fs::write(d.join("gateway.toml"), config(d, "env = { GREETING = \"two\" }", "")).unwrap();
+    gw.reload().await.unwrap();
+    let changed = ask(&gw).await;
+    assert_eq!(changed["greeting"], "two");
+    assert_ne!(pid_of(&changed), pid_of(&first));
+    assert!(
+        gone_within(pid_of(&first), Duration::from_secs(3)).await,
+        "the program of the old settings is stopped"
+    );
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_eager_program_starts_with_the_gateway_and_an_idle_one_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let gw = start_in(d, &config(d, "eager = true\nidle_timeout = \"1s\"", "")).await;
+    let started = async {
+        loop {
+            let m = metrics(&gw).await;
+            if m.contains("portcullis_stdio_processes{upstream=\"local\"} 1") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), started)
+        .await
+        .expect("started before any request");
+    let pid = pid_of(&ask(&gw).await);
+    // Eager keeps one: idle past its timeout, it is still there.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(alive(pid), "the one eager process is kept");
+    gw.shutdown().await;
+
+    let gw = start_in(d, &config(d, "idle_timeout = \"1s\"", "")).await;
+    let pid = pid_of(&ask(&gw).await);
+    assert!(
+        gone_within(pid, Duration::from_secs(5)).await,
+        "an idle process stops after idle_timeout"
+    );
+    assert_eq!(ask(&gw).await["greeting"], Value::Null, "and one starts again on use");
+    gw.shutdown().await;
+}
