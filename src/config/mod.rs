@@ -37,8 +37,8 @@ pub use limits::{InspectionLimits, Limits, LogConfig, LogFormat};
 pub use listener::{is_loopback_name, ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
 pub use route::{FederationSettings, RouteConfig, TaskMode, FEDERATION_NAME};
-pub use traces::TraceSettings;
 pub use stdio::{ProcessLimits, Sandbox, StdioSettings, INHERITED_VARIABLES, SYSTEM_READ_ONLY};
+pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
 
 /// The keys and kinds of the config file, read once from [`RawConfig`].
@@ -241,28 +241,50 @@ fn keys_kept_from_programs(
     if let Some(name) = &raw.state.keys_env {
         for (i, u) in raw.upstream.iter().enumerate() {
             let u = u.get_ref();
-            let named = u.env_from.iter().flatten().find(|n| n.get_ref() == name.get_ref());
-            let set = u.env.iter().flatten().map(|(k, _)| k).find(|k| k.get_ref() == name.get_ref());
+            let named = u
+                .env_from
+                .iter()
+                .flatten()
+                .find(|n| n.get_ref() == name.get_ref());
+            let set = u
+                .env
+                .iter()
+                .flatten()
+                .map(|(k, _)| k)
+                .find(|k| k.get_ref() == name.get_ref());
             if let Some(at) = named.or(set) {
                 p.push(loc.at(
                     at.span(),
                     format!("upstream[{i}].env_from"),
-                    format!("{} holds the gateway's state keys; a program never gets them", name.get_ref()),
+                    format!(
+                        "{} holds the gateway's state keys; a program never gets them",
+                        name.get_ref()
+                    ),
                 ));
             }
         }
     }
-    let Some(file) = &raw.state.keys_file else { return };
+    let Some(file) = &raw.state.keys_file else {
+        return;
+    };
     let keys = resolve(base, file.get_ref());
     for u in upstreams {
         let Some(sandbox) = u.stdio.as_ref().and_then(|s| s.sandbox.as_ref()) else {
             continue;
         };
-        if sandbox.read_only.iter().chain(&sandbox.writable).any(|d| keys.starts_with(d)) {
+        if sandbox
+            .read_only
+            .iter()
+            .chain(&sandbox.writable)
+            .any(|d| keys.starts_with(d))
+        {
             p.push(loc.at(
                 file.span(),
                 "state.keys_file",
-                format!("the sandbox of upstream \"{}\" shows this file to its program", u.id),
+                format!(
+                    "the sandbox of upstream \"{}\" shows this file to its program",
+                    u.id
+                ),
             ));
         }
     }

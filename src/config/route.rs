@@ -144,7 +144,11 @@ pub(super) fn routes(
         let tasks = p
             .take(task_mode(&r.tasks, &format!("route[{i}].tasks"), loc))
             .unwrap_or_default();
-        let roots = p.take(super::stdio::roots(&r.roots, &format!("route[{i}].roots"), loc));
+        let roots = p.take(super::stdio::roots(
+            &r.roots,
+            &format!("route[{i}].roots"),
+            loc,
+        ));
         let (Some(upstreams), Some(allow), Some(deny), Some(roots)) = (members, allow, deny, roots)
         else {
             continue;

@@ -119,7 +119,10 @@ pub(super) fn stdio(
         .sandbox
         .as_ref()
         .and_then(|s| p.take(sandbox(s, &field("sandbox"), loc, base)));
-    let max_processes = p.or(loc.positive(&r.max_processes, &field("max_processes"), 4), 4);
+    let max_processes = p.or(
+        loc.positive(&r.max_processes, &field("max_processes"), 4),
+        4,
+    );
     let mut time = |raw: &Option<Spanned<String>>, key: &str, secs: u64| {
         let d = Duration::from_secs(secs);
         p.or(loc.duration(raw, &field(key), d), d)
@@ -140,7 +143,11 @@ pub(super) fn stdio(
         idle_timeout,
         stop_timeout,
         limits,
-        sandbox: if r.sandbox.is_some() { Some(sandbox?) } else { None },
+        sandbox: if r.sandbox.is_some() {
+            Some(sandbox?)
+        } else {
+            None
+        },
     })
 }
 
@@ -154,9 +161,7 @@ fn environment(
     let mut env = BTreeMap::new();
     let valid = |name: &str| {
         !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
             && !name.as_bytes()[0].is_ascii_digit()
     };
     for (name, value) in r.env.iter().flatten() {
@@ -184,10 +189,7 @@ fn environment(
             return Err(loc.at(
                 name.span(),
                 field("env_from"),
-                format!(
-                    "{} is not set in the gateway's environment",
-                    name.get_ref()
-                ),
+                format!("{} is not set in the gateway's environment", name.get_ref()),
             ));
         };
         let Ok(value) = value.into_string() else {
@@ -226,7 +228,11 @@ fn program(
     };
     let name = first.get_ref();
     if name.is_empty() || command.get_ref().iter().any(|a| a.get_ref().contains('\0')) {
-        return Err(loc.at(first.span(), field, "a program name and arguments without NUL"));
+        return Err(loc.at(
+            first.span(),
+            field,
+            "a program name and arguments without NUL",
+        ));
     }
     let path = env.and_then(|e| e.get("PATH")).map(String::as_str);
     find_program(name, path).ok_or_else(|| {
@@ -338,17 +344,32 @@ pub(super) fn stdio_only_keys(r: &RawUpstream) -> Vec<(&'static str, std::ops::R
         ("max_processes", r.max_processes.as_ref().map(Spanned::span)),
         ("idle_timeout", r.idle_timeout.as_ref().map(Spanned::span)),
         ("stop_timeout", r.stop_timeout.as_ref().map(Spanned::span)),
-        ("max_memory_bytes", r.max_memory_bytes.as_ref().map(Spanned::span)),
-        ("max_open_files", r.max_open_files.as_ref().map(Spanned::span)),
-        ("max_cpu_seconds", r.max_cpu_seconds.as_ref().map(Spanned::span)),
+        (
+            "max_memory_bytes",
+            r.max_memory_bytes.as_ref().map(Spanned::span),
+        ),
+        (
+            "max_open_files",
+            r.max_open_files.as_ref().map(Spanned::span),
+        ),
+        (
+            "max_cpu_seconds",
+            r.max_cpu_seconds.as_ref().map(Spanned::span),
+        ),
         ("sandbox", r.sandbox.as_ref().map(Spanned::span)),
         (
             "env_from",
-            r.env_from.as_ref().and_then(|e| e.first()).map(Spanned::span),
+            r.env_from
+                .as_ref()
+                .and_then(|e| e.first())
+                .map(Spanned::span),
         ),
         (
             "env",
-            r.env.as_ref().and_then(|e| e.keys().next()).map(Spanned::span),
+            r.env
+                .as_ref()
+                .and_then(|e| e.keys().next())
+                .map(Spanned::span),
         ),
     ];
     for (key, span) in spans {

@@ -118,7 +118,11 @@ fn transport_keys(
         p.push(loc.at(span, field(key), "only an upstream with a url has this"));
     }
     if r.http2.is_some() {
-        p.push(loc.at(r.id.span(), field("http2"), "only an upstream with a url has this"));
+        p.push(loc.at(
+            r.id.span(),
+            field("http2"),
+            "only an upstream with a url has this",
+        ));
     }
 }
 

@@ -74,7 +74,11 @@ enum Transport {
 }
 
 impl Pool {
-    fn new(route: &UpstreamRoute, stdio: &Arc<StdioMetrics>, max_line: usize) -> Result<Pool, rustls::Error> {
+    fn new(
+        route: &UpstreamRoute,
+        stdio: &Arc<StdioMetrics>,
+        max_line: usize,
+    ) -> Result<Pool, rustls::Error> {
         let Some(settings) = &route.stdio else {
             return Self::http(route);
         };
@@ -167,7 +171,10 @@ pub struct UpstreamClient {
 
 impl UpstreamClient {
     /// A client with a pool of its own.
-    pub fn new(route: Arc<UpstreamRoute>, stdio: &Arc<StdioMetrics>) -> Result<Self, rustls::Error> {
+    pub fn new(
+        route: Arc<UpstreamRoute>,
+        stdio: &Arc<StdioMetrics>,
+    ) -> Result<Self, rustls::Error> {
         Self::keeping(route, &Pools::new(), stdio, usize::MAX)
     }
 

@@ -329,7 +329,10 @@ impl Gateway {
         // A stdio program speaks one generation, found when it first starts:
         // known before the bridge decides.
         if let Some(program) = route.upstream.client.pool().stdio() {
-            program.generation().await.map_err(|e| within(stdio::unavailable(&e), &ctx))?;
+            program
+                .generation()
+                .await
+                .map_err(|e| within(stdio::unavailable(&e), &ctx))?;
         }
         // A 2025-11-25 client of a 2026-07-28-only upstream: carried across.
         if !carried && bridge::may_carry(&ctx) {

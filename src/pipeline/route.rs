@@ -193,7 +193,11 @@ impl RouteTable {
     /// Stop every stdio program (SIGTERM, SIGKILL after its stop
     /// timeout) and wait until they have exited.
     pub async fn stop_programs(&self) {
-        let programs: Vec<_> = self.pools.values().filter_map(|p| p.stdio().cloned()).collect();
+        let programs: Vec<_> = self
+            .pools
+            .values()
+            .filter_map(|p| p.stdio().cloned())
+            .collect();
         for p in &programs {
             p.stop_all();
         }

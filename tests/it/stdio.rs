@@ -117,11 +117,17 @@ fn the_config_says_what_is_wrong_with_a_program() {
     let base = config(d, "", "");
     let cases: Vec<(String, &str)> = vec![
         (
-            base.replace("command = [", "url = \"http://127.0.0.1:9/mcp\"\ncommand = ["),
+            base.replace(
+                "command = [",
+                "url = \"http://127.0.0.1:9/mcp\"\ncommand = [",
+            ),
             "give url or command, not both",
         ),
         (
-            base.replace("command = [\"python3\"", "command = [\"no-such-program-here\""),
+            base.replace(
+                "command = [\"python3\"",
+                "command = [\"no-such-program-here\"",
+            ),
             "is not an executable file on the program's PATH",
         ),
         (
@@ -132,9 +138,16 @@ fn the_config_says_what_is_wrong_with_a_program() {
             config(d, "env = { \"BAD-NAME\" = \"x\" }", ""),
             "a variable name of A-Z",
         ),
-        (config(d, "ca_file = \"ca.pem\"", ""), "only an upstream with a url has this"),
         (
-            config(d, "[upstream.sandbox]\nread_only = [\"/no/such/folder\"]", ""),
+            config(d, "ca_file = \"ca.pem\"", ""),
+            "only an upstream with a url has this",
+        ),
+        (
+            config(
+                d,
+                "[upstream.sandbox]\nread_only = [\"/no/such/folder\"]",
+                "",
+            ),
             "/no/such/folder does not exist",
         ),
         (
@@ -146,7 +159,10 @@ fn the_config_says_what_is_wrong_with_a_program() {
             "must be a positive whole number",
         ),
         (
-            base.replace("upstream = \"local\"", "upstream = \"local\"\nroots = [\"relative/path\"]"),
+            base.replace(
+                "upstream = \"local\"",
+                "upstream = \"local\"\nroots = [\"relative/path\"]",
+            ),
             "a file:// URI or an absolute path",
         ),
     ];
@@ -158,8 +174,10 @@ fn the_config_says_what_is_wrong_with_a_program() {
     let http = config_text("http://127.0.0.1:9/mcp", "max_processes = 2", "");
     assert!(problems(&http, d).contains("only an upstream with a command has this"));
     // A route's roots are for programs only.
-    let roots = config_text("http://127.0.0.1:9/mcp", "", "")
-        .replace("upstream = \"test\"", "upstream = \"test\"\nroots = [\"/srv\"]");
+    let roots = config_text("http://127.0.0.1:9/mcp", "", "").replace(
+        "upstream = \"test\"",
+        "upstream = \"test\"\nroots = [\"/srv\"]",
+    );
     assert!(problems(&roots, d).contains("only a stdio upstream"));
 }
 
@@ -181,7 +199,11 @@ fn the_state_keys_never_reach_a_program() {
 #[tokio::test]
 async fn a_program_is_started_on_first_use_and_answers_under_the_clients_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_in(dir.path(), &config(dir.path(), "env = { GREETING = \"hi\" }", "")).await;
+    let gw = start_in(
+        dir.path(),
+        &config(dir.path(), "env = { GREETING = \"hi\" }", ""),
+    )
+    .await;
     let m = metrics(&gw).await;
     assert!(
         !m.contains("portcullis_stdio_starts_total{upstream=\"local\"}"),
@@ -190,10 +212,20 @@ async fn a_program_is_started_on_first_use_and_answers_under_the_clients_ids() {
     let first = ask(&gw).await;
     assert_eq!(first["greeting"], "hi");
     let again = ask(&gw).await;
-    assert_eq!(pid_of(&again), pid_of(&first), "one pooled process serves both");
+    assert_eq!(
+        pid_of(&again),
+        pid_of(&first),
+        "one pooled process serves both"
+    );
     let m = metrics(&gw).await;
-    assert!(m.contains("portcullis_stdio_starts_total{upstream=\"local\"} 1"), "{m}");
-    assert!(m.contains("portcullis_stdio_processes{upstream=\"local\"} 1"), "{m}");
+    assert!(
+        m.contains("portcullis_stdio_starts_total{upstream=\"local\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("portcullis_stdio_processes{upstream=\"local\"} 1"),
+        "{m}"
+    );
     gw.shutdown().await;
     assert!(
         gone_within(pid_of(&first), Duration::from_secs(3)).await,
@@ -208,14 +240,18 @@ async fn a_reload_keeps_an_unchanged_program_and_replaces_a_changed_one() {
     let gw = start_in(d, &config(d, "env = { GREETING = \"one\" }", "")).await;
     let first = ask(&gw).await;
     // Only the name changed: the same process answers.
-    let renamed = config(d, "env = { GREETING = \"one\" }", "")
-        .replace("Local program", "Renamed program");
+    let renamed =
+        config(d, "env = { GREETING = \"one\" }", "").replace("Local program", "Renamed program");
     std::fs::write(d.join("gateway.toml"), renamed).unwrap();
     gw.reload().await.unwrap();
     let kept = ask(&gw).await;
     assert_eq!(pid_of(&kept), pid_of(&first), "kept across the reload");
     // Its environment changed: a new process, and the old one stopped.
-    std::fs::write(d.join("gateway.toml"), config(d, "env = { GREETING = \"two\" }", "")).unwrap();
+    std::fs::write(
+        d.join("gateway.toml"),
+        config(d, "env = { GREETING = \"two\" }", ""),
+    )
+    .unwrap();
     gw.reload().await.unwrap();
     let changed = ask(&gw).await;
     assert_eq!(changed["greeting"], "two");
@@ -256,6 +292,10 @@ async fn an_eager_program_starts_with_the_gateway_and_an_idle_one_stops() {
         gone_within(pid, Duration::from_secs(5)).await,
         "an idle process stops after idle_timeout"
     );
-    assert_eq!(ask(&gw).await["greeting"], Value::Null, "and one starts again on use");
+    assert_eq!(
+        ask(&gw).await["greeting"],
+        Value::Null,
+        "and one starts again on use"
+    );
     gw.shutdown().await;
 }

@@ -173,8 +173,9 @@ def call(rid, name: str, args: dict, pending: dict) -> None:
         fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
         # What it was started with (Python itself may add LC_CTYPE to os.environ).
         with open("/proc/self/environ", "rb") as f:
-            started = sorted(item.split(b"=", 1)[0].decode() for item in f.read().split(b"\0") if item)
-        answer(rid, {"env": started, "os_environ": sorted(os.environ), "fds": fds})
+            started = dict(item.decode(errors="replace").split("=", 1) for item in f.read().split(b"\0") if item)
+        answer(rid, {"env": sorted(started), "os_environ": sorted(os.environ), "fds": fds,
+                     "pwd": started.get("PWD"), "cwd": os.getcwd()})
     elif name == "password":
         ask = f"hostile-elicit-{rid}"
         pending[ask] = rid

@@ -61,6 +61,7 @@ BWRAP = Path("/usr/bin/bwrap")
 
 STOP_TIMEOUT_S = 1  # `stop_timeout` of the lifecycle upstreams
 ROOTS_SETTLE_S = 3.0  # how long server-filesystem may take to apply the roots it was given
+IN_A_ROW = 150  # sequential calls of one client in the reuse test
 LONG_OP_S = 1  # `duration` of server-everything's trigger-long-running-operation
 
 # server-everything's form (dist/tools/trigger-elicitation-request.js).
@@ -557,13 +558,37 @@ def eager_gateway(uid: str) -> Iterator[Running]:
     return stdio_gateway(upstream(uid, EVERYTHING, eager=True, stop_timeout=f"{STOP_TIMEOUT_S}s", response_timeout="5s"))
 
 
+async def raw_call(http: httpx2.AsyncClient, url: str, rid: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One 2026-07-28 tools/call on the wire (no discover, no listing): its JSON answer."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "tools/call",
+        "params": {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}},
+            "name": tool,
+            "arguments": arguments,
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": tool,
+    }
+    resp = await http.post(url, json=body, headers=headers)
+    assert resp.status_code == 200 and resp.headers["content-type"].startswith("application/json"), resp.text
+    return resp.json()
+
+
 async def test_eager_starts_one_process_before_any_call():
     with eager_gateway("eager") as gw:
         # Right after /readyz answered 200, before any request.
         assert gw.processes("eager") == 1, gw.metrics()
         assert gw.starts("eager") == 1
-        result = await call_once(gw.url("eager"), MODERN, "echo", {"message": "first"})
-        assert texts(result) == ["Echo: first"]
+        async with httpx2.AsyncClient(timeout=10) as http:
+            answer = await raw_call(http, gw.url("eager"), 1, "echo", {"message": "first"})
+        assert answer["result"]["content"] == [{"type": "text", "text": "Echo: first"}], answer
         # The first caller got the process started at start.
         assert gw.starts("eager") == 1 and gw.processes("eager") == 1
         assert len(gw.pids("eager")) == 1
@@ -603,6 +628,7 @@ def lifecycle() -> Iterator[Running]:
         [
             upstream("idle", EVERYTHING, idle_timeout="1s", stop_timeout=f"{STOP_TIMEOUT_S}s"),
             upstream("idle-again", EVERYTHING, env={"VARIANT": "again"}, idle_timeout="1s", stop_timeout=f"{STOP_TIMEOUT_S}s"),
+            upstream("reuse", EVERYTHING, env={"VARIANT": "reuse"}, response_timeout="5s"),
             upstream("one-cold", EVERYTHING, env={"VARIANT": "cold"}, **one),
             upstream("one-warm", EVERYTHING, env={"VARIANT": "warm"}, **one),
         ]
@@ -638,6 +664,20 @@ async def test_a_call_right_after_an_idle_stop_starts_the_program_again(lifecycl
     result = await call_once(gw.url("idle-again"), MODERN, "echo", {"message": "after"})
     assert texts(result) == ["Echo: after"]
     assert gw.starts("idle-again") == 2 and gw.processes("idle-again") == 1
+
+
+async def test_calls_in_a_row_share_one_process(lifecycle):
+    """One 2026-07-28 caller's calls, one after the other, to a program of the sessions
+    generation: each is a session of its own the gateway opens and ends, on the same
+    process; none of them needs a second one."""
+    gw = lifecycle
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for i in range(IN_A_ROW):
+            answer = await raw_call(http, gw.url("reuse"), i, "echo", {"message": f"call {i}"})
+            assert answer["result"]["content"] == [{"type": "text", "text": f"Echo: call {i}"}], answer
+    assert gw.starts("reuse") == 1, f"{IN_A_ROW} calls in a row started another process:\n" + "\n".join(
+        line for line in gw.log().splitlines() if "upstream=reuse " in line and "stderr=" not in line
+    )
 
 
 @pytest.mark.parametrize("uid", ["one-cold", "one-warm"])

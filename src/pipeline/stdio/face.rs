@@ -25,7 +25,7 @@ use tokio::task::AbortHandle;
 
 use super::frame;
 use super::pool::{Lease, Owner, StdioUpstream, Unavailable, SESSION_VERSIONS};
-use super::process::{ProgramFailed, Process};
+use super::process::{Process, ProgramFailed};
 use super::{Unanswered, OWNER, ROOTS, UNANSWERED};
 use crate::headers::MCP_SESSION_ID;
 use crate::model::Generation;
@@ -58,7 +58,9 @@ pub async fn serve(
     };
     Ok(match generation {
         Generation::Stateless => stateless(&upstream, &parts.method, body, &owner).await,
-        Generation::Sessions => in_session(&upstream, &parts.method, &parts.headers, body, owner).await,
+        Generation::Sessions => {
+            in_session(&upstream, &parts.method, &parts.headers, body, owner).await
+        }
     })
 }
 
@@ -84,7 +86,12 @@ fn owner(headers: &HeaderMap, generation: Generation) -> Owner {
     }
 }
 
-async fn stateless(upstream: &Arc<StdioUpstream>, method: &Method, body: Bytes, owner: &Owner) -> Response<FaceBody> {
+async fn stateless(
+    upstream: &Arc<StdioUpstream>,
+    method: &Method,
+    body: Bytes,
+    owner: &Owner,
+) -> Response<FaceBody> {
     if method != Method::POST {
         return status(StatusCode::METHOD_NOT_ALLOWED);
     }
@@ -120,10 +127,16 @@ async fn in_session(
         if method == Method::POST {
             return initialize(upstream, &body, owner).await;
         }
-        return rpc_error(StatusCode::BAD_REQUEST, "an Mcp-Session-Id header is required");
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            "an Mcp-Session-Id header is required",
+        );
     };
     let Some(session) = upstream.sessions.get(session_id) else {
-        return rpc_error(StatusCode::NOT_FOUND, "no such session (it ended, or its program did)");
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            "no such session (it ended, or its program did)",
+        );
     };
     session.touch();
     match *method {
@@ -139,22 +152,38 @@ async fn in_session(
 
 /// `initialize`: a process of the caller's (started and initialized with
 /// its capabilities when there is none idle) and a session that holds it.
-async fn initialize(upstream: &Arc<StdioUpstream>, body: &[u8], mut owner: Owner) -> Response<FaceBody> {
+async fn initialize(
+    upstream: &Arc<StdioUpstream>,
+    body: &[u8],
+    mut owner: Owner,
+) -> Response<FaceBody> {
     let Ok(peek) = serde_json::from_slice::<Peek<'_>>(body) else {
         return rpc_error(StatusCode::BAD_REQUEST, "not a JSON-RPC message");
     };
     let (Some(id), Some("initialize")) = (peek.id, peek.method.as_deref()) else {
-        return rpc_error(StatusCode::BAD_REQUEST, "an Mcp-Session-Id header is required");
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            "an Mcp-Session-Id header is required",
+        );
     };
     let params: Value = peek
         .params
         .and_then(|p| serde_json::from_str(p.get()).ok())
         .unwrap_or_default();
-    let caps = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+    let caps = params
+        .get("capabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     // serde_json's maps keep their order: equal capabilities, equal text.
     owner.caps = canonical(&caps);
-    let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
-    let version = SESSION_VERSIONS.iter().find(|v| **v == asked).unwrap_or(&SESSION_VERSIONS[0]);
+    let asked = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let version = SESSION_VERSIONS
+        .iter()
+        .find(|v| **v == asked)
+        .unwrap_or(&SESSION_VERSIONS[0]);
     let lease = match upstream.lease(&owner).await {
         Ok(lease) => lease,
         Err(e) => return unavailable(upstream, &e),
@@ -166,7 +195,11 @@ async fn initialize(upstream: &Arc<StdioUpstream>, body: &[u8], mut owner: Owner
         .unwrap_or_else(|| json!({}));
     result["protocolVersion"] = json!(version);
     let session_id = upstream.sessions.open(lease);
-    let answer = format!(r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#, id.get(), result);
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
+        id.get(),
+        result
+    );
     let mut resp = json_response(Bytes::from(answer));
     if let Ok(v) = HeaderValue::from_str(&session_id) {
         resp.headers_mut().insert(MCP_SESSION_ID.clone(), v);
@@ -181,7 +214,11 @@ fn canonical(v: &Value) -> String {
             Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
-                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
             }
             Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
             other => other.clone(),
@@ -196,9 +233,10 @@ async fn session_post(session: &Arc<Session>, body: Bytes) -> Response<FaceBody>
     };
     let process = session.lease.process.clone();
     match (peek.method.as_deref(), peek.id) {
-        (Some("ping"), Some(id)) => {
-            json_response(Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get())))
-        }
+        (Some("ping"), Some(id)) => json_response(Bytes::from(format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
+            id.get()
+        ))),
         (Some(_), Some(id)) => {
             let id = id.get().to_owned();
             let slot = session.slot.clone().lock_owned().await;
@@ -207,7 +245,9 @@ async fn session_post(session: &Arc<Session>, body: Bytes) -> Response<FaceBody>
             respond(rx, id).await
         }
         // The gateway initialized the program itself; the roots are the route's.
-        (Some("notifications/initialized" | "notifications/roots/list_changed"), None) => status(StatusCode::ACCEPTED),
+        (Some("notifications/initialized" | "notifications/roots/list_changed"), None) => {
+            status(StatusCode::ACCEPTED)
+        }
         (Some("notifications/cancelled"), None) => {
             let target = peek
                 .params
@@ -240,7 +280,11 @@ enum Item {
 
 /// One request to the program, in a task of its own that ends (and
 /// abandons the request) when nobody reads its messages any more.
-fn start_call(process: Arc<Process>, body: Bytes, held: Held) -> (mpsc::Receiver<Item>, AbortHandle) {
+fn start_call(
+    process: Arc<Process>,
+    body: Bytes,
+    held: Held,
+) -> (mpsc::Receiver<Item>, AbortHandle) {
     let (tx, rx) = mpsc::channel::<Item>(64);
     let task = tokio::spawn(async move {
         let _held = held;
@@ -298,10 +342,21 @@ fn listen(session: &Arc<Session>) -> Response<FaceBody> {
     events(None, out, None)
 }
 
-fn events(first: Option<Bytes>, rx: mpsc::Receiver<Item>, id: Option<String>) -> Response<FaceBody> {
-    let mut resp = Response::new(FaceBody::Events(EventBody { first, rx, id, done: false }));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+fn events(
+    first: Option<Bytes>,
+    rx: mpsc::Receiver<Item>,
+    id: Option<String>,
+) -> Response<FaceBody> {
+    let mut resp = Response::new(FaceBody::Events(EventBody {
+        first,
+        rx,
+        id,
+        done: false,
+    }));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     resp
 }
 
@@ -426,7 +481,10 @@ impl Body for FaceBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             FaceBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             FaceBody::Events(e) => {
@@ -442,7 +500,9 @@ impl Body for FaceBody {
                         e.done = true;
                         Poll::Ready(None)
                     }
-                    Poll::Ready(Some(Item::Related(m))) => Poll::Ready(Some(Ok(Frame::data(event(&m))))),
+                    Poll::Ready(Some(Item::Related(m))) => {
+                        Poll::Ready(Some(Ok(Frame::data(event(&m)))))
+                    }
                     Poll::Ready(Some(Item::Done(Ok(line)))) => {
                         e.done = true;
                         let id = e.id.as_deref().unwrap_or("null");
@@ -466,8 +526,10 @@ impl Body for FaceBody {
 
 fn json_response(body: Bytes) -> Response<FaceBody> {
     let mut resp = Response::new(FaceBody::Full(Some(body)));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 

@@ -129,13 +129,20 @@ struct Envelope<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum FromProgram {
     /// A response to the gateway's request numbered `id`.
-    Response { id: u64 },
+    Response {
+        id: u64,
+    },
     /// A response whose id the gateway never used as a number.
     Stray,
     /// A request the program makes of the client (or the gateway); its id
     /// as JSON text.
-    Request { method: String, id: String },
-    Notification { method: String },
+    Request {
+        method: String,
+        id: String,
+    },
+    Notification {
+        method: String,
+    },
 }
 
 /// Sort a line the program wrote.
@@ -144,7 +151,11 @@ pub fn classify(line: &[u8]) -> Result<FromProgram, LineFault> {
     if env.jsonrpc != "2.0" {
         return Err(LineFault::NotJsonRpc);
     }
-    match (env.method, env.id, env.result.is_some() || env.error.is_some()) {
+    match (
+        env.method,
+        env.id,
+        env.result.is_some() || env.error.is_some(),
+    ) {
         (Some(method), Some(id), false) => Ok(FromProgram::Request {
             method: method.into_owned(),
             id: id.get().to_owned(),
@@ -282,7 +293,13 @@ mod tests {
             b"{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"tools/call\",\"params\":{\"name\":\"n\\n\"}}\n"
         );
         let back = with_id(br#"{"jsonrpc":"2.0","id":42,"result":{"x":1}}"#, "\"abc\"").unwrap();
-        assert_eq!(back, b"{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"result\":{\"x\":1}}\n");
-        assert_eq!(one_line(b"{\"a\":\r\n 1}".to_vec()), b"{\"a\":   1}\n".to_vec());
+        assert_eq!(
+            back,
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"result\":{\"x\":1}}\n"
+        );
+        assert_eq!(
+            one_line(b"{\"a\":\r\n 1}".to_vec()),
+            b"{\"a\":   1}\n".to_vec()
+        );
     }
 }

@@ -316,7 +316,9 @@ impl StdioUpstream {
             "io.modelcontextprotocol/clientInfo": client_info(),
             "io.modelcontextprotocol/clientCapabilities": {}}}});
         let wait = self.start_timeout.min(Duration::from_secs(3));
-        let asked = tokio::time::timeout(wait, process.request(discover.to_string().as_bytes(), None)).await;
+        let asked =
+            tokio::time::timeout(wait, process.request(discover.to_string().as_bytes(), None))
+                .await;
         let speaks = asked
             .ok()
             .and_then(Result::ok)
@@ -351,15 +353,22 @@ impl StdioUpstream {
             process.kill();
             Unavailable::Start(why)
         };
-        let answer = tokio::time::timeout(self.start_timeout, process.request(init.to_string().as_bytes(), None))
-            .await
-            .map_err(|_| failed("no answer to initialize in time".into()))?
-            .map_err(|e| failed(e.to_string()))?;
-        let message: Value = serde_json::from_slice(&answer).map_err(|_| failed("initialize answered with bad JSON".into()))?;
+        let answer = tokio::time::timeout(
+            self.start_timeout,
+            process.request(init.to_string().as_bytes(), None),
+        )
+        .await
+        .map_err(|_| failed("no answer to initialize in time".into()))?
+        .map_err(|e| failed(e.to_string()))?;
+        let message: Value = serde_json::from_slice(&answer)
+            .map_err(|_| failed("initialize answered with bad JSON".into()))?;
         let Some(result) = message.get("result") else {
             return Err(failed("initialize was refused".into()));
         };
-        let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if !SESSION_VERSIONS.contains(&version) {
             return Err(failed(format!(
                 "it answered initialize with protocol version {:?}, which the gateway does not speak",
@@ -386,7 +395,10 @@ impl StdioUpstream {
 
     /// Resolves once every process of this upstream has exited.
     pub async fn stopped(&self) {
-        let all: Vec<Arc<Process>> = lock(&self.workers).iter().map(|w| w.process.clone()).collect();
+        let all: Vec<Arc<Process>> = lock(&self.workers)
+            .iter()
+            .map(|w| w.process.clone())
+            .collect();
         for p in all {
             p.exited().await;
         }
@@ -460,7 +472,9 @@ async fn tend(upstream: std::sync::Weak<StdioUpstream>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
-        let Some(upstream) = upstream.upgrade() else { return };
+        let Some(upstream) = upstream.upgrade() else {
+            return;
+        };
         if upstream.stopped.load(Ordering::Acquire) {
             return;
         }

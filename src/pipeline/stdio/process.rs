@@ -83,7 +83,11 @@ impl Process {
         stop_timeout: Duration,
         metrics: Arc<StdioMetrics>,
     ) -> Option<Process> {
-        let (stdin, stdout, stderr) = (child.stdin.take()?, child.stdout.take()?, child.stderr.take()?);
+        let (stdin, stdout, stderr) = (
+            child.stdin.take()?,
+            child.stdout.take()?,
+            child.stderr.take()?,
+        );
         let pid = child.id()?;
         let (exited, _) = watch::channel(Exit::Running);
         let shared = Arc::new(Shared {
@@ -345,7 +349,9 @@ async fn read_stdout(
                 } else {
                     let refused = json!({"jsonrpc": "2.0", "id": serde_json::from_str::<Value>(&id).unwrap_or(Value::Null),
                         "error": {"code": -32603, "message": "no client is waiting to answer this request"}});
-                    let _ = stdin.send(frame::one_line(refused.to_string().into_bytes())).await;
+                    let _ = stdin
+                        .send(frame::one_line(refused.to_string().into_bytes()))
+                        .await;
                 }
             }
             FromProgram::Notification { .. } => {
@@ -381,10 +387,18 @@ fn fault_kept_step(shared: &Shared, fault: LineFault) -> bool {
     shared.metrics.rejected(&shared.upstream, fault);
     let (upstream, pid) = (&*shared.upstream, shared.pid);
     if fault.keeps_step() {
-        tracing::debug!(upstream, pid, "stdio program wrote {fault} on stdout; skipped");
+        tracing::debug!(
+            upstream,
+            pid,
+            "stdio program wrote {fault} on stdout; skipped"
+        );
         return true;
     }
-    tracing::warn!(upstream, pid, "stdio program wrote {fault} on stdout; restarting it");
+    tracing::warn!(
+        upstream,
+        pid,
+        "stdio program wrote {fault} on stdout; restarting it"
+    );
     shared.fail_all(ProgramFailed::OutOfStep(fault));
     signal_group(pid, libc::SIGKILL);
     false

@@ -65,7 +65,10 @@ fn launcher_args(settings: &StdioSettings, sandbox: &Sandbox) -> Vec<OsString> {
         args.extend(["--ro-bind-try".into(), dir.into(), dir.into()]);
     }
     args.extend(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"].map(OsString::from));
-    for (flag, dirs) in [("--ro-bind", &sandbox.read_only), ("--bind", &sandbox.writable)] {
+    for (flag, dirs) in [
+        ("--ro-bind", &sandbox.read_only),
+        ("--bind", &sandbox.writable),
+    ] {
         for dir in dirs {
             args.extend([flag.into(), dir.into(), dir.into()]);
         }
