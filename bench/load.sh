@@ -32,12 +32,18 @@
 #                    bridged   small; bridged: the same tools/call get_room from a 2025-11-25 client
 #                              in a bridged session (bench/wrk/bridged.lua: initialize, then the
 #                              call with its Mcp-Session-Id), beside the others' 2026-07-28 call
+#                    stdio     small, to a stdio upstream (bench-upstream --stdio, STDIO_PROCESSES
+#                              processes): wrk -> portcullis's /stdio route, against the same program
+#                              called directly over stdio by `bench-upstream --drive` (one request
+#                              in flight per process, as the gateway calls it); measured after the
+#                              others, in its own table, interleaved per rep
 #   DURATION=10      seconds per measured run
 #   REPS=3           repetitions
 #   WARMUP=2         seconds of unmeasured load before every measured run (0 = none)
 #   WRK_THREADS=1    wrk threads (the machine has 2 cores; wrk needs one)
 #   PROXY_THREADS=1  TOKIO_WORKER_THREADS for portcullis; nginx worker_processes
 #   UPSTREAM_THREADS=1  TOKIO_WORKER_THREADS for bench-upstream
+#   STDIO_PROCESSES=1   processes of the stdio scenario's program (max_processes; the driver's copies)
 #   BASELINE_BIN=    a second portcullis binary to measure beside this tree's
 #                    (same config; e.g. a build of an older commit): before/after in one run
 #   SKIP_BUILD=1     use the existing target/release binaries
@@ -56,6 +62,7 @@ WARMUP=${WARMUP:-2}
 WRK_THREADS=${WRK_THREADS:-1}
 PROXY_THREADS=${PROXY_THREADS:-1}
 UPSTREAM_THREADS=${UPSTREAM_THREADS:-1}
+STDIO_PROCESSES=${STDIO_PROCESSES:-1}
 BASELINE_BIN=${BASELINE_BIN:-}
 SKIP_BUILD=${SKIP_BUILD:-0}
 OTHER_WARN=${OTHER_WARN:-10}
@@ -63,13 +70,13 @@ QUIET_MAX=${QUIET_MAX:-60}
 KEEP=${KEEP:-0}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-1800}
 
-for v in DURATION REPS WARMUP WRK_THREADS PROXY_THREADS UPSTREAM_THREADS BUILD_TIMEOUT OTHER_WARN QUIET_MAX; do
+for v in DURATION REPS WARMUP WRK_THREADS PROXY_THREADS UPSTREAM_THREADS STDIO_PROCESSES BUILD_TIMEOUT OTHER_WARN QUIET_MAX; do
     [[ ${!v} =~ ^[0-9]+$ ]] || { echo "load.sh: $v must be a non-negative integer (got '${!v}')" >&2; exit 2; }
 done
 ((DURATION > 0 && REPS > 0 && WRK_THREADS > 0 && PROXY_THREADS > 0 && UPSTREAM_THREADS > 0)) \
     || { echo "load.sh: DURATION, REPS and the thread counts must be > 0" >&2; exit 2; }
 for s in $SCENARIOS; do
-    [[ $s =~ ^(small|sse|big|mrtr|tls|handshake|fedlist|fedcall|bridged)@[0-9]+$ ]] \
+    [[ $s =~ ^(small|sse|big|mrtr|tls|handshake|fedlist|fedcall|bridged|stdio)@[0-9]+$ ]] \
         || { echo "load.sh: bad scenario '$s' (expected NAME@CONNECTIONS)" >&2; exit 2; }
 done
 
@@ -323,6 +330,23 @@ path = "/fed"
 name = "bench-fed"
 upstreams = ["bench", "bench2", "bench3"]
 EOF
+    if ((WANT_STDIO)); then
+        cat >>"$conf" <<EOF
+
+# The stdio scenario: bench-upstream as a stdio program, started by the gateway.
+[[upstream]]
+id = "bench-stdio"
+name = "Bench upstream (stdio)"
+command = ["$UP_BIN", "--stdio"]
+generations = ["2026-07-28"]
+max_processes = $STDIO_PROCESSES
+eager = true
+
+[[route]]
+path = "/stdio"
+upstream = "bench-stdio"
+EOF
+    fi
     if ((WANT_BRIDGED)); then
         cat >>"$conf" <<EOF
 
@@ -354,6 +378,12 @@ EOF
 # BASELINE_BIN from before the bridge would reject its `generations`).
 WANT_BRIDGED=0
 [[ " $SCENARIOS" == *" bridged@"* ]] && WANT_BRIDGED=1
+# Likewise the /stdio route (measured on its own, after the others).
+WANT_STDIO=0
+[[ " $SCENARIOS" == *" stdio@"* ]] && WANT_STDIO=1
+STDIO_SPECS=$(tr ' ' '\n' <<<"$SCENARIOS" | grep '^stdio@' || true)
+SCENARIOS=$(tr ' ' '\n' <<<"$SCENARIOS" | grep -v '^stdio@' | tr '\n' ' ' || true)
+SCENARIOS=${SCENARIOS% }
 declare -A PROXY_PID=([direct]="")
 start_portcullis portcullis "$BIN"; PROXY_PID[portcullis]=$REPLY
 PROXY_PID[fed]=${PROXY_PID[portcullis]}
@@ -675,6 +705,85 @@ for rep in $(seq 1 "$REPS"); do
 done
 
 # ---------------------------------------------------------------------------
+# The stdio scenario: wrk -> portcullis -> its stdio programs, against the
+# driver calling the same program directly. Per request: the gateway's own
+# CPU (its /proc/PID/stat: every thread, not its children), the programs'
+# (its children), the driver's.
+# ---------------------------------------------------------------------------
+own_ticks() { awk '{ sub(/^.*\) /, ""); print $12, $13 }' /proc/"$1"/stat 2>/dev/null || echo "0 0"; }
+children_ticks() { # pid -> "user sys" of its direct children
+    local u=0 s=0 p a b
+    for p in $(cat /proc/"$1"/task/*/children 2>/dev/null || true); do
+        read -r a b < <(own_ticks "$p"); u=$((u + a)); s=$((s + b))
+    done
+    echo "$u $s"
+}
+children_rss() { # pid -> mean VmRSS (KiB) of its direct children
+    local n=0 t=0 p r
+    for p in $(cat /proc/"$1"/task/*/children 2>/dev/null || true); do
+        r=$(awk '/^VmRSS:/ { print $2 }' /proc/"$p"/status 2>/dev/null || echo 0); t=$((t + ${r:-0})); n=$((n + 1))
+    done
+    if ((n)); then echo $((t / n)); else echo 0; fi
+}
+STDIO_RESULTS="$TMP/stdio.tsv"
+: >"$STDIO_RESULTS"
+us_per() { awk -v t="$1" -v hz="$CLK_TCK" -v r="$2" 'BEGIN { printf "%.2f", t * 1e6 / hz / (r > 0 ? r : 1) }'; }
+for spec in $STDIO_SPECS; do
+    conns=${spec#*@}
+    for rep in $(seq 1 "$REPS"); do
+        pp=${PROXY_PID[portcullis]}
+        url="http://127.0.0.1:${PORT[portcullis]}/stdio"
+        ((QUIET_MAX > 0)) && wait_quiet
+        if ((WARMUP > 0)); then run_wrk small stdio "$conns" "$url" "$WARMUP" "$TMP/warmup-$spec-$rep.txt" || true; fi
+        read -r gu0 gs0 < <(own_ticks "$pp"); read -r cu0 cs0 < <(children_ticks "$pp")
+        out="$TMP/wrk-$spec-portcullis-$rep.txt"
+        run_wrk small stdio "$conns" "$url" "$DURATION" "$out" || die "wrk against /stdio failed: $(cat "$out")"
+        read -r gu1 gs1 < <(own_ticks "$pp"); read -r cu1 cs1 < <(children_ticks "$pp")
+        line=$(grep '^WRKRESULT ' "$out") || die "no wrk result for /stdio: $(cat "$out")"
+        req=$(field requests "$line")
+        for e in connect read write status timeout other; do
+            n=$(field "$e" "$line"); [[ -z $n || $n == 0 ]] || ERRORS+=("$spec portcullis rep $rep: $e=$n")
+        done
+        printf '%s\tportcullis\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$spec" "$rep" "$(field rps "$line")" "$(field p50_us "$line")" \
+            "$(field p99_us "$line")" "$(us_per $((gu1 - gu0 + gs1 - gs0)) "$req")" "$(us_per $((cu1 - cu0 + cs1 - cs0)) "$req")" \
+            "$(children_rss "$pp")" >>"$STDIO_RESULTS"
+        ((QUIET_MAX > 0)) && wait_quiet
+        out="$TMP/drive-$spec-$rep.txt"
+        timeout $((DURATION + 30)) "$UP_BIN" --drive "$DURATION" "$STDIO_PROCESSES" "$CLK_TCK" -- "$UP_BIN" --stdio >"$out" 2>&1 \
+            || die "the stdio driver failed: $(cat "$out")"
+        line=$(grep '^WRKRESULT ' "$out")
+        req=$(field requests "$line")
+        printf '%s\tdirect\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$spec" "$rep" "$(field rps "$line")" "$(field p50_us "$line")" \
+            "$(field p99_us "$line")" "$(us_per $(($(field driver_user_ticks "$line") + $(field driver_sys_ticks "$line"))) "$req")" \
+            "$(us_per $(($(field program_user_ticks "$line") + $(field program_sys_ticks "$line"))) "$req")" >>"$STDIO_RESULTS"
+        log "$spec rep $rep measured"
+    done
+done
+stdio_report() {
+    local spec t c
+    echo
+    echo "stdio (medians over $REPS rep(s); front = the gateway's own CPU, or the driver's; prog = the stdio"
+    echo "program's; ${STDIO_PROCESSES} process(es) on both sides; RSS = VmRSS per program process, gateway side):"
+    printf '%-13s %-11s %9s %8s %8s %10s %10s %10s %8s\n' scenario target 'req/s' 'p50 ms' 'p99 ms' 'front µs' 'prog µs' 'total µs' 'RSS MiB'
+    for spec in $STDIO_SPECS; do
+        declare -A S=()
+        for t in portcullis direct; do
+            for c in 4 5 6 7 8 9; do
+                S[$t,$c]=$(awk -F'\t' -v sc="$spec" -v t="$t" -v c="$c" '$1 == sc && $2 == t && $c != "-" { print $c }' "$STDIO_RESULTS" |
+                    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+            done
+            S[$t,total]=$(awk -v a="${S[$t,7]}" -v b="${S[$t,8]}" 'BEGIN { printf "%.2f", a + b }')
+            printf '%-13s %-11s %9.0f %8s %8s %10s %10s %10s %8s\n' "$spec" "$t" "${S[$t,4]}" "$(ms "${S[$t,5]}")" "$(ms "${S[$t,6]}")" \
+                "$(f2 "${S[$t,7]}")" "$(f2 "${S[$t,8]}")" "${S[$t,total]}" "$(mib "${S[$t,9]}")"
+        done
+        printf '%-13s ratios portcullis/direct: throughput %s, p50 %s, p99 %s, total CPU/req %s\n' "" \
+            "$(ratio "${S[portcullis,4]}" "${S[direct,4]}")" "$(ratio "${S[portcullis,5]}" "${S[direct,5]}")" \
+            "$(ratio "${S[portcullis,6]}" "${S[direct,6]}")" "$(ratio "${S[portcullis,total]}" "${S[direct,total]}")"
+        unset S
+    done
+}
+
+# ---------------------------------------------------------------------------
 # Report: medians per scenario and target, ratios
 # ---------------------------------------------------------------------------
 col() { # name -> column number in results.tsv
@@ -775,7 +884,8 @@ cpu:       utime (user) and stime (sys) from /proc/PID/stat (all threads; nginx 
            measured run / requests completed; 'upst' = bench-upstream's CPU per request (subtract it
            from direct-style figures); RSS = VmRSS at the end of the run (nginx: master + workers).
 EOF
-report 1000000 "medians over all $REPS rep(s)"
+[[ -n $SCENARIOS ]] && report 1000000 "medians over all $REPS rep(s)"
+((WANT_STDIO)) && stdio_report
 if ((${#NOISY[@]})); then
     report "$OTHER_WARN" "medians over the quiet runs only (other% <= $OTHER_WARN; '-' = none was quiet)"
 fi

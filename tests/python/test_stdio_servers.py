@@ -61,7 +61,7 @@ BWRAP = Path("/usr/bin/bwrap")
 
 STOP_TIMEOUT_S = 1  # `stop_timeout` of the lifecycle upstreams
 ROOTS_SETTLE_S = 3.0  # how long server-filesystem may take to apply the roots it was given
-IN_A_ROW = 150  # sequential calls of one client in the reuse test
+IN_A_ROW = 400  # sequential calls of one client in the reuse test
 LONG_OP_S = 1  # `duration` of server-everything's trigger-long-running-operation
 
 # server-everything's form (dist/tools/trigger-elicitation-request.js).

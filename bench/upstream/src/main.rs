@@ -27,6 +27,13 @@
 //! route). It listens on every loopback address it is given (one process
 //! standing in for several upstreams of a federated route, each on its own
 //! port) and never reads anything but 127.0.0.1 traffic it is sent.
+//!
+//! `bench-upstream --stdio` is the same answerer as a stdio program (one
+//! message a line, on stdin and stdout), and `bench-upstream --drive ...`
+//! calls such a program directly over stdio (`stdio.rs`): the two sides of
+//! load.sh's `stdio` scenario.
+
+mod stdio;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -233,8 +240,24 @@ async fn handle(
     Ok(resp)
 }
 
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--stdio") => stdio::serve(&answers()),
+        Some("--drive") => stdio::drive(&args[1..]),
+        _ => serve_http(),
+    }
+}
+
+fn answers() -> Answers {
+    Answers {
+        report: report_result(),
+        states: AtomicU64::new(0),
+    }
+}
+
 #[tokio::main]
-async fn main() {
+async fn serve_http() {
     let addrs: Vec<SocketAddr> = std::env::args()
         .skip(1)
         .map(|a| a.parse())
@@ -258,10 +281,7 @@ async fn main() {
             }
         }
     }
-    let answers: &'static Answers = Box::leak(Box::new(Answers {
-        report: report_result(),
-        states: AtomicU64::new(0),
-    }));
+    let answers: &'static Answers = Box::leak(Box::new(answers()));
     let on: Vec<String> = addrs.iter().map(ToString::to_string).collect();
     eprintln!(
         "bench-upstream on {} (room_report result: {} bytes)",
