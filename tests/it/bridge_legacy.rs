@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use portcullis::server::RunningGateway;
 
 use crate::common::*;
+use crate::over_both_kinds;
 
 const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}"#;
 
@@ -325,7 +326,9 @@ async fn a_refused_push_never_becomes_a_question() {
     gw.shutdown().await;
 }
 
-#[tokio::test]
+over_both_kinds! { StdioSessions;
+/// Over HTTP, and with the upstream a stdio program of the 2025-11-25
+/// generation: the push held on one instance, its answer refused at another.
 async fn the_retry_must_reach_the_instance_that_holds_the_call_in_time() {
     let up = sessions_only().await;
     let keys = tempfile::NamedTempFile::new().unwrap();
@@ -399,7 +402,7 @@ async fn the_retry_must_reach_the_instance_that_holds_the_call_in_time() {
     }
     one.shutdown().await;
     two.shutdown().await;
-}
+}}
 
 #[tokio::test]
 async fn callers_the_gateway_cannot_tell_apart_never_share_an_upstream_session() {

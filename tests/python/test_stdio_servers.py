@@ -639,8 +639,9 @@ def lifecycle() -> Iterator[Running]:
 
 async def idle_stop(gw: Running, uid: str) -> None:
     """One call, then wait for the idle stop (idle_timeout = 1 s, checked every second)."""
-    result = await call_once(gw.url(uid), MODERN, "echo", {"message": "before"})
-    assert texts(result) == ["Echo: before"]
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await raw_call(http, gw.url(uid), 1, "echo", {"message": "before"})
+    assert answer["result"]["content"] == [{"type": "text", "text": "Echo: before"}], answer
     assert gw.processes(uid) == 1
     deadline = time.monotonic() + 5
     while gw.processes(uid) != 0 and time.monotonic() < deadline:
@@ -661,8 +662,9 @@ async def test_a_call_right_after_an_idle_stop_starts_the_program_again(lifecycl
     process at once, not a refusal while a crash backoff runs out."""
     gw = lifecycle
     await idle_stop(gw, "idle-again")
-    result = await call_once(gw.url("idle-again"), MODERN, "echo", {"message": "after"})
-    assert texts(result) == ["Echo: after"]
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await raw_call(http, gw.url("idle-again"), 2, "echo", {"message": "after"})
+    assert answer.get("result", {}).get("content") == [{"type": "text", "text": "Echo: after"}], answer
     assert gw.starts("idle-again") == 2 and gw.processes("idle-again") == 1
 
 

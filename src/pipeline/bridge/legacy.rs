@@ -159,8 +159,15 @@ impl<'a> Bridge<'a> {
             "params": {"protocolVersion": ProtocolVersion::V2025_11_25.as_str(),
                 "capabilities": ctx.request.client.to_value(),
                 "clientInfo": {"name": "portcullis", "version": env!("CARGO_PKG_VERSION")}}});
-        let inbound = self.outbound.in_session(init, None, &version)?;
-        let resp = through(ctx.gateway.clone(), ctx.route.clone(), inbound).await?;
+        // What goes wrong here is the client's call's refusal, under its id.
+        let for_client = |r: Refused| r.addressed_to(ctx.id());
+        let inbound = self
+            .outbound
+            .in_session(init, None, &version)
+            .map_err(for_client)?;
+        let resp = through(ctx.gateway.clone(), ctx.route.clone(), inbound)
+            .await
+            .map_err(for_client)?;
         let token = resp.headers().get(&crate::headers::MCP_SESSION_ID).cloned();
         let max = ctx.gateway.config.limits.max_response_body_bytes;
         let answer = Messages::new(resp, max).response().await;
@@ -187,8 +194,11 @@ impl<'a> Bridge<'a> {
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let inbound = self
             .outbound
-            .in_session(initialized, Some(&token), &agreed)?;
-        through(ctx.gateway.clone(), ctx.route.clone(), inbound).await?;
+            .in_session(initialized, Some(&token), &agreed)
+            .map_err(for_client)?;
+        through(ctx.gateway.clone(), ctx.route.clone(), inbound)
+            .await
+            .map_err(for_client)?;
         let opened = Opened {
             token,
             version: agreed,
@@ -218,6 +228,19 @@ impl<'a> Bridge<'a> {
     }
 
     /// A session opened for one call is ended with it.
+    /// [`done_with`](Self::done_with) at a call's answer. A local program's
+    /// session ends before the client has the answer: its process is free
+    /// for the caller's next call (one in-memory request; over the network
+    /// the client does not wait for it).
+    async fn finish(&self, opened: &Opened) {
+        if opened.shared || self.ctx.route.upstream.client.pool().stdio().is_none() {
+            return self.done_with(opened);
+        }
+        let ctx = self.ctx;
+        let end = self.outbound.end_session(&opened.token, &opened.version);
+        let _ = through(ctx.gateway.clone(), ctx.route.clone(), end).await;
+    }
+
     fn done_with(&self, opened: &Opened) {
         if opened.shared {
             return;
@@ -341,8 +364,16 @@ impl<'a> Bridge<'a> {
             opened = self.open_session().await?;
             sent = self.send(&body, &opened).await;
         }
+        let sent = match sent {
+            Ok(sent) => sent,
+            // A call that failed (a timeout, say) ends its own session too.
+            Err(refused) => {
+                self.done_with(&opened);
+                return Err(refused);
+            }
+        };
         let max = ctx.gateway.config.limits.max_response_body_bytes;
-        self.read(Messages::new(sent?, max), opened, 0, None).await
+        self.read(Messages::new(sent, max), opened, 0, None).await
     }
 
     /// `body` in the session; a refusal is the client's request's.
@@ -391,14 +422,14 @@ impl<'a> Bridge<'a> {
                     )));
                 }
                 self.ended(answered, round, OperationOutcome::Complete);
-                self.done_with(&opened);
+                self.finish(&opened).await;
                 let mut result = result.clone();
                 to_stateless(&mut result, ctx.request.method.as_str());
                 return Ok(json_response(message(ctx.id(), "result", &result), None));
             }
             if let Some(error) = m.get("error") {
                 self.ended(answered, round, OperationOutcome::Error);
-                self.done_with(&opened);
+                self.finish(&opened).await;
                 return Ok(json_response(message(ctx.id(), "error", error), None));
             }
             // A ping asks nothing of a person: the gateway answers it.

@@ -420,8 +420,15 @@ impl Sessions {
         map.get(id).filter(|s| s.lease.process.is_alive()).cloned()
     }
 
+    /// End a session (DELETE): its calls in flight end with it, so its
+    /// process goes back with nothing of this session still running on it.
     fn remove(&self, id: &str) {
-        lock(&self.map).remove(id);
+        let session = lock(&self.map).remove(id);
+        if let Some(session) = session {
+            for (_, task) in lock(&session.calls).drain() {
+                task.abort();
+            }
+        }
     }
 
     pub fn clear(&self) {

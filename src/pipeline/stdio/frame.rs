@@ -105,7 +105,12 @@ fn finish(line: Bytes) -> Line {
     }
     match line.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => Line::Message(line),
-        Some(_) | None => Line::Fault(LineFault::Text),
+        // JSON that is not an object (a batch, a bare value) is no message;
+        // anything else (`[INFO] starting`) is a line of text.
+        _ if serde_json::from_slice::<serde::de::IgnoredAny>(&line).is_ok() => {
+            Line::Fault(LineFault::NotJsonRpc)
+        }
+        _ => Line::Fault(LineFault::Text),
     }
 }
 
@@ -230,7 +235,7 @@ mod tests {
     async fn lines_are_bounded_checked_and_kept_in_step() {
         let long = format!("{{\"a\":\"{}\"}}", "x".repeat(100));
         let input = format!(
-            "{{\"jsonrpc\":\"2.0\"}}\r\n\n  \nstarting server...\n{long}\n{{\"b\":1}}\n{{\"tail\":true}}"
+            "{{\"jsonrpc\":\"2.0\"}}\r\n\n  \nstarting server...\n[1,2]\n[INFO] up\n{long}\n{{\"b\":1}}\n{{\"tail\":true}}"
         );
         let mut bytes = input.into_bytes();
         bytes.extend_from_slice(b"\n{\"bad\":\"\xff\"}\n");
@@ -239,6 +244,8 @@ mod tests {
             got,
             vec![
                 Ok("{\"jsonrpc\":\"2.0\"}".to_owned()),
+                Err(LineFault::Text),
+                Err(LineFault::NotJsonRpc),
                 Err(LineFault::Text),
                 Err(LineFault::Oversized),
                 Ok("{\"b\":1}".to_owned()),

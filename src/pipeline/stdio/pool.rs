@@ -2,7 +2,7 @@
 //! speaks, who each process belongs to, leases, restarts with backoff,
 //! idle stops, and the stop of all on drain or when a reload drops them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,19 @@ pub struct StdioUpstream {
     restarts: Arc<Mutex<Restarts>>,
     pub(super) sessions: Sessions,
     stopped: AtomicBool,
+    /// Processes being started (and initialized) right now.
+    starting: AtomicUsize,
+}
+
+/// A start in progress, counted against `max_processes` until it is a
+/// worker in the list (or failed).
+struct Starting<'a>(&'a StdioUpstream);
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        self.0.starting.fetch_sub(1, Ordering::AcqRel);
+        self.0.freed.notify_waiters();
+    }
 }
 
 /// A process lent to one request or session; given back when dropped.
@@ -139,6 +152,7 @@ impl StdioUpstream {
             restarts: Arc::default(),
             sessions: Sessions::default(),
             stopped: AtomicBool::new(false),
+            starting: AtomicUsize::new(0),
         });
         tokio::spawn(tend(Arc::downgrade(&upstream)));
         upstream
@@ -200,11 +214,18 @@ impl StdioUpstream {
         let generation = self.generation().await?;
         let deadline = tokio::time::Instant::now() + self.start_timeout;
         loop {
+            // Registered before the look, so a process freed in between wakes it.
             let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
             match self.claim(owner) {
                 Claim::Ready(lease) => return Ok(lease),
-                Claim::Fresh(process) => return self.give(process, owner, generation).await,
+                Claim::Fresh(process) => {
+                    let _starting = Starting(self);
+                    return self.give(process, owner, generation).await;
+                }
                 Claim::Start => {
+                    let _starting = Starting(self);
                     let process = self.spawn_one()?;
                     return self.give(process, owner, generation).await;
                 }
@@ -238,9 +259,12 @@ impl StdioUpstream {
             });
         }
         if let Some(i) = workers.iter().position(|w| idle(w) && w.owner.is_none()) {
+            // Out of the list while it is given: counted as starting.
+            self.starting.fetch_add(1, Ordering::AcqRel);
             return Claim::Fresh(workers.remove(i).process);
         }
-        if workers.len() >= self.settings.max_processes {
+        // Processes being started count: they are not in the list yet.
+        if workers.len() + self.starting.load(Ordering::Acquire) >= self.settings.max_processes {
             match workers.iter().position(idle) {
                 Some(i) => {
                     let other = workers.remove(i);
@@ -249,7 +273,7 @@ impl StdioUpstream {
                 None => return Claim::Wait,
             }
         }
-        // Its place is held by a worker in the list from the start.
+        self.starting.fetch_add(1, Ordering::AcqRel);
         Claim::Start
     }
 
