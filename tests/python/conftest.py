@@ -179,3 +179,15 @@ upstream = "rooms"
         _stop(upstream_proc)
         log.close()
         upstream_log.close()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of one sample of a Prometheus text exposition (0 when absent)."""
+    for line in text.splitlines():
+        m = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
+        if not m:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1)))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(m.group(2))
+    return 0.0

@@ -40,7 +40,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 import hostile_cases
 from hostile_cases import Case
-from conftest import bound_addresses
+from conftest import bound_addresses, metric
 from hostile_upstream import HostileUpstream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -320,17 +320,6 @@ def wait_ready(url: str, proc: subprocess.Popen, log: Path) -> None:
         time.sleep(0.05)
     pytest.fail(f"the gateway was not ready:\n{log.read_text(errors='replace')}", pytrace=False)
 
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample of a Prometheus text exposition (0 when absent)."""
-    for line in text.splitlines():
-        m = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
-        if not m:
-            continue
-        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1)))
-        if all(found.get(k) == v for k, v in labels.items()):
-            return float(m.group(2))
-    return 0.0
 
 
 # ------------------------------------------------------------------- the checks

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _binary, _stop, bound_addresses
+from conftest import _binary, _stop, bound_addresses, metric
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "hostile_stdio.py"
@@ -202,17 +202,6 @@ def gw(tmp_path_factory: pytest.TempPathFactory):
     with running(upstreams(tmp), tmp) as gateway:
         yield gateway
 
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample of a Prometheus text exposition (0 when absent)."""
-    for line in text.splitlines():
-        m = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
-        if not m:
-            continue
-        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1)))
-        if all(found.get(k) == v for k, v in labels.items()):
-            return float(m.group(2))
-    return 0.0
 
 
 def metric_total(text: str, name: str, **labels: str) -> float:

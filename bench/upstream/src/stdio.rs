@@ -21,7 +21,8 @@ pub fn serve(answers: &Answers) {
             Answer::Json(b) => out.write_all(&b).and_then(|()| out.write_all(b"\n")),
             Answer::Events(events) => events.iter().try_for_each(|e| {
                 let data = e.strip_prefix(b"event: message\ndata: ").unwrap_or(e);
-                out.write_all(data.trim_ascii_end()).and_then(|()| out.write_all(b"\n"))
+                out.write_all(data.trim_ascii_end())
+                    .and_then(|()| out.write_all(b"\n"))
             }),
         };
         if written.and_then(|()| out.flush()).is_err() {
@@ -68,7 +69,12 @@ pub fn drive(args: &[String]) {
     }
     latencies.sort_unstable();
     let n = latencies.len().max(1);
-    let at = |q: f64| latencies.get(((n as f64 * q) as usize).min(n - 1)).copied().unwrap_or(0);
+    let at = |q: f64| {
+        latencies
+            .get(((n as f64 * q) as usize).min(n - 1))
+            .copied()
+            .unwrap_or(0)
+    };
     let own = ticks_of("self");
     println!(
         "WRKRESULT requests={} rps={:.0} p50_us={} p99_us={} bytes={} connect=0 read=0 write=0 status=0 timeout=0 other=0 driver_user_ticks={} driver_sys_ticks={} program_user_ticks={} program_sys_ticks={}",
@@ -99,7 +105,11 @@ fn one_process(program: &[String], until: Instant) -> Option<Run> {
         .ok()?;
     let mut stdin = child.stdin.take()?;
     let mut stdout = BufReader::new(child.stdout.take()?);
-    let mut run = Run { latencies: Vec::new(), bytes: 0, ticks: (0, 0) };
+    let mut run = Run {
+        latencies: Vec::new(),
+        bytes: 0,
+        ticks: (0, 0),
+    };
     let mut line = String::new();
     let mut id = 0u64;
     while Instant::now() < until {

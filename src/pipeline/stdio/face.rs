@@ -17,29 +17,16 @@ use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::frame;
+use super::frame::{self, Envelope};
 use super::pool::{Lease, Owner, StdioUpstream, Unavailable, SESSION_VERSIONS};
 use super::process::{Process, ProgramFailed};
 use super::{Unanswered, OWNER, ROOTS, UNANSWERED};
 use crate::headers::MCP_SESSION_ID;
 use crate::model::Generation;
-
-/// What a request POST holds, borrowed.
-#[derive(Deserialize)]
-struct Peek<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-}
 
 /// Serve one request of the forward phase.
 pub async fn serve(
@@ -110,7 +97,7 @@ async fn stateless(
 
 /// The id of a JSON-RPC request (`None`: a notification or a response).
 fn request_id(body: &[u8]) -> Option<String> {
-    let peek: Peek<'_> = serde_json::from_slice(body).ok()?;
+    let peek: Envelope<'_> = serde_json::from_slice(body).ok()?;
     peek.method.as_ref()?;
     peek.id.map(|id| id.get().to_owned())
 }
@@ -157,7 +144,7 @@ async fn initialize(
     body: &[u8],
     mut owner: Owner,
 ) -> Response<FaceBody> {
-    let Ok(peek) = serde_json::from_slice::<Peek<'_>>(body) else {
+    let Ok(peek) = serde_json::from_slice::<Envelope<'_>>(body) else {
         return rpc_error(StatusCode::BAD_REQUEST, "not a JSON-RPC message");
     };
     let (Some(id), Some("initialize")) = (peek.id, peek.method.as_deref()) else {
@@ -228,7 +215,7 @@ fn canonical(v: &Value) -> String {
 }
 
 async fn session_post(session: &Arc<Session>, body: Bytes) -> Response<FaceBody> {
-    let Ok(peek) = serde_json::from_slice::<Peek<'_>>(&body) else {
+    let Ok(peek) = serde_json::from_slice::<Envelope<'_>>(&body) else {
         return rpc_error(StatusCode::BAD_REQUEST, "not a JSON-RPC message");
     };
     let process = session.lease.process.clone();

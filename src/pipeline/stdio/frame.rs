@@ -114,16 +114,17 @@ fn finish(line: Bytes) -> Line {
     }
 }
 
-/// A JSON-RPC message's envelope, borrowed from its line.
+/// A JSON-RPC message's envelope, borrowed from its line (or from a
+/// request the face serves).
 #[derive(Deserialize)]
-struct Envelope<'a> {
-    jsonrpc: &'a str,
+pub struct Envelope<'a> {
+    pub jsonrpc: &'a str,
     #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
+    pub id: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
+    pub method: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
+    pub params: Option<&'a RawValue>,
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
