@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -18,8 +18,7 @@ use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
-use tokio::task::AbortHandle;
+use tokio::sync::{mpsc, Notify};
 
 use super::frame::{self, Envelope};
 use super::pool::{Lease, Owner, StdioUpstream, Unavailable, SESSION_VERSIONS};
@@ -88,8 +87,8 @@ async fn stateless(
     };
     match upstream.lease(owner).await {
         Ok(lease) => {
-            let (rx, _) = start_call(lease.process.clone(), body, Held::Lease(lease));
-            respond(rx, id).await
+            let process = lease.process.clone();
+            call(process, body, id, Held::Lease(lease), None).await
         }
         Err(e) => unavailable(upstream, &e),
     }
@@ -227,9 +226,8 @@ async fn session_post(session: &Arc<Session>, body: Bytes) -> Response<FaceBody>
         (Some(_), Some(id)) => {
             let id = id.get().to_owned();
             let slot = session.slot.clone().lock_owned().await;
-            let (rx, task) = start_call(process, body, Held::Slot(slot));
-            session.calling(&id, task);
-            respond(rx, id).await
+            let cancel = session.calling(&id);
+            call(process, body, id, Held::Slot(slot), Some(cancel)).await
         }
         // The gateway initialized the program itself; the roots are the route's.
         (Some("notifications/initialized" | "notifications/roots/list_changed"), None) => {
@@ -265,51 +263,66 @@ enum Item {
     Done(Result<Bytes, ProgramFailed>),
 }
 
-/// One request to the program, in a task of its own that ends (and
-/// abandons the request) when nobody reads its messages any more.
-fn start_call(
+/// One request to the program. Answered in this task when the program's
+/// response comes first (the usual case); when it says something first,
+/// the rest of the call moves to a task of its own, which ends (and
+/// abandons the request) when nobody reads its messages any more, and the
+/// answer is an event stream, the response last under the request's `id`.
+/// `cancel` ends the call early (the client's `notifications/cancelled`).
+async fn call(
     process: Arc<Process>,
     body: Bytes,
+    id: String,
     held: Held,
-) -> (mpsc::Receiver<Item>, AbortHandle) {
-    let (tx, rx) = mpsc::channel::<Item>(64);
-    let task = tokio::spawn(async move {
-        let _held = held;
-        let (related, mut said) = mpsc::channel::<Bytes>(64);
-        let asked = process.request(&body, Some(related));
-        tokio::pin!(asked);
-        loop {
-            tokio::select! {
-                answer = &mut asked => {
-                    let _ = tx.send(Item::Done(answer)).await;
-                    return;
-                }
-                Some(m) = said.recv() => {
-                    if tx.send(Item::Related(m)).await.is_err() {
-                        return;
+    cancel: Option<Arc<Notify>>,
+) -> Response<FaceBody> {
+    let (related, mut said) = mpsc::channel::<Bytes>(64);
+    let mut asked = Box::pin(async move { process.request(&body, Some(related)).await });
+    let cancelled = async move {
+        match cancel {
+            Some(cancel) => cancel.notified().await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut cancelled = Box::pin(cancelled);
+    tokio::select! {
+        biased;
+        answer = &mut asked => answered(answer, &id),
+        () = &mut cancelled => rpc_error(StatusCode::OK, "the client cancelled this request"),
+        Some(first) = said.recv() => {
+            let (tx, rx) = mpsc::channel::<Item>(64);
+            tokio::spawn(async move {
+                let _held = held;
+                loop {
+                    tokio::select! {
+                        answer = &mut asked => {
+                            let _ = tx.send(Item::Done(answer)).await;
+                            return;
+                        }
+                        Some(m) = said.recv() => {
+                            if tx.send(Item::Related(m)).await.is_err() {
+                                return;
+                            }
+                        }
+                        () = tx.closed() => return,
+                        () = &mut cancelled => return,
                     }
                 }
-                () = tx.closed() => return,
-            }
+            });
+            events(Some(first), rx, Some(id))
         }
-    });
-    (rx, task.abort_handle())
+    }
 }
 
-/// A JSON response when the program's answer comes first, else an event
-/// stream of what it says, the answer last, under the request's own `id`.
-async fn respond(mut rx: mpsc::Receiver<Item>, id: String) -> Response<FaceBody> {
-    match rx.recv().await {
-        Some(Item::Done(Ok(line))) => match frame::with_id(&line, &id) {
-            Ok(mut line) => {
-                line.pop();
-                json_response(Bytes::from(line))
-            }
-            Err(_) => failed(ProgramFailed::OutOfStep(frame::LineFault::NotJsonRpc)),
-        },
-        Some(Item::Done(Err(e))) => failed(e),
-        Some(Item::Related(first)) => events(Some(first), rx, Some(id)),
-        None => failed(ProgramFailed::Exited),
+/// The program's response as the JSON answer to the request `id`.
+fn answered(answer: Result<Bytes, ProgramFailed>, id: &str) -> Response<FaceBody> {
+    match answer.map(|line| frame::with_id(&line, id)) {
+        Ok(Ok(mut line)) => {
+            line.pop();
+            json_response(Bytes::from(line))
+        }
+        Ok(Err(_)) => failed(ProgramFailed::OutOfStep(frame::LineFault::NotJsonRpc)),
+        Err(e) => failed(e),
     }
 }
 
@@ -359,8 +372,9 @@ pub struct Session {
     /// call's (stdio has no other way to tell).
     slot: Arc<tokio::sync::Mutex<()>>,
     last_seen: Mutex<Instant>,
-    /// Its calls by the id the client gave them, for `notifications/cancelled`.
-    calls: Mutex<HashMap<String, AbortHandle>>,
+    /// Its calls by the id the client gave them, for `notifications/cancelled`
+    /// (gone with the call).
+    calls: Mutex<HashMap<String, Weak<Notify>>>,
 }
 
 impl Session {
@@ -368,17 +382,28 @@ impl Session {
         *lock(&self.last_seen) = Instant::now();
     }
 
-    fn calling(&self, id: &str, task: AbortHandle) {
+    fn calling(&self, id: &str) -> Arc<Notify> {
+        let cancel = Arc::new(Notify::new());
         let mut calls = lock(&self.calls);
-        calls.retain(|_, t| !t.is_finished());
-        calls.insert(id.to_owned(), task);
+        calls.retain(|_, c| c.strong_count() > 0);
+        calls.insert(id.to_owned(), Arc::downgrade(&cancel));
+        cancel
     }
 
-    /// The client cancelled its request `id`: the call's task ends, which
-    /// tells the program (`notifications/cancelled` under its own number).
+    /// The client cancelled its request `id`: the call ends, which tells
+    /// the program (`notifications/cancelled` under its own number).
     fn cancel(&self, id: &str) {
-        if let Some(task) = lock(&self.calls).remove(id) {
-            task.abort();
+        if let Some(cancel) = lock(&self.calls).remove(id).and_then(|c| c.upgrade()) {
+            cancel.notify_one();
+        }
+    }
+
+    /// Every call of the session ends.
+    fn cancel_all(&self) {
+        for (_, cancel) in lock(&self.calls).drain() {
+            if let Some(cancel) = cancel.upgrade() {
+                cancel.notify_one();
+            }
         }
     }
 }
@@ -412,9 +437,7 @@ impl Sessions {
     fn remove(&self, id: &str) {
         let session = lock(&self.map).remove(id);
         if let Some(session) = session {
-            for (_, task) in lock(&session.calls).drain() {
-                task.abort();
-            }
+            session.cancel_all();
         }
     }
 

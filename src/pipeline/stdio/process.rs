@@ -1,4 +1,4 @@
-//! One running stdio program: the task writing its stdin, the task reading
+//! One running stdio program: its stdin (written by whoever sends), the task reading
 //! its stdout (every line sorted, responses handed to the request waiting
 //! for them, the rest to the call in flight), its stderr logged with a
 //! bound, and its exit noticed.
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -65,10 +65,41 @@ impl Exit {
     }
 }
 
+/// The program's stdin, written by the request that sends (no task in
+/// between): one message at a time, each whole.
+struct Stdin {
+    pipe: tokio::sync::Mutex<ChildStdin>,
+    shared: Arc<Shared>,
+}
+
+impl Stdin {
+    async fn write(&self, line: &[u8]) -> Result<(), ProgramFailed> {
+        if !self.shared.alive.load(Ordering::Acquire) {
+            return Err(ProgramFailed::Exited);
+        }
+        let mut pipe = self.pipe.lock().await;
+        if pipe.write_all(line).await.is_err() || pipe.flush().await.is_err() {
+            self.shared.fail_all(ProgramFailed::Exited);
+            return Err(ProgramFailed::Exited);
+        }
+        Ok(())
+    }
+
+    /// Write from where no one can wait for it (a drop).
+    fn write_later(self: &Arc<Self>, line: Vec<u8>) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let stdin = self.clone();
+            runtime.spawn(async move {
+                let _ = stdin.write(&line).await;
+            });
+        }
+    }
+}
+
 /// A started program. Dropping the last handle stops it.
 pub struct Process {
     shared: Arc<Shared>,
-    stdin: mpsc::Sender<Vec<u8>>,
+    stdin: Arc<Stdin>,
     next_id: AtomicU64,
     pub started: Instant,
     stop_timeout: Duration,
@@ -104,14 +135,16 @@ impl Process {
             exited,
         });
         shared.metrics.started(&shared.upstream);
-        let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(write_stdin(stdin, rx, shared.clone()));
-        tokio::spawn(read_stdout(stdout, max_line, tx.clone(), shared.clone()));
+        let stdin = Arc::new(Stdin {
+            pipe: tokio::sync::Mutex::new(stdin),
+            shared: shared.clone(),
+        });
+        tokio::spawn(read_stdout(stdout, max_line, stdin.clone(), shared.clone()));
         tokio::spawn(read_stderr(stderr, shared.clone()));
         tokio::spawn(wait_exit(child, shared.clone()));
         Some(Process {
             shared,
-            stdin: tx,
+            stdin,
             next_id: AtomicU64::new(1),
             started: Instant::now(),
             stop_timeout,
@@ -162,10 +195,10 @@ impl Process {
             id,
             done: false,
         };
-        if !self.is_alive() || self.stdin.send(line).await.is_err() {
+        if let Err(e) = self.stdin.write(&line).await {
             guard.done = true;
             lock(&self.shared.pending).remove(&id);
-            return Err(ProgramFailed::Exited);
+            return Err(e);
         }
         let answer = rx.await.unwrap_or(Err(ProgramFailed::Exited));
         guard.done = true;
@@ -176,10 +209,7 @@ impl Process {
     /// Write a message that needs no answer (a notification, or the
     /// client's response to the program's own request).
     pub async fn send(&self, message: Vec<u8>) -> Result<(), ProgramFailed> {
-        self.stdin
-            .send(frame::one_line(message))
-            .await
-            .map_err(|_| ProgramFailed::Exited)
+        self.stdin.write(&frame::one_line(message)).await
     }
 
     /// The stream that gets what the program says outside of a call.
@@ -247,10 +277,9 @@ impl Drop for Abandon<'_> {
         abandoned.push_back(self.id);
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": self.id, "reason": "the client went away"}});
-        let _ = self
-            .process
+        self.process
             .stdin
-            .try_send(frame::one_line(cancel.to_string().into_bytes()));
+            .write_later(frame::one_line(cancel.to_string().into_bytes()));
     }
 }
 
@@ -278,21 +307,7 @@ impl Shared {
     }
 }
 
-async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>, shared: Arc<Shared>) {
-    while let Some(line) = rx.recv().await {
-        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
-            shared.fail_all(ProgramFailed::Exited);
-            return;
-        }
-    }
-}
-
-async fn read_stdout(
-    stdout: ChildStdout,
-    max_line: usize,
-    stdin: mpsc::Sender<Vec<u8>>,
-    shared: Arc<Shared>,
-) {
+async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, shared: Arc<Shared>) {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     loop {
         let line = match frame::read_line(&mut reader, max_line).await {
@@ -342,16 +357,16 @@ async fn read_stdout(
                 }
             }
             FromProgram::Request { method, id } => {
+                // The reader never waits on stdin: a program blocked writing
+                // to us while we wait to write to it would never move again.
                 if let Some(answer) = answered_here(&method, &id, &shared) {
-                    let _ = stdin.send(answer).await;
+                    stdin.write_later(answer);
                 } else if let Some(to) = shared.related() {
                     let _ = to.send(line).await;
                 } else {
                     let refused = json!({"jsonrpc": "2.0", "id": serde_json::from_str::<Value>(&id).unwrap_or(Value::Null),
                         "error": {"code": -32603, "message": "no client is waiting to answer this request"}});
-                    let _ = stdin
-                        .send(frame::one_line(refused.to_string().into_bytes()))
-                        .await;
+                    stdin.write_later(frame::one_line(refused.to_string().into_bytes()));
                 }
             }
             FromProgram::Notification { .. } => {
@@ -445,8 +460,6 @@ async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
         tracing::info!(upstream = %shared.upstream, pid = shared.pid, stderr = %text, "stdio program");
     }
 }
-
-use tokio::io::AsyncReadExt as _;
 
 async fn wait_exit(mut child: Child, shared: Arc<Shared>) {
     let status = child.wait().await;
