@@ -287,7 +287,23 @@ async fn call(
     let mut cancelled = Box::pin(cancelled);
     tokio::select! {
         biased;
-        answer = &mut asked => answered(answer, &id),
+        answer = &mut asked => {
+            // What it wrote with its answer, already read, goes first.
+            let mut before = Vec::new();
+            while let Ok(m) = said.try_recv() {
+                before.push(m);
+            }
+            if before.is_empty() {
+                return answered(answer, &id);
+            }
+            let (tx, rx) = mpsc::channel::<Item>(before.len() + 1);
+            let first = before.remove(0);
+            for m in before {
+                let _ = tx.try_send(Item::Related(m));
+            }
+            let _ = tx.try_send(Item::Done(answer));
+            events(Some(first), rx, Some(id))
+        }
         () = &mut cancelled => rpc_error(StatusCode::OK, "the client cancelled this request"),
         Some(first) = said.recv() => {
             let (tx, rx) = mpsc::channel::<Item>(64);

@@ -270,17 +270,22 @@ impl Drop for Abandon<'_> {
         let shared = &self.process.shared;
         lock(&shared.pending).remove(&self.id);
         *lock(&shared.call) = None;
-        let mut abandoned = lock(&shared.abandoned);
-        if abandoned.len() == ABANDONED_KEPT {
-            abandoned.pop_front();
-        }
-        abandoned.push_back(self.id);
+        remember(&shared.abandoned, self.id);
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": self.id, "reason": "the client went away"}});
         self.process
             .stdin
             .write_later(frame::one_line(cancel.to_string().into_bytes()));
     }
+}
+
+/// An id whose answers, from now on, are dropped quietly.
+fn remember(finished: &Mutex<VecDeque<u64>>, id: u64) {
+    let mut finished = lock(finished);
+    if finished.len() == ABANDONED_KEPT {
+        finished.pop_front();
+    }
+    finished.push_back(id);
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -338,6 +343,8 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                 match waiter {
                     Some(w) => {
                         let _ = w.send(Ok(line));
+                        // A second answer to it is dropped quietly, as a late one.
+                        remember(&shared.abandoned, id);
                     }
                     None => {
                         let late = {
