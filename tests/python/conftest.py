@@ -191,3 +191,21 @@ def metric(text: str, name: str, **labels: str) -> float:
         if all(found.get(k) == v for k, v in labels.items()):
             return float(m.group(2))
     return 0.0
+
+
+def wait_ready(readyz: str, proc: subprocess.Popen, log: Path) -> None:
+    """Until the gateway's `/readyz` (the URL) answers 200; fails with its log's end
+    if it exits first or is not ready within 15 s."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the gateway exited ({proc.returncode}):\n{log.read_text(errors='replace')[-4000:]}",
+                        pytrace=False)
+        try:
+            with urllib.request.urlopen(readyz, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.05)
+    pytest.fail(f"the gateway was not ready:\n{log.read_text(errors='replace')[-4000:]}", pytrace=False)

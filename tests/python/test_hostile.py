@@ -40,7 +40,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 import hostile_cases
 from hostile_cases import Case
-from conftest import bound_addresses, metric
+from conftest import bound_addresses, metric, wait_ready
 from hostile_upstream import HostileUpstream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -304,21 +304,6 @@ def gateway_for(c: Case, upstream: HostileUpstream):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(10)
-
-
-def wait_ready(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the gateway exited ({proc.returncode}):\n{log.read_text(errors='replace')}", pytrace=False)
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.05)
-    pytest.fail(f"the gateway was not ready:\n{log.read_text(errors='replace')}", pytrace=False)
 
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _binary, _stop, bound_addresses, metric
+from conftest import _binary, _stop, bound_addresses, metric, wait_ready
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "hostile_stdio.py"
@@ -158,22 +158,6 @@ class Gateway:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def wait_ready(admin: str, proc: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the gateway exited ({proc.returncode}):\n{log_path.read_text(errors='replace')[-4000:]}",
-                        pytrace=False)
-        try:
-            with urllib.request.urlopen(f"{admin}/readyz", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.05)
-    pytest.fail(f"the gateway was not ready:\n{log_path.read_text(errors='replace')[-4000:]}", pytrace=False)
-
-
 @contextmanager
 def running(ups: list[Upstream], tmp: Path):
     """A `portcullis run` of `ups` (each routed at /<id>), its log in `tmp`."""
@@ -187,7 +171,7 @@ def running(ups: list[Upstream], tmp: Path):
         try:
             bound = bound_addresses(log_path, proc, ("listener", "admin"))
             admin = f"http://{bound['admin']}"
-            wait_ready(admin, proc, log_path)
+            wait_ready(f"{admin}/readyz", proc, log_path)
             yield Gateway(f"http://{bound['listener']}", admin, log_path, proc, tmp, keys)
         finally:
             _stop(proc)

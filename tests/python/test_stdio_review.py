@@ -48,7 +48,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _binary, _stop, bound_addresses, metric
+from conftest import _binary, _stop, bound_addresses, metric, wait_ready
 
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else "python3"
 LEGACY = "2025-11-25"
@@ -350,22 +350,6 @@ class Gateway:
         return out
 
 
-def wait_ready(admin: str, proc: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the gateway exited ({proc.returncode}):\n{log_path.read_text(errors='replace')[-4000:]}",
-                        pytrace=False)
-        try:
-            with urllib.request.urlopen(f"{admin}/readyz", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.05)
-    pytest.fail(f"the gateway was not ready:\n{log_path.read_text(errors='replace')[-4000:]}", pytrace=False)
-
-
 @contextmanager
 def running(config: Path, tmp: Path, env: dict | None = None, admin: bool = True, name: str = "gateway"):
     log_path = tmp / f"{name}.log"
@@ -377,7 +361,7 @@ def running(config: Path, tmp: Path, env: dict | None = None, admin: bool = True
             bound = bound_addresses(log_path, proc, want)
             admin_url = f"http://{bound['admin']}" if admin else ""
             if admin:
-                wait_ready(admin_url, proc, log_path)
+                wait_ready(f"{admin_url}/readyz", proc, log_path)
             host, port = bound["listener"].rsplit(":", 1)
             yield Gateway(host, int(port), admin_url, log_path, proc, tmp)
         finally:
