@@ -8,7 +8,7 @@
 //! below it are their own crates, named here at the root so that `crate::policy` (and
 //! `portcullis::policy` for tests, benches and fuzz targets) resolve as before.
 
-pub use portcullis_access::{identify, permit, throttle, tls};
+pub use portcullis_access::{credential, identify, oauth, permit, throttle, tls};
 pub use portcullis_model::{json, model};
 pub use portcullis_mrtr::{mrtr, sessions};
 pub use portcullis_policy::policy;

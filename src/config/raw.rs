@@ -152,6 +152,8 @@ pub struct RawUpstream {
     pub pool_idle_timeout: Option<Spanned<String>>,
     pub pool_max_idle_per_host: Option<Spanned<i64>>,
     pub forward_authorization: Option<bool>,
+    /// The gateway's own credential for this upstream (never the client's).
+    pub credential: Option<Spanned<crate::credential::RawCredential>>,
     pub policy: Option<Spanned<String>>,
     pub single_use_state: Option<bool>,
     pub single_use_tools: Option<Vec<String>>,
@@ -192,6 +194,10 @@ pub struct RawRoute {
     pub tasks: Option<Spanned<String>>,
     /// What a stdio upstream's `roots/list` is answered with (file URIs).
     pub roots: Option<Vec<Spanned<String>>>,
+    /// The route's OAuth resource identifier (RFC 8707), which access tokens
+    /// must name in `aud`; default: the URL the client used (scheme, checked
+    /// `Host`, path).
+    pub resource: Option<Spanned<String>>,
     #[serde(default)]
     pub allow: Vec<Spanned<RawPermission>>,
     #[serde(default)]
@@ -213,4 +219,7 @@ pub struct RawPermission {
     pub prompts: Vec<Spanned<String>>,
     #[serde(default)]
     pub resources: Vec<Spanned<String>>,
+    /// OAuth scopes the caller's access token must carry (an `oauth` route).
+    #[serde(default)]
+    pub scopes: Vec<Spanned<String>>,
 }

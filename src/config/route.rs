@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::locate::Locator;
 use super::problems::Problems;
 use super::raw::{RawPermission, RawRoute};
+use super::resource::ProtectedResource;
 use super::upstream::UpstreamRoute;
 use crate::identify::{AuthSchemes, SchemeId};
 use crate::model::{valid_prefix, ConfigError, Generation};
@@ -35,6 +36,9 @@ pub struct RouteConfig {
     /// What a stdio upstream's `roots/list` is answered with: file URIs,
     /// never the client's own roots.
     pub roots: Vec<String>,
+    /// Set when one of `auth` is an `oauth` scheme: the route is an OAuth
+    /// protected resource.
+    pub protected: Option<ProtectedResource>,
 }
 
 /// What a federated route adds to a route.
@@ -149,6 +153,52 @@ pub(super) fn routes(
             &format!("route[{i}].roots"),
             loc,
         ));
+        let configured = p.take(super::resource::configured(
+            &r.resource,
+            &format!("route[{i}].resource"),
+            loc,
+        ));
+        let protected = match (targets.auth, &configured) {
+            (Some(auth), Some(configured)) => {
+                ProtectedResource::of(&schemes, auth, configured.clone())
+            }
+            _ => None,
+        };
+        if let (Some(span), None, Some(_)) = (
+            r.resource.as_ref().map(|r| r.span()),
+            &protected,
+            targets.auth,
+        ) {
+            p.push(loc.at(
+                span,
+                format!("route[{i}].resource"),
+                "only a route with an `oauth` auth scheme is an OAuth protected resource",
+            ));
+        }
+        if protected.is_some() {
+            if let Some(u) = r
+                .upstreams
+                .iter()
+                .flat_map(|u| u.get_ref())
+                .chain(&r.upstream)
+                .find_map(|id| {
+                    targets
+                        .upstreams
+                        .iter()
+                        .find(|u| u.id == *id.get_ref())
+                        .filter(|u| u.forward_authorization)
+                })
+            {
+                p.push(loc.at(
+                    r.path.span(),
+                    format!("route[{i}].auth"),
+                    format!(
+                        "upstream \"{}\" has forward_authorization = true: an OAuth route never passes the client's token on (give the upstream its own [upstream.credential])",
+                        u.id
+                    ),
+                ));
+            }
+        }
         let (Some(upstreams), Some(allow), Some(deny), Some(roots)) = (members, allow, deny, roots)
         else {
             continue;
@@ -169,6 +219,7 @@ pub(super) fn routes(
             generations,
             tasks,
             roots,
+            protected,
         };
         if out.insert(path.clone(), Arc::new(route)).is_some() {
             p.push(loc.at(
@@ -366,6 +417,20 @@ fn permission_rules(
                 "a rule names at least one of tools, prompts, resources (use [\"*\"] for all)",
             ));
         }
+        let scopes = r.scopes.iter().map(|s| s.get_ref().clone()).collect();
+        if let Some(bad) = r.scopes.iter().find(|s| {
+            let v = s.get_ref();
+            v.is_empty()
+                || !v
+                    .bytes()
+                    .all(|c| c.is_ascii_graphic() && c != b'"' && c != b'\\')
+        }) {
+            return Err(loc.at(
+                bad.span(),
+                format!("{field}.scopes"),
+                "a scope is printable ASCII without spaces, quotes or backslashes",
+            ));
+        }
         let built = PermissionRule::new(
             &strs(&r.principals),
             &strs(&r.groups),
@@ -373,7 +438,8 @@ fn permission_rules(
             &strs(&r.prompts),
             &strs(&r.resources),
         )
-        .map_err(|e| loc.at(rule.span(), field, format!("bad glob: {e}")))?;
+        .map_err(|e| loc.at(rule.span(), field, format!("bad glob: {e}")))?
+        .with_scopes(scopes);
         out.push(built);
     }
     Ok(out)

@@ -36,6 +36,8 @@ pub struct UpstreamRoute {
     pub pool_idle_timeout: Duration,
     pub pool_max_idle_per_host: usize,
     pub forward_authorization: bool,
+    /// What the gateway sends the upstream as its own credential.
+    pub credential: Option<Arc<crate::credential::UpstreamCredential>>,
     /// The elicitation policy applied to this upstream's answers.
     pub policy: Arc<Policy>,
     /// `host[:port]` of the URL, shown in provenance.
@@ -202,6 +204,40 @@ fn upstream_identity(
     (id, name)
 }
 
+/// `credential`: built, or `Some(None)` when there is none; `None` when it
+/// is wrong (the problem is in `p`).
+fn credential(
+    r: &RawUpstream,
+    f: &dyn Fn(&str) -> String,
+    loc: &Locator<'_>,
+    base: &Path,
+    p: &mut Problems,
+) -> Option<Option<Arc<crate::credential::UpstreamCredential>>> {
+    let Some(raw) = &r.credential else {
+        return Some(None);
+    };
+    let field = f("credential");
+    if r.command.is_some() {
+        p.push(loc.at(
+            raw.span(),
+            field,
+            "a stdio program gets no HTTP credential (give it `env` instead)",
+        ));
+        return None;
+    }
+    if r.forward_authorization == Some(true) {
+        p.push(loc.at(
+            raw.span(),
+            field,
+            "give credential or forward_authorization = true, not both",
+        ));
+        return None;
+    }
+    let built = crate::credential::UpstreamCredential::build(raw.get_ref(), base, &field)
+        .map_err(|e| loc.settings(e));
+    p.take(built).map(|c| Some(Arc::new(c)))
+}
+
 /// Every upstream that is valid; the problems of the others are in `p`.
 /// `policies` is `None` when the policy files could not be read.
 pub(super) fn upstreams(
@@ -274,7 +310,10 @@ pub(super) fn upstreams(
             None => None,
             some => p.take(super::route::generations(some, &f("generations"), loc)),
         };
-        let (Some((url, _)), Some(tls), Some(policy)) = (url, tls, policy) else {
+        let credential = credential(r, &f, loc, base, p);
+        let (Some((url, _)), Some(tls), Some(policy), Some(credential)) =
+            (url, tls, policy, credential)
+        else {
             continue;
         };
         let single_use_by_policy = policy.single_use;
@@ -297,6 +336,7 @@ pub(super) fn upstreams(
             pool_idle_timeout,
             pool_max_idle_per_host: pool_max,
             forward_authorization: r.forward_authorization.unwrap_or(false),
+            credential,
             policy,
             endpoint_host,
             single_use: SingleUse {

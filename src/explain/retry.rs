@@ -118,9 +118,10 @@ fn principal(text: &str) -> Result<Principal, UsageError> {
         "api_key" => AuthMethod::ApiKey,
         "jwt" => AuthMethod::Jwt,
         "mtls" => AuthMethod::Mtls,
+        "oauth" => AuthMethod::OAuth,
         _ => {
             return Err(UsageError::Message(format!(
-                "--principal {text}: write METHOD:NAME with METHOD one of api_key, jwt, mtls (or anonymous)"
+                "--principal {text}: write METHOD:NAME with METHOD one of api_key, jwt, oauth, mtls (or anonymous)"
             )))
         }
     };
@@ -128,6 +129,7 @@ fn principal(text: &str) -> Result<Principal, UsageError> {
         name: Arc::from(name),
         groups: Arc::from(Vec::<String>::new()),
         method,
+        grant: None,
     })
 }
 

@@ -3,44 +3,119 @@
 //! prompt or resource), unchanged (is that item held for a changed
 //! definition: rug pulls). Each is one function, called once, in that order.
 
-use http::{header, HeaderMap, HeaderValue};
+use http::request::Parts;
+use http::{header, HeaderMap, HeaderName, HeaderValue};
 
 use super::ctx::RequestCtx;
 use super::refuse::Refused;
+use super::resource::{insufficient_scope, Protected};
 use super::route::Route;
 use super::{Gateway, Peer};
-use crate::identify::{AuthFailure, Principal};
+use crate::credential::SubjectToken;
+use crate::identify::{AuthFailure, AuthMethod, Principal};
 use crate::model::{Reason, Refusal, TargetKind};
 use crate::policy::config::{Mode, OnChange};
 use crate::throttle::Scope;
 
-/// Identify: who is calling, by the route's schemes.
-pub fn identify(
+/// Identify: who is calling, by the route's schemes. On an OAuth protected
+/// route the token must be issued for the route's resource, and a refusal
+/// points the client at the resource's metadata (RFC 9728 §5.1).
+pub async fn identify(
     gateway: &Gateway,
     route: &Route,
-    headers: &HeaderMap,
+    parts: &Parts,
+    authority: &HeaderValue,
     peer: &Peer,
 ) -> Result<Principal, Refused> {
     let config = &route.config;
-    gateway
+    let protected = Protected::of(route, peer, authority, parts.uri.path());
+    let resource = protected.as_ref().map(|p| p.resource.as_str());
+    let failure = match gateway
         .config
         .auth
         .authenticate(
             &config.auth,
             config.allow_anonymous,
-            headers,
+            &parts.headers,
             &peer.identity,
+            resource,
         )
-        .map_err(|failure| {
-            let message = match &failure {
-                AuthFailure::Missing => {
-                    "this endpoint needs a credential (see WWW-Authenticate)".to_owned()
-                }
-                AuthFailure::Invalid { why, .. } => format!("the credential was refused: {why}"),
-            };
-            Refused::new(Refusal::new(failure.reason(), message), None, route.name())
-                .with_header(header::WWW_AUTHENTICATE, failure.www_authenticate())
-        })
+        .await
+    {
+        Ok(principal) => return Ok(principal),
+        Err(failure) => failure,
+    };
+    let message = match &failure {
+        AuthFailure::Missing => "this endpoint needs a credential (see WWW-Authenticate)".to_owned(),
+        AuthFailure::Invalid { why, .. } => format!("the credential was refused: {why}"),
+        AuthFailure::InsufficientScope { needed, .. } => format!(
+            "the access token lacks scope {}; ask the authorization server for it (see WWW-Authenticate)",
+            needed.join(" ")
+        ),
+        other => other.to_string(),
+    };
+    let mut refusal = Refusal::new(failure.reason(), message);
+    if let AuthFailure::InsufficientScope { needed, .. } = &failure {
+        refusal = refusal.with_data("requiredScopes", needed.clone().into());
+    }
+    let challenge = match &protected {
+        Some(p) => p.challenge(&failure),
+        None => failure.www_authenticate(None),
+    };
+    Err(Refused::new(refusal, None, route.name()).with_header(header::WWW_AUTHENTICATE, challenge))
+}
+
+/// The caller's own access token, kept when an upstream of the route
+/// exchanges it for one of its own (RFC 8693); never forwarded.
+pub fn subject_token(
+    route: &Route,
+    principal: &Principal,
+    headers: &HeaderMap,
+) -> Option<SubjectToken> {
+    let exchanges = route
+        .upstream
+        .settings
+        .credential
+        .as_ref()
+        .is_some_and(|c| c.exchanges());
+    if !exchanges || principal.method != AuthMethod::OAuth {
+        return None;
+    }
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| SubjectToken::new(token.trim()))
+}
+
+/// The upstream's credential header for this request (the gateway's own,
+/// never the client's); a failure is the upstream's, named.
+pub async fn upstream_credential(
+    ctx: &RequestCtx,
+) -> Result<Option<(HeaderName, HeaderValue)>, Refusal> {
+    let upstream = &ctx.route.upstream.settings;
+    let Some(credential) = &upstream.credential else {
+        return Ok(None);
+    };
+    match credential
+        .header(&ctx.principal, ctx.subject.as_ref())
+        .await
+    {
+        Ok(h) => Ok(Some(h)),
+        Err(e) => {
+            tracing::warn!(upstream = %upstream.id, error = %e, "no credential for the upstream");
+            ctx.gateway
+                .metrics
+                .credential_failed(&ctx.route.upstream.label, e.kind());
+            Err(Refusal::new(
+                Reason::UpstreamCredentialUnavailable,
+                format!(
+                    "the gateway could not obtain its credential for upstream \"{}\"",
+                    upstream.name
+                ),
+            ))
+        }
+    }
 }
 
 /// Throttle: one unit of the limit of `scope` for `key`; a refusal is
@@ -110,26 +185,44 @@ pub async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Permit: tool permissions, judged from the checked body.
-pub fn permit(ctx: &RequestCtx) -> Result<(), Refusal> {
+/// Permit: tool permissions, judged from the checked body. Refused for want
+/// of a scope an allow rule names, the client is told which to ask for
+/// (403 `insufficient_scope`, step-up).
+pub fn permit(ctx: &RequestCtx, protected: Option<&Protected<'_>>) -> Result<(), Refused> {
     let kind = ctx.request.method.target().and_then(|t| t.kind);
     let (Some(kind), Some(target)) = (kind, &ctx.request.target) else {
         return Ok(());
     };
-    if ctx
-        .route
-        .config
-        .permissions
-        .permits_in(&ctx.principal, kind, target, ctx.route.prefix())
-    {
+    let permissions = &ctx.route.config.permissions;
+    let who = &ctx.principal;
+    if permissions.permits_in(who, kind, target, ctx.route.prefix()) {
         return Ok(());
     }
-    Err(Refusal::new(
-        Reason::ToolNotPermitted,
+    let refused = |r: Refusal| Refused::new(r, ctx.id(), ctx.route.name());
+    let step_up = protected.zip(permissions.missing_scopes(who, kind, target, ctx.route.prefix()));
+    let Some((protected, missing)) = step_up.filter(|_| who.method == AuthMethod::OAuth) else {
+        return Err(refused(Refusal::new(
+            Reason::ToolNotPermitted,
+            format!(
+                "this caller may not use that {} on this route",
+                kind.as_str()
+            ),
+        )));
+    };
+    let mut wanted: Vec<&str> = who.scopes().iter().map(String::as_str).collect();
+    wanted.extend(missing.iter().map(String::as_str));
+    let refusal = Refusal::new(
+        Reason::InsufficientScope,
         format!(
-            "this caller may not use that {} on this route",
-            kind.as_str()
+            "that {} needs scope {}; ask the authorization server for it (see WWW-Authenticate)",
+            kind.as_str(),
+            missing.join(" ")
         ),
+    )
+    .with_data("requiredScopes", missing.clone().into());
+    Err(refused(refusal).with_header(
+        header::WWW_AUTHENTICATE,
+        insufficient_scope(&protected.metadata_url, &wanted.join(" ")),
     ))
 }
 

@@ -34,6 +34,9 @@ pub struct RequestCtx {
     pub session: Option<OpenSession>,
     /// The request's span (empty when tracing is off).
     pub trace: RequestTrace,
+    /// The caller's access token, kept only when the upstream's credential
+    /// is a token exchange of it.
+    pub subject: Option<crate::credential::SubjectToken>,
 }
 
 impl RequestCtx {
@@ -78,6 +81,7 @@ impl RequestCtx {
             retry: None,
             task: None,
             session: None,
+            subject: None,
             trace: RequestTrace::off(),
         })
     }

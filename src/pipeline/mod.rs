@@ -20,6 +20,7 @@ pub mod record;
 pub mod refuse;
 pub mod reply;
 pub mod request;
+pub mod resource;
 pub mod response;
 pub mod retry;
 pub mod route;
@@ -99,6 +100,8 @@ pub(crate) struct Inbound {
     pub request_id: Arc<str>,
     pub started: Instant,
     pub trace: RequestTrace,
+    /// The caller's access token, when an upstream exchanges it.
+    pub subject: Option<crate::credential::SubjectToken>,
     /// Made by the bridge from a client's request: never carried again.
     pub carried: bool,
 }
@@ -223,6 +226,9 @@ impl Gateway {
         record: &mut RequestRecord,
         trace: &RequestTrace,
     ) -> Result<Response<ProxyBody>, Refused> {
+        if resource::is_metadata_path(req.uri().path()) {
+            return self.resource_metadata(req, &peer);
+        }
         let endpoint = self.endpoint(req.uri().path())?;
         let front = endpoint.front().clone();
         let name = match endpoint {
@@ -244,7 +250,8 @@ impl Gateway {
                 at(r).with_header(header::ALLOW, allow)
             })?;
         let transport = head.transport;
-        let principal = access::identify(self, &front, &parts.headers, &peer)?;
+        let principal = access::identify(self, &front, &parts, &head.authority, &peer).await?;
+        let subject = access::subject_token(&front, &principal, &parts.headers);
         // Before the body is read: one request, one of the caller's tokens
         // (a federated route's limits per upstream are taken by each
         // upstream's phases, `access::throttle_target`).
@@ -280,6 +287,7 @@ impl Gateway {
             request_id,
             started,
             trace: trace.clone(),
+            subject,
             carried: false,
         };
         match endpoint {
@@ -304,6 +312,7 @@ impl Gateway {
             request_id,
             started,
             trace,
+            subject,
             carried,
         } = inbound;
         let name = route.name();
@@ -320,6 +329,7 @@ impl Gateway {
             task: None,
             session: None,
             trace: trace.clone(),
+            subject,
         };
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
@@ -338,7 +348,8 @@ impl Gateway {
         if !carried && bridge::may_carry(&ctx) {
             return Box::pin(bridge::carry(ctx, parts, authority)).await;
         }
-        access::permit(&ctx).map_err(|r| within(r, &ctx))?;
+        let protected = resource::Protected::of(&route, &peer, &authority, parts.uri.path());
+        access::permit(&ctx, protected.as_ref())?;
         access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)
             .await
@@ -363,6 +374,12 @@ impl Gateway {
             upstream.settings.forward_authorization,
         );
         session::to_upstream(&ctx, &mut parts.headers);
+        if let Some((name, value)) = access::upstream_credential(&ctx)
+            .await
+            .map_err(|r| within(r, &ctx))?
+        {
+            parts.headers.insert(name, value);
+        }
         if upstream.settings.stdio.is_some() {
             stdio::stamp(&mut parts.headers, &ctx.principal, &route.config.roots);
         }
@@ -388,6 +405,24 @@ impl Gateway {
             .map_err(|r| with_retry_after(Refused::new(r, id.as_deref(), name)))?;
         trace.phase(Phase::ResponseCheck);
         Ok(checked)
+    }
+
+    /// An OAuth protected resource's metadata document (RFC 9728).
+    fn resource_metadata(
+        &self,
+        req: Request<Incoming>,
+        peer: &Peer,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let (parts, _) = req.into_parts();
+        let Some((path, endpoint)) = self.routes.protected_at(parts.uri.path()) else {
+            return Err(Refused::from(Refusal::new(
+                Reason::RouteNotFound,
+                "no OAuth protected resource is configured at this path",
+            )));
+        };
+        let front = endpoint.front();
+        let rules = self.head_rules(peer, &front.config.generations);
+        resource::metadata(&parts, &rules, path, front, peer)
     }
 
     fn endpoint(&self, path: &str) -> Result<&Endpoint, Refused> {

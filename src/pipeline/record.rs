@@ -84,6 +84,7 @@ pub struct Metrics {
     state_refusals: IntCounterVec,
     operation_rounds: HistogramVec,
     rate_limited: IntCounterVec,
+    credential_failures: IntCounterVec,
     listing_changes: IntCounterVec,
     upstream_errors: IntCounterVec,
     /// Federated routes' upstreams left out (`federate/`).
@@ -204,6 +205,13 @@ impl Metrics {
             ),
             &["upstream", "scope"],
         )?;
+        let credential_failures = IntCounterVec::new(
+            Opts::new(
+                "portcullis_upstream_credential_failures_total",
+                "Requests the gateway could not obtain its own credential for ([upstream.credential]), by upstream and kind (refused: the token endpoint said no, unreachable, bad_answer, no_subject_token: token exchange for a caller without an OAuth token)",
+            ),
+            &["upstream", "kind"],
+        )?;
         let listing_changes = IntCounterVec::new(
             Opts::new(
                 "portcullis_listing_changes_total",
@@ -235,6 +243,7 @@ impl Metrics {
         registry.register(Box::new(state_refusals.clone()))?;
         registry.register(Box::new(operation_rounds.clone()))?;
         registry.register(Box::new(rate_limited.clone()))?;
+        registry.register(Box::new(credential_failures.clone()))?;
         registry.register(Box::new(listing_changes.clone()))?;
         registry.register(Box::new(upstream_errors.clone()))?;
         registry.register(Box::new(config_reloads.clone()))?;
@@ -268,6 +277,7 @@ impl Metrics {
             state_refusals,
             operation_rounds,
             rate_limited,
+            credential_failures,
             listing_changes,
             upstream_errors,
             federation,
@@ -314,6 +324,12 @@ impl Metrics {
     pub fn rate_limited(&self, upstream: &str, scope: &'static str) {
         self.rate_limited
             .with_label_values(&[upstream, scope])
+            .inc();
+    }
+
+    pub fn credential_failed(&self, upstream: &str, kind: &'static str) {
+        self.credential_failures
+            .with_label_values(&[upstream, kind])
             .inc();
     }
 

@@ -130,6 +130,9 @@ impl Endpoint {
 
 pub struct RouteTable {
     by_path: HashMap<String, Endpoint>,
+    /// Where each OAuth protected resource's metadata is served: its
+    /// well-known path, to the route's path.
+    metadata: HashMap<String, String>,
     /// Every upstream's pool, by the settings it was built from.
     pools: Pools,
 }
@@ -182,7 +185,32 @@ impl RouteTable {
                 endpoint(path, route, &by_id, metrics).map(|e| (path.clone(), e))
             })
             .collect();
-        Ok(RouteTable { by_path, pools })
+        let mut metadata = HashMap::new();
+        for (path, route) in &config.routes {
+            let Some(protected) = &route.protected else {
+                continue;
+            };
+            for at in protected.metadata_paths(path) {
+                metadata.entry(at).or_insert_with(|| path.clone());
+            }
+        }
+        // One protected route: its metadata also at the bare well-known
+        // path, where clients that do not insert the path look first.
+        if let [only] = config
+            .routes
+            .iter()
+            .filter(|(_, r)| r.protected.is_some())
+            .collect::<Vec<_>>()[..]
+        {
+            metadata
+                .entry(crate::config::METADATA_PATH.to_owned())
+                .or_insert_with(|| only.0.clone());
+        }
+        Ok(RouteTable {
+            by_path,
+            metadata,
+            pools,
+        })
     }
 
     /// The pools this table's upstreams use (what the next one may keep).
@@ -204,6 +232,16 @@ impl RouteTable {
         for p in &programs {
             p.stopped().await;
         }
+    }
+
+    /// The protected route whose metadata is served at `path` (a trailing
+    /// slash is the same), with the route's path.
+    pub fn protected_at(&self, path: &str) -> Option<(&str, &Endpoint)> {
+        let route = self
+            .metadata
+            .get(path)
+            .or_else(|| path.strip_suffix('/').and_then(|p| self.metadata.get(p)))?;
+        Some((route.as_str(), self.by_path.get(route)?))
     }
 
     /// Exact path match; a trailing slash is the same endpoint.

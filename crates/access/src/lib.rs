@@ -2,7 +2,9 @@
 //! with JWKS refresh, mTLS), `throttle` (GCRA limits, local or Redis), `permit` (allow/deny
 //! rules) and `tls` (rustls configs from PEM files), over `portcullis-model`.
 
+pub mod credential;
 pub mod identify;
+pub mod oauth;
 pub mod permit;
 pub mod throttle;
 pub mod tls;

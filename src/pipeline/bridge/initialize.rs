@@ -93,6 +93,7 @@ async fn native(
         request_id: ctx.request_id.clone(),
         started: ctx.started,
         trace: ctx.trace.clone(),
+        subject: ctx.subject.clone(),
         carried: true,
     };
     let resp = through(ctx.gateway.clone(), ctx.route.clone(), inbound)

@@ -48,6 +48,7 @@ pub(super) struct Outbound {
     pub request_id: Arc<str>,
     pub started: Instant,
     pub trace: RequestTrace,
+    subject: Option<crate::credential::SubjectToken>,
     caps: ClientCaps,
 }
 
@@ -71,6 +72,7 @@ impl Outbound {
             request_id: ctx.request_id.clone(),
             started: ctx.started,
             trace: ctx.trace.clone(),
+            subject: ctx.subject.clone(),
             caps,
         }
     }
@@ -164,6 +166,7 @@ impl Outbound {
             request_id: self.request_id.clone(),
             started: self.started,
             trace: self.trace.clone(),
+            subject: self.subject.clone(),
             carried: true,
         }
     }

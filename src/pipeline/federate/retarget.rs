@@ -95,6 +95,7 @@ impl Retarget {
             request_id: inbound.request_id.clone(),
             started: inbound.started,
             trace: inbound.trace.clone(),
+            subject: inbound.subject.clone(),
             carried: inbound.carried,
         })
     }

@@ -78,7 +78,7 @@ pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Head, Refusal> {
 /// DNS rebinding: a page on another site that resolves its own name to
 /// this address reaches the gateway with its own name as `Host`. Returns
 /// the authority it checked.
-fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<HeaderValue, Refusal> {
+pub fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<HeaderValue, Refusal> {
     let hosts = parts.headers.get_all(header::HOST).iter().count();
     let checked = authority(parts)
         .filter(|a| hosts <= 1 && rules.server_names.allows(a, rules.local_port))

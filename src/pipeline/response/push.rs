@@ -350,6 +350,8 @@ impl Exchange {
         UpstreamSender {
             route: ctx.route.clone(),
             headers,
+            principal: ctx.principal.clone(),
+            subject: ctx.subject.clone(),
         }
     }
 }
@@ -358,11 +360,28 @@ impl Exchange {
 pub(super) struct UpstreamSender {
     route: std::sync::Arc<crate::pipeline::route::Route>,
     headers: HeaderMap,
+    /// For the upstream's credential (`[upstream.credential]`).
+    principal: crate::identify::Principal,
+    subject: Option<crate::credential::SubjectToken>,
 }
 
 impl UpstreamSender {
-    pub(super) async fn send(self, body: Bytes) {
+    pub(super) async fn send(mut self, body: Bytes) {
         let upstream = &self.route.upstream;
+        if let Some(credential) = &upstream.settings.credential {
+            match credential
+                .header(&self.principal, self.subject.as_ref())
+                .await
+            {
+                Ok((name, value)) => {
+                    self.headers.insert(name, value);
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %upstream.settings.id, error = %e, "no credential for the upstream; the gateway's answer to its pushed request is not sent");
+                    return;
+                }
+            }
+        }
         match upstream.client.send(Method::POST, self.headers, body).await {
             Ok(resp) if resp.status().is_success() => {}
             Ok(resp) => {

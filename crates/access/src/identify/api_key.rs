@@ -169,6 +169,7 @@ impl ApiKeyScheme {
                 name: Arc::from(principal.as_str()),
                 groups: Arc::from(groups),
                 method: AuthMethod::ApiKey,
+                grant: None,
             };
             if keys.insert(hash, p).is_some() {
                 return Err(AuthConfigError::at(

@@ -57,6 +57,18 @@ pub struct RawAuthScheme {
     /// Clock skew allowed on `exp`/`nbf` (default 30s, at most 5m).
     pub(crate) leeway: Option<Spanned<String>>,
 
+    // --- oauth (also issuer, audience, algorithms, jwks_refresh,
+    // jwks_ready_timeout, principal_claim, groups_claim, leeway) ---
+    /// `scopes_supported` of the protected resource metadata.
+    pub(crate) scopes: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Scopes every token must carry on a route using the scheme.
+    pub(crate) required_scopes: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The gateway's client at the issuer's introspection endpoint (RFC
+    /// 7662), for tokens that are not JWTs.
+    pub(crate) introspection_client_id: Option<Spanned<String>>,
+    pub(crate) introspection_client_secret_file: Option<Spanned<String>>,
+    pub(crate) introspection_client_secret_env: Option<Spanned<String>>,
+
     // --- mtls ---
     /// `subject_cn` (default) | `san_dns` | `san_email` | `san_uri`.
     pub(crate) principal_from: Option<Spanned<String>>,
@@ -75,7 +87,7 @@ pub(crate) struct RawApiKey {
 
 /// A string or an array of strings (`audience = "x"` or `audience = ["x", "y"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OneOrMany(pub Vec<String>);
+pub struct OneOrMany(pub Vec<String>);
 
 impl<'de> Deserialize<'de> for OneOrMany {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -127,13 +139,29 @@ pub(crate) const JWT_FIELDS: &[&str] = &[
     "groups_claim",
     "leeway",
 ];
+/// The fields an `oauth` scheme takes beside `name` and `type`.
+pub(crate) const OAUTH_FIELDS: &[&str] = &[
+    "issuer",
+    "audience",
+    "algorithms",
+    "jwks_refresh",
+    "jwks_ready_timeout",
+    "principal_claim",
+    "groups_claim",
+    "leeway",
+    "scopes",
+    "required_scopes",
+    "introspection_client_id",
+    "introspection_client_secret_file",
+    "introspection_client_secret_env",
+];
 /// The fields an `mtls` scheme takes beside `name` and `type`.
 pub(crate) const MTLS_FIELDS: &[&str] = &["principal_from"];
 
 impl RawAuthScheme {
     /// Where each field is, in declaration order (the order serde names
     /// them in; a test holds the two together).
-    fn spans(&self) -> [Option<Range<usize>>; 17] {
+    fn spans(&self) -> [Option<Range<usize>>; 22] {
         fn s<T>(v: &Option<Spanned<T>>) -> Option<Range<usize>> {
             v.as_ref().map(Spanned::span)
         }
@@ -154,6 +182,11 @@ impl RawAuthScheme {
             s(&self.principal_claim),
             s(&self.groups_claim),
             s(&self.leeway),
+            s(&self.scopes),
+            s(&self.required_scopes),
+            s(&self.introspection_client_id),
+            s(&self.introspection_client_secret_file),
+            s(&self.introspection_client_secret_env),
             s(&self.principal_from),
         ]
     }
@@ -197,6 +230,88 @@ pub(crate) fn duration(
             format!("not a duration ({e}); write e.g. \"500ms\", \"30s\", \"5m\""),
         )
     })
+}
+
+/// A secret from exactly one of a file (trailing whitespace dropped, as
+/// `echo > file` leaves a newline) or an environment variable. Errors name
+/// the field, file or variable, never the secret.
+pub(crate) fn secret_from(
+    base: &std::path::Path,
+    file: Option<&Spanned<String>>,
+    env: Option<&Spanned<String>>,
+    field: &str,
+    anchor: &Spanned<String>,
+) -> Result<String, AuthConfigError> {
+    match (file, env) {
+        (Some(f), None) => {
+            let path = base.join(f.get_ref());
+            let mut text = std::fs::read_to_string(&path).map_err(|e| {
+                AuthConfigError::at(
+                    f,
+                    format!("{field}_file"),
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
+            text.truncate(text.trim_end().len());
+            if text.is_empty() {
+                return Err(AuthConfigError::at(
+                    f,
+                    format!("{field}_file"),
+                    format!("{} is empty", path.display()),
+                ));
+            }
+            Ok(text)
+        }
+        (None, Some(v)) => match std::env::var(v.get_ref()) {
+            Ok(s) if !s.trim().is_empty() => Ok(s.trim_end().to_owned()),
+            Ok(_) => Err(AuthConfigError::at(
+                v,
+                format!("{field}_env"),
+                format!("environment variable {} is empty", v.get_ref()),
+            )),
+            Err(_) => Err(AuthConfigError::at(
+                v,
+                format!("{field}_env"),
+                format!(
+                    "environment variable {} is not set (or not UTF-8)",
+                    v.get_ref()
+                ),
+            )),
+        },
+        (Some(_), Some(v)) => Err(AuthConfigError::at(
+            v,
+            format!("{field}_env"),
+            format!("set one of {field}_file and {field}_env, not both"),
+        )),
+        (None, None) => Err(AuthConfigError::at(
+            anchor,
+            format!("{field}_file"),
+            format!("needs {field}_file or {field}_env"),
+        )),
+    }
+}
+
+/// A list of OAuth scope names: each non-empty, printable ASCII without
+/// spaces, quotes or backslashes (RFC 6749 §3.3), unique.
+pub(crate) fn scope_list(
+    raw: &Option<Spanned<Vec<Spanned<String>>>>,
+    field: &str,
+) -> Result<Vec<String>, AuthConfigError> {
+    let mut out: Vec<String> = Vec::new();
+    for s in raw.iter().flat_map(|l| l.get_ref()) {
+        let v = s.get_ref();
+        let ok = !v.is_empty()
+            && v.len() <= 128
+            && v.bytes()
+                .all(|c| c.is_ascii_graphic() && c != b'"' && c != b'\\');
+        if !ok {
+            return Err(AuthConfigError::at(s, field, "a scope is 1 to 128 printable ASCII characters without spaces, quotes or backslashes"));
+        }
+        if !out.contains(v) {
+            out.push(v.clone());
+        }
+    }
+    Ok(out)
 }
 
 /// A principal or group name that is safe to log and to key limits on:
@@ -253,13 +368,16 @@ mod tests {
             let raw: RawAuthScheme = toml::from_str(&text).expect(&text);
             let named: Vec<&str> = raw.present_fields().iter().map(|(n, _)| *n).collect();
             assert_eq!(named, [field.name], "{text}");
-            let owners = [API_KEY_FIELDS, JWT_FIELDS, MTLS_FIELDS]
+            let owners = [API_KEY_FIELDS, JWT_FIELDS, OAUTH_FIELDS, MTLS_FIELDS]
                 .iter()
                 .filter(|list| list.contains(&field.name))
                 .count();
-            assert_eq!(owners, 1, "{} belongs to one scheme type", field.name);
+            assert!(owners >= 1, "{} belongs to a scheme type", field.name);
         }
-        let listed = API_KEY_FIELDS.len() + JWT_FIELDS.len() + MTLS_FIELDS.len();
-        assert_eq!(listed, optional.len(), "every listed name is a field");
+        let mut listed: Vec<&str> =
+            [API_KEY_FIELDS, JWT_FIELDS, OAUTH_FIELDS, MTLS_FIELDS].concat();
+        listed.sort_unstable();
+        listed.dedup();
+        assert_eq!(listed.len(), optional.len(), "every listed name is a field");
     }
 }

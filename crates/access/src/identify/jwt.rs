@@ -16,24 +16,24 @@
 //! Nothing is cached per token.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use base64::Engine;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::Uri;
-use http_body_util::{BodyExt, Empty, Limited};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 use tokio::sync::{watch, Notify};
 use toml::Spanned;
+
+use crate::oauth::{discover, IssuerMetadata, OAuthHttp};
 
 use super::config::{duration, printable_name, AuthConfigError, RawAuthScheme};
 use super::{bearer, looks_like_jwt, Attempt, AuthMethod, Credential, Principal};
@@ -48,8 +48,6 @@ const MAX_LEEWAY: Duration = Duration::from_secs(300);
 const RETRY_CAP: Duration = Duration::from_secs(10);
 /// A token naming an unknown `kid` triggers an early refresh, at most this often.
 const KICK_GAP: Duration = Duration::from_secs(10);
-const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_JWKS_BYTES: usize = 1 << 20;
 /// RFC 7518 §3.2: an HMAC key at least as long as the hash output.
 const MIN_SECRET_BYTES: usize = 32;
 const MAX_GROUPS: usize = 1024;
@@ -82,7 +80,7 @@ impl std::fmt::Debug for JwtScheme {
             .field("keys", &self.keys.load().len())
             .field(
                 "jwks_url",
-                &self.remote.as_ref().map(|r| shown(&r.fetch.url)),
+                &self.remote.as_ref().map(|r| r.fetch.url.shown()),
             )
             .finish()
     }
@@ -95,6 +93,102 @@ fn resolve(base: &Path, p: &str) -> std::path::PathBuf {
     } else {
         base.join(p)
     }
+}
+
+/// The `algorithms` of a scheme, checked: no `none`, no HMAC mixed with
+/// public-key algorithms, and a family that fits the key source.
+pub(super) fn algorithms(
+    raw: &Option<Spanned<super::config::OneOrMany>>,
+    hmac_source: bool,
+) -> Result<Vec<Algorithm>, AuthConfigError> {
+    let out: Vec<Algorithm> = match raw {
+        None if hmac_source => vec![Algorithm::HS256],
+        None => vec![Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA],
+        Some(list) => {
+            let mut out = Vec::new();
+            for a in &list.get_ref().0 {
+                let alg = Algorithm::from_str(a).map_err(|_| {
+                    let msg = if a.eq_ignore_ascii_case("none") {
+                        "\"none\" (unsigned tokens) is never accepted".to_owned()
+                    } else {
+                        format!("unknown algorithm \"{a}\"; supported: {SUPPORTED}")
+                    };
+                    AuthConfigError::at(list, "auth.algorithms", msg)
+                })?;
+                if !out.contains(&alg) {
+                    out.push(alg);
+                }
+            }
+            if out.is_empty() {
+                return Err(AuthConfigError::at(
+                    list,
+                    "auth.algorithms",
+                    "must name at least one algorithm",
+                ));
+            }
+            let hmac = out.iter().filter(|a| is_hmac(**a)).count();
+            if hmac != 0 && hmac != out.len() {
+                return Err(AuthConfigError::at(
+                    list,
+                    "auth.algorithms",
+                    "mixes HS* with public-key algorithms, which allows algorithm confusion; use two schemes",
+                ));
+            }
+            if hmac != 0 && !hmac_source {
+                return Err(AuthConfigError::at(
+                    list,
+                    "auth.algorithms",
+                    "HS* algorithms need hs256_secret_file or hs256_secret_env, not a JWKS",
+                ));
+            }
+            if hmac == 0 && hmac_source {
+                return Err(AuthConfigError::at(
+                    list,
+                    "auth.algorithms",
+                    "public-key algorithms need jwks_file or jwks_url, not a shared secret",
+                ));
+            }
+            out
+        }
+    };
+    Ok(out)
+}
+
+/// `leeway`, at most [`MAX_LEEWAY`].
+fn leeway(raw: &RawAuthScheme) -> Result<Duration, AuthConfigError> {
+    match &raw.leeway {
+        None => Ok(DEFAULT_LEEWAY),
+        Some(v) => {
+            let d = duration(v, "auth.leeway")?;
+            if d > MAX_LEEWAY {
+                return Err(AuthConfigError::at(v, "auth.leeway", "at most 5m"));
+            }
+            Ok(d)
+        }
+    }
+}
+
+/// `jwks_refresh` (at least [`MIN_REFRESH`]) and `jwks_ready_timeout`.
+fn refresh_timing(raw: &RawAuthScheme) -> Result<(Duration, Duration), AuthConfigError> {
+    let refresh = match &raw.jwks_refresh {
+        None => DEFAULT_REFRESH,
+        Some(v) => {
+            let d = duration(v, "auth.jwks_refresh")?;
+            if d < MIN_REFRESH {
+                return Err(AuthConfigError::at(
+                    v,
+                    "auth.jwks_refresh",
+                    "at least 100ms",
+                ));
+            }
+            d
+        }
+    };
+    let ready_timeout = match &raw.jwks_ready_timeout {
+        None => DEFAULT_READY_TIMEOUT,
+        Some(v) => duration(v, "auth.jwks_ready_timeout")?,
+    };
+    Ok((refresh, ready_timeout))
 }
 
 fn claim_name(
@@ -169,70 +263,11 @@ impl JwtScheme {
         }
         let hmac_source = source.starts_with("hs256_");
 
-        // Algorithms.
-        let algorithms: Vec<Algorithm> = match &raw.algorithms {
-            None if hmac_source => vec![Algorithm::HS256],
-            None => vec![Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA],
-            Some(list) => {
-                let mut out = Vec::new();
-                for a in &list.get_ref().0 {
-                    let alg = Algorithm::from_str(a).map_err(|_| {
-                        let msg = if a.eq_ignore_ascii_case("none") {
-                            "\"none\" (unsigned tokens) is never accepted".to_owned()
-                        } else {
-                            format!("unknown algorithm \"{a}\"; supported: {SUPPORTED}")
-                        };
-                        AuthConfigError::at(list, "auth.algorithms", msg)
-                    })?;
-                    if !out.contains(&alg) {
-                        out.push(alg);
-                    }
-                }
-                if out.is_empty() {
-                    return Err(AuthConfigError::at(
-                        list,
-                        "auth.algorithms",
-                        "must name at least one algorithm",
-                    ));
-                }
-                let hmac = out.iter().filter(|a| is_hmac(**a)).count();
-                if hmac != 0 && hmac != out.len() {
-                    return Err(AuthConfigError::at(
-                        list,
-                        "auth.algorithms",
-                        "mixes HS* with public-key algorithms, which allows algorithm confusion; use two schemes",
-                    ));
-                }
-                if hmac != 0 && !hmac_source {
-                    return Err(AuthConfigError::at(
-                        list,
-                        "auth.algorithms",
-                        "HS* algorithms need hs256_secret_file or hs256_secret_env, not a JWKS",
-                    ));
-                }
-                if hmac == 0 && hmac_source {
-                    return Err(AuthConfigError::at(
-                        list,
-                        "auth.algorithms",
-                        "public-key algorithms need jwks_file or jwks_url, not a shared secret",
-                    ));
-                }
-                out
-            }
-        };
+        let algorithms = algorithms(&raw.algorithms, hmac_source)?;
 
         let principal_claim = claim_name(&raw.principal_claim, "auth.principal_claim", "sub")?;
         let groups_claim = claim_name(&raw.groups_claim, "auth.groups_claim", "groups")?;
-        let leeway = match &raw.leeway {
-            None => DEFAULT_LEEWAY,
-            Some(v) => {
-                let d = duration(v, "auth.leeway")?;
-                if d > MAX_LEEWAY {
-                    return Err(AuthConfigError::at(v, "auth.leeway", "at most 5m"));
-                }
-                d
-            }
-        };
+        let leeway = leeway(raw)?;
         for (field, value) in [
             ("auth.jwks_refresh", &raw.jwks_refresh),
             ("auth.jwks_ready_timeout", &raw.jwks_ready_timeout),
@@ -267,27 +302,10 @@ impl JwtScheme {
             "jwks_url" => {
                 let url = check_jwks_url(source_value.get_ref())
                     .map_err(|e| AuthConfigError::at(source_value, "auth.jwks_url", e))?;
-                let refresh = match &raw.jwks_refresh {
-                    None => DEFAULT_REFRESH,
-                    Some(v) => {
-                        let d = duration(v, "auth.jwks_refresh")?;
-                        if d < MIN_REFRESH {
-                            return Err(AuthConfigError::at(
-                                v,
-                                "auth.jwks_refresh",
-                                "at least 100ms",
-                            ));
-                        }
-                        d
-                    }
-                };
-                let ready_timeout = match &raw.jwks_ready_timeout {
-                    None => DEFAULT_READY_TIMEOUT,
-                    Some(v) => duration(v, "auth.jwks_ready_timeout")?,
-                };
+                let (refresh, ready_timeout) = refresh_timing(raw)?;
                 remote = Some(Remote {
                     fetch: Fetch {
-                        url,
+                        url: KeySource::Jwks(url),
                         refresh,
                         allowed: algorithms.clone(),
                     },
@@ -374,6 +392,56 @@ impl JwtScheme {
         })
     }
 
+    /// The verifier of an `oauth` scheme: keys from the `jwks_uri` of
+    /// `issuer`'s metadata; `iss`, `exp` (and `nbf`) required here, the
+    /// audience checked per route against its resource by the caller.
+    pub(super) fn for_issuer(
+        raw: &RawAuthScheme,
+        issuer: &str,
+    ) -> Result<JwtScheme, AuthConfigError> {
+        let algorithms = algorithms(&raw.algorithms, false)?;
+        let principal_claim = claim_name(&raw.principal_claim, "auth.principal_claim", "sub")?;
+        let groups_claim = claim_name(&raw.groups_claim, "auth.groups_claim", "groups")?;
+        let leeway = leeway(raw)?;
+        let (refresh, ready_timeout) = refresh_timing(raw)?;
+        let validations = algorithms
+            .iter()
+            .map(|alg| {
+                let mut v = Validation::new(*alg);
+                v.set_required_spec_claims(&["exp", "iss"]);
+                v.leeway = leeway.as_secs();
+                v.validate_exp = true;
+                v.validate_nbf = true;
+                v.validate_aud = false;
+                v.set_issuer(&[issuer]);
+                (*alg, v)
+            })
+            .collect();
+        Ok(JwtScheme {
+            validations,
+            principal_claim,
+            groups_claim,
+            keys: Arc::new(ArcSwap::from_pointee(KeySet::default())),
+            remote: Some(Remote {
+                fetch: Fetch {
+                    url: KeySource::Issuer(issuer.to_owned()),
+                    refresh,
+                    allowed: algorithms,
+                },
+                issuer: issuer.to_owned(),
+                ready_timeout,
+                live: Arc::new(Live::default()),
+            }),
+        })
+    }
+
+    /// The issuer's metadata, once the refresh task has fetched it.
+    pub(super) fn metadata(&self) -> Option<Arc<IssuerMetadata>> {
+        self.remote
+            .as_ref()
+            .and_then(|r| r.live.metadata.load_full())
+    }
+
     pub(crate) fn attempt(&self, headers: &HeaderMap) -> Attempt {
         match bearer(headers) {
             Credential::Absent => Attempt::Absent,
@@ -388,6 +456,13 @@ impl JwtScheme {
     }
 
     fn verify(&self, token: &str) -> Result<Principal, &'static str> {
+        let claims = self.verify_claims(token)?;
+        self.principal(&claims, AuthMethod::Jwt, None)
+    }
+
+    /// The claims of a token whose signature, algorithm, issuer, expiry and
+    /// `nbf` (and audience, for a `jwt` scheme) check out.
+    pub(super) fn verify_claims(&self, token: &str) -> Result<Map<String, Value>, &'static str> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| header_problem(token))?;
         let validation = self
             .validations
@@ -408,7 +483,16 @@ impl JwtScheme {
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, validation)
             .map_err(|e| why(e.kind()))?;
         drop(set);
-        let claims = data.claims;
+        Ok(data.claims)
+    }
+
+    /// The caller the verified `claims` name.
+    pub(super) fn principal(
+        &self,
+        claims: &Map<String, Value>,
+        method: AuthMethod,
+        grant: Option<Arc<super::Grant>>,
+    ) -> Result<Principal, &'static str> {
         let name = match claims.get(&self.principal_claim) {
             Some(Value::String(s)) if printable_name(s) => s.as_str(),
             Some(Value::String(_)) => return Err("unusable principal claim"),
@@ -432,7 +516,8 @@ impl JwtScheme {
         Ok(Principal {
             name: Arc::from(name),
             groups: Arc::from(groups),
-            method: AuthMethod::Jwt,
+            method,
+            grant,
         })
     }
 
@@ -463,12 +548,12 @@ impl JwtScheme {
         let Some(remote) = &self.remote else {
             return Ok(());
         };
-        let client = https_client()?;
-        let (set, broken) = fetch(&client, &remote.fetch.url)
+        let client = OAuthHttp::new().map_err(|e| e.to_string())?;
+        let (set, broken) = fetch(&client, &remote.fetch.url, &remote.live)
             .await
             .and_then(|b| parse_jwks(&b, &remote.fetch.allowed, false))?;
         for b in broken {
-            tracing::warn!(auth_scheme = scheme, url = %shown(&remote.fetch.url), "JWKS {b}; key skipped");
+            tracing::warn!(auth_scheme = scheme, url = %remote.fetch.url.shown(), "JWKS {b}; key skipped");
         }
         self.keys.store(Arc::new(set));
         remote.live.loaded.send_replace(true);
@@ -507,7 +592,7 @@ impl JwtScheme {
         if waited {
             Ok(())
         } else {
-            Err(shown(&remote.fetch.url))
+            Err(remote.fetch.url.shown())
         }
     }
 }

@@ -23,6 +23,7 @@ mod api_key;
 mod config;
 mod jwt;
 mod mtls;
+mod oauth;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -32,12 +33,15 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use toml::Spanned;
 
 pub use api_key::{generate_key, hash_key};
-pub(crate) use config::AuthConfigError;
+pub use config::OneOrMany;
 pub use config::RawAuthScheme;
+pub(crate) use config::{secret_from, AuthConfigError};
 
 use api_key::ApiKeyScheme;
 use jwt::JwtScheme;
 use mtls::MtlsScheme;
+use oauth::OAuthScheme;
+pub use oauth::OAuthView;
 
 /// Called once per failed JWKS fetch of a scheme (the gateway counts it in
 /// its metrics; identify knows nothing of them).
@@ -48,6 +52,8 @@ pub type FetchFailed = std::sync::Arc<dyn Fn() + Send + Sync>;
 pub enum AuthMethod {
     ApiKey,
     Jwt,
+    /// An access token of an `oauth` scheme's authorization server.
+    OAuth,
     Mtls,
     Anonymous,
 }
@@ -57,6 +63,7 @@ impl AuthMethod {
         match self {
             AuthMethod::ApiKey => "api_key",
             AuthMethod::Jwt => "jwt",
+            AuthMethod::OAuth => "oauth",
             AuthMethod::Mtls => "mtls",
             AuthMethod::Anonymous => "anonymous",
         }
@@ -78,12 +85,25 @@ pub struct Principal {
     pub name: Arc<str>,
     pub groups: Arc<[String]>,
     pub method: AuthMethod,
+    /// What an OAuth access token granted; `None` for other methods.
+    pub grant: Option<Arc<Grant>>,
+}
+
+/// What an access token granted its holder (RFC 9068 / RFC 7662 claims).
+/// Names only: never the token itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Grant {
+    /// `client_id` (or `azp`): the application the user signed in with.
+    pub client_id: Option<String>,
+    /// `scope` (space-separated) or `scp` (a list).
+    pub scopes: Vec<String>,
 }
 
 static ANONYMOUS: LazyLock<Principal> = LazyLock::new(|| Principal {
     name: Arc::from("anonymous"),
     groups: Arc::from(Vec::<String>::new()),
     method: AuthMethod::Anonymous,
+    grant: None,
 });
 
 impl Principal {
@@ -91,6 +111,16 @@ impl Principal {
     /// credential. Shares one allocation process-wide.
     pub fn anonymous() -> Principal {
         ANONYMOUS.clone()
+    }
+
+    /// The scopes the caller's access token carries (none without one).
+    pub fn scopes(&self) -> &[String] {
+        self.grant.as_deref().map_or(&[], |g| g.scopes.as_slice())
+    }
+
+    /// Whether the caller's token carries every scope of `needed`.
+    pub fn has_scopes(&self, needed: &[String]) -> bool {
+        needed.iter().all(|s| self.scopes().contains(s))
     }
 
     /// Decided by the method, not the name: a JWT whose `sub` is
@@ -139,27 +169,94 @@ pub enum AuthFailure {
     /// never the credential or anything taken from it.
     #[error("invalid credentials for auth scheme \"{scheme}\": {why}")]
     Invalid { scheme: String, why: &'static str },
+    /// A valid access token without scopes the route needs: the client may
+    /// ask for them (step-up) and try again.
+    #[error("the access token lacks scope {}", needed.join(" "))]
+    InsufficientScope {
+        principal: Box<Principal>,
+        needed: Vec<String>,
+    },
+    /// An opaque token could not be checked: the issuer's introspection
+    /// endpoint is unknown or did not answer.
+    #[error(
+        "the authorization server of auth scheme \"{scheme}\" cannot be reached to check the token"
+    )]
+    Unavailable { scheme: String },
+}
+
+/// What a challenge (`WWW-Authenticate`) tells a client of an OAuth
+/// protected resource: where its metadata is, and which scopes to ask for.
+#[derive(Debug, Clone, Copy)]
+pub struct Challenge<'a> {
+    pub resource_metadata: &'a str,
+    pub scopes: &'a [String],
+}
+
+/// A `WWW-Authenticate: Bearer` value from its parameters, each quoted
+/// (values here are URLs, scopes and fixed phrases: no quote or backslash).
+pub fn bearer_challenge(params: &[(&str, &str)]) -> HeaderValue {
+    let mut out = String::from("Bearer");
+    for (i, (k, v)) in params.iter().enumerate() {
+        let v: String = v
+            .chars()
+            .filter(|c| *c != '"' && *c != '\\' && !c.is_control())
+            .collect();
+        out.push_str(if i == 0 { " " } else { ", " });
+        out.push_str(&format!("{k}=\"{v}\""));
+    }
+    HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
 }
 
 impl AuthFailure {
-    /// The `WWW-Authenticate` value for the 401 (RFC 6750 syntax).
-    pub fn www_authenticate(&self) -> HeaderValue {
-        match self {
-            AuthFailure::Missing => HeaderValue::from_static(r#"Bearer realm="portcullis""#),
-            AuthFailure::Invalid { why, .. } => HeaderValue::from_str(&format!(
-                r#"Bearer realm="portcullis", error="invalid_token", error_description="{why}""#
-            ))
-            .unwrap_or_else(|_| {
-                HeaderValue::from_static(r#"Bearer realm="portcullis", error="invalid_token""#)
-            }),
+    /// The `WWW-Authenticate` value (RFC 6750 syntax). On an OAuth
+    /// protected resource (`challenge`), it names the resource metadata
+    /// (RFC 9728 §5.1) and the scopes to ask for: the route's required
+    /// ones, or for step-up those missing with those already held.
+    pub fn www_authenticate(&self, challenge: Option<Challenge<'_>>) -> HeaderValue {
+        let mut params: Vec<(&str, &str)> = Vec::new();
+        let scope: String;
+        if let Some(c) = challenge {
+            params.push(("resource_metadata", c.resource_metadata));
+            let wanted: Vec<&str> = match self {
+                AuthFailure::InsufficientScope { principal, needed } => {
+                    let mut all: Vec<&str> =
+                        principal.scopes().iter().map(String::as_str).collect();
+                    all.extend(
+                        needed
+                            .iter()
+                            .map(String::as_str)
+                            .filter(|n| !principal.scopes().iter().any(|s| s == n)),
+                    );
+                    all
+                }
+                _ => c.scopes.iter().map(String::as_str).collect(),
+            };
+            scope = wanted.join(" ");
+            if !scope.is_empty() {
+                params.push(("scope", &scope));
+            }
+        } else {
+            params.push(("realm", "portcullis"));
         }
+        match self {
+            AuthFailure::Missing | AuthFailure::Unavailable { .. } => {}
+            AuthFailure::Invalid { why, .. } => {
+                params.push(("error", "invalid_token"));
+                params.push(("error_description", why));
+            }
+            AuthFailure::InsufficientScope { .. } => params.push(("error", "insufficient_scope")),
+        }
+        bearer_challenge(&params)
     }
 
-    /// The refusal reason: `authentication_required` or `invalid_credentials`.
+    /// The refusal reason: `authentication_required`, `invalid_credentials`,
+    /// `insufficient_scope` or `authorization_server_unavailable`.
     pub fn reason(&self) -> crate::model::Reason {
         match self {
             AuthFailure::Missing => crate::model::Reason::AuthenticationRequired,
             AuthFailure::Invalid { .. } => crate::model::Reason::InvalidCredentials,
+            AuthFailure::InsufficientScope { .. } => crate::model::Reason::InsufficientScope,
+            AuthFailure::Unavailable { .. } => crate::model::Reason::AuthorizationServerUnavailable,
         }
     }
 
@@ -167,8 +264,8 @@ impl AuthFailure {
     #[cfg(test)]
     pub(crate) fn why(&self) -> Option<&'static str> {
         match self {
-            AuthFailure::Missing => None,
             AuthFailure::Invalid { why, .. } => Some(why),
+            _ => None,
         }
     }
 }
@@ -184,6 +281,12 @@ pub(crate) enum Attempt {
     /// A credential is present where this scheme looks, but it may belong to
     /// another scheme reading the same place (the Authorization header).
     Declined(&'static str),
+    /// An opaque access token the scheme's issuer must be asked about.
+    Introspect(String),
+    /// A valid token without scopes every request of the route needs.
+    Insufficient(Principal, Vec<String>),
+    /// The token cannot be checked now.
+    Unavailable,
 }
 
 /// A credential read from a header.
@@ -257,7 +360,27 @@ pub(crate) fn looks_like_jwt(t: &str) -> bool {
 enum Kind {
     ApiKey(ApiKeyScheme),
     Jwt(JwtScheme),
+    OAuth(OAuthScheme),
     Mtls(MtlsScheme),
+}
+
+impl Kind {
+    /// The key set a scheme refreshes from a URL, if any.
+    fn jwt(&self) -> Option<&JwtScheme> {
+        match self {
+            Kind::Jwt(j) => Some(j),
+            Kind::OAuth(o) => Some(o.jwt()),
+            _ => None,
+        }
+    }
+
+    fn jwt_mut(&mut self) -> Option<&mut JwtScheme> {
+        match self {
+            Kind::Jwt(j) => Some(j),
+            Kind::OAuth(o) => Some(o.jwt_mut()),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -267,10 +390,19 @@ struct Scheme {
 }
 
 impl Scheme {
-    fn attempt(&self, headers: &HeaderMap, peer: &PeerIdentity) -> Attempt {
+    async fn attempt(
+        &self,
+        headers: &HeaderMap,
+        peer: &PeerIdentity,
+        resource: Option<&str>,
+    ) -> Attempt {
         match &self.kind {
             Kind::ApiKey(s) => s.attempt(headers),
             Kind::Jwt(s) => s.attempt(headers),
+            Kind::OAuth(s) => match s.attempt(headers, resource) {
+                Attempt::Introspect(token) => s.introspect(&token, resource).await,
+                other => other,
+            },
             Kind::Mtls(s) => s.attempt(peer),
         }
     }
@@ -325,13 +457,14 @@ impl AuthSchemes {
             let kind = match r.kind.get_ref().as_str() {
                 "api_key" => Kind::ApiKey(ApiKeyScheme::build(r)?),
                 "jwt" => Kind::Jwt(JwtScheme::build(r, base)?),
+                "oauth" => Kind::OAuth(OAuthScheme::build(r, base)?),
                 "mtls" => Kind::Mtls(MtlsScheme::build(r)?),
                 other => {
                     return Err(AuthConfigError::at(
                         &r.kind,
                         "auth.type",
                         format!(
-                        "unknown auth type \"{other}\"; expected \"api_key\", \"jwt\" or \"mtls\""
+                        "unknown auth type \"{other}\"; expected \"api_key\", \"jwt\", \"oauth\" or \"mtls\""
                     ),
                     ))
                 }
@@ -344,6 +477,14 @@ impl AuthSchemes {
             });
         }
         Ok(out)
+    }
+
+    /// An `oauth` scheme's description (`None` for other types).
+    pub fn oauth(&self, id: SchemeId) -> Option<&OAuthView> {
+        match &self.schemes.get(id.0 as usize)?.kind {
+            Kind::OAuth(o) => Some(o.view()),
+            _ => None,
+        }
     }
 
     /// Index of a scheme by name.
@@ -364,19 +505,23 @@ impl AuthSchemes {
         self.schemes.get(id.0 as usize).map(|s| match s.kind {
             Kind::ApiKey(_) => AuthMethod::ApiKey,
             Kind::Jwt(_) => AuthMethod::Jwt,
+            Kind::OAuth(_) => AuthMethod::OAuth,
             Kind::Mtls(_) => AuthMethod::Mtls,
         })
     }
 
     /// Tries `schemes` in order; see the module documentation for which one
     /// decides. With no credential for any of them: the anonymous principal
-    /// when `allow_anonymous`, else [`AuthFailure::Missing`].
-    pub fn authenticate(
+    /// when `allow_anonymous`, else [`AuthFailure::Missing`]. `resource`:
+    /// the route's resource identifier, which an `oauth` scheme's tokens
+    /// must name in `aud`. Awaits only to introspect an opaque token.
+    pub async fn authenticate(
         &self,
         schemes: &[SchemeId],
         allow_anonymous: bool,
         headers: &HeaderMap,
         peer: &PeerIdentity,
+        resource: Option<&str>,
     ) -> Result<Principal, AuthFailure> {
         let mut declined: Option<(&Scheme, &'static str)> = None;
         for id in schemes {
@@ -388,9 +533,26 @@ impl AuthSchemes {
                     why: "misconfigured route",
                 });
             };
-            match scheme.attempt(headers, peer) {
+            match scheme.attempt(headers, peer, resource).await {
                 Attempt::Absent => {}
                 Attempt::Accepted(p) => return Ok(p),
+                Attempt::Insufficient(p, needed) => {
+                    return Err(AuthFailure::InsufficientScope {
+                        principal: Box::new(p),
+                        needed,
+                    })
+                }
+                Attempt::Unavailable => {
+                    return Err(AuthFailure::Unavailable {
+                        scheme: scheme.name.clone(),
+                    })
+                }
+                Attempt::Introspect(_) => {
+                    debug_assert!(false, "introspection is done by the scheme's attempt");
+                    return Err(AuthFailure::Unavailable {
+                        scheme: scheme.name.clone(),
+                    });
+                }
                 Attempt::Rejected(why) => {
                     return Err(AuthFailure::Invalid {
                         scheme: scheme.name.clone(),
@@ -415,6 +577,22 @@ impl AuthSchemes {
         }
     }
 
+    /// [`AuthSchemes::authenticate`] without a resource, for schemes that
+    /// never await (every type but an introspecting `oauth` one).
+    #[cfg(test)]
+    pub(crate) fn authenticate_now(
+        &self,
+        schemes: &[SchemeId],
+        allow_anonymous: bool,
+        headers: &HeaderMap,
+        peer: &PeerIdentity,
+    ) -> Result<Principal, AuthFailure> {
+        use futures_util::FutureExt;
+        self.authenticate(schemes, allow_anonymous, headers, peer, None)
+            .now_or_never()
+            .expect("no scheme here awaits")
+    }
+
     /// Starts the background JWKS refresh of every `jwks_url` scheme (call
     /// inside a tokio runtime; a key set already being refreshed, e.g. kept
     /// from the previous config, is left to its task). Each task holds only
@@ -422,7 +600,7 @@ impl AuthSchemes {
     /// `failures` gives what counts the failed fetches of an issuer.
     pub fn spawn_refresh(&self, failures: impl Fn(&str) -> FetchFailed) {
         for s in &self.schemes {
-            if let Kind::Jwt(j) = &s.kind {
+            if let Some(j) = s.kind.jwt() {
                 if let Some(issuer) = j.remote_issuer() {
                     j.spawn_refresh(&s.name, failures(issuer));
                 }
@@ -436,17 +614,16 @@ impl AuthSchemes {
     /// starts a changed one empty.
     pub fn keep_keys(&mut self, old: &AuthSchemes) {
         for s in &mut self.schemes {
-            let Kind::Jwt(new) = &mut s.kind else {
-                continue;
-            };
             let was = old
                 .lookup(&s.name)
                 .and_then(|id| old.schemes.get(id.0 as usize));
-            if let Some(Scheme {
-                kind: Kind::Jwt(was),
-                ..
-            }) = was
-            {
+            let Some(was) = was else { continue };
+            // Only from a scheme of the same type: a `jwt` scheme's keys are
+            // not an `oauth` issuer's.
+            if std::mem::discriminant(&s.kind) != std::mem::discriminant(&was.kind) {
+                continue;
+            }
+            if let (Some(new), Some(was)) = (s.kind.jwt_mut(), was.kind.jwt()) {
                 new.keep_keys(was);
             }
         }
@@ -456,7 +633,7 @@ impl AuthSchemes {
     pub fn fetches_keys(&self) -> bool {
         self.schemes
             .iter()
-            .any(|s| matches!(&s.kind, Kind::Jwt(j) if j.remote_issuer().is_some()))
+            .any(|s| s.kind.jwt().is_some_and(|j| j.remote_issuer().is_some()))
     }
 
     /// Waits until every `jwks_url` scheme has a key set, each at most its
@@ -465,7 +642,7 @@ impl AuthSchemes {
     pub async fn wait_for_keys(&self, started: std::time::Instant) -> Vec<(String, String)> {
         let mut missing = Vec::new();
         for s in &self.schemes {
-            if let Kind::Jwt(j) = &s.kind {
+            if let Some(j) = s.kind.jwt() {
                 if let Err(url) = j.wait_for_keys(started).await {
                     missing.push((s.name.clone(), url));
                 }
@@ -481,7 +658,7 @@ impl AuthSchemes {
     pub(crate) async fn refresh_jwks_now(&self) -> Result<(), String> {
         let mut errors = Vec::new();
         for s in &self.schemes {
-            if let Kind::Jwt(j) = &s.kind {
+            if let Some(j) = s.kind.jwt() {
                 if let Err(e) = j.refresh_now(&s.name).await {
                     errors.push(format!("auth scheme \"{}\": {e}", s.name));
                 }
@@ -575,7 +752,7 @@ hash = "{}"
         let peer = PeerIdentity::default();
 
         let p = s
-            .authenticate(
+            .authenticate_now(
                 &[keys],
                 false,
                 &headers(&[("authorization", "Bearer alice-key")]),
@@ -589,7 +766,7 @@ hash = "{}"
 
         // Scheme name is case-insensitive; extra spaces tolerated.
         let p = s
-            .authenticate(
+            .authenticate_now(
                 &[keys],
                 false,
                 &headers(&[("authorization", "bearer   bob-key")]),
@@ -600,7 +777,7 @@ hash = "{}"
         assert!(p.groups.is_empty());
 
         let p = s
-            .authenticate(
+            .authenticate_now(
                 &[keys, hdr],
                 false,
                 &headers(&[("x-api-key", "carol-key")]),
@@ -611,7 +788,7 @@ hash = "{}"
 
         // A key is only valid in its own scheme.
         let e = s
-            .authenticate(
+            .authenticate_now(
                 &[hdr],
                 false,
                 &headers(&[("authorization", "Bearer alice-key")]),
@@ -634,16 +811,16 @@ hash = "{}"
 
         let wrong = headers(&[("authorization", "Bearer not-a-key")]);
         assert_eq!(
-            s.authenticate(&[keys], false, &wrong, &peer),
+            s.authenticate_now(&[keys], false, &wrong, &peer),
             Err(invalid("keys", "unknown key"))
         );
         // A bad credential is never downgraded to anonymous.
         assert_eq!(
-            s.authenticate(&[keys], true, &wrong, &peer),
+            s.authenticate_now(&[keys], true, &wrong, &peer),
             Err(invalid("keys", "unknown key"))
         );
         assert_eq!(
-            s.authenticate(
+            s.authenticate_now(
                 &[hdr, keys],
                 true,
                 &headers(&[("x-api-key", "nope")]),
@@ -653,7 +830,7 @@ hash = "{}"
         );
         // First scheme with a credential decides, even if a later one would accept.
         assert_eq!(
-            s.authenticate(
+            s.authenticate_now(
                 &[hdr, keys],
                 false,
                 &headers(&[("x-api-key", "nope"), ("authorization", "Bearer alice-key")]),
@@ -664,17 +841,19 @@ hash = "{}"
 
         let none = HeaderMap::new();
         assert_eq!(
-            s.authenticate(&[keys, hdr], false, &none, &peer),
+            s.authenticate_now(&[keys, hdr], false, &none, &peer),
             Err(AuthFailure::Missing)
         );
-        let anon = s.authenticate(&[keys, hdr], true, &none, &peer).unwrap();
+        let anon = s
+            .authenticate_now(&[keys, hdr], true, &none, &peer)
+            .unwrap();
         assert!(anon.is_anonymous());
         assert_eq!(anon, Principal::anonymous());
         assert_eq!(&*anon.name, "anonymous");
         assert_eq!(anon.method.as_str(), "anonymous");
         // No schemes at all.
         assert_eq!(
-            s.authenticate(&[], false, &wrong, &peer),
+            s.authenticate_now(&[], false, &wrong, &peer),
             Err(AuthFailure::Missing)
         );
 
@@ -688,11 +867,11 @@ hash = "{}"
                 ("authorization", "Bearer bob-key"),
             ]),
         ] {
-            let e = s.authenticate(&[keys], true, &h, &peer).unwrap_err();
+            let e = s.authenticate_now(&[keys], true, &h, &peer).unwrap_err();
             assert_eq!(e.reason().as_str(), "invalid_credentials", "{h:?}");
         }
         let e = s
-            .authenticate(
+            .authenticate_now(
                 &[hdr],
                 true,
                 &headers(&[("x-api-key", "a"), ("x-api-key", "b")]),
@@ -706,14 +885,14 @@ hash = "{}"
     fn failure_rendering() {
         let m = AuthFailure::Missing;
         assert_eq!(m.reason().as_str(), "authentication_required");
-        assert_eq!(m.www_authenticate(), r#"Bearer realm="portcullis""#);
+        assert_eq!(m.www_authenticate(None), r#"Bearer realm="portcullis""#);
         let i = AuthFailure::Invalid {
             scheme: "keys".into(),
             why: "expired",
         };
         assert_eq!(i.reason().as_str(), "invalid_credentials");
         assert_eq!(
-            i.www_authenticate(),
+            i.www_authenticate(None),
             r#"Bearer realm="portcullis", error="invalid_token", error_description="expired""#
         );
         assert_eq!(

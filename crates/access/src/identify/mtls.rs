@@ -101,6 +101,7 @@ impl MtlsScheme {
                 name: Arc::from(name),
                 groups: Arc::from(Vec::<String>::new()),
                 method: AuthMethod::Mtls,
+                grant: None,
             }),
             Some(_) => Attempt::Rejected("unusable principal in certificate"),
             None => Attempt::Rejected("no principal in certificate"),
@@ -194,20 +195,20 @@ principal_from = "san_uri"
         let peer = PeerIdentity {
             client_cert: Some(Arc::from(full_cert())),
         };
-        let p = s.authenticate(&[cn], false, &h, &peer).unwrap();
+        let p = s.authenticate_now(&[cn], false, &h, &peer).unwrap();
         assert_eq!((&*p.name, p.method), ("alice", AuthMethod::Mtls));
         assert!(p.groups.is_empty());
-        let p = s.authenticate(&[uri], false, &h, &peer).unwrap();
+        let p = s.authenticate_now(&[uri], false, &h, &peer).unwrap();
         assert_eq!(&*p.name, "spiffe://example.org/ns/prod/sa/alice");
 
         // No certificate: missing (or anonymous when allowed).
         let none = PeerIdentity::default();
         assert_eq!(
-            s.authenticate(&[cn], false, &h, &none),
+            s.authenticate_now(&[cn], false, &h, &none),
             Err(AuthFailure::Missing)
         );
         assert!(s
-            .authenticate(&[cn], true, &h, &none)
+            .authenticate_now(&[cn], true, &h, &none)
             .unwrap()
             .is_anonymous());
 
@@ -216,7 +217,7 @@ principal_from = "san_uri"
             client_cert: Some(Arc::from(cert(Some("svc"), vec![]))),
         };
         assert_eq!(
-            s.authenticate(&[uri], true, &h, &bare),
+            s.authenticate_now(&[uri], true, &h, &bare),
             Err(AuthFailure::Invalid {
                 scheme: "spiffe".into(),
                 why: "no principal in certificate"

@@ -19,6 +19,8 @@ pub struct PermissionRule {
     tools: GlobSet,
     prompts: GlobSet,
     resources: GlobSet,
+    /// OAuth scopes the caller's token must carry for the rule to cover it.
+    scopes: Vec<String>,
 }
 
 /// Globs for one list of a rule.
@@ -45,10 +47,22 @@ impl PermissionRule {
             tools: glob_set(tools)?,
             prompts: glob_set(prompts)?,
             resources: glob_set(resources)?,
+            scopes: Vec::new(),
         })
     }
 
+    /// The rule covers only callers whose OAuth token carries all of `scopes`.
+    pub fn with_scopes(mut self, scopes: Vec<String>) -> Self {
+        self.scopes = scopes;
+        self
+    }
+
     fn covers(&self, who: &Principal) -> bool {
+        self.names_caller(who) && who.has_scopes(&self.scopes)
+    }
+
+    /// The caller is one the rule names (its scopes aside).
+    fn names_caller(&self, who: &Principal) -> bool {
         self.any_principal
             || self.principals.is_match(who.name.as_ref())
             || who.groups.iter().any(|g| self.groups.is_match(g))
@@ -90,6 +104,46 @@ impl Permissions {
                 .allow
                 .iter()
                 .any(|r| r.covers(who) && r.names(kind, name))
+    }
+
+    /// For a target [`Permissions::permits`] refuses: the scopes the
+    /// caller's token lacks for an allow rule that names the caller and the
+    /// target and that no deny rule overrides (step-up: with them, the
+    /// request would be permitted). `None` when scopes would not help.
+    pub fn missing_scopes(
+        &self,
+        who: &Principal,
+        kind: TargetKind,
+        name: &str,
+        prefix: Option<&str>,
+    ) -> Option<Vec<String>> {
+        let exposed;
+        let name = match prefix {
+            None => name,
+            Some(p) => {
+                exposed = crate::model::expose(kind, p, name);
+                exposed.as_str()
+            }
+        };
+        if self
+            .deny
+            .iter()
+            .any(|r| r.covers(who) && r.names(kind, name))
+        {
+            return None;
+        }
+        self.allow
+            .iter()
+            .filter(|r| r.names_caller(who) && r.names(kind, name))
+            .map(|r| {
+                r.scopes
+                    .iter()
+                    .filter(|s| !who.scopes().contains(s))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .filter(|missing| !missing.is_empty())
+            .min_by_key(Vec::len)
     }
 
     /// As [`Permissions::permits`], for an upstream's own `name` that a
@@ -152,6 +206,7 @@ mod tests {
                 .collect::<Vec<_>>()
                 .into(),
             method: AuthMethod::ApiKey,
+            grant: None,
         }
     }
 
@@ -184,6 +239,48 @@ mod tests {
             TargetKind::Tool,
             "anything"
         ));
+    }
+
+    #[test]
+    fn scopes_narrow_a_rule_and_name_the_step_up() {
+        use crate::identify::Grant;
+        let p = Permissions {
+            allow: vec![
+                PermissionRule::new(&[], &[], &["admin_*"], &[], &[])
+                    .unwrap()
+                    .with_scopes(vec!["mcp:admin".into()]),
+                PermissionRule::new(&[], &[], &["get_*"], &[], &[]).unwrap(),
+            ],
+            deny: vec![PermissionRule::new(&["mallory"], &[], &["*"], &[], &[]).unwrap()],
+        };
+        let with = |name: &str, scopes: &[&str]| Principal {
+            grant: Some(Arc::new(Grant {
+                client_id: None,
+                scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            })),
+            ..who(name, &[])
+        };
+        let user = with("alice", &["mcp:tools"]);
+        assert!(p.permits(&user, TargetKind::Tool, "get_room"));
+        assert!(!p.permits(&user, TargetKind::Tool, "admin_reset"));
+        assert_eq!(
+            p.missing_scopes(&user, TargetKind::Tool, "admin_reset", None),
+            Some(vec!["mcp:admin".to_string()])
+        );
+        let admin = with("alice", &["mcp:tools", "mcp:admin"]);
+        assert!(p.permits(&admin, TargetKind::Tool, "admin_reset"));
+        // Scopes would not help: no rule names the tool, or a deny rule wins.
+        assert_eq!(
+            p.missing_scopes(&user, TargetKind::Tool, "drop_db", None),
+            None
+        );
+        let denied = with("mallory", &[]);
+        assert_eq!(
+            p.missing_scopes(&denied, TargetKind::Tool, "admin_reset", None),
+            None
+        );
+        // A caller without any token has no scopes at all.
+        assert!(!p.permits(&who("bob", &[]), TargetKind::Tool, "admin_reset"));
     }
 
     #[test]

@@ -137,7 +137,9 @@ reason_table! {
     OperationExpired => "operation_expired", -32011, OK, [Expires], "longer than `max_operation_time`";
     AnswerLimitExceeded => "answer_limit_exceeded", -32011, OK, [], "more answer bytes than `max_answer_bytes`";
     AuthenticationRequired => "authentication_required", -32008, UNAUTHORIZED, [], "no credential where the route needs one (`WWW-Authenticate`)";
-    InvalidCredentials => "invalid_credentials", -32008, UNAUTHORIZED, [], "a credential that does not verify";
+    InvalidCredentials => "invalid_credentials", -32008, UNAUTHORIZED, [], "a credential that does not verify; on an OAuth route also a token issued for another resource (`aud`), expired or not yet valid, or one the issuer's introspection calls inactive";
+    InsufficientScope => "insufficient_scope", -32008, FORBIDDEN, [], "an OAuth access token without a scope the route (`required_scopes`) or an allow rule (`scopes`) needs for this request: `WWW-Authenticate: Bearer error=\"insufficient_scope\", scope=…` names what to ask for (step-up), `data.requiredScopes`";
+    AuthorizationServerUnavailable => "authorization_server_unavailable", -32008, SERVICE_UNAVAILABLE, [Fails], "an opaque access token could not be checked: the issuer's metadata is not loaded or its introspection endpoint did not answer";
     RateLimited => "rate_limited", -32009, TOO_MANY_REQUESTS, [], "over a limit: `data.scope`, `data.retryAfterSeconds`, `Retry-After`";
     RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, [], "Redis down with `redis_failure = \"refuse\"`";
     ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, [], "the caller may not use that tool, prompt or resource";
@@ -149,6 +151,7 @@ reason_table! {
     UnknownName => "unknown_name", -32602, BAD_REQUEST, [], "on a federated route: a tool or prompt name, resource URI or completion reference that starts with no upstream's prefix (the message lists the prefixes), or an answer, task or session part naming an upstream the route does not have";
     CursorInvalid => "cursor_invalid", -32602, BAD_REQUEST, [], "on a federated route: a list `cursor` this gateway did not issue for this route, caller and list, or one altered";
     CallNotWaiting => "call_not_waiting", -32602, CONFLICT, [], "a 2025-11-25 client's answer to a request the gateway pushed for a bridged call (a 2026-07-28 upstream's question) that no longer waits on this gateway instance: the call ended, or another replica holds it (README \"Bridging the two generations\": route a session to one replica)";
+    UpstreamCredentialUnavailable => "upstream_credential_unavailable", -32016, BAD_GATEWAY, [Upstream, Fails], "the gateway could not obtain its own credential for the upstream (`[upstream.credential]`: the token endpoint refused or did not answer); the message names the upstream, never a secret";
     UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, [Upstream], "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`";
 }
 

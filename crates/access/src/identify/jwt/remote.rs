@@ -3,18 +3,25 @@
 use super::*;
 
 pub(super) fn check_jwks_url(s: &str) -> Result<Uri, &'static str> {
-    let uri: Uri = s.trim().parse().map_err(|_| "not a valid URL")?;
-    let host = uri.host().ok_or("the URL has no host")?;
-    let h = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback =
-        h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    match uri.scheme_str() {
-        Some("https") => Ok(uri),
-        Some("http") if loopback => Ok(uri),
-        Some("http") => {
-            Err("must be an https:// URL (plain http is accepted only for a loopback host)")
+    crate::oauth::check_endpoint(s)
+}
+
+/// Where a key set comes from: a configured `jwks_url`, or the `jwks_uri`
+/// of an issuer's metadata (an `oauth` scheme), found again on each refresh
+/// so a server that moves its keys is followed.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum KeySource {
+    Jwks(Uri),
+    Issuer(String),
+}
+
+impl KeySource {
+    /// As logs show it.
+    pub(super) fn shown(&self) -> String {
+        match self {
+            KeySource::Jwks(u) => shown(u),
+            KeySource::Issuer(i) => format!("metadata of {i}"),
         }
-        _ => Err("must be an https:// URL"),
     }
 }
 
@@ -22,7 +29,7 @@ pub(super) fn check_jwks_url(s: &str) -> Result<Uri, &'static str> {
 /// alike share one key set and one refresh task across a reload.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Fetch {
-    pub(super) url: Uri,
+    pub(super) url: KeySource,
     pub(super) refresh: Duration,
     pub(super) allowed: Vec<Algorithm>,
 }
@@ -35,6 +42,9 @@ pub(super) struct Live {
     /// True once the scheme has a key set (fetched, or kept from the
     /// previous config): what readiness waits for.
     pub(super) loaded: watch::Sender<bool>,
+    /// An `oauth` scheme's issuer metadata, once fetched (its introspection
+    /// endpoint is read per opaque token).
+    pub(super) metadata: ArcSwapOption<IssuerMetadata>,
 }
 
 impl Default for Live {
@@ -43,6 +53,7 @@ impl Default for Live {
             kick: Notify::new(),
             started: AtomicBool::new(false),
             loaded: watch::Sender::new(false),
+            metadata: ArcSwapOption::empty(),
         }
     }
 }
@@ -56,74 +67,26 @@ pub(super) struct Remote {
     pub(super) live: Arc<Live>,
 }
 
-/// A URL as logs show it: scheme, host, port and path; never a user name,
-/// password or query (where a careless setup might keep a token).
-pub(crate) fn shown(url: &Uri) -> String {
-    let host = url.host().unwrap_or_default();
-    let port = url.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
-    format!(
-        "{}://{host}{port}{}",
-        url.scheme_str().unwrap_or_default(),
-        url.path()
-    )
-}
+pub(crate) use crate::oauth::shown;
 
-pub(super) type Client = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Empty<Bytes>,
->;
-
-pub(super) fn https_client() -> Result<Client, String> {
-    let tls = crate::tls::client_config(None).map_err(|e| e.to_string())?;
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config((*tls).clone())
-        .https_or_http() // http only ever reaches here for a loopback host
-        .enable_http1()
-        .enable_http2()
-        .build();
-    Ok(
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build(connector),
-    )
-}
-
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-pub(super) async fn fetch(client: &Client, url: &Uri) -> Result<Vec<u8>, String> {
-    let req = http::Request::get(url.clone())
-        .header(
-            http::header::ACCEPT,
-            "application/jwk-set+json, application/json",
-        )
-        .header(
-            http::header::USER_AGENT,
-            concat!("portcullis/", env!("CARGO_PKG_VERSION")),
-        )
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let work = async {
-        let resp = client.request(req).await.map_err(|e| error_chain(&e))?;
-        if resp.status() != http::StatusCode::OK {
-            return Err(format!("HTTP status {}", resp.status()));
+/// The key set of `source`, fetched once (an issuer's metadata first).
+pub(super) async fn fetch(
+    http: &OAuthHttp,
+    source: &KeySource,
+    live: &Live,
+) -> Result<Bytes, String> {
+    let url = match source {
+        KeySource::Jwks(u) => u.clone(),
+        KeySource::Issuer(issuer) => {
+            let found = discover(http, issuer).await.map_err(|e| e.to_string())?;
+            let jwks = found.jwks_uri.clone();
+            live.metadata.store(Some(Arc::new(found)));
+            jwks.ok_or("the issuer's metadata has no jwks_uri")?
         }
-        let body = Limited::new(resp.into_body(), MAX_JWKS_BYTES)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the body: {e}"))?;
-        Ok(body.to_bytes().to_vec())
     };
-    tokio::time::timeout(FETCH_TIMEOUT, work)
+    http.get(&url, "application/jwk-set+json, application/json")
         .await
-        .map_err(|_| format!("no answer within {FETCH_TIMEOUT:?}"))?
+        .map_err(|e| e.to_string())
 }
 
 /// Fetches the key set now and then until the scheme is dropped (config
@@ -141,8 +104,8 @@ pub(super) async fn refresh_loop(
         refresh,
         allowed,
     } = fetch_with;
-    let shown = shown(&url);
-    let client = match https_client() {
+    let shown = url.shown();
+    let client = match OAuthHttp::new() {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(auth_scheme = %scheme, error = %e, "cannot build the JWKS client; keys will not be fetched");
@@ -153,7 +116,7 @@ pub(super) async fn refresh_loop(
         if keys.strong_count() == 0 {
             return; // the scheme was dropped (config reload)
         }
-        let result = fetch(&client, &url)
+        let result = fetch(&client, &url, &live)
             .await
             .and_then(|b| parse_jwks(&b, &allowed, false));
         let fetched_at = Instant::now();

@@ -128,7 +128,7 @@ jwks_file = "jwks.json"
 impl Fixture {
     fn auth(&self, token: &str) -> Result<Principal, AuthFailure> {
         let id = self.schemes.lookup("corp-jwt").unwrap();
-        self.schemes.authenticate(
+        self.schemes.authenticate_now(
             &[id],
             false,
             &headers(&[("authorization", &format!("Bearer {token}"))]),
@@ -347,23 +347,23 @@ jwks_file = "{}"
     let bearer = |t: &str| headers(&[("authorization", &format!("Bearer {t}"))]);
     for order in [&ids, &rev] {
         let p = s
-            .authenticate(order, false, &bearer("pcl_robot"), &peer)
+            .authenticate_now(order, false, &bearer("pcl_robot"), &peer)
             .unwrap();
         assert_eq!((&*p.name, p.method), ("robot", AuthMethod::ApiKey));
         let p = s
-            .authenticate(order, false, &bearer(&token(&ec, &claims())), &peer)
+            .authenticate_now(order, false, &bearer(&token(&ec, &claims())), &peer)
             .unwrap();
         assert_eq!((&*p.name, p.method), ("alice", AuthMethod::Jwt));
         let bad = token(&ec, &with(claims(), "exp", json!(now() - 999)));
         assert_eq!(
-            s.authenticate(order, true, &bearer(&bad), &peer),
+            s.authenticate_now(order, true, &bearer(&bad), &peer),
             Err(AuthFailure::Invalid {
                 scheme: "corp-jwt".into(),
                 why: "expired"
             })
         );
         let e = s
-            .authenticate(order, true, &bearer("pcl_wrong"), &peer)
+            .authenticate_now(order, true, &bearer("pcl_wrong"), &peer)
             .unwrap_err();
         assert_eq!(e.reason().as_str(), "invalid_credentials");
     }
@@ -387,7 +387,7 @@ fn hs256_shared_secret() {
         let mut h = Header::new(alg);
         h.kid = kid.map(str::to_owned);
         let t = encode(&h, &claims(), &EncodingKey::from_secret(key)).unwrap();
-        s.authenticate(
+        s.authenticate_now(
             &[id],
             false,
             &headers(&[("authorization", &format!("Bearer {t}"))]),
@@ -419,7 +419,7 @@ fn hs256_shared_secret() {
     let ec = ec_key("k");
     let t = token(&ec, &claims());
     assert_eq!(
-        s.authenticate(
+        s.authenticate_now(
             &[id],
             false,
             &headers(&[("authorization", &format!("Bearer {t}"))]),
@@ -447,7 +447,7 @@ fn hs256_shared_secret() {
     )
     .unwrap();
     assert!(s
-        .authenticate(
+        .authenticate_now(
             &[id],
             false,
             &headers(&[("authorization", &format!("Bearer {t}"))]),
@@ -690,7 +690,7 @@ jwks_refresh = "200ms"
     let id = s.lookup("remote").unwrap();
     let peer = PeerIdentity::default();
     let auth = |t: &str| {
-        s.authenticate(
+        s.authenticate_now(
             &[id],
             false,
             &headers(&[("authorization", &format!("Bearer {t}"))]),
