@@ -4,14 +4,13 @@
 //! definition: rug pulls). Each is one function, called once, in that order.
 
 use http::request::Parts;
-use http::{header, HeaderMap, HeaderName, HeaderValue};
+use http::{header, HeaderValue};
 
 use super::ctx::RequestCtx;
 use super::refuse::Refused;
 use super::resource::{insufficient_scope, Protected};
 use super::route::Route;
 use super::{Gateway, Peer};
-use crate::credential::SubjectToken;
 use crate::identify::{AuthFailure, AuthMethod, Principal};
 use crate::model::{Reason, Refusal, TargetKind};
 use crate::policy::config::{Mode, OnChange};
@@ -63,59 +62,6 @@ pub async fn identify(
         None => failure.www_authenticate(None),
     };
     Err(Refused::new(refusal, None, route.name()).with_header(header::WWW_AUTHENTICATE, challenge))
-}
-
-/// The caller's own access token, kept when an upstream of the route
-/// exchanges it for one of its own (RFC 8693); never forwarded.
-pub fn subject_token(
-    route: &Route,
-    principal: &Principal,
-    headers: &HeaderMap,
-) -> Option<SubjectToken> {
-    let exchanges = route
-        .upstream
-        .settings
-        .credential
-        .as_ref()
-        .is_some_and(|c| c.exchanges());
-    if !exchanges || principal.method != AuthMethod::OAuth {
-        return None;
-    }
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| SubjectToken::new(token.trim()))
-}
-
-/// The upstream's credential header for this request (the gateway's own,
-/// never the client's); a failure is the upstream's, named.
-pub async fn upstream_credential(
-    ctx: &RequestCtx,
-) -> Result<Option<(HeaderName, HeaderValue)>, Refusal> {
-    let upstream = &ctx.route.upstream.settings;
-    let Some(credential) = &upstream.credential else {
-        return Ok(None);
-    };
-    match credential
-        .header(&ctx.principal, ctx.subject.as_ref())
-        .await
-    {
-        Ok(h) => Ok(Some(h)),
-        Err(e) => {
-            tracing::warn!(upstream = %upstream.id, error = %e, "no credential for the upstream");
-            ctx.gateway
-                .metrics
-                .credential_failed(&ctx.route.upstream.label, e.kind());
-            Err(Refusal::new(
-                Reason::UpstreamCredentialUnavailable,
-                format!(
-                    "the gateway could not obtain its credential for upstream \"{}\"",
-                    upstream.name
-                ),
-            ))
-        }
-    }
 }
 
 /// Throttle: one unit of the limit of `scope` for `key`; a refusal is

@@ -11,6 +11,7 @@ pub mod answer;
 pub mod body;
 pub mod bridge;
 pub mod carry;
+pub mod credential;
 pub mod ctx;
 pub mod federate;
 pub mod forward;
@@ -251,7 +252,7 @@ impl Gateway {
             })?;
         let transport = head.transport;
         let principal = access::identify(self, &front, &parts, &head.authority, &peer).await?;
-        let subject = access::subject_token(&front, &principal, &parts.headers);
+        let subject = credential::subject_token(&front, &principal, &parts.headers);
         // Before the body is read: one request, one of the caller's tokens
         // (a federated route's limits per upstream are taken by each
         // upstream's phases, `access::throttle_target`).
@@ -374,7 +375,7 @@ impl Gateway {
             upstream.settings.forward_authorization,
         );
         session::to_upstream(&ctx, &mut parts.headers);
-        if let Some((name, value)) = access::upstream_credential(&ctx)
+        if let Some((name, value)) = credential::attach_to(&ctx)
             .await
             .map_err(|r| within(r, &ctx))?
         {

@@ -84,7 +84,6 @@ pub struct Metrics {
     state_refusals: IntCounterVec,
     operation_rounds: HistogramVec,
     rate_limited: IntCounterVec,
-    credential_failures: IntCounterVec,
     listing_changes: IntCounterVec,
     upstream_errors: IntCounterVec,
     /// Federated routes' upstreams left out (`federate/`).
@@ -101,6 +100,7 @@ pub struct Metrics {
     pub bridge: super::bridge::BridgeMetrics,
     /// The stdio upstreams' programs (`stdio/`).
     pub stdio: Arc<super::stdio::StdioMetrics>,
+    pub credentials: super::credential::CredentialMetrics,
     /// Lifecycle state the admin listener and open streams share with the
     /// server across config generations: readiness, and the drain cut.
     pub ready: AtomicBool,
@@ -205,13 +205,6 @@ impl Metrics {
             ),
             &["upstream", "scope"],
         )?;
-        let credential_failures = IntCounterVec::new(
-            Opts::new(
-                "portcullis_upstream_credential_failures_total",
-                "Requests the gateway could not obtain its own credential for ([upstream.credential]), by upstream and kind (refused: the token endpoint said no, unreachable, bad_answer, no_subject_token: token exchange for a caller without an OAuth token)",
-            ),
-            &["upstream", "kind"],
-        )?;
         let listing_changes = IntCounterVec::new(
             Opts::new(
                 "portcullis_listing_changes_total",
@@ -243,7 +236,6 @@ impl Metrics {
         registry.register(Box::new(state_refusals.clone()))?;
         registry.register(Box::new(operation_rounds.clone()))?;
         registry.register(Box::new(rate_limited.clone()))?;
-        registry.register(Box::new(credential_failures.clone()))?;
         registry.register(Box::new(listing_changes.clone()))?;
         registry.register(Box::new(upstream_errors.clone()))?;
         registry.register(Box::new(config_reloads.clone()))?;
@@ -260,6 +252,7 @@ impl Metrics {
         let bridge = super::bridge::BridgeMetrics::new(&registry)?;
         let federation = super::federate::FederationMetrics::new(&registry)?;
         let stdio = Arc::new(super::stdio::StdioMetrics::new(&registry)?);
+        let credentials = super::credential::CredentialMetrics::new(&registry)?;
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -277,7 +270,6 @@ impl Metrics {
             state_refusals,
             operation_rounds,
             rate_limited,
-            credential_failures,
             listing_changes,
             upstream_errors,
             federation,
@@ -290,6 +282,7 @@ impl Metrics {
             heavy,
             bridge,
             stdio,
+            credentials,
             ready: AtomicBool::new(false),
             drain: crate::model::DrainSignal::default(),
         }))
@@ -324,12 +317,6 @@ impl Metrics {
     pub fn rate_limited(&self, upstream: &str, scope: &'static str) {
         self.rate_limited
             .with_label_values(&[upstream, scope])
-            .inc();
-    }
-
-    pub fn credential_failed(&self, upstream: &str, kind: &'static str) {
-        self.credential_failures
-            .with_label_values(&[upstream, kind])
             .inc();
     }
 

@@ -1,0 +1,94 @@
+//! Phase: the upstream's credential. The client's token never goes on
+//! (`headers::to_upstream` drops it); an upstream with `[upstream.credential]`
+//! gets the gateway's own: a static secret, or an OAuth token obtained by
+//! client credentials or by exchanging the caller's (RFC 8693), cached by
+//! `crate::credential`.
+
+use http::{header, HeaderMap, HeaderName, HeaderValue};
+use prometheus::{IntCounterVec, Opts};
+
+use super::record::Described;
+
+use super::ctx::RequestCtx;
+use super::route::Route;
+use crate::credential::SubjectToken;
+use crate::identify::{AuthMethod, Principal};
+use crate::model::{Reason, Refusal};
+
+/// `portcullis_upstream_credential_failures_total`.
+pub struct CredentialMetrics {
+    failures: IntCounterVec,
+}
+
+impl CredentialMetrics {
+    pub fn new(registry: &Described) -> prometheus::Result<CredentialMetrics> {
+        let failures = IntCounterVec::new(
+            Opts::new(
+                "portcullis_upstream_credential_failures_total",
+                "Requests the gateway could not obtain its own credential for ([upstream.credential]), by upstream and kind (refused: the token endpoint said no; unreachable; bad_answer; no_subject_token: token exchange for a caller without an OAuth token)",
+            ),
+            &["upstream", "kind"],
+        )?;
+        registry.register(Box::new(failures.clone()))?;
+        Ok(CredentialMetrics { failures })
+    }
+
+    pub fn failed(&self, upstream: &str, kind: &'static str) {
+        self.failures.with_label_values(&[upstream, kind]).inc();
+    }
+}
+
+/// The caller's own access token, kept when an upstream of the route
+/// exchanges it for one of its own (RFC 8693); never forwarded.
+pub fn subject_token(
+    route: &Route,
+    principal: &Principal,
+    headers: &HeaderMap,
+) -> Option<SubjectToken> {
+    let exchanges = route
+        .upstream
+        .settings
+        .credential
+        .as_ref()
+        .is_some_and(|c| c.exchanges());
+    if !exchanges || principal.method != AuthMethod::OAuth {
+        return None;
+    }
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| SubjectToken::new(token.trim()))
+}
+
+/// The upstream's credential header for this request (the gateway's own,
+/// never the client's); a failure is the upstream's, named.
+pub async fn attach_to(
+    ctx: &RequestCtx,
+) -> Result<Option<(HeaderName, HeaderValue)>, Refusal> {
+    let upstream = &ctx.route.upstream.settings;
+    let Some(credential) = &upstream.credential else {
+        return Ok(None);
+    };
+    match credential
+        .header(&ctx.principal, ctx.subject.as_ref())
+        .await
+    {
+        Ok(h) => Ok(Some(h)),
+        Err(e) => {
+            tracing::warn!(upstream = %upstream.id, error = %e, "no credential for the upstream");
+            ctx.gateway
+                .metrics
+                .credentials
+                .failed(&ctx.route.upstream.label, e.kind());
+            Err(Refusal::new(
+                Reason::UpstreamCredentialUnavailable,
+                format!(
+                    "the gateway could not obtain its credential for upstream \"{}\"",
+                    upstream.name
+                ),
+            ))
+        }
+    }
+}
+
