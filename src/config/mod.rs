@@ -190,6 +190,7 @@ fn validate(
         auth: auth.as_ref(),
     };
     let routes = route::routes(&raw.route, &targets, loc, p);
+    resource_names_the_route(&raw, &listeners, &routes, loc, p);
     let audit =
         p.take(AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e)));
     let tracing = p.take(traces::trace_settings(raw.tracing.as_ref(), loc));
@@ -287,6 +288,38 @@ fn keys_kept_from_programs(
                     "the sandbox of upstream \"{}\" shows this file to its program",
                     u.id
                 ),
+            ));
+        }
+    }
+}
+
+/// Under `server_names = ["*"]` any `Host` is served, so it cannot name an
+/// OAuth route's resource: tokens for any resource would then pass. Such
+/// a route must say its `resource`.
+fn resource_names_the_route(
+    raw: &RawConfig,
+    listeners: &[ListenerConfig],
+    routes: &HashMap<String, Arc<RouteConfig>>,
+    loc: &Locator<'_>,
+    p: &mut Problems,
+) {
+    if !listeners
+        .iter()
+        .any(|l| matches!(l.server_names, ServerNames::Any))
+    {
+        return;
+    }
+    for (i, r) in raw.route.iter().enumerate() {
+        let r = r.get_ref();
+        let derived = routes
+            .get(r.path.get_ref())
+            .and_then(|c| c.protected.as_ref())
+            .is_some_and(|p| p.configured.is_none());
+        if derived {
+            p.push(loc.at(
+                r.path.span(),
+                format!("route[{i}].resource"),
+                "an OAuth route behind a listener with server_names = [\"*\"] needs `resource` (its public URL): the Host header cannot name it",
             ));
         }
     }

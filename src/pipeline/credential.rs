@@ -63,9 +63,7 @@ pub fn subject_token(
 
 /// The upstream's credential header for this request (the gateway's own,
 /// never the client's); a failure is the upstream's, named.
-pub async fn attach_to(
-    ctx: &RequestCtx,
-) -> Result<Option<(HeaderName, HeaderValue)>, Refusal> {
+pub async fn attach_to(ctx: &RequestCtx) -> Result<Option<(HeaderName, HeaderValue)>, Refusal> {
     let upstream = &ctx.route.upstream.settings;
     let Some(credential) = &upstream.credential else {
         return Ok(None);
@@ -91,4 +89,3 @@ pub async fn attach_to(
         }
     }
 }
-

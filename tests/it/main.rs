@@ -26,6 +26,7 @@ mod identity;
 mod inspection;
 mod listings;
 mod mrtr;
+mod oauth;
 mod otlp;
 mod policy;
 mod proxy;
