@@ -601,6 +601,9 @@ pub struct AuditContext {
     pub upstream_endpoint: String,
     /// The principal's name, or `anonymous`.
     pub principal: String,
+    /// The OAuth client the caller signed in with (`client_id` or `azp` of
+    /// its access token), when it has one.
+    pub client: Option<String>,
     pub method: String,
     /// `params.name` / `params.uri`.
     pub target: Option<String>,
@@ -653,6 +656,8 @@ struct Line<'a> {
     request_id: Clean<'a>,
     upstream: Upstream<'a>,
     principal: Clean<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client: Option<Clean<'a>>,
     method: Clean<'a>,
     target: Option<Clean<'a>>,
     round: Option<u32>,
@@ -685,6 +690,7 @@ pub(crate) fn to_line(
             endpoint: Endpoint(&ctx.upstream_endpoint),
         },
         principal: Clean(&ctx.principal),
+        client: ctx.client.as_deref().map(Clean),
         method: Clean(&ctx.method),
         target: ctx.target.as_deref().map(Clean),
         round: ctx.round,

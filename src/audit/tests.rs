@@ -54,6 +54,7 @@ fn ctx() -> AuditContext {
         upstream_name: "Billing (ACME)".into(),
         upstream_endpoint: "https://billing.acme.example/mcp".into(),
         principal: "alice".into(),
+        client: None,
         method: "tools/call".into(),
         target: Some("create_invoice".into()),
         round: Some(1),
