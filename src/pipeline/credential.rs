@@ -45,12 +45,12 @@ pub fn subject_token(
     principal: &Principal,
     headers: &HeaderMap,
 ) -> Option<SubjectToken> {
+    // Any upstream of the route (a federated route's included).
     let exchanges = route
-        .upstream
-        .settings
-        .credential
-        .as_ref()
-        .is_some_and(|c| c.exchanges());
+        .config
+        .upstreams
+        .iter()
+        .any(|u| u.credential.as_ref().is_some_and(|c| c.exchanges()));
     if !exchanges || principal.method != AuthMethod::OAuth {
         return None;
     }
