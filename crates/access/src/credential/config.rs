@@ -159,7 +159,7 @@ impl UpstreamCredential {
             .filter(|s| !s.is_empty());
         let http = OAuthHttp::new()
             .map_err(|e| SettingsError::at(&raw.kind, field.to_owned(), e.to_string()))?;
-        Ok(UpstreamCredential::Token(TokenSource {
+        Ok(UpstreamCredential::Token(Box::new(TokenSource {
             grant: if kind == "token_exchange" {
                 GrantKind::TokenExchange
             } else {
@@ -172,7 +172,7 @@ impl UpstreamCredential {
             audience: raw.audience.as_ref().map(|a| a.get_ref().clone()),
             http,
             cache: Default::default(),
-        }))
+        })))
     }
 }
 

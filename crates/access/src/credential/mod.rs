@@ -100,7 +100,7 @@ pub enum UpstreamCredential {
         header: HeaderName,
         value: HeaderValue,
     },
-    Token(TokenSource),
+    Token(Box<TokenSource>),
 }
 
 /// Obtains and caches OAuth access tokens for one upstream.

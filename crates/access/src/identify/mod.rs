@@ -360,7 +360,7 @@ pub(crate) fn looks_like_jwt(t: &str) -> bool {
 enum Kind {
     ApiKey(ApiKeyScheme),
     Jwt(JwtScheme),
-    OAuth(OAuthScheme),
+    OAuth(Box<OAuthScheme>),
     Mtls(MtlsScheme),
 }
 
@@ -457,7 +457,7 @@ impl AuthSchemes {
             let kind = match r.kind.get_ref().as_str() {
                 "api_key" => Kind::ApiKey(ApiKeyScheme::build(r)?),
                 "jwt" => Kind::Jwt(JwtScheme::build(r, base)?),
-                "oauth" => Kind::OAuth(OAuthScheme::build(r, base)?),
+                "oauth" => Kind::OAuth(Box::new(OAuthScheme::build(r, base)?)),
                 "mtls" => Kind::Mtls(MtlsScheme::build(r)?),
                 other => {
                     return Err(AuthConfigError::at(
