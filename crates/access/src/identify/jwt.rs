@@ -435,6 +435,11 @@ impl JwtScheme {
         })
     }
 
+    /// The claim naming the caller (`sub` unless configured).
+    pub(super) fn principal_claim(&self) -> &str {
+        &self.principal_claim
+    }
+
     /// The issuer's metadata, once the refresh task has fetched it.
     pub(super) fn metadata(&self) -> Option<Arc<IssuerMetadata>> {
         self.remote

@@ -212,6 +212,23 @@ impl OAuthScheme {
             .filter(|r| !scopes.contains(r))
             .cloned()
             .collect();
+        // A client's own token (client credentials) may name no subject
+        // (RFC 7662 makes `sub` optional): the client is then the caller.
+        let with_client;
+        let claims = match (&client_id, claims.contains_key(self.jwt.principal_claim())) {
+            (Some(c), false) => {
+                with_client = {
+                    let mut m = claims.clone();
+                    m.insert(
+                        self.jwt.principal_claim().to_owned(),
+                        Value::String(c.clone()),
+                    );
+                    m
+                };
+                &with_client
+            }
+            _ => claims,
+        };
         let grant = Arc::new(Grant { client_id, scopes });
         match self.jwt.principal(claims, AuthMethod::OAuth, Some(grant)) {
             Ok(p) if missing.is_empty() => Attempt::Accepted(p),

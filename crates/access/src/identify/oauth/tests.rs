@@ -78,6 +78,14 @@ fn scopes_are_read_from_scope_or_scp_and_required_ones_step_up() {
         }
         other => panic!("{other:?}"),
     }
+    // A client's own token without a subject: the client is the caller.
+    match s.judge(
+        &claims(json!({"aud": aud, "scope": "mcp:tools", "client_id": "robot"})),
+        RES,
+    ) {
+        Attempt::Accepted(p) => assert_eq!(&*p.name, "robot"),
+        other => panic!("{other:?}"),
+    }
     for bad in [json!(7), json!([1]), json!({"a": 1})] {
         let a = s.judge(
             &claims(json!({"sub": "alice", "aud": aud, "scope": bad})),

@@ -1,0 +1,380 @@
+// The gateway as an OAuth protected resource, against a real authorization server
+// (oidc-provider, lib/auth_server.mjs) and the TypeScript SDK v2 client with its own OAuth
+// provider: discovery from the 401, dynamic registration, sign-in with PKCE and a resource
+// indicator, a tool call, step-up on 403 insufficient_scope; tokens for another resource,
+// expired, opaque (introspected) and without the required scope; each upstream's own
+// credential (token exchange, client credentials, a static key) checked by an upstream that
+// verifies its own audience; the client's tokens never reach an upstream; the metadata
+// document still served while the authorization server is down.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UnauthorizedError as UnauthorizedErrorV1 } from '@modelcontextprotocol/sdk/client/auth.js';
+import { startGateway } from '../lib/harness.mjs';
+import { startAuthServer, CLIENTS, SHORT_TTL, USER } from '../lib/auth_server.mjs';
+import { serveAudience } from '../servers/audience_server.mjs';
+
+const STATIC_KEY = 'static-upstream-key-0123456789abcdef';
+let as, gw, exchanged, credentialed, keyed;
+
+/** The host's side of OAuth, in memory: what a desktop host keeps in its keychain. */
+class MemoryProvider {
+  constructor() {
+    this.redirectUrl = 'http://127.0.0.1:1/callback';
+    this.clientMetadata = {
+      client_name: 'portcullis-interop-host',
+      redirect_uris: [this.redirectUrl],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
+    this.issued = []; // every access token the host was given
+    this.authorizations = []; // every authorization URL it was sent to
+  }
+  clientInformation() {
+    return this.client;
+  }
+  saveClientInformation(info) {
+    this.client = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(tokens) {
+    this.saved = tokens;
+    this.issued.push(tokens.access_token);
+  }
+  async redirectToAuthorization(url) {
+    this.authorizations.push(new URL(url));
+    this.callback = await as.authorize(url);
+  }
+  saveCodeVerifier(v) {
+    this.verifier = v;
+  }
+  codeVerifier() {
+    return this.verifier;
+  }
+  saveDiscoveryState(state) {
+    this.discovery = state;
+  }
+  discoveryState() {
+    return this.discovery;
+  }
+  /** The redirect's parameters (code, iss), once. */
+  takeCallback() {
+    const callback = this.callback;
+    this.callback = undefined;
+    return callback;
+  }
+}
+
+/** Runs `step` on `transport`; a sign-in it needs is done, and `step` tried again. */
+async function withSignIn(provider, transport, step) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await step();
+    } catch (e) {
+      const unauthorized = e instanceof UnauthorizedError || e instanceof UnauthorizedErrorV1;
+      if (!unauthorized || !provider.callback || attempt > 2) throw e;
+      await transport.finishAuth(provider.takeCallback());
+    }
+  }
+}
+
+/** A v2 client signed in to `url` (through the 401 → metadata → registration → sign-in). */
+async function signedIn(url, provider = new MemoryProvider()) {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const client = new Client({ name: 'portcullis-interop-oauth', version: '1.0.0' }, { capabilities: {} });
+    const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
+    try {
+      await client.connect(transport);
+      return { client, transport, provider };
+    } catch (e) {
+      if (!(e instanceof UnauthorizedError) || !provider.callback) throw e;
+      await transport.finishAuth(provider.takeCallback());
+    }
+  }
+  throw new Error('could not sign in');
+}
+
+const text = (result) => result.content.find((c) => c.type === 'text').text;
+
+async function post(url, token, body) {
+  return fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-11-25',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+}
+
+const initialize = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+};
+
+before(async () => {
+  as = await startAuthServer();
+  exchanged = await serveAudience({ issuer: as.issuer });
+  credentialed = await serveAudience({ issuer: as.issuer });
+  keyed = await serveAudience({ staticKey: STATIC_KEY });
+  const dir = mkdtempSync(join(tmpdir(), 'portcullis-oauth-'));
+  const secret = (name, value) => {
+    const path = join(dir, name);
+    writeFileSync(path, `${value}\n`);
+    return path;
+  };
+  const allow = ['[[route.allow]]', 'tools = ["whoami", "get_*"]', '[[route.allow]]', 'scopes = ["mcp:admin"]', 'tools = ["admin_*"]'];
+  const route = (path, upstream) => ['[[route]]', `path = "${path}"`, `upstream = "${upstream}"`, 'auth = ["corp"]', ...allow, ''];
+  const toml = [
+    '[[auth]]',
+    'name = "corp"',
+    'type = "oauth"',
+    `issuer = "${as.issuer}"`,
+    'scopes = ["mcp:tools", "mcp:admin"]',
+    'required_scopes = ["mcp:tools"]',
+    'leeway = "0s"',
+    `introspection_client_id = "${CLIENTS.gateway.id}"`,
+    `introspection_client_secret_file = "${secret('introspection', CLIENTS.gateway.secret)}"`,
+    '',
+    '[[upstream]]',
+    'id = "te"',
+    'name = "Token exchange upstream"',
+    `url = "${exchanged.url}"`,
+    '[upstream.credential]',
+    'type = "token_exchange"',
+    `issuer = "${as.issuer}"`,
+    `client_id = "${CLIENTS.upstream.id}"`,
+    `client_secret_file = "${secret('upstream', CLIENTS.upstream.secret)}"`,
+    `resource = "${exchanged.url}"`,
+    'scope = "up:read"',
+    '',
+    '[[upstream]]',
+    'id = "cc"',
+    'name = "Client credentials upstream"',
+    `url = "${credentialed.url}"`,
+    '[upstream.credential]',
+    'type = "client_credentials"',
+    `token_url = "${as.tokenEndpoint}"`,
+    `client_id = "${CLIENTS.upstream.id}"`,
+    `client_secret_file = "${secret('upstream2', CLIENTS.upstream.secret)}"`,
+    `resource = "${credentialed.url}"`,
+    'scope = ["up:read"]',
+    '',
+    '[[upstream]]',
+    'id = "st"',
+    'name = "Static key upstream"',
+    `url = "${keyed.url}"`,
+    '[upstream.credential]',
+    'type = "static"',
+    `secret_file = "${secret('static', STATIC_KEY)}"`,
+    '',
+    ...route('/mcp/te', 'te'),
+    ...route('/mcp/cc', 'cc'),
+    ...route('/mcp/st', 'st'),
+    ...route('/short/mcp', 'cc'),
+    ...route('/opaque/mcp', 'cc'),
+  ].join('\n');
+  gw = await startGateway({}, { extraToml: `\n${toml}\n` });
+});
+
+after(async () => {
+  await gw?.stop();
+  for (const s of [exchanged, credentialed, keyed]) await s?.stop();
+  await as?.stop();
+});
+
+/** Every token any test's client held: none may reach an upstream. */
+const clientTokens = new Set();
+
+test('the SDK client discovers the gateway, registers, signs in and calls a tool; the upstream gets an exchanged token', async () => {
+  const url = gw.at('/mcp/te');
+  const unauthenticated = await post(url, undefined, initialize);
+  assert.equal(unauthenticated.status, 401);
+  const challenge = unauthenticated.headers.get('www-authenticate');
+  const metadataUrl = gw.at('/.well-known/oauth-protected-resource/mcp/te');
+  assert.equal(challenge, `Bearer resource_metadata="${metadataUrl}", scope="mcp:tools"`);
+  assert.deepEqual(await (await fetch(metadataUrl)).json(), {
+    resource: url,
+    authorization_servers: [as.issuer],
+    scopes_supported: ['mcp:tools', 'mcp:admin'],
+    bearer_methods_supported: ['header'],
+    resource_name: 'Token exchange upstream',
+  });
+
+  const { client, provider } = await signedIn(url);
+  assert.ok(provider.client?.client_id, 'registered dynamically');
+  assert.equal(provider.authorizations.length, 1);
+  const asked = provider.authorizations[0].searchParams;
+  assert.equal(asked.get('resource'), url, 'the RFC 8707 resource is the gateway route');
+  // The scope the 401 asked for (the SDK adds offline_access, which the server offers).
+  assert.deepEqual(asked.get('scope').split(' ').filter((s) => s !== 'offline_access'), ['mcp:tools']);
+  assert.equal(asked.get('code_challenge_method'), 'S256');
+  provider.issued.forEach((t) => clientTokens.add(t));
+
+  const who = JSON.parse(text(await client.callTool({ name: 'whoami', arguments: {} })));
+  assert.equal(who.sub, USER, 'the upstream token keeps the user');
+  assert.deepEqual(who.act, { sub: CLIENTS.upstream.id }, 'and names the gateway as the actor');
+  assert.equal(who.aud, exchanged.url, 'issued for the upstream, which checked its own audience');
+  assert.equal(who.scope, 'up:read');
+  await client.close();
+});
+
+test('a scope an allow rule needs is asked for with 403 insufficient_scope, and step-up succeeds', async () => {
+  const url = gw.at('/mcp/te');
+  const { client, transport, provider } = await signedIn(url);
+  const before = provider.authorizations.length;
+  const reset = await withSignIn(provider, transport, () => client.callTool({ name: 'admin_reset', arguments: {} }));
+  assert.equal(text(reset), 'reset');
+  assert.equal(provider.authorizations.length, before + 1, 'one more sign-in, for the new scope');
+  const stepped = provider.authorizations
+    .at(-1)
+    .searchParams.get('scope')
+    .split(' ')
+    .filter((s) => s !== 'offline_access')
+    .sort();
+  assert.deepEqual(stepped, ['mcp:admin', 'mcp:tools']);
+  provider.issued.forEach((t) => clientTokens.add(t));
+
+  // The raw exchange the client went through: 403, the header naming held + missing scopes.
+  const narrow = provider.issued[0];
+  const call = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'tools/call',
+      'mcp-name': 'admin_reset',
+      authorization: `Bearer ${narrow}`,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 2,
+      method: 'tools/call',
+      params: {
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientCapabilities': {},
+        },
+        name: 'admin_reset',
+        arguments: {},
+      },
+    }),
+  });
+  assert.equal(call.status, 403);
+  const challenge = call.headers.get('www-authenticate');
+  assert.match(challenge, /error="insufficient_scope"/);
+  assert.match(challenge, /scope="mcp:tools mcp:admin"/);
+  assert.match(challenge, /resource_metadata="[^"]+\/\.well-known\/oauth-protected-resource\/mcp\/te"/);
+  const body = await call.json();
+  assert.equal(body.error.data.reason, 'insufficient_scope');
+  assert.deepEqual(body.error.data.requiredScopes, ['mcp:admin']);
+  await client.close();
+});
+
+test('the 1.x SDK client signs in through the same discovery', async () => {
+  const url = gw.at('/mcp/st');
+  const provider = new MemoryProvider();
+  let client;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    client = new ClientV1({ name: 'portcullis-interop-oauth-v1', version: '1.0.0' }, { capabilities: {} });
+    const transport = new TransportV1(new URL(url), { authProvider: provider });
+    try {
+      await client.connect(transport);
+      break;
+    } catch (e) {
+      if (!(e instanceof UnauthorizedErrorV1) || !provider.callback) throw e;
+      await transport.finishAuth(provider.takeCallback().get('code'));
+    }
+  }
+  provider.issued.forEach((t) => clientTokens.add(t));
+  assert.equal(text(await client.callTool({ name: 'get_room', arguments: {} })), 'room 101');
+  const who = JSON.parse(text(await client.callTool({ name: 'whoami', arguments: {} })));
+  assert.equal(who.sub, 'static', 'the static upstream got its own key');
+  await client.close();
+});
+
+test('tokens for another resource, expired, or without the required scope are refused; opaque ones are introspected', async () => {
+  const refused = async (path, token, status, why) => {
+    const resp = await post(gw.at(path), token, initialize);
+    const challenge = resp.headers.get('www-authenticate');
+    const body = await resp.json();
+    assert.equal(resp.status, status, `${path}: ${JSON.stringify(body)}`);
+    assert.ok(challenge.includes(`resource_metadata="${gw.at(`/.well-known/oauth-protected-resource${path}`)}"`), challenge);
+    assert.equal(body.error.data.reason, why);
+    return challenge;
+  };
+  const other = await as.clientCredentialsToken(CLIENTS.other, 'http://127.0.0.1:9/mcp');
+  clientTokens.add(other.access_token);
+  await refused('/mcp/cc', other.access_token, 401, 'invalid_credentials');
+
+  const good = await as.clientCredentialsToken(CLIENTS.other, gw.at('/mcp/cc'));
+  clientTokens.add(good.access_token);
+  assert.equal((await post(gw.at('/mcp/cc'), good.access_token, initialize)).status, 200);
+  // Bound to its route: the same token at another route of the same gateway is refused.
+  await refused('/mcp/st', good.access_token, 401, 'invalid_credentials');
+
+  const narrow = await as.clientCredentialsToken(CLIENTS.other, gw.at('/mcp/cc'), 'up:read');
+  clientTokens.add(narrow.access_token);
+  const stepUp = await refused('/mcp/cc', narrow.access_token, 403, 'insufficient_scope');
+  assert.match(stepUp, /error="insufficient_scope"/);
+  assert.match(stepUp, /scope="up:read mcp:tools"/);
+
+  const short = await as.clientCredentialsToken(CLIENTS.other, gw.at('/short/mcp'));
+  clientTokens.add(short.access_token);
+  assert.equal((await post(gw.at('/short/mcp'), short.access_token, initialize)).status, 200);
+  await new Promise((r) => setTimeout(r, (SHORT_TTL + 1.5) * 1000));
+  const expired = await refused('/short/mcp', short.access_token, 401, 'invalid_credentials');
+  assert.match(expired, /error_description="expired"/);
+
+  const opaque = await as.clientCredentialsToken(CLIENTS.other, gw.at('/opaque/mcp'));
+  clientTokens.add(opaque.access_token);
+  assert.equal(opaque.access_token.split('.').length, 1, 'an opaque token');
+  const seenBefore = as.seen.filter((s) => s.endsWith('/introspection')).length;
+  assert.equal((await post(gw.at('/opaque/mcp'), opaque.access_token, initialize)).status, 200);
+  assert.equal((await post(gw.at('/opaque/mcp'), opaque.access_token, initialize)).status, 200);
+  const introspected = as.seen.filter((s) => s.endsWith('/introspection')).length - seenBefore;
+  assert.equal(introspected, 1, 'introspected once, then cached');
+  await refused('/opaque/mcp', 'not-a-token-the-server-issued', 401, 'invalid_credentials');
+});
+
+test('a client credentials upstream gets the gateway’s own token', async () => {
+  const token = await as.clientCredentialsToken(CLIENTS.other, gw.at('/mcp/cc'));
+  clientTokens.add(token.access_token);
+  const { client, provider } = await signedIn(gw.at('/mcp/cc'));
+  provider.issued.forEach((t) => clientTokens.add(t));
+  const who = JSON.parse(text(await client.callTool({ name: 'whoami', arguments: {} })));
+  assert.equal(who.sub, CLIENTS.upstream.id, 'the gateway’s own identity');
+  assert.equal(who.aud, credentialed.url);
+  await client.close();
+});
+
+test('no upstream ever received a client’s token', () => {
+  assert.ok(clientTokens.size >= 5, `${clientTokens.size} client tokens were used`);
+  for (const up of [exchanged, credentialed, keyed]) {
+    assert.ok(up.seen.length > 0, 'the upstream was reached');
+    for (const auth of up.seen) {
+      const token = auth?.replace(/^Bearer /, '');
+      assert.ok(!clientTokens.has(token), 'a client token reached an upstream');
+    }
+  }
+});
+
+test('the metadata is served while the authorization server is down', async () => {
+  await as.stop();
+  const resp = await fetch(gw.at('/.well-known/oauth-protected-resource/mcp/cc'));
+  assert.equal(resp.status, 200);
+  assert.deepEqual((await resp.json()).authorization_servers, [as.issuer]);
+});
