@@ -22,9 +22,14 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'node_modules', '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 const CLIENT = join(HERE, 'client.mjs');
 const SERVER = join(REPO, 'tests', 'conformance', 'everything_server.py');
-// The client scenarios that are not OAuth flows (see tests/conformance/README.md for why
-// the auth/* ones are not run).
+// The client scenarios that are not OAuth flows, run directly and through the gateway.
 const CLIENT_SCENARIOS = ['initialize', 'tools_call', 'elicitation-sep1034-client-defaults', 'sse-retry'];
+// The auth/* client scenarios, a control run directly with auth_client.mjs (the TS SDK v2
+// client the OAuth interop tests use): no server scenario of the suite is about
+// authorization, and a gateway cannot stand between a client and another resource's
+// sign-in (it is itself the protected resource), so these say how far the client used in
+// test/oauth.test.mjs follows the spec on its own. Reported, not held to --strict.
+const AUTH_CLIENT = join(HERE, 'auth_client.mjs');
 
 const args = process.argv.slice(2);
 const out = args.includes('--out')
@@ -78,6 +83,20 @@ async function clientScenarios(viaGateway, dir) {
   return results(dir, '');
 }
 
+/** Every auth/* client scenario the suite lists. */
+async function authScenarioNames() {
+  const { output } = await run(process.execPath, [CLI, 'list']);
+  return [...output.matchAll(/^\s*- (auth\/\S+)/gm)].map((m) => m[1]);
+}
+
+async function authScenarios(names, dir) {
+  const command = [process.execPath, AUTH_CLIENT].join(' ');
+  for (const scenario of names) {
+    await run(process.execPath, [CLI, 'client', '--command', command, '--scenario', scenario, '-o', dir]);
+  }
+  return results(dir, '');
+}
+
 async function startEverythingServer() {
   // stderr ignored: the dns-rebinding scenario makes the server log each refused Host.
   const child = spawn(pythonBinary(), [SERVER], { stdio: ['ignore', 'pipe', 'ignore'] });
@@ -122,6 +141,8 @@ const gateway = await startGateway(
   },
 );
 let rows;
+let authNames = [];
+let authDirect = {};
 try {
   const [serverDirect, serverGateway, serverFederated, serverBridged] = [
     await serverScenarios(server.url, join(out, 'server-direct')),
@@ -133,6 +154,8 @@ try {
     await clientScenarios(false, join(out, 'client-direct')),
     await clientScenarios(true, join(out, 'client-gateway')),
   ];
+  authNames = await authScenarioNames();
+  authDirect = await authScenarios(authNames, join(out, 'auth-direct'));
   rows = [
     ...Object.keys(serverDirect).map((s) => [
       'server',
@@ -179,6 +202,15 @@ for (const kind of ['server', 'client']) {
       `${mine.filter((r) => passes(r[3])).length}/${mine.length} through the gateway${federated}`,
   );
 }
+console.log('\n| auth client scenario (control: the TS SDK v2 client, directly) | result | first failure |');
+console.log('|---|---|---|');
+for (const name of authNames) {
+  const r = authDirect[name];
+  console.log(`| ${name} | ${verdict(r)} | ${r && !passes(r) ? gist(r) : ''} |`);
+}
+console.log(
+  `\nauth client scenarios (control, direct): ${authNames.filter((n) => passes(authDirect[n])).length}/${authNames.length} pass`,
+);
 console.log(
   `(checks passed / checks run in brackets; results in ${out}; took ${((Date.now() - started) / 1000).toFixed(1)} s)`,
 );
