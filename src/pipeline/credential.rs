@@ -89,3 +89,25 @@ pub async fn attach_to(ctx: &RequestCtx) -> Result<Option<(HeaderName, HeaderVal
         }
     }
 }
+
+/// Whether what the upstream is told of the caller's authority is the
+/// gateway's own: its `[upstream.credential]`, or any route that
+/// authenticates callers by OAuth (their tokens never go on).
+pub fn upstream_auth_is_ours(route: &Route) -> bool {
+    route.upstream.settings.credential.is_some() || route.config.protected.is_some()
+}
+
+/// An upstream's 401 or 403 refuses the gateway's credential, not the
+/// client's: relayed as is, an OAuth client would sign in to the gateway
+/// again (or follow the upstream's challenge to another authorization
+/// server). It is answered 502, keeping `data.upstreamStatus`.
+pub fn not_the_clients(refusal: Refusal) -> Refusal {
+    let status = refusal.status();
+    if refusal.reason == Reason::UpstreamRefused
+        && (status == http::StatusCode::UNAUTHORIZED || status == http::StatusCode::FORBIDDEN)
+    {
+        refusal.with_status(http::StatusCode::BAD_GATEWAY)
+    } else {
+        refusal
+    }
+}

@@ -401,9 +401,15 @@ impl Gateway {
                 return Box::pin(bridge::carry(ctx, head, authority)).await;
             }
         }
-        let checked = response::check(ctx, resp)
-            .await
-            .map_err(|r| with_retry_after(Refused::new(r, id.as_deref(), name)))?;
+        let own_credential = credential::upstream_auth_is_ours(&route);
+        let checked = response::check(ctx, resp).await.map_err(|r| {
+            let r = if own_credential {
+                credential::not_the_clients(r)
+            } else {
+                r
+            };
+            with_retry_after(Refused::new(r, id.as_deref(), name))
+        })?;
         trace.phase(Phase::ResponseCheck);
         Ok(checked)
     }

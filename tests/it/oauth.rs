@@ -250,3 +250,25 @@ async fn a_token_endpoint_that_cannot_be_reached_is_the_upstreams_named_failure(
         "{m}"
     );
 }
+
+#[tokio::test]
+async fn an_upstream_refusing_the_gateways_credential_is_not_the_clients_401() {
+    std::env::set_var("PORTCULLIS_TEST_UPSTREAM_KEY2", "stale-key");
+    let up = ScriptedUpstream::start(|_| {
+        vec![Step::Write(
+            b"HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer resource_metadata=\"https://elsewhere.example/.well-known/oauth-protected-resource\"\r\ncontent-length: 0\r\n\r\n".to_vec(),
+        )]
+    })
+    .await;
+    let extra = "[upstream.credential]\ntype = \"static\"\nsecret_env = \"PORTCULLIS_TEST_UPSTREAM_KEY2\"";
+    let gw = start_gateway(&config_text(&up.url(), extra, "")).await;
+    let resp = call(&client(), &url(&gw), "1", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 502);
+    assert!(resp.headers().get("www-authenticate").is_none(), "the upstream's challenge is not the client's");
+    let body = json_of(resp).await;
+    assert_eq!(body["error"]["data"]["reason"], "upstream_refused");
+    assert_eq!(body["error"]["data"]["upstreamStatus"], 401);
+}

@@ -152,7 +152,7 @@ reason_table! {
     CursorInvalid => "cursor_invalid", -32602, BAD_REQUEST, [], "on a federated route: a list `cursor` this gateway did not issue for this route, caller and list, or one altered";
     CallNotWaiting => "call_not_waiting", -32602, CONFLICT, [], "a 2025-11-25 client's answer to a request the gateway pushed for a bridged call (a 2026-07-28 upstream's question) that no longer waits on this gateway instance: the call ended, or another replica holds it (README \"Bridging the two generations\": route a session to one replica)";
     UpstreamCredentialUnavailable => "upstream_credential_unavailable", -32016, BAD_GATEWAY, [Fails], "the gateway could not obtain its own credential for the upstream (`[upstream.credential]`: the token endpoint refused or did not answer); the message names the upstream, never a secret";
-    UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, [Upstream], "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`";
+    UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, [Upstream], "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`; a 401 or 403 is answered 502 where the upstream was shown the gateway's own credential (`[upstream.credential]`, or an OAuth route): it refused the gateway, not the client";
 }
 
 impl Reason {
