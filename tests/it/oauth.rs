@@ -260,14 +260,18 @@ async fn an_upstream_refusing_the_gateways_credential_is_not_the_clients_401() {
         )]
     })
     .await;
-    let extra = "[upstream.credential]\ntype = \"static\"\nsecret_env = \"PORTCULLIS_TEST_UPSTREAM_KEY2\"";
+    let extra =
+        "[upstream.credential]\ntype = \"static\"\nsecret_env = \"PORTCULLIS_TEST_UPSTREAM_KEY2\"";
     let gw = start_gateway(&config_text(&up.url(), extra, "")).await;
     let resp = call(&client(), &url(&gw), "1", "get_room", json!({}))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 502);
-    assert!(resp.headers().get("www-authenticate").is_none(), "the upstream's challenge is not the client's");
+    assert!(
+        resp.headers().get("www-authenticate").is_none(),
+        "the upstream's challenge is not the client's"
+    );
     let body = json_of(resp).await;
     assert_eq!(body["error"]["data"]["reason"], "upstream_refused");
     assert_eq!(body["error"]["data"]["upstreamStatus"], 401);

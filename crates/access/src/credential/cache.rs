@@ -15,10 +15,32 @@ const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 /// Refreshed this long before expiry, at most (a quarter of a short life).
 const EARLY: Duration = Duration::from_secs(60);
 const MAX_KEYS: usize = 10_000;
+/// A failed fetch is the answer for this long: the callers waiting on the
+/// slot (and those right behind them) fail at once instead of each trying
+/// a token endpoint that just did not answer.
+const FAILURE_HOLD: Duration = Duration::from_secs(1);
 
-struct Cached {
-    value: HeaderValue,
-    fresh_until: Instant,
+enum Cached {
+    Token {
+        value: HeaderValue,
+        fresh_until: Instant,
+    },
+    Failed {
+        error: CredentialError,
+        until: Instant,
+    },
+}
+
+impl Cached {
+    /// What the slot answers now, if it still holds.
+    fn now(&self) -> Option<Result<HeaderValue, CredentialError>> {
+        let now = Instant::now();
+        match self {
+            Cached::Token { value, fresh_until } if *fresh_until > now => Some(Ok(value.clone())),
+            Cached::Failed { error, until } if *until > now => Some(Err(error.clone())),
+            _ => None,
+        }
+    }
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Cached>>>;
@@ -36,8 +58,9 @@ impl TokenCache {
             let now = Instant::now();
             slots.retain(|_, s| {
                 Arc::strong_count(s) > 1
-                    || s.try_lock()
-                        .is_ok_and(|c| c.as_ref().is_some_and(|c| c.fresh_until > now))
+                    || s.try_lock().is_ok_and(|c| {
+                        matches!(c.as_ref(), Some(Cached::Token { fresh_until, .. }) if *fresh_until > now)
+                    })
             });
             if slots.len() >= MAX_KEYS {
                 slots.clear();
@@ -59,17 +82,27 @@ impl TokenCache {
     {
         let slot = self.slot(key);
         let mut held = slot.lock().await;
-        if let Some(c) = held.as_ref().filter(|c| c.fresh_until > Instant::now()) {
-            return Ok(c.value.clone());
+        if let Some(answer) = held.as_ref().and_then(Cached::now) {
+            return answer;
         }
-        let (value, lifetime) = fetch().await?;
-        let life = lifetime.map_or(DEFAULT_LIFETIME, Duration::from_secs);
-        let early = EARLY.min(life / 4);
-        *held = Some(Cached {
-            value: value.clone(),
-            fresh_until: Instant::now() + life.saturating_sub(early),
-        });
-        Ok(value)
+        match fetch().await {
+            Ok((value, lifetime)) => {
+                let life = lifetime.map_or(DEFAULT_LIFETIME, Duration::from_secs);
+                let early = EARLY.min(life / 4);
+                *held = Some(Cached::Token {
+                    value: value.clone(),
+                    fresh_until: Instant::now() + life.saturating_sub(early),
+                });
+                Ok(value)
+            }
+            Err(error) => {
+                *held = Some(Cached::Failed {
+                    error: error.clone(),
+                    until: Instant::now() + FAILURE_HOLD,
+                });
+                Err(error)
+            }
+        }
     }
 
     #[cfg(test)]

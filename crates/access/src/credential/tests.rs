@@ -90,13 +90,21 @@ async fn one_fetch_per_key_while_fresh_and_none_concurrent() {
         1,
         "one request for sixteen callers"
     );
-    // A failure is not cached: the next caller tries again.
     let other = cache
         .get_or_fetch("e".into(), || async {
             Err(CredentialError::NoTokenEndpoint)
         })
         .await;
     assert!(other.is_err());
+    // The failure is the answer for a moment (callers behind it fail at
+    // once), then the next caller tries again.
+    let held = cache
+        .get_or_fetch("e".into(), || async {
+            panic!("not fetched while the failure holds")
+        })
+        .await;
+    assert!(held.is_err());
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let again = cache
         .get_or_fetch("e".into(), || async {
             Ok((HeaderValue::from_static("Bearer u"), Some(0)))

@@ -15,6 +15,12 @@ use crate::oauth::{ClientSecret, IssuerMetadata, OAuthHttp};
 const ACTIVE_TTL: Duration = Duration::from_secs(30);
 const INACTIVE_TTL: Duration = Duration::from_secs(5);
 const MAX_CACHED: usize = 10_000;
+/// Introspection requests in flight at once per scheme: a flood of made-up
+/// opaque tokens is not passed on to the authorization server unbounded.
+const MAX_IN_FLIGHT: usize = 32;
+/// How long a request waits for one of them before it is refused as
+/// `authorization_server_unavailable`.
+const QUEUE_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) enum Failed {
     /// The issuer says the token is not good here (a fixed phrase).
@@ -29,6 +35,7 @@ pub(super) struct Introspection {
     client: ClientSecret,
     http: Option<OAuthHttp>,
     cache: Mutex<HashMap<[u8; 32], (Answer, Instant)>>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl Introspection {
@@ -37,6 +44,7 @@ impl Introspection {
             client,
             http: OAuthHttp::new().ok(),
             cache: Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }
     }
 
@@ -56,6 +64,9 @@ impl Introspection {
             metadata.and_then(|m| m.introspection_endpoint.as_ref()),
         ) else {
             // The metadata is not fetched yet, or names no endpoint.
+            return Err(Failed::Unavailable);
+        };
+        let Ok(Ok(_turn)) = tokio::time::timeout(QUEUE_WAIT, self.in_flight.acquire()).await else {
             return Err(Failed::Unavailable);
         };
         let body = http
