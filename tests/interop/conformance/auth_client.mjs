@@ -10,96 +10,40 @@
 //
 //   conformance client --command "node auth_client.mjs" --scenario auth/metadata-default
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
+import { MemoryOAuthHost, withSignIn } from '../lib/oauth_host.mjs';
 
 const serverUrl = new URL(process.argv.at(-1));
 const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || '{}');
 
 /** The suite's authorization endpoint answers at once with a redirect carrying the code. */
-class HeadlessProvider {
-  constructor() {
-    this.redirectUrl = 'http://127.0.0.1:1/callback';
-    this.clientMetadata = {
-      client_name: 'portcullis-conformance-auth-client',
-      redirect_uris: [this.redirectUrl],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-    if (context.client_id) {
-      this.client = { client_id: context.client_id, client_secret: context.client_secret };
-    }
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info) {
-    this.client = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens) {
-    this.saved = tokens;
-  }
-  async redirectToAuthorization(url) {
-    const resp = await fetch(url, { redirect: 'manual' });
-    const location = resp.headers.get('location');
-    if (!location) throw new Error(`the authorization endpoint answered ${resp.status} without a redirect`);
-    this.callback = new URL(location, url).searchParams;
-  }
-  saveCodeVerifier(v) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-  saveDiscoveryState(state) {
-    this.discovery = state;
-  }
-  discoveryState() {
-    return this.discovery;
-  }
-  invalidateCredentials(scope) {
-    if (scope === 'all' || scope === 'tokens') this.saved = undefined;
-    if (scope === 'all' || scope === 'client') this.client = undefined;
-  }
+async function followRedirect(url) {
+  const resp = await fetch(url, { redirect: 'manual' });
+  const location = resp.headers.get('location');
+  if (!location) throw new Error(`the authorization endpoint answered ${resp.status} without a redirect`);
+  return new URL(location, url).searchParams;
 }
 
-/** Runs `step`; a sign-in it needs is completed and `step` tried again (a few times). */
-async function signingIn(provider, transport, step) {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await step();
-    } catch (e) {
-      if (!(e instanceof UnauthorizedError) || !provider.callback || attempt > 3) throw e;
-      const callback = provider.callback;
-      provider.callback = undefined;
-      await transport.finishAuth(callback);
-    }
-  }
-}
-
-const provider = new HeadlessProvider();
+const registered = context.client_id ? { client_id: context.client_id, client_secret: context.client_secret } : undefined;
+const host = new MemoryOAuthHost(followRedirect, { name: 'portcullis-conformance-auth-client', registered });
+const isUnauthorized = (e) => e instanceof UnauthorizedError;
 let client;
 let transport;
-for (let attempt = 0; attempt < 4 && !client; attempt++) {
-  const candidate = new Client({ name: 'portcullis-conformance-auth-client', version: '1.0.0' }, { capabilities: {} });
-  transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider });
-  try {
-    await candidate.connect(transport);
-    client = candidate;
-  } catch (e) {
-    if (!(e instanceof UnauthorizedError) || !provider.callback) throw e;
-    const callback = provider.callback;
-    provider.callback = undefined;
-    await transport.finishAuth(callback);
-  }
-}
-if (!client) throw new Error('could not sign in');
+await withSignIn(
+  host,
+  { finishAuth: (callback) => transport.finishAuth(callback) },
+  async () => {
+    client = new Client({ name: 'portcullis-conformance-auth-client', version: '1.0.0' }, { capabilities: {} });
+    transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: host });
+    await client.connect(transport);
+  },
+  { isUnauthorized },
+);
 try {
-  const { tools } = await signingIn(provider, transport, () => client.listTools());
+  const { tools } = await withSignIn(host, transport, () => client.listTools(), { isUnauthorized });
   for (const tool of tools) {
-    await signingIn(provider, transport, () => client.callTool({ name: tool.name, arguments: {} })).catch(() => {});
+    await withSignIn(host, transport, () => client.callTool({ name: tool.name, arguments: {} }), { isUnauthorized }).catch(
+      () => {},
+    );
   }
 } finally {
   await client.close();

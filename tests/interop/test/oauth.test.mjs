@@ -17,89 +17,31 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { UnauthorizedError as UnauthorizedErrorV1 } from '@modelcontextprotocol/sdk/client/auth.js';
 import { startGateway } from '../lib/harness.mjs';
 import { startAuthServer, CLIENTS, SHORT_TTL, USER } from '../lib/auth_server.mjs';
+import { MemoryOAuthHost, withSignIn } from '../lib/oauth_host.mjs';
 import { serveAudience } from '../servers/audience_server.mjs';
 
 const STATIC_KEY = 'static-upstream-key-0123456789abcdef';
 let as, gw, exchanged, credentialed, keyed;
 
-/** The host's side of OAuth, in memory: what a desktop host keeps in its keychain. */
-class MemoryProvider {
-  constructor() {
-    this.redirectUrl = 'http://127.0.0.1:1/callback';
-    this.clientMetadata = {
-      client_name: 'portcullis-interop-host',
-      redirect_uris: [this.redirectUrl],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-    this.issued = []; // every access token the host was given
-    this.authorizations = []; // every authorization URL it was sent to
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info) {
-    this.client = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens) {
-    this.saved = tokens;
-    this.issued.push(tokens.access_token);
-  }
-  async redirectToAuthorization(url) {
-    this.authorizations.push(new URL(url));
-    this.callback = await as.authorize(url);
-  }
-  saveCodeVerifier(v) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-  saveDiscoveryState(state) {
-    this.discovery = state;
-  }
-  discoveryState() {
-    return this.discovery;
-  }
-  /** The redirect's parameters (code, iss), once. */
-  takeCallback() {
-    const callback = this.callback;
-    this.callback = undefined;
-    return callback;
-  }
-}
-
-/** Runs `step` on `transport`; a sign-in it needs is done, and `step` tried again. */
-async function withSignIn(provider, transport, step) {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await step();
-    } catch (e) {
-      const unauthorized = e instanceof UnauthorizedError || e instanceof UnauthorizedErrorV1;
-      if (!unauthorized || !provider.callback || attempt > 2) throw e;
-      await transport.finishAuth(provider.takeCallback());
-    }
-  }
-}
+const isUnauthorized = (e) => e instanceof UnauthorizedError || e instanceof UnauthorizedErrorV1;
+const host = () => new MemoryOAuthHost((url) => as.authorize(url));
 
 /** A v2 client signed in to `url` (through the 401 → metadata → registration → sign-in). */
-async function signedIn(url, provider = new MemoryProvider()) {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const client = new Client({ name: 'portcullis-interop-oauth', version: '1.0.0' }, { capabilities: {} });
-    const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
-    try {
-      await client.connect(transport);
-      return { client, transport, provider };
-    } catch (e) {
-      if (!(e instanceof UnauthorizedError) || !provider.callback) throw e;
-      await transport.finishAuth(provider.takeCallback());
-    }
-  }
-  throw new Error('could not sign in');
+async function signedIn(url, provider = host()) {
+  // A failed connect leaves the client unusable: each attempt gets a new one.
+  let connected;
+  let transport;
+  await withSignIn(
+    provider,
+    { finishAuth: (callback) => transport.finishAuth(callback) },
+    async () => {
+      connected = new Client({ name: 'portcullis-interop-oauth', version: '1.0.0' }, { capabilities: {} });
+      transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
+      await connected.connect(transport);
+    },
+    { isUnauthorized },
+  );
+  return { client: connected, transport, provider };
 }
 
 const text = (result) => result.content.find((c) => c.type === 'text').text;
@@ -235,7 +177,9 @@ test('a scope an allow rule needs is asked for with 403 insufficient_scope, and 
   const url = gw.at('/mcp/te');
   const { client, transport, provider } = await signedIn(url);
   const before = provider.authorizations.length;
-  const reset = await withSignIn(provider, transport, () => client.callTool({ name: 'admin_reset', arguments: {} }));
+  const reset = await withSignIn(provider, transport, () => client.callTool({ name: 'admin_reset', arguments: {} }), {
+    isUnauthorized,
+  });
   assert.equal(text(reset), 'reset');
   assert.equal(provider.authorizations.length, before + 1, 'one more sign-in, for the new scope');
   const stepped = provider.authorizations
@@ -286,19 +230,19 @@ test('a scope an allow rule needs is asked for with 403 insufficient_scope, and 
 
 test('the 1.x SDK client signs in through the same discovery', async () => {
   const url = gw.at('/mcp/st');
-  const provider = new MemoryProvider();
+  const provider = host();
   let client;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    client = new ClientV1({ name: 'portcullis-interop-oauth-v1', version: '1.0.0' }, { capabilities: {} });
-    const transport = new TransportV1(new URL(url), { authProvider: provider });
-    try {
+  let transport;
+  await withSignIn(
+    provider,
+    { finishAuth: (code) => transport.finishAuth(code) },
+    async () => {
+      client = new ClientV1({ name: 'portcullis-interop-oauth-v1', version: '1.0.0' }, { capabilities: {} });
+      transport = new TransportV1(new URL(url), { authProvider: provider });
       await client.connect(transport);
-      break;
-    } catch (e) {
-      if (!(e instanceof UnauthorizedErrorV1) || !provider.callback) throw e;
-      await transport.finishAuth(provider.takeCallback().get('code'));
-    }
-  }
+    },
+    { isUnauthorized, code: true },
+  );
   provider.issued.forEach((t) => clientTokens.add(t));
   assert.equal(text(await client.callTool({ name: 'get_room', arguments: {} })), 'room 101');
   const who = JSON.parse(text(await client.callTool({ name: 'whoami', arguments: {} })));

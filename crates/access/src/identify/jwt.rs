@@ -154,6 +154,39 @@ pub(super) fn algorithms(
     Ok(out)
 }
 
+/// One `Validation` per algorithm: `iss`, `exp` and (when given) `aud`
+/// required, `nbf` checked when present. Without `audience` the caller
+/// checks `aud` itself (an `oauth` scheme binds it per route).
+fn validations(
+    algorithms: &[Algorithm],
+    leeway: Duration,
+    issuer: &str,
+    audience: Option<&[String]>,
+) -> Vec<(Algorithm, Validation)> {
+    algorithms
+        .iter()
+        .map(|alg| {
+            let mut v = Validation::new(*alg);
+            v.leeway = leeway.as_secs();
+            v.validate_exp = true;
+            v.validate_nbf = true;
+            v.set_issuer(&[issuer]);
+            match audience {
+                Some(aud) => {
+                    v.set_required_spec_claims(&["exp", "iss", "aud"]);
+                    v.validate_aud = true;
+                    v.set_audience(aud);
+                }
+                None => {
+                    v.set_required_spec_claims(&["exp", "iss"]);
+                    v.validate_aud = false;
+                }
+            }
+            (*alg, v)
+        })
+        .collect()
+}
+
 /// `leeway`, at most [`MAX_LEEWAY`].
 fn leeway(raw: &RawAuthScheme) -> Result<Duration, AuthConfigError> {
     match &raw.leeway {
@@ -368,20 +401,12 @@ impl JwtScheme {
             }
         };
 
-        let validations = algorithms
-            .iter()
-            .map(|alg| {
-                let mut v = Validation::new(*alg);
-                v.set_required_spec_claims(&["exp", "iss", "aud"]);
-                v.leeway = leeway.as_secs();
-                v.validate_exp = true;
-                v.validate_nbf = true;
-                v.validate_aud = true;
-                v.set_issuer(&[issuer.get_ref()]);
-                v.set_audience(&audience.get_ref().0);
-                (*alg, v)
-            })
-            .collect();
+        let validations = validations(
+            &algorithms,
+            leeway,
+            issuer.get_ref(),
+            Some(&audience.get_ref().0),
+        );
 
         Ok(JwtScheme {
             validations,
@@ -404,19 +429,7 @@ impl JwtScheme {
         let groups_claim = claim_name(&raw.groups_claim, "auth.groups_claim", "groups")?;
         let leeway = leeway(raw)?;
         let (refresh, ready_timeout) = refresh_timing(raw)?;
-        let validations = algorithms
-            .iter()
-            .map(|alg| {
-                let mut v = Validation::new(*alg);
-                v.set_required_spec_claims(&["exp", "iss"]);
-                v.leeway = leeway.as_secs();
-                v.validate_exp = true;
-                v.validate_nbf = true;
-                v.validate_aud = false;
-                v.set_issuer(&[issuer]);
-                (*alg, v)
-            })
-            .collect();
+        let validations = validations(&algorithms, leeway, issuer, None);
         Ok(JwtScheme {
             validations,
             principal_claim,
