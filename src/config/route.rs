@@ -175,6 +175,21 @@ pub(super) fn routes(
                 "only a route with an `oauth` auth scheme is an OAuth protected resource",
             ));
         }
+        if protected.is_none() && targets.auth.is_some() {
+            let names = r.upstreams.iter().flat_map(|u| u.get_ref()).chain(&r.upstream);
+            if let Some(u) = names.filter_map(|id| targets.upstreams.iter().find(|u| u.id == *id.get_ref())).find(|u| {
+                u.credential.as_ref().is_some_and(|c| c.exchanges())
+            }) {
+                p.push(loc.at(
+                    r.path.span(),
+                    format!("route[{i}].auth"),
+                    format!(
+                        "upstream \"{}\" exchanges the caller's OAuth token (credential type \"token_exchange\"): the route needs an `oauth` auth scheme",
+                        u.id
+                    ),
+                ));
+            }
+        }
         if protected.is_some() {
             if let Some(u) = r
                 .upstreams

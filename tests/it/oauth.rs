@@ -161,6 +161,10 @@ fn oauth_config_mistakes_are_named() {
             config_text(up, "", "").replace("upstream = \"test\"", "upstream = \"test\"\nresource = \"https://mcp.example.com/mcp\""),
             "route[0].resource",
         ),
+        (
+            config_text(up, "[upstream.credential]\ntype = \"token_exchange\"\ntoken_url = \"https://idp.example.com/token\"\nclient_id = \"gw\"\nclient_secret_env = \"HOME\"", ""),
+            "route[0].auth",
+        ),
     ] {
         let e = GatewayConfig::parse(&text, std::path::Path::new("gw.toml")).expect_err(&text);
         let shown = e.to_string();
@@ -246,6 +250,13 @@ async fn a_token_endpoint_that_cannot_be_reached_is_the_upstreams_named_failure(
     assert!(
         m.contains(
             r#"portcullis_upstream_credential_failures_total{kind="unreachable",upstream="test"} 1"#
+        ),
+        "{m}"
+    );
+    // Also the upstream's error, where dashboards and alerts already look.
+    assert!(
+        m.contains(
+            r#"portcullis_upstream_errors_total{reason="upstream_credential_unavailable",upstream="test"} 1"#
         ),
         "{m}"
     );
