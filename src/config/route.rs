@@ -176,10 +176,15 @@ pub(super) fn routes(
             ));
         }
         if protected.is_none() && targets.auth.is_some() {
-            let names = r.upstreams.iter().flat_map(|u| u.get_ref()).chain(&r.upstream);
-            if let Some(u) = names.filter_map(|id| targets.upstreams.iter().find(|u| u.id == *id.get_ref())).find(|u| {
-                u.credential.as_ref().is_some_and(|c| c.exchanges())
-            }) {
+            let names = r
+                .upstreams
+                .iter()
+                .flat_map(|u| u.get_ref())
+                .chain(&r.upstream);
+            if let Some(u) = names
+                .filter_map(|id| targets.upstreams.iter().find(|u| u.id == *id.get_ref()))
+                .find(|u| u.credential.as_ref().is_some_and(|c| c.exchanges()))
+            {
                 p.push(loc.at(
                     r.path.span(),
                     format!("route[{i}].auth"),

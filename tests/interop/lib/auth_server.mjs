@@ -247,3 +247,11 @@ async function authorize(start) {
   }
   throw new Error('too many redirects');
 }
+
+// Run as a program (the Python SDK tests): `node auth_server.mjs` prints
+// "authorization server http://127.0.0.1:PORT" and serves until it is stopped.
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+  const server = await startAuthServer();
+  console.log(`authorization server ${server.issuer}`);
+  for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, () => server.stop().then(() => process.exit(0)));
+}

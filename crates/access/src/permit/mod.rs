@@ -182,10 +182,17 @@ impl Permissions {
             return false;
         };
         let before = items.len();
+        // What an OAuth caller could use after a step-up stays listed: calling
+        // it is how the client learns which scope to ask for (403
+        // insufficient_scope); without a token, no scope can be had.
+        let may_step_up = who.grant.is_some();
         items.retain(|item| {
             item.get(list.name)
                 .and_then(Value::as_str)
-                .is_some_and(|n| self.permits_in(who, list.kind, n, prefix))
+                .is_some_and(|n| {
+                    self.permits_in(who, list.kind, n, prefix)
+                        || (may_step_up && self.missing_scopes(who, list.kind, n, prefix).is_some())
+                })
         });
         items.len() != before
     }
@@ -281,6 +288,15 @@ mod tests {
         );
         // A caller without any token has no scopes at all.
         assert!(!p.permits(&who("bob", &[]), TargetKind::Tool, "admin_reset"));
+        // Lists keep what a step-up would open to an OAuth caller, and only that.
+        let mut list = serde_json::json!({"tools": [{"name": "get_room"}, {"name": "admin_reset"}, {"name": "drop_db"}]});
+        assert!(p.filter_list(&user, McpMethod::ToolsList, &mut list, None));
+        assert_eq!(list["tools"].as_array().unwrap().len(), 2);
+        assert_eq!(list["tools"][1]["name"], "admin_reset");
+        let mut keyed =
+            serde_json::json!({"tools": [{"name": "get_room"}, {"name": "admin_reset"}]});
+        assert!(p.filter_list(&who("bob", &[]), McpMethod::ToolsList, &mut keyed, None));
+        assert_eq!(keyed["tools"].as_array().unwrap().len(), 1);
     }
 
     #[test]
