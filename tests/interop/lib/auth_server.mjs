@@ -9,13 +9,17 @@
 //   `opaque/` get opaque tokens (the gateway introspects them, RFC 7662).
 // - `short/` resources get tokens that live SHORT_TTL seconds (the expired-token test).
 // - Client credentials, introspection, and an RFC 8693 token exchange grant registered with
-//   the provider's own `registerGrantType`: the subject token is checked against the
-//   provider's own key, and the new token keeps the user (`sub`) and names the exchanging
-//   client as the actor (`act.sub`).
+//   the provider's own `registerGrantType`: the subject token must be a valid access token
+//   of this server (a JWT checked against its own key, an opaque one found in its own
+//   store), and the new token (for `resource`, or else `audience`) keeps the user (`sub`)
+//   and names the exchanging client as the actor (`act.sub`).
 // - Sign-in without a person: the interaction URL signs `alice` in and grants what the
 //   client asked for; `authorize(url)` follows the redirects (with the provider's cookies)
-//   to the client's redirect URI and returns the `code`.
+//   to the client's redirect URI and returns the redirect's parameters (`code`, `iss`).
+// - Registration policy: a dynamically registered client is not limited to the scope it
+//   registered with (the SDK registers the first challenge's scope; step-up asks for more).
 import { createServer } from 'node:http';
+import { createHash, randomBytes } from 'node:crypto';
 import Provider, { errors } from 'oidc-provider';
 import { generateKeyPair, exportJWK, createLocalJWKSet, jwtVerify } from 'jose';
 
@@ -33,6 +37,8 @@ export const CLIENTS = {
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 
+const tokenTTL = (_ctx, token) => token.resourceServer?.accessTokenTTL || 600;
+
 function resourceInfo(resource) {
   const url = new URL(resource);
   return {
@@ -44,6 +50,24 @@ function resourceInfo(resource) {
   };
 }
 
+/**
+ * The subject of a token exchange: an access token this server issued and that is still
+ * valid. A JWT is checked against the server's own public key (signature, issuer, expiry);
+ * an opaque one is looked up in the provider's own store.
+ */
+async function subjectOf(provider, localKeys, token) {
+  if (token.split('.').length === 3) {
+    try {
+      const { payload } = await jwtVerify(token, localKeys, { issuer: provider.issuer });
+      return payload;
+    } catch {
+      return undefined;
+    }
+  }
+  const stored = await provider.AccessToken.find(token);
+  return stored?.isValid ? { sub: stored.accountId, client_id: stored.clientId } : undefined;
+}
+
 /** The token exchange grant (RFC 8693 §2.1), as the provider's own grant handler. */
 function exchangeHandler(provider, localKeys) {
   return async (ctx) => {
@@ -51,16 +75,24 @@ function exchangeHandler(provider, localKeys) {
     if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
       throw new errors.InvalidRequest('subject_token_type must be an access token');
     }
-    let subject;
-    try {
-      ({ payload: subject } = await jwtVerify(params.subject_token, localKeys, { issuer: provider.issuer }));
-    } catch {
-      throw new errors.InvalidGrant('subject_token is not an access token of this server');
+    if (params.requested_token_type && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
+      throw new errors.InvalidRequest('only access tokens are issued');
     }
-    const resource = params.resource;
-    if (!resource) throw new errors.InvalidTarget('resource is required');
-    const info = resourceInfo(resource);
-    const wanted = (params.scope || 'up:read').split(' ');
+    const subject = await subjectOf(provider, localKeys, params.subject_token);
+    if (!subject?.sub) throw new errors.InvalidGrant('subject_token is not a valid access token of this server');
+    // The target: `resource` (RFC 8707), else `audience` (RFC 8693 §2.1); either an absolute URI.
+    const resource = params.resource || params.audience;
+    if (!resource) throw new errors.InvalidTarget('resource or audience is required');
+    let info;
+    try {
+      info = resourceInfo(resource);
+    } catch {
+      throw new errors.InvalidTarget('resource must be an absolute URI');
+    }
+    const offered = info.scope.split(' ');
+    const wanted = (params.scope || 'up:read').split(' ').filter(Boolean);
+    const unknown = wanted.filter((s) => !offered.includes(s));
+    if (unknown.length) throw new errors.InvalidScope('requested scope is not offered for this resource', unknown.join(' '));
     const grant = new provider.Grant({ accountId: subject.sub, clientId: client.clientId });
     grant.addResourceScope(resource, wanted.join(' '));
     const grantId = await grant.save();
@@ -120,7 +152,12 @@ export async function startAuthServer() {
       devInteractions: { enabled: false },
       registration: { enabled: true },
       clientCredentials: { enabled: true },
-      introspection: { enabled: true },
+      // The confidential clients (the gateway) may introspect any token; a public client
+      // (a host) only its own.
+      introspection: {
+        enabled: true,
+        allowedPolicy: (_ctx, caller, token) => caller.clientAuthMethod !== 'none' || token.clientId === caller.clientId,
+      },
       revocation: { enabled: true },
       resourceIndicators: {
         enabled: true,
@@ -130,7 +167,15 @@ export async function startAuthServer() {
       },
     },
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
-    ttl: { AccessToken: 600, Session: 3600, Grant: 3600, Interaction: 600 },
+    // Access tokens live as long as their resource says (`short/`: SHORT_TTL), however issued.
+    ttl: {
+      AccessToken: tokenTTL,
+      ClientCredentials: tokenTTL,
+      RefreshToken: 3600,
+      Session: 3600,
+      Grant: 3600,
+      Interaction: 600,
+    },
     // An exchanged token names the exchanging client as the actor (RFC 8693 §4.1).
     extraTokenClaims: (ctx) =>
       ctx.oidc.params?.grant_type === TOKEN_EXCHANGE ? { act: { sub: ctx.oidc.client.clientId } } : undefined,
@@ -182,10 +227,51 @@ export async function startAuthServer() {
         server.close(() => resolve());
       }),
     tokenEndpoint: `${issuer}/token`,
-    /** A token from the client credentials grant (as any client of the server gets one). */
-    clientCredentialsToken: (c, resource, scope = 'mcp:tools') =>
-      tokenRequest(`${issuer}/token`, c, { grant_type: 'client_credentials', resource, scope }),
-    /** Follows an authorization URL through sign-in; the redirect's parameters (`code`, `iss`). */
+    jwksUri: `${issuer}/jwks`,
+    introspectionEndpoint: `${issuer}/token/introspection`,
+    /**
+     * A token from the client credentials grant (as any client of the server gets one):
+     * `(client, resource, scope)` with a client of CLIENTS, or
+     * `({clientId, secret, resource, scope})`. The token response (`access_token`, …).
+     */
+    clientCredentialsToken: (c, resource, scope = 'mcp:tools') => {
+      if (c.clientId) {
+        resource = c.resource;
+        scope = c.scope ?? scope;
+        c = { id: c.clientId, secret: c.secret };
+      }
+      return tokenRequest(`${issuer}/token`, c, { grant_type: 'client_credentials', resource, scope });
+    },
+    /** RFC 8693 token exchange at this server: `client` trades `subjectToken` for one for `resource`. */
+    exchangeToken: (c, subjectToken, resource, scope = 'up:read') =>
+      tokenRequest(`${issuer}/token`, c, {
+        grant_type: TOKEN_EXCHANGE,
+        subject_token: subjectToken,
+        subject_token_type: ACCESS_TOKEN_TYPE,
+        requested_token_type: ACCESS_TOKEN_TYPE,
+        resource,
+        scope,
+      }),
+    /** RFC 7662 introspection, as `client` (the gateway's client). */
+    introspect: async (c, token) => {
+      const resp = await fetch(`${issuer}/token/introspection`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(c) },
+        body: new URLSearchParams({ token }),
+      });
+      return resp.json();
+    },
+    /**
+     * Alice's access token for `resource` the long way, as a public client would get it:
+     * registration (RFC 7591), authorization code with PKCE (S256) and `resource`, the code
+     * redeemed at the token endpoint. For the tests that need a user's token without an
+     * SDK in between.
+     */
+    userToken: (resource, scope = 'mcp:tools') => userToken(issuer, resource, scope),
+    /**
+     * Follows an authorization URL through sign-in, as a browser would; the parameters of
+     * the redirect to the client (`code`, `iss`, `state`) as URLSearchParams.
+     */
     authorize: (url) => authorize(url),
   };
 }
@@ -211,17 +297,69 @@ async function signIn(provider, req, res) {
   );
 }
 
+/** client_secret_basic (RFC 6749 §2.3.1: each part form-encoded). */
+const basic = (c) =>
+  `Basic ${Buffer.from(`${encodeURIComponent(c.id)}:${encodeURIComponent(c.secret)}`).toString('base64')}`;
+
 export async function tokenRequest(endpoint, c, form) {
   const resp = await fetch(endpoint, {
     method: 'POST',
     headers: {
       'content-type': 'application/x-www-form-urlencoded',
-      authorization: `Basic ${Buffer.from(`${encodeURIComponent(c.id)}:${encodeURIComponent(c.secret)}`).toString('base64')}`,
+      authorization: basic(c),
     },
     body: new URLSearchParams(form),
   });
   const body = await resp.json();
   if (!resp.ok) throw new Error(`token request failed: ${resp.status} ${JSON.stringify(body)}`);
+  return body;
+}
+
+async function userToken(issuer, resource, scope) {
+  const redirectUri = 'http://127.0.0.1:1/callback';
+  const reg = await fetch(`${issuer}/reg`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      client_name: 'portcullis-interop-direct',
+      redirect_uris: [redirectUri],
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    }),
+  });
+  const client = await reg.json();
+  if (!reg.ok) throw new Error(`registration failed: ${reg.status} ${JSON.stringify(client)}`);
+  const verifier = randomBytes(32).toString('base64url');
+  const challenge = createHash('sha256').update(verifier).digest('base64url');
+  const start = new URL(`${issuer}/auth`);
+  for (const [k, v] of Object.entries({
+    client_id: client.client_id,
+    response_type: 'code',
+    redirect_uri: redirectUri,
+    scope,
+    resource,
+    state: randomBytes(8).toString('hex'),
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+  })) {
+    start.searchParams.set(k, v);
+  }
+  const callback = await authorize(start);
+  const resp = await fetch(`${issuer}/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      client_id: client.client_id,
+      code: callback.get('code'),
+      redirect_uri: redirectUri,
+      code_verifier: verifier,
+      resource,
+    }),
+  });
+  const body = await resp.json();
+  if (!resp.ok) throw new Error(`code redemption failed: ${resp.status} ${JSON.stringify(body)}`);
   return body;
 }
 

@@ -5,8 +5,10 @@
 // expired, opaque (introspected) and without the required scope; each upstream's own
 // credential (token exchange, client credentials, a static key) checked by an upstream that
 // verifies its own audience; the client's tokens never reach an upstream; the metadata
-// document still served while the authorization server is down.
-import { test, before, after } from 'node:test';
+// document still served while the authorization server is down. First, without the gateway:
+// the authorization server's own flows, and the SDK client straight at an upstream with a
+// token from it (the control for everything the gateway adds).
+import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +23,7 @@ import { MemoryOAuthHost, withSignIn } from '../lib/oauth_host.mjs';
 import { serveAudience } from '../servers/audience_server.mjs';
 
 const STATIC_KEY = 'static-upstream-key-0123456789abcdef';
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 let as, gw, exchanged, credentialed, keyed;
 
 const isUnauthorized = (e) => e instanceof UnauthorizedError || e instanceof UnauthorizedErrorV1;
@@ -68,6 +71,119 @@ const initialize = {
 
 before(async () => {
   as = await startAuthServer();
+});
+
+after(async () => {
+  await as?.stop();
+});
+
+/** The v2 client straight at `url` with a fixed bearer token (no OAuth discovery). */
+async function withToken(url, token) {
+  const client = new Client({ name: 'portcullis-interop-direct', version: '1.0.0' }, { capabilities: {} });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { authProvider: { token: async () => token } }));
+  return client;
+}
+
+const claimsOf = (jwt) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString());
+
+describe('directly: the authorization server and an upstream that checks its own audience', () => {
+  let up;
+  before(async () => {
+    up = await serveAudience({ issuer: as.issuer });
+  });
+  after(async () => {
+    await up?.stop();
+  });
+
+  test('the authorization server publishes what the SDK clients and the gateway need', async () => {
+    for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
+      const m = await (await fetch(`${as.issuer}${path}`)).json();
+      assert.equal(m.issuer, as.issuer, path);
+      assert.equal(m.jwks_uri, as.jwksUri);
+      assert.equal(m.token_endpoint, as.tokenEndpoint);
+      assert.equal(m.introspection_endpoint, as.introspectionEndpoint);
+      assert.ok(m.registration_endpoint, 'dynamic client registration');
+      assert.deepEqual(m.code_challenge_methods_supported, ['S256']);
+      for (const g of ['authorization_code', 'client_credentials', TOKEN_EXCHANGE]) {
+        assert.ok(m.grant_types_supported.includes(g), g);
+      }
+      assert.ok(m.token_endpoint_auth_methods_supported.includes('client_secret_basic'));
+    }
+  });
+
+  test('registration, sign-in with PKCE and a resource: a JWT for that resource; the upstream takes it, and no other', async () => {
+    const { access_token: token, scope } = await as.userToken(up.url, 'mcp:tools');
+    const claims = claimsOf(token);
+    assert.equal(claims.iss, as.issuer);
+    assert.equal(claims.sub, USER);
+    assert.equal(claims.aud, up.url, 'RFC 8707: aud is the resource asked for');
+    assert.equal(scope, 'mcp:tools');
+    const client = await withToken(up.url, token);
+    const who = JSON.parse(text(await client.callTool({ name: 'whoami', arguments: {} })));
+    assert.deepEqual(who, { sub: USER, aud: up.url, scope: 'mcp:tools', client_id: claims.client_id });
+    await client.close();
+
+    const elsewhere = await as.userToken('http://127.0.0.1:9/mcp', 'mcp:tools');
+    const refused = await post(up.url, elsewhere.access_token, initialize);
+    assert.equal(refused.status, 401, 'the upstream checks its own audience');
+    assert.equal((await post(up.url, undefined, initialize)).status, 401);
+    assert.ok(up.seen.includes(`Bearer ${elsewhere.access_token}`), 'and records what it was sent');
+  });
+
+  test('client credentials: the client itself, for the resource asked for', async () => {
+    const { access_token: token } = await as.clientCredentialsToken({
+      clientId: CLIENTS.upstream.id,
+      secret: CLIENTS.upstream.secret,
+      resource: up.url,
+      scope: 'up:read',
+    });
+    const client = await withToken(up.url, token);
+    const who = JSON.parse(text(await client.callTool({ name: 'whoami', arguments: {} })));
+    assert.equal(who.sub, CLIENTS.upstream.id);
+    assert.equal(who.aud, up.url);
+    assert.equal(who.scope, 'up:read');
+    await client.close();
+    await assert.rejects(
+      as.clientCredentialsToken({ clientId: CLIENTS.upstream.id, secret: 'wrong', resource: up.url }),
+      /invalid_client/,
+    );
+  });
+
+  test('token exchange (RFC 8693): alice stays the subject, the exchanging client is the actor', async () => {
+    const { access_token: subject } = await as.userToken('http://127.0.0.1:9/gateway', 'mcp:tools');
+    const exchanged = await as.exchangeToken(CLIENTS.upstream, subject, up.url);
+    assert.equal(exchanged.issued_token_type, 'urn:ietf:params:oauth:token-type:access_token');
+    const client = await withToken(up.url, exchanged.access_token);
+    const who = JSON.parse(text(await client.callTool({ name: 'whoami', arguments: {} })));
+    assert.equal(who.sub, USER);
+    assert.deepEqual(who.act, { sub: CLIENTS.upstream.id });
+    assert.equal(who.aud, up.url);
+    assert.equal(who.scope, 'up:read');
+    await client.close();
+
+    // An opaque subject token (found in the provider's store) is exchanged the same way.
+    const opaque = await as.userToken('http://127.0.0.1:9/opaque/gateway', 'mcp:tools');
+    assert.equal(opaque.access_token.split('.').length, 1);
+    const fromOpaque = await as.exchangeToken(CLIENTS.upstream, opaque.access_token, up.url);
+    assert.equal(claimsOf(fromOpaque.access_token).sub, USER);
+    // Not a token of this server, or a scope the resource does not offer: refused.
+    await assert.rejects(as.exchangeToken(CLIENTS.upstream, 'forged', up.url), /invalid_grant/);
+    await assert.rejects(as.exchangeToken(CLIENTS.upstream, subject, up.url, 'up:write'), /invalid_scope/);
+  });
+
+  test('introspection (RFC 7662) of an opaque token, by the gateway’s client', async () => {
+    const { access_token: token } = await as.userToken('http://127.0.0.1:9/opaque/mcp', 'mcp:tools mcp:admin');
+    const info = await as.introspect(CLIENTS.gateway, token);
+    assert.equal(info.active, true);
+    assert.equal(info.sub, USER);
+    assert.equal(info.aud, 'http://127.0.0.1:9/opaque/mcp');
+    assert.equal(info.scope, 'mcp:tools mcp:admin');
+    assert.equal((await as.introspect(CLIENTS.gateway, 'not-a-token')).active, false);
+  });
+});
+
+describe('through the gateway', () => {
+before(async () => {
   exchanged = await serveAudience({ issuer: as.issuer });
   credentialed = await serveAudience({ issuer: as.issuer });
   keyed = await serveAudience({ staticKey: STATIC_KEY });
@@ -127,6 +243,19 @@ before(async () => {
     ...route('/mcp/st', 'st'),
     ...route('/short/mcp', 'cc'),
     ...route('/opaque/mcp', 'cc'),
+    // An upstream whose credential the authorization server refuses (a wrong secret).
+    '[[upstream]]',
+    'id = "bad"',
+    'name = "Refused credential upstream"',
+    `url = "${credentialed.url}"`,
+    '[upstream.credential]',
+    'type = "client_credentials"',
+    `issuer = "${as.issuer}"`,
+    `client_id = "${CLIENTS.upstream.id}"`,
+    `client_secret_file = "${secret('wrong', 'not-the-secret')}"`,
+    `resource = "${credentialed.url}"`,
+    '',
+    ...route('/mcp/bad', 'bad'),
   ].join('\n');
   gw = await startGateway({}, { extraToml: `\n${toml}\n` });
 });
@@ -134,7 +263,6 @@ before(async () => {
 after(async () => {
   await gw?.stop();
   for (const s of [exchanged, credentialed, keyed]) await s?.stop();
-  await as?.stop();
 });
 
 /** Every token any test's client held: none may reach an upstream. */
@@ -305,6 +433,18 @@ test('a client credentials upstream gets the gateway’s own token', async () =>
   await client.close();
 });
 
+test('an upstream credential the authorization server refuses: 502 naming the upstream, nothing sent upstream', async () => {
+  const { access_token: token } = await as.clientCredentialsToken(CLIENTS.other, gw.at('/mcp/bad'));
+  clientTokens.add(token);
+  const reached = credentialed.seen.length;
+  const resp = await post(gw.at('/mcp/bad'), token, initialize);
+  const body = await resp.json();
+  assert.equal(resp.status, 502, JSON.stringify(body));
+  assert.equal(body.error.data.reason, 'upstream_credential_unavailable');
+  assert.match(body.error.message, /Refused credential upstream|\bbad\b/);
+  assert.equal(credentialed.seen.length, reached, 'the upstream was not asked without a credential');
+});
+
 test('no upstream ever received a client’s token', () => {
   assert.ok(clientTokens.size >= 5, `${clientTokens.size} client tokens were used`);
   for (const up of [exchanged, credentialed, keyed]) {
@@ -321,4 +461,5 @@ test('the metadata is served while the authorization server is down', async () =
   const resp = await fetch(gw.at('/.well-known/oauth-protected-resource/mcp/cc'));
   assert.equal(resp.status, 200);
   assert.deepEqual((await resp.json()).authorization_servers, [as.issuer]);
+});
 });
