@@ -90,6 +90,14 @@ pub async fn attach_to(ctx: &RequestCtx) -> Result<Option<(HeaderName, HeaderVal
     }
 }
 
+/// The upstream answered 401 to the token the gateway gave it for this
+/// caller: the cached token is dropped, so the next request gets a new one.
+pub fn refused_by_upstream(ctx: &RequestCtx) {
+    if let Some(credential) = &ctx.route.upstream.settings.credential {
+        credential.refused(&ctx.principal, ctx.subject.as_ref());
+    }
+}
+
 /// Whether what the upstream is told of the caller's authority is the
 /// gateway's own: its `[upstream.credential]`, or any route that
 /// authenticates callers by OAuth (their tokens never go on).

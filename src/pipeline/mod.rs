@@ -401,6 +401,9 @@ impl Gateway {
                 return Box::pin(bridge::carry(ctx, head, authority)).await;
             }
         }
+        if resp.status() == http::StatusCode::UNAUTHORIZED {
+            credential::refused_by_upstream(&ctx);
+        }
         let own_credential = credential::upstream_auth_is_ours(&route);
         let checked = response::check(ctx, resp).await.map_err(|r| {
             let r = if own_credential {

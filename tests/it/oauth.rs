@@ -287,3 +287,85 @@ async fn an_upstream_refusing_the_gateways_credential_is_not_the_clients_401() {
     assert_eq!(body["error"]["data"]["reason"], "upstream_refused");
     assert_eq!(body["error"]["data"]["upstreamStatus"], 401);
 }
+
+#[tokio::test]
+async fn a_token_the_upstream_refuses_is_dropped_and_the_next_request_gets_a_new_one() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    std::env::set_var("PORTCULLIS_TEST_CLIENT_SECRET2", "cs-2b7e");
+    // The token endpoint's side only: each answer a new token (t1, t2, …).
+    let issued = Arc::new(AtomicUsize::new(0));
+    let counter = issued.clone();
+    let tokens = ScriptedUpstream::start(move |_| {
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let body = format!(r#"{{"access_token":"t{n}","token_type":"Bearer","expires_in":3600}}"#);
+        vec![http_response("200 OK", "application/json", &body)]
+    })
+    .await;
+    // The upstream refuses t1 (say it was revoked) and takes any other.
+    let up = ScriptedUpstream::start(|req| {
+        if req.header("authorization").as_deref() == Some("Bearer t1") {
+            return vec![Step::Write(
+                b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n".to_vec(),
+            )];
+        }
+        let result = json!({"content": [{"type": "text", "text": "ok"}]});
+        vec![http_response(
+            "200 OK",
+            "application/json",
+            &result_json(&id_of(req), result),
+        )]
+    })
+    .await;
+    let extra = format!(
+        "[upstream.credential]\ntype = \"client_credentials\"\ntoken_url = \"http://{}/token\"\nclient_id = \"gw\"\nclient_secret_env = \"PORTCULLIS_TEST_CLIENT_SECRET2\"",
+        tokens.addr
+    );
+    let gw = start_gateway(&config_text(&up.url(), &extra, "")).await;
+    let c = client();
+    let first = call(&c, &url(&gw), "1", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 502, "t1 refused by the upstream");
+    let second = call(&c, &url(&gw), "2", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        second.status(),
+        200,
+        "a new token, not the refused one again"
+    );
+    let third = call(&c, &url(&gw), "3", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(third.status(), 200);
+    assert_eq!(
+        issued.load(Ordering::SeqCst),
+        2,
+        "t2 is cached for the third call"
+    );
+    let sent: Vec<_> = up
+        .requests()
+        .iter()
+        .map(|r| r.header("authorization"))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            Some("Bearer t1".into()),
+            Some("Bearer t2".into()),
+            Some("Bearer t2".into())
+        ]
+    );
+    let asked = tokens.requests();
+    assert!(
+        asked[0].head.starts_with("POST /token"),
+        "{}",
+        asked[0].head
+    );
+    let form = String::from_utf8_lossy(&asked[0].body).to_string();
+    assert!(form.contains("grant_type=client_credentials"), "{form}");
+}

@@ -105,6 +105,22 @@ impl TokenCache {
         }
     }
 
+    /// Drops what `key` holds (a token the upstream refused). A fetch in
+    /// flight for it finishes and is kept: it is newer than the refused one.
+    pub(super) fn forget(&self, key: &str) {
+        let slot = self
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned();
+        if let Some(slot) = slot {
+            if let Ok(mut held) = slot.try_lock() {
+                *held = None;
+            }
+        }
+    }
+
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.slots.lock().unwrap().len()

@@ -144,6 +144,17 @@ impl UpstreamCredential {
         }
     }
 
+    /// The upstream refused the token given for this caller (401): it is
+    /// dropped, so the next request fetches another instead of sending the
+    /// refused one until it would have expired (a revoked or rotated token).
+    pub fn refused(&self, principal: &Principal, subject: Option<&SubjectToken>) {
+        if let UpstreamCredential::Token(source) = self {
+            if let Some(key) = source.key(principal, subject) {
+                source.cache.forget(&key);
+            }
+        }
+    }
+
     /// Whether a request needs the caller's access token kept for this.
     pub fn exchanges(&self) -> bool {
         matches!(self, UpstreamCredential::Token(s) if s.grant == GrantKind::TokenExchange)
@@ -156,14 +167,21 @@ impl TokenSource {
         principal: &Principal,
         subject: Option<&SubjectToken>,
     ) -> Result<HeaderValue, CredentialError> {
-        let key = match self.grant {
-            GrantKind::ClientCredentials => String::new(),
-            GrantKind::TokenExchange => {
-                let subject = subject.ok_or(CredentialError::NoSubjectToken)?;
-                format!("{}\u{0}{}", principal.name, subject.digest())
-            }
-        };
+        let key = self
+            .key(principal, subject)
+            .ok_or(CredentialError::NoSubjectToken)?;
         self.cache.get_or_fetch(key, || self.fetch(subject)).await
+    }
+
+    /// The cache key of a caller's token: one for the gateway's own (client
+    /// credentials), one per caller and caller's token for an exchange.
+    fn key(&self, principal: &Principal, subject: Option<&SubjectToken>) -> Option<String> {
+        match self.grant {
+            GrantKind::ClientCredentials => Some(String::new()),
+            GrantKind::TokenExchange => {
+                subject.map(|s| format!("{}\u{0}{}", principal.name, s.digest()))
+            }
+        }
     }
 
     async fn token_endpoint(&self) -> Result<Endpoint, CredentialError> {

@@ -130,3 +130,24 @@ fn subject_tokens_are_hidden_and_keyed_by_digest() {
     assert_eq!(t.digest().len(), 64);
     assert!(!t.digest().contains("secret"));
 }
+
+#[tokio::test]
+async fn a_refused_token_is_forgotten_and_the_next_caller_fetches_another() {
+    let cache = cache::TokenCache::default();
+    let first = cache
+        .get_or_fetch("k".into(), || async {
+            Ok((HeaderValue::from_static("Bearer old"), Some(3600)))
+        })
+        .await
+        .unwrap();
+    assert_eq!(first, "Bearer old");
+    cache.forget("k");
+    cache.forget("never-seen");
+    let second = cache
+        .get_or_fetch("k".into(), || async {
+            Ok((HeaderValue::from_static("Bearer new"), Some(3600)))
+        })
+        .await
+        .unwrap();
+    assert_eq!(second, "Bearer new");
+}
