@@ -12,7 +12,7 @@ use super::problems::Problems;
 use super::raw::{RawPermission, RawRoute};
 use super::resource::ProtectedResource;
 use super::upstream::UpstreamRoute;
-use crate::identify::{AuthSchemes, SchemeId};
+use crate::identify::{valid_scope, AuthSchemes, SchemeId};
 use crate::model::{valid_prefix, ConfigError, Generation};
 use crate::permit::{PermissionRule, Permissions};
 
@@ -175,14 +175,10 @@ pub(super) fn routes(
                 "only a route with an `oauth` auth scheme is an OAuth protected resource",
             ));
         }
+        let resolved = members.as_deref().unwrap_or_default();
         if protected.is_none() && targets.auth.is_some() {
-            let names = r
-                .upstreams
+            if let Some(u) = resolved
                 .iter()
-                .flat_map(|u| u.get_ref())
-                .chain(&r.upstream);
-            if let Some(u) = names
-                .filter_map(|id| targets.upstreams.iter().find(|u| u.id == *id.get_ref()))
                 .find(|u| u.credential.as_ref().is_some_and(|c| c.exchanges()))
             {
                 p.push(loc.at(
@@ -196,19 +192,7 @@ pub(super) fn routes(
             }
         }
         if protected.is_some() {
-            if let Some(u) = r
-                .upstreams
-                .iter()
-                .flat_map(|u| u.get_ref())
-                .chain(&r.upstream)
-                .find_map(|id| {
-                    targets
-                        .upstreams
-                        .iter()
-                        .find(|u| u.id == *id.get_ref())
-                        .filter(|u| u.forward_authorization)
-                })
-            {
+            if let Some(u) = resolved.iter().find(|u| u.forward_authorization) {
                 p.push(loc.at(
                     r.path.span(),
                     format!("route[{i}].auth"),
@@ -438,13 +422,7 @@ fn permission_rules(
             ));
         }
         let scopes = r.scopes.iter().map(|s| s.get_ref().clone()).collect();
-        if let Some(bad) = r.scopes.iter().find(|s| {
-            let v = s.get_ref();
-            v.is_empty()
-                || !v
-                    .bytes()
-                    .all(|c| c.is_ascii_graphic() && c != b'"' && c != b'\\')
-        }) {
+        if let Some(bad) = r.scopes.iter().find(|s| !valid_scope(s.get_ref())) {
             return Err(loc.at(
                 bad.span(),
                 format!("{field}.scopes"),

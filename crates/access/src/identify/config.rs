@@ -291,6 +291,15 @@ pub(crate) fn secret_from(
     }
 }
 
+/// An OAuth scope name: 1 to 128 printable ASCII characters without spaces,
+/// quotes or backslashes (RFC 6749 §3.3; safe inside a quoted challenge).
+pub fn valid_scope(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 128
+        && v.bytes()
+            .all(|c| c.is_ascii_graphic() && c != b'"' && c != b'\\')
+}
+
 /// A list of OAuth scope names: each non-empty, printable ASCII without
 /// spaces, quotes or backslashes (RFC 6749 §3.3), unique.
 pub(crate) fn scope_list(
@@ -300,11 +309,7 @@ pub(crate) fn scope_list(
     let mut out: Vec<String> = Vec::new();
     for s in raw.iter().flat_map(|l| l.get_ref()) {
         let v = s.get_ref();
-        let ok = !v.is_empty()
-            && v.len() <= 128
-            && v.bytes()
-                .all(|c| c.is_ascii_graphic() && c != b'"' && c != b'\\');
-        if !ok {
+        if !valid_scope(v) {
             return Err(AuthConfigError::at(s, field, "a scope is 1 to 128 printable ASCII characters without spaces, quotes or backslashes"));
         }
         if !out.contains(v) {

@@ -33,9 +33,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use toml::Spanned;
 
 pub use api_key::{generate_key, hash_key};
-pub use config::OneOrMany;
 pub use config::RawAuthScheme;
 pub(crate) use config::{secret_from, AuthConfigError};
+pub use config::{valid_scope, OneOrMany};
 
 use api_key::ApiKeyScheme;
 use jwt::JwtScheme;
