@@ -8,7 +8,7 @@ use http::{header, HeaderValue};
 
 use super::ctx::RequestCtx;
 use super::refuse::Refused;
-use super::resource::{insufficient_scope, Protected};
+use super::resource::Protected;
 use super::route::Route;
 use super::{Gateway, Peer};
 use crate::identify::{AuthFailure, AuthMethod, Principal};
@@ -132,21 +132,26 @@ pub async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
 }
 
 /// Permit: tool permissions, judged from the checked body. Refused for want
-/// of a scope an allow rule names, the client is told which to ask for
-/// (403 `insufficient_scope`, step-up).
-pub fn permit(ctx: &RequestCtx, protected: Option<&Protected<'_>>) -> Result<(), Refused> {
+/// of a scope an allow rule names, an OAuth caller is told which to ask for
+/// (403 `insufficient_scope`, step-up; `authority` and `path` name the
+/// resource the challenge points at).
+pub fn permit(ctx: &RequestCtx, authority: &HeaderValue, path: &str) -> Result<(), Refused> {
     let kind = ctx.request.method.target().and_then(|t| t.kind);
     let (Some(kind), Some(target)) = (kind, &ctx.request.target) else {
         return Ok(());
     };
     let permissions = &ctx.route.config.permissions;
     let who = &ctx.principal;
-    if permissions.permits_in(who, kind, target, ctx.route.prefix()) {
+    let prefix = ctx.route.prefix();
+    if permissions.permits_in(who, kind, target, prefix) {
         return Ok(());
     }
     let refused = |r: Refusal| Refused::new(r, ctx.id(), ctx.route.name());
-    let step_up = protected.zip(permissions.missing_scopes(who, kind, target, ctx.route.prefix()));
-    let Some((protected, missing)) = step_up.filter(|_| who.method == AuthMethod::OAuth) else {
+    let step_up = (who.method == AuthMethod::OAuth)
+        .then(|| permissions.missing_scopes(who, kind, target, prefix))
+        .flatten()
+        .zip(Protected::of(&ctx.route, &ctx.peer, authority, path));
+    let Some((needed, protected)) = step_up else {
         return Err(refused(Refusal::new(
             Reason::ToolNotPermitted,
             format!(
@@ -155,21 +160,20 @@ pub fn permit(ctx: &RequestCtx, protected: Option<&Protected<'_>>) -> Result<(),
             ),
         )));
     };
-    let mut wanted: Vec<&str> = who.scopes().iter().map(String::as_str).collect();
-    wanted.extend(missing.iter().map(String::as_str));
     let refusal = Refusal::new(
         Reason::InsufficientScope,
         format!(
             "that {} needs scope {}; ask the authorization server for it (see WWW-Authenticate)",
             kind.as_str(),
-            missing.join(" ")
+            needed.join(" ")
         ),
     )
-    .with_data("requiredScopes", missing.clone().into());
-    Err(refused(refusal).with_header(
-        header::WWW_AUTHENTICATE,
-        insufficient_scope(&protected.metadata_url, &wanted.join(" ")),
-    ))
+    .with_data("requiredScopes", needed.clone().into());
+    let failure = AuthFailure::InsufficientScope {
+        principal: Box::new(who.clone()),
+        needed,
+    };
+    Err(refused(refusal).with_header(header::WWW_AUTHENTICATE, protected.challenge(&failure)))
 }
 
 /// Unchanged: a `tools/call`, `prompts/get` or `resources/read` naming an

@@ -4,7 +4,7 @@
 //! client credentials or by exchanging the caller's (RFC 8693), cached by
 //! `crate::credential`.
 
-use http::{header, HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use prometheus::{IntCounterVec, Opts};
 
 use super::record::Described;
@@ -12,7 +12,7 @@ use super::record::Described;
 use super::ctx::RequestCtx;
 use super::route::Route;
 use crate::credential::SubjectToken;
-use crate::identify::{AuthMethod, Principal};
+use crate::identify::{bearer_token, AuthMethod, Principal};
 use crate::model::{Reason, Refusal};
 
 /// `portcullis_upstream_credential_failures_total`.
@@ -54,11 +54,7 @@ pub fn subject_token(
     if !exchanges || principal.method != AuthMethod::OAuth {
         return None;
     }
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| SubjectToken::new(token.trim()))
+    bearer_token(headers).map(SubjectToken::new)
 }
 
 /// The upstream's credential header for this request (the gateway's own,

@@ -349,8 +349,7 @@ impl Gateway {
         if !carried && bridge::may_carry(&ctx) {
             return Box::pin(bridge::carry(ctx, parts, authority)).await;
         }
-        let protected = resource::Protected::of(&route, &peer, &authority, parts.uri.path());
-        access::permit(&ctx, protected.as_ref())?;
+        access::permit(&ctx, &authority, parts.uri.path())?;
         access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))?;
         access::throttle_target(&ctx)
             .await

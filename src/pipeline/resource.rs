@@ -13,7 +13,7 @@ use super::request::head::{check_host, HeadRules};
 use super::route::Route;
 use super::Peer;
 use crate::config::{ProtectedResource, ResourceMetadata, METADATA_PATH};
-use crate::identify::{bearer_challenge, AuthFailure, Challenge};
+use crate::identify::{AuthFailure, Challenge};
 use crate::model::{Reason, Refusal};
 
 /// Whether `path` is where protected resource metadata is served.
@@ -112,13 +112,4 @@ impl<'a> Protected<'a> {
             scopes: &self.config.required_scopes,
         }))
     }
-}
-
-/// A step-up challenge: the scopes to ask for (those held with those missing).
-pub fn insufficient_scope(metadata_url: &str, scopes: &str) -> HeaderValue {
-    bearer_challenge(&[
-        ("resource_metadata", metadata_url),
-        ("scope", scopes),
-        ("error", "insufficient_scope"),
-    ])
 }

@@ -194,7 +194,7 @@ pub struct Challenge<'a> {
 
 /// A `WWW-Authenticate: Bearer` value from its parameters, each quoted
 /// (values here are URLs, scopes and fixed phrases: no quote or backslash).
-pub fn bearer_challenge(params: &[(&str, &str)]) -> HeaderValue {
+fn bearer_challenge(params: &[(&str, &str)]) -> HeaderValue {
     let mut out = String::from("Bearer");
     for (i, (k, v)) in params.iter().enumerate() {
         let v: String = v
@@ -312,6 +312,15 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Credential<'_> {
             Credential::Present(token)
         }
         other => other,
+    }
+}
+
+/// The token of a well-formed `Authorization: Bearer` header, read as the
+/// schemes read it (one header, one token).
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    match bearer(headers) {
+        Credential::Present(token) => Some(token),
+        _ => None,
     }
 }
 
