@@ -293,7 +293,7 @@ impl Gateway {
         };
         match endpoint {
             Endpoint::One(route) => self.through(route.clone(), inbound).await,
-            Endpoint::Federated(f) => federate::serve(self, f, inbound, record).await,
+            Endpoint::Federated(f) => Box::pin(federate::serve(self, f, inbound, record)).await,
         }
     }
 

@@ -13,10 +13,10 @@ mod replay;
 mod stream;
 mod task;
 
+use crate::pipeline::forward::UpstreamBody;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 
 use super::body::ProxyBody;
 use super::ctx::RequestCtx;
@@ -60,7 +60,7 @@ fn upstream_status_refusal(status: StatusCode, what: &str) -> Refusal {
 /// Check the upstream's response and build the one the client gets.
 pub async fn check(
     ctx: RequestCtx,
-    resp: Response<Incoming>,
+    resp: Response<UpstreamBody>,
 ) -> Result<Response<ProxyBody>, Refusal> {
     let (mut head, body) = resp.into_parts();
     let status = head.status;
@@ -140,7 +140,7 @@ async fn json(
     exchange: Exchange,
     status: StatusCode,
     headers: HeaderMap,
-    body: Incoming,
+    body: UpstreamBody,
 ) -> Result<Response<ProxyBody>, Refusal> {
     let bytes = read_whole(&exchange, body).await?;
     let notification = exchange.ctx.request.kind != MessageKind::Request;
@@ -209,7 +209,7 @@ async fn inspect_body(
 async fn ended(
     status: StatusCode,
     headers: HeaderMap,
-    body: Incoming,
+    body: UpstreamBody,
 ) -> Result<Response<ProxyBody>, Refusal> {
     // The upstream's body (if any) is not a message for the client.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), body.collect()).await;
@@ -246,7 +246,7 @@ fn build(status: StatusCode, headers: HeaderMap, body: ProxyBody) -> Response<Pr
     resp
 }
 
-async fn read_whole(exchange: &Exchange, body: Incoming) -> Result<Bytes, Refusal> {
+async fn read_whole(exchange: &Exchange, body: UpstreamBody) -> Result<Bytes, Refusal> {
     let max = exchange.max_message_bytes;
     let timeout = exchange.ctx.route.upstream.settings.response_timeout;
     match tokio::time::timeout(timeout, Limited::new(body, max).collect()).await {

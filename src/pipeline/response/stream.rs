@@ -12,9 +12,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::pipeline::forward::UpstreamBody;
 use bytes::Bytes;
 use http_body::Body;
-use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::exchange::{Carrier, Disposition, Exchange};
@@ -68,7 +68,7 @@ struct Events {
     /// A message waiting for its check in the single-use store (its raw
     /// event and id); the events after it wait in the framer.
     held: Option<(Held, Bytes, Option<String>)>,
-    upstream: Option<Incoming>,
+    upstream: Option<UpstreamBody>,
     framer: SseFramer,
     out: VecDeque<Bytes>,
     idle: Pin<Box<Sleep>>,
@@ -79,7 +79,7 @@ struct Events {
 }
 
 impl SseBody {
-    pub fn new(exchange: Exchange, upstream: Incoming) -> Self {
+    pub fn new(exchange: Exchange, upstream: UpstreamBody) -> Self {
         let framer = SseFramer::new(exchange.max_message_bytes);
         let idle_timeout = exchange.ctx.route.upstream.settings.stream_idle_timeout;
         let cut_off = exchange.ctx.gateway.metrics.drain.cut_off();

@@ -1,28 +1,29 @@
-//! Phase: forward to the upstream. One pooled hyper client per upstream
-//! (keep-alive, HTTP/1.1 or HTTP/2, rustls), kept across reloads while its
-//! [`ConnectionSettings`] are unchanged, with connect and response-head
-//! timeouts, and failures sorted into the gateway's stable reasons.
+//! Phase: forward to the upstream. One connection pool per upstream
+//! ([`pool`]: keep-alive HTTP/1.1 driven in the request's task, HTTP/2,
+//! rustls), kept across reloads while its [`ConnectionSettings`] are
+//! unchanged, with connect and response-head timeouts, and failures sorted
+//! into the gateway's stable reasons.
+
+mod body;
+pub mod pool;
 
 use std::collections::HashMap;
-use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, Response};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::stdio::{StdioConnector, StdioMetrics, StdioUpstream, Unanswered, UNANSWERED};
 use crate::config::{StdioSettings, UpstreamRoute};
 use crate::model::{Reason, Refusal};
+pub use body::UpstreamBody;
+use pool::{ConnPool, PoolLimits, SendError};
 
-type Hyper = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
-type Stdio = Client<StdioConnector, Full<Bytes>>;
+type Https = HttpsConnector<HttpConnector>;
 
 /// What an upstream's connection pool is built from, and nothing else: the
 /// URL's scheme and authority, its TLS trust, HTTP/2, the connect timeout
@@ -68,9 +69,9 @@ pub struct Pool {
 
 /// How a pool reaches its upstream.
 enum Transport {
-    Http(Hyper),
+    Http(Arc<ConnPool<Https>>),
     /// In-memory connections to a stdio program's HTTP face.
-    Stdio(Stdio, Arc<StdioUpstream>),
+    Stdio(Arc<ConnPool<StdioConnector>>, Arc<StdioUpstream>),
 }
 
 impl Pool {
@@ -91,11 +92,16 @@ impl Pool {
             stdio.clone(),
         );
         upstream.start_eagerly();
-        let client = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(route.pool_idle_timeout)
-            .build(StdioConnector::new(upstream.clone()));
+        let limits = PoolLimits {
+            idle_timeout: route.pool_idle_timeout,
+            max_idle: usize::MAX,
+            http2_only: false,
+        };
+        let client = ConnPool::new(
+            StdioConnector::new(upstream.clone()),
+            dial_target(&route.url),
+            limits,
+        );
         Ok(Pool {
             settings: ConnectionSettings::of(route),
             client: Transport::Stdio(client, upstream),
@@ -122,13 +128,12 @@ impl Pool {
             .enable_http1()
             .enable_http2()
             .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(route.pool_idle_timeout)
-            .pool_max_idle_per_host(route.pool_max_idle_per_host)
-            .http2_only(route.http2)
-            .build(connector);
+        let limits = PoolLimits {
+            idle_timeout: route.pool_idle_timeout,
+            max_idle: route.pool_max_idle_per_host,
+            http2_only: route.http2,
+        };
+        let client = ConnPool::new(connector, dial_target(&route.url), limits);
         Ok(Pool {
             settings: ConnectionSettings::of(route),
             client: Transport::Http(client),
@@ -163,10 +168,24 @@ impl Drop for Pool {
 /// next generation's upstreams may keep.
 pub type Pools = HashMap<ConnectionSettings, Arc<Pool>>;
 
+/// What a pool dials for `url`: its scheme and authority.
+fn dial_target(url: &Uri) -> Uri {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = url.scheme().cloned();
+    parts.authority = url.authority().cloned();
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    Uri::from_parts(parts).unwrap_or_else(|_| url.clone())
+}
+
 /// A configured upstream and the connection pool that reaches it.
 pub struct UpstreamClient {
     pub route: Arc<UpstreamRoute>,
     pool: Arc<Pool>,
+    /// The URL's path and query: an HTTP/1.1 request's target.
+    origin: Uri,
+    /// `Host` of an HTTP/1.1 request: the URL's host, and its port unless
+    /// it is the scheme's default.
+    host: HeaderValue,
 }
 
 impl UpstreamClient {
@@ -191,7 +210,17 @@ impl UpstreamClient {
             Some(pool) => pool.clone(),
             None => Arc::new(Pool::new(&route, stdio, max_line)?),
         };
-        Ok(UpstreamClient { route, pool })
+        let origin = route
+            .url
+            .path_and_query()
+            .map_or_else(|| Uri::from_static("/"), |p| Uri::from(p.clone()));
+        let host = host_header(&route.url);
+        Ok(UpstreamClient {
+            route,
+            pool,
+            origin,
+            host,
+        })
     }
 
     /// Its pool (handed on to the next generation).
@@ -204,17 +233,24 @@ impl UpstreamClient {
     pub async fn send(
         &self,
         method: Method,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Response<Incoming>, Refusal> {
+    ) -> Result<Response<UpstreamBody>, Refusal> {
+        headers.insert(http::header::HOST, self.host.clone());
         let mut req = Request::new(Full::new(body));
         *req.method_mut() = method;
-        *req.uri_mut() = self.route.url.clone();
+        *req.uri_mut() = self.origin.clone();
         *req.headers_mut() = headers;
+        let url = &self.route.url;
         let sent = async {
             match &self.pool.client {
-                Transport::Http(client) => client.request(req).await,
-                Transport::Stdio(client, _) => client.request(req).await,
+                Transport::Http(pool) => {
+                    pool.send(req, url).await.map(|r| r.map(UpstreamBody::Http))
+                }
+                Transport::Stdio(pool, _) => pool
+                    .send(req, url)
+                    .await
+                    .map(|r| r.map(UpstreamBody::Stdio)),
             }
         };
         match tokio::time::timeout(self.route.response_timeout, sent).await {
@@ -237,10 +273,26 @@ impl UpstreamClient {
     }
 }
 
+/// `Host` for `url`: as legacy hyper clients and curl send it, the port
+/// only when it is not the scheme's default.
+fn host_header(url: &Uri) -> HeaderValue {
+    let host = url.host().unwrap_or_default();
+    let default = match url.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    };
+    let value = match url.port_u16() {
+        Some(port) if Some(port) != default => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    };
+    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("localhost"))
+}
+
 /// A stdio program that gave no answer, as the reason an HTTP server's
 /// failure of the same kind gets, with what the face said of it (the
 /// gateway's own words: a JSON-RPC error's message, in memory).
-async fn unanswered(why: Option<Unanswered>, body: Incoming) -> Refusal {
+async fn unanswered(why: Option<Unanswered>, body: UpstreamBody) -> Refusal {
     use http_body_util::BodyExt;
     let said = body
         .collect()
@@ -258,15 +310,17 @@ async fn unanswered(why: Option<Unanswered>, body: Incoming) -> Refusal {
 }
 
 /// Sort a client error into a reason a person and a dashboard can act on.
-fn classify(e: &hyper_util::client::legacy::Error) -> Refusal {
-    if e.is_connect() {
-        let detail = e.source().map(|s| s.to_string()).unwrap_or_default();
-        return Refusal::new(
-            Reason::UpstreamUnreachable,
-            format!("could not connect to the upstream ({detail})"),
-        );
-    }
-    let mut source = e.source();
+fn classify(e: &SendError) -> Refusal {
+    let e = match e {
+        SendError::Connect(detail) => {
+            return Refusal::new(
+                Reason::UpstreamUnreachable,
+                format!("could not connect to the upstream ({detail})"),
+            )
+        }
+        SendError::Http(e) => e,
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(h) = s.downcast_ref::<hyper::Error>() {
             if h.is_incomplete_message() || h.is_canceled() || h.is_closed() {
