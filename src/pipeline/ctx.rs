@@ -26,12 +26,15 @@ pub struct RequestCtx {
     pub principal: Principal,
     pub request: ParsedRequest,
     /// Set by the retry check when the request answers questions.
-    pub retry: Option<AcceptedRetry>,
+    /// (Boxed, like `task` and `session`: most requests have none, and the
+    /// context is moved through every phase's future; inline they would
+    /// make each of those futures about 1 KiB larger.)
+    pub retry: Option<Box<AcceptedRetry>>,
     /// Set by the task check when a request about a task brought the
     /// gateway's state back.
-    pub task: Option<AcceptedTask>,
+    pub task: Option<Box<AcceptedTask>>,
     /// The 2025-11-25 session the request belongs to.
-    pub session: Option<OpenSession>,
+    pub session: Option<Box<OpenSession>>,
     /// The request's span (empty when tracing is off).
     pub trace: RequestTrace,
     /// The caller's access token, kept only when the upstream's credential

@@ -98,6 +98,6 @@ async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, RetryRefused> {
         );
     }
     let body = accepted.body.clone();
-    ctx.retry = Some(accepted);
+    ctx.retry = Some(Box::new(accepted));
     Ok(body)
 }

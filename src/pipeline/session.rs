@@ -94,7 +94,7 @@ pub async fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refus
         Err(_) => return Err(store_unavailable()),
     }
     ctx.request.client = state.caps.into();
-    ctx.session = Some(OpenSession { state });
+    ctx.session = Some(Box::new(OpenSession { state }));
     Ok(())
 }
 

@@ -111,6 +111,6 @@ async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, RetryRefused> {
         );
     }
     let body = accepted.body.clone();
-    ctx.task = Some(accepted);
+    ctx.task = Some(Box::new(accepted));
     Ok(body)
 }
