@@ -44,6 +44,10 @@
 #   PROXY_THREADS=1  TOKIO_WORKER_THREADS for portcullis; nginx worker_processes
 #   UPSTREAM_THREADS=1  TOKIO_WORKER_THREADS for bench-upstream
 #   STDIO_PROCESSES=1   processes of the stdio scenario's program (max_processes; the driver's copies)
+#   RUNTIME=shared   this tree's binary's [runtime] model: shared (TOKIO_WORKER_THREADS
+#                    workers) or per_core (PROXY_THREADS single-threaded workers)
+#   BASELINE_RUNTIME=shared  the same for the baseline binary (BASELINE_BIN may be
+#                    this tree's binary: per_core against shared in one run)
 #   BASELINE_BIN=    a second portcullis binary to measure beside this tree's
 #                    (same config; e.g. a build of an older commit): before/after in one run
 #   SKIP_BUILD=1     use the existing target/release binaries
@@ -60,6 +64,8 @@ DURATION=${DURATION:-10}
 REPS=${REPS:-3}
 WARMUP=${WARMUP:-2}
 WRK_THREADS=${WRK_THREADS:-1}
+RUNTIME=${RUNTIME:-shared}
+BASELINE_RUNTIME=${BASELINE_RUNTIME:-shared}
 PROXY_THREADS=${PROXY_THREADS:-1}
 UPSTREAM_THREADS=${UPSTREAM_THREADS:-1}
 STDIO_PROCESSES=${STDIO_PROCESSES:-1}
@@ -365,8 +371,13 @@ path = "/bridged"
 upstream = "bench-bridged"
 EOF
     fi
+    local model=$RUNTIME
+    [[ $t == baseline ]] && model=$BASELINE_RUNTIME
+    if [[ $model == per_core ]]; then
+        printf '\n[runtime]\nmodel = "per_core"\nworkers = %s\n' "$PROXY_THREADS" >>"$conf"
+    fi
     "$bin" check --config "$conf" >/dev/null || die "$t rejects the generated config $conf"
-    log "$t on 127.0.0.1:${PORT[$t]} and TLS :${TLS_PORT[$t]} (TOKIO_WORKER_THREADS=$PROXY_THREADS)"
+    log "$t on 127.0.0.1:${PORT[$t]} and TLS :${TLS_PORT[$t]} (runtime $model, $PROXY_THREADS worker(s))"
     TOKIO_WORKER_THREADS=$PROXY_THREADS "$bin" run --config "$conf" >"$TMP/$t.log" 2>&1 &
     local pid=$!
     PIDS+=("$pid")

@@ -28,3 +28,4 @@ pub mod pipeline;
 pub mod server;
 pub mod telemetry;
 pub mod watch;
+pub mod workers;

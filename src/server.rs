@@ -16,13 +16,14 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
-use crate::config::{ConfigErrors, GatewayConfig};
+use crate::config::{ConfigErrors, GatewayConfig, RuntimeModel};
 use crate::layers::LayerSettings;
 use crate::model::{system_clock, SharedClock};
 use crate::pipeline::record::Metrics;
 use crate::pipeline::{Carried, Gateway};
 use crate::telemetry::Telemetry;
 use crate::watch::FileWatch;
+use crate::workers::{Serving, WorkerSocket};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -38,6 +39,8 @@ pub enum StartError {
     Tls(#[from] rustls::Error),
     #[error("tracing: {0}")]
     Telemetry(#[from] crate::telemetry::TelemetryError),
+    #[error("cannot start a worker thread: {0}")]
+    Worker(std::io::Error),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +83,13 @@ type AdminTask = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
 /// Listeners a caller bound already (tests hand theirs over), by config order.
 pub type Listeners = Vec<std::net::TcpListener>;
 
-async fn bind(address: SocketAddr, name: &str) -> Result<TcpListener, StartError> {
+/// `reuse_port`: the first socket of a per-core listener's `SO_REUSEPORT`
+/// group (the workers bind the others).
+async fn bind(
+    address: SocketAddr,
+    name: &str,
+    reuse_port: bool,
+) -> Result<TcpListener, StartError> {
     let bind_err = |source| StartError::Bind {
         name: name.to_owned(),
         address,
@@ -92,6 +101,9 @@ async fn bind(address: SocketAddr, name: &str) -> Result<TcpListener, StartError
     }
     .map_err(bind_err)?;
     socket.set_reuseaddr(true).map_err(bind_err)?;
+    if reuse_port {
+        socket.set_reuseport(true).map_err(bind_err)?;
+    }
     socket.bind(address).map_err(bind_err)?;
     socket.listen(4096).map_err(bind_err)
 }
@@ -146,13 +158,21 @@ impl RunningGateway {
         )
         .with_telemetry(telemetry.clone());
 
+        let per_core = matches!(config.runtime, RuntimeModel::PerCore { .. });
         let mut handed = handed.into_iter();
         let mut bound = Vec::new();
         let mut addrs = Vec::new();
+        let mut adopted = Vec::new();
         for (index, l) in config.listeners.iter().enumerate() {
             let listener = match handed.next() {
-                Some(std) => adopt(std, &l.name)?,
-                None => bind(l.address, &l.name).await?,
+                Some(std) => {
+                    adopted.push(true);
+                    adopt(std, &l.name)?
+                }
+                None => {
+                    adopted.push(false);
+                    bind(l.address, &l.name, per_core).await?
+                }
             };
             addrs.push(listener.local_addr().map_err(|source| StartError::Bind {
                 name: l.name.clone(),
@@ -170,7 +190,7 @@ impl RunningGateway {
             Some(address) => {
                 let listener = match handed.next() {
                     Some(std) => adopt(std, "admin")?,
-                    None => bind(address, "admin").await?,
+                    None => bind(address, "admin", false).await?,
                 };
                 let addr = listener.local_addr().map_err(|source| StartError::Bind {
                     name: "admin".into(),
@@ -192,17 +212,40 @@ impl RunningGateway {
             }
             None => (None, None),
         };
-        for (b, addr) in bound.into_iter().zip(&addrs) {
-            tracing::info!(listener = %b.name, %addr, tls = b.tls.is_some(), "listening");
-            tasks.spawn(accept::serve(
-                b,
-                current.clone(),
-                layers.clone(),
-                config.limits,
-                connections.clone(),
-                rx.clone(),
-                config.drain_timeout,
-            ));
+        let serving = Serving {
+            gateway: current.clone(),
+            layers,
+            limits: config.limits,
+            connections,
+            shutdown: rx,
+            drain: config.drain_timeout,
+        };
+        match config.runtime {
+            RuntimeModel::Shared => {
+                for (b, addr) in bound.into_iter().zip(&addrs) {
+                    tracing::info!(listener = %b.name, %addr, tls = b.tls.is_some(), "listening");
+                    let s = serving.clone();
+                    tasks.spawn(accept::serve(
+                        b,
+                        s.gateway,
+                        s.layers,
+                        s.limits,
+                        s.connections,
+                        s.shutdown,
+                        s.drain,
+                    ));
+                }
+            }
+            RuntimeModel::PerCore { workers } => {
+                let sockets = per_core_sockets(bound, &addrs, &adopted, workers)?;
+                for (i, sockets) in sockets.into_iter().enumerate() {
+                    let stopped = crate::workers::spawn(i + 1, sockets, serving.clone())
+                        .map_err(StartError::Worker)?;
+                    tasks.spawn(async move {
+                        let _ = stopped.await;
+                    });
+                }
+            }
         }
         metrics.ready.store(true, Ordering::Relaxed);
         Ok(RunningGateway {
@@ -367,6 +410,48 @@ impl RunningGateway {
     pub async fn shutdown_shared(self: Arc<Self>) {
         self.drain().await;
     }
+}
+
+/// Each worker's socket of every listener: the bound one for the first
+/// worker, another of its `SO_REUSEPORT` group for each other (a listener
+/// handed over by the caller is shared instead: its group is unknown).
+fn per_core_sockets(
+    bound: Vec<BoundListener>,
+    addrs: &[SocketAddr],
+    adopted: &[bool],
+    workers: usize,
+) -> Result<Vec<Vec<WorkerSocket>>, StartError> {
+    let mut per_worker: Vec<Vec<WorkerSocket>> = (0..workers).map(|_| Vec::new()).collect();
+    for ((b, &addr), &adopted) in bound.into_iter().zip(addrs).zip(adopted) {
+        tracing::info!(listener = %b.name, %addr, tls = b.tls.is_some(), workers, "listening");
+        let err = |source| StartError::Bind {
+            name: b.name.clone(),
+            address: addr,
+            source,
+        };
+        let first = b.listener.into_std().map_err(err)?;
+        for sockets in per_worker.iter_mut().skip(1) {
+            let listener = if adopted {
+                first.try_clone()
+            } else {
+                crate::workers::reuse_port(addr)
+            }
+            .map_err(err)?;
+            sockets.push(WorkerSocket {
+                name: b.name.clone(),
+                index: b.index,
+                listener,
+                tls: b.tls.clone(),
+            });
+        }
+        per_worker[0].push(WorkerSocket {
+            name: b.name.clone(),
+            index: b.index,
+            listener: first,
+            tls: b.tls,
+        });
+    }
+    Ok(per_worker)
 }
 
 /// Set once every `jwks_url` scheme has its first key set, or its

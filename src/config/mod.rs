@@ -13,6 +13,7 @@ mod read;
 mod resource;
 mod restart;
 mod route;
+mod runtime;
 mod stdio;
 mod traces;
 mod upstream;
@@ -39,6 +40,7 @@ pub use listener::{is_loopback_name, ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
 pub use resource::{Metadata as ResourceMetadata, ProtectedResource, METADATA_PATH};
 pub use route::{FederationSettings, RouteConfig, TaskMode, FEDERATION_NAME};
+pub use runtime::RuntimeModel;
 pub use stdio::{ProcessLimits, Sandbox, StdioSettings, INHERITED_VARIABLES, SYSTEM_READ_ONLY};
 pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
@@ -57,6 +59,8 @@ pub struct GatewayConfig {
     /// no trailing slash).
     pub allowed_origins: Arc<HashSet<String>>,
     pub drain_timeout: Duration,
+    /// How the data plane's threads are laid out (`[runtime]`).
+    pub runtime: RuntimeModel,
     /// After SIGTERM, keep serving this long while `/readyz` answers 503
     /// (load balancers notice), then drain.
     pub pre_stop_delay: Duration,
@@ -173,6 +177,7 @@ fn validate(
         Duration::ZERO,
     );
     let log = p.take(limits::log_config(&raw.log, loc));
+    let runtime = p.take(runtime::runtime(&raw.runtime, loc));
     let state = limits::state_config(&raw.state, loc, base, p);
     let policies = p.take(policies(&raw, loc, base));
     let upstreams = upstream::upstreams(&raw.upstream, loc, base, policies.as_ref(), p);
@@ -204,6 +209,7 @@ fn validate(
         limits,
         allowed_origins: allowed_origins?,
         drain_timeout,
+        runtime: runtime?,
         pre_stop_delay,
         log: log?,
         state: Arc::new(state?),

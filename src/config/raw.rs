@@ -17,6 +17,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub shutdown: RawShutdown,
     #[serde(default)]
+    pub runtime: super::runtime::RawRuntime,
+    #[serde(default)]
     pub log: RawLog,
     pub policies: Option<RawPolicies>,
     #[serde(default)]

@@ -44,6 +44,7 @@ impl GatewayConfig {
             "shutdown.drain_timeout".into(),
             self.drain_timeout == running.drain_timeout,
         );
+        differ("runtime".into(), self.runtime == running.runtime);
         differ("log.format".into(), self.log.format == running.log.format);
         differ("log.level".into(), self.log.level == running.log.level);
         // The exporter is built once, at start.

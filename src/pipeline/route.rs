@@ -162,6 +162,7 @@ impl RouteTable {
                 kept,
                 &metrics_all.stdio,
                 config.limits.max_response_body_bytes,
+                config.runtime.pool_slots(),
             )?;
             let pool = client.pool().clone();
             pools.insert(pool.settings().clone(), pool.clone());

@@ -35,6 +35,7 @@ mod reload_live;
 mod reload_metrics;
 mod resumed;
 mod rmcp_e2e;
+mod runtime;
 mod session_ends;
 mod sessions;
 mod stdio;

@@ -79,9 +79,10 @@ impl Pool {
         route: &UpstreamRoute,
         stdio: &Arc<StdioMetrics>,
         max_line: usize,
+        slots: usize,
     ) -> Result<Pool, rustls::Error> {
         let Some(settings) = &route.stdio else {
-            return Self::http(route);
+            return Self::http(route, slots);
         };
         let upstream = StdioUpstream::new(
             &route.id,
@@ -96,6 +97,7 @@ impl Pool {
             idle_timeout: route.pool_idle_timeout,
             max_idle: usize::MAX,
             http2_only: false,
+            slots,
         };
         let client = ConnPool::new(
             StdioConnector::new(upstream.clone()),
@@ -108,7 +110,7 @@ impl Pool {
         })
     }
 
-    fn http(route: &UpstreamRoute) -> Result<Pool, rustls::Error> {
+    fn http(route: &UpstreamRoute, slots: usize) -> Result<Pool, rustls::Error> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -132,6 +134,7 @@ impl Pool {
             idle_timeout: route.pool_idle_timeout,
             max_idle: route.pool_max_idle_per_host,
             http2_only: route.http2,
+            slots,
         };
         let client = ConnPool::new(connector, dial_target(&route.url), limits);
         Ok(Pool {
@@ -194,21 +197,23 @@ impl UpstreamClient {
         route: Arc<UpstreamRoute>,
         stdio: &Arc<StdioMetrics>,
     ) -> Result<Self, rustls::Error> {
-        Self::keeping(route, &Pools::new(), stdio, usize::MAX)
+        Self::keeping(route, &Pools::new(), stdio, usize::MAX, 1)
     }
 
     /// A client that keeps the pool in `previous` built from the same
     /// [`ConnectionSettings`], or one of its own when there is none.
-    /// `max_line`: the longest line a stdio program may write.
+    /// `max_line`: the longest line a stdio program may write; `slots`:
+    /// idle lists, one per runtime ([`crate::config::RuntimeModel`]).
     pub fn keeping(
         route: Arc<UpstreamRoute>,
         previous: &Pools,
         stdio: &Arc<StdioMetrics>,
         max_line: usize,
+        slots: usize,
     ) -> Result<Self, rustls::Error> {
         let pool = match previous.get(&ConnectionSettings::of(&route)) {
             Some(pool) => pool.clone(),
-            None => Arc::new(Pool::new(&route, stdio, max_line)?),
+            None => Arc::new(Pool::new(&route, stdio, max_line, slots)?),
         };
         let origin = route
             .url
@@ -432,9 +437,9 @@ mod tests {
         let first = UpstreamClient::new(a.clone(), &stdio).unwrap();
         let mut pools = Pools::new();
         pools.insert(first.pool().settings().clone(), first.pool().clone());
-        let again = UpstreamClient::keeping(a, &pools, &stdio, 1 << 20).unwrap();
-        let same_host = UpstreamClient::keeping(b, &pools, &stdio, 1 << 20).unwrap();
-        let other = UpstreamClient::keeping(c, &pools, &stdio, 1 << 20).unwrap();
+        let again = UpstreamClient::keeping(a, &pools, &stdio, 1 << 20, 1).unwrap();
+        let same_host = UpstreamClient::keeping(b, &pools, &stdio, 1 << 20, 1).unwrap();
+        let other = UpstreamClient::keeping(c, &pools, &stdio, 1 << 20, 1).unwrap();
         assert!(Arc::ptr_eq(again.pool(), first.pool()));
         assert!(Arc::ptr_eq(same_host.pool(), first.pool()));
         assert!(!Arc::ptr_eq(other.pool(), first.pool()));

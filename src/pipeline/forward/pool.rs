@@ -64,8 +64,22 @@ where
 #[derive(Debug, Clone, Copy)]
 pub struct PoolLimits {
     pub idle_timeout: Duration,
+    /// Per idle list.
     pub max_idle: usize,
     pub http2_only: bool,
+    /// Idle lists: one per runtime that sends (see [`set_worker`]).
+    pub slots: usize,
+}
+
+thread_local! {
+    /// The idle list this thread's runtime uses: 0 on the shared runtime,
+    /// 1.. on the per-core workers.
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Called once on each per-core worker thread: its connections are its own.
+pub fn set_worker(index: usize) {
+    WORKER.with(|w| w.set(index));
 }
 
 /// One upstream's connections.
@@ -74,7 +88,8 @@ pub struct ConnPool<D: Dial> {
     /// `scheme://authority/`: what the dialer connects to.
     target: Uri,
     limits: PoolLimits,
-    idle: Mutex<Vec<Idle<D::Io>>>,
+    /// Idle connections by runtime, the warmest last.
+    idle: Box<[Mutex<Vec<Idle<D::Io>>>]>,
     /// The multiplexed connection, once one is up.
     h2: Mutex<Option<http2::SendRequest<Full<Bytes>>>>,
     /// Set when the sweep task runs (started by the first idle connection).
@@ -132,7 +147,9 @@ impl<D: Dial> ConnPool<D> {
             dialer,
             target,
             limits,
-            idle: Mutex::new(Vec::new()),
+            idle: (0..limits.slots.max(1))
+                .map(|_| Mutex::new(Vec::new()))
+                .collect(),
             h2: Mutex::new(None),
             sweeping: std::sync::atomic::AtomicBool::new(false),
         })
@@ -234,18 +251,21 @@ impl<D: Dial> ConnPool<D> {
         }))
     }
 
+    /// This runtime's idle list.
+    fn idle_here(&self) -> std::sync::MutexGuard<'_, Vec<Idle<D::Io>>> {
+        let slot = WORKER.with(std::cell::Cell::get) % self.idle.len();
+        self.idle[slot].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The warmest idle connection still open and within its idle time.
     fn checkout(&self) -> Option<Box<H1<D::Io>>> {
         let now = Instant::now();
         let mut cx = Context::from_waker(Waker::noop());
         loop {
-            let Idle { mut h1, since } = {
-                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-                idle.pop()?
-            };
+            let Idle { mut h1, since } = self.idle_here().pop()?;
             if now.duration_since(since) >= self.limits.idle_timeout {
                 // The rest are older still.
-                self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                self.idle_here().clear();
                 return None;
             }
             // A connection its server closed while idle ends here.
@@ -257,7 +277,7 @@ impl<D: Dial> ConnPool<D> {
 
     fn put(self: &Arc<Self>, h1: Box<H1<D::Io>>) {
         {
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut idle = self.idle_here();
             if idle.len() >= self.limits.max_idle {
                 return;
             }
@@ -302,18 +322,23 @@ impl<D: Dial> ConnPool<D> {
     fn sweep_once(&self) {
         let now = Instant::now();
         let mut cx = Context::from_waker(Waker::noop());
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain_mut(|i| {
-            now.duration_since(i.since) < self.limits.idle_timeout
-                && !i.h1.drive(&mut cx)
-                && !i.h1.send.is_closed()
-        });
+        for slot in &self.idle {
+            let mut idle = slot.lock().unwrap_or_else(|e| e.into_inner());
+            idle.retain_mut(|i| {
+                now.duration_since(i.since) < self.limits.idle_timeout
+                    && !i.h1.drive(&mut cx)
+                    && !i.h1.send.is_closed()
+            });
+        }
     }
 
     /// Idle connections now (tests and the sweep).
     #[cfg(test)]
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.idle
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
     }
 }
 

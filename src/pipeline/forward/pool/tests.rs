@@ -79,6 +79,7 @@ fn limits() -> PoolLimits {
         idle_timeout: Duration::from_secs(60),
         max_idle: 8,
         http2_only: false,
+        slots: 1,
     }
 }
 
@@ -199,6 +200,7 @@ async fn idle_connections_expire_and_are_bounded() {
             idle_timeout: Duration::from_millis(200),
             max_idle: 3,
             http2_only: false,
+            slots: 1,
         },
     );
     // Eight at once: eight connections, three kept.
