@@ -195,7 +195,9 @@ pub async fn unchanged(ctx: &RequestCtx) -> Result<(), Refusal> {
     let store = &ctx.gateway.listings;
     let held = match store.memory() {
         Some(memory) => Ok(memory.is_held(upstream, &field)),
-        None => store.is_held(upstream, &field).await,
+        // Boxed: the shared store's call is a large future, taken only
+        // with a shared backend.
+        None => Box::pin(store.is_held(upstream, &field)).await,
     };
     match held {
         Ok(false) => Ok(()),

@@ -29,12 +29,14 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
     if request.generation() != Generation::Sessions || !request.kind.is_response() {
         return Ok(None);
     }
-    let taken = take(ctx, |push| match push.call {
+    // Boxed: this future is large (the state store's calls) and most
+    // requests never get here; inline it would size every request's future.
+    let taken = Box::pin(take(ctx, |push| match push.call {
         None => Ok(()),
         Some(_) => Err(not_requested(
             "this answers a question of a bridged call, which this session has none of",
         )),
-    })
+    }))
     .await?;
     taken.for_upstream().map(Some)
 }

@@ -19,7 +19,9 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
     if !stateless || !request.method.allows_input_required() || !request.is_retry() {
         return Ok(request.body.clone());
     }
-    accept(ctx).await.map_err(|r| refused(ctx, r))
+    // Boxed: this future is large (the state store's calls) and most
+    // requests never get here; inline it would size every request's future.
+    Box::pin(accept(ctx)).await.map_err(|r| refused(ctx, r))
 }
 
 /// A refused state (a retry's, a task request's): counted and audited,

@@ -83,7 +83,9 @@ pub async fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refus
             "this session has ended; initialize again",
         ));
     }
-    match gateway.mrtr.replay.is_consumed(&state.ended_id()).await {
+    // Boxed: this future is large (the state store's calls) and most
+    // requests never get here; inline it would size every request's future.
+    match Box::pin(gateway.mrtr.replay.is_consumed(&state.ended_id())).await {
         Ok(false) => {}
         Ok(true) => {
             return Err(Refusal::new(

@@ -51,7 +51,9 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
     if !method.is_task_request() || (!state_given && !needs_state) {
         return Ok(None);
     }
-    match accept(ctx).await {
+    // Boxed: this future is large (the state store's calls) and most
+    // requests never get here; inline it would size every request's future.
+    match Box::pin(accept(ctx)).await {
         Ok(body) => Ok(Some(body)),
         Err(r) => Err(super::retry::refused(ctx, r)),
     }

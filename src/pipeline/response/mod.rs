@@ -103,7 +103,7 @@ pub async fn check(
     if ctx.request.transport == Transport::End {
         let answer = ended(status, head.headers, body).await?;
         if answer.status().is_success() {
-            session::end(&ctx).await?;
+            Box::pin(session::end(&ctx)).await?;
         }
         return Ok(answer);
     }
