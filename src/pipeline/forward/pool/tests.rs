@@ -236,3 +236,80 @@ async fn an_unreachable_upstream_is_a_connect_error() {
         Ok(resp) => panic!("answered {}", resp.status()),
     }
 }
+
+/// An h2c server (HTTP/2 with prior knowledge) answering 200 with `size`
+/// bytes; each connection is closed after `lifetime`.
+async fn h2c_server(size: usize, lifetime: Duration) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: Request<hyper::body::Incoming>| async move {
+                        assert_eq!(req.version(), http::Version::HTTP_2);
+                        let _ = req.into_body().collect().await;
+                        Ok::<_, Infallible>(answer(size))
+                    },
+                );
+                let conn =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service);
+                let _ = tokio::time::timeout(lifetime, conn).await;
+            });
+        }
+    });
+    Server {
+        url: format!("http://{addr}/mcp").parse().unwrap(),
+        accepted,
+        task,
+    }
+}
+
+#[tokio::test]
+async fn http2_requests_share_one_multiplexed_connection() {
+    let s = h2c_server(20 << 10, Duration::from_secs(60)).await;
+    let p = pool(
+        &s.url,
+        PoolLimits {
+            http2_only: true,
+            ..limits()
+        },
+    );
+    // The first dials; then sixteen at once ride the same connection.
+    assert_eq!(fetch(&p, &s.url).await, (StatusCode::OK, 20 << 10));
+    let calls: Vec<_> = (0..16)
+        .map(|_| {
+            let (p, url) = (p.clone(), s.url.clone());
+            tokio::spawn(async move { fetch(&p, &url).await })
+        })
+        .collect();
+    for c in calls {
+        assert_eq!(c.await.unwrap(), (StatusCode::OK, 20 << 10));
+    }
+    assert_eq!(s.accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(p.idle_count(), 0, "HTTP/2 keeps no HTTP/1.1 idle list");
+}
+
+#[tokio::test]
+async fn a_closed_http2_connection_is_dialled_again() {
+    let s = h2c_server(10, Duration::from_millis(100)).await;
+    let p = pool(
+        &s.url,
+        PoolLimits {
+            http2_only: true,
+            ..limits()
+        },
+    );
+    fetch(&p, &s.url).await;
+    // The server drops the connection; the shared sender sees it closed.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fetch(&p, &s.url).await, (StatusCode::OK, 10));
+    assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
+}
