@@ -290,7 +290,13 @@ impl<D: Dial> ConnPool<D> {
             .sweeping
             .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            tokio::spawn(sweep(Arc::downgrade(self), self.limits.idle_timeout));
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn(sweep(Arc::downgrade(self), self.limits.idle_timeout))),
+                // Outside a runtime (a body dropped at shutdown): the next one starts it.
+                Err(_) => self
+                    .sweeping
+                    .store(false, std::sync::atomic::Ordering::Relaxed),
+            }
         }
     }
 
@@ -368,6 +374,29 @@ pub struct PooledBody<D: Dial> {
     body: Incoming,
     lease: Option<Lease<D>>,
 }
+
+impl<D: Dial> Drop for PooledBody<D> {
+    /// Let go of before its end: an event stream whose final message has
+    /// been read, whose end (the last chunk) is usually already here. Take
+    /// what is already buffered, without waiting; at the end the connection
+    /// goes back, otherwise it closes (how MCP cancels a stream).
+    fn drop(&mut self) {
+        if self.lease.is_none() {
+            return;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..LEFTOVER_FRAMES {
+            match Pin::new(&mut *self).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(_))) => continue,
+                // At the end the lease went back in `poll_frame`.
+                Poll::Ready(None) | Poll::Ready(Some(Err(_))) | Poll::Pending => return,
+            }
+        }
+    }
+}
+
+/// How many frames already received a dropped body may skip to reach its end.
+const LEFTOVER_FRAMES: usize = 4;
 
 impl<D: Dial> Body for PooledBody<D> {
     type Data = Bytes;

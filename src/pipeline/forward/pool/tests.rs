@@ -313,3 +313,20 @@ async fn a_closed_http2_connection_is_dialled_again() {
     assert_eq!(fetch(&p, &s.url).await, (StatusCode::OK, 10));
     assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test]
+async fn a_body_dropped_with_only_its_end_left_gives_its_connection_back() {
+    let s = server(100, true).await;
+    let p = pool(&s.url, limits());
+    for _ in 0..3 {
+        let resp = p.send(request(), &s.url).await.unwrap();
+        let mut body = resp.into_body();
+        // Read the one data frame, not the end; let the end arrive.
+        let frame = body.frame().await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap().len(), 100);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(body);
+    }
+    assert_eq!(s.accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(p.idle_count(), 1);
+}
