@@ -1022,3 +1022,61 @@ async fn promtool_accepts_the_metrics_exposition() {
     );
     gw.shutdown().await;
 }
+
+/// The upstream's connections are kept and used again across JSON answers,
+/// event streams read to their final message, and empty 202s: a new
+/// connection per request would double the kernel's work per request.
+#[tokio::test]
+async fn upstream_connections_are_used_again_across_json_streams_and_202s() {
+    let up = ScriptedUpstream::start(|req| {
+        let body = String::from_utf8_lossy(&req.body);
+        if body.contains("notifications/") {
+            return vec![Step::Write(
+                b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec(),
+            )];
+        }
+        let id = id_of(req);
+        let done = result_json(&id, json!({"content": [{"type": "text", "text": "done"}]}));
+        if body.contains("\"stream\"") {
+            let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": format!("progress-{id}"), "progress": 1}});
+            return vec![
+                sse_head(),
+                sse_event(&progress.to_string()),
+                sse_event(&done),
+                sse_end(),
+            ];
+        }
+        vec![http_response("200 OK", "application/json", &done)]
+    })
+    .await;
+    let gw = gateway_for(&up).await;
+    let c = client();
+    for n in 0..6 {
+        let tool = if n % 2 == 0 { "stream" } else { "plain" };
+        let resp = call(&c, &url(&gw), &format!("r{n}"), tool, json!({}))
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(resp.status(), 200);
+        let text = resp.text().await.expect("body");
+        assert!(text.contains("done"), "{text}");
+        // A stream's end follows its final message: the connection goes
+        // back once it has arrived (read in the background).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "x"}});
+        let resp = c
+            .post(url(&gw))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", VERSION)
+            .header("mcp-method", "notifications/cancelled")
+            .body(note.to_string())
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(resp.status(), 202, "{:?}", resp.text().await);
+    }
+    assert_eq!(up.requests().len(), 12);
+    assert_eq!(up.connections(), 1, "one connection, kept");
+}

@@ -17,6 +17,16 @@ pub enum UpstreamBody {
     Stdio(PooledBody<StdioConnector>),
 }
 
+impl UpstreamBody {
+    /// The answer is complete; see [`PooledBody::release`].
+    pub fn release(self) {
+        match self {
+            UpstreamBody::Http(b) => b.release(),
+            UpstreamBody::Stdio(b) => b.release(),
+        }
+    }
+}
+
 impl Body for UpstreamBody {
     type Data = Bytes;
     type Error = hyper::Error;

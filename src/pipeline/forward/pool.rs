@@ -375,28 +375,69 @@ pub struct PooledBody<D: Dial> {
     lease: Option<Lease<D>>,
 }
 
+impl<D: Dial> PooledBody<D> {
+    /// The answer is complete (an event stream's final message has been
+    /// read): what is left is the stream's end. It is read in the
+    /// background, for at most [`LEFTOVER_TIME`] and [`LEFTOVER_FRAMES`],
+    /// then the connection goes back; closed otherwise. (Dropping the body
+    /// instead closes the connection unless its end is already here: that
+    /// is how a client's cancellation reaches the upstream.)
+    pub fn release(mut self) {
+        if self.lease.is_none() || self.take_buffered_end() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        drop(rt.spawn(async move {
+            let rest = async {
+                for _ in 0..LEFTOVER_FRAMES {
+                    match http_body_util::BodyExt::frame(&mut self).await {
+                        Some(Ok(_)) => continue,
+                        None | Some(Err(_)) => return,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(LEFTOVER_TIME, rest).await;
+        }));
+    }
+
+    /// Skip the frames already received, without waiting: `true` when that
+    /// reached the end (the connection went back) or the body has no lease.
+    fn take_buffered_end(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..LEFTOVER_FRAMES {
+            if self.lease.is_none() {
+                return true;
+            }
+            match Pin::new(&mut *self).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(_))) => continue,
+                Poll::Ready(None) => return true,
+                Poll::Ready(Some(Err(_))) | Poll::Pending => return false,
+            }
+        }
+        self.lease.is_none()
+    }
+}
+
+/// How long a released body's end may take to arrive.
+const LEFTOVER_TIME: Duration = Duration::from_secs(1);
+
 impl<D: Dial> Drop for PooledBody<D> {
     /// Let go of before its end: an event stream whose final message has
     /// been read, whose end (the last chunk) is usually already here. Take
     /// what is already buffered, without waiting; at the end the connection
     /// goes back, otherwise it closes (how MCP cancels a stream).
     fn drop(&mut self) {
-        if self.lease.is_none() {
-            return;
-        }
-        let mut cx = Context::from_waker(Waker::noop());
-        for _ in 0..LEFTOVER_FRAMES {
-            match Pin::new(&mut *self).poll_frame(&mut cx) {
-                Poll::Ready(Some(Ok(_))) => continue,
-                // At the end the lease went back in `poll_frame`.
-                Poll::Ready(None) | Poll::Ready(Some(Err(_))) | Poll::Pending => return,
-            }
+        if self.lease.is_some() {
+            // At the end the lease goes back in `poll_frame`.
+            self.take_buffered_end();
         }
     }
 }
 
-/// How many frames already received a dropped body may skip to reach its end.
-const LEFTOVER_FRAMES: usize = 4;
+/// How many frames a released or dropped body may skip to reach its end.
+const LEFTOVER_FRAMES: usize = 16;
 
 impl<D: Dial> Body for PooledBody<D> {
     type Data = Bytes;

@@ -129,7 +129,10 @@ impl Events {
 
     /// The final message: through its gate, then out; the upstream is done.
     fn finish_with(&mut self, message: Bytes, asking: bool) {
-        self.upstream = None;
+        // Complete: the connection may finish the stream and be used again.
+        if let Some(upstream) = self.upstream.take() {
+            upstream.release();
+        }
         match self.exchange.gate(asking) {
             None => self.out.push_back(message),
             Some(gate) => self.gate = Some((gate, Waiting::Final(message))),
