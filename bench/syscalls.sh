@@ -102,13 +102,28 @@ PIDS+=("$NG_PID")
 ready "http://127.0.0.1:$PC/mcp"
 ready "http://127.0.0.1:$NG/mcp"
 
+# Context switches (voluntary + involuntary) of every thread of these processes.
+switches() {
+    local p
+    for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
+        awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'
+}
+
 count() { # name pid url
     local name=$1 pid=$2 url=$3 tids=() t out req
-    wrk -t1 -c"$CONNECTIONS" -d2s -s "$BENCH_DIR/wrk/tools_call.lua" "$url" >/dev/null 2>&1 || true
     # Every thread of the proxy (nginx: its worker processes).
     local procs=("$pid")
     # shellcheck disable=SC2207
     procs+=($(cat /proc/"$pid"/task/*/children 2>/dev/null || true))
+    # Without strace first: wake-ups per request at full speed.
+    local before after
+    before=$(switches "${procs[@]}")
+    out=$(wrk -t1 -c"$CONNECTIONS" -d2s -s "$BENCH_DIR/wrk/tools_call.lua" "$url")
+    after=$(switches "${procs[@]}")
+    req=$(grep -o 'requests=[0-9]*' <<<"$out" | cut -d= -f2)
+    [[ -n $req && $req -gt 0 ]] || { echo "wrk completed no request: $out" >&2; exit 1; }
+    printf '%-11s %8s requests unstraced: %.3f context switches/req\n' "$name" "$req" \
+        "$(awk -v a="$before" -v b="$after" -v r="$req" 'BEGIN { print (b - a) / r }')"
     for p in "${procs[@]}"; do
         for t in /proc/"$p"/task/*; do tids+=(-p "${t##*/}"); done
     done
