@@ -89,7 +89,7 @@ pub struct ConnPool<D: Dial> {
     target: Uri,
     limits: PoolLimits,
     /// Idle connections by runtime, the warmest last.
-    idle: Box<[Mutex<Vec<Idle<D::Io>>>]>,
+    idle: Box<[IdleSlot<D::Io>]>,
     /// The multiplexed connection, once one is up.
     h2: Mutex<Option<http2::SendRequest<Full<Bytes>>>>,
     /// Set when the sweep task runs (started by the first idle connection).
@@ -102,6 +102,9 @@ struct H1<T: hyper::rt::Read + hyper::rt::Write + Unpin> {
     send: http1::SendRequest<Full<Bytes>>,
     conn: http1::Connection<T, Full<Bytes>>,
 }
+
+/// One runtime's idle connections, the warmest last.
+type IdleSlot<T> = Mutex<Vec<Idle<T>>>;
 
 struct Idle<T: hyper::rt::Read + hyper::rt::Write + Unpin> {
     h1: Box<H1<T>>,
