@@ -32,11 +32,9 @@ impl Run<'_> {
             max_enum_options: limits.max_enum_options,
             max_string_max_length: limits.max_string_max_length,
         };
-        let schema_value = params
-            .get("requestedSchema")
-            .cloned()
-            .unwrap_or(Value::Null);
-        let mut form = match read_form_schema(&schema_value, &schema_limits) {
+        // Read in place: the schema is cleaned below, never copied.
+        let schema_value = params.get("requestedSchema").unwrap_or(&Value::Null);
+        let mut form = match read_form_schema(schema_value, &schema_limits) {
             Ok(f) => {
                 self.pass(
                     Rule::Schema,
@@ -73,7 +71,7 @@ impl Run<'_> {
                     max_enum_options: usize::MAX,
                     max_string_max_length: u64::MAX,
                 };
-                read_form_schema(&schema_value, &open).map_err(|_| {
+                read_form_schema(schema_value, &open).map_err(|_| {
                     self.invalid(
                         Reason::SchemaNotAllowed,
                         Rule::Schema,
