@@ -2,22 +2,25 @@
 //! connections it accepts and can be told to close them.
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Either, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use super::{ConnPool, PoolLimits};
 
-/// A server answering `/empty` 202 with no body, `/close` with
-/// `Connection: close`, anything else 200 with `size` bytes; counts accepted
-/// connections.
+/// A server answering 202 with no body when `size` is 0, 200 with `size`
+/// bytes otherwise, and on `/hold` 200 with a body that never ends; counts
+/// accepted connections.
 struct Server {
     url: Uri,
     accepted: Arc<AtomicUsize>,
@@ -44,8 +47,13 @@ async fn server(size: usize, keep_alive: bool) -> Server {
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(
                     move |req: Request<hyper::body::Incoming>| async move {
+                        let held = req.uri().path() == "/hold";
                         let _ = req.into_body().collect().await;
-                        Ok::<_, Infallible>(answer(size))
+                        let resp = match held {
+                            true => Response::new(Either::Right(Held(false))),
+                            false => answer(size).map(Either::Left),
+                        };
+                        Ok::<_, Infallible>(resp)
                     },
                 );
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -70,6 +78,26 @@ fn answer(size: usize) -> Response<Full<Bytes>> {
     resp
 }
 
+/// A body that sends one chunk and then never ends: its end cannot be
+/// buffered when the client lets go of it.
+struct Held(bool);
+
+impl Body for Held {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.0 {
+            return Poll::Pending;
+        }
+        self.0 = true;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"partial")))))
+    }
+}
+
 fn pool(url: &Uri, limits: PoolLimits) -> Arc<ConnPool<HttpConnector>> {
     ConnPool::new(HttpConnector::new(), super::super::dial_target(url), limits)
 }
@@ -84,9 +112,13 @@ fn limits() -> PoolLimits {
 }
 
 fn request() -> Request<Full<Bytes>> {
+    request_to("/mcp")
+}
+
+fn request_to(path: &'static str) -> Request<Full<Bytes>> {
     let mut req = Request::new(Full::new(Bytes::from_static(b"{}")));
     *req.method_mut() = http::Method::POST;
-    *req.uri_mut() = Uri::from_static("/mcp");
+    *req.uri_mut() = Uri::from_static(path);
     req.headers_mut().insert(
         http::header::HOST,
         http::HeaderValue::from_static("upstream"),
@@ -115,10 +147,10 @@ async fn a_connection_read_to_the_end_is_used_again() {
 }
 
 #[tokio::test]
-async fn an_answer_dropped_unread_closes_its_connection() {
+async fn an_answer_dropped_before_its_end_closes_its_connection() {
     let s = server(64 << 10, true).await;
     let p = pool(&s.url, limits());
-    let resp = p.send(request(), &s.url).await.unwrap();
+    let resp = p.send(request_to("/hold"), &s.url).await.unwrap();
     drop(resp);
     assert_eq!(p.idle_count(), 0);
     assert_eq!(fetch(&p, &s.url).await.1, 64 << 10);
