@@ -36,6 +36,9 @@ pub struct Exchange {
     pub(super) pushes: u32,
     /// The operation the pushes of this stream share, once one is pushed.
     pub(super) operation: Option<String>,
+    /// The gateway's own answers to this stream's refused pushes, posted
+    /// to the upstream one after another in the order they were decided.
+    pub(super) answers: std::sync::OnceLock<tokio::sync::mpsc::Sender<Bytes>>,
 }
 
 /// The decision on one message from the upstream (the policy's own findings are `policy::inspect::Verdict`s).
@@ -132,6 +135,7 @@ impl Exchange {
             max_message_bytes,
             pushes: 0,
             operation: None,
+            answers: std::sync::OnceLock::new(),
         }
     }
 

@@ -32,6 +32,9 @@ use crate::pipeline::answer::PUSH_KEY;
 use crate::policy::inspect::{inspect_request, Report};
 use crate::sessions::PushState;
 
+/// Answers to refused pushes a stream may have waiting to be posted.
+const ANSWER_QUEUE: usize = 64;
+
 #[derive(Serialize)]
 struct PushOut<'a> {
     jsonrpc: &'static str,
@@ -317,9 +320,28 @@ impl Exchange {
         });
     }
 
+    /// Queues an answer to a refused push; one task per stream posts them
+    /// in order, so the upstream learns of its refusals as they were
+    /// decided. An upstream that keeps pushing past a full queue loses
+    /// the surplus answers (logged): it is flooding, not waiting.
     fn answer_upstream(&self, body: Bytes) {
-        let send = self.upstream_sender();
-        tokio::spawn(async move { send.send(body).await });
+        let queue = self.answers.get_or_init(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(ANSWER_QUEUE);
+            let send = self.upstream_sender();
+            tokio::spawn(async move {
+                while let Some(body) = rx.recv().await {
+                    send.send(body).await;
+                }
+            });
+            tx
+        });
+        if queue.try_send(body).is_err() {
+            tracing::warn!(
+                request_id = %self.ctx.request_id,
+                upstream = %self.ctx.route.upstream.settings.id,
+                "the upstream's refused pushes outran the gateway's answers; this answer is not sent"
+            );
+        }
     }
 
     /// What posting a message to the upstream, in this session, needs.
@@ -366,15 +388,16 @@ pub(super) struct UpstreamSender {
 }
 
 impl UpstreamSender {
-    pub(super) async fn send(mut self, body: Bytes) {
+    pub(super) async fn send(&self, body: Bytes) {
         let upstream = &self.route.upstream;
+        let mut headers = self.headers.clone();
         if let Some(credential) = &upstream.settings.credential {
             match credential
                 .header(&self.principal, self.subject.as_ref())
                 .await
             {
                 Ok((name, value)) => {
-                    self.headers.insert(name, value);
+                    headers.insert(name, value);
                 }
                 Err(e) => {
                     tracing::warn!(upstream = %upstream.settings.id, error = %e, "no credential for the upstream; the gateway's answer to its pushed request is not sent");
@@ -382,7 +405,7 @@ impl UpstreamSender {
                 }
             }
         }
-        match upstream.client.send(Method::POST, self.headers, body).await {
+        match upstream.client.send(Method::POST, headers, body).await {
             Ok(resp) if resp.status().is_success() => {}
             Ok(resp) => {
                 tracing::warn!(upstream = %upstream.settings.id, status = resp.status().as_u16(), "the upstream refused the gateway's answer to its pushed request")
