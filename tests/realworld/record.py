@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import DEFAULT_OUT, LISTS, Server, load  # noqa: E402
+from corpus import DEFAULT_OUT, LISTS, Server, add_selection_args, selected  # noqa: E402
 from install import InstallError, install, node_bin  # noqa: E402
 
 VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
@@ -370,17 +370,11 @@ def summary_line(st: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--subset", action="store_true", help="only the servers marked subset = true")
+    add_selection_args(ap)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where recordings go (default {DEFAULT_OUT})")
-    ap.add_argument("--only", default="", help="comma-separated server ids")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("REALWORLD_JOBS", "4")))
     args = ap.parse_args(argv)
-    servers = load()
-    if args.subset:
-        servers = [s for s in servers if s.subset]
-    if args.only:
-        wanted = set(args.only.split(","))
-        servers = [s for s in servers if s.id in wanted or s.package in wanted]
+    servers = selected(args)
     args.out.mkdir(parents=True, exist_ok=True)
     nodes = node_bin() if any(s.registry == "npm" for s in servers) else None
     scratch_base = Path(tempfile.mkdtemp(prefix="portcullis-realworld-"))
