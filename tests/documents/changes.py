@@ -23,6 +23,7 @@ _MD_LINK = re.compile(r"\[(?:[^\[\]]|\[[^\[\]]*\])*\](?:\([^)\s]*(?:\s+\"[^\"]*\
 _SHORTCUT = re.compile(r"(?<![!\]])\[([^\[\]]+)\](?![(\[])")
 _AUTOLINK = re.compile(r"<(?:https?|ftp|mailto):[^>\s]+>|\bhttps?://[^\s)>\]\"'`]+", re.I)
 _HTML_A = re.compile(r"</?a\b[^>]*>", re.I)
+_HTML_A_BLOCK = re.compile(r"<a\b[^>]*>(.*?)</a>", re.I | re.S)
 _HTML_TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9-]*\b[^<>]*>", re.S)
 _FENCE = re.compile(r"^ {0,3}(```|~~~)[^\n]*\n.*?^ {0,3}\1[^\n]*$", re.S | re.M)
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -37,13 +38,14 @@ def _norm_label(s: str) -> str:
 def image_spans(text: str) -> list[tuple[int, int]]:
     """Where the text holds an image a client would fetch from another host:
     inline and reference markdown images, their definitions when only images
-    use them, and HTML <img>/<source>/<image> tags."""
+    use them, HTML <img>/<source>/<image> tags, and a link whose whole label
+    is such an image (a badge), with its definition when only badges use it."""
     spans = [m.span() for m in _MD_IMAGE.finditer(text)]
     spans += [m.span() for m in _HTML_IMG.finditer(text)]
     defs = {}
     for m in _REF_DEF.finditer(text):
         defs.setdefault(_norm_label(m.group(1)), (m.span(), m.group(2)))
-    image_refs, other_refs = set(), set()
+    image_refs: set[str] = set()
     for m in _MD_REF_IMAGE.finditer(text):
         if text.startswith("(", m.end()) and m.group(2) is None:
             continue  # an inline image, handled above (or a local one)
@@ -51,16 +53,65 @@ def image_spans(text: str) -> list[tuple[int, int]]:
         if label in defs and re.match(_EXTERNAL, defs[label][1]):
             spans.append(m.span())
             image_refs.add(label)
+    images = _merge(spans)
+    badge_refs: set[str] = set()
+    other_refs: set[str] = set()
     for m in _MD_LINK.finditer(text):
         if m.start() > 0 and text[m.start() - 1] == "!":
             continue
-        ref = re.search(r"\]\[([^\]]*)\]$", m.group(0))
-        if ref:
-            inner = m.group(0)[1 : m.group(0).index("][")]
-            other_refs.add(_norm_label(ref.group(1) or inner))
-    for label in image_refs - other_refs:
-        spans.append(defs[label][0])
+        whole = m.group(0)
+        close = _label_end(whole)
+        label = whole[1:close]
+        ref = re.match(r"\[([^\]]*)\]$", whole[close + 1:])
+        ref_label = _norm_label(ref.group(1) or label) if ref else None
+        start = m.start() + 1
+        if label.strip() and _covered(start + len(label) - len(label.lstrip()),
+                                      start + len(label.rstrip()), images):
+            spans.append(m.span())
+            if ref_label:
+                badge_refs.add(ref_label)
+        elif ref_label:
+            other_refs.add(ref_label)
+    def_spans = [span for span, _ in defs.values()]
+    for m in _SHORTCUT.finditer(text):
+        if not any(a <= m.start() < b for a, b in def_spans):
+            other_refs.add(_norm_label(m.group(1)))
+    for label in (image_refs | badge_refs) - other_refs:
+        if label in defs:
+            spans.append(defs[label][0])
+    for m in _HTML_A_BLOCK.finditer(text):
+        inner = m.group(1)
+        off = m.start(1)
+        if inner.strip() and _covered(off + len(inner) - len(inner.lstrip()), off + len(inner.rstrip()), images):
+            spans.append(m.span())
     return _merge(spans)
+
+
+def _label_end(link: str) -> int:
+    """The index of the `]` that closes a link's label (labels nest one level)."""
+    depth = 0
+    for i, c in enumerate(link):
+        if c == "[":
+            depth += 1
+        elif c == "]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(link) - 1
+
+
+def _covered(a: int, b: int, spans: list[tuple[int, int]]) -> bool:
+    """[a, b) is made of spans and white space between them."""
+    pos = a
+    for s, e in spans:
+        if e <= pos:
+            continue
+        if s > pos:
+            return False
+        pos = e
+        if pos >= b:
+            return True
+    return pos >= b
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -66,24 +66,30 @@ def resource_uri(doc: fetch.Document) -> str:
     return f"file:///documents/{doc.package.registry}/{doc.package.folder_name}/{doc.path}"
 
 
-def message(doc: fetch.Document, text: str, carrier: str) -> dict:
+def block(doc: fetch.Document, text: str, carrier: str) -> dict:
     if carrier == "tools/call":
-        result = {"content": [{"type": "text", "text": text}]}
-    else:
-        mime = "text/markdown" if doc.path.lower().endswith((".md", ".markdown")) else "text/plain"
-        result = {"contents": [{"uri": resource_uri(doc), "mimeType": mime, "text": text}]}
-    return {"jsonrpc": "2.0", "id": 1, "result": result}
+        return {"type": "text", "text": text}
+    mime = "text/markdown" if doc.path.lower().endswith((".md", ".markdown")) else "text/plain"
+    return {"uri": resource_uri(doc), "mimeType": mime, "text": text}
 
 
-def received_text(report: dict, carrier: str) -> str | None:
+def message(docs: list[fetch.Document], texts: list[str], carrier: str) -> dict:
+    """One tools/call result (a text block per document) or one resources/read
+    result (a contents entry per document)."""
+    blocks = [block(d, t, carrier) for d, t in zip(docs, texts)]
+    key = "content" if carrier == "tools/call" else "contents"
+    return {"jsonrpc": "2.0", "id": 1, "result": {key: blocks}}
+
+
+def received_texts(report: dict, carrier: str, n: int) -> list[str] | None:
     result = (report.get("client_receives") or {}).get("result")
     if not isinstance(result, dict):
         return None
     items = result.get("content" if carrier == "tools/call" else "contents")
-    if not isinstance(items, list) or len(items) != 1 or not isinstance(items[0], dict):
+    if not isinstance(items, list) or len(items) != n:
         return None
-    text = items[0].get("text")
-    return text if isinstance(text, str) else None
+    texts = [i.get("text") if isinstance(i, dict) else None for i in items]
+    return texts if all(isinstance(t, str) for t in texts) else None
 
 
 def explain(binary: str, config: Path, preset: str, carrier: str, target: str, msg: dict) -> dict:
@@ -97,37 +103,70 @@ def explain(binary: str, config: Path, preset: str, carrier: str, target: str, m
     return json.loads(p.stdout)
 
 
-def judge(binary: str, config: Path, doc: fetch.Document) -> dict:
-    """One document through both carriers under both presets."""
-    text = doc.text()
-    row: dict = {"id": doc.id, "bytes": len(text.encode()), "results": {}}
+def _verdicts(report: dict, index: int | None) -> list[str]:
+    keys = (None,) if index is None else (None, f"content[{index}]", f"contents[{index}]")
+    return sorted({f"{c.get('rule')}: {c.get('action')} ({c.get('detail')})" for c in report.get("checks", [])
+                   if c.get("action") not in ("pass", None) and (index is None or c.get("key") in keys)})
+
+
+def outcome(text: str, got: str) -> dict:
+    c = changes.classify(text, got)
+    out = {"images": c["images"], "changes": c["changes"]}
+    out["outcome"] = "unchanged" if got == text else "images_only" if not c["changes"] else "changed"
+    return out
+
+
+def judge_one(binary: str, config: Path, doc: fetch.Document, text: str, preset: str, carrier: str) -> dict:
+    target = "fetch" if carrier == "tools/call" else resource_uri(doc)
+    try:
+        report = explain(binary, config, preset, carrier, target, message([doc], [text], carrier))
+    except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+        return {"outcome": "error", "error": str(e)[:300]}
+    got = received_texts(report, carrier, 1)
+    if report.get("decision") != "delivered" or got is None:
+        err = (report.get("client_receives") or {}).get("error") or {}
+        return {"outcome": "refused", "reason": (err.get("data") or {}).get("reason"), "checks": _verdicts(report, None)}
+    return {**outcome(text, got[0]), "checks": _verdicts(report, None)}
+
+
+def judge(binary: str, config: Path, docs: list[fetch.Document]) -> list[dict]:
+    """Documents through both carriers under both presets: together in one
+    message where the gateway delivers it, one by one where it does not (so a
+    refusal is laid on the document that caused it)."""
+    texts = [d.text() for d in docs]
+    rows = [{"id": d.id, "bytes": len(t.encode()), "results": {}} for d, t in zip(docs, texts)]
     for preset in PRESETS:
         for carrier in CARRIERS:
-            target = "fetch" if carrier == "tools/call" else resource_uri(doc)
-            out: dict = {}
-            try:
-                report = explain(binary, config, preset, carrier, target, message(doc, text, carrier))
-            except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
-                row["results"][f"{preset} {carrier}"] = {"outcome": "error", "error": str(e)[:300]}
-                continue
-            out["checks"] = sorted({f"{c.get('rule')}: {c.get('action')} ({c.get('detail')})"
-                                    for c in report.get("checks", []) if c.get("action") not in ("pass", None)})
-            got = received_text(report, carrier)
-            if report.get("decision") != "delivered" or got is None:
-                err = (report.get("client_receives") or {}).get("error") or {}
-                out.update(outcome="refused", reason=((err.get("data") or {}).get("reason")))
-            else:
-                c = changes.classify(text, got)
-                out["images"] = c["images"]
-                out["changes"] = c["changes"]
-                if got == text:
-                    out["outcome"] = "unchanged"
-                elif not c["changes"]:
-                    out["outcome"] = "images_only"
+            k = f"{preset} {carrier}"
+            got = None
+            report: dict = {}
+            if len(docs) > 1:
+                try:
+                    report = explain(binary, config, preset, carrier, "fetch" if carrier == "tools/call"
+                                     else resource_uri(docs[0]), message(docs, texts, carrier))
+                    if report.get("decision") == "delivered":
+                        got = received_texts(report, carrier, len(docs))
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired):
+                    got = None
+            for i, (doc, text, row) in enumerate(zip(docs, texts, rows)):
+                if got is None:
+                    row["results"][k] = judge_one(binary, config, doc, text, preset, carrier)
                 else:
-                    out["outcome"] = "changed"
-            row["results"][f"{preset} {carrier}"] = out
-    return row
+                    row["results"][k] = {**outcome(text, got[i]), "checks": _verdicts(report, i)}
+    return rows
+
+
+def batches(docs: list[fetch.Document], max_docs: int, max_bytes: int) -> list[list[fetch.Document]]:
+    out: list[list[fetch.Document]] = []
+    size = 0
+    for d in docs:
+        n = d.file.stat().st_size
+        if not out or len(out[-1]) >= max_docs or size + n > max_bytes:
+            out.append([])
+            size = 0
+        out[-1].append(d)
+        size += n
+    return out
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -193,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bin", default=os.environ.get("PORTCULLIS_BIN", str(fetch.ROOT / "target" / "debug" / "portcullis")))
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("DOCUMENTS_JOBS", "2")))
     ap.add_argument("--fetch-jobs", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=16, help="documents per message (one by one where refused)")
+    ap.add_argument("--batch-bytes", type=int, default=96 * 1024, help="text bytes per message")
     ap.add_argument("--min-unchanged", type=float, default=99.0, help="the share to reach, percent (default 99)")
     ap.add_argument("--retry-failed", action="store_true", help="fetch again the packages that failed before")
     ap.add_argument("--fetch-only", action="store_true")
@@ -222,16 +263,16 @@ def main(argv: list[str] | None = None) -> int:
         config = Path(tmp) / "gateway.toml"
         write_config(config)
 
-        def one(doc: fetch.Document) -> dict:
-            row = judge(args.bin, config, doc)
+        def one(group: list[fetch.Document]) -> list[dict]:
+            got = judge(args.bin, config, group)
             with lock:
-                done[0] += 1
-                if not args.quiet and done[0] % 50 == 0:
+                done[0] += len(group)
+                if not args.quiet:
                     print(f"checked {done[0]}/{len(docs)}", file=sys.stderr, flush=True)
-            return row
+            return got
 
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            rows = list(pool.map(one, docs))
+            rows = [r for group in pool.map(one, batches(docs, args.batch, args.batch_bytes)) for r in group]
     summary = summarise(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"binary": args.bin, "packages": len(packages), "documents": len(docs),
