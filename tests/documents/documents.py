@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import subprocess
@@ -237,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-unchanged", type=float, default=99.0, help="the share to reach, percent (default 99)")
     ap.add_argument("--retry-failed", action="store_true", help="fetch again the packages that failed before")
     ap.add_argument("--fetch-only", action="store_true")
+    ap.add_argument("--cached-only", action="store_true", help="use the packages already in the cache, fetch none")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -246,8 +248,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     notes: list[str] = []
-    docs = fetch.fetch(packages, args.fetch_jobs, args.retry_failed, log=notes.append)
-    print(f"documents: {len(docs)} texts from {len(packages)} packages "
+    fetched = fetch.fetch(packages, args.fetch_jobs, args.retry_failed, log=notes.append,
+                          cached_only=args.cached_only)
+    # several packages ship one text (a workspace's crates share their README): count it once
+    seen: set[str] = set()
+    docs = []
+    for d in fetched:
+        digest = hashlib.sha256(d.file.read_bytes()).hexdigest()
+        if digest not in seen:
+            seen.add(digest)
+            docs.append(d)
+    print(f"documents: {len(docs)} distinct texts ({len(fetched)} fetched) from {len(packages)} packages "
           f"({len(notes)} packages not fetched) in {time.monotonic() - started:.0f}s", flush=True)
     if not args.quiet:
         for n in notes:
@@ -275,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = [r for group in pool.map(one, batches(docs, args.batch, args.batch_bytes)) for r in group]
     summary = summarise(rows)
     args.out.mkdir(parents=True, exist_ok=True)
-    report = {"binary": args.bin, "packages": len(packages), "documents": len(docs),
+    report = {"binary": args.bin, "packages": len(packages), "documents": len(docs), "fetched": len(fetched),
               "not_fetched": notes, "seconds": round(time.monotonic() - started, 1), "summary": summary, "rows": rows}
     (args.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (args.out / "report.md").write_text(report_md(summary, rows, len(packages), len(docs)))

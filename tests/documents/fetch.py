@@ -204,11 +204,13 @@ def package_dir(pkg: Package) -> Path:
     return cache_dir() / pkg.registry / pkg.folder_name
 
 
-def fetch_one(pkg: Package, retry_failed: bool) -> dict:
+def fetch_one(pkg: Package, retry_failed: bool, cached_only: bool = False) -> dict:
     folder = package_dir(pkg)
     done, failed = folder / ".fetched", folder / ".failed"
     if done.is_file() or (failed.is_file() and not retry_failed):
         return json.loads((done if done.is_file() else failed).read_text())
+    if cached_only:
+        return {"package": pkg.key, "error": "not in the cache (--cached-only)"}
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "texts").mkdir(parents=True)
     status: dict = {"package": pkg.key}
@@ -239,15 +241,16 @@ def fetch_one(pkg: Package, retry_failed: bool) -> dict:
     return status
 
 
-def fetch(packages: list[Package], jobs: int, retry_failed: bool = False, log=None) -> list[Document]:
+def fetch(packages: list[Package], jobs: int, retry_failed: bool = False, log=None,
+          cached_only: bool = False) -> list[Document]:
     """Fetch (or reuse) every package; the documents they hold, in list order."""
-    if any(p.registry == "crates" and _crate_dir(p) is None for p in packages):
+    if not cached_only and any(p.registry == "crates" and _crate_dir(p) is None for p in packages):
         try:
             _run(["cargo", "fetch", "--locked", "--manifest-path", str(ROOT / "Cargo.toml")])
         except FetchError as e:
             print(f"documents: cargo fetch: {e}", file=sys.stderr)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        statuses = list(pool.map(lambda p: fetch_one(p, retry_failed), packages))
+        statuses = list(pool.map(lambda p: fetch_one(p, retry_failed, cached_only), packages))
     docs: list[Document] = []
     for pkg, st in zip(packages, statuses):
         if "error" in st and log is not None:
