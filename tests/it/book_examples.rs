@@ -271,8 +271,8 @@ fn every_toml_example_of_the_book_and_readme_is_complete_or_a_named_fragment() {
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 
-/// The check above can fail: a key the config does not have, a missing
-/// listener and an unknown fragment name are each found.
+/// The check above can fail: a config without a listener fails `check`, a
+/// misspelt key of a fragment is found, and a marker's folders are read.
 #[test]
 fn the_example_check_finds_what_a_reader_would_trip_on() {
     let (ok, said) = check(

@@ -124,3 +124,47 @@ fn the_book_lists_every_config_key_as_the_gateway_reads_it() {
         "docs/src/reference/config.md's key tables differ from the config file's types (src/config/raw.rs and the section types it names); paste this between the markers:\n{expected}"
     );
 }
+
+/// The `event` names `AuditEvent::name` gives, read from its match arms (the
+/// enum has no list of its variants, and a name is written only there).
+fn audit_event_names() -> Vec<String> {
+    let source =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/audit/event.rs"))
+            .expect("src/audit/event.rs (moved? point this test at AuditEvent::name)");
+    let body = source
+        .split("pub fn name(&self) -> &'static str {")
+        .nth(1)
+        .expect("AuditEvent::name");
+    let body = &body[..body.find("\n    }\n").expect("the end of AuditEvent::name")];
+    body.lines()
+        .filter_map(|l| l.split("=> \"").nth(1)?.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_book_lists_every_audit_event() {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/src/reference/audit.md"
+    ))
+    .unwrap();
+    let start = page
+        .find("| `event` | when |")
+        .expect("docs/src/reference/audit.md has an event table");
+    let listed: Vec<String> = page[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| Some(l.split('|').nth(1)?.trim().trim_matches('`').to_owned()))
+        .collect();
+    let mut names = audit_event_names();
+    assert!(names.len() >= 8, "{names:?}");
+    let mut listed = listed;
+    listed.sort();
+    names.sort();
+    assert_eq!(
+        listed, names,
+        "docs/src/reference/audit.md's event table differs from AuditEvent::name (src/audit/event.rs)"
+    );
+}
