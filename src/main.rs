@@ -64,8 +64,14 @@ enum Command {
         /// Use this config instead of the shipped demo config.
         #[arg(short, long, value_name = "FILE", conflicts_with = "flow")]
         config: Option<PathBuf>,
+        /// Where the gateway listens (its MCP endpoint is /mcp/rooms there).
+        #[arg(long, default_value = portcullis::demo::LISTEN, conflicts_with_all = ["flow", "config"])]
+        listen: SocketAddr,
+        /// Where the gateway's admin listener (metrics, health) listens.
+        #[arg(long, default_value = portcullis::demo::ADMIN, conflicts_with_all = ["flow", "config"])]
+        admin: SocketAddr,
         /// Where the example MCP server listens (the demo config routes to it).
-        #[arg(long, default_value = "127.0.0.1:9100", conflicts_with = "flow")]
+        #[arg(long, default_value = portcullis::demo::UPSTREAM, conflicts_with = "flow")]
         upstream: SocketAddr,
         /// Send the booking example's book_room request and its retry through a running
         /// demo gateway, printing every message; then exit.
@@ -218,8 +224,12 @@ fn main() -> ExitCode {
             } => demo_flow(url.as_deref()).await,
             #[cfg(feature = "demo")]
             Command::Demo {
-                config, upstream, ..
-            } => demo(config, upstream).await,
+                config,
+                listen,
+                admin,
+                upstream,
+                ..
+            } => demo(config, [listen, admin, upstream]).await,
             #[cfg(feature = "demo")]
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
@@ -368,23 +378,31 @@ async fn demo_flow(url: Option<&str>) -> ExitCode {
 }
 
 #[cfg(feature = "demo")]
-async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
+async fn demo(config: Option<PathBuf>, [listen, admin, upstream]: [SocketAddr; 3]) -> ExitCode {
+    let own = config.is_none();
     let config = match &config {
         Some(path) => load(path, None),
-        None => GatewayConfig::parse(portcullis::demo::DEMO_CONFIG, Path::new("config/demo.toml"))
-            .map_err(|e| {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }),
+        None => GatewayConfig::parse(
+            &portcullis::demo::config_at(listen, admin, upstream),
+            Path::new("config/demo.toml"),
+        )
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }),
     };
     let config = match config {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Err(taken) = demo_ports_free(&config, own) {
+        eprintln!("error: {taken}");
+        return ExitCode::FAILURE;
+    }
     let listener = match tokio::net::TcpListener::bind(upstream).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: the example MCP server cannot listen on {upstream}: {e} (free the port or pass --upstream)");
+            eprintln!("error: the example MCP server cannot listen on {upstream}: {e}; another program (an earlier demo?) has the port: stop it, or pass --upstream 127.0.0.1:PORT");
             return ExitCode::FAILURE;
         }
     };
@@ -401,6 +419,26 @@ async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
         })),
     )
     .await
+}
+
+/// The demo's gateway addresses are free before anything starts: a taken
+/// port gets the flag (or, with --config, the file) that moves it.
+#[cfg(feature = "demo")]
+fn demo_ports_free(config: &GatewayConfig, own_config: bool) -> Result<(), String> {
+    let listeners = config.listeners.iter().map(|l| (l.address, "--listen"));
+    for (address, flag) in listeners.chain(config.admin.map(|a| (a, "--admin"))) {
+        if let Err(e) = std::net::TcpListener::bind(address) {
+            let how = if own_config {
+                format!("pass {flag} 127.0.0.1:PORT")
+            } else {
+                "change the address in the config".to_owned()
+            };
+            return Err(format!(
+                "the demo cannot listen on {address}: {e}; another program (an earlier demo?) has the port: stop it, or {how}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(feature = "demo")]

@@ -49,6 +49,11 @@ pub use upstream::UpstreamRoute;
 static RAW_SHAPE: std::sync::LazyLock<crate::model::Shape> =
     std::sync::LazyLock::new(crate::model::Shape::of::<RawConfig>);
 
+/// The keys and kinds of the config file (the book's key reference is made from it).
+pub fn file_shape() -> &'static crate::model::Shape {
+    &RAW_SHAPE
+}
+
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     pub source: PathBuf,

@@ -101,7 +101,8 @@ pub(super) fn stdio(
 ) -> Option<StdioSettings> {
     let command = r.command.as_ref()?;
     let env = p.take(environment(r, field, loc));
-    let program = p.take(program(command, env.as_ref(), &field("command"), loc));
+    let search = search_path(r, env.as_ref());
+    let program = p.take(program(command, search.as_deref(), &field("command"), loc));
     let cwd = r.cwd.as_ref().and_then(|c| {
         let path = resolve(base, c.get_ref());
         if path.is_dir() {
@@ -119,6 +120,18 @@ pub(super) fn stdio(
         .sandbox
         .as_ref()
         .and_then(|s| p.take(sandbox(s, &field("sandbox"), loc, base)));
+    if let (Some(dir), Some(s), Some(raw)) = (&cwd, &sandbox, &r.cwd) {
+        if !s.shows(dir) {
+            p.push(loc.at(
+                raw.span(),
+                field("cwd"),
+                format!(
+                    "{} is outside the sandbox: the program could not start there; add it (or a folder above it) to sandbox.writable or sandbox.read_only",
+                    dir.display()
+                ),
+            ));
+        }
+    }
     let max_processes = p.or(
         loc.positive(&r.max_processes, &field("max_processes"), 4),
         4,
@@ -149,6 +162,37 @@ pub(super) fn stdio(
             None
         },
     })
+}
+
+impl Sandbox {
+    /// Whether `dir` is inside a folder the sandbox shows the program (the
+    /// system's read-only folders, or a listed one), symbolic links followed.
+    fn shows(&self, dir: &Path) -> bool {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+        let dir = real(dir);
+        SYSTEM_READ_ONLY
+            .iter()
+            .map(PathBuf::from)
+            .chain(self.read_only.iter().cloned())
+            .chain(self.writable.iter().cloned())
+            .any(|folder| dir.starts_with(real(&folder)))
+    }
+}
+
+/// The PATH the program is looked up on: its environment's; or, when that
+/// could not be read (its problem is reported on its own), the PATH `env`
+/// sets or the gateway's, so an unset `env_from` name is not also reported
+/// as a missing program.
+fn search_path(r: &RawUpstream, env: Option<&BTreeMap<String, String>>) -> Option<String> {
+    if let Some(env) = env {
+        return env.get("PATH").cloned();
+    }
+    r.env
+        .iter()
+        .flatten()
+        .find(|(name, _)| name.get_ref() == "PATH")
+        .map(|(_, value)| value.get_ref().clone())
+        .or_else(|| std::env::var("PATH").ok())
 }
 
 /// `env`, then `env_from` read from the gateway's environment, then PATH
@@ -215,7 +259,7 @@ fn environment(
 /// typo is a config error and not a failure on first use.
 fn program(
     command: &Spanned<Vec<Spanned<String>>>,
-    env: Option<&BTreeMap<String, String>>,
+    path: Option<&str>,
     field: &str,
     loc: &Locator<'_>,
 ) -> Result<PathBuf, ConfigError> {
@@ -234,7 +278,6 @@ fn program(
             "a program name and arguments without NUL",
         ));
     }
-    let path = env.and_then(|e| e.get("PATH")).map(String::as_str);
     find_program(name, path).ok_or_else(|| {
         loc.at(
             first.span(),

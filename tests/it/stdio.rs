@@ -181,6 +181,46 @@ fn the_config_says_what_is_wrong_with_a_program() {
     assert!(problems(&roots, d).contains("only a stdio upstream"));
 }
 
+/// `check` finds what `run` would fail on, and nothing more: a working folder
+/// the sandbox does not show is a problem of its own; an unset `env_from` name
+/// is one problem, not also "python3 is not on PATH".
+#[test]
+fn the_config_names_the_one_problem_a_program_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (inside, outside) = (d.join("data"), d.join("elsewhere"));
+    std::fs::create_dir_all(&inside).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let sandboxed = |cwd: &Path| {
+        config(
+            d,
+            &format!(
+                "cwd = \"{}\"\n[upstream.sandbox]\nwritable = [\"{}\"]",
+                cwd.display(),
+                inside.display()
+            ),
+            "",
+        )
+    };
+    let got = problems(&sandboxed(&outside), d);
+    assert!(got.contains("is outside the sandbox"), "{got}");
+    assert!(got.contains(&outside.display().to_string()), "{got}");
+    assert!(GatewayConfig::parse(&sandboxed(&inside.join(".")), &d.join("gateway.toml")).is_ok());
+    // A folder under a system folder is shown read-only: not a problem.
+    assert!(GatewayConfig::parse(&sandboxed(Path::new("/usr")), &d.join("gateway.toml")).is_ok());
+
+    let unset = problems(
+        &config(d, "env_from = [\"PORTCULLIS_NOT_SET_ANYWHERE\"]", ""),
+        d,
+    );
+    assert!(
+        unset.contains("PORTCULLIS_NOT_SET_ANYWHERE is not set"),
+        "{unset}"
+    );
+    assert!(!unset.contains("not an executable file"), "{unset}");
+    assert_eq!(unset.lines().count(), 1, "{unset}");
+}
+
 #[test]
 fn the_state_keys_never_reach_a_program() {
     let dir = tempfile::tempdir().unwrap();
