@@ -61,6 +61,8 @@ mod cases_tests;
 #[cfg(test)]
 mod corpus_tests;
 #[cfg(test)]
+mod meaning_tests;
+#[cfg(test)]
 mod shadow_tests;
 #[cfg(test)]
 mod tests;
