@@ -228,6 +228,17 @@ impl Evidence {
         ev
     }
 
+    /// The evidence of the text as it was sent (its first reading) alone.
+    pub(crate) fn as_sent(&self) -> Evidence {
+        let hits: Vec<Hit> = self.hits.iter().filter(|h| h.unit == 0).copied().collect();
+        let all = hits.iter().fold(0, |m, h| m | h.concepts);
+        Evidence {
+            hits,
+            all,
+            mentions: Vec::new(),
+        }
+    }
+
     /// Does `rule` fire on this item? Every group needs a hit in the same
     /// reading within `scope` clauses of a hit of the first group; the
     /// groups of `also` likewise, in any reading of any text of the item.
