@@ -113,7 +113,10 @@ pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
     match policy.content.injection {
         ContentInjection::Off => false,
         ContentInjection::Confident => {
-            policy.injection.may_match_json(raw) || STEERING.as_ref().is_none_or(|re| re.is_match(raw.as_bytes()))
+            policy.injection.may_match_json(raw)
+                || STEERING
+                    .as_ref()
+                    .is_none_or(|re| re.is_match(raw.as_bytes()))
         }
         _ => policy.injection.may_match_json(raw),
     }
@@ -303,7 +306,13 @@ impl Run<'_> {
             };
             if cleaner.suspicious_link(text) {
                 let detail = "data: suspicious_link".to_owned();
-                self.note(Rule::TextSafety, Action::Flag, Some(key), None, Some(detail));
+                self.note(
+                    Rule::TextSafety,
+                    Action::Flag,
+                    Some(key),
+                    None,
+                    Some(detail),
+                );
             }
             let cleaned = cleaner.clean(text);
             if !cleaned.findings.is_empty() {
@@ -356,15 +365,27 @@ impl Run<'_> {
         };
         let detail = format!("{} ({})", found.finding.intent.as_str(), found.finding.cue);
         if !found.confident {
-            self.note(Rule::PromptInjection, Action::Monitor, Some(key), None, Some(detail));
+            self.note(
+                Rule::PromptInjection,
+                Action::Monitor,
+                Some(key),
+                None,
+                Some(detail),
+            );
             return Ok(());
         }
         let message = format!(
             "{} sent data with text that steers the model ({detail})",
             self.subject.upstream_name
         );
-        self.violation(Reason::PromptInjection, Rule::PromptInjection, Some(key), None, message)
-            .map_err(|e| e.with_data("intent", found.finding.intent.as_str().into()))
+        self.violation(
+            Reason::PromptInjection,
+            Rule::PromptInjection,
+            Some(key),
+            None,
+            message,
+        )
+        .map_err(|e| e.with_data("intent", found.finding.intent.as_str().into()))
     }
 
     /// `prompts/get`: the description and every message's text under the

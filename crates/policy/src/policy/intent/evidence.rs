@@ -126,11 +126,17 @@ impl Evidence {
             | vocab.bit("credentials")
             | vocab.bit("host_context")
             | vocab.bit("host_data");
-        // What the item is about, by its name: a private thing named there
-        // (`ssh_hosts` reading ~/.ssh/config) is the tool's own subject.
+        // What the item is about, by its name and its parameters' names: a
+        // private thing named there (`ssh_hosts` reading ~/.ssh/config, a
+        // share link's `password`) is the tool's own subject.
         let subject: HashSet<String> = item
             .iter()
-            .filter(|l| l.place == Place::Name)
+            .filter(|l| {
+                matches!(
+                    l.place,
+                    Place::Name | Place::PropertyName | Place::ArgumentName
+                )
+            })
             .flat_map(|l| name_words(l.text))
             .collect();
         // Strings of `required` (and other schema values) that name one of
@@ -152,8 +158,15 @@ impl Evidence {
             for reading in readings(listed.text) {
                 let raw: &str = &reading;
                 let first = ev.hits.len();
+                // A parameter's name says what it carries: its own words
+                // make it no one's job.
+                let no_subject = HashSet::new();
+                let subject = match prose {
+                    true => &subject,
+                    false => &no_subject,
+                };
                 let subject_words = Subject {
-                    words: &subject,
+                    words: subject,
                     private,
                     bit: subject_bit,
                 };
@@ -164,9 +177,15 @@ impl Evidence {
                 }
                 for (bit, re) in &vocab.patterns {
                     found.extend(re.find_iter(raw).map(|m| {
+                        // A private thing the item is about is its job, not
+                        // something it reaches for.
                         let own = *bit & private != 0
                             && name_words(m.as_str()).any(|w| subject.contains(&w));
-                        (m.start() + clause_start(m.as_str()), *bit | if own { subject_bit } else { 0 })
+                        let concepts = match own {
+                            true => (*bit & !private) | subject_bit,
+                            false => *bit,
+                        };
+                        (m.start() + clause_start(m.as_str()), concepts)
                     }));
                 }
                 if prose {
@@ -364,7 +383,8 @@ fn clause_start(m: &str) -> usize {
 }
 
 /// Phrase hits of one reading (negated verbs lose their negatable concepts;
-/// a private thing the item's name is about gets `own_subject`).
+/// a private thing the item's name or parameters are about is `own_subject`
+/// instead of private).
 fn words(
     vocab: &Vocab,
     raw: &str,
@@ -387,7 +407,7 @@ fn words(
             && !subject.words.is_empty()
             && (h.start..h.end).any(|i| subject.words.contains(n.word(i)))
         {
-            concepts |= subject.bit;
+            concepts = (concepts & !subject.private) | subject.bit;
         }
         let clause = n.words.get(h.start).map_or(0, |w| w.clause);
         out.push(Hit {

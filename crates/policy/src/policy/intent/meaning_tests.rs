@@ -100,5 +100,10 @@ fn each_case_is_judged_by_meaning() {
     for w in &wrong {
         println!("{w}");
     }
-    assert!(wrong.is_empty(), "{} of {} cases judged wrong", wrong.len(), cases.len());
+    assert!(
+        wrong.is_empty(),
+        "{} of {} cases judged wrong",
+        wrong.len(),
+        cases.len()
+    );
 }

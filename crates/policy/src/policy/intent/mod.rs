@@ -202,9 +202,15 @@ impl IntentDetector {
             .map(|(i, _)| i)
             .collect();
         let continuation = vocab.bit("continuation");
-        let markers = ["fake_tag", "authority_tag", "override", "injected", "ignore"]
-            .iter()
-            .fold(0, |m, c| m | vocab.bit(c));
+        let markers = [
+            "fake_tag",
+            "authority_tag",
+            "override",
+            "injected",
+            "ignore",
+        ]
+        .iter()
+        .fold(0, |m, c| m | vocab.bit(c));
         Ok(IntentDetector {
             markers,
             vocab,
@@ -367,7 +373,10 @@ impl IntentDetector {
             .find(|f| f.intent.works_against_user())?;
         let marked = e.all & self.markers != 0;
         let as_sent = e.as_sent();
-        let hidden = !self.judge(&as_sent).iter().any(|f| f.intent.works_against_user());
+        let hidden = !self
+            .judge(&as_sent)
+            .iter()
+            .any(|f| f.intent.works_against_user());
         let told_to_act = error
             && matches!(
                 finding.intent,

@@ -127,8 +127,11 @@ fn carries_data(dest: &str) -> bool {
         .iter()
         .any(|c| host == *c || host.strip_suffix(c).is_some_and(|s| s.ends_with('.')));
     let payload = |s: &str| {
-        s.split(['&', '=', '#'])
-            .any(|v| v.len() >= CARRIED && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/%-_.".contains(&b)))
+        s.split(['&', '=', '#']).any(|v| {
+            v.len() >= CARRIED
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+/%-_.".contains(&b))
+        })
     };
     collector || url.query().is_some_and(payload) || url.fragment().is_some_and(payload)
 }

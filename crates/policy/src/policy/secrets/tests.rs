@@ -559,8 +559,9 @@ fn messages_that_only_mention_secrets() {
 #[test]
 fn a_field_that_says_not_to_enter_a_secret_asks_for_none() {
     let d = detector();
-    let description =
-        Some("Your favorite integer (do not give us your phone number, pin, or other sensitive info)");
+    let description = Some(
+        "Your favorite integer (do not give us your phone number, pin, or other sensitive info)",
+    );
     assert_eq!(d.check_field("favoriteNumber", None, description), None);
     // Asking still counts with the same list: the verb is not negated.
     let asked = Some("Give us your phone number, pin, or other details");

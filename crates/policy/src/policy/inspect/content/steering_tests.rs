@@ -16,8 +16,12 @@ fn result(text: &str) -> Value {
 
 fn judged(preset: &str, text: &str) -> (Checked<bool>, Report, Value) {
     let mut v = result(text);
-    let (outcome, report) =
-        inspect_content(&policy(preset), &subject(all_caps()), McpMethod::ToolsCall, &mut v);
+    let (outcome, report) = inspect_content(
+        &policy(preset),
+        &subject(all_caps()),
+        McpMethod::ToolsCall,
+        &mut v,
+    );
     (outcome, report, v)
 }
 
@@ -71,8 +75,10 @@ fn a_link_made_to_carry_data_is_a_verdict_not_a_change() {
     let (outcome, report, v) = judged("untrusted", text);
     assert!(matches!(outcome, Ok(false)), "{outcome:?}");
     assert_eq!(v, result(text));
-    assert!(report.verdicts.iter().any(|x| x.action == Action::Flag
-        && x.detail.as_deref() == Some("data: suspicious_link")));
+    assert!(report
+        .verdicts
+        .iter()
+        .any(|x| x.action == Action::Flag && x.detail.as_deref() == Some("data: suspicious_link")));
 }
 
 #[test]
