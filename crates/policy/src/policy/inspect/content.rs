@@ -122,14 +122,17 @@ pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
     }
 }
 
-/// What text that steers the model needs, cheaply found in raw JSON: a role
-/// or authority marker, an override, an order to ignore, a base64 run, a
-/// shell, a call spelled out (`run_shell(`).
+/// What text that steers the model with certainty needs, cheaply found in
+/// raw JSON or one string: a role or authority marker, an override, an
+/// order to ignore, a long base64 run, a call spelled out (`run_shell(`).
+/// Only a string that has one is read by the intent detector, so data
+/// without them costs this scan alone.
 static STEERING: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(?i-u)system\s*[:\]>]|\[\s*(?:system|inst)|<\s*/?\s*(?:system|important|admin)|<\|",
-        r"|you are now|admin mode|developer mode|ignore|disregard|new instructions",
-        r"|[A-Za-z0-9+/]{24,}={0,2}|\bsh\b|bash|\b[a-z]+_[a-z_]+\s*\(|ssh|credential|api[ _-]?key",
+        r"(?i-u)system\s*[:\]>]|\[\s*(?:system|inst)\s*\]|<\s*/?\s*(?:system|important|admin)\b|<\|",
+        r"|you are now|admin mode|developer mode|disregard|new instructions",
+        r"|ignore (?:all |any |the |your )?(?:previous|prior|above|earlier)",
+        r"|[A-Za-z0-9+/]{40,}|\b[a-z]+_[a-z_]+\s*\(",
     ))
     .ok()
 });
@@ -359,6 +362,12 @@ impl Run<'_> {
     /// the listing rules' reading, refused where certain (see
     /// [`crate::policy::intent::Steering`]), recorded otherwise.
     fn steering(&mut self, key: &str, text: &str) -> Checked<()> {
+        if STEERING
+            .as_ref()
+            .is_some_and(|re| !re.is_match(text.as_bytes()))
+        {
+            return Ok(());
+        }
         let error = key == "message" || key == "data";
         let Some(found) = self.policy.listing.intent.judge_data(text, error) else {
             return Ok(());
