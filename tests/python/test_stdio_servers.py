@@ -79,11 +79,7 @@ EVERYTHING_TOOLS = {
 }  # fmt: skip
 ANSWER = {"name": "Ada Lovelace", "check": True, "email": "ada@example.org", "integer": 7}
 # Its integer field's description: "(do not give us your phone number, pin, or other sensitive
-# info)". Both presets take the "pin" for a secret asked through a form.
-PIN_REFUSAL = (
-    'MCP error -32010: {name} asks for a pin in form field "integer"; sensitive data must be collected '
-    'through URL mode (an elicitation with mode "url"), never a form'
-)
+# info)": a negated request, which asks for no PIN (both presets deliver the form).
 # A policy that lets that form through: the trusted preset, with the field named `integer`
 # not taken for a secret.
 FORM_POLICY = """\
@@ -382,18 +378,14 @@ async def test_everything_elicitation_answered(gw, era):
 
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize("route, name", [("everything", "Everything"), ("everything-trusted", "Everything (trusted)")])
-async def test_everything_elicitation_refused(gw, era, route, name):
-    """Under `untrusted` (the default) and `trusted` alike, the form's "pin" is a secret
-    asked through a form: the person never sees it; the program's push is answered with
-    the refusal (-32010), and the program ends its call with an error result saying so."""
+async def test_everything_elicitation_delivered(gw, era, route, name):
+    """Under `untrusted` (the default) and `trusted` alike, the form is delivered: its
+    integer field tells people *not* to give a PIN, which asks for none (issue 35). The
+    person is shown the form once and the program's call completes with their answer."""
     async with connect(gw.url(route), era, accept(ANSWER)) as s:
         result = await s.client.call_tool("trigger-elicitation-request", {})
-    assert s.asked == [], "the person was shown a form the policy refuses"
-    assert result.is_error
-    assert texts(result)[0] == PIN_REFUSAL.format(name=name)
-    # Nothing to answer: one request, no retry, no answer sent.
-    assert len(s.calls("trigger-elicitation-request")) == 1
-    assert s.answers_sent() == []
+    assert len(s.asked) == 1, texts(result)
+    assert not result.is_error, texts(result)
 
 
 # === 2. server-filesystem, confined ======================================================

@@ -181,6 +181,7 @@ fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
         &[
             ("monitor", ContentInjection::Monitor),
             ("enforce", ContentInjection::Enforce),
+            ("confident", ContentInjection::Confident),
             ("off", ContentInjection::Off),
         ]
     ))?;

@@ -73,6 +73,12 @@ pub(crate) enum ContentInjection {
     /// Scanned; the rules' own actions apply (a blocking rule refuses
     /// when the policy enforces).
     Enforce,
+    /// Scanned; text that steers the model with certainty (a fake role or
+    /// authority marker with an order, an instruction only an encoding
+    /// hides, an error that tells the model to run a command) is refused
+    /// when the policy enforces; everything else the rules find is
+    /// recorded.
+    Confident,
 }
 
 /// `[content]`: the rules for data a server hands back (tool results,
