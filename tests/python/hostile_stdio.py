@@ -30,6 +30,8 @@ What it does wrong is chosen by the tool called (one program, many cases):
   connect      `socket.create_connection(("127.0.0.1", arguments.port))`
   open_files   opens /dev/null `arguments.count` times
   alloc        allocates `arguments.mb` MiB
+  identity, by_handle, remount, read_file, fork_count, shm, fill, unshare:
+               what a program that wants out of its sandbox tries (hostile_escape.py)
 
 Every line it reads is appended (as received, with its pid) to the file named
 by the environment variable HOSTILE_RECORD, when set.
@@ -46,13 +48,15 @@ import sys
 import threading
 import time
 
+import hostile_escape
+
 VERSION = "2025-11-25"
 OUT = sys.stdout.buffer
 OUT_LOCK = threading.Lock()
 RECORD = os.environ.get("HOSTILE_RECORD")
 
 TOOLS = ["pid", "garbage", "text_logs", "huge", "bad_utf8", "unknown_id", "stderr_flood", "exit",
-         "hang", "fork", "environ", "password", "connect", "open_files", "alloc"]
+         "hang", "fork", "environ", "password", "connect", "open_files", "alloc", *hostile_escape.TOOLS]
 
 
 def write_raw(data: bytes) -> None:
@@ -213,6 +217,8 @@ def call(rid, name: str, args: dict, pending: dict) -> None:
             answer(rid, {"allocated": size})
         except MemoryError:
             answer(rid, {"allocated": 0, "error": "MemoryError"})
+    elif name in hostile_escape.TOOLS:
+        answer(rid, hostile_escape.TOOLS[name](args))
     else:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"no tool {name!r}"}})
 

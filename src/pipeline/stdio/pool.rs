@@ -10,11 +10,12 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
+use super::cgroup::{cgroups, ProgramCgroup};
 use super::face::Sessions;
 use super::metrics::StdioMetrics;
 use super::process::{Exit, Process};
 use super::spawn::spawn;
-use crate::config::StdioSettings;
+use crate::config::{CgroupMode, StdioSettings};
 use crate::model::Generation;
 
 /// The protocol versions of the sessions generation a program may answer
@@ -82,6 +83,8 @@ pub struct StdioUpstream {
     starting: AtomicUsize,
     /// One per process a pooled program may have: the callers' turns.
     turns: Arc<Semaphore>,
+    /// What holds of its limits was logged.
+    limits_said: AtomicBool,
 }
 
 /// A start in progress, counted against `max_processes` until it is a
@@ -160,6 +163,7 @@ impl StdioUpstream {
             stopped: AtomicBool::new(false),
             starting: AtomicUsize::new(0),
             turns: Arc::new(Semaphore::new(max_processes)),
+            limits_said: AtomicBool::new(false),
         });
         tokio::spawn(tend(Arc::downgrade(&upstream)));
         upstream
@@ -195,7 +199,7 @@ impl StdioUpstream {
         if let Some(g) = self.generation.get() {
             return Ok(*g);
         }
-        let process = self.spawn_one()?;
+        let process = self.spawn_one().await?;
         let found = self.probe(&process).await;
         let _ = self.generation.set(found);
         if found == Generation::Sessions && !process.is_alive() {
@@ -257,7 +261,7 @@ impl StdioUpstream {
                 }
                 Claim::Start => {
                     let _starting = Starting(self);
-                    let process = self.spawn_one()?;
+                    let process = self.spawn_one().await?;
                     return self.give(process, owner, generation).await;
                 }
                 Claim::Wait => {
@@ -337,7 +341,8 @@ impl StdioUpstream {
         })
     }
 
-    fn spawn_one(&self) -> Result<Arc<Process>, Unavailable> {
+    /// Start one process and wait for its start report.
+    async fn spawn_one(&self) -> Result<Arc<Process>, Unavailable> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(Unavailable::Start("the gateway is stopping".into()));
         }
@@ -347,22 +352,77 @@ impl StdioUpstream {
                 return Err(Unavailable::Backoff(at - now));
             }
         }
-        let child = spawn(&self.settings).map_err(Unavailable::Spawn)?;
+        let started = match self.cgroup().await {
+            Ok(cgroup) => spawn(&self.settings, cgroup).map_err(Unavailable::Spawn),
+            Err(e) => Err(e),
+        };
+        let spawned = started.inspect_err(|e| {
+            tracing::error!(upstream = %self.label, "stdio program did not start: {e}");
+        })?;
         let process = Process::run(
-            child,
+            spawned,
             self.label.clone(),
             self.max_line,
             self.settings.stop_timeout,
             self.metrics.clone(),
         )
         .ok_or_else(|| Unavailable::Start("its pipes could not be opened".into()))?;
-        tracing::info!(upstream = %self.label, pid = process.pid(), "stdio program started");
         tokio::spawn(watch_exit(
             process.exit_signal(),
             self.restarts.clone(),
             self.label.clone(),
         ));
+        if let Err(why) = process.ready(self.start_timeout).await {
+            tracing::error!(upstream = %self.label, "stdio program did not start: {why}");
+            return Err(Unavailable::Start(why));
+        }
+        tracing::info!(upstream = %self.label, pid = process.pid(), "stdio program started");
         Ok(Arc::new(process))
+    }
+
+    /// The program's own cgroup, as `cgroup` asks: one where it can be
+    /// made (`auto`: the kernel's per-process limits otherwise, said once),
+    /// one or no start (`required`), none (`off`).
+    async fn cgroup(&self) -> Result<Option<ProgramCgroup>, Unavailable> {
+        let mode = self.settings.cgroup;
+        if mode == CgroupMode::Off {
+            return Ok(None);
+        }
+        let limits = self.settings.limits;
+        let made = tokio::task::spawn_blocking(move || {
+            let found = cgroups();
+            found.make(&limits).map_err(|e| (e.to_string(), found.missing()))
+        })
+        .await
+        .map_err(|e| Unavailable::Start(e.to_string()))?;
+        match (mode, made) {
+            (CgroupMode::Required, Ok(c)) if !(c.memory && c.tasks) => {
+                Err(Unavailable::Start(format!(
+                    "cgroup = \"required\", and its cgroup would not keep every limit ({})",
+                    cgroups().missing()
+                )))
+            }
+            (CgroupMode::Required, Err((why, _))) => Err(Unavailable::Start(format!(
+                "cgroup = \"required\", and no cgroup can be made: {why}"
+            ))),
+            (_, Ok(c)) => {
+                if !(c.memory && c.tasks) {
+                    self.said_once(|| format!("its cgroup keeps part of its limits only ({})", cgroups().missing()));
+                }
+                Ok(Some(c))
+            }
+            (_, Err((why, _))) => {
+                self.said_once(|| format!("no cgroup ({why}): its memory and task limits are per process"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Warn about the program's limits once per upstream.
+    fn said_once(&self, what: impl FnOnce() -> String) {
+        if !self.limits_said.swap(true, Ordering::AcqRel) {
+            tracing::warn!(upstream = %self.label, "stdio program: {}", what());
+        }
     }
 
     /// Ask `server/discover`; an error, silence or a version list without
