@@ -161,7 +161,13 @@ pub(super) fn sandbox(
         list.iter()
             .map(|f| {
                 let path = resolve(base, f.get_ref());
-                if path.exists() {
+                if path.parent().is_none() {
+                    Err(loc.at(
+                        f.span(),
+                        format!("{field}.{key}"),
+                        "\"/\" would show the program the whole host: name the folders it needs",
+                    ))
+                } else if path.exists() {
                     Ok(path)
                 } else {
                     Err(loc.at(

@@ -121,6 +121,23 @@ fn detach_stdio() {
     }
 }
 
+/// `fd` moved above the descriptors the program's step inherits (3 and 4,
+/// which the supervisor closes in itself once the program is started).
+fn above_fixed(fd: libc::c_int) -> libc::c_int {
+    if fd > BINARY_FD {
+        return fd;
+    }
+    // SAFETY: duplicating and closing a descriptor this process owns.
+    unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10);
+        if high < 0 {
+            return fd;
+        }
+        libc::close(fd);
+        high
+    }
+}
+
 /// The signals the supervisor takes through a signalfd.
 struct Signals {
     fd: libc::c_int,
@@ -150,7 +167,10 @@ impl Signals {
             if fd < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok(Signals { fd, before })
+            Ok(Signals {
+                fd: above_fixed(fd),
+                before,
+            })
         }
     }
 
@@ -183,7 +203,7 @@ impl GatewayWatch {
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         GatewayWatch {
             pid,
-            fd: (fd >= 0).then_some(fd as libc::c_int),
+            fd: (fd >= 0).then(|| above_fixed(fd as libc::c_int)),
         }
     }
 
