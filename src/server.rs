@@ -138,6 +138,7 @@ impl RunningGateway {
         handed: Listeners,
         clock: SharedClock,
     ) -> Result<RunningGateway, StartError> {
+        crate::pipeline::stdio::keep_gateway_private();
         let source = config.source.is_file().then(|| config.source.clone());
         let files = std::sync::Mutex::new(FileWatch::of(&config));
         let config = Arc::new(config);

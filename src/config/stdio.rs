@@ -182,7 +182,7 @@ fn environment(
                 "a variable name of A-Z, a-z, 0-9 and '_', not starting with a digit",
             ));
         }
-        let Some(value) = std::env::var_os(name.get_ref()) else {
+        let Some(value) = crate::model::secret_env::take(name.get_ref()) else {
             return Err(loc.at(
                 name.span(),
                 field("env_from"),

@@ -30,7 +30,7 @@ pub mod supervise;
 pub use connector::StdioConnector;
 pub use metrics::StdioMetrics;
 pub use pool::{StdioUpstream, Unavailable};
-pub use spawn::use_supervisor;
+pub use spawn::{keep_gateway_private, use_supervisor};
 
 use crate::model::{Reason, Refusal};
 

@@ -35,6 +35,21 @@ fn supervisor() -> &'static Path {
         .map_or(Path::new("/proc/self/exe"), PathBuf::as_path)
 }
 
+/// The gateway's memory, its `/proc/<pid>/environ` and the rest of its
+/// `/proc` files closed to the programs it starts (which may run as its
+/// own user): the process is not dumpable, so neither ptrace nor
+/// `/proc/<pid>/mem` reach it, and it leaves no core file.
+pub fn keep_gateway_private() {
+    // SAFETY: a plain system call on integers.
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    if rc != 0 {
+        tracing::warn!(
+            "the gateway could not make itself undumpable: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 /// A program started: the supervisor's process, where its start report
 /// arrives, and its cgroup.
 pub struct Spawned {

@@ -18,7 +18,11 @@ use crate::policy::inspect::{inspect_content, inspect_error, may_need_content, R
 impl Exchange {
     /// Any other result: parsed only when the byte scan says the rules
     /// could find something in it.
-    pub(super) fn content_result(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
+    pub(in crate::pipeline::response) fn content_result(
+        &self,
+        id: Option<&RawValue>,
+        result: &RawValue,
+    ) -> Disposition {
         let policy = &self.ctx.route.upstream.settings.policy;
         if !may_need_content(policy, result.get()) {
             return Disposition::Final;
