@@ -157,6 +157,9 @@ pub(super) fn sandbox(
             "needs bubblewrap (`bwrap` on PATH; Debian: apt-get install bubblewrap)",
         )
     })?;
+    if let Err(why) = launcher_supported(&launcher) {
+        return Err(loc.at(raw.span(), field, why));
+    }
     let folders = |list: &[Spanned<String>], key: &str| {
         list.iter()
             .map(|f| {
@@ -193,6 +196,32 @@ pub(super) fn sandbox(
         user: run_as(body, field, loc)?,
         tmp_bytes,
     })
+}
+
+/// The oldest bubblewrap with every option the sandbox needs
+/// (`--disable-userns`, `--size`).
+const LAUNCHER_MIN: (u32, u32) = (0, 8);
+
+/// `bwrap --version` says it is recent enough.
+fn launcher_supported(launcher: &Path) -> Result<(), String> {
+    let out = std::process::Command::new(launcher)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .map_err(|e| format!("{} cannot be run: {e}", launcher.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text.split_whitespace().last().unwrap_or_default();
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) if (major, minor) >= LAUNCHER_MIN => Ok(()),
+        _ => Err(format!(
+            "needs bubblewrap {}.{} or later ({} says {:?})",
+            LAUNCHER_MIN.0,
+            LAUNCHER_MIN.1,
+            launcher.display(),
+            text.trim()
+        )),
+    }
 }
 
 /// `user` and `group`: names or numbers; the group defaults to the user's

@@ -182,7 +182,9 @@ fn environment(
                 "a variable name of A-Z, a-z, 0-9 and '_', not starting with a digit",
             ));
         }
-        let Some(value) = crate::model::secret_env::take(name.get_ref()) else {
+        // Passed through as it is: the gateway's own variables (PATH, LANG)
+        // may be among them, so nothing here is taken out of its environment.
+        let Some(value) = std::env::var_os(name.get_ref()) else {
             return Err(loc.at(
                 name.span(),
                 field("env_from"),

@@ -80,6 +80,12 @@ async fn rug_puller(phase: Arc<AtomicUsize>) -> ScriptedUpstream {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let result = match body["method"].as_str() {
             Some("tools/list") => tools(phase.load(Ordering::SeqCst)),
+            // A tool whose result carries the definitions again.
+            _ if body["params"]["name"] == "carrier" => {
+                let mut r = tools(phase.load(Ordering::SeqCst));
+                r["content"] = json!([{"type": "text", "text": "ok"}]);
+                r
+            }
             _ => json!({"content": [{"type": "text", "text": "ok"}]}),
         };
         vec![http_response(
@@ -92,11 +98,13 @@ async fn rug_puller(phase: Arc<AtomicUsize>) -> ScriptedUpstream {
 }
 
 /// A gateway in front of `upstreams` (id, url, policy), each at `/<id>`,
-/// with state keys in `policies` (which sign the CLI's requests to its
-/// admin listener); the text is also written to `policies/gateway.toml`
-/// for `portcullis listings --config`.
+/// with state keys in `policies/gateway` (which sign the CLI's requests to
+/// its admin listener); the text is also written to
+/// `policies/gateway/gateway.toml` for `portcullis listings --config`.
 fn config(upstreams: &[(&str, &str, &str)], policies: &Path, extra: &str) -> String {
-    let keys = policies.join("keys");
+    let own = policies.join("gateway");
+    std::fs::create_dir_all(&own).unwrap();
+    let keys = own.join("keys");
     if !keys.exists() {
         std::fs::write(&keys, portcullis::mrtr::seal::new_key_line("k1")).unwrap();
     }
@@ -112,7 +120,7 @@ fn config(upstreams: &[(&str, &str, &str)], policies: &Path, extra: &str) -> Str
              response_timeout = \"2s\"\n\n[[route]]\npath = \"/{id}\"\nupstream = \"{id}\"\n\n"
         ));
     }
-    std::fs::write(policies.join("gateway.toml"), &text).unwrap();
+    std::fs::write(own.join("gateway.toml"), &text).unwrap();
     text
 }
 
@@ -182,7 +190,7 @@ async fn cli(gw: &portcullis::server::RunningGateway, dir: &Path, args: &[&str])
     let mut all: Vec<String> = vec!["listings".into()];
     all.extend(args.iter().map(|a| a.to_string()));
     all.extend(["--admin".into(), admin]);
-    all.extend(["--config".into(), dir.join("gateway.toml").display().to_string()]);
+    all.extend(["--config".into(), dir.join("gateway/gateway.toml").display().to_string()]);
     let out = tokio::task::spawn_blocking(move || Command::new(BIN).args(&all).output().unwrap())
         .await
         .unwrap();
@@ -249,6 +257,16 @@ async fn a_changed_definition_is_removed_audited_counted_and_delivered_once_acce
         );
     }
     assert_eq!(call_reason(&url, "stable").await, None);
+    // Definitions carried in a tool's result are compared with the pins too.
+    let carried = json_of(
+        call(&client(), &url, "c", "carrier", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(names(&carried), ["reordered", "stable"], "{carried}");
+    assert_eq!(carried["result"]["content"][0]["text"], "ok", "{carried}");
     let m = metrics(&gw).await;
     // Once per new definition, however often it is listed.
     assert_eq!(
@@ -399,7 +417,7 @@ async fn flag_and_monitor_deliver_allow_repins_and_upstreams_do_not_share_pins()
 /// `Authorization` for a request to the admin listener, signed with the
 /// keys in `dir` (as `portcullis listings --config` signs it).
 fn signed(dir: &Path, method: &str, path: &str, body: &str) -> String {
-    let keys = portcullis::mrtr::seal::StateKeys::from_file(&dir.join("keys")).unwrap();
+    let keys = portcullis::mrtr::seal::StateKeys::from_file(&dir.join("gateway/keys")).unwrap();
     portcullis::listings::signed::sign(&keys, method, path, body.as_bytes())
         .unwrap()
         .to_str()
@@ -429,8 +447,9 @@ async fn an_acceptance_is_taken_only_as_the_cli_sends_it() {
     };
     let good = signed(dir.path(), "POST", "/listings/accept", &body);
     let other_key = tempfile::tempdir().unwrap();
+    std::fs::create_dir(other_key.path().join("gateway")).unwrap();
     std::fs::write(
-        other_key.path().join("keys"),
+        other_key.path().join("gateway/keys"),
         portcullis::mrtr::seal::new_key_line("k1"),
     )
     .unwrap();

@@ -12,6 +12,7 @@ the errno name of a refusal, or what it got. Standard library and ctypes only.
   shm          a shared anonymous mapping of `arguments.mb` MiB, every page written
   fill         write `arguments.mb` MiB into `arguments.path`; how much was written
   unshare      a new user namespace (with its capabilities), then a mount in it
+  http_post    POST `arguments.body` to `arguments.url` with `arguments.headers`: the status
 """
 
 from __future__ import annotations
@@ -147,7 +148,21 @@ def unshare(_args: dict) -> dict:
     return {"unshare": "ok"}
 
 
-TOOLS = {"identity": identity, "by_handle": by_handle, "remount": remount, "read_file": read_file,
+def http_post(args: dict) -> dict:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(args["url"], data=args["body"].encode(), headers=args.get("headers", {}))
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return {"status": r.status}
+    except urllib.error.HTTPError as e:
+        return {"status": e.code}
+    except OSError as e:
+        return {"errno": errname(e.errno or 0)}
+
+
+TOOLS = {"identity": identity, "http_post": http_post, "by_handle": by_handle, "remount": remount, "read_file": read_file,
          "fork_count": fork_count, "shm": shm, "fill": fill, "unshare": unshare}
 
 

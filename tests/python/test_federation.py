@@ -480,9 +480,12 @@ async def test_legacy_session_over_the_members(fed, direct_tools):
         assert [c.text for c in result.content] == ["old"], uid
 
 
-async def test_legacy_pushed_questions_go_back_to_their_member(fed):
+@pytest.mark.parametrize("uid", ["python", "ts-v2"])
+async def test_legacy_pushed_questions_go_back_to_their_member(fed, uid):
+    """Each member that speaks 2025-11-25 keeps its own session under the joint one,
+    so it can push its questions (the TypeScript SDK v2 server too)."""
     async with connect(fed.url(TEAM), mode="legacy") as s:
-        result = await s.client.call_tool("py_wizard", {})
+        result = await s.client.call_tool(f"{PREFIX[uid]}_wizard", {})
     assert [p.message for _, p in s.asked] == ["What is the event called?", "How many people come?", "Book it?"]
     assert json.loads(result.content[0].text) == {
         "tool": "wizard",

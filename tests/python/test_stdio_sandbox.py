@@ -239,14 +239,18 @@ def upstream(uid: str, sandbox: dict, **keys) -> str:
     return text + f'[[route]]\npath = "/{uid}"\nupstream = "{uid}"\n'
 
 
-def config(tmp: Path, ups: list[str]) -> str:
+KEYS_ENV = "PORTCULLIS_SANDBOX_TEST_KEYS"
+
+
+def config(tmp: Path, ups: list[str], keys_env: bool = False) -> str:
+    keys = f'keys_env = "{KEYS_ENV}"' if keys_env else f'keys_file = "{tmp / "secret" / "keys"}"'
     text = ('[[listener]]\naddress = "127.0.0.1:0"\n[admin]\naddress = "127.0.0.1:0"\n'
-            f'[audit]\nsink = "off"\n[state]\nkeys_file = "{tmp / "secret" / "keys"}"\n'
+            f'[audit]\nsink = "off"\n[state]\n{keys}\n'
             + "".join(ups))
     return text.replace("{rw}", str(tmp / "rw"))
 
 
-def start(mode: Mode, tmp: Path, ups: list[str]) -> Box:
+def start(mode: Mode, tmp: Path, ups: list[str], keys_env: bool = False) -> Box:
     owner = mode.user
     keys = subprocess.run([str(_binary()), "keygen"], check=True, capture_output=True, text=True).stdout
     (tmp / "secret" / "keys").write_text(keys)
@@ -255,9 +259,11 @@ def start(mode: Mode, tmp: Path, ups: list[str]) -> Box:
         for p in (tmp / "secret", tmp / "secret" / "keys"):
             os.chown(p, owner.pw_uid, owner.pw_gid)
     cfg = tmp / "gateway.toml"
-    cfg.write_text(config(tmp, ups))
+    cfg.write_text(config(tmp, ups, keys_env))
     log_path = tmp / "gateway.log"
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp), "RUST_LOG": "info"}
+    if keys_env:
+        env[KEYS_ENV] = keys.strip()
     with log_path.open("wb") as log:
         proc = subprocess.Popen([str(_binary()), "run", "--config", str(cfg)], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, cwd=tmp, env=env,
@@ -483,3 +489,45 @@ def test_no_child_outlives_a_sigkill_of_the_gateway(mode, boxed):
     finally:
         _stop(gateway.proc)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ==================================================================== unsandboxed programs
+
+@pytest.fixture(scope="module")
+def plain(mode: Mode):
+    """A gateway (its state keys in its environment) and one unsandboxed program."""
+    tmp = folders()
+    gateway = start(mode, tmp, [upstream("plain", None)], keys_env=True)
+    try:
+        yield gateway
+    finally:
+        _stop(gateway.proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_the_gateways_memory_and_environment_are_closed_to_its_programs(plain):
+    if plain.mode.user is None:
+        pytest.skip("a program the root gateway starts unsandboxed is root: the sandbox is what separates them")
+    pid = plain.proc.pid
+    for path in (f"/proc/{pid}/environ", f"/proc/{pid}/mem", f"/proc/{pid}/maps"):
+        got = tool(plain, "plain", "read_file", path=path)
+        assert got == {"errno": "EACCES"}, f"{plain.mode.name}: the program read {path}: {got}"
+
+
+def test_the_state_keys_are_gone_from_the_gateways_environment(plain):
+    environ = Path(f"/proc/{plain.proc.pid}/environ").read_bytes()
+    keys = (plain.tmp / "secret" / "keys").read_text().strip()
+    assert keys.encode() not in environ, "the state keys are still in the gateway's environment"
+    # The gateway itself still has them: a sealed state opens.
+    assert tool(plain, "plain", "pid")["pid"] > 0
+
+
+def test_a_program_cannot_accept_a_listing_on_the_admin_listener(plain):
+    body = json.dumps({"upstream": "plain", "digests": {}})
+    for path in ("/listings/accept", "/listings?upstream=plain"):
+        headers = {"content-type": "application/json", "x-portcullis-admin": "listings"}
+        got = tool(plain, "plain", "http_post", url=f"{plain.admin}{path}", body=body, headers=headers)
+        assert got["status"] in (401, 405), f"{plain.mode.name}: {path}: {got}"
+    got = tool(plain, "plain", "http_post", url=f"{plain.admin}/listings/accept", body=body,
+               headers={"content-type": "application/json", "x-portcullis-admin": "listings"})
+    assert got == {"status": 401}, got

@@ -150,7 +150,7 @@ impl Exchange {
     }
 
     /// [`Exchange::whole`] of a value other rules already `rewritten`.
-    fn whole_rewritten(
+    pub(super) fn whole_rewritten(
         &self,
         id: Option<&RawValue>,
         value: &mut Value,

@@ -71,7 +71,8 @@ pub struct StdioUpstream {
     start_timeout: Duration,
     pub(super) metrics: Arc<StdioMetrics>,
     workers: Mutex<Vec<Worker>>,
-    freed: Notify,
+    /// A process became free (given back, or ended).
+    freed: Arc<Notify>,
     /// What the program speaks, once known (configured, or found at the
     /// first start): the one generation its face speaks.
     generation: Arc<OnceLock<Generation>>,
@@ -155,7 +156,7 @@ impl StdioUpstream {
             start_timeout,
             metrics,
             workers: Mutex::default(),
-            freed: Notify::new(),
+            freed: Arc::new(Notify::new()),
             generation,
             probing: tokio::sync::Mutex::new(()),
             restarts: Arc::default(),
@@ -281,7 +282,8 @@ impl StdioUpstream {
     fn claim(self: &Arc<Self>, owner: &Owner) -> Claim {
         let mut workers = lock(&self.workers);
         workers.retain(|w| w.process.is_alive());
-        let idle = |w: &Worker| !w.leased;
+        // One still busy with a request given up on waits for its end.
+        let idle = |w: &Worker| !w.leased && !w.process.overdue();
         if let Some(w) = workers
             .iter_mut()
             .find(|w| idle(w) && w.owner.as_ref() == Some(owner))
@@ -323,7 +325,10 @@ impl StdioUpstream {
     ) -> Result<Lease, Unavailable> {
         process.answer_roots(owner.roots.clone());
         let initialized = match generation {
-            Generation::Stateless => None,
+            Generation::Stateless => {
+                process.set_pooled();
+                None
+            }
             Generation::Sessions => Some(self.initialize(&process, owner).await?),
         };
         lock(&self.workers).push(Worker {
@@ -371,6 +376,7 @@ impl StdioUpstream {
             process.exit_signal(),
             self.restarts.clone(),
             self.label.clone(),
+            self.freed.clone(),
         ));
         if let Err(why) = process.ready(self.start_timeout).await {
             tracing::error!(upstream = %self.label, "stdio program did not start: {why}");
@@ -565,11 +571,14 @@ async fn watch_exit(
     mut exited: tokio::sync::watch::Receiver<Exit>,
     restarts: Arc<Mutex<Restarts>>,
     label: Arc<str>,
+    freed: Arc<Notify>,
 ) {
     let started = Instant::now();
     let Ok(exit) = exited.wait_for(|e| e.ended()).await.map(|e| *e) else {
         return;
     };
+    // Its place is free: a caller waiting for one may start another.
+    freed.notify_waiters();
     let mut r = lock(&restarts);
     if exit == (Exit::Ended { stopped: true }) {
         return;

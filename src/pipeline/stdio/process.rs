@@ -3,7 +3,7 @@
 //! for them, the rest to the call in flight), its stderr logged with a
 //! bound, and its exit noticed.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,6 +14,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot, watch};
+
+mod settle;
 
 use super::frame::{self, FromProgram, Line, LineFault};
 use super::metrics::StdioMetrics;
@@ -46,6 +48,14 @@ struct Shared {
     pid: AtomicU32,
     pending: Mutex<HashMap<u64, Waiter>>,
     abandoned: Mutex<VecDeque<u64>>,
+    /// Requests given up on that the program has not ended yet (`settle.rs`).
+    overdue: Mutex<HashSet<u64>>,
+    /// Its processes serve any caller in turn (2026-07-28).
+    pooled: AtomicBool,
+    /// It has written something that is not an answer.
+    speaks: AtomicBool,
+    /// It has answered a request.
+    answered: AtomicBool,
     /// Where messages that are not a response go: the call in flight's
     /// stream, else the session's own stream.
     call: Mutex<Option<mpsc::Sender<Bytes>>>,
@@ -146,6 +156,10 @@ impl Process {
             pid: AtomicU32::new(pid),
             pending: Mutex::default(),
             abandoned: Mutex::default(),
+            overdue: Mutex::default(),
+            pooled: AtomicBool::new(false),
+            speaks: AtomicBool::new(false),
+            answered: AtomicBool::new(false),
             call: Mutex::default(),
             listener: Mutex::default(),
             roots: Mutex::new(Arc::from(Vec::new())),
@@ -252,6 +266,7 @@ impl Process {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let line = frame::with_id(message, &id.to_string())
             .map_err(|_| ProgramFailed::OutOfStep(LineFault::NotJsonRpc))?;
+        self.settle().await;
         let (tx, rx) = oneshot::channel();
         lock(&self.shared.pending).insert(id, tx);
         *lock(&self.shared.call) = related;
@@ -268,6 +283,7 @@ impl Process {
         let answer = rx.await.unwrap_or(Err(ProgramFailed::Exited));
         guard.done = true;
         *lock(&self.shared.call) = None;
+        self.shared.answered.store(true, Ordering::Release);
         answer
     }
 
@@ -337,6 +353,7 @@ impl Drop for Abandon<'_> {
         lock(&shared.pending).remove(&self.id);
         *lock(&shared.call) = None;
         remember(&shared.abandoned, self.id);
+        shared.owe(self.id, self.process.stop_timeout);
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": self.id, "reason": "the client went away"}});
         self.process
@@ -434,6 +451,7 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                         remember(&shared.abandoned, id);
                     }
                     None => {
+                        shared.paid(id);
                         let late = {
                             let mut abandoned = lock(&shared.abandoned);
                             let at = abandoned.iter().position(|a| *a == id);
@@ -451,6 +469,7 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                 }
             }
             FromProgram::Request { method, id } => {
+                shared.speaks.store(true, Ordering::Release);
                 // The reader never waits on stdin: a program blocked writing
                 // to us while we wait to write to it would never move again.
                 if let Some(answer) = answered_here(&method, &id, &shared) {
@@ -464,6 +483,7 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                 }
             }
             FromProgram::Notification { .. } => {
+                shared.speaks.store(true, Ordering::Release);
                 if let Some(to) = shared.related() {
                     // A slow reader loses notifications, never stalls the program.
                     let _ = to.try_send(line);
