@@ -74,6 +74,7 @@ def upstreams(tmp: Path) -> list[Upstream]:
         Upstream("obj"), Upstream("arr"), Upstream("text"), Upstream("huge"), Upstream("utf8"),
         Upstream("idnum"), Upstream("idstr"), Upstream("flood"), Upstream("peer"), Upstream("exit"),
         Upstream("backoff"), Upstream("hang"), Upstream("hang2", {"max_processes": "2", "connect_timeout": '"2s"'}),
+        Upstream("spin", {"max_processes": "1"}), Upstream("midline", {"max_processes": "1"}),
         Upstream("group", {"idle_timeout": '"1s"'}),
         Upstream("boxed", {"idle_timeout": '"1s"'}, box),
         Upstream("env", {"env_from": f'["{PASSED}"]'}),
@@ -506,6 +507,33 @@ def test_programs_that_never_answer_do_not_use_up_the_processes(gw):
         + f"\nprocesses running: {gw.metric('portcullis_stdio_processes', upstream='hang2')}")
     for rid, reply in zip((1, 2, 3), replies):
         refused(reply, "upstream_timeout", 504, rid=rid)
+
+
+@pytest.mark.parametrize("upstream,tool,said", [
+    ("spin", "spin", "kept working on it"),
+    ("midline", "midline", "stopped in the middle of a line"),
+])
+def test_a_program_still_busy_with_a_request_given_up_is_replaced(gw, upstream, tool, said):
+    """After its call timed out: a program that keeps burning the CPU, or that stopped in the
+    middle of a line (which would corrupt the next answer), is stopped, and the next call
+    gets a fresh one (max_processes = 1: it would otherwise get this one)."""
+    refused(call(gw, upstream, tool, rid=8), "upstream_timeout", 504, rid=8)
+    first = receiver(gw, upstream, tool)
+    assert wait_until(lambda: not alive(first), 4), f"{upstream}: the program {first} still runs"
+    assert log_lines(gw, said, f"upstream={upstream}", f"pid={first}"), gw.log()[-3000:]
+    after = call(gw, upstream, "pid", rid=9)
+    assert after.status == 200 and after.value["pid"] not in (0, first), after.raw
+    # The gateway stopped it: no crash, no restart backoff.
+    assert gw.metric_total("portcullis_stdio_exits_total", upstream=upstream) == 1
+
+
+def test_a_program_that_went_quiet_after_a_request_given_up_is_kept(gw):
+    """A program may rightly never answer a cancelled request: one that does nothing is kept."""
+    refused(call(gw, "hang", "hang", rid=10), "upstream_timeout", 504, rid=10)
+    first = receiver(gw, "hang", "hang")
+    time.sleep(2)
+    assert alive(first)
+    assert call(gw, "hang", "pid", rid=11).value["pid"] == first
 
 
 # ==================================================================== children

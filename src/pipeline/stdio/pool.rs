@@ -373,7 +373,7 @@ impl StdioUpstream {
         )
         .ok_or_else(|| Unavailable::Start("its pipes could not be opened".into()))?;
         tokio::spawn(watch_exit(
-            process.exit_signal(),
+            process.gone_signal(),
             self.restarts.clone(),
             self.label.clone(),
             self.freed.clone(),
@@ -568,13 +568,13 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// back (1 s, 2 s, 4 s… up to a minute); a process that ran for a while
 /// clears the count.
 async fn watch_exit(
-    mut exited: tokio::sync::watch::Receiver<Exit>,
+    mut gone: tokio::sync::watch::Receiver<Option<Exit>>,
     restarts: Arc<Mutex<Restarts>>,
     label: Arc<str>,
     freed: Arc<Notify>,
 ) {
     let started = Instant::now();
-    let Ok(exit) = exited.wait_for(|e| e.ended()).await.map(|e| *e) else {
+    let Ok(Some(exit)) = gone.wait_for(Option::is_some).await.map(|e| *e) else {
         return;
     };
     // Its place is free: a caller waiting for one may start another.

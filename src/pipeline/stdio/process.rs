@@ -56,6 +56,11 @@ struct Shared {
     speaks: AtomicBool,
     /// It has answered a request.
     answered: AtomicBool,
+    /// The reader holds part of a line, waiting for its end.
+    mid_line: AtomicBool,
+    /// Its stdout has ended, or it fell out of step: it serves nothing more
+    /// (sent before its supervisor's end, which `exited` waits for).
+    gone: watch::Sender<Option<Exit>>,
     /// Where messages that are not a response go: the call in flight's
     /// stream, else the session's own stream.
     call: Mutex<Option<mpsc::Sender<Bytes>>>,
@@ -160,6 +165,8 @@ impl Process {
             pooled: AtomicBool::new(false),
             speaks: AtomicBool::new(false),
             answered: AtomicBool::new(false),
+            mid_line: AtomicBool::new(false),
+            gone: watch::channel(None).0,
             call: Mutex::default(),
             listener: Mutex::default(),
             roots: Mutex::new(Arc::from(Vec::new())),
@@ -242,6 +249,12 @@ impl Process {
     /// Changes when the program has exited.
     pub fn exit_signal(&self) -> watch::Receiver<Exit> {
         self.shared.exited.subscribe()
+    }
+
+    /// Set when the program serves nothing more (its stdout ended, or it
+    /// fell out of step), at once, before its supervisor is gone.
+    pub fn gone_signal(&self) -> watch::Receiver<Option<Exit>> {
+        self.shared.gone.subscribe()
     }
 
     pub fn is_alive(&self) -> bool {
@@ -400,6 +413,14 @@ impl Shared {
     /// The program is gone or out of step: every waiting request fails.
     fn fail_all(&self, why: ProgramFailed) {
         self.alive.store(false, Ordering::Release);
+        let stopped = self.stopping.load(Ordering::Acquire);
+        self.gone.send_if_modified(|g| {
+            let first = g.is_none();
+            if first {
+                *g = Some(Exit::Ended { stopped });
+            }
+            first
+        });
         let waiting: Vec<Waiter> = lock(&self.pending).drain().map(|(_, w)| w).collect();
         for w in waiting {
             let _ = w.send(Err(why));
@@ -419,7 +440,7 @@ impl Shared {
 async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, shared: Arc<Shared>) {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     loop {
-        let line = match frame::read_line(&mut reader, max_line).await {
+        let line = match frame::read_line(&mut reader, max_line, &shared.mid_line).await {
             Ok(Line::Message(line)) => line,
             Ok(Line::Fault(fault)) => {
                 if fault_kept_step(&shared, fault) {
