@@ -102,6 +102,28 @@ enum Command {
     /// What a running gateway pinned of each upstream's lists, and the
     /// operator's acceptance of a changed definition (rug pulls).
     Listings(portcullis::listings::cli::ListingsArgs),
+    /// (internal) The supervisor of one stdio program: see pipeline::stdio::supervise.
+    #[command(hide = true)]
+    StdioSupervise {
+        /// The gateway's pid: when it is gone, so is everything below.
+        #[arg(long)]
+        watch: u32,
+        /// How long a stopped program has between SIGTERM and SIGKILL.
+        #[arg(long)]
+        grace_ms: u64,
+        #[arg(last = true, required = true)]
+        target: Vec<std::ffi::OsString>,
+    },
+    /// (internal) A stdio program's last step before its exec.
+    #[command(hide = true)]
+    StdioConfine {
+        #[arg(long)]
+        max_tasks: Option<u64>,
+        #[arg(long)]
+        report_pid: bool,
+        #[arg(last = true, required = true)]
+        program: Vec<std::ffi::OsString>,
+    },
     /// Probe a running gateway's /healthz (Docker HEALTHCHECK): exit 0 on 200.
     Healthcheck {
         /// Probe the [admin] address of this config file.
@@ -195,6 +217,27 @@ fn load(path: &Path, flag: Option<LogFormatArg>) -> Result<GatewayConfig, ExitCo
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A stdio program's steps run before anything of the gateway starts.
+    match &cli.command {
+        Command::StdioSupervise {
+            watch,
+            grace_ms,
+            target,
+        } => {
+            let grace = std::time::Duration::from_millis(*grace_ms);
+            let code = portcullis::pipeline::stdio::supervise::supervise(*watch, grace, target);
+            return ExitCode::from(u8::try_from(code).unwrap_or(255));
+        }
+        Command::StdioConfine {
+            max_tasks,
+            report_pid,
+            program,
+        } => {
+            let code = portcullis::pipeline::stdio::supervise::confine(*max_tasks, *report_pid, program);
+            return ExitCode::from(u8::try_from(code).unwrap_or(255));
+        }
+        _ => {}
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -249,6 +292,7 @@ fn main() -> ExitCode {
             Command::Healthcheck { config, url } => {
                 portcullis::healthcheck::run(config.as_deref(), url.as_deref()).await
             }
+            Command::StdioSupervise { .. } | Command::StdioConfine { .. } => ExitCode::FAILURE,
         }
     })
 }

@@ -14,6 +14,7 @@ mod resource;
 mod restart;
 mod route;
 mod runtime;
+mod sandbox;
 mod stdio;
 mod traces;
 mod upstream;
@@ -41,7 +42,8 @@ pub use problems::ConfigErrors;
 pub use resource::{Metadata as ResourceMetadata, ProtectedResource, METADATA_PATH};
 pub use route::{FederationSettings, RouteConfig, TaskMode, FEDERATION_NAME};
 pub use runtime::RuntimeModel;
-pub use stdio::{ProcessLimits, Sandbox, StdioSettings, INHERITED_VARIABLES, SYSTEM_READ_ONLY};
+pub use sandbox::{CgroupMode, RunAs, Sandbox, ETC_ALLOWED, OVERFLOW_ID, SYSTEM_READ_ONLY};
+pub use stdio::{ProcessLimits, StdioSettings, INHERITED_VARIABLES};
 pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
 

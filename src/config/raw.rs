@@ -144,6 +144,10 @@ pub struct RawUpstream {
     pub max_memory_bytes: Option<Spanned<i64>>,
     pub max_open_files: Option<Spanned<i64>>,
     pub max_cpu_seconds: Option<Spanned<i64>>,
+    /// The most tasks (processes and threads) the program and its children hold.
+    pub max_tasks: Option<Spanned<i64>>,
+    /// Whether the program's limits are kept by a cgroup: auto, required, off.
+    pub cgroup: Option<Spanned<String>>,
     /// Confinement of the program (bubblewrap).
     pub sandbox: Option<Spanned<RawSandbox>>,
     pub ca_file: Option<Spanned<String>>,
@@ -174,6 +178,11 @@ pub struct RawSandbox {
     #[serde(default)]
     pub writable: Vec<Spanned<String>>,
     pub network: Option<bool>,
+    /// The host user (and group) the program runs as when the gateway runs as root.
+    pub user: Option<Spanned<String>>,
+    pub group: Option<Spanned<String>>,
+    /// The size of its /tmp and of its /dev/shm, each.
+    pub max_tmp_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -249,7 +249,10 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
             ResultRoute::ServerDescription => {
                 Some(trace_notification(policy, &subject, method, result.get().as_bytes()).1)
             }
-            ResultRoute::Task(_) | ResultRoute::TaskAck | ResultRoute::Content => {
+            ResultRoute::Task(_)
+            | ResultRoute::TaskAck
+            | ResultRoute::TaskList
+            | ResultRoute::Content => {
                 Some(trace_content(policy, &subject, method, &mut loose).1)
             }
         };

@@ -168,3 +168,29 @@ fn the_book_lists_every_audit_event() {
         "docs/src/reference/audit.md's event table differs from AuditEvent::name (src/audit/event.rs)"
     );
 }
+
+/// policies/README.md says what each preset does with sampling and roots as
+/// the preset's own file (compiled in) sets it.
+#[test]
+fn the_policies_readme_says_what_the_presets_do_with_sampling_and_roots() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("policies/README.md")).unwrap();
+    for preset in ["untrusted", "trusted"] {
+        let text = std::fs::read_to_string(root.join(format!("policies/presets/{preset}.toml"))).unwrap();
+        let table: toml::Table = text.parse().unwrap();
+        let deprecated = &table["deprecated"];
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{preset}`")))
+            .unwrap_or_else(|| panic!("no row for {preset}"));
+        for kind in ["sampling", "roots"] {
+            let allowed = deprecated[kind].as_str() == Some("allow");
+            let says = if allowed { "sampling/roots allowed" } else { "sampling/roots refused" };
+            assert!(
+                row.contains(says),
+                "{preset} sets {kind} = {}, its row says otherwise: {row}",
+                deprecated[kind]
+            );
+        }
+    }
+}

@@ -339,3 +339,64 @@ async fn an_eager_program_starts_with_the_gateway_and_an_idle_one_stops() {
     );
     gw.shutdown().await;
 }
+
+/// A 2026-07-28 program that logs a little after its answer to `talk`
+/// (as an asynchronous logger would), and logs during `listen`.
+const LOGGER: &str = r#"
+import json, sys, time
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "server/discover":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete",
+              "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "logging": {}}}})
+        continue
+    if m["method"] == "ping":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+        continue
+    name = m["params"]["name"]
+    log = lambda text: send({"jsonrpc": "2.0", "method": "notifications/message",
+                             "params": {"level": "info", "data": text}})
+    if name == "listen":
+        log("said during listen")
+    send({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete",
+          "content": [{"type": "text", "text": name}]}})
+    if name == "talk":
+        time.sleep(0.05)
+        log("left over from talk")
+"#;
+
+/// What a pooled program writes after its answer is its previous caller's:
+/// the next caller of the same process never gets it.
+#[tokio::test]
+async fn a_pooled_programs_late_lines_never_reach_the_next_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("logger.py");
+    std::fs::write(&program, LOGGER).unwrap();
+    let text = config(dir.path(), "max_processes = 1", "").replace(
+        &format!("\"{}\"", dir.path().join("program.py").display()),
+        &format!("\"{}\"", program.display()),
+    );
+    let gw = start_in(dir.path(), &text).await;
+    let c = client();
+    for round in 0..3 {
+        let talk = call(&c, &url(&gw), "a", "talk", json!({})).send().await.unwrap();
+        assert!(talk.text().await.unwrap().contains("talk"));
+        let listen = call(&c, &url(&gw), "b", "listen", json!({}))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(listen.contains("said during listen"), "round {round}: {listen}");
+        assert!(
+            !listen.contains("left over"),
+            "round {round}: the previous caller's line reached the next: {listen}"
+        );
+    }
+    gw.shutdown().await;
+}

@@ -275,13 +275,15 @@ async def call_once(url: str, era: str, tool: str, args: dict[str, Any]) -> type
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, dict[str, Path]]]:
+def servers(tmp_path_factory: pytest.TempPathFactory, shared_tmp_factory) -> Iterator[tuple[Running, dict[str, Path]]]:
     """One gateway in front of every program of cases 1-5; the folders they use."""
     policies = tmp_path_factory.mktemp("policies")
     (policies / "everything-form.toml").write_text(FORM_POLICY)
-    parent = tmp_path_factory.mktemp("files")
+    # The sandboxed program runs as an unprivileged user when the tests run as root.
+    parent = shared_tmp_factory.mktemp("files")
     allowed = parent / "allowed"
     allowed.mkdir()
+    allowed.chmod(0o777)
     (allowed / "inside.txt").write_text("inside text\n")
     (parent / "outside.txt").write_text("outside text\n")
     rooted = tmp_path_factory.mktemp("rooted")
