@@ -172,6 +172,12 @@ impl When {
         })
     }
 
+    /// Whether the condition reads `v` (what it does not read need not be
+    /// gathered).
+    pub fn reads(&self, v: Variable) -> bool {
+        self.reads.contains(&v)
+    }
+
     /// The condition as written.
     pub fn source(&self) -> &str {
         &self.source

@@ -163,6 +163,22 @@ pub struct Policy {
     pub approval: portcullis_approval::ApprovalRules,
 }
 
+impl Policy {
+    /// The kind of secret a field of this name asks for, by the policy's
+    /// secret terms (`[secret_fields]`): an argument of that name is shown
+    /// masked in the gateway's own questions.
+    pub fn secret_named(&self, name: &str) -> Option<&'static str> {
+        let field = super::secrets::FieldText::named(name);
+        let found = self
+            .secrets
+            .check_form("", None, &[field])
+            .fields
+            .pop()
+            .flatten();
+        found.map(|m| m.kind.as_str())
+    }
+}
+
 impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Policy")
