@@ -11,5 +11,5 @@ pub mod memory;
 pub use portcullis_approval::{raw, rule, when};
 pub use portcullis_approval::{
     Annotations, ApprovalRule, ApprovalRules, Approver, ArgumentCheck, Because, CallerFacts,
-    Circumstances, Facts, Fallback, Hint, Remember, Variable, When,
+    Circumstances, Facts, Fallback, Hint, RawApproval, Remember, Step, Variable, When,
 };

@@ -45,6 +45,20 @@ portcullis_model::name_table! {
     }
 }
 
+portcullis_model::name_table! {
+    /// What became of one approval question (audit `step`, metric label).
+    Step {
+        Asked => "asked", "the gateway asked its question";
+        Approved => "approved", "the person approved the call; it was forwarded unchanged";
+        Declined => "declined", "the person declined (or accepted without ticking `approve`)";
+        Cancelled => "cancelled", "the person dismissed the question";
+        Expired => "expired", "nobody answered within the rule's `timeout`";
+        Unavailable => "unavailable", "the client cannot be asked and the rule names no fallback: refused";
+        Remembered => "remembered", "an earlier approval the rule lets be remembered covered the call; not asked";
+        FallbackAllowed => "fallback_allowed", "the client cannot be asked and the rule's fallback forwarded the call without a decision";
+    }
+}
+
 /// One annotation criterion: a hint listed as true, or (`!readOnlyHint`)
 /// not listed as true.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +137,23 @@ pub enum Because {
     Condition,
     /// The condition could not be evaluated: asking is the safe side.
     ConditionFailed(String),
+}
+
+impl Because {
+    /// A stable label: `tool`, `annotation:destructiveHint`,
+    /// `verdict:private_path`, `changed_listing`, `first_use`, `condition`,
+    /// `condition_failed`.
+    pub fn label(&self) -> String {
+        match self {
+            Because::Tool => "tool".into(),
+            Because::Annotation(h) => format!("annotation:{}", h.as_written()),
+            Because::Verdict(v) => format!("verdict:{}", v.as_str()),
+            Because::ChangedListing => "changed_listing".into(),
+            Because::FirstUse => "first_use".into(),
+            Because::Condition => "condition".into(),
+            Because::ConditionFailed(_) => "condition_failed".into(),
+        }
+    }
 }
 
 impl ApprovalRule {
