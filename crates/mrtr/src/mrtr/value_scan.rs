@@ -69,7 +69,7 @@ use crate::policy::detect::fold_value;
 /// A kind of secret the scanner recognises. `as_str` is stable (metrics,
 /// audit records, refusal data); add kinds, never rename.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum SecretValueKind {
+pub enum SecretValueKind {
     AwsAccessKey,
     AwsSecretKey,
     GithubToken,
