@@ -5,10 +5,6 @@
 //! no rules at all nothing is built, and a rule's cheap criteria (tool
 //! globs, listed hints, verdicts) are read before its condition.
 
-pub mod metrics;
-
-pub use metrics::ApprovalMetrics;
-
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
 
 /// Where the rule that asks was written.

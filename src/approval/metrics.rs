@@ -5,15 +5,16 @@
 
 use prometheus::{IntCounterVec, Opts};
 
-use super::super::record::Described;
-use crate::approval::Step;
+use super::Step;
 
 pub struct ApprovalMetrics {
     steps: IntCounterVec,
 }
 
 impl ApprovalMetrics {
-    pub fn new(registry: &Described) -> Result<Self, prometheus::Error> {
+    /// The family, to be registered by the gateway's metrics
+    /// ([`ApprovalMetrics::collector`]).
+    pub fn new() -> Result<Self, prometheus::Error> {
         let steps = IntCounterVec::new(
             Opts::new(
                 "portcullis_approvals_total",
@@ -21,8 +22,11 @@ impl ApprovalMetrics {
             ),
             &["upstream", "rule", "step"],
         )?;
-        registry.register(Box::new(steps.clone()))?;
         Ok(ApprovalMetrics { steps })
+    }
+
+    pub fn collector(&self) -> Box<dyn prometheus::core::Collector> {
+        Box::new(self.steps.clone())
     }
 
     pub fn step(&self, upstream: &str, rule: &str, step: Step) {
