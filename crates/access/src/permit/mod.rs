@@ -368,7 +368,7 @@ mod tests {
 
     #[test]
     fn conditions_narrow_rules_for_calls_and_not_for_lists() {
-        use portcullis_approval::{CallerFacts, Variable};
+        use portcullis_approval::CallerFacts;
         let when =
             |src: &str| When::compile(src, portcullis_approval::when::PERMIT_VARIABLES).unwrap();
         let p = Permissions {
@@ -417,7 +417,6 @@ mod tests {
         assert!(p.filter_list(&who, McpMethod::ToolsList, &mut list, None));
         assert_eq!(list["tools"].as_array().unwrap().len(), 1);
         assert!(!Permissions::default().reads_arguments());
-        let _ = Variable::Arguments;
     }
 
     #[test]
