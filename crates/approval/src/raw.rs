@@ -126,7 +126,7 @@ fn rule(
             ))
         }
     };
-    let tools = globs(&r.tools, at, key!(tools))?;
+    let tools = tool_names(&r.tools, at, key!(tools))?;
     let annotations = r
         .annotations
         .iter()
@@ -343,6 +343,27 @@ fn globs(list: &[Spanned<String>], at: &str, key: &str) -> Result<Option<GlobSet
     b.build()
         .map(Some)
         .map_err(|e| SettingsError::new(list[0].span(), format!("{at}.{key}"), e.to_string()))
+}
+
+/// Tool names: exact ones apart, the glob patterns as one set.
+fn tool_names(
+    list: &[Spanned<String>],
+    at: &str,
+    key: &str,
+) -> Result<Option<crate::rule::ToolNames>, SettingsError> {
+    if list.is_empty() {
+        return Ok(None);
+    }
+    let is_glob = |s: &str| s.contains(['*', '?', '[', ']', '{', '}', '\\']);
+    let (patterns, exact): (Vec<_>, Vec<_>) =
+        list.iter().cloned().partition(|s| is_glob(s.get_ref()));
+    Ok(Some(crate::rule::ToolNames {
+        exact: exact
+            .into_iter()
+            .map(|s| s.into_inner().into_boxed_str())
+            .collect(),
+        globs: globs(&patterns, at, key)?,
+    }))
 }
 
 fn hint(raw: &Spanned<String>) -> Option<HintMatch> {

@@ -93,7 +93,7 @@ pub struct ApprovalRule {
     pub name: String,
     /// Tool names (globs), matched against the name the client used and
     /// the upstream's own; `None`: any tool.
-    pub tools: Option<GlobSet>,
+    pub tools: Option<ToolNames>,
     /// Any of these (empty: not a criterion).
     pub annotations: Vec<HintMatch>,
     /// Any of these verdicts, where their rule says `ask`.
@@ -116,6 +116,22 @@ pub struct ApprovalRule {
     pub timeout: Duration,
     /// A sentence from the operator shown with the question.
     pub reason: Option<String>,
+}
+
+/// The tools a rule names: names written without glob characters are
+/// compared as they are (most rules name tools exactly, and a glob match
+/// costs far more than a comparison); the rest are one glob set.
+#[derive(Debug)]
+pub struct ToolNames {
+    pub exact: Vec<Box<str>>,
+    pub globs: Option<GlobSet>,
+}
+
+impl ToolNames {
+    pub fn is_match(&self, name: &str) -> bool {
+        self.exact.iter().any(|e| **e == *name)
+            || self.globs.as_ref().is_some_and(|g| g.is_match(name))
+    }
 }
 
 /// What matching needs besides the call's facts.
