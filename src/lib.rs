@@ -15,6 +15,7 @@ pub use portcullis_policy::policy;
 
 pub mod accept;
 pub mod admin;
+pub mod approval;
 pub mod audit;
 pub mod config;
 #[cfg(feature = "demo")]

@@ -561,4 +561,25 @@ upstream = "rooms"
         assert_eq!(LogFormat::declared_in(&text), Some(LogFormat::Json));
         assert_eq!(LogFormat::declared_in("[log\n"), None);
     }
+
+    #[test]
+    fn route_approval_rules_and_conditions_are_read_and_pinned() {
+        let text = format!(
+            "{GOOD}[[route.allow]]\ntools = [\"*\"]\nwhen = 'arguments.nights <= 14'\n[[route.approval]]\nname = \"cancel\"\ntools = [\"cancel_*\"]\n"
+        );
+        let c = parse(&text).unwrap();
+        let route = &c.routes["/mcp/rooms"];
+        let names: Vec<&str> = route.approval.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["cancel"]);
+        assert!(route.permissions.reads_arguments());
+        let bad = format!("{GOOD}[[route.deny]]\ntools = [\"*\"]\nwhen = 'verdicts.size() > 0'\n");
+        let e = only(&bad);
+        assert_eq!(e.field, "route[0].deny.when", "{e}");
+        assert_eq!((e.line, e.column), (GOOD.lines().count() + 3, 9), "{e}");
+        assert!(e.message.contains("judged before"), "{e}");
+        let bad = format!("{GOOD}[[route.approval]]\ntools = [\"*\"]\nwhen = 'tool =='\n");
+        let e = only(&bad);
+        assert_eq!(e.field, "route[0].approval[0].when", "{e}");
+        assert!(e.message.contains("not a valid CEL expression"), "{e}");
+    }
 }

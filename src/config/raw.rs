@@ -213,6 +213,10 @@ pub struct RawRoute {
     pub allow: Vec<Spanned<RawPermission>>,
     #[serde(default)]
     pub deny: Vec<Spanned<RawPermission>>,
+    /// `[[route.approval]]`: calls on this route the gateway asks the
+    /// person about, before the upstream policy's own rules.
+    #[serde(default)]
+    pub approval: Vec<Spanned<portcullis_approval::RawApproval>>,
 }
 
 /// Who may call what: a rule matches a principal by name or group, and
@@ -233,4 +237,6 @@ pub struct RawPermission {
     /// OAuth scopes the caller's access token must carry (an `oauth` route).
     #[serde(default)]
     pub scopes: Vec<Spanned<String>>,
+    /// A CEL condition on the call: the rule covers it only while it holds.
+    pub when: Option<Spanned<String>>,
 }

@@ -8,6 +8,7 @@
 
 pub mod access;
 pub mod answer;
+pub mod approve;
 pub mod body;
 pub mod bridge;
 pub mod carry;

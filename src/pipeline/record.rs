@@ -101,6 +101,8 @@ pub struct Metrics {
     /// The stdio upstreams' programs (`stdio/`).
     pub stdio: Arc<super::stdio::StdioMetrics>,
     pub credentials: super::credential::CredentialMetrics,
+    /// The gateway's own approval questions (`approve/`).
+    pub approval: crate::approval::metrics::ApprovalMetrics,
     /// Lifecycle state the admin listener and open streams share with the
     /// server across config generations: readiness, and the drain cut.
     pub ready: AtomicBool,
@@ -253,6 +255,8 @@ impl Metrics {
         let federation = super::federate::FederationMetrics::new(&registry)?;
         let stdio = Arc::new(super::stdio::StdioMetrics::new(&registry)?);
         let credentials = super::credential::CredentialMetrics::new(&registry)?;
+        let approval = crate::approval::metrics::ApprovalMetrics::new()?;
+        registry.register(approval.collector())?;
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -283,6 +287,7 @@ impl Metrics {
             bridge,
             stdio,
             credentials,
+            approval,
             ready: AtomicBool::new(false),
             drain: crate::model::DrainSignal::default(),
         }))

@@ -143,6 +143,9 @@ reason_table! {
     RateLimited => "rate_limited", -32009, TOO_MANY_REQUESTS, [], "over a limit: `data.scope`, `data.retryAfterSeconds`, `Retry-After`";
     RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, [], "Redis down with `redis_failure = \"refuse\"`";
     ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, [], "the caller may not use that tool, prompt or resource";
+    ApprovalDeclined => "approval_declined", -32019, OK, [], "the person asked by an `[[approval]]` rule declined the call (declined or cancelled the gateway's question, or accepted it without ticking `approve`); `data.rule`; nothing was forwarded";
+    ApprovalExpired => "approval_expired", -32019, OK, [Expires], "the gateway's approval question was not answered within the rule's `timeout`; `data.rule`; nothing was forwarded";
+    ApprovalUnavailable => "approval_unavailable", -32019, OK, [], "an `[[approval]]` rule asks about the call, but the client declared no elicitation (form mode; URL mode for `approver = \"approvers\"`) and the rule names no `fallback`; `data.rule`";
     ListingChanged => "listing_changed", -32010, OK, [], "a `tools/call`, `prompts/get` or `resources/read` naming an item whose listed definition changed since the gateway pinned it, held under `[listing] on_change = \"remove\"` until an operator accepts it (`portcullis listings accept`; `data.kind`)";
     ListingStoreUnavailable => "listing_store_unavailable", -32007, SERVICE_UNAVAILABLE, [], "the store of pinned listings (Redis) unreachable under `on_change = \"remove\"`: a list, or a call naming a listed item, is refused rather than delivered unchecked";
     SessionInvalid => "session_invalid", -32017, NOT_FOUND, [], "`Mcp-Session-Id` not issued by this gateway, altered, or issued to another caller or for another upstream (2025-11-25; the client initializes again)";

@@ -69,7 +69,7 @@ use crate::policy::detect::fold_value;
 /// A kind of secret the scanner recognises. `as_str` is stable (metrics,
 /// audit records, refusal data); add kinds, never rename.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum SecretValueKind {
+pub enum SecretValueKind {
     AwsAccessKey,
     AwsSecretKey,
     GithubToken,
@@ -135,7 +135,7 @@ impl SecretValueKind {
     }
 
     /// Words for a person, with the article: "a GitHub token".
-    pub(crate) fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             SecretValueKind::AwsAccessKey => "an AWS access key ID",
             SecretValueKind::AwsSecretKey => "an AWS secret access key",
@@ -316,7 +316,7 @@ impl SecretValueScanner {
 
     /// The kind of the first secret-looking substring of `value`, if any.
     /// Never returns or logs the value.
-    pub(crate) fn scan(&self, value: &str) -> Option<SecretValueKind> {
+    pub fn scan(&self, value: &str) -> Option<SecretValueKind> {
         let folded = fold_value(value);
         let value = folded.as_ref();
         let hits = self.set.matches(value);

@@ -121,6 +121,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
             ("allow", OnChange::Allow),
         ]
     ))?;
+    let approval = approval_rules(chain)?;
     Ok(Policy {
         name: own.name.clone(),
         mode,
@@ -141,7 +142,21 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         listing,
         single_use,
         on_change,
+        approval,
     })
+}
+
+/// `[[approval]]`, each file's rules compiled where they are written, then
+/// merged down the chain.
+fn approval_rules(chain: &[&Source]) -> Result<portcullis_approval::ApprovalRules, ConfigError> {
+    let mut files = Vec::with_capacity(chain.len());
+    for src in chain {
+        let field = name!(approval);
+        let rules = portcullis_approval::raw::compile(&src.raw.approval, field, &src.text)
+            .map_err(|e| src.err(e.span, &e.field, e.message))?;
+        files.push(rules);
+    }
+    Ok(portcullis_approval::raw::merge(files))
 }
 
 /// `[listing]`: what a listed item that works against the user gets.

@@ -163,6 +163,26 @@ pub struct Policy {
     pub single_use: bool,
     /// `[listing] on_change`: a changed definition of a listed item.
     pub on_change: OnChange,
+    /// `[[approval]]`: the calls to this upstream the gateway asks the
+    /// person about before forwarding them (down the `extends` chain; a
+    /// rule of the same name replaces its parent's).
+    pub approval: portcullis_approval::ApprovalRules,
+}
+
+impl Policy {
+    /// The kind of secret a field of this name asks for, by the policy's
+    /// secret terms (`[secret_fields]`): an argument of that name is shown
+    /// masked in the gateway's own questions.
+    pub fn secret_named(&self, name: &str) -> Option<&'static str> {
+        let field = super::secrets::FieldText::named(name);
+        let found = self
+            .secrets
+            .check_form("", None, &[field])
+            .fields
+            .pop()
+            .flatten();
+        found.map(|m| m.kind.as_str())
+    }
 }
 
 impl std::fmt::Debug for Policy {
@@ -369,6 +389,40 @@ mod tests {
 
         let e = load_err(&[("a.toml", "[limits]\nmax_result_bytes = 0\n")]);
         assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn approval_rules_are_read_from_policy_files_down_the_chain() {
+        let dir = dir_with(&[
+            ("rooms.toml", "[[approval]]\ntools = [\"get_room\"]\n"),
+            (
+                "rooms-strict.toml",
+                "extends = \"rooms\"\n[[approval]]\nname = \"cancel\"\nannotations = [\"destructiveHint\"]\n",
+            ),
+        ]);
+        let set = PolicySet::load(Some(dir.path())).unwrap();
+        let names = |p: &str| -> Vec<String> {
+            set.get(p)
+                .unwrap()
+                .approval
+                .iter()
+                .map(|r| r.name.clone())
+                .collect()
+        };
+        assert_eq!(names("rooms"), ["approval-1"]);
+        assert_eq!(names("rooms-strict"), ["approval-1", "cancel"]);
+        assert!(set.get("untrusted").unwrap().approval.is_empty());
+        // A bad condition is named with its file, line and column.
+        let e = load_err(&[(
+            "a.toml",
+            "mode = \"enforce\"\n[[approval]]\nwhen = 'tool == \"x\" && nobody'\n",
+        )]);
+        assert_eq!(
+            (e.line, e.column, e.field.as_str()),
+            (3, 24, "approval[0].when"),
+            "{e}"
+        );
+        assert!(e.message.contains("unknown variable `nobody`"), "{e}");
     }
 
     #[test]

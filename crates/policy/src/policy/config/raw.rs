@@ -31,6 +31,9 @@ pub(super) struct RawPolicy {
     pub(super) content: RawContent,
     #[serde(default)]
     pub(super) listing: RawListing,
+    /// `[[approval]]`: calls the gateway asks the person about first.
+    #[serde(default)]
+    pub(super) approval: Vec<Spanned<portcullis_approval::RawApproval>>,
 }
 
 /// `[listing]`: what the gateway does with what a server lists: an item
