@@ -11,7 +11,7 @@ mod sampling_answer;
 pub mod seal;
 pub mod settings;
 pub mod task;
-pub mod value_scan;
+pub use crate::policy::secret_values as value_scan;
 
 use std::sync::Arc;
 

@@ -11,4 +11,7 @@ pub mod inspect;
 pub(crate) mod intent;
 pub mod sanitize;
 pub(crate) mod secrets;
+/// The one scanner of values for secrets: what a person typed into a form
+/// (MRTR answers), what a call's arguments send, what a result returns.
+pub use secrets::values as secret_values;
 pub(crate) mod url_rules;

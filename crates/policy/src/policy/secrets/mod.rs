@@ -116,6 +116,7 @@
 mod context;
 mod fields;
 mod tables;
+pub mod values;
 
 #[cfg(test)]
 mod corpus_tests;
