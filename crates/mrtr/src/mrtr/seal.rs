@@ -82,6 +82,9 @@ pub enum OpenError {
 struct StateKey {
     id: String,
     key: LessSafeKey,
+    /// The key of keyed fingerprints (`flows.rs`), derived from this
+    /// key's bytes: never the sealing key itself.
+    fingerprint: ring::hmac::Key,
 }
 
 /// The keys of this instance: seal with the first, open with any.
@@ -134,6 +137,7 @@ impl StateKeys {
             keys.push(StateKey {
                 id: id.to_owned(),
                 key: LessSafeKey::new(unbound),
+                fingerprint: fingerprint_key(&bytes),
             });
         }
         if keys.is_empty() {
@@ -183,6 +187,13 @@ impl StateKeys {
 
     pub fn is_generated(&self) -> bool {
         self.generated
+    }
+
+    /// The key the gateway's keyed fingerprints are made with (derived
+    /// from the sealing key; shared by every instance that shares the
+    /// keys, so replicas find each other's).
+    pub fn fingerprint_key(&self) -> Option<&ring::hmac::Key> {
+        self.keys.first().map(|k| &k.fingerprint)
     }
 
     /// Seal a gateway requestState.
@@ -254,6 +265,13 @@ impl StateKeys {
             .map_err(|_| OpenError::Tampered)?;
         serde_json::from_slice(plain).map_err(|_| OpenError::Tampered)
     }
+}
+
+/// HMAC-SHA256 key from a state key's bytes, for a purpose of its own.
+fn fingerprint_key(bytes: &[u8]) -> ring::hmac::Key {
+    let derive = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, bytes);
+    let tag = ring::hmac::sign(&derive, b"portcullis keyed fingerprints v1");
+    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, tag.as_ref())
 }
 
 fn aad(prefix: &str, kid: &str) -> Vec<u8> {

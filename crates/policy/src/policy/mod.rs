@@ -1,5 +1,7 @@
 //! Elicitation policy: what an upstream may ask a person, and how.
 
+pub mod address;
+pub mod arguments;
 pub mod config;
 #[cfg(test)]
 mod corpus_tally;

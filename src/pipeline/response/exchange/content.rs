@@ -20,7 +20,8 @@ impl Exchange {
     /// could find something in it.
     pub(super) fn content_result(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
         let policy = &self.ctx.route.upstream.settings.policy;
-        if !may_need_content(policy, result.get()) {
+        let secrets = self.may_hold_secrets(result.get());
+        if !may_need_content(policy, result.get()) && !secrets {
             return Disposition::Final;
         }
         let mut value = match json::parse_value(result.get().as_bytes()) {
@@ -28,8 +29,15 @@ impl Exchange {
             Err(e) => return Disposition::Refuse(read_failure(&e)),
         };
         let method = self.ctx.request.method;
-        let outcome = inspect_content(policy, &self.subject(), method, &mut value);
-        self.delivered(outcome, || response_bytes(id, &value))
+        let (mut outcome, mut report) = inspect_content(policy, &self.subject(), method, &mut value);
+        let mut remember = Vec::new();
+        if secrets && outcome.is_ok() {
+            let (redacted, texts) = self.result_secrets(&mut value, &mut report);
+            outcome = outcome.map(|changed| changed || redacted);
+            remember = texts;
+        }
+        let delivered = self.delivered((outcome, report), || response_bytes(id, &value));
+        self.remembered(remember, delivered)
     }
 
     /// An error's `message` and `data` (already checked strictly), read as

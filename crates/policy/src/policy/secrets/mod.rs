@@ -327,6 +327,17 @@ impl SecretFieldDetector {
         self.check_form("", Some(message), &[]).message
     }
 
+    /// The secret a property says it holds, by its name (and its schema's
+    /// title and description, when given): for a call's arguments and a
+    /// result's members.
+    pub(crate) fn property_kind(&self, field: FieldText<'_>) -> Option<SecretKind> {
+        self.check_form("", None, &[field])
+            .fields
+            .pop()
+            .flatten()
+            .map(|m| m.kind)
+    }
+
     fn extra_match(&self, n: &Normalised) -> Option<SecretKind> {
         let (set, kinds) = self.extra.as_ref()?;
         let index = set.matches(&n.text).iter().next()?;

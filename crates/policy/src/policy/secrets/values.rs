@@ -134,6 +134,11 @@ impl SecretValueKind {
         }
     }
 
+    /// The kind named `name` ([`Self::as_str`]).
+    pub fn from_name(name: &str) -> Option<SecretValueKind> {
+        RULES.iter().map(|r| r.kind).find(|k| k.as_str() == name)
+    }
+
     /// Words for a person, with the article: "a GitHub token".
     pub fn describe(self) -> &'static str {
         match self {
@@ -312,6 +317,13 @@ impl SecretValueScanner {
             .map(|r| Regex::new(r.pattern).expect("built-in secret pattern compiles"))
             .collect();
         SecretValueScanner { set, regexes }
+    }
+
+    /// Whether raw text (a message's JSON, say) may hold a secret the
+    /// scanner finds: one pass of the pattern set, no verification. A
+    /// `false` is final for ASCII text without escapes.
+    pub fn may_match(&self, raw: &str) -> bool {
+        self.set.is_match(raw)
     }
 
     /// The kind of the first secret-looking substring of `value`, if any.
