@@ -17,7 +17,9 @@ mod runtime;
 mod stdio;
 mod traces;
 mod upstream;
+mod warnings;
 mod words;
+pub use warnings::ConfigWarning;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;

@@ -103,7 +103,7 @@ pub(super) async fn check(
 
 /// The listed item a call names: a tool, a prompt, or a completion's
 /// reference (a prompt or a resource template).
-fn named_item(ctx: &RequestCtx) -> Option<(ItemKind, String)> {
+pub(crate) fn named_item(ctx: &RequestCtx) -> Option<(ItemKind, String)> {
     let kind = |k: &str| ItemKind::of_kind(k);
     match ctx.request.method {
         McpMethod::ToolsCall => Some((kind("tool")?, ctx.request.target.clone()?)),
@@ -126,7 +126,7 @@ fn named_item(ctx: &RequestCtx) -> Option<(ItemKind, String)> {
 /// What the rules read of the call: a tool's or prompt's `arguments`
 /// (taken from the parse), a completion's argument as `{name: value}` of
 /// the prompt's arguments, a resource's URI as `{"uri": …}`.
-fn sent_value(ctx: &mut RequestCtx) -> Value {
+pub(crate) fn sent_value(ctx: &mut RequestCtx) -> Value {
     match ctx.request.method {
         McpMethod::ResourcesRead => {
             let mut m = Map::new();
@@ -199,9 +199,11 @@ async fn listed(
     let lock = delivered.fetch_lock(upstream, &caller);
     let _one_at_a_time = lock.lock().await;
     if let Found::Unknown { fetch: true } = delivered.find(upstream, &caller, kind, name) {
+        // A list that cannot be had (the upstream failed, refused, or
+        // answered something else) leaves the call to the other rules.
         let items = Box::pin(fetch(ctx, parts, authority, kind)).await;
         delivered.fetched(upstream, &caller, kind);
-        if let Some(items) = items? {
+        if let Ok(Some(items)) = items {
             let digests: Vec<String> = items.iter().map(digest).collect();
             let named: Vec<Item<'_>> = items
                 .iter()
@@ -254,9 +256,11 @@ async fn fetch(
         let Some(result) = message.get("result") else {
             return Ok(None);
         };
-        if let Some(Value::Array(page_items)) = result.get(kind.member) {
-            items.extend(page_items.iter().cloned());
-        }
+        // An answer that is no list of that kind says nothing of it.
+        let Some(Value::Array(page_items)) = result.get(kind.member) else {
+            return Ok(None);
+        };
+        items.extend(page_items.iter().cloned());
         cursor = result
             .get("nextCursor")
             .and_then(Value::as_str)
