@@ -53,6 +53,10 @@ enum Command {
         /// Report problems as JSON lines instead of text.
         #[arg(long, value_enum)]
         log_format: Option<LogFormatArg>,
+        /// Refuse the config (exit 2) on a warning too (a plain http://
+        /// upstream off this machine).
+        #[arg(long)]
+        strict: bool,
     },
     /// Dry-run the policy on one message: every rule's verdict, what the client
     /// would receive; exit 0 if it would be delivered, 1 if refused, 2 on usage errors.
@@ -250,7 +254,11 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Check { config, log_format } => check(&config, log_format),
+            Command::Check {
+                config,
+                log_format,
+                strict,
+            } => check(&config, log_format, strict),
             Command::Run { config, log_format } => match load(&config, log_format) {
                 Ok(mut c) => {
                     if let Some(f) = log_format {
@@ -331,7 +339,7 @@ fn keygen(id: &str) -> ExitCode {
     }
 }
 
-fn check(path: &Path, log_format: Option<LogFormatArg>) -> ExitCode {
+fn check(path: &Path, log_format: Option<LogFormatArg>, strict: bool) -> ExitCode {
     let loaded = GatewayConfig::load(path).map_err(|errors| {
         let format = error_format(path, log_format);
         report(&errors, format);
@@ -342,6 +350,18 @@ fn check(path: &Path, log_format: Option<LogFormatArg>) -> ExitCode {
     });
     match loaded {
         Ok(c) => {
+            let warnings = c.warnings();
+            for w in &warnings {
+                eprintln!("{}: warning: {w}", path.display());
+            }
+            if strict && !warnings.is_empty() {
+                eprintln!(
+                    "{}: {} warning(s), refused under --strict",
+                    path.display(),
+                    warnings.len()
+                );
+                return ExitCode::from(2);
+            }
             println!(
                 "{}: ok ({} listener(s), {} upstream(s), {} route(s))",
                 path.display(),
@@ -368,6 +388,9 @@ fn warn_generated_keys(config: &GatewayConfig) {
 async fn run(config: GatewayConfig, after_start: Option<AfterStart>) -> ExitCode {
     init_logging(&config.log);
     warn_generated_keys(&config);
+    for w in config.warnings() {
+        tracing::warn!("{w}");
+    }
     let gateway = match RunningGateway::start(config).await {
         Ok(g) => g,
         Err(e) => {

@@ -18,7 +18,9 @@ mod sandbox;
 mod stdio;
 mod traces;
 mod upstream;
+mod warnings;
 mod words;
+pub use warnings::ConfigWarning;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;

@@ -12,7 +12,7 @@ use toml::Spanned;
 use super::locate::{resolve, Locator};
 use super::problems::Problems;
 use super::raw::RawUpstream;
-use super::sandbox::{cgroup_mode, sandbox, CgroupMode, Sandbox};
+use super::sandbox::{cgroup_mode, sandbox, CgroupMode, Sandbox, SYSTEM_READ_ONLY};
 use crate::model::ConfigError;
 
 /// Variables a child gets from the gateway's own environment unless `env`

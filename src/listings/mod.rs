@@ -17,6 +17,7 @@
 //! `[state] single_use_backend = "redis"`), shared by every instance.
 
 pub mod cli;
+pub mod delivered;
 pub mod digest;
 mod memory;
 mod redis;
@@ -164,30 +165,41 @@ impl ListingBackend {
     }
 }
 
-pub enum ListingStore {
+/// What the gateway remembers of each upstream's listings: the pins (one
+/// digest per item, shared by the instances of a cluster), and the
+/// definitions it delivered to each caller, as the contracts calls are
+/// checked against (`delivered.rs`, per instance).
+pub struct ListingStore {
+    pins: Pins,
+    pub delivered: delivered::Delivered,
+}
+
+enum Pins {
     Memory(memory::Memory),
     Redis(redis::RedisPins),
 }
 
 impl ListingStore {
     pub fn new(backend: &ListingBackend) -> ListingStore {
-        match backend {
-            ListingBackend::Memory => ListingStore::Memory(memory::Memory::default()),
+        let pins = match backend {
+            ListingBackend::Memory => Pins::Memory(memory::Memory::default()),
             ListingBackend::Redis {
                 url,
                 timeout,
                 prefix,
-            } => ListingStore::Redis(redis::RedisPins::new(url, *timeout, prefix)),
+            } => Pins::Redis(redis::RedisPins::new(url, *timeout, prefix)),
+        };
+        ListingStore {
+            pins,
+            delivered: delivered::Delivered::default(),
         }
     }
 
     /// Whether this store serves `backend` (a reload keeps it, and its memory).
     pub fn serves(&self, backend: &ListingBackend) -> bool {
-        match (self, backend) {
-            (ListingStore::Memory(_), ListingBackend::Memory) => true,
-            (ListingStore::Redis(r), ListingBackend::Redis { url, prefix, .. }) => {
-                r.serves(url, prefix)
-            }
+        match (&self.pins, backend) {
+            (Pins::Memory(_), ListingBackend::Memory) => true,
+            (Pins::Redis(r), ListingBackend::Redis { url, prefix, .. }) => r.serves(url, prefix),
             _ => false,
         }
     }
@@ -195,16 +207,16 @@ impl ListingStore {
     /// Report the Redis store's failures to `health` (the first call wins;
     /// the memory store cannot fail).
     pub fn report_to(&self, health: &crate::model::HealthReport) {
-        if let ListingStore::Redis(r) = self {
+        if let Pins::Redis(r) = &self.pins {
             r.report_to(health);
         }
     }
 
     /// The in-memory store, which answers without waiting.
     pub fn memory(&self) -> Option<&memory::Memory> {
-        match self {
-            ListingStore::Memory(m) => Some(m),
-            ListingStore::Redis(_) => None,
+        match &self.pins {
+            Pins::Memory(m) => Some(m),
+            Pins::Redis(_) => None,
         }
     }
 
@@ -216,25 +228,25 @@ impl ListingStore {
         items: &[Seen],
         hold: bool,
     ) -> Result<Vec<Change>, StoreError> {
-        match self {
-            ListingStore::Memory(m) => Ok(m.observe(upstream, items, hold)),
-            ListingStore::Redis(r) => r.observe(upstream, items, hold).await,
+        match &self.pins {
+            Pins::Memory(m) => Ok(m.observe(upstream, items, hold)),
+            Pins::Redis(r) => r.observe(upstream, items, hold).await,
         }
     }
 
     /// Whether `upstream`'s item `field` is held.
     pub async fn is_held(&self, upstream: &str, field: &str) -> Result<bool, StoreError> {
-        match self {
-            ListingStore::Memory(m) => Ok(m.is_held(upstream, field)),
-            ListingStore::Redis(r) => r.is_held(upstream, field).await,
+        match &self.pins {
+            Pins::Memory(m) => Ok(m.is_held(upstream, field)),
+            Pins::Redis(r) => r.is_held(upstream, field).await,
         }
     }
 
     /// What is pinned and held for `upstream`, by kind and name.
     pub async fn entries(&self, upstream: &str) -> Result<Vec<Entry>, StoreError> {
-        let (pinned, held) = match self {
-            ListingStore::Memory(m) => m.entries(upstream),
-            ListingStore::Redis(r) => r.entries(upstream).await?,
+        let (pinned, held) = match &self.pins {
+            Pins::Memory(m) => m.entries(upstream),
+            Pins::Redis(r) => r.entries(upstream).await?,
         };
         Ok(merge(pinned, held))
     }
@@ -247,9 +259,9 @@ impl ListingStore {
         name: &str,
         kind: Option<ItemKind>,
     ) -> Result<Vec<HeldItem>, StoreError> {
-        let (pinned, held, texts) = match self {
-            ListingStore::Memory(m) => m.held(upstream),
-            ListingStore::Redis(r) => r.held(upstream).await?,
+        let (pinned, held, texts) = match &self.pins {
+            Pins::Memory(m) => m.held(upstream),
+            Pins::Redis(r) => r.held(upstream).await?,
         };
         let mut out = Vec::new();
         for (field, digest) in held {
@@ -280,9 +292,9 @@ impl ListingStore {
         upstream: &str,
         which: &Selector,
     ) -> Result<Vec<String>, StoreError> {
-        match self {
-            ListingStore::Memory(m) => Ok(m.accept(upstream, which)),
-            ListingStore::Redis(r) => r.accept(upstream, which).await,
+        match &self.pins {
+            Pins::Memory(m) => Ok(m.accept(upstream, which)),
+            Pins::Redis(r) => r.accept(upstream, which).await,
         }
     }
 }

@@ -21,6 +21,7 @@
 pub mod calls;
 mod discover;
 mod events;
+pub(crate) use events::Messages;
 mod held;
 mod initialize;
 mod legacy;

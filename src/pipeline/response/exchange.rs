@@ -26,6 +26,7 @@ use crate::policy::inspect::{inspect_notification, Report, Subject, TaskCarrier}
 use serde::de::IgnoredAny;
 
 mod content;
+mod secrets;
 
 /// The response phase's view of the exchange: the request context and
 /// where the message arrived.

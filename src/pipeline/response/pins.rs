@@ -59,6 +59,8 @@ struct Pinning {
     /// The inspection or the permissions changed the result already.
     rewritten: bool,
     unchanged: Disposition,
+    /// Who the list is delivered to, and which kinds it lists whole.
+    delivered_to: super::contracts::DeliveredTo,
 }
 
 impl Exchange {
@@ -72,10 +74,12 @@ impl Exchange {
         unchanged: Disposition,
     ) -> Disposition {
         let (listed, seen) = items(value);
+        let ctx = &self.ctx;
+        let delivered_to = super::contracts::DeliveredTo::of(ctx, value);
         if listed.is_empty() {
+            delivered_to.record(value, &[]);
             return deliver(id, value, rewritten, unchanged);
         }
-        let ctx = &self.ctx;
         let policy = &ctx.route.upstream.settings.policy;
         let action = match (policy.on_change, policy.mode) {
             (OnChange::Remove, Mode::Enforce) => "removed",
@@ -96,6 +100,7 @@ impl Exchange {
             id: id.map(|i| i.to_owned()),
             rewritten,
             unchanged,
+            delivered_to,
         };
         let store = pinning.gateway.listings.clone();
         let hold = policy.on_change != OnChange::Allow;
@@ -238,6 +243,15 @@ impl Pinning {
     /// Take the removed items out (named under the list's `_meta`) and
     /// build what the client gets.
     fn finish(mut self, removed: &[(ItemKind, usize, String)]) -> Disposition {
+        let kept: Vec<super::contracts::Kept<'_>> = self
+            .listed
+            .iter()
+            .zip(&self.seen)
+            .filter(|(l, _)| !removed.iter().any(|(k, i, _)| *k == l.kind && l.indices.contains(i)))
+            .map(|(l, s)| (l.kind, l.indices[0], l.name.as_str(), s.digest.as_str()))
+            .collect();
+        self.delivered_to.record(&self.value, &kept);
+        drop(kept);
         if removed.is_empty() {
             return deliver(
                 self.id.as_deref(),

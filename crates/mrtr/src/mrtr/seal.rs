@@ -85,6 +85,9 @@ struct StateKey {
     /// A key of its own for the operator's requests to the admin listener,
     /// derived from the same secret (never the sealing key itself).
     admin: ring::hmac::Key,
+    /// The key of keyed fingerprints (`flows.rs`), derived from this
+    /// key's bytes: never the sealing key itself.
+    fingerprint: ring::hmac::Key,
 }
 
 /// What the admin key is derived with.
@@ -145,6 +148,7 @@ impl StateKeys {
                 id: id.to_owned(),
                 key: LessSafeKey::new(unbound),
                 admin: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, derived.as_ref()),
+                fingerprint: fingerprint_key(&bytes),
             });
         }
         if keys.is_empty() {
@@ -217,6 +221,13 @@ impl StateKeys {
             .is_some_and(|k| ring::hmac::verify(&k.admin, message, &tag).is_ok())
     }
 
+    /// The key the gateway's keyed fingerprints are made with (derived
+    /// from the sealing key; shared by every instance that shares the
+    /// keys, so replicas find each other's).
+    pub fn fingerprint_key(&self) -> Option<&ring::hmac::Key> {
+        self.keys.first().map(|k| &k.fingerprint)
+    }
+
     /// Seal a gateway requestState.
     pub fn seal(&self, state: &SealedState) -> Option<String> {
         self.seal_as(STATE_PREFIX, state)
@@ -286,6 +297,13 @@ impl StateKeys {
             .map_err(|_| OpenError::Tampered)?;
         serde_json::from_slice(plain).map_err(|_| OpenError::Tampered)
     }
+}
+
+/// HMAC-SHA256 key from a state key's bytes, for a purpose of its own.
+fn fingerprint_key(bytes: &[u8]) -> ring::hmac::Key {
+    let derive = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, bytes);
+    let tag = ring::hmac::sign(&derive, b"portcullis keyed fingerprints v1");
+    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, tag.as_ref())
 }
 
 fn aad(prefix: &str, kid: &str) -> Vec<u8> {

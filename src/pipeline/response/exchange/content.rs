@@ -27,7 +27,8 @@ impl Exchange {
     ) -> Disposition {
         let policy = &self.ctx.route.upstream.settings.policy;
         let listing = may_carry_listing(result.get());
-        if !listing && !may_need_content(policy, result.get()) {
+        let secrets = self.may_hold_secrets(result.get());
+        if !listing && !secrets && !may_need_content(policy, result.get()) {
             return Disposition::Final;
         }
         let mut value = match json::parse_value(result.get().as_bytes()) {
@@ -35,7 +36,7 @@ impl Exchange {
             Err(e) => return Disposition::Refuse(read_failure(&e)),
         };
         let method = self.ctx.request.method;
-        let (outcome, report) = inspect_content(policy, &self.subject(), method, &mut value);
+        let (mut outcome, mut report) = inspect_content(policy, &self.subject(), method, &mut value);
         if listing && carries_listing(&value) {
             // Definitions a client reads wherever they come: the listing
             // rules, the permissions and the pins, as in a list's answer.
@@ -45,7 +46,14 @@ impl Exchange {
                 Err(r) => Disposition::Refuse(r),
             };
         }
-        self.delivered((outcome, report), || response_bytes(id, &value))
+        let mut remember = Vec::new();
+        if secrets && outcome.is_ok() {
+            let (redacted, texts) = self.result_secrets(&mut value, &mut report);
+            outcome = outcome.map(|changed| changed || redacted);
+            remember = texts;
+        }
+        let delivered = self.delivered((outcome, report), || response_bytes(id, &value));
+        self.remembered(remember, delivered)
     }
 
     /// An error's `message` and `data` (already checked strictly), read as

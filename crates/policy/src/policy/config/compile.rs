@@ -112,6 +112,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
     let injection = injection_rules(chain)?;
     let content = content_policy(chain)?;
     let listing = listing_policy(chain)?;
+    let arguments = argument_policy(chain)?;
     let on_change = setting!(choice(
         chain,
         listing.on_change,
@@ -143,6 +144,67 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         single_use,
         on_change,
         approval,
+        arguments,
+    })
+}
+
+const ENFORCE_MONITOR_OFF: &[(&str, Setting)] = &[
+    ("enforce", Setting::Enforce),
+    ("monitor", Setting::Monitor),
+    ("off", Setting::Off),
+];
+
+const WITH_REDACT: &[(&str, Setting)] = &[
+    ("enforce", Setting::Enforce),
+    ("redact", Setting::Redact),
+    ("monitor", Setting::Monitor),
+    ("off", Setting::Off),
+];
+
+/// `[arguments]`: the rules for what a call sends a server.
+fn argument_policy(chain: &[&Source]) -> Result<ArgumentPolicy, ConfigError> {
+    let hosts_of = |field: &str, get: fn(&RawPolicy) -> Option<&Spanned<Vec<Spanned<String>>>>| {
+        match pick(chain, get) {
+            Some((list, src)) => hosts(src, field, list),
+            None => Ok(Vec::new()),
+        }
+    };
+    let allowed_hosts = hosts_of(name!(arguments.allowed_hosts), |r| {
+        r.arguments.allowed_hosts.as_ref()
+    })?;
+    let denied_hosts = hosts_of(name!(arguments.denied_hosts), |r| {
+        r.arguments.denied_hosts.as_ref()
+    })?;
+    if let Some((list, src)) = pick(chain, |r| r.arguments.allowed_hosts.as_ref()) {
+        for (a, raw) in allowed_hosts.iter().zip(list.get_ref()) {
+            if denied_hosts.iter().any(|d| d.as_str() == a.as_str()) {
+                return Err(src.err(
+                    raw.span(),
+                    name!(arguments.allowed_hosts),
+                    format!("\"{}\" is both allowed and denied", a.as_str()),
+                ));
+            }
+        }
+    }
+    Ok(ArgumentPolicy {
+        schema: setting!(choice(chain, arguments.schema, ENFORCE_MONITOR_OFF))?,
+        undeclared: setting!(choice(
+            chain,
+            arguments.undeclared,
+            &[
+                ("enforce", Setting::Enforce),
+                ("remove", Setting::Remove),
+                ("monitor", Setting::Monitor),
+                ("off", Setting::Off),
+            ]
+        ))?,
+        secrets: setting!(choice(chain, arguments.secrets, WITH_REDACT))?,
+        private_paths: setting!(choice(chain, arguments.private_paths, ENFORCE_MONITOR_OFF))?,
+        addresses: setting!(choice(chain, arguments.addresses, ENFORCE_MONITOR_OFF))?,
+        shell: setting!(choice(chain, arguments.shell, ENFORCE_MONITOR_OFF))?,
+        cross_upstream: setting!(choice(chain, arguments.cross_upstream, WITH_REDACT))?,
+        allowed_hosts,
+        denied_hosts,
     })
 }
 
@@ -200,6 +262,15 @@ fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
             ("off", ContentInjection::Off),
         ]
     ))?;
+    let secrets = setting!(choice(
+        chain,
+        content.secrets,
+        &[
+            ("redact", ResultSecrets::Redact),
+            ("flag", ResultSecrets::Flag),
+            ("off", ResultSecrets::Off),
+        ]
+    ))?;
     let allow_links = setting!(choice(
         chain,
         content.links,
@@ -211,6 +282,7 @@ fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
     };
     Ok(ContentPolicy {
         injection,
+        secrets,
         allow_links,
         allowed_hosts,
     })

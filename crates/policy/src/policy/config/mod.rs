@@ -86,11 +86,69 @@ pub(crate) enum ContentInjection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ContentPolicy {
     pub(crate) injection: ContentInjection,
+    /// Credentials in what a server returns (`[content] secrets`).
+    pub(crate) secrets: ResultSecrets,
     /// Links to hosts not allowed stay (images never do).
     pub(crate) allow_links: bool,
     /// Hosts images and links may point at besides the upstream's own
     /// (and its subdomains).
     pub(crate) allowed_hosts: Vec<HostPattern>,
+}
+
+/// What becomes of a credential in what a server returns (`[content]
+/// secrets`): always recorded and remembered for the caller (so it cannot
+/// be sent on to another upstream), and replaced by `[redacted]` under
+/// `redact` when the policy enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultSecrets {
+    Redact,
+    Flag,
+    Off,
+}
+
+/// What one `[arguments]` rule does with what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// The call is refused (`-32602`).
+    Enforce,
+    /// The value (or the secret in it) is replaced by `[redacted]`.
+    Redact,
+    /// The part is taken out (undeclared properties).
+    Remove,
+    /// Recorded, nothing changed.
+    Monitor,
+    Off,
+}
+
+impl Setting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Setting::Enforce => "enforce",
+            Setting::Redact => "redact",
+            Setting::Remove => "remove",
+            Setting::Monitor => "monitor",
+            Setting::Off => "off",
+        }
+    }
+}
+
+/// `[arguments]`: the rules for what a call sends a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgumentPolicy {
+    /// An item never listed, arguments outside the listed definition.
+    pub schema: Setting,
+    /// Properties the listed schema does not declare.
+    pub undeclared: Setting,
+    pub secrets: Setting,
+    pub private_paths: Setting,
+    pub addresses: Setting,
+    pub shell: Setting,
+    /// A value another upstream returned to this caller.
+    pub cross_upstream: Setting,
+    /// Hosts URLs in arguments may name although they lead inside.
+    pub(crate) allowed_hosts: Vec<HostPattern>,
+    /// Hosts URLs in arguments never name (besides `[url_mode] denied_hosts`).
+    pub(crate) denied_hosts: Vec<HostPattern>,
 }
 
 /// What a listed item (a tool, prompt, resource or template; a server's
@@ -167,9 +225,16 @@ pub struct Policy {
     /// person about before forwarding them (down the `extends` chain; a
     /// rule of the same name replaces its parent's).
     pub approval: portcullis_approval::ApprovalRules,
+    /// `[arguments]`: what a call sends a server.
+    pub arguments: ArgumentPolicy,
 }
 
 impl Policy {
+    /// `[content] secrets`.
+    pub fn result_secrets(&self) -> ResultSecrets {
+        self.content.secrets
+    }
+
     /// The kind of secret a field of this name asks for, by the policy's
     /// secret terms (`[secret_fields]`): an argument of that name is shown
     /// masked in the gateway's own questions.
