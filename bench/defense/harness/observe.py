@@ -157,7 +157,7 @@ def metric_signals(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]
             continue
         if not name.endswith("_total") or not VERDICT_FAMILY.search(name):
             continue
-        if lab.get("action") == "pass":
+        if lab.get("action") in ("pass", "ok") or lab.get("outcome") in ("pass", "ok"):
             continue
         shown = ",".join(f"{k}={v}" for k, v in sorted(lab.items()) if k not in ("upstream", "generation"))
         found.append(f"metric:{name.removeprefix('portcullis_')}{{{shown}}}")
