@@ -250,6 +250,9 @@ MCPTOOLBENCH_FILES = [
 ]
 
 
+PROBLEMS: list[str] = []  # what a source could not be read for, for the report
+
+
 def git_blob(git_dir: Path, rev: str, path: str) -> bytes | None:
     r = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "blob", f"{rev}:{path}"], capture_output=True)
     return r.stdout if r.returncode == 0 else None
@@ -261,7 +264,12 @@ def mcptoolbench_cases(git_dir: Path, rev: str = "HEAD") -> Iterator[Case]:
             blob = git_blob(git_dir, rev, path)
             if blob is None:
                 continue
-            for item in json.loads(blob):
+            try:
+                items = json.loads(blob)
+            except ValueError as e:
+                PROBLEMS.append(f"mcptoolbench: {path} is not JSON ({e}); left out")
+                break
+            for item in items if isinstance(items, list) else []:
                 tools = []
                 for t in item.get("tools") or []:
                     schema = t.get("input_schema") or t.get("inputSchema") or {"type": "object"}
