@@ -227,7 +227,10 @@ class Generator:
         if isinstance(fmt, str) and fmt in FORMATS and fmt != "password":
             text = FORMATS[fmt]
         elif isinstance(pattern, str):
-            text = from_pattern(pattern) or self.by_name(name, "string")
+            # the ordinary value when the pattern takes it ("^https?://" takes a URL), else the
+            # shortest string the pattern matches
+            ordinary = self.by_name(name, "string")
+            text = ordinary if matches(pattern, ordinary) else (from_pattern(pattern) or ordinary)
         else:
             text = self.by_name(name, "string")
         return fit_length(text, schema)
@@ -416,3 +419,10 @@ def arguments(input_schema: Any) -> dict[str, Any]:
     """Arguments for a tool whose `inputSchema` is `input_schema` (an object)."""
     value = example(input_schema if isinstance(input_schema, dict) else {"type": "object"})
     return value if isinstance(value, dict) else {}
+
+
+def matches(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except (re.error, RecursionError):
+        return False
