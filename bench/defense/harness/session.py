@@ -21,6 +21,10 @@ from .upstream import ServerScript, Upstream
 ROUTE = "/mcp"
 
 
+class HarnessError(RuntimeError):
+    """The scripted side failed (never scored as something the gateway did)."""
+
+
 def slug(name: str, taken: set[str]) -> str:
     """An upstream id and federated prefix for a server name: a-z first, then up
     to 31 of a-z 0-9 -."""
@@ -74,6 +78,9 @@ class Session:
         reply = self.client.request(method, params)
         if rid := reply.headers.get("x-request-id"):
             self.request_ids.append(rid)
+        if reply.reason and reply.reason.startswith("upstream_"):
+            # the gateway could not talk to the scripted server: the harness failed, not a policy
+            raise HarnessError(f"{method}: {reply.reason}: {reply.error}\n{self.gw.log_text()[-2000:]}")
         if reply.reason:
             self.outcome.refused.append(f"{method}:{reply.reason}")
         elif reply.status >= 400 and reply.error is None:
