@@ -59,7 +59,7 @@ enum Command {
     Explain(portcullis::explain::ExplainArgs),
     #[cfg(feature = "demo")]
     /// Start the built-in example MCP server and the gateway in front of it
-    /// (with --flow: perform the seed's book_room exchange through a running demo).
+    /// (with --flow: perform the booking example's book_room exchange through a running demo).
     Demo {
         /// Use this config instead of the shipped demo config.
         #[arg(short, long, value_name = "FILE", conflicts_with = "flow")]
@@ -67,7 +67,7 @@ enum Command {
         /// Where the example MCP server listens (the demo config routes to it).
         #[arg(long, default_value = "127.0.0.1:9100", conflicts_with = "flow")]
         upstream: SocketAddr,
-        /// Send the seed's book_room request and its retry through a running
+        /// Send the booking example's book_room request and its retry through a running
         /// demo gateway, printing every message; then exit.
         #[arg(long)]
         flow: bool,
@@ -417,7 +417,7 @@ fn print_demo_help(g: &RunningGateway, paths: &[String]) {
     if let Some(admin) = g.admin_addr {
         println!("metrics: http://{admin}/metrics   health: http://{admin}/healthz");
     }
-    println!("\n# the seed's book_room exchange, every message printed:");
+    println!("\n# the booking example's book_room exchange, every message printed:");
     println!("{} demo --flow --url {url}", shell_word(&this_program()));
     println!("\n# or by hand with curl: paste these lines into a shell (step 3 needs jq)");
     println!("URL={url}");

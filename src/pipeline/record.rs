@@ -23,7 +23,7 @@ const LATENCY_BUCKETS: &[f64] = &[
     60.0, 300.0,
 ];
 
-/// One metric family as registered: the README's table lists each.
+/// One metric family as registered: the book's table (`docs/src/reference/metrics.md`) lists each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Family {
     pub name: String,

@@ -906,7 +906,7 @@ def test_a_session_whose_program_died_is_gone_and_a_new_one_works(gw):
         reply = s.post(body)
         assert reply.status == 404, reply.raw
         assert "no such session" in reply.one["error"]["message"], reply.raw
-    # It ended within 10 s of its start: the next start waits 1 s (README "Lifecycle").
+    # It ended within 10 s of its start: the next start waits 1 s (the book's stdio page, "Lifecycle").
     too_soon = request(gw, "/mortal", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": caps_for("mortal"), "clientInfo": {"name": "r", "version": "1"}}},
         {"mcp-protocol-version": LEGACY})

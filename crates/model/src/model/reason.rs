@@ -61,7 +61,7 @@ macro_rules! reason_table {
                 match self { $( Reason::$variant => &[$( ReasonSet::$set, )*], )* }
             }
 
-            /// When the gateway answers with this reason (the README's table).
+            /// When the gateway answers with this reason (the book's table of reasons).
             pub(crate) const fn when(self) -> &'static str {
                 match self { $( Reason::$variant => $when, )* }
             }
@@ -150,7 +150,7 @@ reason_table! {
     AnswerNotRequested => "answer_not_requested", -32602, BAD_REQUEST, [], "a client's JSON-RPC response to a request this gateway did not deliver in this session";
     UnknownName => "unknown_name", -32602, BAD_REQUEST, [], "on a federated route: a tool or prompt name, resource URI or completion reference that starts with no upstream's prefix (the message lists the prefixes), or an answer, task or session part naming an upstream the route does not have";
     CursorInvalid => "cursor_invalid", -32602, BAD_REQUEST, [], "on a federated route: a list `cursor` this gateway did not issue for this route, caller and list, or one altered";
-    CallNotWaiting => "call_not_waiting", -32602, CONFLICT, [], "a 2025-11-25 client's answer to a request the gateway pushed for a bridged call (a 2026-07-28 upstream's question) that no longer waits on this gateway instance: the call ended, or another replica holds it (README \"Bridging the two generations\": route a session to one replica)";
+    CallNotWaiting => "call_not_waiting", -32602, CONFLICT, [], "a 2025-11-25 client's answer to a request the gateway pushed for a bridged call (a 2026-07-28 upstream's question) that no longer waits on this gateway instance: the call ended, or another replica holds it (the book's Several replicas page: route a session to one replica)";
     UpstreamCredentialUnavailable => "upstream_credential_unavailable", -32016, BAD_GATEWAY, [Upstream, Fails], "the gateway could not obtain its own credential for the upstream (`[upstream.credential]`: the token endpoint refused or did not answer); the message names the upstream, never a secret";
     UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, [Upstream], "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`; a 401 or 403 is answered 502 where the upstream was shown the gateway's own credential (`[upstream.credential]`, or an OAuth route): it refused the gateway, not the client";
 }
@@ -182,8 +182,8 @@ impl Reason {
     }
 }
 
-/// The README's table of reasons, generated from the one table above (a test
-/// keeps README.md equal to it).
+/// The book's table of reasons (`docs/src/reference/errors.md`), generated from
+/// the one table above (a test keeps the page equal to it).
 pub fn markdown_table() -> String {
     let mut out = String::from("| `data.reason` | HTTP | code | when |\n|---|---|---|---|\n");
     for r in Reason::ALL {

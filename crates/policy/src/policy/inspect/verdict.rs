@@ -1,7 +1,7 @@
 //! What one check decided: the rule that ran and what it did, as two
 //! tables. Each name is written once, in its row; the audit trail
 //! (`policy_verdict`), the metrics (`rule`, `action` labels), the provenance
-//! under `_meta`, `explain` and the README's list all read it from here, so
+//! under `_meta`, `explain` and the book's list all read it from here, so
 //! a name cannot drift between them. The names are a public contract
 //! (dashboards and audit queries match on them): add rows, never rename.
 
@@ -48,8 +48,8 @@ impl Action {
     }
 }
 
-/// The README's list of verdict rules and actions, generated from the two
-/// tables above (a test keeps README.md equal to it).
+/// The book's list of verdict rules and actions (`docs/src/reference/audit.md`),
+/// generated from the two tables above (a test keeps the page equal to it).
 pub fn markdown_table() -> String {
     let mut out = String::from("| `rule` | what it checks |\n|---|---|\n");
     for r in Rule::ALL {
