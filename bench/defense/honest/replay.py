@@ -282,6 +282,7 @@ def summarize(calls: list[CallResult], listings: list[ListingResult]) -> dict[st
                                           "skips": collections.Counter(), "examples": []})
         row["tools_listed"] = row.get("tools_listed", 0) + lst.listed
         row["tools_removed"] = row.get("tools_removed", 0) + len(lst.removed)
+        row.setdefault("removed_tools", []).extend(f"{lst.group}: {name}" for name in lst.removed)
         row.setdefault("listing_verdicts", collections.Counter()).update(lst.verdicts)
         if lst.refused:
             row.setdefault("lists_refused", collections.Counter())[lst.refused] += 1
@@ -313,6 +314,10 @@ def render(summaries: dict[str, dict[str, Any]]) -> str:
                 lines.append(f"{source}, {policy}: listing verdicts")
                 for v, n in r["listing_verdicts"].most_common(10):
                     lines.append(f"  {n:5d}  {v}")
+            if r.get("removed_tools"):
+                lines.append(f"{source}, {policy}: tools removed from the listing")
+                for t in r["removed_tools"][:20]:
+                    lines.append(f"         {t}")
             if r.get("lists_refused"):
                 lines.append(f"{source}, {policy}: lists refused: {dict(r['lists_refused'])}")
             if r["skips"]:
