@@ -275,6 +275,12 @@ async def test_a_session_ended_on_one_replica_is_ended_on_all(replicas: Cluster)
 # --- bridged calls --------------------------------------------------------------------
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="KNOWN GAP (issue 39): a bridged call waits on the replica that holds its upstream "
+    "exchange; an answer reaching another replica is refused call_not_waiting (no relay between "
+    "replicas yet; route a session's requests to one replica: hash $http_mcp_session_id)",
+)
 async def test_a_bridged_session_answers_on_any_replica(replicas: Cluster):
     """A 2025-11-25 client of a 2026-07-28-only server: each question is pushed on the
     call's stream by one replica; the client's answer reaches another."""
@@ -287,6 +293,12 @@ async def test_a_bridged_session_answers_on_any_replica(replicas: Cluster):
     assert len(answered) == 3 and set(answered) - set(calls), (calls, answered)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="KNOWN GAP (issue 39): a bridged call waits on the replica that holds its upstream "
+    "exchange; an answer reaching another replica is refused call_not_waiting (no relay between "
+    "replicas yet; route a session's requests to one replica: hash $http_mcp_session_id)",
+)
 async def test_a_carried_call_resumes_on_any_replica(replicas: Cluster):
     """A 2026-07-28 client of a 2025-11-25-only server: the upstream call is held open on
     the replica it pushed to; the client's retry reaches another."""
