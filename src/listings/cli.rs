@@ -152,7 +152,11 @@ pub async fn run(args: ListingsArgs, admin: Result<SocketAddr, String>) -> ExitC
     let bad_kind = |kind: &Option<String>| {
         kind.as_deref()
             .filter(|k| super::ItemKind::of_kind(k).is_none())
-            .map(|k| usage(&format!("--kind {k:?} is not one of tool, prompt, resource, resource_template")))
+            .map(|k| {
+                usage(&format!(
+                    "--kind {k:?} is not one of tool, prompt, resource, resource_template"
+                ))
+            })
     };
     let outcome = match args.command {
         ListingsCommand::List { upstream, json } => list(&admin, &upstream, json).await,
@@ -178,7 +182,8 @@ pub async fn run(args: ListingsArgs, admin: Result<SocketAddr, String>) -> ExitC
             }
             match (item, digest, all) {
                 (Some(item), Some(digest), false) => {
-                    let body = json!({"upstream": upstream, "item": item, "kind": kind, "digest": digest});
+                    let body =
+                        json!({"upstream": upstream, "item": item, "kind": kind, "digest": digest});
                     accept(&admin, &body).await
                 }
                 _ => accept_all(&admin, &upstream).await,
@@ -248,7 +253,9 @@ async fn show(
     kind: Option<&str>,
 ) -> Result<ExitCode, CliError> {
     let mut query = url::form_urlencoded::Serializer::new(String::new());
-    query.append_pair("upstream", upstream).append_pair("item", item);
+    query
+        .append_pair("upstream", upstream)
+        .append_pair("item", item);
     if let Some(kind) = kind {
         query.append_pair("kind", kind);
     }
@@ -265,12 +272,17 @@ async fn show(
         println!("{kind} {item} of {upstream}");
         println!("pinned digest: {}", h["pinned"].as_str().unwrap_or("-"));
         println!("held digest:   {digest}");
-        match h["text"].as_str().and_then(|t| serde_json::from_str::<Value>(t).ok()) {
+        match h["text"]
+            .as_str()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        {
             Some(text) => println!(
                 "{}",
                 serde_json::to_string_pretty(&text).unwrap_or_default()
             ),
-            None => println!("(the held definition was too large to keep; read it from the upstream)"),
+            None => {
+                println!("(the held definition was too large to keep; read it from the upstream)")
+            }
         }
         println!(
             "to pin it: portcullis listings accept --upstream {upstream} --item {item:?} --kind {kind} --digest {digest}"
