@@ -218,6 +218,7 @@ fn sealed_state(c: &mut Criterion) {
             }),
         )],
         answer_bytes: 0,
+        approval: None,
     };
     let token = keys.seal(&state).unwrap();
     let mut g = c.benchmark_group("state");

@@ -126,6 +126,8 @@ pub struct Gateway {
     /// What each upstream's results delivered to each caller (keyed
     /// fingerprints), carried from generation to generation.
     pub flows: Arc<crate::mrtr::flows::FlowStore>,
+    /// The approvals remembered (`[[approval]]` rules that let a decision hold).
+    pub approvals: Arc<crate::approval::memory::DecisionMemory>,
 }
 
 pub use carry::Carried;
@@ -153,6 +155,7 @@ impl Gateway {
             listings: carried.listings,
             bridge: carried.bridge,
             flows: carried.flows,
+            approvals: carried.approvals,
         })
     }
 
@@ -167,13 +170,15 @@ impl Gateway {
             replay.clone(),
             crate::mrtr::flows::DEFAULT_TTL,
         ));
+        let clock = crate::model::system_clock();
         let carried = Carried {
+            approvals: carry::approvals(&config, &replay, &clock),
             metrics,
             flows,
             replay,
             listings,
             audit: AuditSink::off(),
-            clock: crate::model::system_clock(),
+            clock,
             throttle: Throttle::new(&config.throttle),
             pools: forward::Pools::new(),
             bridge: Default::default(),
@@ -379,6 +384,14 @@ impl Gateway {
         let body = arguments::check(&mut ctx, &parts, &authority, body)
             .await
             .map_err(|r| within(r, &ctx))?;
+        if approve::applies(&ctx) {
+            // Boxed: only calls some approval rule could ask about wait here.
+            let path = parts.uri.path();
+            let approve = Box::pin(approve::check(&mut ctx, path)).await;
+            if let approve::Approve::Ask(question) = approve.map_err(|r| within(r, &ctx))? {
+                return Ok(question);
+            }
+        }
         trace.phase(Phase::StateCheck);
         let upstream = &route.upstream;
         to_upstream(

@@ -5,6 +5,7 @@
 mod common;
 
 mod access_log;
+mod approval;
 mod architecture;
 mod audit;
 mod audit_ids;

@@ -5,6 +5,11 @@
 //! no rules at all nothing is built, and a rule's cheap criteria (tool
 //! globs, listed hints, verdicts) are read before its condition.
 
+pub mod answer;
+pub mod ask;
+
+pub use ask::{applies, check, Approve};
+
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
 
 /// Where the rule that asks was written.

@@ -49,6 +49,10 @@ pub struct SealedState {
     pub expires: u64,
     pub asked: Vec<(String, Asked)>,
     pub answer_bytes: u64,
+    /// Set when the question of this round is the gateway's own approval
+    /// question (an `[[approval]]` rule), not an upstream's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub approval: Option<super::approval::SealedApproval>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -374,6 +378,7 @@ mod tests {
                 }),
             )],
             answer_bytes: 0,
+            approval: None,
         }
     }
 

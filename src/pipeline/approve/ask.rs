@@ -1,0 +1,335 @@
+//! The approve phase on the request path: after the arguments are checked
+//! and before anything goes upstream, the first `[[approval]]` rule that
+//! matches a fresh `tools/call` stops it, and the gateway asks the person
+//! with its own question, in the client's generation:
+//! - 2026-07-28: the call is answered with the gateway's `input_required`
+//!   (its form, its sealed `requestState`); the retry's answer is checked
+//!   by [`super::answer`] and the original call then goes upstream.
+//! - 2025-11-25 sessions: not yet asked; refused `approval_unavailable`.
+//!
+//! A retry is never asked about again: its sealed state is bound to the
+//! caller, tool and arguments of a call that was already approved (the
+//! gateway's own question) or already went upstream (an upstream's).
+
+use http::Response;
+use serde_json::{json, Value};
+
+use super::{Asking, Rules};
+use crate::approval::form::{self, Subject, APPROVE_FIELD, REMEMBER_FIELD};
+use crate::approval::memory::{Remembered, Scope};
+use crate::approval::{Annotations, Approver, Circumstances, Facts, Fallback, Remember, Step};
+use crate::audit::AuditEvent;
+use crate::json::MessageKind;
+use crate::listings::delivered::Found;
+use crate::listings::ItemKind;
+use crate::model::{FieldKind, FormField, FormSchema, Generation, McpMethod, Reason, Refusal};
+use crate::mrtr::approval::ApprovalQuestion;
+use crate::pipeline::body::ProxyBody;
+use crate::pipeline::ctx::RequestCtx;
+
+/// The input-request key of the gateway's own question (never an
+/// upstream's: the upstream never sees this exchange).
+pub const QUESTION_KEY: &str = "dev.portcullis/approval";
+
+/// What the approve phase decided about a call.
+pub enum Approve {
+    /// No rule asks, an approval is remembered, or the fallback allows.
+    Forward,
+    /// The gateway's question, to be answered to the client instead.
+    Ask(Response<ProxyBody>),
+}
+
+/// Whether some rule could ask about this request: a fresh `tools/call`
+/// on a route or upstream with approval rules (most calls stop here).
+pub fn applies(ctx: &RequestCtx) -> bool {
+    ctx.request.method == McpMethod::ToolsCall
+        && ctx.request.kind == MessageKind::Request
+        && ctx.retry.is_none()
+        && !(ctx.route.config.approval.is_empty()
+            && ctx.route.upstream.settings.policy.approval.is_empty())
+}
+
+/// The approve phase (when it [`applies`]). `path` is the route's path,
+/// as the rules read it.
+pub async fn check(ctx: &mut RequestCtx, path: &str) -> Result<Approve, Refusal> {
+    let route = ctx.route.clone();
+    let policy = route.upstream.settings.policy.clone();
+    let rules = Rules {
+        route: &route.config.approval,
+        policy: &policy.approval,
+        policy_name: &policy.name,
+    };
+    let Some(target) = ctx.request.target.clone() else {
+        return Ok(Approve::Forward);
+    };
+    let exposed = route
+        .prefix()
+        .map(|p| crate::model::expose(crate::model::TargetKind::Tool, p, &target));
+    let tool = exposed.as_deref().unwrap_or(&target);
+    let arguments = crate::approval::facts::Arguments::default();
+    let annotations = listed_hints(ctx, &target);
+    let facts = Facts {
+        caller: crate::approval::facts::caller(&ctx.principal),
+        route: path,
+        upstream: &route.upstream.settings.id,
+        tool,
+        upstream_tool: &target,
+        arguments: rules
+            .read_arguments()
+            .then(|| arguments.get(ctx.request.params_text())),
+        annotations,
+        ..Default::default()
+    };
+    let Some(asking) = rules.asking(&facts, &Circumstances::default()) else {
+        return Ok(Approve::Forward);
+    };
+    let question = Question {
+        asking,
+        tool,
+        upstream_tool: &target,
+        annotations,
+        arguments: arguments.get(ctx.request.params_text()),
+    };
+    question.decide(ctx).await
+}
+
+/// The hints the upstream listed for `tool`, from the definitions the
+/// gateway delivered to this caller (`None`: it has none).
+fn listed_hints(ctx: &RequestCtx, tool: &str) -> Option<Annotations> {
+    let kind = ItemKind::of_kind("tool")?;
+    let caller = ctx.binding().principal_key();
+    let delivered = &ctx.gateway.listings.delivered;
+    match delivered.find(&ctx.route.upstream.settings.id, &caller, kind, tool) {
+        Found::Listed(contract) => contract.hints(),
+        _ => None,
+    }
+}
+
+/// One call a rule asks about.
+struct Question<'a> {
+    asking: Asking<'a>,
+    /// As the client called it, and at its upstream.
+    tool: &'a str,
+    upstream_tool: &'a str,
+    annotations: Option<Annotations>,
+    arguments: &'a Value,
+}
+
+impl Question<'_> {
+    async fn decide(&self, ctx: &mut RequestCtx) -> Result<Approve, Refusal> {
+        let rule = self.asking.rule;
+        if self.remembered(ctx).await {
+            self.record(ctx, Step::Remembered, None);
+            return Ok(Approve::Forward);
+        }
+        let generation = ctx.request.generation();
+        let can_ask = match generation {
+            Generation::Stateless => ctx.request.client.elicitation_form,
+            Generation::Sessions => ctx
+                .session
+                .as_ref()
+                .is_some_and(|s| crate::model::ClientCaps::from(s.state.caps).elicitation_form),
+        };
+        // The approval page for a second person is not served yet: a rule
+        // that needs it cannot be asked, and takes its fallback.
+        if !can_ask || rule.approver == Approver::Approvers {
+            return self.fallback(ctx);
+        }
+        match generation {
+            Generation::Stateless => self.ask_stateless(ctx).map(Approve::Ask),
+            // Not wired yet: the question cannot be pushed, so the call is
+            // not forwarded unasked.
+            Generation::Sessions => self.fallback_unwired(ctx),
+        }
+    }
+
+    /// A client that cannot be asked: the rule's fallback.
+    fn fallback(&self, ctx: &RequestCtx) -> Result<Approve, Refusal> {
+        let rule = self.asking.rule;
+        if rule.fallback == Fallback::Allow {
+            self.record(ctx, Step::FallbackAllowed, None);
+            return Ok(Approve::Forward);
+        }
+        self.record(ctx, Step::Unavailable, None);
+        let why = match rule.approver {
+            Approver::Approvers => "an approval rule asks a second person about this call, and the gateway's approval page is not available in this version; nothing was forwarded",
+            Approver::Caller => "an approval rule asks about this call, but the client declared no form elicitation to be asked with; nothing was forwarded",
+        };
+        Err(Refusal::new(Reason::ApprovalUnavailable, why)
+            .with_data("rule", rule.name.clone().into()))
+    }
+
+    fn fallback_unwired(&self, ctx: &RequestCtx) -> Result<Approve, Refusal> {
+        let rule = self.asking.rule;
+        self.record(ctx, Step::Unavailable, None);
+        Err(Refusal::new(Reason::ApprovalUnavailable, "an approval rule asks about this call; the gateway cannot ask it in a 2025-11-25 session yet; nothing was forwarded").with_data("rule", rule.name.clone().into()))
+    }
+
+    /// Whether an approval this rule lets be remembered covers the call.
+    async fn remembered(&self, ctx: &RequestCtx) -> bool {
+        let Some(what) = remembered_for(ctx, self.asking.rule, self.upstream_tool) else {
+            return false;
+        };
+        match ctx.gateway.approvals.recall(&what).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!("{e}: the call is asked about");
+                false
+            }
+        }
+    }
+
+    /// The form: the gateway's words alone.
+    pub(super) fn form(&self, ctx: &RequestCtx) -> Value {
+        let policy = &ctx.route.upstream.settings.policy;
+        let secret = |name: &str, value: &str| -> Option<&'static str> {
+            policy.secret_named(name).or_else(|| {
+                ctx.gateway
+                    .mrtr
+                    .scanner
+                    .scan(value)
+                    .map(|kind| kind.as_str())
+            })
+        };
+        let written = match self.asking.written {
+            super::Written::Route => "route",
+            super::Written::Policy(name) => name,
+        };
+        form::form(&Subject {
+            server: ctx.upstream_name(),
+            tool: self.tool,
+            annotations: self.annotations,
+            arguments: self.arguments,
+            rule: self.asking.rule,
+            policy: written,
+            secret: &secret,
+        })
+    }
+
+    /// 2026-07-28: the gateway's `input_required`, its state sealed.
+    fn ask_stateless(&self, ctx: &RequestCtx) -> Result<Response<ProxyBody>, Refusal> {
+        let rule = self.asking.rule;
+        let because = self.asking.because.label();
+        let binding = ctx.binding();
+        let (token, minted) = ctx.gateway.mrtr.seal_approval(ApprovalQuestion {
+            binding: &binding,
+            digest: ctx.request.digest(),
+            rule: &rule.name,
+            because: &because,
+            key: QUESTION_KEY,
+            form: answer_form(rule.remembered().is_some() && !rule.first_use),
+            timeout: rule.timeout,
+        })?;
+        ctx.trace.operation(&minted.operation, minted.round);
+        self.record(ctx, Step::Asked, Some((&minted.operation, minted.round)));
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": {
+                QUESTION_KEY: { "method": "elicitation/create", "params": self.form(ctx) },
+            },
+            "requestState": token,
+        });
+        Ok(crate::pipeline::reply::result_response(
+            ctx.id(),
+            result,
+            None,
+        ))
+    }
+
+    /// An `approval` audit event and its count.
+    pub(super) fn record(&self, ctx: &RequestCtx, step: Step, at: Option<(&str, u32)>) {
+        let rule = self.asking.rule;
+        let remembered = matches!(step, Step::Remembered)
+            .then(|| rule.remembered())
+            .flatten();
+        record(
+            ctx,
+            &Recorded {
+                step,
+                rule: &rule.name,
+                tool: self.tool,
+                because: &self.asking.because.label(),
+                decided_by: None,
+                remembered,
+                at,
+            },
+        );
+    }
+}
+
+/// One approval step, as recorded.
+pub(super) struct Recorded<'a> {
+    pub step: Step,
+    pub rule: &'a str,
+    pub tool: &'a str,
+    pub because: &'a str,
+    pub decided_by: Option<&'a str>,
+    pub remembered: Option<Remember>,
+    /// The operation and round of the question, when it was sealed.
+    pub at: Option<(&'a str, u32)>,
+}
+
+/// An `approval` audit event (never a value) and its count.
+pub(super) fn record(ctx: &RequestCtx, r: &Recorded<'_>) {
+    ctx.gateway
+        .metrics
+        .approval
+        .step(&ctx.route.upstream.label, r.rule, r.step);
+    tracing::info!(upstream = %ctx.route.upstream.settings.id, rule = r.rule, step = r.step.as_str(), "approval");
+    let sink = &ctx.gateway.audit;
+    if !sink.enabled() {
+        return;
+    }
+    let base = ctx.audit_context();
+    let at = match r.at {
+        Some((operation, round)) => base.with_operation(operation, round),
+        None => base,
+    };
+    let event = AuditEvent::approval(
+        r.step,
+        r.rule,
+        r.tool,
+        r.because,
+        ctx.request.digest(),
+        r.decided_by,
+        r.remembered,
+    );
+    sink.emit(&at, event);
+}
+
+/// What a remembered approval of `rule` for this call is kept under:
+/// `None` when the rule keeps none, or the call has no scope to keep it
+/// for (an anonymous caller; a stateless client for `session`).
+pub(super) fn remembered_for<'a>(
+    ctx: &'a RequestCtx,
+    rule: &'a crate::approval::ApprovalRule,
+    upstream_tool: &'a str,
+) -> Option<Remembered<'a>> {
+    let scope = match rule.remembered()? {
+        Remember::Call => return None,
+        Remember::Session => Scope::Session(ctx.session.as_ref()?.state.nonce.as_str()),
+        Remember::Caller if ctx.principal.is_anonymous() => return None,
+        Remember::Caller => Scope::Caller(ctx.principal.method.as_str(), &ctx.principal.name),
+    };
+    Some(Remembered {
+        rule: &rule.name,
+        upstream: &ctx.route.upstream.settings.id,
+        tool: upstream_tool,
+        scope,
+    })
+}
+
+/// The form's schema as its answer is checked: `approve` (required) and,
+/// when the rule lets a decision be remembered, `remember`.
+pub(super) fn answer_form(remember: bool) -> FormSchema {
+    let boolean = |name: &str, required| FormField {
+        name: name.to_owned(),
+        required,
+        kind: FieldKind::Boolean,
+    };
+    let mut fields = vec![boolean(APPROVE_FIELD, true)];
+    if remember {
+        fields.push(boolean(REMEMBER_FIELD, false));
+    }
+    FormSchema { fields }
+}
