@@ -321,7 +321,7 @@ impl Gateway {
         inbound: Inbound,
     ) -> Result<Response<ProxyBody>, Refused> {
         let Inbound {
-            mut parts,
+            parts,
             authority,
             principal,
             request,
@@ -333,7 +333,6 @@ impl Gateway {
             carried,
         } = inbound;
         let name = route.name();
-        let transport = request.transport;
         let mut ctx = RequestCtx {
             gateway: self.clone(),
             route: route.clone(),
@@ -372,7 +371,9 @@ impl Gateway {
             .map_err(|r| within(r, &ctx))?;
         trace.phase(Phase::Access);
         let body = match answer::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
-            Some(answer) => answer,
+            Some(answer::Answered::Forward(answer)) => answer,
+            // The gateway's own question's answer: handed to the call that waits.
+            Some(answer::Answered::Taken) => return Ok(reply::accepted()),
             None => match task::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
                 Some(body) => body,
                 None => retry::check(&mut ctx).await.map_err(|r| within(r, &ctx))?,
@@ -388,10 +389,41 @@ impl Gateway {
             // Boxed: only calls some approval rule could ask about wait here.
             let path = parts.uri.path();
             let approve = Box::pin(approve::check(&mut ctx, path)).await;
-            if let approve::Approve::Ask(question) = approve.map_err(|r| within(r, &ctx))? {
-                return Ok(question);
+            match approve.map_err(|r| within(r, &ctx))? {
+                approve::Approve::Forward => {}
+                approve::Approve::Ask(question) => return Ok(question),
+                approve::Approve::Push(question) => {
+                    let waiting = approve::Waiting {
+                        ctx,
+                        parts,
+                        authority,
+                        body,
+                    };
+                    return approve::push::start(waiting, question)
+                        .map_err(|r| with_retry_after(Refused::new(r, None, name)));
+                }
             }
         }
+        self.forward(ctx, parts, authority, body, carried).await
+    }
+
+    /// The phases from a checked request to the upstream's checked answer:
+    /// the forward, then the response check.
+    pub(crate) async fn forward(
+        self: &Arc<Self>,
+        ctx: RequestCtx,
+        mut parts: http::request::Parts,
+        authority: HeaderValue,
+        body: bytes::Bytes,
+        carried: bool,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let route = ctx.route.clone();
+        let peer = ctx.peer.clone();
+        let trace = ctx.trace.clone();
+        let transport = ctx.request.transport;
+        let name = route.name();
+        let within =
+            |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
         trace.phase(Phase::StateCheck);
         let upstream = &route.upstream;
         to_upstream(

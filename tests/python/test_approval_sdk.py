@@ -121,3 +121,33 @@ async def test_a_read_only_tool_is_not_asked_about(approving):
         result = await c.call_tool("get_room", {"room_id": "atrium"})
     assert not result.is_error, text_of(result)
     assert person.asked == []
+
+
+# === a 2025-11-25 client, carried to the 2026-07-28-only demo server by the bridge ===
+
+
+async def test_a_session_client_is_asked_through_the_bridge(approving):
+    from test_bridge import legacy
+
+    def approve(params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with legacy(approving.url("rooms"), approve) as s:
+        result = await s.client.call_tool("cancel_booking", CANCEL)
+    assert not result.is_error, text_of(result)
+    assert "Cancelled the booking of nook" in text_of(result)
+    [asked] = s.asked
+    assert '"cancel_booking" of Interop rooms' in asked.message
+
+
+async def test_a_session_client_that_declines_is_refused_through_the_bridge(approving):
+    from test_bridge import legacy
+
+    def decline(params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with legacy(approving.url("rooms"), decline) as s:
+        with pytest.raises(MCPError) as refused:
+            await s.client.call_tool("cancel_booking", CANCEL)
+    assert len(s.asked) == 1
+    assert refused.value.error.data["reason"] == "approval_declined", refused.value.error

@@ -69,7 +69,7 @@ pub fn refused(ctx: &RequestCtx, refused: &RetryRefused) {
     }
 }
 
-fn recorded(
+pub(super) fn recorded(
     ctx: &RequestCtx,
     asked: &SealedApproval,
     step: Step,
@@ -95,7 +95,7 @@ fn recorded(
 
 /// Remember an approval when the rule lets it be (always for a first use;
 /// otherwise when the person ticked "don't ask again"): how, or `None`.
-async fn keep(ctx: &RequestCtx, rule_name: &str, ticked: bool) -> Option<Remember> {
+pub(super) async fn keep(ctx: &RequestCtx, rule_name: &str, ticked: bool) -> Option<Remember> {
     let rule = find_rule(ctx, rule_name)?;
     let how = rule.remembered()?;
     if !(rule.first_use || ticked) {

@@ -5,7 +5,8 @@
 //! - 2026-07-28: the call is answered with the gateway's `input_required`
 //!   (its form, its sealed `requestState`); the retry's answer is checked
 //!   by [`super::answer`] and the original call then goes upstream.
-//! - 2025-11-25 sessions: not yet asked; refused `approval_unavailable`.
+//! - 2025-11-25 sessions: [`super::push`] sends the form on the call's
+//!   stream, waits for the answer, then lets the call go on.
 //!
 //! A retry is never asked about again: its sealed state is bound to the
 //! caller, tool and arguments of a call that was already approved (the
@@ -37,6 +38,9 @@ pub enum Approve {
     Forward,
     /// The gateway's question, to be answered to the client instead.
     Ask(Response<ProxyBody>),
+    /// A 2025-11-25 session's call: the question to push on its stream
+    /// before the call goes on ([`super::push`]).
+    Push(super::push::Question),
 }
 
 /// Whether some rule could ask about this request: a fresh `tools/call`
@@ -137,9 +141,7 @@ impl Question<'_> {
         }
         match generation {
             Generation::Stateless => self.ask_stateless(ctx).map(Approve::Ask),
-            // Not wired yet: the question cannot be pushed, so the call is
-            // not forwarded unasked.
-            Generation::Sessions => self.fallback_unwired(ctx),
+            Generation::Sessions => Ok(Approve::Push(self.pushed(ctx))),
         }
     }
 
@@ -157,12 +159,6 @@ impl Question<'_> {
         };
         Err(Refusal::new(Reason::ApprovalUnavailable, why)
             .with_data("rule", rule.name.clone().into()))
-    }
-
-    fn fallback_unwired(&self, ctx: &RequestCtx) -> Result<Approve, Refusal> {
-        let rule = self.asking.rule;
-        self.record(ctx, Step::Unavailable, None);
-        Err(Refusal::new(Reason::ApprovalUnavailable, "an approval rule asks about this call; the gateway cannot ask it in a 2025-11-25 session yet; nothing was forwarded").with_data("rule", rule.name.clone().into()))
     }
 
     /// Whether an approval this rule lets be remembered covers the call.
@@ -204,6 +200,19 @@ impl Question<'_> {
             policy: written,
             secret: &secret,
         })
+    }
+
+    /// 2025-11-25: what the push carries and its answer is read against.
+    fn pushed(&self, ctx: &RequestCtx) -> super::push::Question {
+        let rule = self.asking.rule;
+        super::push::Question {
+            rule: rule.name.clone(),
+            because: self.asking.because.label(),
+            tool: self.tool.to_owned(),
+            form: self.form(ctx),
+            schema: answer_form(rule.remembered().is_some() && !rule.first_use),
+            timeout: rule.timeout,
+        }
     }
 
     /// 2026-07-28: the gateway's `input_required`, its state sealed.

@@ -7,8 +7,10 @@
 
 pub mod answer;
 pub mod ask;
+pub mod push;
 
 pub use ask::{applies, check, Approve};
+pub use push::Waiting;
 
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
 
