@@ -8,9 +8,9 @@
 
 use bytes::Bytes;
 
-use super::ask::{record, remembered_for, Recorded};
+use super::steps::{keep, record, Recorded};
 use crate::approval::form::{APPROVE_FIELD, REMEMBER_FIELD};
-use crate::approval::{ApprovalRule, Remember, Step};
+use crate::approval::{Remember, Step};
 use crate::model::{Reason, Refusal};
 use crate::mrtr::approval::{ApprovalAnswer, Decision, DecisionFields, SealedApproval};
 use crate::mrtr::retry::RetryRefused;
@@ -91,37 +91,4 @@ pub(super) fn recorded(
             at,
         },
     );
-}
-
-/// Remember an approval when the rule lets it be (always for a first use;
-/// otherwise when the person ticked "don't ask again"): how, or `None`.
-pub(super) async fn keep(ctx: &RequestCtx, rule_name: &str, ticked: bool) -> Option<Remember> {
-    let rule = find_rule(ctx, rule_name)?;
-    let how = rule.remembered()?;
-    if !(rule.first_use || ticked) {
-        return None;
-    }
-    let tool = ctx.request.target.as_deref()?;
-    let what = remembered_for(ctx, rule, tool)?;
-    let expires = match how {
-        Remember::Session => {
-            ctx.gateway.clock.now_secs() + ctx.gateway.config.state.session_lifetime.as_secs()
-        }
-        _ => ctx.gateway.clock.now_secs() + rule.remember_for.as_secs(),
-    };
-    match ctx.gateway.approvals.remember(&what, expires).await {
-        Ok(()) => Some(how),
-        Err(e) => {
-            tracing::warn!("{e}: the approval is not remembered");
-            None
-        }
-    }
-}
-
-/// The rule of that name the call meets now (the route's, then the
-/// upstream policy's): a reload may have removed it.
-fn find_rule<'a>(ctx: &'a RequestCtx, name: &str) -> Option<&'a ApprovalRule> {
-    let route = ctx.route.config.approval.iter();
-    let policy = ctx.route.upstream.settings.policy.approval.iter();
-    route.chain(policy).find(|r| r.name == name)
 }

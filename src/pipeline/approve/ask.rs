@@ -4,8 +4,8 @@
 //! with its own question, in the client's generation:
 //! - 2026-07-28: the call is answered with the gateway's `input_required`
 //!   (its form, its sealed `requestState`); the retry's answer is checked
-//!   by [`super::answer`] and the original call then goes upstream.
-//! - 2025-11-25 sessions: [`super::push`] sends the form on the call's
+//!   by the `answer` module and the original call then goes upstream.
+//! - 2025-11-25 sessions: the `push` module sends the form on the call's
 //!   stream, waits for the answer, then lets the call go on.
 //!
 //! A retry is never asked about again: its sealed state is bound to the
@@ -15,22 +15,17 @@
 use http::Response;
 use serde_json::{json, Value};
 
+use super::steps::{answer_form, record, remembered_for, Recorded, QUESTION_KEY};
 use super::{Asking, Rules};
-use crate::approval::form::{self, Subject, APPROVE_FIELD, REMEMBER_FIELD};
-use crate::approval::memory::{Remembered, Scope};
-use crate::approval::{Annotations, Approver, Circumstances, Facts, Fallback, Remember, Step};
-use crate::audit::AuditEvent;
+use crate::approval::form::{self, Subject};
+use crate::approval::{Annotations, Approver, Circumstances, Facts, Fallback, Step};
 use crate::json::MessageKind;
 use crate::listings::delivered::Found;
 use crate::listings::ItemKind;
-use crate::model::{FieldKind, FormField, FormSchema, Generation, McpMethod, Reason, Refusal};
+use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::mrtr::approval::ApprovalQuestion;
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::ctx::RequestCtx;
-
-/// The input-request key of the gateway's own question (never an
-/// upstream's: the upstream never sees this exchange).
-pub const QUESTION_KEY: &str = "dev.portcullis/approval";
 
 /// What the approve phase decided about a call.
 pub enum Approve {
@@ -264,81 +259,4 @@ impl Question<'_> {
             },
         );
     }
-}
-
-/// One approval step, as recorded.
-pub(super) struct Recorded<'a> {
-    pub step: Step,
-    pub rule: &'a str,
-    pub tool: &'a str,
-    pub because: &'a str,
-    pub decided_by: Option<&'a str>,
-    pub remembered: Option<Remember>,
-    /// The operation and round of the question, when it was sealed.
-    pub at: Option<(&'a str, u32)>,
-}
-
-/// An `approval` audit event (never a value) and its count.
-pub(super) fn record(ctx: &RequestCtx, r: &Recorded<'_>) {
-    ctx.gateway
-        .metrics
-        .approval
-        .step(&ctx.route.upstream.label, r.rule, r.step);
-    tracing::info!(upstream = %ctx.route.upstream.settings.id, rule = r.rule, step = r.step.as_str(), "approval");
-    let sink = &ctx.gateway.audit;
-    if !sink.enabled() {
-        return;
-    }
-    let base = ctx.audit_context();
-    let at = match r.at {
-        Some((operation, round)) => base.with_operation(operation, round),
-        None => base,
-    };
-    let event = AuditEvent::approval(
-        r.step,
-        r.rule,
-        r.tool,
-        r.because,
-        ctx.request.digest(),
-        r.decided_by,
-        r.remembered,
-    );
-    sink.emit(&at, event);
-}
-
-/// What a remembered approval of `rule` for this call is kept under:
-/// `None` when the rule keeps none, or the call has no scope to keep it
-/// for (an anonymous caller; a stateless client for `session`).
-pub(super) fn remembered_for<'a>(
-    ctx: &'a RequestCtx,
-    rule: &'a crate::approval::ApprovalRule,
-    upstream_tool: &'a str,
-) -> Option<Remembered<'a>> {
-    let scope = match rule.remembered()? {
-        Remember::Call => return None,
-        Remember::Session => Scope::Session(ctx.session.as_ref()?.state.nonce.as_str()),
-        Remember::Caller if ctx.principal.is_anonymous() => return None,
-        Remember::Caller => Scope::Caller(ctx.principal.method.as_str(), &ctx.principal.name),
-    };
-    Some(Remembered {
-        rule: &rule.name,
-        upstream: &ctx.route.upstream.settings.id,
-        tool: upstream_tool,
-        scope,
-    })
-}
-
-/// The form's schema as its answer is checked: `approve` (required) and,
-/// when the rule lets a decision be remembered, `remember`.
-pub(super) fn answer_form(remember: bool) -> FormSchema {
-    let boolean = |name: &str, required| FormField {
-        name: name.to_owned(),
-        required,
-        kind: FieldKind::Boolean,
-    };
-    let mut fields = vec![boolean(APPROVE_FIELD, true)];
-    if remember {
-        fields.push(boolean(REMEMBER_FIELD, false));
-    }
-    FormSchema { fields }
 }

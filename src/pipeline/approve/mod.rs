@@ -8,6 +8,7 @@
 pub mod answer;
 pub mod ask;
 pub mod push;
+mod steps;
 
 pub use ask::{applies, check, Approve};
 pub use push::Waiting;

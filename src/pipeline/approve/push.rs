@@ -18,8 +18,7 @@ use http::{HeaderValue, Response};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::answer::keep;
-use super::ask::{record, Recorded, QUESTION_KEY};
+use super::steps::{keep, record, Recorded, QUESTION_KEY};
 use crate::approval::form::{APPROVE_FIELD, REMEMBER_FIELD};
 use crate::approval::{Remember, Step};
 use crate::model::{Asked, FormSchema, Reason, Refusal};

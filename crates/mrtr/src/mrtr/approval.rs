@@ -8,25 +8,14 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::mint::Minted;
 use super::retry::{rewrite, AcceptedRetry, RetryRefused, RetryRequest};
+pub use super::seal::SealedApproval;
 use super::seal::{new_operation_id, SealedState};
 use super::{Binding, MrtrShared};
 use crate::model::{Asked, FormSchema, Reason, Refusal};
-
-/// What a sealed state says of the gateway's approval question.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SealedApproval {
-    /// The name of the rule that asked.
-    pub rule: String,
-    /// The input-request key the question was delivered under.
-    pub key: String,
-    /// Why the rule asked (its audit label: `tool`, `annotation:…`, …).
-    pub because: String,
-}
 
 /// The gateway's approval question, to be sealed.
 pub struct ApprovalQuestion<'a> {

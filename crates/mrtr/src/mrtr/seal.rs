@@ -52,7 +52,18 @@ pub struct SealedState {
     /// Set when the question of this round is the gateway's own approval
     /// question (an `[[approval]]` rule), not an upstream's.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub approval: Option<super::approval::SealedApproval>,
+    pub approval: Option<SealedApproval>,
+}
+
+/// What a sealed state says of the gateway's approval question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedApproval {
+    /// The name of the rule that asked.
+    pub rule: String,
+    /// The input-request key the question was delivered under.
+    pub key: String,
+    /// Why the rule asked (its audit label: `tool`, `annotation:…`, …).
+    pub because: String,
 }
 
 #[derive(Debug, thiserror::Error)]
