@@ -387,8 +387,7 @@ impl Gateway {
             .map_err(|r| within(r, &ctx))?;
         if approve::applies(&ctx) {
             // Boxed: only calls some approval rule could ask about wait here.
-            let path = parts.uri.path();
-            let approve = Box::pin(approve::check(&mut ctx, path)).await;
+            let approve = Box::pin(approve::check(&mut ctx, &parts, &authority)).await;
             match approve.map_err(|r| within(r, &ctx))? {
                 approve::Approve::Forward => {}
                 approve::Approve::Ask(question) => return Ok(question),

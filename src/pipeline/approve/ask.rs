@@ -12,7 +12,8 @@
 //! caller, tool and arguments of a call that was already approved (the
 //! gateway's own question) or already went upstream (an upstream's).
 
-use http::Response;
+use http::request::Parts;
+use http::{HeaderValue, Response};
 use serde_json::{json, Value};
 
 use super::steps::{answer_form, record, remembered_for, Recorded, QUESTION_KEY};
@@ -20,7 +21,6 @@ use super::{Asking, Rules};
 use crate::approval::form::{self, Subject};
 use crate::approval::{Annotations, Approver, Circumstances, Facts, Fallback, Step};
 use crate::json::MessageKind;
-use crate::listings::delivered::Found;
 use crate::listings::ItemKind;
 use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::mrtr::approval::ApprovalQuestion;
@@ -48,9 +48,16 @@ pub fn applies(ctx: &RequestCtx) -> bool {
             && ctx.route.upstream.settings.policy.approval.is_empty())
 }
 
-/// The approve phase (when it [`applies`]). `path` is the route's path,
-/// as the rules read it.
-pub async fn check(ctx: &mut RequestCtx, path: &str) -> Result<Approve, Refusal> {
+/// The approve phase (when it [`applies`]). The request's head and
+/// authority are what the gateway's own fetch of the tool list (as the
+/// caller) is made with, when a rule reads listed hints the gateway does
+/// not know yet.
+pub async fn check(
+    ctx: &mut RequestCtx,
+    parts: &Parts,
+    authority: &HeaderValue,
+) -> Result<Approve, Refusal> {
+    let path = parts.uri.path();
     let route = ctx.route.clone();
     let policy = route.upstream.settings.policy.clone();
     let rules = Rules {
@@ -66,7 +73,10 @@ pub async fn check(ctx: &mut RequestCtx, path: &str) -> Result<Approve, Refusal>
         .map(|p| crate::model::expose(crate::model::TargetKind::Tool, p, &target));
     let tool = exposed.as_deref().unwrap_or(&target);
     let arguments = crate::approval::facts::Arguments::default();
-    let annotations = listed_hints(ctx, &target);
+    let annotations = match rules.read_annotations() {
+        true => listed_hints(ctx, parts, authority, &target).await,
+        false => None,
+    };
     let facts = Facts {
         caller: crate::approval::facts::caller(&ctx.principal),
         route: path,
@@ -93,15 +103,20 @@ pub async fn check(ctx: &mut RequestCtx, path: &str) -> Result<Approve, Refusal>
 }
 
 /// The hints the upstream listed for `tool`, from the definitions the
-/// gateway delivered to this caller (`None`: it has none).
-fn listed_hints(ctx: &RequestCtx, tool: &str) -> Option<Annotations> {
+/// gateway delivered to this caller, fetched as the caller when it has
+/// none (`None`: the upstream lists no such tool, or no list could be had).
+async fn listed_hints(
+    ctx: &RequestCtx,
+    parts: &Parts,
+    authority: &HeaderValue,
+    tool: &str,
+) -> Option<Annotations> {
     let kind = ItemKind::of_kind("tool")?;
-    let caller = ctx.binding().principal_key();
-    let delivered = &ctx.gateway.listings.delivered;
-    match delivered.find(&ctx.route.upstream.settings.id, &caller, kind, tool) {
-        Found::Listed(contract) => contract.hints(),
-        _ => None,
-    }
+    let found = Box::pin(crate::pipeline::arguments::definition(
+        ctx, parts, authority, kind, tool,
+    ))
+    .await;
+    found.and_then(|contract| contract.hints())
 }
 
 /// One call a rule asks about.

@@ -56,6 +56,17 @@ impl<'r> Rules<'r> {
         })
     }
 
+    /// Whether some rule reads the tool's listed hints (the listing is
+    /// looked up, or fetched, for the rules only then).
+    pub fn read_annotations(&self) -> bool {
+        self.route.iter().chain(self.policy.iter()).any(|r| {
+            !r.annotations.is_empty()
+                || r.when
+                    .as_ref()
+                    .is_some_and(|w| w.reads(crate::approval::Variable::Annotations))
+        })
+    }
+
     /// Whether some rule asks about a held changed listing instead of its
     /// refusal (the `unchanged` phase then lets the call on to be asked about).
     pub fn ask_about_changed_listings(&self) -> bool {
