@@ -144,6 +144,20 @@ async fn an_approved_session_call_goes_upstream_after_the_pushed_question() {
     );
     let (_, v) = send_answer(&c, &g, &other, approve.clone()).await;
     assert!(v.contains("answer_not_requested"), "{v}");
+    // A forged or altered id answers nothing the gateway asked.
+    let id = push["id"].as_str().unwrap();
+    let last = if id.ends_with('A') { 'B' } else { 'A' };
+    for forged in [
+        format!("{}{last}", &id[..id.len() - 1]),
+        "psr1.forged".to_owned(),
+    ] {
+        let body = answer(
+            &json!(forged),
+            json!({"action": "accept", "content": {"approve": true}}),
+        );
+        let (_, v) = send_answer(&c, &g, &session, body).await;
+        assert!(v.contains("answer_not_requested"), "{v}");
+    }
     // An answer outside the form is refused; the question still waits.
     let unfit = answer(
         &push["id"],
@@ -242,5 +256,44 @@ async fn an_unanswered_session_question_expires_and_a_client_without_elicitation
     let v = json_of(post(&c, &g, Some(&blind), call).send().await.unwrap()).await;
     assert_eq!(v["error"]["data"]["reason"], "approval_unavailable", "{v}");
     assert!(calls(&up).is_empty());
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_approval_remembered_for_the_session_holds_in_that_session_only() {
+    let up = legacy_rooms().await;
+    let rule = format!("{RULE}remember = \"session\"\n");
+    let gw = start_gateway(&config_text(&up.url(), "", &rule)).await;
+    let c = client();
+    let g = url(&gw);
+    let session = initialize(&c, &g, json!({"elicitation": {}})).await;
+    let mut stream = Stream::open(&c, &g, &session).await;
+    let push = stream.next().await.unwrap();
+    let schema = &push["params"]["requestedSchema"]["properties"];
+    assert_eq!(schema["remember"]["type"], "boolean", "{push}");
+    let ticked = answer(
+        &push["id"],
+        json!({"action": "accept", "content": {"approve": true, "remember": true}}),
+    );
+    let (status, _) = send_answer(&c, &g, &session, ticked).await;
+    assert_eq!(status, 202);
+    assert_eq!(
+        stream.next().await.unwrap()["result"]["content"][0]["text"],
+        "cancelled"
+    );
+    // The same session: not asked again.
+    let mut again = Stream::open(&c, &g, &session).await;
+    let first = again.next().await.unwrap();
+    assert_eq!(
+        first["result"]["content"][0]["text"], "cancelled",
+        "{first}"
+    );
+    // Another session: asked.
+    let other = initialize(&c, &g, json!({"elicitation": {}})).await;
+    let mut theirs = Stream::open(&c, &g, &other).await;
+    assert_eq!(theirs.next().await.unwrap()["method"], "elicitation/create");
+    // The client goes away: the waiting call ends with its stream.
+    drop(theirs);
+    assert_eq!(calls(&up).len(), 2);
     gw.shutdown().await;
 }
