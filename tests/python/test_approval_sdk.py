@@ -151,3 +151,64 @@ async def test_a_session_client_that_declines_is_refused_through_the_bridge(appr
             await s.client.call_tool("cancel_booking", CANCEL)
     assert len(s.asked) == 1
     assert refused.value.error.data["reason"] == "approval_declined", refused.value.error
+
+
+# === a 2025-11-25 session of the Python SDK server, served natively (no bridge) ========
+
+SESSION_RULE = """
+[[route.approval]]
+name = "ask-first"
+tools = ["echo", "book"]
+"""
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    from interop_peers import mcp_server
+
+    with mcp_server("py_server.py") as py, gateway({"py": py}, extra=SESSION_RULE) as gw:
+        yield gw
+
+
+async def test_a_session_call_is_asked_on_its_stream_then_goes_through(sessions):
+    from test_bridge import legacy
+
+    def approve(params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with legacy(sessions.url("py"), approve) as s:
+        result = await s.client.call_tool("echo", {"text": "hello"})
+        [sid] = s.session_ids
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "hello"
+    [asked] = s.asked
+    assert '"echo" of Interop py' in asked.message
+    assert sid.startswith("pss1."), "a session of the gateway's own, in front of the server's"
+
+
+async def test_the_servers_own_pushed_question_follows_an_approval(sessions):
+    from test_bridge import legacy
+
+    def person(params: types.ElicitRequestParams) -> types.ElicitResult:
+        if "approve" in params.requested_schema["properties"]:
+            return types.ElicitResult(action="accept", content={"approve": True})
+        return types.ElicitResult(action="accept", content={"room_id": "nook"})
+
+    async with legacy(sessions.url("py"), person) as s:
+        result = await s.client.call_tool("book", {"hint": "the quiet one"})
+    assert not result.is_error, text_of(result)
+    assert "nook" in text_of(result)
+    assert [("approve" in p.requested_schema["properties"]) for p in s.asked] == [True, False]
+
+
+async def test_a_declined_session_call_is_refused(sessions):
+    from test_bridge import legacy
+
+    def decline(params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with legacy(sessions.url("py"), decline) as s:
+        with pytest.raises(MCPError) as refused:
+            await s.client.call_tool("echo", {"text": "hello"})
+    assert len(s.asked) == 1
+    assert refused.value.error.data["reason"] == "approval_declined", refused.value.error
