@@ -127,6 +127,10 @@ async fn an_approved_call_reaches_the_upstream_unchanged() {
     assert_eq!(form["requestedSchema"]["required"], json!(["approve"]));
     assert!(form["message"].as_str().unwrap().contains("\"cancel_booking\" of Test upstream"), "{form}");
     assert!(form["message"].as_str().unwrap().contains("B-1042"), "{form}");
+    assert!(
+        form["message"].as_str().unwrap().contains("able to delete or overwrite data"),
+        "what the tool does, from its listed hints, in the gateway's words: {form}"
+    );
     assert_eq!(form["_meta"]["dev.portcullis/provenance"]["asker"], "gateway");
     assert_eq!(form["_meta"]["dev.portcullis/provenance"]["approval"]["rule"], "cancel");
     assert!(calls(&up).is_empty(), "nothing reached the upstream before the decision");

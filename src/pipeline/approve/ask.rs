@@ -92,6 +92,12 @@ pub async fn check(
     let Some(asking) = rules.asking(&facts, &Circumstances::default()) else {
         return Ok(Approve::Forward);
     };
+    // The form says what the tool does from its listed hints: looked up for
+    // a call that is asked about, when no rule needed them to match.
+    let annotations = match annotations {
+        None if !rules.read_annotations() => listed_hints(ctx, parts, authority, &target).await,
+        known => known,
+    };
     let question = Question {
         asking,
         tool,
