@@ -5,6 +5,14 @@
 //! no rules at all nothing is built, and a rule's cheap criteria (tool
 //! globs, listed hints, verdicts) are read before its condition.
 
+pub mod answer;
+pub mod ask;
+pub mod push;
+mod steps;
+
+pub use ask::{applies, check, Approve};
+pub use push::Waiting;
+
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
 
 /// Where the rule that asks was written.
@@ -45,6 +53,17 @@ impl<'r> Rules<'r> {
             r.when
                 .as_ref()
                 .is_some_and(|w| w.reads(crate::approval::Variable::Arguments))
+        })
+    }
+
+    /// Whether some rule reads the tool's listed hints (the listing is
+    /// looked up, or fetched, for the rules only then).
+    pub fn read_annotations(&self) -> bool {
+        self.route.iter().chain(self.policy.iter()).any(|r| {
+            !r.annotations.is_empty()
+                || r.when
+                    .as_ref()
+                    .is_some_and(|w| w.reads(crate::approval::Variable::Annotations))
         })
     }
 
