@@ -10,7 +10,7 @@ pub mod ask;
 pub mod push;
 mod steps;
 
-pub use ask::{applies, check, Approve};
+pub use ask::{applies, check, held_listing_approved, Approve};
 pub use push::Waiting;
 
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
@@ -74,6 +74,30 @@ impl<'r> Rules<'r> {
     /// refusal (the `unchanged` phase then lets the call on to be asked about).
     pub fn ask_about_changed_listings(&self) -> bool {
         self.route.any_changed_listing() || self.policy.any_changed_listing()
+    }
+
+    /// The first rule about changed listings that asks about a call to a
+    /// held tool (no other rule may let it on).
+    pub fn asking_about_change(
+        &self,
+        facts: &Facts<'_>,
+        c: &Circumstances<'_>,
+    ) -> Option<Asking<'r>> {
+        let route = self.route.iter().map(|r| (r, Written::Route));
+        let policy = self
+            .policy
+            .iter()
+            .map(|r| (r, Written::Policy(self.policy_name)));
+        route
+            .chain(policy)
+            .filter(|(r, _)| r.changed_listing)
+            .find_map(|(rule, written)| {
+                rule.matches(facts, c).map(|because| Asking {
+                    rule,
+                    because,
+                    written,
+                })
+            })
     }
 
     /// The first rule that asks about this call; with none, the gateway's
