@@ -696,3 +696,74 @@ async fn a_changed_listing_rule_lets_the_person_approve_a_held_tool_for_this_cal
         gw.shutdown().await;
     }
 }
+
+/// On a federated route a rule names the tool as the client sees it (with
+/// its member's prefix) or as its upstream lists it: `a_cancel_booking`
+/// asks, the same tool of the other member does not; approved, the call
+/// reaches its member under the member's own name, and nothing reaches
+/// the other.
+#[tokio::test]
+async fn on_a_federated_route_a_rule_names_the_exposed_tool() {
+    let (a, b) = (rooms(false).await, rooms(false).await);
+    let config = crate::federation::fed_config(
+        &[("a", "a", &a.url()), ("b", "b", &b.url())],
+        "",
+        "[[route.approval]]\nname = \"a-cancel\"\ntools = [\"a_cancel_booking\"]\n",
+    );
+    let gw = start_gateway(&config).await;
+    let c = client();
+    let g = url(&gw);
+    let plain = json_of(
+        call(&c, &g, "b1", "b_cancel_booking", args())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        plain["result"]["resultType"], "complete",
+        "the other member's tool is not asked about: {plain}"
+    );
+    let asked = json_of(
+        call(&c, &g, "a1", "a_cancel_booking", args())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let form = &asked["result"]["inputRequests"][KEY]["params"];
+    assert_eq!(
+        form["_meta"]["dev.portcullis/provenance"]["approval"]["rule"], "a-cancel",
+        "{asked}"
+    );
+    assert!(
+        form["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"a_cancel_booking\" of Upstream a"),
+        "{form}"
+    );
+    assert!(calls(&a).is_empty());
+    let mut retry: Value =
+        serde_json::from_str(&call_body("a2", "a_cancel_booking", args())).unwrap();
+    retry["params"]["requestState"] = json!(state_of(&asked));
+    retry["params"]["inputResponses"] = approve();
+    let done = json_of(
+        call(&c, &g, "a2", "a_cancel_booking", json!({}))
+            .body(retry.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let got = calls(&a);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0]["params"]["name"], "cancel_booking",
+        "the member's own name"
+    );
+    assert!(got[0]["params"].get("inputResponses").is_none());
+    assert_eq!(calls(&b).len(), 1, "only the plain call reached b");
+    gw.shutdown().await;
+}
