@@ -10,7 +10,7 @@ pub mod ask;
 pub mod push;
 mod steps;
 
-pub use ask::{applies, check, held_listing_approved, Approve};
+pub use ask::{applies, check, held_listing_approved, Approve, Called};
 pub use push::Waiting;
 
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
