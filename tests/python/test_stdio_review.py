@@ -666,7 +666,6 @@ def test_a_session_id_of_another_principal_is_refused(gw):
     ("/anon", None, [{"uri": "file:///srv/with%20space"}, {"uri": "file:///srv/%C3%BC/x"}]),
     ("/bare", None, []),
 ])
-@pytest.mark.xfail(reason="open: the gateway's own answers to a program's ping/roots/list are written by spawned tasks, not in order (issue 23 note)", strict=False)
 def test_roots_list_and_ping_from_the_program_are_answered_by_the_gateway(gw, path, who, roots):
     """The client declares roots (and sampling): it is never asked. The program's
     initialize names roots only when the route has some; its roots/list and ping get
@@ -797,7 +796,7 @@ def test_concurrent_requests_in_sessions_each_get_their_own_answer(gw):
         s.delete()
 
 
-@pytest.mark.xfail(reason="open: a cancelled call still gets a JSON-RPC error body (issue 23 note)", strict=False)
+@pytest.mark.xfail(reason="open: a cancelled call still gets a JSON-RPC error body (issue 23 note)", strict=True)
 def test_a_cancelled_call_gets_nothing_more_and_the_program_is_told_its_own_id(gw):
     """The call has said nothing yet (the face would answer it as JSON)."""
     s = Session(gw, "/bare", None, caps_for("cancel-json"))
@@ -844,7 +843,7 @@ def test_a_cancelled_call_that_had_spoken_ends_its_stream_without_an_answer(gw):
     s.delete()
 
 
-@pytest.mark.xfail(reason="open: a request cancelled while queued for the session's turn is still sent (issue 23 note)", strict=False)
+@pytest.mark.xfail(reason="open: a request cancelled while queued for the session's turn is still sent (issue 23 note)", strict=True)
 def test_a_request_cancelled_while_queued_never_reaches_the_program(gw):
     """Requests of a session go to its program one at a time; one cancelled while it
     waits for its turn must not be sent afterwards (its tool would run for nobody)."""
@@ -868,7 +867,7 @@ def test_a_request_cancelled_while_queued_never_reaches_the_program(gw):
     s.delete()
 
 
-@pytest.mark.xfail(reason="open: a call ended by DELETE gets an error body (issue 23 note)", strict=False)
+@pytest.mark.xfail(reason="open: a call ended by DELETE gets an error body (issue 23 note)", strict=True)
 def test_delete_during_a_call_cancels_it_and_gives_the_process_back(gw):
     caps = caps_for("delete")
     s = Session(gw, "/keyed", "alice", caps)
@@ -919,7 +918,7 @@ def test_a_session_whose_program_died_is_gone_and_a_new_one_works(gw):
     fresh.delete()
 
 
-@pytest.mark.xfail(reason="open: a waiter is not woken when a session becomes evictable (issue 23 note)", strict=False)
+@pytest.mark.xfail(reason="open: a waiter is not woken when a session becomes evictable (issue 23 note)", strict=True)
 def test_a_caller_holding_every_process_does_not_lock_out_another(gw):
     """max_processes = 2, connect_timeout = 4 s. alice opens two sessions and walks
     away; bob arrives at once. A session idle for 2 s may be ended to make room, so
@@ -1086,7 +1085,6 @@ def test_progress_of_other_tokens_and_a_notification_flood(gw):
     s.delete()
 
 
-@pytest.mark.xfail(reason="open: a program flooding ping/roots/list before reading stdin stalls (issue 23 note)", strict=False)
 @pytest.mark.parametrize("kind,result", [("ping", {}), ("roots/list", {"roots": []})])
 def test_a_program_flooding_requests_the_gateway_answers_is_not_deadlocked(gw, kind, result):
     """5000 `ping` (or `roots/list`) requests written before the program reads its stdin:
@@ -1162,7 +1160,7 @@ def test_bad_stdio_settings_are_config_errors(tmp_path, upstream, env, says):
     assert "panicked" not in said
 
 
-@pytest.mark.xfail(reason="open: a relative command is checked and started from different folders (issue 23 note)", strict=False)
+@pytest.mark.xfail(reason="open: a relative command is checked and started from different folders (issue 23 note)", strict=True)
 def test_a_relative_program_path_is_checked_where_it_runs(tmp_path):
     """`command = ["./server.py"]` with `cwd = "sub dir"`: the program lies next to the
     config (where the gateway was started), not in `cwd`. `check` must not depend on
@@ -1221,7 +1219,6 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
         assert gw.proc.poll() is None and "panicked" not in gw.log()
 
 
-@pytest.mark.xfail(reason="open: a program that cannot start is reported as one that keeps exiting (issue 23 note)", strict=False)
 def test_a_program_that_cannot_start_is_unreachable_at_once(tiny):
     gw, first, second = tiny
     assert first.status == 502 and first.reason == "upstream_unreachable", first.raw
@@ -1232,7 +1229,7 @@ def test_a_program_that_cannot_start_is_unreachable_at_once(tiny):
     assert second.status == 502 and second.reason == "upstream_unreachable" and second.elapsed < 1, second.raw
 
 
-@pytest.mark.xfail(reason="open: how a program that cannot start ended is not said (issue 23 note)", strict=False)
+@pytest.mark.xfail(reason="open: how a program that cannot start ended is not said (issue 23 note)", strict=True)
 def test_a_program_that_cannot_start_is_named_with_how_it_ended(tiny):
     """The operator can tell why: the refusal or the log says it was killed by
     SIGSEGV (a raw `unix_wait_status(11)` is not words an operator reads)."""

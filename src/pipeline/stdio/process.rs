@@ -91,6 +91,11 @@ impl Exit {
 struct Stdin {
     pipe: tokio::sync::Mutex<ChildStdin>,
     shared: Arc<Shared>,
+    /// Lines written from where no one can wait for them (the gateway's own
+    /// answers to the program's requests, a cancellation), in the order
+    /// they were queued: one task at a time writes them.
+    later: Mutex<VecDeque<Vec<u8>>>,
+    draining: AtomicBool,
 }
 
 impl Stdin {
@@ -106,14 +111,33 @@ impl Stdin {
         Ok(())
     }
 
-    /// Write from where no one can wait for it (a drop).
+    /// Write from where no one can wait for it (the reader, a drop), after
+    /// every line queued before it.
     fn write_later(self: &Arc<Self>, line: Vec<u8>) {
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let stdin = self.clone();
-            runtime.spawn(async move {
-                let _ = stdin.write(&line).await;
-            });
+        lock(&self.later).push_back(line);
+        if self.draining.swap(true, Ordering::AcqRel) {
+            return;
         }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.draining.store(false, Ordering::Release);
+            return;
+        };
+        let stdin = self.clone();
+        runtime.spawn(async move {
+            loop {
+                let next = lock(&stdin.later).pop_front();
+                if let Some(line) = next {
+                    let _ = stdin.write(&line).await;
+                    continue;
+                }
+                stdin.draining.store(false, Ordering::Release);
+                // A line queued between the look and the flag's drop is
+                // this task's still, unless another task took the flag.
+                if lock(&stdin.later).is_empty() || stdin.draining.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+            }
+        });
     }
 }
 
@@ -179,6 +203,8 @@ impl Process {
         let stdin = Arc::new(Stdin {
             pipe: tokio::sync::Mutex::new(stdin),
             shared: shared.clone(),
+            later: Mutex::default(),
+            draining: AtomicBool::new(false),
         });
         tokio::spawn(read_stdout(stdout, max_line, stdin.clone(), shared.clone()));
         tokio::spawn(read_stderr(stderr, shared.clone()));
