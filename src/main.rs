@@ -95,7 +95,7 @@ enum Command {
     },
     /// What a running gateway pinned of each upstream's lists, and the
     /// operator's acceptance of a changed definition (rug pulls).
-    Listings(portcullis::listings::cli::ListingsArgs),
+    Listings(portcullis::listings_command::ListingsArgs),
     /// Probe a running gateway's /healthz (Docker HEALTHCHECK): exit 0 on 200.
     Healthcheck {
         /// Probe the [admin] address of this config file.
@@ -234,7 +234,7 @@ fn main() -> ExitCode {
                         Err("give --config FILE (its [admin] address) or --admin IP:PORT".into())
                     }
                 };
-                portcullis::listings::cli::run(args, admin).await
+                portcullis::listings_command::run(args, admin).await
             }
             Command::Healthcheck { config, url } => {
                 portcullis::healthcheck::run(config.as_deref(), url.as_deref()).await

@@ -17,6 +17,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
 use crate::config::{ConfigErrors, GatewayConfig, RuntimeModel};
+use crate::connection::GatewayConnections;
 use crate::layers::LayerSettings;
 use crate::model::{system_clock, SharedClock};
 use crate::pipeline::record::Metrics;
@@ -213,8 +214,10 @@ impl RunningGateway {
             None => (None, None),
         };
         let serving = Serving {
-            gateway: current.clone(),
-            layers,
+            service: GatewayConnections {
+                gateway: current.clone(),
+                layers,
+            },
             limits: config.limits,
             connections,
             shutdown: rx,
@@ -227,8 +230,7 @@ impl RunningGateway {
                     let s = serving.clone();
                     tasks.spawn(accept::serve(
                         b,
-                        s.gateway,
-                        s.layers,
+                        s.service,
                         s.limits,
                         s.connections,
                         s.shutdown,

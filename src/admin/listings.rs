@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 
 use super::text;
 use crate::audit::{AuditContext, AuditEvent};
-use crate::listings::cli::ACCEPT_HEADER;
 use crate::listings::{split_field, ItemKind, Selector};
+use crate::listings_command::ACCEPT_HEADER;
 use crate::pipeline::Gateway;
 
 /// The largest acceptance body read.

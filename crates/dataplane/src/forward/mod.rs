@@ -433,7 +433,7 @@ mod tests {
             [[route]]\npath = \"/mcp\"\nupstream = \"a\"\n";
         let config = GatewayConfig::parse(text, &dir.path().join("g.toml")).unwrap();
         let [a, b, c] = [0, 1, 2].map(|i| config.upstreams[i].clone());
-        let stdio = Arc::new(StdioMetrics::new(&super::super::record::Described::new()).unwrap());
+        let stdio = Arc::new(StdioMetrics::new(&crate::described::Described::new()).unwrap());
         let first = UpstreamClient::new(a.clone(), &stdio).unwrap();
         let mut pools = Pools::new();
         pools.insert(first.pool().settings().clone(), first.pool().clone());

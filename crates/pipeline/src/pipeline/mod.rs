@@ -14,7 +14,6 @@ pub mod carry;
 pub mod credential;
 pub mod ctx;
 pub mod federate;
-pub mod forward;
 mod health;
 pub mod heavy;
 pub mod record;
@@ -27,10 +26,10 @@ pub mod retry;
 pub mod route;
 pub mod session;
 pub mod sse;
-pub mod stdio;
 pub mod task;
 
-use std::net::SocketAddr;
+pub use portcullis_dataplane::{forward, stdio};
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,8 +38,7 @@ use hyper::body::Incoming;
 
 use crate::audit::AuditSink;
 use crate::config::{GatewayConfig, ServerNames};
-use crate::headers::{to_upstream, Forwarding, LAST_EVENT_ID};
-use crate::identify::PeerIdentity;
+use crate::headers::{to_upstream, LAST_EVENT_ID};
 use crate::listings::{ListingBackend, ListingStore};
 use crate::model::{Generation, ProtocolVersion, Reason, Refusal, SharedClock};
 use crate::mrtr::replay::ReplayStore;
@@ -49,45 +47,12 @@ use crate::telemetry::{Phase, RequestTrace};
 use crate::throttle::{Scope, Throttle};
 use body::ProxyBody;
 use ctx::RequestCtx;
+pub use portcullis_dataplane::Peer;
 use record::{Metrics, RequestRecord};
 use refuse::Refused;
 use request::head::HeadRules;
 use request::{ParsedRequest, Transport};
 use route::{Endpoint, Route, RouteTable};
-
-/// Where a request came from, as the accept phase saw it.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    pub addr: SocketAddr,
-    /// The address the connection came in on (its port is part of the
-    /// default server names).
-    pub local: SocketAddr,
-    /// Index of the listener in the config.
-    pub listener: usize,
-    pub tls: bool,
-    pub identity: PeerIdentity,
-    /// The forwarding headers its requests get, built once per connection.
-    pub forwarding: Forwarding,
-}
-
-impl Peer {
-    pub fn new(
-        addr: SocketAddr,
-        local: SocketAddr,
-        listener: usize,
-        tls: bool,
-        identity: PeerIdentity,
-    ) -> Peer {
-        Peer {
-            addr,
-            local,
-            listener,
-            tls,
-            identity,
-            forwarding: Forwarding::new(addr, tls),
-        }
-    }
-}
 
 /// A request once its head, its caller and its message are checked: what
 /// the phases on the way to an upstream start from.

@@ -82,7 +82,7 @@ pub use event::{
 };
 pub use sink::AuditSink;
 
-pub(crate) use event::is_hidden;
+pub use event::is_hidden;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

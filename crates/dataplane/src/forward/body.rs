@@ -8,7 +8,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::pool::PooledBody;
 use super::Https;
-use crate::pipeline::stdio::StdioConnector;
+use crate::stdio::StdioConnector;
 
 /// The body of an upstream's answer: reading it drives the connection it
 /// arrives on (see [`super::pool`]).

@@ -24,7 +24,7 @@ pub const MAX_LIST_ITEMS: usize = 64;
 /// Characters never written: controls (C0, DEL, C1, so no line breaks or
 /// terminal escapes) and invisible formatting characters that could make a
 /// line read differently from what it says (the one table, `model::Invisible`).
-pub(crate) fn is_hidden(c: char) -> bool {
+pub fn is_hidden(c: char) -> bool {
     c.is_control() || crate::model::Invisible::of(c).is_some()
 }
 

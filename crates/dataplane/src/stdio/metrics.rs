@@ -3,8 +3,8 @@
 
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 
-use super::super::record::Described;
 use super::frame::LineFault;
+use crate::described::Described;
 
 /// The stdio upstreams' metric families, registered once.
 pub struct StdioMetrics {

@@ -3,13 +3,12 @@
 //! gateway's own outcome names. Nothing a client typed becomes a label.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use prometheus::core::Collector;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    IntGaugeVec, Opts, TextEncoder,
 };
 
 use super::health::{unavailable_store, BackendMetrics};
@@ -17,59 +16,12 @@ use super::heavy::HeavyMetrics;
 use crate::model::{Fallback, Generation, Health, HealthReport, McpMethod, Reason, StoreUser};
 use crate::policy::inspect::{Action, Report, Verdict};
 use crate::telemetry::{Phase, RequestTrace};
+pub use portcullis_dataplane::described::{Described, Family};
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0, 300.0,
 ];
-
-/// One metric family as registered: the README's table lists each.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Family {
-    pub name: String,
-    pub help: String,
-    pub labels: Vec<String>,
-}
-
-/// The registry, and every family registered in it, those without a series
-/// yet included (which a scrape does not show).
-pub struct Described {
-    registry: Registry,
-    families: Mutex<Vec<Family>>,
-}
-
-impl Default for Described {
-    fn default() -> Described {
-        Described::new()
-    }
-}
-
-impl Described {
-    pub fn new() -> Described {
-        Described {
-            registry: Registry::new(),
-            families: Mutex::new(Vec::new()),
-        }
-    }
-
-    pub fn register(&self, c: Box<dyn Collector>) -> Result<(), prometheus::Error> {
-        let families: Vec<Family> = c
-            .desc()
-            .iter()
-            .map(|d| Family {
-                name: d.fq_name.clone(),
-                help: d.help.clone(),
-                labels: d.variable_labels.clone(),
-            })
-            .collect();
-        self.registry.register(c)?;
-        self.families
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend(families);
-        Ok(())
-    }
-}
 
 pub struct Metrics {
     registry: Described,
@@ -429,7 +381,7 @@ impl Metrics {
 
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(8192);
-        let _ = TextEncoder::new().encode(&self.registry.registry.gather(), &mut out);
+        let _ = TextEncoder::new().encode(&self.registry.registry().gather(), &mut out);
         out
     }
 
@@ -441,12 +393,7 @@ impl Metrics {
 
     /// Every family this registry exports, sorted by name.
     pub fn families(&self) -> Vec<Family> {
-        let mut all = self
-            .registry
-            .families
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let mut all = self.registry.families();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }

@@ -13,7 +13,6 @@
 //! when the gateway has one (`[rate_limits] backend = "redis"`, else
 //! `[state] single_use_backend = "redis"`), shared by every instance.
 
-pub mod cli;
 pub mod digest;
 mod memory;
 mod redis;

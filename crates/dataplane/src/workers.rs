@@ -9,16 +9,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{oneshot, watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::accept::{self, BoundListener};
+use crate::accept::{self, BoundListener, Connections};
 use crate::config::Limits;
-use crate::layers::LayerSettings;
-use crate::pipeline::forward::pool;
-use crate::pipeline::Gateway;
+use crate::forward::pool;
 
 /// One listener's socket for one worker, off any runtime until the worker
 /// registers it with its own.
@@ -31,9 +28,9 @@ pub struct WorkerSocket {
 
 /// What every worker serves with.
 #[derive(Clone)]
-pub struct Serving {
-    pub gateway: Arc<ArcSwap<Gateway>>,
-    pub layers: LayerSettings,
+pub struct Serving<C> {
+    /// What each connection is served with.
+    pub service: C,
     pub limits: Limits,
     pub connections: Arc<Semaphore>,
     pub shutdown: watch::Receiver<bool>,
@@ -55,10 +52,10 @@ pub fn reuse_port(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 /// Start worker `index` (1-based: the shared runtime's pool slot is 0) on
 /// its sockets; the receiver resolves when it has drained and stopped.
-pub fn spawn(
+pub fn spawn<C: Connections>(
     index: usize,
     sockets: Vec<WorkerSocket>,
-    serving: Serving,
+    serving: Serving<C>,
 ) -> std::io::Result<oneshot::Receiver<()>> {
     let (done, stopped) = oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -74,7 +71,7 @@ pub fn spawn(
     Ok(stopped)
 }
 
-async fn serve(sockets: Vec<WorkerSocket>, s: Serving) {
+async fn serve<C: Connections>(sockets: Vec<WorkerSocket>, s: Serving<C>) {
     let mut loops = tokio::task::JoinSet::new();
     for w in sockets {
         let listener = match TcpListener::from_std(w.listener) {
@@ -92,8 +89,7 @@ async fn serve(sockets: Vec<WorkerSocket>, s: Serving) {
         };
         loops.spawn(accept::serve(
             bound,
-            s.gateway.clone(),
-            s.layers.clone(),
+            s.service.clone(),
             s.limits,
             s.connections.clone(),
             s.shutdown.clone(),

@@ -101,7 +101,7 @@ pub async fn run(args: ListingsArgs, admin: Result<SocketAddr, String>) -> ExitC
         } => {
             if let Some(k) = kind
                 .as_deref()
-                .filter(|k| super::ItemKind::of_kind(k).is_none())
+                .filter(|k| crate::listings::ItemKind::of_kind(k).is_none())
             {
                 return usage(&format!(
                     "--kind {k:?} is not one of tool, prompt, resource, resource_template"

@@ -14,13 +14,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Limits;
-use arc_swap::ArcSwap;
-
 use crate::identify::PeerIdentity;
-use crate::layers::{LayerSettings, Layered, RequestId};
-use crate::pipeline::body::ProxyBody;
-use crate::pipeline::{Gateway, Peer};
-use hyper_util::service::TowerToHyperService;
+pub use crate::peer::Peer;
 
 /// One bound listener, ready to serve.
 pub struct BoundListener {
@@ -46,64 +41,38 @@ fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     b
 }
 
-/// The pipeline as a tower service for one connection: every request of
-/// the connection shares its peer, and runs under the gateway that is
-/// current when it starts (swapped on reload; a request keeps its own).
-#[derive(Clone)]
-struct PipelineService {
-    gateway: Arc<ArcSwap<Gateway>>,
-    peer: Arc<Peer>,
-}
+/// What a listener serves its connections with (the pipeline crate builds it): each
+/// connection's service, the gauge of open connections, and the cut of open streams at
+/// the drain deadline. Cloned once per listener loop.
+pub trait Connections: Clone + Send + Sync + 'static {
+    /// The response body of every request.
+    type Body: http_body::Body<Data = bytes::Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+        + Send
+        + 'static;
+    /// The service one connection's requests go through, built once for it.
+    type Service: hyper::service::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<Self::Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Send
+        + 'static;
 
-type Handled = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<http::Response<ProxyBody>, Infallible>> + Send>,
->;
+    fn service(&self, peer: Peer) -> Self::Service;
 
-impl tower::Service<http::Request<hyper::body::Incoming>> for PipelineService {
-    type Response = http::Response<ProxyBody>;
-    type Error = Infallible;
-    type Future = Handled;
+    /// The open connections' gauge, read when a connection is accepted (the one
+    /// it is counted in until it closes).
+    fn open_connections(&self) -> prometheus::IntGauge;
 
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<hyper::body::Incoming>) -> Handled {
-        let gateway = self.gateway.load_full();
-        let peer = self.peer.clone();
-        let id = req
-            .extensions()
-            .get::<RequestId>()
-            .map(|r| r.0.clone())
-            .unwrap_or_else(|| Arc::from("-"));
-        Box::pin(async move { Ok(gateway.handle(req, peer, id).await) })
-    }
-}
-
-/// The hyper service of one connection: the pipeline inside the generic
-/// layers, built once for the connection (hyper clones it per request: a few
-/// reference counts).
-fn service(
-    gateway: Arc<ArcSwap<Gateway>>,
-    peer: Peer,
-    layers: &LayerSettings,
-) -> TowerToHyperService<Layered<PipelineService>> {
-    let pipeline = PipelineService {
-        gateway,
-        peer: Arc::new(peer),
-    };
-    TowerToHyperService::new(crate::layers::around(pipeline, layers))
+    /// The drain deadline has passed: open event streams send their last event.
+    fn cut_streams(&self);
 }
 
 /// Accept and serve until `shutdown` flips, then stop accepting and give open
 /// connections until `drain` to finish their requests.
-pub async fn serve(
+pub async fn serve<C: Connections>(
     bound: BoundListener,
-    gateway: Arc<ArcSwap<Gateway>>,
-    layers: LayerSettings,
+    serving: C,
     limits: Limits,
     connections: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
@@ -129,22 +98,19 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let metrics = gateway.load().metrics.clone();
+        let open = serving.open_connections();
         let local = stream.local_addr().unwrap_or(addr);
         match &bound.tls {
             None => {
                 let peer = Peer::new(addr, local, bound.index, false, PeerIdentity::default());
                 let conn = builder
-                    .serve_connection(
-                        TokioIo::new(stream),
-                        service(gateway.clone(), peer, &layers),
-                    )
+                    .serve_connection(TokioIo::new(stream), serving.service(peer))
                     .into_owned();
                 let fut = graceful.watch(conn);
                 tokio::spawn(async move {
-                    metrics.connections.inc();
+                    open.inc();
                     let _ = fut.await;
-                    metrics.connections.dec();
+                    open.dec();
                     drop(permit);
                 });
             }
@@ -153,8 +119,7 @@ pub async fn serve(
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
                 let handshake_timeout = limits.header_read_timeout;
-                let gateway = gateway.clone();
-                let layers = layers.clone();
+                let serving = serving.clone();
                 let index = bound.index;
                 tokio::spawn(async move {
                     let Ok(Ok(tls_stream)) =
@@ -171,12 +136,12 @@ pub async fn serve(
                         .and_then(|c| c.first())
                         .map(|c| Arc::<[u8]>::from(c.as_ref()));
                     let peer = Peer::new(addr, local, index, true, PeerIdentity { client_cert });
-                    metrics.connections.inc();
+                    open.inc();
                     let conn = builder
-                        .serve_connection(TokioIo::new(tls_stream), service(gateway, peer, &layers))
+                        .serve_connection(TokioIo::new(tls_stream), serving.service(peer))
                         .into_owned();
                     let _ = watcher.watch(conn).await;
-                    metrics.connections.dec();
+                    open.dec();
                     drop(permit);
                 });
             }
@@ -189,7 +154,7 @@ pub async fn serve(
     }
     // Open event streams end with a final shutting_down event; a moment
     // to write it, then whatever is left is closed.
-    gateway.load().metrics.drain.cut();
+    serving.cut_streams();
     if tokio::time::timeout(FINAL_EVENT_GRACE, &mut drained)
         .await
         .is_err()
