@@ -2,6 +2,8 @@
 //! never values, and their sinks (off, stdout, a rotated file), over `portcullis-model`,
 //! `portcullis-policy` and `portcullis-mrtr`.
 
+#![warn(unreachable_pub)]
+
 pub mod audit;
 
 pub(crate) use portcullis_model::model;

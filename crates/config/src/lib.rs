@@ -2,6 +2,8 @@
 //! into each phase's typed settings (`config`), and the stamps of the files a config is
 //! made of (`watch`), over the layer crates whose settings it reads.
 
+#![warn(unreachable_pub)]
+
 pub mod config;
 pub mod watch;
 

@@ -15,7 +15,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::Limits;
 use crate::identify::PeerIdentity;
-pub use crate::peer::Peer;
+pub(crate) use crate::peer::Peer;
 
 /// One bound listener, ready to serve.
 pub struct BoundListener {

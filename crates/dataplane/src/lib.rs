@@ -4,6 +4,8 @@
 //! programs as upstreams (`stdio`). It knows HTTP and connections, not MCP's phases: a
 //! listener serves each connection with the service its caller hands it.
 
+#![warn(unreachable_pub)]
+
 pub mod accept;
 pub mod described;
 pub mod forward;

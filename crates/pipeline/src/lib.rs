@@ -2,6 +2,8 @@
 //! context (`pipeline`), the generic tower layers around them (`layers`), pinned
 //! listings (`listings`) and OpenTelemetry traces (`telemetry`), over every crate below.
 
+#![warn(unreachable_pub)]
+
 pub mod connection;
 pub mod layers;
 pub mod listings;

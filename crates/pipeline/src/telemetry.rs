@@ -148,7 +148,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Phase::RequestCheck => "request_check",
             Phase::Access => "access",
@@ -166,7 +166,7 @@ impl Phase {
 pub struct RequestTrace(Option<Context>);
 
 impl RequestTrace {
-    pub fn off() -> RequestTrace {
+    pub(crate) fn off() -> RequestTrace {
         RequestTrace(None)
     }
 
@@ -195,7 +195,7 @@ impl RequestTrace {
     }
 
     /// The MRTR operation (gateway-minted id) and round this request is part of.
-    pub fn operation(&self, operation: &str, round: u32) {
+    pub(crate) fn operation(&self, operation: &str, round: u32) {
         if let Some(cx) = &self.0 {
             let span = cx.span();
             span.set_attribute(KeyValue::new(
@@ -207,7 +207,7 @@ impl RequestTrace {
     }
 
     /// The gateway refused the request with this stable reason code.
-    pub fn refused(&self, code: &'static str) {
+    pub(crate) fn refused(&self, code: &'static str) {
         if let Some(cx) = &self.0 {
             let span = cx.span();
             span.set_attribute(KeyValue::new("portcullis.refusal", code));

@@ -12,11 +12,11 @@ use toml::Spanned;
 const SECTION: &str = "audit";
 
 /// 100 MiB.
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 100 * 1024 * 1024;
-pub const DEFAULT_MAX_FILES: u32 = 5;
+pub(super) const DEFAULT_MAX_FILE_BYTES: u64 = 100 * 1024 * 1024;
+pub(super) const DEFAULT_MAX_FILES: u32 = 5;
 /// Smaller files would rotate on almost every event.
-pub const MIN_MAX_FILE_BYTES: u64 = 1024;
-pub const MAX_MAX_FILES: u32 = 1000;
+pub(super) const MIN_MAX_FILE_BYTES: u64 = 1024;
+pub(super) const MAX_MAX_FILES: u32 = 1000;
 
 /// The `[audit]` table exactly as written.
 ///
@@ -30,10 +30,10 @@ pub const MAX_MAX_FILES: u32 = 1000;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAudit {
-    pub sink: Option<Spanned<String>>,
-    pub path: Option<Spanned<String>>,
-    pub max_file_bytes: Option<Spanned<i64>>,
-    pub max_files: Option<Spanned<i64>>,
+    pub(crate) sink: Option<Spanned<String>>,
+    pub(crate) path: Option<Spanned<String>>,
+    pub(crate) max_file_bytes: Option<Spanned<i64>>,
+    pub(crate) max_files: Option<Spanned<i64>>,
 }
 
 /// A problem in `[audit]`, pinned to the byte span of the offending value
@@ -61,19 +61,19 @@ pub enum AuditTarget {
 pub struct FileSettings {
     /// Absolute, or relative to the working directory when the config was
     /// given relative to it.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The file is rotated before a line would take it over this size (a
     /// single line larger than this still gets written, alone in its file).
-    pub max_file_bytes: u64,
+    pub(crate) max_file_bytes: u64,
     /// Rotated files kept: `path.1` (newest) .. `path.N` (oldest).
-    pub max_files: u32,
+    pub(crate) max_files: u32,
 }
 
 /// The validated `[audit]` table. Comparable, so that a reload can keep the
 /// running sink when nothing changed (two sinks must never rotate one file).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditSettings {
-    pub target: AuditTarget,
+    pub(crate) target: AuditTarget,
 }
 
 impl Default for AuditSettings {

@@ -138,7 +138,7 @@ pub struct InputRequestSummary {
     pub fields: Option<Vec<Name>>,
     /// URL mode only: the host the user is sent to.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub url_host: Option<Name>,
+    pub(crate) url_host: Option<Name>,
 }
 
 impl InputRequestSummary {
@@ -148,7 +148,7 @@ impl InputRequestSummary {
     }
 
     /// From a question's names as the policy read them.
-    pub fn from_shape(shape: &RequestShape) -> InputRequestSummary {
+    pub(crate) fn from_shape(shape: &RequestShape) -> InputRequestSummary {
         InputRequestSummary {
             key: Name::new(&shape.key),
             kind: shape.kind,
@@ -172,8 +172,8 @@ impl InputRequestSummary {
 /// A field of one input request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FieldRef {
-    pub key: Name,
-    pub field: Name,
+    pub(crate) key: Name,
+    pub(crate) field: Name,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -185,7 +185,7 @@ pub enum AnswerAction {
 }
 
 impl AnswerAction {
-    pub fn parse(s: &str) -> Option<AnswerAction> {
+    pub(crate) fn parse(s: &str) -> Option<AnswerAction> {
         match s {
             "accept" => Some(AnswerAction::Accept),
             "decline" => Some(AnswerAction::Decline),
@@ -209,17 +209,17 @@ pub enum Validation {
 /// One answer of a retry: names only.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnswerSummary {
-    pub key: Name,
+    pub(crate) key: Name,
     /// `null` for sampling/roots answers and for an answer refused before
     /// its action was read.
-    pub action: Option<AnswerAction>,
+    pub(crate) action: Option<AnswerAction>,
     /// The form field names answered (accepted forms only).
     #[serde(serialize_with = "capped")]
-    pub fields: Vec<Name>,
-    pub outcome: Validation,
+    pub(crate) fields: Vec<Name>,
+    pub(crate) outcome: Validation,
     /// Where validation failed, when it did in one field.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub problem_field: Option<Name>,
+    pub(crate) problem_field: Option<Name>,
 }
 
 /// How an MRTR operation ended.
@@ -359,7 +359,7 @@ pub enum AuditEvent {
 
 impl AuditEvent {
     /// The `event` member.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             AuditEvent::InputRequiredReceived { .. } => "input_required_received",
             AuditEvent::PolicyVerdict { .. } => "policy_verdict",
@@ -527,7 +527,7 @@ impl AuditEvent {
     }
 
     /// Whether some list is longer than [`MAX_LIST_ITEMS`] and will be cut.
-    pub fn truncated(&self) -> bool {
+    pub(crate) fn truncated(&self) -> bool {
         let over = |n: usize| n > MAX_LIST_ITEMS;
         match self {
             AuditEvent::InputRequiredReceived { requests, .. } => {

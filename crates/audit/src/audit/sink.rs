@@ -35,13 +35,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::model::{AuditLoss, AuditSinkKind, Health, HealthReport};
 
-use super::config::{AuditConfigError, AuditSettings, AuditTarget, FileSettings, RawAudit};
+use super::config::{AuditSettings, AuditTarget, FileSettings};
 use super::event::{timestamp, to_line, AuditContext, AuditEvent};
 
 /// Events queued between the request path and the writer. At a few hundred
 /// bytes a line this is a few MiB at most, and several seconds of a stalled
 /// disk at thousands of events per second.
-pub const QUEUE_CAPACITY: usize = 8192;
+pub(super) const QUEUE_CAPACITY: usize = 8192;
 /// Write to the OS once this much is batched, even if more is queued.
 const BATCH_BYTES: usize = 64 * 1024;
 /// How long to wait before trying again to open the file after a failure.
@@ -117,10 +117,11 @@ impl std::fmt::Debug for AuditSink {
 impl AuditSink {
     /// Validate `[audit]` (absent: stdout) and build its sink. Nothing is
     /// opened or spawned until [`start`](Self::start) or the first event.
-    pub fn from_config(
-        raw: Option<&toml::Spanned<RawAudit>>,
+    #[cfg(test)]
+    pub(crate) fn from_config(
+        raw: Option<&toml::Spanned<super::RawAudit>>,
         base: &Path,
-    ) -> Result<AuditSink, AuditConfigError> {
+    ) -> Result<AuditSink, super::AuditConfigError> {
         AuditSettings::from_raw(raw, base).map(AuditSink::from_settings)
     }
 
@@ -131,12 +132,6 @@ impl AuditSink {
     pub fn off() -> AuditSink {
         AuditSink::from_settings(AuditSettings {
             target: AuditTarget::Off,
-        })
-    }
-
-    pub fn stdout() -> AuditSink {
-        AuditSink::from_settings(AuditSettings {
-            target: AuditTarget::Stdout,
         })
     }
 
@@ -258,7 +253,7 @@ impl AuditSink {
     }
 
     /// Events lost so far: queue full, writer gone, or the output failed.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.inner.dropped.total.load(Ordering::Relaxed)
     }
 

@@ -15,9 +15,9 @@ use crate::model::Shape;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Problem {
     /// The full path of what it is about (`upstream[0].http2`).
-    pub path: String,
-    pub span: Range<usize>,
-    pub what: TomlProblem,
+    pub(crate) path: String,
+    pub(crate) span: Range<usize>,
+    pub(crate) what: TomlProblem,
 }
 
 /// Every mistake of `root` against `shape`, in document order.

@@ -23,7 +23,7 @@ pub struct ListenerConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// SHA-256 of the certificate, key and client CA files (names and
     /// contents) when TLS is on: a change needs a restart.
-    pub tls_digest: Option<String>,
+    pub(crate) tls_digest: Option<String>,
     pub server_names: ServerNames,
 }
 

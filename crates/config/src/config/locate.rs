@@ -10,12 +10,12 @@ use toml::Spanned;
 use crate::model::{ConfigError, SettingsError};
 
 pub(super) struct Locator<'a> {
-    pub file: &'a str,
-    pub text: &'a str,
+    pub(crate) file: &'a str,
+    pub(crate) text: &'a str,
 }
 
 impl Locator<'_> {
-    pub fn at(
+    pub(super) fn at(
         &self,
         span: Range<usize>,
         field: impl Into<String>,
@@ -35,11 +35,11 @@ impl Locator<'_> {
     }
 
     /// A section reader's error, located.
-    pub fn settings(&self, e: SettingsError) -> ConfigError {
+    pub(super) fn settings(&self, e: SettingsError) -> ConfigError {
         self.at(e.span, e.field, e.message)
     }
 
-    pub fn duration(
+    pub(super) fn duration(
         &self,
         raw: &Option<Spanned<String>>,
         field: &str,
@@ -59,7 +59,7 @@ impl Locator<'_> {
         Ok(d)
     }
 
-    pub fn positive(
+    pub(super) fn positive(
         &self,
         raw: &Option<Spanned<i64>>,
         field: &str,
@@ -73,7 +73,7 @@ impl Locator<'_> {
     }
 
     /// A count that may be zero.
-    pub fn whole(
+    pub(super) fn whole(
         &self,
         raw: &Option<Spanned<i64>>,
         field: &str,

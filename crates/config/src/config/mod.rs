@@ -73,7 +73,7 @@ pub struct GatewayConfig {
     pub throttle: ThrottleSettings,
     /// Files besides the config that a change of triggers a reload
     /// (policies directory, state keys file).
-    pub watched_files: Vec<PathBuf>,
+    pub(crate) watched_files: Vec<PathBuf>,
     pub audit: AuditSettings,
     /// OpenTelemetry traces; `None` (no `[tracing]` section) is off.
     pub tracing: Option<traces::TraceSettings>,
@@ -114,7 +114,7 @@ impl GatewayConfig {
 
     /// Every file the config is made of: itself, then the policies
     /// directory and the state keys file.
-    pub fn files(&self) -> impl Iterator<Item = &Path> {
+    pub(crate) fn files(&self) -> impl Iterator<Item = &Path> {
         std::iter::once(self.source.as_path())
             .chain(self.watched_files.iter().map(PathBuf::as_path))
     }

@@ -70,11 +70,11 @@ pub(super) struct Problems {
 }
 
 impl Problems {
-    pub fn new(found: Vec<ConfigError>, removed: Vec<String>) -> Problems {
+    pub(super) fn new(found: Vec<ConfigError>, removed: Vec<String>) -> Problems {
         Problems { found, removed }
     }
 
-    pub fn push(&mut self, e: ConfigError) {
+    pub(super) fn push(&mut self, e: ConfigError) {
         let consequence = self.removed.iter().any(|r| {
             e.field == *r
                 || e.field
@@ -87,21 +87,21 @@ impl Problems {
     }
 
     /// The value, or `None` with its problem recorded.
-    pub fn take<T>(&mut self, r: Result<T, ConfigError>) -> Option<T> {
+    pub(super) fn take<T>(&mut self, r: Result<T, ConfigError>) -> Option<T> {
         r.map_err(|e| self.push(e)).ok()
     }
 
     /// The value, or `fallback` with its problem recorded.
-    pub fn or<T>(&mut self, r: Result<T, ConfigError>, fallback: T) -> T {
+    pub(super) fn or<T>(&mut self, r: Result<T, ConfigError>, fallback: T) -> T {
         self.take(r).unwrap_or(fallback)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.found.is_empty()
     }
 
     /// `value` when nothing was found, else every problem in file order.
-    pub fn finish<T>(self, value: impl FnOnce() -> Option<T>) -> Result<T, ConfigErrors> {
+    pub(super) fn finish<T>(self, value: impl FnOnce() -> Option<T>) -> Result<T, ConfigErrors> {
         let mut found = self.found;
         if found.is_empty() {
             if let Some(v) = value() {

@@ -6,222 +6,222 @@ use toml::Spanned;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawConfig {
+pub(super) struct RawConfig {
     #[serde(default)]
-    pub listener: Vec<Spanned<RawListener>>,
-    pub admin: Option<Spanned<RawAdmin>>,
+    pub(crate) listener: Vec<Spanned<RawListener>>,
+    pub(crate) admin: Option<Spanned<RawAdmin>>,
     #[serde(default)]
-    pub limits: RawLimits,
+    pub(crate) limits: RawLimits,
     #[serde(default)]
-    pub security: RawSecurity,
+    pub(crate) security: RawSecurity,
     #[serde(default)]
-    pub shutdown: RawShutdown,
+    pub(crate) shutdown: RawShutdown,
     #[serde(default)]
-    pub runtime: super::runtime::RawRuntime,
+    pub(crate) runtime: super::runtime::RawRuntime,
     #[serde(default)]
-    pub log: RawLog,
-    pub policies: Option<RawPolicies>,
+    pub(crate) log: RawLog,
+    pub(crate) policies: Option<RawPolicies>,
     #[serde(default)]
-    pub auth: Vec<Spanned<crate::identify::RawAuthScheme>>,
-    pub rate_limits: Option<Spanned<crate::throttle::RawRateLimits>>,
-    pub audit: Option<Spanned<crate::audit::RawAudit>>,
-    pub tracing: Option<Spanned<super::traces::RawTracing>>,
+    pub(crate) auth: Vec<Spanned<crate::identify::RawAuthScheme>>,
+    pub(crate) rate_limits: Option<Spanned<crate::throttle::RawRateLimits>>,
+    pub(crate) audit: Option<Spanned<crate::audit::RawAudit>>,
+    pub(crate) tracing: Option<Spanned<super::traces::RawTracing>>,
     #[serde(default)]
-    pub state: RawState,
+    pub(crate) state: RawState,
     #[serde(default)]
-    pub upstream: Vec<Spanned<RawUpstream>>,
+    pub(crate) upstream: Vec<Spanned<RawUpstream>>,
     #[serde(default)]
-    pub route: Vec<Spanned<RawRoute>>,
+    pub(crate) route: Vec<Spanned<RawRoute>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawListener {
-    pub name: Option<Spanned<String>>,
-    pub address: Spanned<String>,
-    pub tls: Option<Spanned<RawServerTls>>,
+pub(super) struct RawListener {
+    pub(crate) name: Option<Spanned<String>>,
+    pub(crate) address: Spanned<String>,
+    pub(crate) tls: Option<Spanned<RawServerTls>>,
     /// Host names (optionally `:port`) this listener serves; `["*"]` any.
-    pub server_names: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) server_names: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawServerTls {
-    pub cert: Spanned<String>,
-    pub key: Spanned<String>,
+pub(super) struct RawServerTls {
+    pub(crate) cert: Spanned<String>,
+    pub(crate) key: Spanned<String>,
     /// PEM CA that client certificates must chain to (mTLS).
-    pub client_ca: Option<Spanned<String>>,
+    pub(crate) client_ca: Option<Spanned<String>>,
     /// `required` (default when client_ca is set) or `optional`.
-    pub client_auth: Option<Spanned<String>>,
+    pub(crate) client_auth: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawAdmin {
-    pub address: Spanned<String>,
+pub(super) struct RawAdmin {
+    pub(crate) address: Spanned<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawLimits {
-    pub max_request_body_bytes: Option<Spanned<i64>>,
-    pub max_response_body_bytes: Option<Spanned<i64>>,
-    pub max_header_bytes: Option<Spanned<i64>>,
-    pub header_read_timeout: Option<Spanned<String>>,
-    pub request_body_timeout: Option<Spanned<String>>,
-    pub max_connections: Option<Spanned<i64>>,
-    pub http2_max_concurrent_streams: Option<Spanned<i64>>,
-    pub max_in_flight_requests: Option<Spanned<i64>>,
-    pub request_timeout: Option<Spanned<String>>,
-    pub inline_inspection_bytes: Option<Spanned<i64>>,
-    pub heavy_inspections_per_upstream: Option<Spanned<i64>>,
-    pub heavy_inspection_queue: Option<Spanned<i64>>,
+pub(super) struct RawLimits {
+    pub(crate) max_request_body_bytes: Option<Spanned<i64>>,
+    pub(crate) max_response_body_bytes: Option<Spanned<i64>>,
+    pub(crate) max_header_bytes: Option<Spanned<i64>>,
+    pub(crate) header_read_timeout: Option<Spanned<String>>,
+    pub(crate) request_body_timeout: Option<Spanned<String>>,
+    pub(crate) max_connections: Option<Spanned<i64>>,
+    pub(crate) http2_max_concurrent_streams: Option<Spanned<i64>>,
+    pub(crate) max_in_flight_requests: Option<Spanned<i64>>,
+    pub(crate) request_timeout: Option<Spanned<String>>,
+    pub(crate) inline_inspection_bytes: Option<Spanned<i64>>,
+    pub(crate) heavy_inspections_per_upstream: Option<Spanned<i64>>,
+    pub(crate) heavy_inspection_queue: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawSecurity {
-    pub allowed_origins: Option<Spanned<Vec<Spanned<String>>>>,
+pub(super) struct RawSecurity {
+    pub(crate) allowed_origins: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawShutdown {
-    pub drain_timeout: Option<Spanned<String>>,
-    pub pre_stop_delay: Option<Spanned<String>>,
+pub(super) struct RawShutdown {
+    pub(crate) drain_timeout: Option<Spanned<String>>,
+    pub(crate) pre_stop_delay: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawLog {
-    pub format: Option<Spanned<String>>,
-    pub level: Option<Spanned<String>>,
-    pub access: Option<Spanned<bool>>,
+pub(super) struct RawLog {
+    pub(crate) format: Option<Spanned<String>>,
+    pub(crate) level: Option<Spanned<String>>,
+    pub(crate) access: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawState {
-    pub keys_file: Option<Spanned<String>>,
-    pub keys_env: Option<Spanned<String>>,
-    pub max_client_state_bytes: Option<Spanned<i64>>,
-    pub round_timeout: Option<Spanned<String>>,
-    pub max_rounds: Option<Spanned<i64>>,
-    pub max_operation_time: Option<Spanned<String>>,
-    pub max_answer_bytes: Option<Spanned<i64>>,
-    pub allow_secret_values: Option<bool>,
-    pub single_use_backend: Option<Spanned<String>>,
-    pub redis_url: Option<Spanned<String>>,
-    pub session_lifetime: Option<Spanned<String>>,
-    pub push_timeout: Option<Spanned<String>>,
+pub(super) struct RawState {
+    pub(crate) keys_file: Option<Spanned<String>>,
+    pub(crate) keys_env: Option<Spanned<String>>,
+    pub(crate) max_client_state_bytes: Option<Spanned<i64>>,
+    pub(crate) round_timeout: Option<Spanned<String>>,
+    pub(crate) max_rounds: Option<Spanned<i64>>,
+    pub(crate) max_operation_time: Option<Spanned<String>>,
+    pub(crate) max_answer_bytes: Option<Spanned<i64>>,
+    pub(crate) allow_secret_values: Option<bool>,
+    pub(crate) single_use_backend: Option<Spanned<String>>,
+    pub(crate) redis_url: Option<Spanned<String>>,
+    pub(crate) session_lifetime: Option<Spanned<String>>,
+    pub(crate) push_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawPolicies {
-    pub dir: Spanned<String>,
+pub(super) struct RawPolicies {
+    pub(crate) dir: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawUpstream {
-    pub id: Spanned<String>,
-    pub name: Spanned<String>,
+pub(super) struct RawUpstream {
+    pub(crate) id: Spanned<String>,
+    pub(crate) name: Spanned<String>,
     /// An MCP server over HTTP; or `command`, a local program over stdio.
-    pub url: Option<Spanned<String>>,
+    pub(crate) url: Option<Spanned<String>>,
     /// A local program spoken to over stdio: the program and its arguments.
-    pub command: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) command: Option<Spanned<Vec<Spanned<String>>>>,
     /// The program's whole environment (beside PATH and HOME).
-    pub env: Option<std::collections::BTreeMap<Spanned<String>, Spanned<String>>>,
+    pub(crate) env: Option<std::collections::BTreeMap<Spanned<String>, Spanned<String>>>,
     /// Names passed through from the gateway's own environment.
-    pub env_from: Option<Vec<Spanned<String>>>,
-    pub cwd: Option<Spanned<String>>,
+    pub(crate) env_from: Option<Vec<Spanned<String>>>,
+    pub(crate) cwd: Option<Spanned<String>>,
     /// Start one process when the gateway starts, not on first use.
-    pub eager: Option<bool>,
-    pub max_processes: Option<Spanned<i64>>,
-    pub idle_timeout: Option<Spanned<String>>,
-    pub stop_timeout: Option<Spanned<String>>,
-    pub max_memory_bytes: Option<Spanned<i64>>,
-    pub max_open_files: Option<Spanned<i64>>,
-    pub max_cpu_seconds: Option<Spanned<i64>>,
+    pub(crate) eager: Option<bool>,
+    pub(crate) max_processes: Option<Spanned<i64>>,
+    pub(crate) idle_timeout: Option<Spanned<String>>,
+    pub(crate) stop_timeout: Option<Spanned<String>>,
+    pub(crate) max_memory_bytes: Option<Spanned<i64>>,
+    pub(crate) max_open_files: Option<Spanned<i64>>,
+    pub(crate) max_cpu_seconds: Option<Spanned<i64>>,
     /// Confinement of the program (bubblewrap).
-    pub sandbox: Option<Spanned<RawSandbox>>,
-    pub ca_file: Option<Spanned<String>>,
-    pub http2: Option<bool>,
-    pub connect_timeout: Option<Spanned<String>>,
-    pub response_timeout: Option<Spanned<String>>,
-    pub stream_idle_timeout: Option<Spanned<String>>,
-    pub pool_idle_timeout: Option<Spanned<String>>,
-    pub pool_max_idle_per_host: Option<Spanned<i64>>,
-    pub forward_authorization: Option<bool>,
+    pub(crate) sandbox: Option<Spanned<RawSandbox>>,
+    pub(crate) ca_file: Option<Spanned<String>>,
+    pub(crate) http2: Option<bool>,
+    pub(crate) connect_timeout: Option<Spanned<String>>,
+    pub(crate) response_timeout: Option<Spanned<String>>,
+    pub(crate) stream_idle_timeout: Option<Spanned<String>>,
+    pub(crate) pool_idle_timeout: Option<Spanned<String>>,
+    pub(crate) pool_max_idle_per_host: Option<Spanned<i64>>,
+    pub(crate) forward_authorization: Option<bool>,
     /// The gateway's own credential for this upstream (never the client's).
-    pub credential: Option<Spanned<crate::credential::RawCredential>>,
-    pub policy: Option<Spanned<String>>,
-    pub single_use_state: Option<bool>,
-    pub single_use_tools: Option<Vec<String>>,
+    pub(crate) credential: Option<Spanned<crate::credential::RawCredential>>,
+    pub(crate) policy: Option<Spanned<String>>,
+    pub(crate) single_use_state: Option<bool>,
+    pub(crate) single_use_tools: Option<Vec<String>>,
     /// The prefix of this upstream's names in a federated route.
-    pub prefix: Option<Spanned<String>>,
+    pub(crate) prefix: Option<Spanned<String>>,
     /// Protocol generations the upstream speaks (default: discovered).
-    pub generations: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) generations: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `[upstream.sandbox]`: what a stdio program may see and reach.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawSandbox {
+pub(super) struct RawSandbox {
     #[serde(default)]
-    pub read_only: Vec<Spanned<String>>,
+    pub(crate) read_only: Vec<Spanned<String>>,
     #[serde(default)]
-    pub writable: Vec<Spanned<String>>,
-    pub network: Option<bool>,
+    pub(crate) writable: Vec<Spanned<String>>,
+    pub(crate) network: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawRoute {
-    pub path: Spanned<String>,
+pub(super) struct RawRoute {
+    pub(crate) path: Spanned<String>,
     /// The one upstream of the route; or `upstreams`, several federated.
-    pub upstream: Option<Spanned<String>>,
-    pub upstreams: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) upstream: Option<Spanned<String>>,
+    pub(crate) upstreams: Option<Spanned<Vec<Spanned<String>>>>,
     /// A federated route's name as one server (`serverInfo.name`).
-    pub name: Option<Spanned<String>>,
+    pub(crate) name: Option<Spanned<String>>,
     /// How long a federated answer waits for each upstream.
-    pub fanout_timeout: Option<Spanned<String>>,
+    pub(crate) fanout_timeout: Option<Spanned<String>>,
     /// Auth schemes tried in order; absent: anonymous only.
-    pub auth: Option<Vec<Spanned<String>>>,
-    pub allow_anonymous: Option<bool>,
+    pub(crate) auth: Option<Vec<Spanned<String>>>,
+    pub(crate) allow_anonymous: Option<bool>,
     /// Protocol generations served: "2026-07-28", "2025-11-25" (default both).
-    pub generations: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) generations: Option<Spanned<Vec<Spanned<String>>>>,
     /// The Tasks extension: "police" (default) or "refuse".
-    pub tasks: Option<Spanned<String>>,
+    pub(crate) tasks: Option<Spanned<String>>,
     /// What a stdio upstream's `roots/list` is answered with (file URIs).
-    pub roots: Option<Vec<Spanned<String>>>,
+    pub(crate) roots: Option<Vec<Spanned<String>>>,
     /// The route's OAuth resource identifier (RFC 8707), which access tokens
     /// must name in `aud`; default: the URL the client used (scheme, checked
     /// `Host`, path).
-    pub resource: Option<Spanned<String>>,
+    pub(crate) resource: Option<Spanned<String>>,
     #[serde(default)]
-    pub allow: Vec<Spanned<RawPermission>>,
+    pub(crate) allow: Vec<Spanned<RawPermission>>,
     #[serde(default)]
-    pub deny: Vec<Spanned<RawPermission>>,
+    pub(crate) deny: Vec<Spanned<RawPermission>>,
 }
 
 /// Who may call what: a rule matches a principal by name or group, and
 /// names tools, prompts and resources by glob.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawPermission {
+pub(super) struct RawPermission {
     #[serde(default)]
-    pub principals: Vec<Spanned<String>>,
+    pub(crate) principals: Vec<Spanned<String>>,
     #[serde(default)]
-    pub groups: Vec<Spanned<String>>,
+    pub(crate) groups: Vec<Spanned<String>>,
     #[serde(default)]
-    pub tools: Vec<Spanned<String>>,
+    pub(crate) tools: Vec<Spanned<String>>,
     #[serde(default)]
-    pub prompts: Vec<Spanned<String>>,
+    pub(crate) prompts: Vec<Spanned<String>>,
     #[serde(default)]
-    pub resources: Vec<Spanned<String>>,
+    pub(crate) resources: Vec<Spanned<String>>,
     /// OAuth scopes the caller's access token must carry (an `oauth` route).
     #[serde(default)]
-    pub scopes: Vec<Spanned<String>>,
+    pub(crate) scopes: Vec<Spanned<String>>,
 }

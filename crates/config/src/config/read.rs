@@ -21,14 +21,14 @@ const MAX_MISTAKES: usize = 64;
 /// What reading the file gave.
 pub(super) struct Read<T> {
     /// The raw config, once every removable mistake was blanked out.
-    pub raw: Option<T>,
-    pub errors: Vec<ConfigError>,
+    pub(crate) raw: Option<T>,
+    pub(crate) errors: Vec<ConfigError>,
     /// Paths blanked out because of a mistake: later complaints about
     /// them (a missing listener after a `[listener]` typo) are consequences.
-    pub removed: Vec<String>,
+    pub(crate) removed: Vec<String>,
     /// False when a whole section had to be left out to read on: the
     /// raw config then lacks it, so it is not validated further.
-    pub complete: bool,
+    pub(crate) complete: bool,
 }
 
 /// Where a key and its value sit, and what removing them blanks.

@@ -19,7 +19,7 @@ pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtectedResource {
     /// `resource` as configured; `None`: the URL the client used.
-    pub configured: Option<Uri>,
+    pub(crate) configured: Option<Uri>,
     pub authorization_servers: Vec<String>,
     pub scopes_supported: Vec<String>,
     /// Scopes every token must carry (the first challenge's `scope`).
@@ -39,7 +39,7 @@ pub struct Metadata<'a> {
 
 impl ProtectedResource {
     /// From the route's schemes; `None` when none is of type `oauth`.
-    pub fn of(
+    pub(crate) fn of(
         schemes: &[SchemeId],
         auth: &AuthSchemes,
         configured: Option<Uri>,

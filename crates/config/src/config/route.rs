@@ -66,7 +66,7 @@ pub enum TaskMode {
 impl TaskMode {
     const ALL: [TaskMode; 2] = [TaskMode::Police, TaskMode::Refuse];
 
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             TaskMode::Police => "police",
             TaskMode::Refuse => "refuse",
@@ -78,9 +78,9 @@ impl TaskMode {
 /// ids declared at all (a route to an upstream with a problem of its own
 /// is not a second problem), and the auth schemes when they could be built.
 pub(super) struct RouteTargets<'a> {
-    pub upstreams: &'a [Arc<UpstreamRoute>],
-    pub declared: Vec<&'a str>,
-    pub auth: Option<&'a AuthSchemes>,
+    pub(crate) upstreams: &'a [Arc<UpstreamRoute>],
+    pub(crate) declared: Vec<&'a str>,
+    pub(crate) auth: Option<&'a AuthSchemes>,
 }
 
 pub(super) fn routes(

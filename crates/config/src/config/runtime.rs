@@ -8,9 +8,9 @@ use crate::model::ConfigError;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawRuntime {
-    pub model: Option<Spanned<String>>,
-    pub workers: Option<Spanned<i64>>,
+pub(super) struct RawRuntime {
+    pub(crate) model: Option<Spanned<String>>,
+    pub(crate) workers: Option<Spanned<i64>>,
 }
 
 /// How connections are spread over threads.

@@ -246,7 +246,7 @@ fn program(
 
 /// `name` itself when it has a '/', else the first executable of that name
 /// in `path`'s folders.
-pub fn find_program(name: &str, path: Option<&str>) -> Option<PathBuf> {
+pub(super) fn find_program(name: &str, path: Option<&str>) -> Option<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
         return is_executable(&p).then_some(p);

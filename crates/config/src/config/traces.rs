@@ -11,16 +11,16 @@ use crate::model::ConfigError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawTracing {
+pub(super) struct RawTracing {
     /// The collector's OTLP/HTTP traces URL, e.g. `http://127.0.0.1:4318/v1/traces`.
-    pub otlp_endpoint: Spanned<String>,
+    pub(crate) otlp_endpoint: Spanned<String>,
     /// Share of new traces kept (0.0 to 1.0); a client's sampled flag wins.
-    pub sample_ratio: Option<Spanned<f64>>,
-    pub service_name: Option<Spanned<String>>,
+    pub(crate) sample_ratio: Option<Spanned<f64>>,
+    pub(crate) service_name: Option<Spanned<String>>,
     /// How long finished spans wait before they are sent in a batch.
-    pub export_interval: Option<Spanned<String>>,
+    pub(crate) export_interval: Option<Spanned<String>>,
     /// How long one export may take.
-    pub export_timeout: Option<Spanned<String>>,
+    pub(crate) export_timeout: Option<Spanned<String>>,
 }
 
 /// Where and how the gateway's spans are exported.

@@ -47,7 +47,7 @@ pub struct UpstreamRoute {
     /// What its names start with in a federated route (the id unless set).
     pub prefix: String,
     /// Where `prefix` was written (for problems found by the routes).
-    pub prefix_span: std::ops::Range<usize>,
+    pub(crate) prefix_span: std::ops::Range<usize>,
     /// The protocol generations it speaks, when configured; `None`: asked
     /// with `server/discover` when a client of another generation needs
     /// it (`pipeline::bridge`).

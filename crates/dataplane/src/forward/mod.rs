@@ -5,7 +5,7 @@
 //! into the gateway's stable reasons.
 
 mod body;
-pub mod pool;
+pub(crate) mod pool;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -182,7 +182,7 @@ fn dial_target(url: &Uri) -> Uri {
 
 /// A configured upstream and the connection pool that reaches it.
 pub struct UpstreamClient {
-    pub route: Arc<UpstreamRoute>,
+    pub(crate) route: Arc<UpstreamRoute>,
     pool: Arc<Pool>,
     /// The URL's path and query: an HTTP/1.1 request's target.
     origin: Uri,
@@ -193,7 +193,8 @@ pub struct UpstreamClient {
 
 impl UpstreamClient {
     /// A client with a pool of its own.
-    pub fn new(
+    #[cfg(test)]
+    pub(crate) fn new(
         route: Arc<UpstreamRoute>,
         stdio: &Arc<StdioMetrics>,
     ) -> Result<Self, rustls::Error> {

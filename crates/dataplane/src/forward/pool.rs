@@ -33,7 +33,7 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// Why a request got no response head.
 #[derive(Debug, thiserror::Error)]
-pub enum SendError {
+pub(crate) enum SendError {
     #[error("could not connect: {0}")]
     Connect(#[source] BoxError),
     #[error("{0}")]
@@ -62,13 +62,13 @@ where
 
 /// How a pool keeps its connections.
 #[derive(Debug, Clone, Copy)]
-pub struct PoolLimits {
-    pub idle_timeout: Duration,
+pub(crate) struct PoolLimits {
+    pub(crate) idle_timeout: Duration,
     /// Per idle list.
-    pub max_idle: usize,
-    pub http2_only: bool,
+    pub(crate) max_idle: usize,
+    pub(crate) http2_only: bool,
     /// Idle lists: one per runtime that sends (see [`set_worker`]).
-    pub slots: usize,
+    pub(crate) slots: usize,
 }
 
 thread_local! {
@@ -78,12 +78,12 @@ thread_local! {
 }
 
 /// Called once on each per-core worker thread: its connections are its own.
-pub fn set_worker(index: usize) {
+pub(crate) fn set_worker(index: usize) {
     WORKER.with(|w| w.set(index));
 }
 
 /// One upstream's connections.
-pub struct ConnPool<D: Dial> {
+pub(crate) struct ConnPool<D: Dial> {
     dialer: D,
     /// `scheme://authority/`: what the dialer connects to.
     target: Uri,
@@ -120,7 +120,7 @@ impl<T: hyper::rt::Read + hyper::rt::Write + Unpin + Send> H1<T> {
 }
 
 /// An HTTP/1.1 connection out of the pool while its answer is read.
-pub struct Lease<D: Dial> {
+pub(crate) struct Lease<D: Dial> {
     h1: Box<H1<D::Io>>,
     pool: Arc<ConnPool<D>>,
     /// The connection has ended: not driven again, never given back.
@@ -145,7 +145,7 @@ impl<D: Dial> Lease<D> {
 }
 
 impl<D: Dial> ConnPool<D> {
-    pub fn new(dialer: D, target: Uri, limits: PoolLimits) -> Arc<Self> {
+    pub(crate) fn new(dialer: D, target: Uri, limits: PoolLimits) -> Arc<Self> {
         Arc::new(ConnPool {
             dialer,
             target,
@@ -160,7 +160,7 @@ impl<D: Dial> ConnPool<D> {
 
     /// Send `req` (origin-form URI and `Host` for HTTP/1.1, absolute for
     /// HTTP/2: `absolute` is the latter); resolves with the response head.
-    pub async fn send(
+    pub(crate) async fn send(
         self: &Arc<Self>,
         mut req: Request<Full<Bytes>>,
         absolute: &Uri,
@@ -343,7 +343,7 @@ impl<D: Dial> ConnPool<D> {
 
     /// Idle connections now (tests and the sweep).
     #[cfg(test)]
-    pub fn idle_count(&self) -> usize {
+    pub(crate) fn idle_count(&self) -> usize {
         self.idle
             .iter()
             .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
@@ -385,7 +385,7 @@ impl<D: Dial> PooledBody<D> {
     /// then the connection goes back; closed otherwise. (Dropping the body
     /// instead closes the connection unless its end is already here: that
     /// is how a client's cancellation reaches the upstream.)
-    pub fn release(mut self) {
+    pub(crate) fn release(mut self) {
         if self.lease.is_none() || self.take_buffered_end() {
             return;
         }

@@ -25,12 +25,8 @@ pub struct StdioConnector {
 }
 
 impl StdioConnector {
-    pub fn new(upstream: Arc<StdioUpstream>) -> StdioConnector {
+    pub(crate) fn new(upstream: Arc<StdioUpstream>) -> StdioConnector {
         StdioConnector { upstream }
-    }
-
-    pub fn upstream(&self) -> &Arc<StdioUpstream> {
-        &self.upstream
     }
 }
 

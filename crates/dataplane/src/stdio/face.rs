@@ -28,7 +28,7 @@ use crate::headers::MCP_SESSION_ID;
 use crate::model::Generation;
 
 /// Serve one request of the forward phase.
-pub async fn serve(
+pub(super) async fn serve(
     upstream: Arc<StdioUpstream>,
     req: Request<Incoming>,
 ) -> Result<Response<FaceBody>, Infallible> {
@@ -378,11 +378,11 @@ fn events(
 
 /// A session's requests and the stream its program's messages go to.
 #[derive(Default)]
-pub struct Sessions {
+pub(super) struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
 }
 
-pub struct Session {
+pub(super) struct Session {
     lease: Lease,
     /// One request at a time: what the program says during a call is that
     /// call's (stdio has no other way to tell).
@@ -457,14 +457,14 @@ impl Sessions {
         }
     }
 
-    pub fn clear(&self) {
+    pub(super) fn clear(&self) {
         lock(&self.map).clear();
     }
 
     /// Under pressure (every process taken): the session unused longest,
     /// with no call in flight and idle for `at_least`, ends and gives its
     /// process back; its client's next request gets 404 and starts over.
-    pub fn evict_one(&self, at_least: Duration) -> bool {
+    pub(super) fn evict_one(&self, at_least: Duration) -> bool {
         let mut map = lock(&self.map);
         let oldest = map
             .iter()
@@ -480,7 +480,7 @@ impl Sessions {
 
     /// Sessions idle for `idle` (or whose program ended) give their
     /// process back.
-    pub fn expire(&self, idle: Duration) {
+    pub(super) fn expire(&self, idle: Duration) {
         lock(&self.map).retain(|_, s| {
             s.lease.process.is_alive()
                 && (lock(&s.last_seen).elapsed() < idle || Arc::strong_count(&s.slot) > 1)
@@ -489,12 +489,12 @@ impl Sessions {
 }
 
 /// The face's bodies: a whole message, or an event stream.
-pub enum FaceBody {
+pub(super) enum FaceBody {
     Full(Option<Bytes>),
     Events(EventBody),
 }
 
-pub struct EventBody {
+pub(super) struct EventBody {
     first: Option<Bytes>,
     rx: mpsc::Receiver<Item>,
     /// The id the call's answer is written back under.

@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// Why a line from the program is not a message the gateway can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum LineFault {
+pub(crate) enum LineFault {
     #[error("a line longer than the limit")]
     Oversized,
     #[error("a line that is not UTF-8")]
@@ -25,7 +25,7 @@ pub enum LineFault {
 
 impl LineFault {
     /// The `kind` label of `portcullis_stdio_stdout_rejected_total`.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             LineFault::Oversized => "oversized",
             LineFault::NotUtf8 => "not_utf8",
@@ -38,13 +38,13 @@ impl LineFault {
     /// Whether the program can still be trusted to be in step after it:
     /// a line of text between messages leaves the framing whole (servers
     /// that log to stdout keep working); the rest do not.
-    pub const fn keeps_step(self) -> bool {
+    pub(crate) const fn keeps_step(self) -> bool {
         matches!(self, LineFault::Text)
     }
 }
 
 /// A line read whole, or the end of the stream.
-pub enum Line {
+pub(super) enum Line {
     Message(Bytes),
     Fault(LineFault),
     End,
@@ -52,7 +52,7 @@ pub enum Line {
 
 /// The next line of `reader`, at most `max` bytes; a longer one is read to
 /// its end and dropped (the stream is out of step either way).
-pub async fn read_line<R: AsyncBufRead + Unpin>(
+pub(super) async fn read_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     max: usize,
 ) -> std::io::Result<Line> {
@@ -117,14 +117,14 @@ fn finish(line: Bytes) -> Line {
 /// A JSON-RPC message's envelope, borrowed from its line (or from a
 /// request the face serves).
 #[derive(Deserialize)]
-pub struct Envelope<'a> {
-    pub jsonrpc: &'a str,
+pub(super) struct Envelope<'a> {
+    pub(crate) jsonrpc: &'a str,
     #[serde(borrow, default)]
-    pub id: Option<&'a RawValue>,
+    pub(crate) id: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    pub method: Option<std::borrow::Cow<'a, str>>,
+    pub(crate) method: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow, default)]
-    pub params: Option<&'a RawValue>,
+    pub(crate) params: Option<&'a RawValue>,
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -133,7 +133,7 @@ pub struct Envelope<'a> {
 
 /// What a line from the program is.
 #[derive(Debug, PartialEq, Eq)]
-pub enum FromProgram {
+pub(super) enum FromProgram {
     /// A response to the gateway's request numbered `id`.
     Response {
         id: u64,
@@ -152,7 +152,7 @@ pub enum FromProgram {
 }
 
 /// Sort a line the program wrote.
-pub fn classify(line: &[u8]) -> Result<FromProgram, LineFault> {
+pub(super) fn classify(line: &[u8]) -> Result<FromProgram, LineFault> {
     let env: Envelope<'_> = serde_json::from_slice(line).map_err(|_| LineFault::NotJsonRpc)?;
     if env.jsonrpc != "2.0" {
         return Err(LineFault::NotJsonRpc);
@@ -180,7 +180,7 @@ pub fn classify(line: &[u8]) -> Result<FromProgram, LineFault> {
 /// A message the gateway writes to the program: `line` (one JSON-RPC
 /// message) with its `id` replaced by `id`, on one line. Requests keep
 /// their method and params; responses their result or error.
-pub fn with_id(line: &[u8], id: &str) -> Result<Vec<u8>, LineFault> {
+pub(super) fn with_id(line: &[u8], id: &str) -> Result<Vec<u8>, LineFault> {
     let env: Envelope<'_> = serde_json::from_slice(line).map_err(|_| LineFault::NotJsonRpc)?;
     let mut out = Vec::with_capacity(line.len() + 16);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
@@ -206,7 +206,7 @@ pub fn with_id(line: &[u8], id: &str) -> Result<Vec<u8>, LineFault> {
 /// A checked JSON message written on one line. Valid JSON holds a raw
 /// CR or LF only as whitespace between tokens (inside a string they must be
 /// escaped), so each becomes a space.
-pub fn one_line(mut message: Vec<u8>) -> Vec<u8> {
+pub(super) fn one_line(mut message: Vec<u8>) -> Vec<u8> {
     for b in &mut message {
         if *b == b'\n' || *b == b'\r' {
             *b = b' ';

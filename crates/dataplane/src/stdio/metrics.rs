@@ -65,23 +65,23 @@ impl StdioMetrics {
         })
     }
 
-    pub fn started(&self, upstream: &str) {
+    pub(crate) fn started(&self, upstream: &str) {
         self.started.with_label_values(&[upstream]).inc();
         self.running.with_label_values(&[upstream]).inc();
     }
 
-    pub fn ended(&self, upstream: &str, how: &str) {
+    pub(crate) fn ended(&self, upstream: &str, how: &str) {
         self.ended.with_label_values(&[upstream, how]).inc();
         self.running.with_label_values(&[upstream]).dec();
     }
 
-    pub fn rejected(&self, upstream: &str, fault: LineFault) {
+    pub(crate) fn rejected(&self, upstream: &str, fault: LineFault) {
         self.rejected
             .with_label_values(&[upstream, fault.as_str()])
             .inc();
     }
 
-    pub fn stderr_dropped(&self, upstream: &str) {
+    pub(crate) fn stderr_dropped(&self, upstream: &str) {
         self.stderr_dropped.with_label_values(&[upstream]).inc();
     }
 }

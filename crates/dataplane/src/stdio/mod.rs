@@ -24,9 +24,9 @@ mod pool;
 mod process;
 mod spawn;
 
-pub use connector::StdioConnector;
+pub(crate) use connector::StdioConnector;
 pub use metrics::StdioMetrics;
-pub use pool::{StdioUpstream, Unavailable};
+pub(crate) use pool::{StdioUpstream, Unavailable};
 
 use crate::model::{Reason, Refusal};
 
@@ -44,16 +44,16 @@ use crate::identify::Principal;
 
 /// Set by the gateway on each request to a stdio upstream (any value a
 /// client sent is replaced): who is calling, as a digest.
-pub static OWNER: HeaderName = HeaderName::from_static("portcullis-stdio-owner");
+pub(crate) static OWNER: HeaderName = HeaderName::from_static("portcullis-stdio-owner");
 /// Set by the gateway: the route's roots, as a JSON array of URIs.
-pub static ROOTS: HeaderName = HeaderName::from_static("portcullis-stdio-roots");
+pub(crate) static ROOTS: HeaderName = HeaderName::from_static("portcullis-stdio-roots");
 /// Set by the face on a request the program could not answer: why, as a
 /// [`Unanswered`] name the forward phase turns into the refusal.
-pub static UNANSWERED: HeaderName = HeaderName::from_static("portcullis-stdio-unanswered");
+pub(crate) static UNANSWERED: HeaderName = HeaderName::from_static("portcullis-stdio-unanswered");
 
 /// Why the face could not get an answer from a program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unanswered {
+pub(crate) enum Unanswered {
     /// It exited (or was killed) before answering.
     Exited,
     /// It wrote something that is not a message, and was restarted.
@@ -70,7 +70,7 @@ impl Unanswered {
         Unanswered::Unavailable,
     ];
 
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Unanswered::Exited => "exited",
             Unanswered::OutOfStep => "out_of_step",
@@ -78,7 +78,7 @@ impl Unanswered {
         }
     }
 
-    pub fn parse(s: &[u8]) -> Option<Unanswered> {
+    pub(crate) fn parse(s: &[u8]) -> Option<Unanswered> {
         Self::ALL.into_iter().find(|u| u.as_str().as_bytes() == s)
     }
 }

@@ -19,17 +19,18 @@ use crate::model::Generation;
 
 /// The protocol versions of the sessions generation a program may answer
 /// `initialize` with, newest first.
-pub const SESSION_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(super) const SESSION_VERSIONS: [&str; 4] =
+    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 const STATELESS_VERSION: &str = "2026-07-28";
 
 /// Whom a process serves: one caller's declared capabilities and the
 /// route's roots (a 2026-07-28 program: the roots only).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    pub principal: String,
+pub(crate) struct Owner {
+    pub(crate) principal: String,
     /// The client's capabilities, as canonical JSON.
-    pub caps: String,
-    pub roots: Arc<[String]>,
+    pub(crate) caps: String,
+    pub(crate) roots: Arc<[String]>,
 }
 
 /// Why no process could be had.
@@ -96,10 +97,10 @@ impl Drop for Starting<'_> {
 }
 
 /// A process lent to one request or session; given back when dropped.
-pub struct Lease {
+pub(crate) struct Lease {
     upstream: Arc<StdioUpstream>,
-    pub process: Arc<Process>,
-    pub initialized: Option<Bytes>,
+    pub(crate) process: Arc<Process>,
+    pub(crate) initialized: Option<Bytes>,
     /// A pooled (2026-07-28) program's turn, given back after the process
     /// is marked idle (fields drop after `drop`).
     turn: Option<OwnedSemaphorePermit>,
@@ -126,7 +127,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl StdioUpstream {
-    pub fn new(
+    pub(crate) fn new(
         label: &str,
         settings: Arc<StdioSettings>,
         configured: Option<&[Generation]>,
@@ -173,7 +174,7 @@ impl StdioUpstream {
 
     /// Start one process now (`eager = true`), so the first caller does not
     /// wait for the program to start.
-    pub fn start_eagerly(self: &Arc<Self>) {
+    pub(crate) fn start_eagerly(self: &Arc<Self>) {
         if !self.settings.eager {
             return;
         }
@@ -217,7 +218,7 @@ impl StdioUpstream {
     /// new one while under `max_processes` (an idle one of another owner
     /// is stopped to make room), or the first freed within the start
     /// timeout.
-    pub async fn lease(self: &Arc<Self>, owner: &Owner) -> Result<Lease, Unavailable> {
+    pub(crate) async fn lease(self: &Arc<Self>, owner: &Owner) -> Result<Lease, Unavailable> {
         let generation = self.generation().await?;
         let deadline = tokio::time::Instant::now() + self.start_timeout;
         // Callers of a pooled program take turns in arrival order: without

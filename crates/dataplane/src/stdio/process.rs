@@ -20,7 +20,7 @@ use super::spawn::signal_group;
 
 /// Why a request to the program got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ProgramFailed {
+pub(crate) enum ProgramFailed {
     #[error("the program exited before answering")]
     Exited,
     #[error("the program wrote {0} on stdout and was restarted")]
@@ -54,13 +54,13 @@ struct Shared {
 
 /// Whether a program has ended, and whether the gateway ended it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     Running,
     Ended { stopped: bool },
 }
 
 impl Exit {
-    pub fn ended(self) -> bool {
+    pub(crate) fn ended(self) -> bool {
         self != Exit::Running
     }
 }
@@ -97,17 +97,16 @@ impl Stdin {
 }
 
 /// A started program. Dropping the last handle stops it.
-pub struct Process {
+pub(crate) struct Process {
     shared: Arc<Shared>,
     stdin: Arc<Stdin>,
     next_id: AtomicU64,
-    pub started: Instant,
     stop_timeout: Duration,
 }
 
 impl Process {
     /// Take over a spawned child: its pipes to tasks of their own.
-    pub fn run(
+    pub(crate) fn run(
         mut child: Child,
         upstream: Arc<str>,
         max_line: usize,
@@ -146,31 +145,30 @@ impl Process {
             shared,
             stdin,
             next_id: AtomicU64::new(1),
-            started: Instant::now(),
             stop_timeout,
         })
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.shared.pid
     }
 
     /// What its `roots/list` is answered with from now on.
-    pub fn answer_roots(&self, roots: Arc<[String]>) {
+    pub(crate) fn answer_roots(&self, roots: Arc<[String]>) {
         *lock(&self.shared.roots) = roots;
     }
 
     /// Changes when the program has exited.
-    pub fn exit_signal(&self) -> watch::Receiver<Exit> {
+    pub(crate) fn exit_signal(&self) -> watch::Receiver<Exit> {
         self.shared.exited.subscribe()
     }
 
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::Acquire)
     }
 
     /// Resolves when the program has exited.
-    pub async fn exited(&self) {
+    pub(crate) async fn exited(&self) {
         let mut rx = self.shared.exited.subscribe();
         let _ = rx.wait_for(|e| e.ended()).await;
     }
@@ -179,7 +177,7 @@ impl Process {
     /// messages the program writes before its response go to `related`.
     /// Dropping the returned future abandons the request (the program is
     /// told with `notifications/cancelled`).
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         message: &[u8],
         related: Option<mpsc::Sender<Bytes>>,
@@ -208,17 +206,17 @@ impl Process {
 
     /// Write a message that needs no answer (a notification, or the
     /// client's response to the program's own request).
-    pub async fn send(&self, message: Vec<u8>) -> Result<(), ProgramFailed> {
+    pub(crate) async fn send(&self, message: Vec<u8>) -> Result<(), ProgramFailed> {
         self.stdin.write(&frame::one_line(message)).await
     }
 
     /// The stream that gets what the program says outside of a call.
-    pub fn listen(&self, to: Option<mpsc::Sender<Bytes>>) {
+    pub(crate) fn listen(&self, to: Option<mpsc::Sender<Bytes>>) {
         *lock(&self.shared.listener) = to;
     }
 
     /// SIGTERM to its process group, SIGKILL after the stop timeout.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         if !self.is_alive() {
             return;
         }
@@ -243,7 +241,7 @@ impl Process {
     }
 
     /// Stop it at once: it cannot be trusted to stay in step.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         signal_group(self.shared.pid, libc::SIGKILL);
     }
 }

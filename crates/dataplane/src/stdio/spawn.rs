@@ -11,7 +11,7 @@ use tokio::process::{Child, Command};
 use crate::config::{ProcessLimits, Sandbox, StdioSettings, SYSTEM_READ_ONLY};
 
 /// Start the program of `settings`, its stdin, stdout and stderr piped.
-pub fn spawn(settings: &StdioSettings) -> std::io::Result<Child> {
+pub(super) fn spawn(settings: &StdioSettings) -> std::io::Result<Child> {
     let mut cmd = match &settings.sandbox {
         None => {
             let mut cmd = Command::new(&settings.program);
@@ -126,7 +126,7 @@ fn confine(limits: &ProcessLimits) -> std::io::Result<()> {
 }
 
 /// Send `signal` to the program's process group (`pgid` is its pid).
-pub fn signal_group(pgid: u32, signal: libc::c_int) {
+pub(super) fn signal_group(pgid: u32, signal: libc::c_int) {
     let Ok(pgid) = libc::pid_t::try_from(pgid) else {
         return;
     };

@@ -19,12 +19,12 @@ use crate::model::{Reason, Refusal};
 use crate::pipeline::body::ProxyBody;
 
 #[derive(Clone, Copy)]
-pub struct DeadlineLayer {
+pub(crate) struct DeadlineLayer {
     timeout: Duration,
 }
 
 impl DeadlineLayer {
-    pub fn new(timeout: Duration) -> Self {
+    pub(crate) fn new(timeout: Duration) -> Self {
         DeadlineLayer { timeout }
     }
 }

@@ -24,11 +24,11 @@
 //! The MCP phases stay typed code in [`crate::pipeline`]: they share one
 //! request context, which layers would have to pass through extensions.
 
-pub mod deadline;
-pub mod panic;
-pub mod request_id;
-pub mod shed;
-pub mod trace;
+pub(crate) mod deadline;
+pub(crate) mod panic;
+pub(crate) mod request_id;
+pub(crate) mod shed;
+pub(crate) mod trace;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,32 +41,30 @@ use crate::pipeline::body::ProxyBody;
 use crate::pipeline::record::Metrics;
 use crate::pipeline::refuse::error_response;
 
-pub use deadline::DeadlineLayer;
+pub(crate) use deadline::DeadlineLayer;
 pub use panic::CatchPanicLayer;
 pub use request_id::{RequestId, RequestIdLayer, X_REQUEST_ID};
-pub use shed::{InFlight, LoadShedLayer};
+pub(crate) use shed::{InFlight, LoadShedLayer};
 
 /// The whole service one connection's requests go through.
-pub type Layered<S> = request_id::SetRequestId<
+pub(crate) type Layered<S> = request_id::SetRequestId<
     trace::TraceRequests<panic::CatchPanic<shed::LoadShed<deadline::Deadline<S>>>>,
 >;
 
 /// What the layers need, shared by every connection.
 #[derive(Clone)]
 pub struct LayerSettings {
-    pub max_in_flight: usize,
-    pub request_timeout: Duration,
-    pub metrics: Arc<Metrics>,
+    pub(crate) request_timeout: Duration,
+    pub(crate) metrics: Arc<Metrics>,
     /// Shared by every connection, so the limit is gateway-wide.
-    pub in_flight: InFlight,
+    pub(crate) in_flight: InFlight,
     /// OpenTelemetry traces, when configured.
-    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
+    pub(crate) telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl LayerSettings {
     pub fn new(max_in_flight: usize, request_timeout: Duration, metrics: Arc<Metrics>) -> Self {
         LayerSettings {
-            max_in_flight,
             request_timeout,
             metrics,
             in_flight: InFlight::new(max_in_flight),
@@ -87,7 +85,7 @@ fn refusal_response(refusal: &Refusal) -> Response<ProxyBody> {
 }
 
 /// Wrap the pipeline's service for one connection in the generic layers.
-pub fn around<S>(inner: S, settings: &LayerSettings) -> Layered<S> {
+pub(crate) fn around<S>(inner: S, settings: &LayerSettings) -> Layered<S> {
     ServiceBuilder::new()
         .layer(RequestIdLayer)
         .layer(trace::TraceLayer(settings.telemetry.clone()))

@@ -23,7 +23,7 @@ pub struct CatchPanicLayer {
 }
 
 impl CatchPanicLayer {
-    pub fn new(metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
         CatchPanicLayer { metrics }
     }
 }

@@ -20,13 +20,19 @@ use crate::pipeline::body::ProxyBody;
 /// The gateway-wide count of requests being handled, and its limit. A
 /// counter, not a semaphore: nothing ever waits for a slot.
 #[derive(Clone)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     now: Arc<AtomicUsize>,
     max: usize,
 }
 
 impl InFlight {
-    pub fn new(max: usize) -> Self {
+    /// Requests being handled now.
+    #[cfg(test)]
+    pub(crate) fn current(&self) -> usize {
+        self.now.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn new(max: usize) -> Self {
         InFlight {
             now: Arc::new(AtomicUsize::new(0)),
             max,
@@ -40,11 +46,6 @@ impl InFlight {
         let slot = Slot(self.now.clone());
         (before < self.max).then_some(slot)
     }
-
-    /// Requests being handled now.
-    pub fn current(&self) -> usize {
-        self.now.load(Ordering::Acquire)
-    }
 }
 
 /// A taken slot, given back when dropped.
@@ -57,12 +58,12 @@ impl Drop for Slot {
 }
 
 #[derive(Clone)]
-pub struct LoadShedLayer {
+pub(crate) struct LoadShedLayer {
     in_flight: InFlight,
 }
 
 impl LoadShedLayer {
-    pub fn new(in_flight: InFlight) -> Self {
+    pub(crate) fn new(in_flight: InFlight) -> Self {
         LoadShedLayer { in_flight }
     }
 }

@@ -18,7 +18,7 @@ use super::RequestId;
 use crate::telemetry::{RequestTrace, Telemetry};
 
 #[derive(Clone)]
-pub struct TraceLayer(pub Option<Arc<Telemetry>>);
+pub(crate) struct TraceLayer(pub Option<Arc<Telemetry>>);
 
 impl<S> Layer<S> for TraceLayer {
     type Service = TraceRequests<S>;

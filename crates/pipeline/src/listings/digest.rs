@@ -23,9 +23,9 @@ use crate::policy::inspect::is_gateway_key;
 /// names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ItemKind {
-    pub member: &'static str,
+    pub(crate) member: &'static str,
     pub kind: &'static str,
-    pub identity: &'static str,
+    pub(crate) identity: &'static str,
 }
 
 /// The catalogue members (`policy::inspect::list_members`) and how their
@@ -54,7 +54,7 @@ pub const KINDS: &[ItemKind] = &[
 ];
 
 impl ItemKind {
-    pub fn of_member(member: &str) -> Option<ItemKind> {
+    pub(crate) fn of_member(member: &str) -> Option<ItemKind> {
         KINDS.iter().copied().find(|k| k.member == member)
     }
 
@@ -63,7 +63,7 @@ impl ItemKind {
     }
 
     /// The store's field for an item of this kind named `name`.
-    pub fn field(self, name: &str) -> String {
+    pub(crate) fn field(self, name: &str) -> String {
         format!("{}:{name}", self.kind)
     }
 }

@@ -34,17 +34,17 @@ impl Memory {
         }
     }
 
-    pub fn observe(&self, upstream: &str, items: &[Seen], hold: bool) -> Vec<Change> {
+    pub(crate) fn observe(&self, upstream: &str, items: &[Seen], hold: bool) -> Vec<Change> {
         self.with(upstream, |pins| {
             items.iter().map(|seen| pins.observe(seen, hold)).collect()
         })
     }
 
-    pub fn is_held(&self, upstream: &str, field: &str) -> bool {
+    pub(crate) fn is_held(&self, upstream: &str, field: &str) -> bool {
         self.with(upstream, |pins| pins.held.contains_key(field))
     }
 
-    pub fn entries(&self, upstream: &str) -> (Digests, Digests) {
+    pub(crate) fn entries(&self, upstream: &str) -> (Digests, Digests) {
         self.with(upstream, |pins| {
             let copy = |m: &HashMap<String, String>| {
                 m.iter()
@@ -55,7 +55,7 @@ impl Memory {
         })
     }
 
-    pub fn accept(&self, upstream: &str, which: &Selector) -> Vec<String> {
+    pub(crate) fn accept(&self, upstream: &str, which: &Selector) -> Vec<String> {
         self.with(upstream, |pins| {
             let chosen: Vec<String> = pins
                 .held

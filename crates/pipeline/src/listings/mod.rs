@@ -27,26 +27,26 @@ pub use digest::{digest, split_field, ItemKind, KINDS};
 /// delivered unpinned (counted as `unpinned`): no pin is ever evicted, so
 /// an upstream cannot flush its own pins by listing many names, and one
 /// upstream cannot crowd out another's.
-pub const MAX_ITEMS_PER_UPSTREAM: usize = 10_000;
+pub(crate) const MAX_ITEMS_PER_UPSTREAM: usize = 10_000;
 
 /// How long a Redis call may take when the state store's Redis is used
 /// (the rate limiter's `redis_timeout` applies when that one is).
 const STATE_REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Field → digest pairs, as a store reads them.
-pub type Digests = Vec<(String, String)>;
+pub(crate) type Digests = Vec<(String, String)>;
 
 /// One item as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
+pub(crate) struct Seen {
     /// `kind:name` ([`ItemKind::field`]).
-    pub field: String,
-    pub digest: String,
+    pub(crate) field: String,
+    pub(crate) digest: String,
 }
 
 /// What a listing's item is, compared with the pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// As pinned.
     Same,
     /// Seen for the first time: pinned now.
@@ -84,10 +84,10 @@ impl Selector {
 /// One item's entry: its pin and, when held, the definition held.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Entry {
-    pub kind: &'static str,
-    pub name: String,
-    pub pinned: Option<String>,
-    pub held: Option<String>,
+    pub(crate) kind: &'static str,
+    pub(crate) name: String,
+    pub(crate) pinned: Option<String>,
+    pub(crate) held: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +98,7 @@ pub enum StoreError {
 
 /// Where the pins live.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListingBackend {
+pub(crate) enum ListingBackend {
     Memory,
     Redis {
         url: String,
@@ -110,7 +110,7 @@ pub enum ListingBackend {
 impl ListingBackend {
     /// The gateway's Redis when it has one: the rate limiter's (its timeout
     /// and key prefix), else the single-use store's.
-    pub fn of(config: &GatewayConfig) -> ListingBackend {
+    pub(crate) fn of(config: &GatewayConfig) -> ListingBackend {
         if let Some(r) = &config.throttle.redis {
             return ListingBackend::Redis {
                 url: r.url.clone(),
@@ -135,7 +135,7 @@ pub enum ListingStore {
 }
 
 impl ListingStore {
-    pub fn new(backend: &ListingBackend) -> ListingStore {
+    pub(crate) fn new(backend: &ListingBackend) -> ListingStore {
         match backend {
             ListingBackend::Memory => ListingStore::Memory(memory::Memory::default()),
             ListingBackend::Redis {
@@ -147,7 +147,7 @@ impl ListingStore {
     }
 
     /// Whether this store serves `backend` (a reload keeps it, and its memory).
-    pub fn serves(&self, backend: &ListingBackend) -> bool {
+    pub(crate) fn serves(&self, backend: &ListingBackend) -> bool {
         match (self, backend) {
             (ListingStore::Memory(_), ListingBackend::Memory) => true,
             (ListingStore::Redis(r), ListingBackend::Redis { url, prefix, .. }) => {
@@ -159,14 +159,14 @@ impl ListingStore {
 
     /// Report the Redis store's failures to `health` (the first call wins;
     /// the memory store cannot fail).
-    pub fn report_to(&self, health: &crate::model::HealthReport) {
+    pub(crate) fn report_to(&self, health: &crate::model::HealthReport) {
         if let ListingStore::Redis(r) = self {
             r.report_to(health);
         }
     }
 
     /// The in-memory store, which answers without waiting.
-    pub fn memory(&self) -> Option<&memory::Memory> {
+    pub(crate) fn memory(&self) -> Option<&memory::Memory> {
         match self {
             ListingStore::Memory(m) => Some(m),
             ListingStore::Redis(_) => None,
@@ -175,7 +175,7 @@ impl ListingStore {
 
     /// Compare a listing's items with `upstream`'s pins, pinning new ones;
     /// a change is held (`hold`) or pinned in place of the old one.
-    pub async fn observe(
+    pub(crate) async fn observe(
         &self,
         upstream: &str,
         items: &[Seen],
@@ -188,7 +188,7 @@ impl ListingStore {
     }
 
     /// Whether `upstream`'s item `field` is held.
-    pub async fn is_held(&self, upstream: &str, field: &str) -> Result<bool, StoreError> {
+    pub(crate) async fn is_held(&self, upstream: &str, field: &str) -> Result<bool, StoreError> {
         match self {
             ListingStore::Memory(m) => Ok(m.is_held(upstream, field)),
             ListingStore::Redis(r) => r.is_held(upstream, field).await,

@@ -80,7 +80,7 @@ pub struct RedisPins {
 }
 
 impl RedisPins {
-    pub fn new(url: &str, timeout: Duration, prefix: &str) -> RedisPins {
+    pub(crate) fn new(url: &str, timeout: Duration, prefix: &str) -> RedisPins {
         RedisPins {
             url: url.to_owned(),
             prefix: prefix.to_owned(),
@@ -94,7 +94,7 @@ impl RedisPins {
     }
 
     /// Report failures to `health` from now on (the first call wins).
-    pub fn report_to(&self, health: &HealthReport) {
+    pub(crate) fn report_to(&self, health: &HealthReport) {
         let _ = self.health.set(health.clone());
         self.report(Health::StoreDown(
             StoreUser::Listings,
@@ -108,7 +108,7 @@ impl RedisPins {
         }
     }
 
-    pub fn serves(&self, url: &str, prefix: &str) -> bool {
+    pub(crate) fn serves(&self, url: &str, prefix: &str) -> bool {
         self.url == url && self.prefix == prefix
     }
 
@@ -169,7 +169,7 @@ impl RedisPins {
         }
     }
 
-    pub async fn observe(
+    pub(crate) async fn observe(
         &self,
         upstream: &str,
         items: &[Seen],
@@ -198,14 +198,14 @@ impl RedisPins {
             .collect())
     }
 
-    pub async fn is_held(&self, upstream: &str, field: &str) -> Result<bool, StoreError> {
+    pub(crate) async fn is_held(&self, upstream: &str, field: &str) -> Result<bool, StoreError> {
         let mut conn = self.connection().await?;
         let (_, held) = self.keys(upstream);
         let cmd = redis::cmd("HEXISTS").arg(held).arg(field).to_owned();
         self.run(cmd.query_async(&mut conn)).await
     }
 
-    pub async fn entries(&self, upstream: &str) -> Result<(Digests, Digests), StoreError> {
+    pub(crate) async fn entries(&self, upstream: &str) -> Result<(Digests, Digests), StoreError> {
         let mut conn = self.connection().await?;
         let (pinned, held) = self.keys(upstream);
         let mut pipe = redis::pipe();
@@ -213,7 +213,7 @@ impl RedisPins {
         self.run(pipe.query_async(&mut conn)).await
     }
 
-    pub async fn accept(
+    pub(crate) async fn accept(
         &self,
         upstream: &str,
         which: &Selector,

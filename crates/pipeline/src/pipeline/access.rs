@@ -19,7 +19,7 @@ use crate::throttle::Scope;
 /// Identify: who is calling, by the route's schemes. On an OAuth protected
 /// route the token must be issued for the route's resource, and a refusal
 /// points the client at the resource's metadata (RFC 9728 §5.1).
-pub async fn identify(
+pub(crate) async fn identify(
     gateway: &Gateway,
     route: &Route,
     parts: &Parts,
@@ -66,7 +66,7 @@ pub async fn identify(
 
 /// Throttle: one unit of the limit of `scope` for `key`; a refusal is
 /// counted under the request's `upstream` label.
-pub async fn throttle(
+pub(crate) async fn throttle(
     gateway: &Gateway,
     upstream: &str,
     scope: Scope,
@@ -90,7 +90,7 @@ pub async fn throttle(
 }
 
 /// A `rate_limited` refusal; its `Retry-After` header is added on the way out.
-pub fn rate_limited(scope: Scope, secs: u64, what: &str) -> Refusal {
+pub(crate) fn rate_limited(scope: Scope, secs: u64, what: &str) -> Refusal {
     Refusal::new(
         Reason::RateLimited,
         format!("{what} ({}); retry after {secs} s", scope.as_str()),
@@ -100,13 +100,13 @@ pub fn rate_limited(scope: Scope, secs: u64, what: &str) -> Refusal {
 }
 
 /// The `Retry-After` header a refusal asks for, when it asks for one.
-pub fn retry_after(refusal: &Refusal) -> Option<HeaderValue> {
+pub(crate) fn retry_after(refusal: &Refusal) -> Option<HeaderValue> {
     let secs = refusal.data("retryAfterSeconds")?.as_u64()?;
     HeaderValue::from_str(&secs.to_string()).ok()
 }
 
 /// The limits that apply once the target is known.
-pub async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
+pub(crate) async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
     let gateway = &ctx.gateway;
     let principal = ctx.principal.name.as_ref();
     let upstream = ctx.route.upstream.settings.id.as_str();
@@ -135,7 +135,7 @@ pub async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
 /// of a scope an allow rule names, an OAuth caller is told which to ask for
 /// (403 `insufficient_scope`, step-up; `authority` and `path` name the
 /// resource the challenge points at).
-pub fn permit(ctx: &RequestCtx, authority: &HeaderValue, path: &str) -> Result<(), Refused> {
+pub(crate) fn permit(ctx: &RequestCtx, authority: &HeaderValue, path: &str) -> Result<(), Refused> {
     let kind = ctx.request.method.target().and_then(|t| t.kind);
     let (Some(kind), Some(target)) = (kind, &ctx.request.target) else {
         return Ok(());
@@ -181,7 +181,7 @@ pub fn permit(ctx: &RequestCtx, authority: &HeaderValue, path: &str) -> Result<(
 /// "remove"`, enforced) is refused, as its removal from the list promised,
 /// until an operator accepts it. A resource read through a template is
 /// not an item of its own and is not held.
-pub async fn unchanged(ctx: &RequestCtx) -> Result<(), Refusal> {
+pub(crate) async fn unchanged(ctx: &RequestCtx) -> Result<(), Refusal> {
     let policy = &ctx.route.upstream.settings.policy;
     if policy.on_change != OnChange::Remove || policy.mode != Mode::Enforce {
         return Ok(());

@@ -17,14 +17,14 @@ use crate::mrtr::answers::{check_answers, AnswerReport, AnswerRules};
 use crate::sessions::{PushState, TokenError, PUSH_PREFIX};
 
 /// The key an answer to a push is validated under.
-pub const PUSH_KEY: &str = "answer";
+pub(crate) const PUSH_KEY: &str = "answer";
 
 fn not_requested(message: &str) -> Refusal {
     Refusal::new(Reason::AnswerNotRequested, message)
 }
 
 /// When the request is a client's answer to a push: the body to forward.
-pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
+pub(crate) async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
     let request = &ctx.request;
     if request.generation() != Generation::Sessions || !request.kind.is_response() {
         return Ok(None);
@@ -42,10 +42,10 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
 }
 
 /// A client's answer to a push, opened, checked and used up.
-pub struct TakenAnswer {
-    pub push: PushState,
-    pub result: Option<Value>,
-    pub error: Option<Value>,
+pub(crate) struct TakenAnswer {
+    pub(crate) push: PushState,
+    pub(crate) result: Option<Value>,
+    pub(crate) error: Option<Value>,
 }
 
 impl TakenAnswer {
@@ -72,7 +72,7 @@ impl TakenAnswer {
 /// this path may take it (before anything is used up), validate the answer
 /// against what was asked and use the push once. A refusal is counted and
 /// audited.
-pub async fn take(
+pub(crate) async fn take(
     ctx: &RequestCtx,
     claim: impl FnOnce(&PushState) -> Result<(), Refusal>,
 ) -> Result<TakenAnswer, Refusal> {

@@ -13,7 +13,7 @@ use super::record::{Outcome, RequestRecord};
 use crate::model::Reason;
 
 /// An event stream the response phase inspects as it goes.
-pub trait EventSource: Send {
+pub(crate) trait EventSource: Send {
     /// The next event's bytes, already inspected; `None` at the end.
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>>;
     /// Why the stream was cut, when it was.
@@ -31,21 +31,21 @@ enum Kind {
 }
 
 impl ProxyBody {
-    pub fn full(bytes: Bytes) -> Self {
+    pub(crate) fn full(bytes: Bytes) -> Self {
         ProxyBody {
             kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
             record: None,
         }
     }
 
-    pub fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         ProxyBody {
             kind: Kind::Full(None),
             record: None,
         }
     }
 
-    pub fn stream(source: Box<dyn EventSource>) -> Self {
+    pub(crate) fn stream(source: Box<dyn EventSource>) -> Self {
         ProxyBody {
             kind: Kind::Stream(source),
             record: None,
@@ -53,7 +53,7 @@ impl ProxyBody {
     }
 
     /// Why the gateway cut this stream, when it did (a whole body: never).
-    pub fn refused(&self) -> Option<Reason> {
+    pub(crate) fn refused(&self) -> Option<Reason> {
         match &self.kind {
             Kind::Stream(s) => s.refused(),
             Kind::Full(_) => None,
@@ -61,7 +61,7 @@ impl ProxyBody {
     }
 
     /// Attach the request's record; it is closed when the body ends.
-    pub fn recorded(mut self, mut record: RequestRecord) -> Self {
+    pub(crate) fn recorded(mut self, mut record: RequestRecord) -> Self {
         if matches!(self.kind, Kind::Stream(_)) {
             record.set_streamed();
         }

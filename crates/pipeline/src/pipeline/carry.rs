@@ -32,16 +32,16 @@ use crate::throttle::Throttle;
 
 /// The live things a generation is built with.
 pub struct Carried {
-    pub metrics: Arc<Metrics>,
-    pub replay: Arc<ReplayStore>,
-    pub listings: Arc<ListingStore>,
-    pub audit: AuditSink,
-    pub clock: SharedClock,
-    pub throttle: Throttle,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) replay: Arc<ReplayStore>,
+    pub(crate) listings: Arc<ListingStore>,
+    pub(crate) audit: AuditSink,
+    pub(crate) clock: SharedClock,
+    pub(crate) throttle: Throttle,
     /// The previous generation's upstream pools, by their settings.
-    pub pools: Pools,
+    pub(crate) pools: Pools,
     /// The bridged calls waiting for a client's answers.
-    pub bridge: Arc<super::bridge::BridgeCalls>,
+    pub(crate) bridge: Arc<super::bridge::BridgeCalls>,
 }
 
 impl Carried {

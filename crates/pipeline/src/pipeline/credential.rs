@@ -16,12 +16,12 @@ use crate::identify::{bearer_token, AuthMethod, Principal};
 use crate::model::{Reason, Refusal};
 
 /// `portcullis_upstream_credential_failures_total`.
-pub struct CredentialMetrics {
+pub(crate) struct CredentialMetrics {
     failures: IntCounterVec,
 }
 
 impl CredentialMetrics {
-    pub fn new(registry: &Described) -> prometheus::Result<CredentialMetrics> {
+    pub(crate) fn new(registry: &Described) -> prometheus::Result<CredentialMetrics> {
         let failures = IntCounterVec::new(
             Opts::new(
                 "portcullis_upstream_credential_failures_total",
@@ -33,14 +33,14 @@ impl CredentialMetrics {
         Ok(CredentialMetrics { failures })
     }
 
-    pub fn failed(&self, upstream: &str, kind: &'static str) {
+    pub(crate) fn failed(&self, upstream: &str, kind: &'static str) {
         self.failures.with_label_values(&[upstream, kind]).inc();
     }
 }
 
 /// The caller's own access token, kept when an upstream of the route
 /// exchanges it for one of its own (RFC 8693); never forwarded.
-pub fn subject_token(
+pub(crate) fn subject_token(
     route: &Route,
     principal: &Principal,
     headers: &HeaderMap,
@@ -59,7 +59,9 @@ pub fn subject_token(
 
 /// The upstream's credential header for this request (the gateway's own,
 /// never the client's); a failure is the upstream's, named.
-pub async fn attach_to(ctx: &RequestCtx) -> Result<Option<(HeaderName, HeaderValue)>, Refusal> {
+pub(crate) async fn attach_to(
+    ctx: &RequestCtx,
+) -> Result<Option<(HeaderName, HeaderValue)>, Refusal> {
     let upstream = &ctx.route.upstream.settings;
     let Some(credential) = &upstream.credential else {
         return Ok(None);
@@ -88,7 +90,7 @@ pub async fn attach_to(ctx: &RequestCtx) -> Result<Option<(HeaderName, HeaderVal
 
 /// The upstream answered 401 to the token the gateway gave it for this
 /// caller: the cached token is dropped, so the next request gets a new one.
-pub fn refused_by_upstream(ctx: &RequestCtx) {
+pub(crate) fn refused_by_upstream(ctx: &RequestCtx) {
     if let Some(credential) = &ctx.route.upstream.settings.credential {
         credential.refused(&ctx.principal, ctx.subject.as_ref());
     }
@@ -97,7 +99,7 @@ pub fn refused_by_upstream(ctx: &RequestCtx) {
 /// Whether what the upstream is told of the caller's authority is the
 /// gateway's own: its `[upstream.credential]`, or any route that
 /// authenticates callers by OAuth (their tokens never go on).
-pub fn upstream_auth_is_ours(route: &Route) -> bool {
+pub(crate) fn upstream_auth_is_ours(route: &Route) -> bool {
     route.upstream.settings.credential.is_some() || route.config.protected.is_some()
 }
 
@@ -105,7 +107,7 @@ pub fn upstream_auth_is_ours(route: &Route) -> bool {
 /// client's: relayed as is, an OAuth client would sign in to the gateway
 /// again (or follow the upstream's challenge to another authorization
 /// server). It is answered 502, keeping `data.upstreamStatus`.
-pub fn not_the_clients(refusal: Refusal) -> Refusal {
+pub(crate) fn not_the_clients(refusal: Refusal) -> Refusal {
     let status = refusal.status();
     if refusal.reason == Reason::UpstreamRefused
         && (status == http::StatusCode::UNAUTHORIZED || status == http::StatusCode::FORBIDDEN)

@@ -19,10 +19,10 @@ pub struct RequestCtx {
     /// The services of the config generation the request started under.
     pub gateway: Arc<Gateway>,
     pub route: Arc<Route>,
-    pub peer: Arc<Peer>,
+    pub(crate) peer: Arc<Peer>,
     /// The request's `X-Request-Id`.
-    pub request_id: Arc<str>,
-    pub started: Instant,
+    pub(crate) request_id: Arc<str>,
+    pub(crate) started: Instant,
     pub principal: Principal,
     pub request: ParsedRequest,
     /// Set by the retry check when the request answers questions.
@@ -32,14 +32,14 @@ pub struct RequestCtx {
     pub retry: Option<Box<AcceptedRetry>>,
     /// Set by the task check when a request about a task brought the
     /// gateway's state back.
-    pub task: Option<Box<AcceptedTask>>,
+    pub(crate) task: Option<Box<AcceptedTask>>,
     /// The 2025-11-25 session the request belongs to.
-    pub session: Option<Box<OpenSession>>,
+    pub(crate) session: Option<Box<OpenSession>>,
     /// The request's span (empty when tracing is off).
-    pub trace: RequestTrace,
+    pub(crate) trace: RequestTrace,
     /// The caller's access token, kept only when the upstream's credential
     /// is a token exchange of it.
-    pub subject: Option<crate::credential::SubjectToken>,
+    pub(crate) subject: Option<crate::credential::SubjectToken>,
 }
 
 impl RequestCtx {
@@ -101,7 +101,7 @@ impl RequestCtx {
     }
 
     /// The configured display name of the upstream.
-    pub fn upstream_name(&self) -> &str {
+    pub(crate) fn upstream_name(&self) -> &str {
         self.route.name()
     }
 }
@@ -109,7 +109,7 @@ impl RequestCtx {
 impl RequestCtx {
     /// What every audit event of this request says about it, built only
     /// when an MRTR step has something to record.
-    pub fn audit_context(&self) -> crate::audit::AuditContext {
+    pub(crate) fn audit_context(&self) -> crate::audit::AuditContext {
         audit_context(
             &self.route,
             &self.request_id,
@@ -119,7 +119,7 @@ impl RequestCtx {
     }
 
     /// The JSON-RPC id's text, `null` when there is none.
-    pub fn id(&self) -> Option<&str> {
+    pub(crate) fn id(&self) -> Option<&str> {
         self.request.id()
     }
 }

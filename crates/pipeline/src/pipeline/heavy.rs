@@ -23,13 +23,13 @@ use crate::config::InspectionLimits;
 use crate::model::{Reason, Refusal};
 
 /// The metric families of every lane, registered once with the registry.
-pub struct HeavyMetrics {
+pub(crate) struct HeavyMetrics {
     inspections: IntCounterVec,
     waiting: IntGaugeVec,
 }
 
 impl HeavyMetrics {
-    pub fn new(registry: &Described) -> Result<Self, prometheus::Error> {
+    pub(crate) fn new(registry: &Described) -> Result<Self, prometheus::Error> {
         let inspections = IntCounterVec::new(
             Opts::new(
                 "portcullis_heavy_inspections_total",
@@ -54,7 +54,7 @@ impl HeavyMetrics {
 }
 
 /// One upstream's lane for large messages (one per config generation).
-pub struct HeavyLane {
+pub(crate) struct HeavyLane {
     limits: InspectionLimits,
     running: Arc<Semaphore>,
     waiting: AtomicUsize,
@@ -64,7 +64,7 @@ pub struct HeavyLane {
 }
 
 impl HeavyLane {
-    pub fn new(limits: InspectionLimits, metrics: &HeavyMetrics, upstream: &str) -> Self {
+    pub(crate) fn new(limits: InspectionLimits, metrics: &HeavyMetrics, upstream: &str) -> Self {
         let outcome = |o: &str| metrics.inspections.with_label_values(&[upstream, o]);
         HeavyLane {
             limits,
@@ -77,14 +77,14 @@ impl HeavyLane {
     }
 
     /// Whether a message of `len` bytes is inspected off the workers.
-    pub fn is_heavy(&self, len: usize) -> bool {
+    pub(crate) fn is_heavy(&self, len: usize) -> bool {
         len > self.limits.inline_bytes
     }
 
     /// This upstream's turn to inspect one large message: at once when one
     /// of its places is free, after the messages waiting before it when the
     /// queue has room, refused otherwise.
-    pub async fn admit(self: &Arc<Self>) -> Result<Turn, Refusal> {
+    pub(crate) async fn admit(self: &Arc<Self>) -> Result<Turn, Refusal> {
         if let Ok(permit) = self.running.clone().try_acquire_owned() {
             return Ok(self.turn(permit));
         }
@@ -139,7 +139,7 @@ fn busy() -> Refusal {
 
 /// A place in one upstream's lane, held until the work given to it ends
 /// (even when the request that waits for it is gone).
-pub struct Turn {
+pub(crate) struct Turn {
     permit: OwnedSemaphorePermit,
     lane: Arc<HeavyLane>,
 }
@@ -148,7 +148,7 @@ impl Turn {
     /// Run `work` on a blocking thread and wait for it. A panic in it goes
     /// on where the caller waits, as it would have inline; the only error
     /// is a runtime that shuts down before the work starts.
-    pub async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Refusal> {

@@ -6,29 +6,29 @@
 //! request, in this order; refusals leave through [`refuse`], every request
 //! through its [`record::RequestRecord`].
 
-pub mod access;
-pub mod answer;
-pub mod body;
-pub mod bridge;
-pub mod carry;
-pub mod credential;
+pub(crate) mod access;
+pub(crate) mod answer;
+pub(crate) mod body;
+pub(crate) mod bridge;
+pub(crate) mod carry;
+pub(crate) mod credential;
 pub mod ctx;
-pub mod federate;
+pub(crate) mod federate;
 mod health;
-pub mod heavy;
+pub(crate) mod heavy;
 pub mod record;
-pub mod refuse;
-pub mod reply;
+pub(crate) mod refuse;
+pub(crate) mod reply;
 pub mod request;
-pub mod resource;
+pub(crate) mod resource;
 pub mod response;
 pub mod retry;
-pub mod route;
-pub mod session;
+pub(crate) mod route;
+pub(crate) mod session;
 pub mod sse;
-pub mod task;
+pub(crate) mod task;
 
-pub use portcullis_dataplane::{forward, stdio};
+pub(crate) use portcullis_dataplane::{forward, stdio};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,7 +47,7 @@ use crate::telemetry::{Phase, RequestTrace};
 use crate::throttle::{Scope, Throttle};
 use body::ProxyBody;
 use ctx::RequestCtx;
-pub use portcullis_dataplane::Peer;
+pub(crate) use portcullis_dataplane::Peer;
 use record::{Metrics, RequestRecord};
 use refuse::Refused;
 use request::head::HeadRules;
@@ -57,19 +57,19 @@ use route::{Endpoint, Route, RouteTable};
 /// A request once its head, its caller and its message are checked: what
 /// the phases on the way to an upstream start from.
 pub(crate) struct Inbound {
-    pub parts: http::request::Parts,
+    pub(crate) parts: http::request::Parts,
     /// The `Host` the client addressed (forwarded as `X-Forwarded-Host`).
-    pub authority: HeaderValue,
-    pub principal: crate::identify::Principal,
-    pub request: ParsedRequest,
-    pub peer: Arc<Peer>,
-    pub request_id: Arc<str>,
-    pub started: Instant,
-    pub trace: RequestTrace,
+    pub(crate) authority: HeaderValue,
+    pub(crate) principal: crate::identify::Principal,
+    pub(crate) request: ParsedRequest,
+    pub(crate) peer: Arc<Peer>,
+    pub(crate) request_id: Arc<str>,
+    pub(crate) started: Instant,
+    pub(crate) trace: RequestTrace,
     /// The caller's access token, when an upstream exchanges it.
-    pub subject: Option<crate::credential::SubjectToken>,
+    pub(crate) subject: Option<crate::credential::SubjectToken>,
     /// Made by the bridge from a client's request: never carried again.
-    pub carried: bool,
+    pub(crate) carried: bool,
 }
 
 /// The runtime services of one config generation, built from its settings.
@@ -85,7 +85,7 @@ pub struct Gateway {
     /// The pinned listings (rug pulls), carried from generation to generation.
     pub listings: Arc<ListingStore>,
     /// The bridged calls waiting on this instance for a client's answers.
-    pub bridge: Arc<bridge::BridgeCalls>,
+    pub(crate) bridge: Arc<bridge::BridgeCalls>,
 }
 
 pub use carry::Carried;
@@ -136,13 +136,13 @@ impl Gateway {
     }
 
     /// The single-use store, handed on to the next config's gateway.
-    pub fn replay_store(&self) -> &Arc<ReplayStore> {
+    pub(crate) fn replay_store(&self) -> &Arc<ReplayStore> {
         &self.mrtr.replay
     }
 
     /// Handle one HTTP request from a client. `request_id` is its
     /// `X-Request-Id` (the request-id layer set it).
-    pub async fn handle(
+    pub(crate) async fn handle(
         self: Arc<Self>,
         req: Request<Incoming>,
         peer: Arc<Peer>,

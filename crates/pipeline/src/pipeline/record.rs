@@ -16,7 +16,7 @@ use super::heavy::HeavyMetrics;
 use crate::model::{Fallback, Generation, Health, HealthReport, McpMethod, Reason, StoreUser};
 use crate::policy::inspect::{Action, Report, Verdict};
 use crate::telemetry::{Phase, RequestTrace};
-pub use portcullis_dataplane::described::{Described, Family};
+pub(crate) use portcullis_dataplane::described::{Described, Family};
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -32,14 +32,14 @@ pub struct Metrics {
     input_required: IntCounterVec,
     policy_verdicts: IntCounterVec,
     listing_intents: IntCounterVec,
-    pub connections: IntGauge,
+    pub(crate) connections: IntGauge,
     state_refusals: IntCounterVec,
     operation_rounds: HistogramVec,
     rate_limited: IntCounterVec,
     listing_changes: IntCounterVec,
     upstream_errors: IntCounterVec,
     /// Federated routes' upstreams left out (`federate/`).
-    pub federation: super::federate::FederationMetrics,
+    pub(crate) federation: super::federate::FederationMetrics,
     config_reloads: IntCounterVec,
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
@@ -47,16 +47,16 @@ pub struct Metrics {
     jwks_fetch_failures: IntCounterVec,
     backends: BackendMetrics,
     /// The lanes of large-message inspection (`heavy.rs`).
-    pub heavy: HeavyMetrics,
+    pub(crate) heavy: HeavyMetrics,
     /// Bridged sessions and their questions (`bridge/`).
-    pub bridge: super::bridge::BridgeMetrics,
+    pub(crate) bridge: super::bridge::BridgeMetrics,
     /// The stdio upstreams' programs (`stdio/`).
-    pub stdio: Arc<super::stdio::StdioMetrics>,
-    pub credentials: super::credential::CredentialMetrics,
+    pub(crate) stdio: Arc<super::stdio::StdioMetrics>,
+    pub(crate) credentials: super::credential::CredentialMetrics,
     /// Lifecycle state the admin listener and open streams share with the
     /// server across config generations: readiness, and the drain cut.
     pub ready: AtomicBool,
-    pub drain: crate::model::DrainSignal,
+    pub(crate) drain: crate::model::DrainSignal,
 }
 
 impl Metrics {
@@ -242,7 +242,7 @@ impl Metrics {
 
     /// The metric handles of `upstream`, resolved now (which also makes its
     /// label set known at start, so dashboards show zeros, not gaps).
-    pub fn upstream(&self, upstream: &str) -> Arc<UpstreamMetrics> {
+    pub(crate) fn upstream(&self, upstream: &str) -> Arc<UpstreamMetrics> {
         let duration = |stream: &str| self.request_duration.with_label_values(&[upstream, stream]);
         Arc::new(UpstreamMetrics {
             label: Arc::from(upstream),
@@ -254,19 +254,19 @@ impl Metrics {
         })
     }
 
-    pub fn state_refused(&self, upstream: &str, reason: Reason) {
+    pub(crate) fn state_refused(&self, upstream: &str, reason: Reason) {
         self.state_refusals
             .with_label_values(&[upstream, reason.as_str()])
             .inc();
     }
 
-    pub fn operation_completed(&self, upstream: &str, rounds: u32) {
+    pub(crate) fn operation_completed(&self, upstream: &str, rounds: u32) {
         self.operation_rounds
             .with_label_values(&[upstream])
             .observe(f64::from(rounds));
     }
 
-    pub fn rate_limited(&self, upstream: &str, scope: &'static str) {
+    pub(crate) fn rate_limited(&self, upstream: &str, scope: &'static str) {
         self.rate_limited
             .with_label_values(&[upstream, scope])
             .inc();
@@ -280,7 +280,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn upstream_error(&self, upstream: &str, reason: Reason) {
+    pub(crate) fn upstream_error(&self, upstream: &str, reason: Reason) {
         self.upstream_errors
             .with_label_values(&[upstream, reason.as_str()])
             .inc();
@@ -289,7 +289,7 @@ impl Metrics {
     /// One upstream's part of a federated route's merged answer, counted in
     /// `portcullis_requests_total` under that upstream (`outcome`: `ok` or
     /// the refusal reason that left it out).
-    pub fn federated_part(&self, upstream: &str, method: McpMethod, outcome: &str) {
+    pub(crate) fn federated_part(&self, upstream: &str, method: McpMethod, outcome: &str) {
         self.requests
             .with_label_values(&[upstream, method.as_str(), outcome])
             .inc();
@@ -323,7 +323,7 @@ impl Metrics {
 
     /// Count one inspected `input_required` result and its verdicts. Rule and
     /// action names come from the gateway's fixed sets.
-    pub fn record_input_required(
+    pub(crate) fn record_input_required(
         &self,
         upstream: &str,
         generation: Generation,
@@ -345,7 +345,12 @@ impl Metrics {
     /// The text rules' findings on what is not a question (a notification's
     /// text, a server's instructions, a list's items) and the intents found
     /// in what a server lists.
-    pub fn record_text_verdicts(&self, upstream: &str, generation: Generation, report: &Report) {
+    pub(crate) fn record_text_verdicts(
+        &self,
+        upstream: &str,
+        generation: Generation,
+        report: &Report,
+    ) {
         let generation = generation.as_str();
         for v in report.verdicts.iter().filter(|v| v.action != Action::Pass) {
             self.policy_verdicts
@@ -359,13 +364,13 @@ impl Metrics {
         }
     }
 
-    pub fn panicked(&self) {
+    pub(crate) fn panicked(&self) {
         self.panics.inc();
     }
 
     /// Where the backends (the Redis users, the audit sink) report their
     /// failures: counted here.
-    pub fn health(self: &Arc<Self>) -> HealthReport {
+    pub(crate) fn health(self: &Arc<Self>) -> HealthReport {
         let me = Arc::downgrade(self);
         HealthReport::new(move |h| {
             if let Some(m) = me.upgrade() {
@@ -375,7 +380,7 @@ impl Metrics {
     }
 
     /// A decision taken without the shared store.
-    pub fn store_fell_back(&self, user: StoreUser, fallback: Fallback) {
+    pub(crate) fn store_fell_back(&self, user: StoreUser, fallback: Fallback) {
         self.backends.count(Health::StoreFellBack(user, fallback));
     }
 
@@ -444,9 +449,9 @@ impl ReloadMetrics {
 /// `with_label_values` look-up hashes every label value and takes a lock,
 /// three times per request otherwise. `requests_total` with outcome `ok` is
 /// resolved per method on first use; other outcomes are rare and looked up.
-pub struct UpstreamMetrics {
+pub(crate) struct UpstreamMetrics {
     /// The `upstream` label (the configured id).
-    pub label: Arc<str>,
+    pub(crate) label: Arc<str>,
     /// Indexed by "is an event stream" (the `stream` label).
     request_duration: [Histogram; 2],
     upstream_duration: Histogram,
@@ -455,7 +460,7 @@ pub struct UpstreamMetrics {
 }
 
 impl UpstreamMetrics {
-    pub fn observe_upstream(&self, started: Instant) {
+    pub(crate) fn observe_upstream(&self, started: Instant) {
         self.upstream_duration
             .observe(started.elapsed().as_secs_f64());
     }
@@ -463,7 +468,7 @@ impl UpstreamMetrics {
 
 /// How a request ended, as counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Ok,
     Refused(Reason),
     /// The client went away before the response was complete.
@@ -482,7 +487,7 @@ impl Outcome {
 
 /// Counts one request from its start until its response body is finished or
 /// dropped; lives inside the response body so a stream is timed to its end.
-pub struct RequestRecord {
+pub(crate) struct RequestRecord {
     metrics: Arc<Metrics>,
     started: Instant,
     upstream: Option<Arc<UpstreamMetrics>>,
@@ -513,7 +518,7 @@ struct AccessLine {
 const MAX_LOGGED_TARGET_CHARS: usize = 128;
 
 impl RequestRecord {
-    pub fn start(metrics: Arc<Metrics>, started: Instant) -> Self {
+    pub(crate) fn start(metrics: Arc<Metrics>, started: Instant) -> Self {
         metrics.in_flight.inc();
         RequestRecord {
             metrics,
@@ -530,13 +535,13 @@ impl RequestRecord {
     }
 
     /// Keep the request's span open until the response ends.
-    pub fn set_trace(&mut self, trace: RequestTrace) {
+    pub(crate) fn set_trace(&mut self, trace: RequestTrace) {
         self.trace = trace;
     }
 
     /// Write one access log line (target `portcullis::access`) when the
     /// request ends.
-    pub fn log_access(&mut self, request_id: Arc<str>) {
+    pub(crate) fn log_access(&mut self, request_id: Arc<str>) {
         self.access = Some(Box::new(AccessLine {
             request_id,
             status: 0,
@@ -545,47 +550,47 @@ impl RequestRecord {
     }
 
     /// The HTTP status of the response head.
-    pub fn set_status(&mut self, status: http::StatusCode) {
+    pub(crate) fn set_status(&mut self, status: http::StatusCode) {
         if let Some(a) = self.access.as_mut() {
             a.status = status.as_u16();
         }
     }
 
     /// The tool, prompt or resource the request names (access log only).
-    pub fn set_target(&mut self, target: Option<&str>) {
+    pub(crate) fn set_target(&mut self, target: Option<&str>) {
         if let Some(a) = self.access.as_mut() {
             a.target = target.map(|t| t.chars().take(MAX_LOGGED_TARGET_CHARS).collect());
         }
     }
 
     /// The deadline for the response head (see [`crate::model::Deadline`]).
-    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+    pub(crate) fn set_deadline(&mut self, deadline: Option<Instant>) {
         self.deadline = deadline;
     }
 
-    pub fn set_upstream(&mut self, upstream: Arc<UpstreamMetrics>) {
+    pub(crate) fn set_upstream(&mut self, upstream: Arc<UpstreamMetrics>) {
         self.upstream = Some(upstream);
     }
 
-    pub fn upstream_label(&self) -> Option<Arc<str>> {
+    pub(crate) fn upstream_label(&self) -> Option<Arc<str>> {
         self.upstream.as_ref().map(|u| u.label.clone())
     }
 
-    pub fn set_method(&mut self, method: McpMethod) {
+    pub(crate) fn set_method(&mut self, method: McpMethod) {
         self.method = Some(method);
     }
 
-    pub fn set_outcome(&mut self, outcome: Outcome) {
+    pub(crate) fn set_outcome(&mut self, outcome: Outcome) {
         self.outcome = outcome;
     }
 
     /// The response is an event stream (timed apart from whole answers).
-    pub fn set_streamed(&mut self) {
+    pub(crate) fn set_streamed(&mut self) {
         self.streamed = true;
     }
 
     /// The response went out whole.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.finished = true;
     }
 }

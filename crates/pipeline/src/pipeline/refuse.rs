@@ -17,12 +17,12 @@ use crate::model::{McpMethod, Reason, Refusal};
 #[derive(Debug)]
 pub struct Refused {
     /// The JSON-RPC id's text.
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
     pub refusal: Refusal,
-    pub upstream: Option<String>,
+    pub(crate) upstream: Option<String>,
     /// The body's method, when the body could be read that far.
-    pub method: Option<McpMethod>,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) method: Option<McpMethod>,
+    pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl From<Refusal> for Refused {
@@ -38,7 +38,7 @@ impl From<Refusal> for Refused {
 }
 
 impl Refused {
-    pub fn new(refusal: Refusal, id: Option<&str>, upstream: &str) -> Refused {
+    pub(crate) fn new(refusal: Refusal, id: Option<&str>, upstream: &str) -> Refused {
         Refused {
             id: id.map(str::to_owned),
             refusal,
@@ -48,7 +48,7 @@ impl Refused {
         }
     }
 
-    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Refused {
+    pub(crate) fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Refused {
         self.headers.push((name, value));
         self
     }
@@ -56,12 +56,12 @@ impl Refused {
     /// Fill in what the phase that refused did not know.
     /// The refusal as the answer to the client's request `id`, whatever
     /// request of the gateway's own it first answered.
-    pub fn addressed_to(mut self, id: Option<&str>) -> Refused {
+    pub(crate) fn addressed_to(mut self, id: Option<&str>) -> Refused {
         self.id = id.map(str::to_owned);
         self
     }
 
-    pub fn within(mut self, id: Option<&str>, upstream: &str) -> Refused {
+    pub(crate) fn within(mut self, id: Option<&str>, upstream: &str) -> Refused {
         if self.id.is_none() {
             self.id = id.map(str::to_owned);
         }
@@ -73,7 +73,7 @@ impl Refused {
 }
 
 /// Answer with a JSON-RPC error, counted under its reason.
-pub fn respond(
+pub(crate) fn respond(
     mut record: RequestRecord,
     refused: Refused,
     request_id: &str,
@@ -105,12 +105,12 @@ pub fn respond(
 }
 
 /// The JSON-RPC error body for `id` (JSON text; `null` when unknown).
-pub fn error_bytes(id: Option<&str>, refusal: &Refusal, upstream: Option<&str>) -> Bytes {
+pub(crate) fn error_bytes(id: Option<&str>, refusal: &Refusal, upstream: Option<&str>) -> Bytes {
     error_body(id, refusal, upstream)
 }
 
 /// A JSON-RPC error response with the refusal's HTTP status.
-pub fn error_response(
+pub(crate) fn error_response(
     id: Option<&str>,
     refusal: &Refusal,
     upstream: Option<&str>,

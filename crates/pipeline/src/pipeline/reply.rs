@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::body::ProxyBody;
 use crate::headers::MCP_SESSION_ID;
 
-pub fn json_response(body: Vec<u8>, session: Option<HeaderValue>) -> Response<ProxyBody> {
+pub(crate) fn json_response(body: Vec<u8>, session: Option<HeaderValue>) -> Response<ProxyBody> {
     let mut resp = Response::new(ProxyBody::full(Bytes::from(body)));
     let headers = resp.headers_mut();
     headers.insert(
@@ -24,13 +24,13 @@ pub fn json_response(body: Vec<u8>, session: Option<HeaderValue>) -> Response<Pr
 }
 
 /// A JSON-RPC message to the client's `id` (its JSON text, as written).
-pub fn message(id: Option<&str>, member: &str, value: &Value) -> Vec<u8> {
+pub(crate) fn message(id: Option<&str>, member: &str, value: &Value) -> Vec<u8> {
     let value = serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned());
     let id = id.unwrap_or("null");
     format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{member}\":{value}}}").into_bytes()
 }
 
-pub fn result_response(
+pub(crate) fn result_response(
     id: Option<&str>,
     result: Value,
     session: Option<HeaderValue>,
@@ -38,15 +38,15 @@ pub fn result_response(
     json_response(message(id, "result", &result), session)
 }
 
-pub fn error_response(id: Option<&str>, error: &Value) -> Response<ProxyBody> {
+pub(crate) fn error_response(id: Option<&str>, error: &Value) -> Response<ProxyBody> {
     json_response(message(id, "error", error), None)
 }
 
-pub fn accepted() -> Response<ProxyBody> {
+pub(crate) fn accepted() -> Response<ProxyBody> {
     accepted_with(StatusCode::ACCEPTED)
 }
 
-pub fn accepted_with(status: StatusCode) -> Response<ProxyBody> {
+pub(crate) fn accepted_with(status: StatusCode) -> Response<ProxyBody> {
     let mut resp = Response::new(ProxyBody::empty());
     *resp.status_mut() = status;
     resp

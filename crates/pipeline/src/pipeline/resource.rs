@@ -17,13 +17,13 @@ use crate::identify::{AuthFailure, Challenge};
 use crate::model::{Reason, Refusal};
 
 /// Whether `path` is where protected resource metadata is served.
-pub fn is_metadata_path(path: &str) -> bool {
+pub(crate) fn is_metadata_path(path: &str) -> bool {
     path.strip_prefix(METADATA_PATH)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// The metadata document of the route at `route_path`.
-pub fn metadata(
+pub(crate) fn metadata(
     parts: &Parts,
     rules: &HeadRules<'_>,
     route_path: &str,
@@ -86,15 +86,20 @@ fn not_found() -> Refused {
 
 /// What a request's challenges say of the route: its resource identifier
 /// and where its metadata is.
-pub struct Protected<'a> {
-    pub config: &'a ProtectedResource,
-    pub resource: String,
-    pub metadata_url: String,
+pub(crate) struct Protected<'a> {
+    pub(crate) config: &'a ProtectedResource,
+    pub(crate) resource: String,
+    pub(crate) metadata_url: String,
 }
 
 impl<'a> Protected<'a> {
     /// For a request to `path` at the checked `authority`.
-    pub fn of(route: &'a Route, peer: &Peer, authority: &HeaderValue, path: &str) -> Option<Self> {
+    pub(crate) fn of(
+        route: &'a Route,
+        peer: &Peer,
+        authority: &HeaderValue,
+        path: &str,
+    ) -> Option<Self> {
         let config = route.config.protected.as_ref()?;
         let resource = config.resource(peer.tls, authority.to_str().unwrap_or_default(), path);
         let metadata_url = ProtectedResource::metadata_url(&resource);
@@ -106,7 +111,7 @@ impl<'a> Protected<'a> {
     }
 
     /// The `WWW-Authenticate` value for `failure` on this resource.
-    pub fn challenge(&self, failure: &AuthFailure) -> HeaderValue {
+    pub(crate) fn challenge(&self, failure: &AuthFailure) -> HeaderValue {
         failure.www_authenticate(Some(Challenge {
             resource_metadata: &self.metadata_url,
             scopes: &self.config.required_scopes,

@@ -18,67 +18,71 @@ use crate::model::{split, TargetKind};
 /// An upstream and its connection pool, shared by every path routed to it.
 pub struct RoutedUpstream {
     pub settings: Arc<UpstreamRoute>,
-    pub client: UpstreamClient,
+    pub(crate) client: UpstreamClient,
     /// The `upstream` label of metrics (the configured id).
-    pub label: Arc<str>,
+    pub(crate) label: Arc<str>,
     /// Its metric handles, resolved once.
-    pub metrics: Arc<UpstreamMetrics>,
+    pub(crate) metrics: Arc<UpstreamMetrics>,
     /// Its share of the inspection of large messages.
-    pub heavy: Arc<HeavyLane>,
+    pub(crate) heavy: Arc<HeavyLane>,
     /// Which protocol generations it speaks (configured, or discovered).
-    pub speaks: Speaks,
+    pub(crate) speaks: Speaks,
 }
 
 /// A path to one upstream; in a federated route, one of its upstreams.
 pub struct Route {
     pub upstream: Arc<RoutedUpstream>,
-    pub config: Arc<RouteConfig>,
+    pub(crate) config: Arc<RouteConfig>,
     /// Set when this is an upstream of a federated route.
-    pub member: Option<Member>,
+    pub(crate) member: Option<Member>,
 }
 
 /// An upstream's place in a federated route.
-pub struct Member {
+pub(crate) struct Member {
     /// What its tool and prompt names and resource URIs start with.
-    pub prefix: Arc<str>,
+    pub(crate) prefix: Arc<str>,
     /// The federated route's path (what its sessions are bound to).
-    pub path: Arc<str>,
+    pub(crate) path: Arc<str>,
 }
 
 impl Route {
     /// The upstream's configured display name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.upstream.settings.name
     }
 
     /// The prefix its names are exposed under (federated routes only).
-    pub fn prefix(&self) -> Option<&str> {
+    pub(crate) fn prefix(&self) -> Option<&str> {
         self.member.as_ref().map(|m| &*m.prefix)
     }
 }
 
 /// One path answering as one server over several upstreams.
-pub struct Federated {
-    pub path: Arc<str>,
-    pub config: Arc<RouteConfig>,
-    pub settings: FederationSettings,
+pub(crate) struct Federated {
+    pub(crate) path: Arc<str>,
+    pub(crate) config: Arc<RouteConfig>,
+    pub(crate) settings: FederationSettings,
     /// Each upstream's route, in the configured order.
-    pub members: Vec<Arc<Route>>,
+    pub(crate) members: Vec<Arc<Route>>,
     /// The metrics of the requests answered from every upstream (labelled
     /// with the route's name).
-    pub metrics: Arc<UpstreamMetrics>,
+    pub(crate) metrics: Arc<UpstreamMetrics>,
 }
 
 impl Federated {
     /// The upstream whose names start with `prefix`.
-    pub fn by_prefix(&self, prefix: &str) -> Option<&Arc<Route>> {
+    pub(crate) fn by_prefix(&self, prefix: &str) -> Option<&Arc<Route>> {
         self.members.iter().find(|m| m.prefix() == Some(prefix))
     }
 
     /// The upstream an exposed name of `kind` belongs to, and the name as
     /// that upstream wrote it: the one whose prefix starts it, else the one
     /// with an empty prefix (which exposes its names as they are).
-    pub fn owner<'a>(&self, kind: TargetKind, exposed: &'a str) -> Option<(&Arc<Route>, &'a str)> {
+    pub(crate) fn owner<'a>(
+        &self,
+        kind: TargetKind,
+        exposed: &'a str,
+    ) -> Option<(&Arc<Route>, &'a str)> {
         let prefixed = split(kind, exposed)
             .filter(|(prefix, _)| !prefix.is_empty())
             .and_then(|(prefix, own)| Some((self.by_prefix(prefix)?, own)));
@@ -86,12 +90,12 @@ impl Federated {
     }
 
     /// The upstream with the configured `id`.
-    pub fn by_id(&self, id: &str) -> Option<&Arc<Route>> {
+    pub(crate) fn by_id(&self, id: &str) -> Option<&Arc<Route>> {
         self.members.iter().find(|m| m.upstream.settings.id == id)
     }
 
     /// The prefixes, quoted, for messages that list them.
-    pub fn prefixes(&self) -> String {
+    pub(crate) fn prefixes(&self) -> String {
         let quoted: Vec<String> = self
             .members
             .iter()
@@ -103,7 +107,7 @@ impl Federated {
 }
 
 /// What a path leads to.
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     One(Arc<Route>),
     Federated(Arc<Federated>),
 }
@@ -111,7 +115,7 @@ pub enum Endpoint {
 impl Endpoint {
     /// The route whose settings the request's head and credentials are
     /// checked against (a federated route's upstreams share them).
-    pub fn front(&self) -> &Arc<Route> {
+    pub(crate) fn front(&self) -> &Arc<Route> {
         match self {
             Endpoint::One(route) => route,
             // A federated route has at least one upstream (config check).
@@ -120,7 +124,7 @@ impl Endpoint {
     }
 
     /// The route a request for the upstream `id` takes on this endpoint.
-    pub fn member(&self, id: &str) -> Option<&Arc<Route>> {
+    pub(crate) fn member(&self, id: &str) -> Option<&Arc<Route>> {
         match self {
             Endpoint::One(route) => (route.upstream.settings.id == id).then_some(route),
             Endpoint::Federated(f) => f.by_id(id),
@@ -140,7 +144,7 @@ pub struct RouteTable {
 impl RouteTable {
     /// The table for `config`; an upstream whose connection settings match
     /// one of `previous` keeps that pool (and its open connections).
-    pub fn new(
+    pub(crate) fn new(
         config: &GatewayConfig,
         metrics: &Metrics,
         previous: &Pools,
@@ -215,7 +219,7 @@ impl RouteTable {
     }
 
     /// The pools this table's upstreams use (what the next one may keep).
-    pub fn pools(&self) -> &Pools {
+    pub(crate) fn pools(&self) -> &Pools {
         &self.pools
     }
 
@@ -237,7 +241,7 @@ impl RouteTable {
 
     /// The protected route whose metadata is served at `path` (a trailing
     /// slash is the same), with the route's path.
-    pub fn protected_at(&self, path: &str) -> Option<(&str, &Endpoint)> {
+    pub(crate) fn protected_at(&self, path: &str) -> Option<(&str, &Endpoint)> {
         let route = self
             .metadata
             .get(path)
@@ -246,7 +250,7 @@ impl RouteTable {
     }
 
     /// Exact path match; a trailing slash is the same endpoint.
-    pub fn select(&self, path: &str) -> Option<&Endpoint> {
+    pub(crate) fn select(&self, path: &str) -> Option<&Endpoint> {
         self.by_path
             .get(path)
             .or_else(|| path.strip_suffix('/').and_then(|p| self.by_path.get(p)))

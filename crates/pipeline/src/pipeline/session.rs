@@ -14,8 +14,8 @@ use crate::sessions::{SessionState, TokenError, SESSION_PREFIX};
 
 /// An opened gateway session.
 #[derive(Debug, Clone)]
-pub struct OpenSession {
-    pub state: SessionState,
+pub(crate) struct OpenSession {
+    pub(crate) state: SessionState,
 }
 
 fn invalid(message: &str) -> Refusal {
@@ -23,7 +23,7 @@ fn invalid(message: &str) -> Refusal {
 }
 
 /// Open the client's session id, when the request carries one.
-pub async fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refusal> {
+pub(crate) async fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refusal> {
     if ctx.request.generation() != Generation::Sessions {
         return Ok(());
     }
@@ -111,7 +111,7 @@ fn store_unavailable() -> Refusal {
 /// instance sharing the single-use store, until it would have expired. (A
 /// federated route's session ends once all its upstreams were asked:
 /// [`end_session`].)
-pub async fn end(ctx: &RequestCtx) -> Result<(), Refusal> {
+pub(crate) async fn end(ctx: &RequestCtx) -> Result<(), Refusal> {
     match ctx.session.as_ref() {
         Some(session) if ctx.route.member.is_none() => {
             end_session(&ctx.gateway, &session.state).await
@@ -121,7 +121,10 @@ pub async fn end(ctx: &RequestCtx) -> Result<(), Refusal> {
 }
 
 /// The session `state` is over (see [`end`]).
-pub async fn end_session(gateway: &super::Gateway, state: &SessionState) -> Result<(), Refusal> {
+pub(crate) async fn end_session(
+    gateway: &super::Gateway,
+    state: &SessionState,
+) -> Result<(), Refusal> {
     let until = state.expires_secs(gateway.config.state.session_lifetime);
     gateway
         .mrtr
@@ -137,7 +140,7 @@ pub async fn end_session(gateway: &super::Gateway, state: &SessionState) -> Resu
 }
 
 /// The session header the upstream gets: its own session id, or none.
-pub fn to_upstream(ctx: &RequestCtx, headers: &mut HeaderMap) {
+pub(crate) fn to_upstream(ctx: &RequestCtx, headers: &mut HeaderMap) {
     headers.remove(&MCP_SESSION_ID);
     let upstream = ctx
         .session
@@ -151,7 +154,10 @@ pub fn to_upstream(ctx: &RequestCtx, headers: &mut HeaderMap) {
 
 /// A new gateway session for the answer to `initialize`, carrying the
 /// upstream's own session id (when it sent one).
-pub fn mint(ctx: &RequestCtx, upstream_session: Option<&HeaderValue>) -> Option<HeaderValue> {
+pub(crate) fn mint(
+    ctx: &RequestCtx,
+    upstream_session: Option<&HeaderValue>,
+) -> Option<HeaderValue> {
     let upstream_session = match upstream_session {
         None => None,
         Some(v) => Some(v.to_str().ok()?.to_owned()),
@@ -161,7 +167,7 @@ pub fn mint(ctx: &RequestCtx, upstream_session: Option<&HeaderValue>) -> Option<
 
 /// A new bridged session (`pipeline::bridge`): the gateway answered
 /// `initialize`; the upstream has no session.
-pub fn mint_bridged(ctx: &RequestCtx) -> Option<HeaderValue> {
+pub(crate) fn mint_bridged(ctx: &RequestCtx) -> Option<HeaderValue> {
     let mut state = new_state(ctx, None);
     state.bridged = true;
     seal(ctx, state)

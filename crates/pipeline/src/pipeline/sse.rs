@@ -8,10 +8,10 @@ use bytes::{Buf, Bytes, BytesMut};
 /// and the payload of its `data:` lines joined with `\n`, if it had any.
 #[derive(Debug, PartialEq, Eq)]
 pub struct SseEvent {
-    pub raw: Bytes,
+    pub(crate) raw: Bytes,
     pub data: Option<String>,
     /// The `id` field (what a client resumes from with `Last-Event-ID`).
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -59,11 +59,6 @@ impl SseFramer {
 
     pub fn push(&mut self, chunk: &[u8]) {
         self.buf.extend_from_slice(chunk);
-    }
-
-    /// Bytes held that do not yet form a whole event.
-    pub fn pending(&self) -> usize {
-        self.buf.len()
     }
 
     /// The next whole event, if one is buffered.
@@ -182,13 +177,13 @@ fn fields_of(raw: &[u8]) -> Result<Fields, SseError> {
 }
 
 /// An event carrying one JSON-RPC message, in the form the gateway writes.
-pub fn event_for(message: &[u8]) -> Bytes {
+pub(crate) fn event_for(message: &[u8]) -> Bytes {
     event_with_id(None, message)
 }
 
 /// An event carrying one JSON-RPC message, keeping the `id` of the event it
 /// replaces (so a client can still resume from it).
-pub fn event_with_id(id: Option<&str>, message: &[u8]) -> Bytes {
+pub(crate) fn event_with_id(id: Option<&str>, message: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(message.len() + 32);
     if let Some(id) = id.filter(|i| !i.contains(['\n', '\r'])) {
         out.extend_from_slice(b"id: ");
@@ -203,7 +198,7 @@ pub fn event_with_id(id: Option<&str>, message: &[u8]) -> Bytes {
 
 /// An event that only moves the client's last event id (the message it
 /// carried was withheld).
-pub fn event_id_only(id: &str) -> Bytes {
+pub(crate) fn event_id_only(id: &str) -> Bytes {
     if id.contains(['\n', '\r']) {
         return Bytes::new();
     }

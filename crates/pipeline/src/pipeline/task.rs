@@ -20,7 +20,7 @@ use crate::mrtr::task::TaskRequest;
 
 /// When the request is about a task and brought the gateway's state: the
 /// body to forward.
-pub async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
+pub(crate) async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
     let request = &ctx.request;
     let method = request.method;
     if !method.is_tasks_method() || request.kind != MessageKind::Request {

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 /// What reaches a waiting call.
 #[derive(Debug)]
-pub enum CallEvent {
+pub(crate) enum CallEvent {
     /// The client answered the question asked under `key`.
     Answer {
         key: String,
@@ -35,7 +35,7 @@ struct Waiting {
 /// those waiting for a 2025-11-25 client's answers, and (`held.rs`) the
 /// 2025-11-25 upstream calls held open for a 2026-07-28 client's retry,
 /// with the upstream sessions they run in.
-pub struct BridgeCalls {
+pub(crate) struct BridgeCalls {
     waiting: Mutex<HashMap<String, Waiting>>,
     /// Names this instance in the states of the calls it holds.
     pub(super) instance: String,
@@ -55,9 +55,9 @@ impl Default for BridgeCalls {
 }
 
 /// A call's place in [`BridgeCalls`], given back when dropped.
-pub struct Registration {
+pub(crate) struct Registration {
     calls: Arc<BridgeCalls>,
-    pub id: String,
+    pub(crate) id: String,
 }
 
 impl Drop for Registration {
@@ -71,8 +71,14 @@ impl BridgeCalls {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether no call waits here.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     /// Register a call of `session`, known to the client as `client_id`.
-    pub fn register(
+    pub(crate) fn register(
         self: &Arc<Self>,
         id: String,
         session: &str,
@@ -95,19 +101,19 @@ impl BridgeCalls {
     }
 
     /// Whether the call `id` waits here.
-    pub fn is_waiting(&self, id: &str) -> bool {
+    pub(crate) fn is_waiting(&self, id: &str) -> bool {
         self.lock().get(id).is_some_and(|w| !w.events.is_closed())
     }
 
     /// Hand `event` to the call `id`; false when it no longer waits here.
-    pub fn deliver(&self, id: &str, event: CallEvent) -> bool {
+    pub(crate) fn deliver(&self, id: &str, event: CallEvent) -> bool {
         self.lock()
             .get(id)
             .is_some_and(|w| w.events.send(event).is_ok())
     }
 
     /// The client of `session` cancelled its request `client_id`.
-    pub fn cancel(&self, session: &str, client_id: &Value) {
+    pub(crate) fn cancel(&self, session: &str, client_id: &Value) {
         let client_id = client_id.to_string();
         for w in self.lock().values() {
             if w.session == session && w.client_id == client_id {
@@ -117,21 +123,12 @@ impl BridgeCalls {
     }
 
     /// The session ended: each of its calls is cancelled.
-    pub fn end_session(&self, session: &str) {
+    pub(crate) fn end_session(&self, session: &str) {
         for w in self.lock().values() {
             if w.session == session {
                 let _ = w.events.send(CallEvent::Cancelled);
             }
         }
-    }
-
-    /// How many calls wait here.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

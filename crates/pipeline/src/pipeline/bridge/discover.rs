@@ -24,7 +24,7 @@ const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 
 /// What the gateway knows of the generations one upstream speaks: read on
 /// every request of a generation not yet known, so it is two atomics.
-pub struct Speaks {
+pub(crate) struct Speaks {
     configured: Option<Vec<Generation>>,
     /// Set once known by an upstream that speaks exactly one generation
     /// (a stdio program's face).
@@ -68,7 +68,7 @@ impl Seen {
 }
 
 impl Speaks {
-    pub fn new(
+    pub(crate) fn new(
         configured: Option<Vec<Generation>>,
         only: Option<Arc<OnceLock<Generation>>>,
     ) -> Speaks {
@@ -81,7 +81,7 @@ impl Speaks {
     }
 
     /// Whether it speaks `generation`, when known without asking.
-    pub fn speaks(&self, generation: Generation) -> Option<bool> {
+    pub(crate) fn speaks(&self, generation: Generation) -> Option<bool> {
         if let Some(only) = self.only.as_ref().and_then(|o| o.get()) {
             return Some(*only == generation);
         }
@@ -92,19 +92,19 @@ impl Speaks {
     }
 
     /// Whether it speaks 2025-11-25 sessions, when known without asking.
-    pub fn sessions(&self) -> Option<bool> {
+    pub(crate) fn sessions(&self) -> Option<bool> {
         self.speaks(Generation::Sessions)
     }
 
     /// Remember whether it was seen speaking `generation`.
-    pub fn learn_that(&self, generation: Generation, spoken: bool) {
+    pub(crate) fn learn_that(&self, generation: Generation, spoken: bool) {
         if self.configured.is_none() {
             self.seen(generation).set(spoken);
         }
     }
 
     /// Remember whether it speaks 2025-11-25 sessions.
-    pub fn learn(&self, sessions: bool) {
+    pub(crate) fn learn(&self, sessions: bool) {
         self.learn_that(Generation::Sessions, sessions);
     }
 

@@ -14,28 +14,28 @@ use super::events::Messages;
 
 /// An upstream session the gateway opened.
 #[derive(Clone)]
-pub struct Opened {
+pub(super) struct Opened {
     /// The gateway's session id for it (what its phases open).
-    pub token: HeaderValue,
+    pub(crate) token: HeaderValue,
     /// The version the upstream agreed to.
-    pub version: HeaderValue,
+    pub(crate) version: HeaderValue,
     /// Its `initialize` result, as its policy left it.
-    pub described: Value,
-    pub at: Instant,
+    pub(crate) described: Value,
+    pub(crate) at: Instant,
     /// Kept for every call of its caller; else (an anonymous caller, whom
     /// the gateway cannot tell from another) opened for one call and ended
     /// with it.
-    pub shared: bool,
+    pub(crate) shared: bool,
 }
 
 /// An upstream call held open at a pushed request.
-pub struct Held {
-    pub messages: Messages,
-    pub session: Opened,
+pub(crate) struct Held {
+    pub(crate) messages: Messages,
+    pub(crate) session: Opened,
     /// The pushed request's (sealed) id.
-    pub push: Value,
+    pub(crate) push: Value,
     /// Its round: how many pushes the call has had.
-    pub round: u32,
+    pub(crate) round: u32,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> MutexGuard<'_, T> {
@@ -89,7 +89,7 @@ impl BridgeCalls {
     }
 
     /// How many upstream calls are held here.
-    pub fn held_len(&self) -> usize {
+    pub(crate) fn held_len(&self) -> usize {
         lock(&self.held).len()
     }
 }

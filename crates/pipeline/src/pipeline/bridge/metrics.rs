@@ -8,7 +8,7 @@ use super::super::record::Described;
 
 /// How a question pushed for a bridged call ended (the `outcome` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuestionOutcome {
+pub(crate) enum QuestionOutcome {
     /// Delivered to the client.
     Pushed,
     /// The client answered it (any action, or an error).
@@ -22,7 +22,7 @@ pub enum QuestionOutcome {
 }
 
 impl QuestionOutcome {
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             QuestionOutcome::Pushed => "pushed",
             QuestionOutcome::Answered => "answered",
@@ -34,13 +34,13 @@ impl QuestionOutcome {
 }
 
 /// The bridge's metric families, registered once.
-pub struct BridgeMetrics {
+pub(crate) struct BridgeMetrics {
     sessions: IntCounterVec,
     questions: IntCounterVec,
 }
 
 impl BridgeMetrics {
-    pub fn new(registry: &Described) -> Result<Self, prometheus::Error> {
+    pub(crate) fn new(registry: &Described) -> Result<Self, prometheus::Error> {
         let sessions = IntCounterVec::new(
             Opts::new(
                 "portcullis_bridge_sessions_total",
@@ -63,11 +63,11 @@ impl BridgeMetrics {
         })
     }
 
-    pub fn session_opened(&self, upstream: &str) {
+    pub(crate) fn session_opened(&self, upstream: &str) {
         self.sessions.with_label_values(&[upstream]).inc();
     }
 
-    pub fn questions(&self, upstream: &str, outcome: QuestionOutcome, n: usize) {
+    pub(crate) fn questions(&self, upstream: &str, outcome: QuestionOutcome, n: usize) {
         self.questions
             .with_label_values(&[upstream, outcome.as_str()])
             .inc_by(n as u64);

@@ -18,7 +18,7 @@
 //! found out and remembered ([`discover`]); a server that speaks both
 //! keeps its native traffic.
 
-pub mod calls;
+pub(crate) mod calls;
 mod discover;
 mod events;
 mod held;
@@ -28,9 +28,9 @@ mod metrics;
 mod outbound;
 mod rounds;
 
-pub use calls::BridgeCalls;
-pub use discover::Speaks;
-pub use metrics::BridgeMetrics;
+pub(crate) use calls::BridgeCalls;
+pub(crate) use discover::Speaks;
+pub(crate) use metrics::BridgeMetrics;
 
 use http::request::Parts;
 use http::{HeaderValue, Response, StatusCode};

@@ -43,11 +43,11 @@ const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 pub(super) struct Outbound {
     head: Parts,
     authority: HeaderValue,
-    pub principal: Principal,
-    pub peer: Arc<Peer>,
-    pub request_id: Arc<str>,
-    pub started: Instant,
-    pub trace: RequestTrace,
+    pub(crate) principal: Principal,
+    pub(crate) peer: Arc<Peer>,
+    pub(crate) request_id: Arc<str>,
+    pub(crate) started: Instant,
+    pub(crate) trace: RequestTrace,
     subject: Option<crate::credential::SubjectToken>,
     caps: ClientCaps,
 }

@@ -37,17 +37,17 @@ const URL_MODE: &str = "url";
 
 /// What a bridged call is made of.
 pub(super) struct Call {
-    pub gateway: Arc<Gateway>,
-    pub route: Arc<Route>,
-    pub outbound: Outbound,
+    pub(crate) gateway: Arc<Gateway>,
+    pub(crate) route: Arc<Route>,
+    pub(crate) outbound: Outbound,
     /// The client's method and params (without answers).
-    pub method: String,
-    pub params: Map<String, Value>,
+    pub(crate) method: String,
+    pub(crate) params: Map<String, Value>,
     /// The client's JSON-RPC id, as it wrote it.
-    pub client_id: String,
+    pub(crate) client_id: String,
     /// The session's nonce and the caller, as pushes are bound to them.
-    pub session: String,
-    pub principal: String,
+    pub(crate) session: String,
+    pub(crate) principal: String,
 }
 
 impl Call {

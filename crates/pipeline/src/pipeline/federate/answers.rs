@@ -53,10 +53,10 @@ pub(super) enum Outcome {
 }
 
 pub(super) struct Answer {
-    pub member: Arc<Route>,
-    pub outcome: Outcome,
+    pub(crate) member: Arc<Route>,
+    pub(crate) outcome: Outcome,
     /// The checked response's head (the session a member minted).
-    pub headers: HeaderMap,
+    pub(crate) headers: HeaderMap,
 }
 
 impl Answer {

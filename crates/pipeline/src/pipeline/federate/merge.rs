@@ -33,9 +33,9 @@ const MAX_NAME: usize = 128;
 
 /// Where a list result keeps its items and how each is named.
 pub(super) struct ListShape {
-    pub items: &'static str,
-    pub name: &'static str,
-    pub kind: TargetKind,
+    pub(crate) items: &'static str,
+    pub(crate) name: &'static str,
+    pub(crate) kind: TargetKind,
 }
 
 /// `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`.

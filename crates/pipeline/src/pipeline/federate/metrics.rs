@@ -6,12 +6,12 @@ use super::super::record::Described;
 use crate::model::McpMethod;
 
 /// The federation's metric family, registered once.
-pub struct FederationMetrics {
+pub(crate) struct FederationMetrics {
     left_out: IntCounterVec,
 }
 
 impl FederationMetrics {
-    pub fn new(registry: &Described) -> Result<Self, prometheus::Error> {
+    pub(crate) fn new(registry: &Described) -> Result<Self, prometheus::Error> {
         let left_out = IntCounterVec::new(
             Opts::new(
                 "portcullis_federation_left_out_total",
@@ -25,7 +25,7 @@ impl FederationMetrics {
 
     /// An upstream of a federated route left out of a merged answer.
     /// `reason`: a refusal reason's name, or `upstream_error`.
-    pub fn left_out(&self, upstream: &str, method: McpMethod, reason: &str) {
+    pub(crate) fn left_out(&self, upstream: &str, method: McpMethod, reason: &str) {
         self.left_out
             .with_label_values(&[upstream, method.as_str(), reason])
             .inc();

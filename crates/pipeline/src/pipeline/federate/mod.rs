@@ -17,7 +17,7 @@ mod merge;
 mod metrics;
 mod retarget;
 
-pub use metrics::FederationMetrics;
+pub(crate) use metrics::FederationMetrics;
 
 use std::sync::Arc;
 

@@ -10,7 +10,7 @@ use crate::model::{Reason, Refusal};
 
 /// Read the whole body, refusing early on a declared length over the limit and
 /// giving a slow client no more than `request_body_timeout`.
-pub async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Bytes, Refusal> {
+pub(super) async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Bytes, Refusal> {
     let max = limits.max_request_body_bytes;
     let too_large = || {
         Refusal::new(

@@ -9,25 +9,25 @@ use crate::config::{is_loopback_name, ServerNames};
 use crate::model::{Generation, Reason, Refusal};
 
 /// What the head checks need of the listener and the config.
-pub struct HeadRules<'a> {
-    pub server_names: &'a ServerNames,
+pub(crate) struct HeadRules<'a> {
+    pub(crate) server_names: &'a ServerNames,
     /// The generations the route serves (2025-11-25 adds GET and DELETE).
-    pub generations: &'a [Generation],
-    pub allowed_origins: &'a std::collections::HashSet<String>,
-    pub local_port: u16,
+    pub(crate) generations: &'a [Generation],
+    pub(crate) allowed_origins: &'a std::collections::HashSet<String>,
+    pub(crate) local_port: u16,
     /// The connection came in on a loopback address.
-    pub loopback: bool,
-    pub tls: bool,
+    pub(crate) loopback: bool,
+    pub(crate) tls: bool,
 }
 
 /// What the head checks found that later phases need.
 #[derive(Debug)]
-pub struct Head {
-    pub transport: Transport,
+pub(crate) struct Head {
+    pub(crate) transport: Transport,
     /// The authority the server-name check read (the absolute target or
     /// `:authority`, else `Host`): what the upstream is told the request
     /// was sent to. Any other `Host` was never checked.
-    pub authority: HeaderValue,
+    pub(crate) authority: HeaderValue,
 }
 
 /// The `Host` (HTTP/1.1) or `:authority` (HTTP/2) the request was sent to.
@@ -40,7 +40,7 @@ fn authority(parts: &Parts) -> Option<&str> {
 }
 
 /// The HTTP methods a route serves, for `Allow`.
-pub fn allowed_methods(generations: &[Generation]) -> &'static str {
+pub(crate) fn allowed_methods(generations: &[Generation]) -> &'static str {
     if generations.contains(&Generation::Sessions) {
         "GET, POST, DELETE"
     } else {
@@ -48,7 +48,7 @@ pub fn allowed_methods(generations: &[Generation]) -> &'static str {
     }
 }
 
-pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Head, Refusal> {
+pub(crate) fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Head, Refusal> {
     let sessions = rules.generations.contains(&Generation::Sessions);
     let transport = match parts.method {
         Method::POST => Transport::Post,
@@ -78,7 +78,7 @@ pub fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Head, Refusal> {
 /// DNS rebinding: a page on another site that resolves its own name to
 /// this address reaches the gateway with its own name as `Host`. Returns
 /// the authority it checked.
-pub fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<HeaderValue, Refusal> {
+pub(crate) fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<HeaderValue, Refusal> {
     let hosts = parts.headers.get_all(header::HOST).iter().count();
     let checked = authority(parts)
         .filter(|a| hosts <= 1 && rules.server_names.allows(a, rules.local_port))

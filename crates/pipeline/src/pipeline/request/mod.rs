@@ -5,7 +5,7 @@
 //! headers, or the body's bytes, again.
 
 mod body;
-pub mod head;
+pub(crate) mod head;
 mod mcp_headers;
 mod params;
 
@@ -25,7 +25,7 @@ use crate::model::{ClientCaps, Generation, McpMethod, ProtocolVersion, Reason, R
 
 /// How the request reached the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// A JSON-RPC message in a POST body.
     Post,
     /// A 2025-11-25 GET: the session's stream of server messages.
@@ -36,7 +36,7 @@ pub enum Transport {
 
 impl Transport {
     /// The HTTP method the upstream gets.
-    pub fn http_method(self) -> http::Method {
+    pub(crate) fn http_method(self) -> http::Method {
         match self {
             Transport::Post => http::Method::POST,
             Transport::Listen => http::Method::GET,
@@ -50,22 +50,22 @@ impl Transport {
 pub struct ParsedRequest {
     /// The body exactly as the client sent it; forwarded byte for byte
     /// unless a retry's answers are rewritten.
-    pub body: Bytes,
-    pub kind: MessageKind,
+    pub(crate) body: Bytes,
+    pub(crate) kind: MessageKind,
     /// Where the id's JSON text sits in `body`.
     id: Option<Range<usize>>,
     pub method: McpMethod,
-    pub version: ProtocolVersion,
-    pub transport: Transport,
+    pub(crate) version: ProtocolVersion,
+    pub(crate) transport: Transport,
     /// A 2025-11-25 GET with `Last-Event-ID`: a stream resumed, which may
     /// replay the response to an earlier request.
-    pub resuming: bool,
+    pub(crate) resuming: bool,
     /// `params.protocolVersion` of an `initialize`: the client's preference.
-    pub requested_version: Option<String>,
+    pub(crate) requested_version: Option<String>,
     /// What the client declared it can do for this request.
-    pub client: ClientCaps,
+    pub(crate) client: ClientCaps,
     /// The tool / prompt name, resource uri or task id the request is about.
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
     /// Where `params` sits in `body`.
     params: Option<Range<usize>>,
     /// `params.requestState` when it is a string (a retry brings the
@@ -74,30 +74,30 @@ pub struct ParsedRequest {
     /// `params.requestState` is present but not a string.
     pub request_state_not_string: bool,
     /// `params.inputResponses` is present.
-    pub input_responses: bool,
+    pub(crate) input_responses: bool,
     /// [`crate::mrtr::params_digest`] of `params`, computed once when needed.
     digest: OnceLock<String>,
 }
 
 impl ParsedRequest {
     /// The id's JSON text, when the message has one.
-    pub fn id(&self) -> Option<&str> {
+    pub(crate) fn id(&self) -> Option<&str> {
         let r = self.id.clone()?;
         std::str::from_utf8(&self.body[r]).ok()
     }
 
     /// `params` as raw JSON text.
-    pub fn params_text(&self) -> Option<&str> {
+    pub(crate) fn params_text(&self) -> Option<&str> {
         let r = self.params.clone()?;
         std::str::from_utf8(&self.body[r]).ok()
     }
 
-    pub fn generation(&self) -> Generation {
+    pub(crate) fn generation(&self) -> Generation {
         self.version.generation()
     }
 
     /// A GET or DELETE of a 2025-11-25 session: no body, no message.
-    pub fn without_message(transport: Transport, version: ProtocolVersion) -> ParsedRequest {
+    pub(crate) fn without_message(transport: Transport, version: ProtocolVersion) -> ParsedRequest {
         ParsedRequest {
             body: Bytes::new(),
             kind: MessageKind::Notification,
@@ -118,12 +118,12 @@ impl ParsedRequest {
     }
 
     /// A retry: it carries the gateway's state or answers.
-    pub fn is_retry(&self) -> bool {
+    pub(crate) fn is_retry(&self) -> bool {
         self.request_state.is_some() || self.request_state_not_string || self.input_responses
     }
 
     /// `params`, parsed strictly into a map (the body was checked already).
-    pub fn params_map(&self) -> serde_json::Map<String, serde_json::Value> {
+    pub(crate) fn params_map(&self) -> serde_json::Map<String, serde_json::Value> {
         match self.params_text().map(|t| json::parse_value(t.as_bytes())) {
             Some(Ok(serde_json::Value::Object(m))) => m,
             _ => serde_json::Map::new(),
@@ -137,13 +137,13 @@ impl ParsedRequest {
     }
 
     /// Record a digest computed from params parsed elsewhere (a retry).
-    pub fn set_digest(&self, digest: String) {
+    pub(crate) fn set_digest(&self, digest: String) {
         let _ = self.digest.set(digest);
     }
 }
 
 /// Read the body and check the message.
-pub async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Bytes, Refusal> {
+pub(crate) async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Bytes, Refusal> {
     body::read(parts, body, limits).await
 }
 
@@ -151,7 +151,7 @@ pub async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Byte
 /// generation it belongs to (one of `generations`, the route's).
 /// A copy of a request's head (what `Parts` cannot clone: its extensions
 /// stay behind), for a request the gateway makes from the client's.
-pub fn copy_head(parts: &Parts) -> Parts {
+pub(crate) fn copy_head(parts: &Parts) -> Parts {
     let (mut copy, ()) = http::Request::new(()).into_parts();
     copy.method = parts.method.clone();
     copy.uri = parts.uri.clone();

@@ -14,26 +14,29 @@ use crate::json::JsonError;
 
 /// What the checks need of `params`.
 #[derive(Debug, Default)]
-pub struct ParamsView<'a> {
+pub(super) struct ParamsView<'a> {
     /// The method's target member (`name`, `uri`, `taskId`), raw.
-    pub target: Option<&'a RawValue>,
+    pub(crate) target: Option<&'a RawValue>,
     /// `_meta["io.modelcontextprotocol/protocolVersion"]`.
-    pub meta_version: Option<Cow<'a, str>>,
+    pub(crate) meta_version: Option<Cow<'a, str>>,
     /// `_meta["io.modelcontextprotocol/clientCapabilities"]`, raw.
-    pub meta_capabilities: Option<&'a RawValue>,
+    pub(crate) meta_capabilities: Option<&'a RawValue>,
     /// `protocolVersion` (a 2025-11-25 `initialize`).
-    pub protocol_version: Option<Cow<'a, str>>,
+    pub(crate) protocol_version: Option<Cow<'a, str>>,
     /// `capabilities` (a 2025-11-25 `initialize`), raw.
-    pub capabilities: Option<&'a RawValue>,
+    pub(crate) capabilities: Option<&'a RawValue>,
     /// `requestState`, raw (a string, for the gateway's own).
-    pub request_state: Option<&'a RawValue>,
+    pub(crate) request_state: Option<&'a RawValue>,
     /// Whether `inputResponses` is present.
-    pub input_responses: bool,
+    pub(crate) input_responses: bool,
 }
 
 /// Read `params` (an object, raw) strictly, taking out the target member
 /// named `target`.
-pub fn read<'a>(params: &'a RawValue, target: Option<&str>) -> Result<ParamsView<'a>, JsonError> {
+pub(super) fn read<'a>(
+    params: &'a RawValue,
+    target: Option<&str>,
+) -> Result<ParamsView<'a>, JsonError> {
     let failure = Failure::default();
     crate::json::strict::run(
         params.get().as_bytes(),

@@ -31,7 +31,7 @@ mod content;
 /// where the message arrived.
 pub struct Exchange {
     pub ctx: RequestCtx,
-    pub max_message_bytes: usize,
+    pub(crate) max_message_bytes: usize,
     /// Requests pushed to the client on this stream so far (2025-11-25).
     pub(super) pushes: u32,
     /// The operation the pushes of this stream share, once one is pushed.
@@ -144,12 +144,12 @@ impl Exchange {
     }
 
     /// A session's stream of server messages (2025-11-25 GET).
-    pub fn listening(&self) -> bool {
+    pub(crate) fn listening(&self) -> bool {
         self.ctx.request.transport == Transport::Listen
     }
 
     /// A stream that may end before a response and be resumed (2025-11-25).
-    pub fn resumable(&self) -> bool {
+    pub(crate) fn resumable(&self) -> bool {
         self.sessions()
     }
 

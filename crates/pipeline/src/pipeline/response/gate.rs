@@ -16,7 +16,7 @@ use crate::pipeline::access::rate_limited;
 use crate::pipeline::Gateway;
 use crate::throttle::Scope;
 
-pub type Gate = Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send>>;
+pub(super) type Gate = Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send>>;
 
 /// One question's token of the principal's question budget
 /// (`input_required_rounds`).
@@ -60,11 +60,11 @@ impl QuestionToken {
 pub struct Held(Pin<Box<dyn Future<Output = Disposition> + Send>>);
 
 impl Held {
-    pub fn new(check: impl Future<Output = Disposition> + Send + 'static) -> Held {
+    pub(crate) fn new(check: impl Future<Output = Disposition> + Send + 'static) -> Held {
         Held(Box::pin(check))
     }
 
-    pub fn poll(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Disposition> {
+    pub(crate) fn poll(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Disposition> {
         self.0.as_mut().poll(cx)
     }
 }

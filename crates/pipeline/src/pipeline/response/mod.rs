@@ -6,7 +6,7 @@
 pub mod exchange;
 mod gate;
 mod in_session;
-pub mod pins;
+pub(crate) mod pins;
 mod push;
 mod question;
 mod replay;
@@ -58,7 +58,7 @@ fn upstream_status_refusal(status: StatusCode, what: &str) -> Refusal {
 }
 
 /// Check the upstream's response and build the one the client gets.
-pub async fn check(
+pub(crate) async fn check(
     ctx: RequestCtx,
     resp: Response<UpstreamBody>,
 ) -> Result<Response<ProxyBody>, Refusal> {

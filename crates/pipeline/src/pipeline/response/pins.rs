@@ -33,7 +33,7 @@ use crate::policy::config::{Mode, OnChange};
 use crate::policy::inspect::list_members;
 
 /// The `_meta` key of a list under which the gateway names what it removed.
-pub const REMOVED_KEY: &str = "dev.portcullis/removed";
+pub(crate) const REMOVED_KEY: &str = "dev.portcullis/removed";
 
 /// One listed item: what it is and where it is in the result (several
 /// places when the list names it more than once: they are one definition,

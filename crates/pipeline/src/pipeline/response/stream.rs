@@ -39,7 +39,7 @@ enum Waiting {
     Notice(Bytes),
 }
 
-pub struct SseBody {
+pub(super) struct SseBody {
     /// The stream's state; away while an event is inspected off the workers.
     events: Option<Box<Events>>,
     offloaded: Option<Offloaded>,
@@ -79,7 +79,7 @@ struct Events {
 }
 
 impl SseBody {
-    pub fn new(exchange: Exchange, upstream: UpstreamBody) -> Self {
+    pub(super) fn new(exchange: Exchange, upstream: UpstreamBody) -> Self {
         let framer = SseFramer::new(exchange.max_message_bytes);
         let idle_timeout = exchange.ctx.route.upstream.settings.stream_idle_timeout;
         let cut_off = exchange.ctx.gateway.metrics.drain.cut_off();
