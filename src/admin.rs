@@ -1,12 +1,14 @@
 //! The admin listener: liveness, readiness and Prometheus metrics, kept off
 //! the data-plane listeners; and the pinned listings (rug pulls):
-//! `GET /listings?upstream=ID` (names and digests, never text) and
-//! `POST /listings/accept`, the one request here that changes state. An
-//! acceptance is answered only to a peer on loopback, only with the
-//! `X-Portcullis-Admin` header and a JSON body, and never with an `Origin`
-//! (a browser page cannot send that header to another origin without a
-//! preflight, which this listener does not answer): `portcullis listings
-//! accept` on the gateway's host (or in its pod), nobody else.
+//! `GET /listings?upstream=ID` (names and digests), `GET /listings/held`
+//! (a held definition's text, for review) and `POST /listings/accept`, the
+//! one request here that changes state. Every `/listings` request must be
+//! signed with the gateway's `[state]` keys (`admin/signed.rs`) and name
+//! an address as its Host (a page that rebinds a name to loopback cannot
+//! read them); an acceptance is answered only to a peer on loopback, only
+//! with the `X-Portcullis-Admin` header and a JSON body, and never with an
+//! `Origin`: `portcullis listings accept --config FILE` on the gateway's
+//! host (or in its pod), nobody else.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +31,7 @@ use crate::pipeline::record::Metrics;
 use crate::pipeline::Gateway;
 
 mod listings;
+pub mod signed;
 
 pub(crate) fn text(
     status: StatusCode,
@@ -59,7 +62,7 @@ async fn route(
     current: Option<&Current>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    if path == "/listings" || path == "/listings/accept" {
+    if path == "/listings" || path.starts_with("/listings/") {
         return match current {
             Some(current) => listings::answer(req, peer, &current.load_full()).await,
             None => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),

@@ -1,8 +1,10 @@
 //! `portcullis listings`: what a running gateway has pinned and held for an
-//! upstream, and the operator's acceptance of a held definition. Both go
-//! through the gateway's admin listener (`GET /listings`, `POST
-//! /listings/accept`), which answers an acceptance only from loopback
-//! (`admin.rs`); with Redis, any instance's admin listener reaches the
+//! upstream, a held definition's text, and the operator's acceptance of
+//! the definition they read (by its digest). Each goes through the
+//! gateway's admin listener (`GET /listings`, `GET /listings/held`, `POST
+//! /listings/accept`), signed with the `[state]` keys of `--config`
+//! (`admin/signed.rs`); an acceptance is answered only from loopback
+//! (`admin.rs`). With Redis, any instance's admin listener reaches the
 //! pins every instance shares.
 
 use std::net::SocketAddr;
@@ -16,6 +18,9 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
+use crate::admin::signed;
+use crate::mrtr::seal::StateKeys;
+
 /// The header an acceptance must carry: a browser cannot send it to
 /// another origin without a preflight, which the admin listener refuses.
 pub const ACCEPT_HEADER: &str = "x-portcullis-admin";
@@ -26,14 +31,9 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 pub struct ListingsArgs {
     #[command(subcommand)]
     pub command: ListingsCommand,
-    /// Reach the [admin] address of this config file.
-    #[arg(
-        short,
-        long,
-        value_name = "FILE",
-        global = true,
-        conflicts_with = "admin"
-    )]
+    /// The gateway's config file: its [state] keys sign the request, and
+    /// its [admin] address is reached unless --admin is given.
+    #[arg(short, long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
     /// Reach the admin listener at this IP:PORT.
     #[arg(long, value_name = "IP:PORT", global = true)]
@@ -51,7 +51,20 @@ pub enum ListingsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Pin the held definition of an item (or of every held item) of an upstream.
+    /// The held definition of an item, as the upstream now lists it, and
+    /// its digest (what `accept --digest` names).
+    Show {
+        #[arg(long, value_name = "ID")]
+        upstream: String,
+        /// The item's name (a resource's URI, a template's URI template).
+        #[arg(long, value_name = "NAME")]
+        item: String,
+        /// Only the item of this kind: tool, prompt, resource, resource_template.
+        #[arg(long, value_name = "KIND")]
+        kind: Option<String>,
+    },
+    /// Pin the held definition of an item you read (`show`), by its digest;
+    /// or every held item as `list` shows it now.
     Accept {
         #[arg(long, value_name = "ID")]
         upstream: String,
@@ -60,13 +73,19 @@ pub enum ListingsCommand {
             long,
             value_name = "NAME",
             required_unless_present = "all",
-            conflicts_with = "all"
+            conflicts_with = "all",
+            requires = "digest"
         )]
         item: Option<String>,
         /// Only the item of this kind: tool, prompt, resource, resource_template.
         #[arg(long, value_name = "KIND", requires = "item")]
         kind: Option<String>,
-        /// Every held item of the upstream.
+        /// The digest of the held definition you read (`show`): a
+        /// definition that changed again since is not pinned.
+        #[arg(long, value_name = "HEX", requires = "item")]
+        digest: Option<String>,
+        /// Every held item of the upstream, each with the digest `list`
+        /// shows (printed before they are pinned).
         #[arg(long)]
         all: bool,
     },
@@ -82,33 +101,93 @@ enum CliError {
     Status(StatusCode, String),
 }
 
+/// The admin listener and the keys that sign for it.
+struct Admin {
+    address: SocketAddr,
+    keys: StateKeys,
+}
+
+/// The `[state]` keys of a config file, read as the gateway reads them.
+fn keys_of(config: &std::path::Path) -> Result<StateKeys, String> {
+    let text = std::fs::read_to_string(config)
+        .map_err(|e| format!("cannot read {}: {e}", config.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", config.display()))?;
+    let state = table.get("state");
+    let named = |key: &str| state.and_then(|s| s.get(key)).and_then(toml::Value::as_str);
+    let keys = match (named("keys_file"), named("keys_env")) {
+        (Some(file), _) => {
+            let base = config.parent().unwrap_or(std::path::Path::new("."));
+            StateKeys::from_file(&base.join(file))
+        }
+        (None, Some(var)) => StateKeys::from_env(var),
+        (None, None) => {
+            return Err(format!(
+                "{} names no [state] keys_file or keys_env: the gateway made its own keys, and nothing can sign for its admin listener",
+                config.display()
+            ))
+        }
+    };
+    keys.map_err(|e| e.to_string())
+}
+
 /// The subcommand, against the admin listener at `admin` (`--admin`, or
 /// the `[admin] address` of `--config`, which the caller reads: the
 /// healthcheck's reading of it). Exit 0 on success, 1 when the gateway
 /// refused or nothing matched, 2 on usage errors.
 pub async fn run(args: ListingsArgs, admin: Result<SocketAddr, String>) -> ExitCode {
-    let admin = match admin {
+    let address = match admin {
         Ok(a) => a,
         Err(e) => return usage(&e),
     };
+    let keys = match &args.config {
+        Some(config) => keys_of(config),
+        None => Err("give --config FILE: its [state] keys sign the request".into()),
+    };
+    let admin = match keys {
+        Ok(keys) => Admin { address, keys },
+        Err(e) => return usage(&e),
+    };
+    let bad_kind = |kind: &Option<String>| {
+        kind.as_deref()
+            .filter(|k| crate::listings::ItemKind::of_kind(k).is_none())
+            .map(|k| {
+                usage(&format!(
+                    "--kind {k:?} is not one of tool, prompt, resource, resource_template"
+                ))
+            })
+    };
     let outcome = match args.command {
-        ListingsCommand::List { upstream, json } => list(admin, &upstream, json).await,
+        ListingsCommand::List { upstream, json } => list(&admin, &upstream, json).await,
+        ListingsCommand::Show {
+            upstream,
+            item,
+            kind,
+        } => {
+            if let Some(code) = bad_kind(&kind) {
+                return code;
+            }
+            show(&admin, &upstream, &item, kind.as_deref()).await
+        }
         ListingsCommand::Accept {
             upstream,
             item,
             kind,
+            digest,
             all,
         } => {
-            if let Some(k) = kind
-                .as_deref()
-                .filter(|k| crate::listings::ItemKind::of_kind(k).is_none())
-            {
-                return usage(&format!(
-                    "--kind {k:?} is not one of tool, prompt, resource, resource_template"
-                ));
+            if let Some(code) = bad_kind(&kind) {
+                return code;
             }
-            let body = json!({"upstream": upstream, "item": item, "kind": kind, "all": all});
-            accept(admin, &body).await
+            match (item, digest, all) {
+                (Some(item), Some(digest), false) => {
+                    let body =
+                        json!({"upstream": upstream, "item": item, "kind": kind, "digest": digest});
+                    accept(&admin, &body).await
+                }
+                _ => accept_all(&admin, &upstream).await,
+            }
         }
     };
     match outcome {
@@ -126,11 +205,16 @@ fn usage(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn list(admin: SocketAddr, upstream: &str, raw: bool) -> Result<ExitCode, CliError> {
+/// `GET /listings` for `upstream`.
+async fn entries(admin: &Admin, upstream: &str) -> Result<Value, CliError> {
     let query: String = url::form_urlencoded::Serializer::new(String::new())
         .append_pair("upstream", upstream)
         .finish();
-    let answer = exchange(admin, Method::GET, &format!("/listings?{query}"), None).await?;
+    exchange(admin, Method::GET, &format!("/listings?{query}"), None).await
+}
+
+async fn list(admin: &Admin, upstream: &str, raw: bool) -> Result<ExitCode, CliError> {
+    let answer = entries(admin, upstream).await?;
     if raw {
         println!("{answer}");
         return Ok(ExitCode::SUCCESS);
@@ -162,11 +246,56 @@ async fn list(admin: SocketAddr, upstream: &str, raw: bool) -> Result<ExitCode, 
     Ok(ExitCode::SUCCESS)
 }
 
-async fn accept(admin: SocketAddr, body: &Value) -> Result<ExitCode, CliError> {
+async fn show(
+    admin: &Admin,
+    upstream: &str,
+    item: &str,
+    kind: Option<&str>,
+) -> Result<ExitCode, CliError> {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("upstream", upstream)
+        .append_pair("item", item);
+    if let Some(kind) = kind {
+        query.append_pair("kind", kind);
+    }
+    let path = format!("/listings/held?{}", query.finish());
+    let answer = exchange(admin, Method::GET, &path, None).await?;
+    let held = answer["held"].as_array().cloned().unwrap_or_default();
+    if held.is_empty() {
+        eprintln!("{upstream} has no held definition of {item}");
+        return Ok(ExitCode::FAILURE);
+    }
+    for h in &held {
+        let kind = h["kind"].as_str().unwrap_or("?");
+        let digest = h["held"].as_str().unwrap_or("?");
+        println!("{kind} {item} of {upstream}");
+        println!("pinned digest: {}", h["pinned"].as_str().unwrap_or("-"));
+        println!("held digest:   {digest}");
+        match h["text"]
+            .as_str()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        {
+            Some(text) => println!(
+                "{}",
+                serde_json::to_string_pretty(&text).unwrap_or_default()
+            ),
+            None => {
+                println!("(the held definition was too large to keep; read it from the upstream)")
+            }
+        }
+        println!(
+            "to pin it: portcullis listings accept --upstream {upstream} --item {item:?} --kind {kind} --digest {digest}"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn accept(admin: &Admin, body: &Value) -> Result<ExitCode, CliError> {
     let answer = exchange(admin, Method::POST, "/listings/accept", Some(body)).await?;
     let accepted = answer["accepted"].as_array().cloned().unwrap_or_default();
     if accepted.is_empty() {
-        eprintln!("nothing held matched; `portcullis listings list` shows what is held");
+        eprintln!("nothing held matched: the item is not held, or its held definition is no longer the one of that digest (`portcullis listings show`)");
         return Ok(ExitCode::FAILURE);
     }
     for a in &accepted {
@@ -179,13 +308,32 @@ async fn accept(admin: SocketAddr, body: &Value) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every held item, each with the digest the gateway shows now (printed).
+async fn accept_all(admin: &Admin, upstream: &str) -> Result<ExitCode, CliError> {
+    let answer = entries(admin, upstream).await?;
+    let mut digests = serde_json::Map::new();
+    for e in answer["entries"].as_array().into_iter().flatten() {
+        let (Some(kind), Some(name), Some(held)) =
+            (e["kind"].as_str(), e["name"].as_str(), e["held"].as_str())
+        else {
+            continue;
+        };
+        println!("held {kind} {name}  {held}");
+        digests.insert(format!("{kind}:{name}"), held.into());
+    }
+    let body = json!({"upstream": upstream, "digests": digests});
+    accept(admin, &body).await
+}
+
 /// One request to the admin listener; its JSON answer.
 async fn exchange(
-    admin: SocketAddr,
+    admin: &Admin,
     method: Method,
     path: &str,
     body: Option<&Value>,
 ) -> Result<Value, CliError> {
+    let keys = &admin.keys;
+    let admin = admin.address;
     let connect_err = |e: String| CliError::Connect(admin, e);
     let call = async {
         let stream = tokio::net::TcpStream::connect(admin)
@@ -196,10 +344,13 @@ async fn exchange(
             .map_err(|e| connect_err(e.to_string()))?;
         tokio::spawn(connection);
         let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+        let signature = signed::sign(keys, method.as_str(), path, &bytes)
+            .ok_or_else(|| CliError::Target("the [state] keys cannot sign".into()))?;
         let mut request = Request::builder()
             .method(method)
             .uri(path)
             .header(header::HOST, admin.to_string())
+            .header(header::AUTHORIZATION, signature)
             .header(header::USER_AGENT, "portcullis-listings");
         if body.is_some() {
             request = request

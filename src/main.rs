@@ -53,21 +53,31 @@ enum Command {
         /// Report problems as JSON lines instead of text.
         #[arg(long, value_enum)]
         log_format: Option<LogFormatArg>,
+        /// Refuse the config (exit 2) on a warning too (a plain http://
+        /// upstream off this machine).
+        #[arg(long)]
+        strict: bool,
     },
     /// Dry-run the policy on one message: every rule's verdict, what the client
     /// would receive; exit 0 if it would be delivered, 1 if refused, 2 on usage errors.
     Explain(portcullis::explain::ExplainArgs),
     #[cfg(feature = "demo")]
     /// Start the built-in example MCP server and the gateway in front of it
-    /// (with --flow: perform the seed's book_room exchange through a running demo).
+    /// (with --flow: perform the booking example's book_room exchange through a running demo).
     Demo {
         /// Use this config instead of the shipped demo config.
         #[arg(short, long, value_name = "FILE", conflicts_with = "flow")]
         config: Option<PathBuf>,
+        /// Where the gateway listens (its MCP endpoint is /mcp/rooms there).
+        #[arg(long, default_value = portcullis::demo::LISTEN, conflicts_with_all = ["flow", "config"])]
+        listen: SocketAddr,
+        /// Where the gateway's admin listener (metrics, health) listens.
+        #[arg(long, default_value = portcullis::demo::ADMIN, conflicts_with_all = ["flow", "config"])]
+        admin: SocketAddr,
         /// Where the example MCP server listens (the demo config routes to it).
-        #[arg(long, default_value = "127.0.0.1:9100", conflicts_with = "flow")]
+        #[arg(long, default_value = portcullis::demo::UPSTREAM, conflicts_with = "flow")]
         upstream: SocketAddr,
-        /// Send the seed's book_room request and its retry through a running
+        /// Send the booking example's book_room request and its retry through a running
         /// demo gateway, printing every message; then exit.
         #[arg(long)]
         flow: bool,
@@ -96,6 +106,28 @@ enum Command {
     /// What a running gateway pinned of each upstream's lists, and the
     /// operator's acceptance of a changed definition (rug pulls).
     Listings(portcullis::listings_command::ListingsArgs),
+    /// (internal) The supervisor of one stdio program: see dataplane::stdio::supervise.
+    #[command(hide = true)]
+    StdioSupervise {
+        /// The gateway's pid: when it is gone, so is everything below.
+        #[arg(long)]
+        watch: u32,
+        /// How long a stopped program has between SIGTERM and SIGKILL.
+        #[arg(long)]
+        grace_ms: u64,
+        #[arg(last = true, required = true)]
+        target: Vec<std::ffi::OsString>,
+    },
+    /// (internal) A stdio program's last step before its exec.
+    #[command(hide = true)]
+    StdioConfine {
+        #[arg(long)]
+        max_tasks: Option<u64>,
+        #[arg(long)]
+        report_pid: bool,
+        #[arg(last = true, required = true)]
+        program: Vec<std::ffi::OsString>,
+    },
     /// Probe a running gateway's /healthz (Docker HEALTHCHECK): exit 0 on 200.
     Healthcheck {
         /// Probe the [admin] address of this config file.
@@ -189,6 +221,27 @@ fn load(path: &Path, flag: Option<LogFormatArg>) -> Result<GatewayConfig, ExitCo
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A stdio program's steps run before anything of the gateway starts.
+    match &cli.command {
+        Command::StdioSupervise {
+            watch,
+            grace_ms,
+            target,
+        } => {
+            let grace = std::time::Duration::from_millis(*grace_ms);
+            let code = portcullis_dataplane::stdio::supervise::supervise(*watch, grace, target);
+            return ExitCode::from(u8::try_from(code).unwrap_or(255));
+        }
+        Command::StdioConfine {
+            max_tasks,
+            report_pid,
+            program,
+        } => {
+            let code = portcullis_dataplane::stdio::supervise::confine(*max_tasks, *report_pid, program);
+            return ExitCode::from(u8::try_from(code).unwrap_or(255));
+        }
+        _ => {}
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -201,7 +254,11 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Check { config, log_format } => check(&config, log_format),
+            Command::Check {
+                config,
+                log_format,
+                strict,
+            } => check(&config, log_format, strict),
             Command::Run { config, log_format } => match load(&config, log_format) {
                 Ok(mut c) => {
                     if let Some(f) = log_format {
@@ -218,8 +275,12 @@ fn main() -> ExitCode {
             } => demo_flow(url.as_deref()).await,
             #[cfg(feature = "demo")]
             Command::Demo {
-                config, upstream, ..
-            } => demo(config, upstream).await,
+                config,
+                listen,
+                admin,
+                upstream,
+                ..
+            } => demo(config, [listen, admin, upstream]).await,
             #[cfg(feature = "demo")]
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
@@ -239,6 +300,7 @@ fn main() -> ExitCode {
             Command::Healthcheck { config, url } => {
                 portcullis::healthcheck::run(config.as_deref(), url.as_deref()).await
             }
+            Command::StdioSupervise { .. } | Command::StdioConfine { .. } => ExitCode::FAILURE,
         }
     })
 }
@@ -277,7 +339,7 @@ fn keygen(id: &str) -> ExitCode {
     }
 }
 
-fn check(path: &Path, log_format: Option<LogFormatArg>) -> ExitCode {
+fn check(path: &Path, log_format: Option<LogFormatArg>, strict: bool) -> ExitCode {
     let loaded = GatewayConfig::load(path).map_err(|errors| {
         let format = error_format(path, log_format);
         report(&errors, format);
@@ -288,6 +350,18 @@ fn check(path: &Path, log_format: Option<LogFormatArg>) -> ExitCode {
     });
     match loaded {
         Ok(c) => {
+            let warnings = c.warnings();
+            for w in &warnings {
+                eprintln!("{}: warning: {w}", path.display());
+            }
+            if strict && !warnings.is_empty() {
+                eprintln!(
+                    "{}: {} warning(s), refused under --strict",
+                    path.display(),
+                    warnings.len()
+                );
+                return ExitCode::from(2);
+            }
             println!(
                 "{}: ok ({} listener(s), {} upstream(s), {} route(s))",
                 path.display(),
@@ -314,6 +388,9 @@ fn warn_generated_keys(config: &GatewayConfig) {
 async fn run(config: GatewayConfig, after_start: Option<AfterStart>) -> ExitCode {
     init_logging(&config.log);
     warn_generated_keys(&config);
+    for w in config.warnings() {
+        tracing::warn!("{w}");
+    }
     let gateway = match RunningGateway::start(config).await {
         Ok(g) => g,
         Err(e) => {
@@ -368,23 +445,31 @@ async fn demo_flow(url: Option<&str>) -> ExitCode {
 }
 
 #[cfg(feature = "demo")]
-async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
+async fn demo(config: Option<PathBuf>, [listen, admin, upstream]: [SocketAddr; 3]) -> ExitCode {
+    let own = config.is_none();
     let config = match &config {
         Some(path) => load(path, None),
-        None => GatewayConfig::parse(portcullis::demo::DEMO_CONFIG, Path::new("config/demo.toml"))
-            .map_err(|e| {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }),
+        None => GatewayConfig::parse(
+            &portcullis::demo::config_at(listen, admin, upstream),
+            Path::new("config/demo.toml"),
+        )
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }),
     };
     let config = match config {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Err(taken) = demo_ports_free(&config, own) {
+        eprintln!("error: {taken}");
+        return ExitCode::FAILURE;
+    }
     let listener = match tokio::net::TcpListener::bind(upstream).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: the example MCP server cannot listen on {upstream}: {e} (free the port or pass --upstream)");
+            eprintln!("error: the example MCP server cannot listen on {upstream}: {e}; another program (an earlier demo?) has the port: stop it, or pass --upstream 127.0.0.1:PORT");
             return ExitCode::FAILURE;
         }
     };
@@ -403,6 +488,26 @@ async fn demo(config: Option<PathBuf>, upstream: SocketAddr) -> ExitCode {
     .await
 }
 
+/// The demo's gateway addresses are free before anything starts: a taken
+/// port gets the flag (or, with --config, the file) that moves it.
+#[cfg(feature = "demo")]
+fn demo_ports_free(config: &GatewayConfig, own_config: bool) -> Result<(), String> {
+    let listeners = config.listeners.iter().map(|l| (l.address, "--listen"));
+    for (address, flag) in listeners.chain(config.admin.map(|a| (a, "--admin"))) {
+        if let Err(e) = std::net::TcpListener::bind(address) {
+            let how = if own_config {
+                format!("pass {flag} 127.0.0.1:PORT")
+            } else {
+                "change the address in the config".to_owned()
+            };
+            return Err(format!(
+                "the demo cannot listen on {address}: {e}; another program (an earlier demo?) has the port: stop it, or {how}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(feature = "demo")]
 fn print_demo_help(g: &RunningGateway, paths: &[String]) {
     let Some(addr) = g.addrs.first() else { return };
@@ -417,7 +522,7 @@ fn print_demo_help(g: &RunningGateway, paths: &[String]) {
     if let Some(admin) = g.admin_addr {
         println!("metrics: http://{admin}/metrics   health: http://{admin}/healthz");
     }
-    println!("\n# the seed's book_room exchange, every message printed:");
+    println!("\n# the booking example's book_room exchange, every message printed:");
     println!("{} demo --flow --url {url}", shell_word(&this_program()));
     println!("\n# or by hand with curl: paste these lines into a shell (step 3 needs jq)");
     println!("URL={url}");

@@ -71,6 +71,10 @@ pub struct RunningGateway {
     metrics: Arc<Metrics>,
     /// Stamps of the config's files when the running config was loaded.
     files: std::sync::Mutex<FileWatch>,
+    /// One reload at a time: two built from the same running generation
+    /// would each make their own pools, and the later swap would stop the
+    /// programs the earlier one had started.
+    reloading: tokio::sync::Mutex<()>,
     /// The config the listeners were bound and the logger set up with:
     /// what restart-only settings are compared against.
     started: Arc<GatewayConfig>,
@@ -135,6 +139,7 @@ impl RunningGateway {
         handed: Listeners,
         clock: SharedClock,
     ) -> Result<RunningGateway, StartError> {
+        portcullis_dataplane::stdio::keep_gateway_private();
         let source = config.source.is_file().then(|| config.source.clone());
         let files = std::sync::Mutex::new(FileWatch::of(&config));
         let config = Arc::new(config);
@@ -260,6 +265,7 @@ impl RunningGateway {
             admin: std::sync::Mutex::new(admin),
             metrics,
             files,
+            reloading: tokio::sync::Mutex::new(()),
             started: config,
             telemetry,
         })
@@ -280,6 +286,7 @@ impl RunningGateway {
     /// the error says why. Listener addresses, TLS and connection-level
     /// limits need a restart.
     pub async fn reload(&self) -> Result<(), ReloadError> {
+        let _one = self.reloading.lock().await;
         let result = self.try_reload().await;
         self.metrics.config_loaded(result.is_ok());
         match &result {

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::text;
 use crate::audit::{AuditContext, AuditEvent};
+use super::signed;
 use crate::listings::{split_field, ItemKind, Selector};
 use crate::listings_command::ACCEPT_HEADER;
 use crate::pipeline::Gateway;
@@ -19,14 +20,17 @@ use crate::pipeline::Gateway;
 /// The largest acceptance body read.
 const MAX_BODY: usize = 4096;
 
+/// An acceptance names what the operator read: one item and the digest
+/// of its held definition, or several held fields (`kind:name`) each with
+/// its digest.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AcceptBody {
     upstream: String,
     item: Option<String>,
     kind: Option<String>,
-    #[serde(default)]
-    all: bool,
+    digest: Option<String>,
+    digests: Option<std::collections::BTreeMap<String, String>>,
 }
 
 fn json_answer(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
@@ -42,18 +46,45 @@ pub(super) async fn answer(
     peer: SocketAddr,
     gateway: &Gateway,
 ) -> Response<Full<Bytes>> {
-    match (req.method(), req.uri().path()) {
-        (&Method::GET, "/listings") => list(&req, gateway).await,
-        (&Method::POST, "/listings/accept") => accept(req, peer, gateway).await,
+    if !host_is_address(req.headers()) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "the Host of a request to /listings is the admin listener's address (an IP address or localhost)",
+        );
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "the body is too large"),
+    };
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    if let Err(why) = signed::verify(
+        &gateway.config.state.keys,
+        parts.headers.get(header::AUTHORIZATION),
+        parts.method.as_str(),
+        target,
+        &bytes,
+    ) {
+        let mut r = error(StatusCode::UNAUTHORIZED, &why.to_string());
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static(signed::SCHEME),
+        );
+        return r;
+    }
+    match (&parts.method, parts.uri.path()) {
+        (&Method::GET, "/listings") => list(&parts.uri, gateway).await,
+        (&Method::GET, "/listings/held") => held(&parts.uri, gateway).await,
+        (&Method::POST, "/listings/accept") => accept(&parts.headers, &bytes, peer, gateway).await,
         _ => {
             let mut r = error(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "GET /listings, POST /listings/accept",
+                "GET /listings, GET /listings/held, POST /listings/accept",
             );
-            let allow = if req.uri().path() == "/listings" {
-                "GET"
-            } else {
+            let allow = if parts.uri.path() == "/listings/accept" {
                 "POST"
+            } else {
+                "GET"
             };
             r.headers_mut()
                 .insert(header::ALLOW, http::HeaderValue::from_static(allow));
@@ -62,18 +93,36 @@ pub(super) async fn answer(
     }
 }
 
+/// A Host that names an address, never a name: a page that rebinds its
+/// own name to loopback sends its name.
+fn host_is_address(headers: &http::HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => return v6.split_once(']').is_some_and(|(ip, _)| ip.parse::<std::net::Ipv6Addr>().is_ok()),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
 /// The upstream a request names, when it is configured.
 fn configured(gateway: &Gateway, upstream: &str) -> bool {
     gateway.config.upstreams.iter().any(|u| u.id == upstream)
 }
 
-async fn list(req: &Request<Incoming>, gateway: &Gateway) -> Response<Full<Bytes>> {
-    let upstream = req.uri().query().and_then(|q| {
+/// `?upstream=ID` of a configured upstream.
+fn upstream_asked(uri: &http::Uri, gateway: &Gateway) -> Option<String> {
+    let upstream = uri.query().and_then(|q| {
         url::form_urlencoded::parse(q.as_bytes())
             .find(|(k, _)| k == "upstream")
             .map(|(_, v)| v.into_owned())
     });
-    let Some(upstream) = upstream.filter(|u| configured(gateway, u)) else {
+    upstream.filter(|u| configured(gateway, u))
+}
+
+async fn list(uri: &http::Uri, gateway: &Gateway) -> Response<Full<Bytes>> {
+    let Some(upstream) = upstream_asked(uri, gateway) else {
         return error(
             StatusCode::NOT_FOUND,
             "name a configured upstream: ?upstream=ID",
@@ -88,12 +137,50 @@ async fn list(req: &Request<Incoming>, gateway: &Gateway) -> Response<Full<Bytes
     }
 }
 
+/// `GET /listings/held?upstream=ID&item=NAME[&kind=KIND]`: the held
+/// definitions of that item, with their texts, for review.
+async fn held(uri: &http::Uri, gateway: &Gateway) -> Response<Full<Bytes>> {
+    let Some(upstream) = upstream_asked(uri, gateway) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "name a configured upstream: ?upstream=ID&item=NAME",
+        );
+    };
+    let query = |key: &str| {
+        uri.query().and_then(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.into_owned())
+        })
+    };
+    let Some(item) = query("item") else {
+        return error(StatusCode::BAD_REQUEST, "name the item: &item=NAME");
+    };
+    let kind = match query("kind").map(|k| ItemKind::of_kind(&k)) {
+        Some(None) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "kind is one of tool, prompt, resource, resource_template",
+            )
+        }
+        Some(k) => k,
+        None => None,
+    };
+    match gateway.listings.held(&upstream, &item, kind).await {
+        Ok(held) => json_answer(
+            StatusCode::OK,
+            &json!({ "upstream": upstream, "held": held }),
+        ),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
 async fn accept(
-    req: Request<Incoming>,
+    headers: &http::HeaderMap,
+    bytes: &Bytes,
     peer: SocketAddr,
     gateway: &Gateway,
 ) -> Response<Full<Bytes>> {
-    let headers = req.headers();
     if !peer.ip().is_loopback() {
         return error(
             StatusCode::FORBIDDEN,
@@ -110,14 +197,10 @@ async fn accept(
             "an acceptance needs the X-Portcullis-Admin header, a JSON body and no Origin: use portcullis listings accept",
         );
     }
-    let bytes = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "the body is too large"),
-    };
-    let Ok(body) = serde_json::from_slice::<AcceptBody>(&bytes) else {
+    let Ok(body) = serde_json::from_slice::<AcceptBody>(bytes) else {
         return error(
             StatusCode::BAD_REQUEST,
-            "the body is {\"upstream\": ID, \"item\": NAME, \"kind\": KIND} or {\"upstream\": ID, \"all\": true}",
+            "the body is {\"upstream\": ID, \"item\": NAME, \"kind\": KIND, \"digest\": HELD} or {\"upstream\": ID, \"digests\": {\"KIND:NAME\": HELD}}",
         );
     };
     if !configured(gateway, &body.upstream) {
@@ -136,10 +219,15 @@ async fn accept(
         Some(k) => k,
         None => None,
     };
-    let which = match (body.item, body.all) {
-        (Some(name), false) => Selector::Item { name, kind },
-        (None, true) => Selector::All,
-        _ => return error(StatusCode::BAD_REQUEST, "give an item or all, not both"),
+    let which = match (body.item, body.digest, body.digests) {
+        (Some(name), Some(digest), None) => Selector::Item { name, kind, digest },
+        (None, None, Some(digests)) if kind.is_none() => Selector::Digests(digests),
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "give an item with the digest of its held definition (portcullis listings show), or digests",
+            )
+        }
     };
     let accepted = match gateway.listings.accept(&body.upstream, &which).await {
         Ok(a) => a,

@@ -4,7 +4,7 @@ mcp_post() { curl -s "$URL" -H 'Content-Type: application/json' -H 'Accept: appl
 mcp_post -H 'Mcp-Method: tools/list' \
   -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
 
-# 2. the seed's request: book "the big room" on 2026-09-17 at 9:00; the server asks which room (input_required)
+# 2. the booking request: book "the big room" on 2026-09-17 at 9:00; the server asks which room (input_required)
 ASK=$(mcp_post -H 'Mcp-Method: tools/call' -H 'Mcp-Name: book_room' \
   -d '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"book_room","arguments":{"day":"2026-09-17","hour":9,"room_hint":"the big room"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}'); echo "$ASK"
 

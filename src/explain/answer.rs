@@ -32,6 +32,8 @@ pub(super) enum Incoming {
     },
     /// A client request that answers questions.
     Retry(Vec<u8>),
+    /// A client's call: its arguments through the argument rules.
+    Call(Vec<u8>),
 }
 
 /// A human-facing text the gateway rewrote.
@@ -89,6 +91,11 @@ impl Incoming {
             .any(|m| params.and_then(|p| p.get(m)).is_some());
         if loose.get("method").is_some() && loose.get("id").is_some() && answers {
             return Ok(Incoming::Retry(bytes.to_vec()));
+        }
+        let sends = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
+        let method = loose.get("method").and_then(Value::as_str);
+        if loose.get("id").is_some() && method.is_some_and(|m| sends.contains(&m)) {
+            return Ok(Incoming::Call(bytes.to_vec()));
         }
         if loose.get("resultType").is_some() {
             let text = String::from_utf8_lossy(bytes);
@@ -249,7 +256,10 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
             ResultRoute::ServerDescription => {
                 Some(trace_notification(policy, &subject, method, result.get().as_bytes()).1)
             }
-            ResultRoute::Task(_) | ResultRoute::TaskAck | ResultRoute::Content => {
+            ResultRoute::Task(_)
+            | ResultRoute::TaskAck
+            | ResultRoute::TaskList
+            | ResultRoute::Content => {
                 Some(trace_content(policy, &subject, method, &mut loose).1)
             }
         };
@@ -383,6 +393,7 @@ pub(super) fn explain(
             .cloned(),
         client_receives: client,
         retry: None,
+        changed_arguments: Vec::new(),
     })
 }
 

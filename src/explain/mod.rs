@@ -12,6 +12,7 @@
 //! a usage or config problem.
 
 mod answer;
+mod call;
 mod render;
 mod retry;
 
@@ -35,8 +36,10 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "ID")]
     pub upstream: String,
     /// The message: an upstream answer (an input_required result, a JSON-RPC
-    /// response, or an SSE event) or a client retry carrying the gateway's
-    /// requestState. `-` reads standard input.
+    /// response, or an SSE event), a client retry carrying the gateway's
+    /// requestState, or a client's call (tools/call, prompts/get,
+    /// resources/read, completion/complete: its arguments through the
+    /// argument rules). `-` reads standard input.
     #[arg(value_name = "MESSAGE.json")]
     pub message: PathBuf,
     /// The client request an upstream answer answers.
@@ -58,6 +61,11 @@ pub struct ExplainArgs {
     /// by default, the caller the state was issued to.
     #[arg(long, value_name = "METHOD:NAME")]
     pub principal: Option<String>,
+    /// For a call: the upstream's list result (tools/list, prompts/list,
+    /// resources/templates/list; or a response carrying one) it is checked
+    /// against, as the gateway would have delivered it to the caller.
+    #[arg(long, value_name = "LIST.json")]
+    pub listing: Option<PathBuf>,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -130,6 +138,9 @@ pub struct Explanation {
     /// What a retry says and would send upstream (names only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<retry::RetryOut>,
+    /// A call's arguments the rules redacted or removed (paths only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed_arguments: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -252,6 +263,7 @@ async fn explain(args: &ExplainArgs) -> Result<Explanation, UsageError> {
         answer::Incoming::Retry(body) => {
             retry::explain(&gateway, &path, args, body, upstream).await
         }
+        answer::Incoming::Call(body) => call::explain(&gateway, &path, args, body, upstream),
         incoming => answer::explain(&gateway, &path, args, incoming, upstream),
     }
 }

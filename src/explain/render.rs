@@ -90,6 +90,8 @@ pub(super) fn text(e: &Explanation) -> String {
     }
     let top = if e.retry.is_some() {
         "the retry"
+    } else if e.keys_name == "argument" {
+        "the call"
     } else {
         "the whole message"
     };
@@ -112,6 +114,15 @@ pub(super) fn text(e: &Explanation) -> String {
     }
     if let Some(retry) = &e.retry {
         write_retry(&mut out, retry);
+    }
+    if !e.changed_arguments.is_empty() {
+        let paths: Vec<String> = e.changed_arguments.iter().map(|p| shown(p)).collect();
+        let _ = writeln!(
+            out,
+            "
+arguments redacted or removed before the upstream gets the call: {}",
+            paths.join(", ")
+        );
     }
     if !e.sanitised.is_empty() {
         let _ = writeln!(out, "\ntext the gateway rewrote:");

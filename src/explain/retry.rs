@@ -135,7 +135,7 @@ fn principal(text: &str) -> Result<Principal, UsageError> {
 
 /// The request as it would arrive: headers that agree with the body, so
 /// that what is judged is the retry and not the headers.
-fn parse_retry(body: Vec<u8>) -> Result<ParsedRequest, Refusal> {
+pub(super) fn parse_request(body: Vec<u8>) -> Result<ParsedRequest, Refusal> {
     let loose: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let str_at = |ptr: &str| loose.pointer(ptr).and_then(Value::as_str).unwrap_or("");
     let method = str_at("/method").to_owned();
@@ -268,7 +268,7 @@ pub(super) async fn explain(
     upstream: UpstreamOut,
 ) -> Result<Explanation, UsageError> {
     let now = gateway.clock.now_secs();
-    let request = match parse_retry(body) {
+    let request = match parse_request(body) {
         Ok(r) => r,
         Err(refusal) => return Ok(refused_early(upstream, &refusal)),
     };
@@ -343,6 +343,7 @@ pub(super) async fn explain(
         provenance: None,
         client_receives: None,
         retry: Some(retry),
+        changed_arguments: Vec::new(),
     })
 }
 
@@ -367,6 +368,7 @@ fn refused_early(upstream: UpstreamOut, refusal: &Refusal) -> Explanation {
         provenance: None,
         client_receives: None,
         retry: None,
+        changed_arguments: Vec::new(),
     }
 }
 

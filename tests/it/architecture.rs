@@ -303,3 +303,33 @@ fn the_gateway_without_the_demo_feature_links_no_demo_server() {
         );
     }
 }
+
+/// Every crate's normal dependencies are used by its own code, not only by
+/// its tests (those are dev-dependencies): a dependency of the gateway is
+/// in the production image, and in its audit.
+#[test]
+fn every_normal_dependency_is_used_outside_the_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut unused = Vec::new();
+    for member in [".", "crates/model", "crates/policy", "crates/mrtr", "crates/access", "demo"] {
+        let dir = root.join(member);
+        let manifest: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let mut files = Vec::new();
+        sources(&dir.join("src"), &mut files);
+        let code: String = files
+            .iter()
+            .filter_map(|f| code_of(f, &std::fs::read_to_string(f).unwrap()))
+            .collect();
+        let deps = manifest.get("dependencies").and_then(toml::Value::as_table);
+        for name in deps.into_iter().flat_map(|t| t.keys()) {
+            let ident = name.replace('-', "_");
+            if !code.contains(&format!("{ident}::")) && !code.contains(&format!("use {ident}")) {
+                unused.push(format!("{member}: {name}"));
+            }
+        }
+    }
+    assert!(unused.is_empty(), "used only by tests (make them dev-dependencies): {unused:?}");
+}

@@ -202,27 +202,6 @@ async fn sigterm_drains_in_flight_requests_then_exits_cleanly() {
     );
 }
 
-/// The shipped demo config with its three fixed ports swapped (0: the OS picks).
-fn demo_config_on(
-    dir: &std::path::Path,
-    port: u16,
-    admin: u16,
-    upstream: u16,
-) -> std::path::PathBuf {
-    let shipped = std::fs::read_to_string("config/demo.toml").unwrap();
-    let text = shipped
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
-        .replace("127.0.0.1:9901", &format!("127.0.0.1:{admin}"))
-        .replace("127.0.0.1:9100", &format!("127.0.0.1:{upstream}"));
-    assert_ne!(
-        text, shipped,
-        "config/demo.toml names the ports this test replaces"
-    );
-    let path = dir.join("demo.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 /// Runs a shell script; returns its stdout, failing the test on a non-zero exit.
 fn sh(script: &str) -> String {
     let out = Command::new("sh").arg("-c").arg(script).output().unwrap();
@@ -241,19 +220,40 @@ fn json_lines(text: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A demo whose port is taken says which flag moves it, and starts nothing.
+#[test]
+fn demo_names_the_flag_that_moves_a_taken_port() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap().to_string();
+    for (flag, hint) in [("--listen", "pass --listen"), ("--admin", "pass --admin")] {
+        let other = if flag == "--listen" {
+            "--admin"
+        } else {
+            "--listen"
+        };
+        let out = Command::new(BIN)
+            .args(["demo", flag, &at, other, "127.0.0.1:0"])
+            .args(["--upstream", &format!("127.0.0.1:{}", free_port())])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains(&format!("cannot listen on {at}")), "{said}");
+        assert!(said.contains(hint), "{said}");
+    }
+}
+
 #[tokio::test]
 async fn demo_prints_lines_that_run_as_printed() {
     assert!(
         Command::new("jq").arg("--version").output().is_ok(),
         "the demo's retry line needs jq: install it (apt-get install jq)"
     );
-    let dir = tempfile::tempdir().unwrap();
     let upstream = free_port();
-    let cfg = demo_config_on(dir.path(), 0, 0, upstream);
+    // The shipped config, moved by the demo's own flags (0: the OS picks).
     let mut demo = Killed(
         Command::new(BIN)
-            .args(["demo", "--config"])
-            .arg(&cfg)
+            .args(["demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
             .args(["--upstream", &format!("127.0.0.1:{upstream}")])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_portcullis");
-const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/explain/seed.json");
+const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/explain/booking.json");
 const HOSTILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/explain/hostile.json");
 
 /// A config with fixed state keys (so a state sealed by one run opens in

@@ -273,17 +273,20 @@ async fn audit_lines_that_cannot_be_written_are_counted() {
     gw.shutdown().await;
 }
 
-/// README's metrics table: every family the registry exports (those with
+/// The book's metrics table: every family the registry exports (those with
 /// no series yet included) has a row naming each of its labels, and every
 /// row names a family that exists.
 #[test]
-fn the_readme_lists_every_metric_with_its_labels() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme
+fn the_book_lists_every_metric_with_its_labels() {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/src/reference/metrics.md"
+    ))
+    .unwrap();
+    let start = page
         .find("| metric | type | labels | meaning |")
-        .expect("README has a metrics table");
-    let rows: Vec<(String, String)> = readme[start..]
+        .expect("docs/src/reference/metrics.md has a metrics table");
+    let rows: Vec<(String, String)> = page[start..]
         .lines()
         .skip(2)
         .take_while(|l| l.starts_with('|'))
@@ -317,7 +320,7 @@ fn the_readme_lists_every_metric_with_its_labels() {
     for (name, _) in &rows {
         let known = name == "process_*" || families.iter().any(|f| &f.name == name);
         if !known {
-            problems.push(format!("{name} is in the README but not registered"));
+            problems.push(format!("{name} is in the book but not registered"));
         }
     }
     assert!(families.len() > 20, "{families:?}");

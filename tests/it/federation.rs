@@ -899,8 +899,9 @@ async fn a_name_too_long_once_prefixed_or_listed_twice_is_removed_and_audited() 
     let gw = start_gateway(&text).await;
     let c = client();
     let v = list(&c, &url(&gw), "tools/list", None).await;
-    // 125 + "abc_" is 129 characters; the second "ok" is a duplicate.
-    assert_eq!(names(&v["result"], "tools", "name"), ["abc_ok"]);
+    // 125 + "abc_" is 129 characters; "ok" is listed twice: which of its
+    // definitions the upstream runs nobody can tell, so neither is delivered.
+    assert!(names(&v["result"], "tools", "name").is_empty(), "{v}");
     gw.shutdown().await;
     let lines = std::fs::read_to_string(&audit).unwrap();
     let removed: Vec<Value> = lines
@@ -908,7 +909,7 @@ async fn a_name_too_long_once_prefixed_or_listed_twice_is_removed_and_audited() 
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["rule"] == "name" && e["action"] == "remove")
         .collect();
-    assert_eq!(removed.len(), 2, "{lines}");
+    assert_eq!(removed.len(), 3, "{lines}");
     assert!(
         lines.contains("listed twice") && lines.contains("longer than 128"),
         "{lines}"

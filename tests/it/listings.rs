@@ -80,6 +80,12 @@ async fn rug_puller(phase: Arc<AtomicUsize>) -> ScriptedUpstream {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let result = match body["method"].as_str() {
             Some("tools/list") => tools(phase.load(Ordering::SeqCst)),
+            // A tool whose result carries the definitions again.
+            _ if body["params"]["name"] == "carrier" => {
+                let mut r = tools(phase.load(Ordering::SeqCst));
+                r["content"] = json!([{"type": "text", "text": "ok"}]);
+                r
+            }
             _ => json!({"content": [{"type": "text", "text": "ok"}]}),
         };
         vec![http_response(
@@ -91,12 +97,22 @@ async fn rug_puller(phase: Arc<AtomicUsize>) -> ScriptedUpstream {
     .await
 }
 
-/// A gateway in front of `upstreams` (id, url, policy), each at `/<id>`.
+/// A gateway in front of `upstreams` (id, url, policy), each at `/<id>`,
+/// with state keys in `policies/gateway` (which sign the CLI's requests to
+/// its admin listener); the text is also written to
+/// `policies/gateway/gateway.toml` for `portcullis listings --config`.
 fn config(upstreams: &[(&str, &str, &str)], policies: &Path, extra: &str) -> String {
+    let own = policies.join("gateway");
+    std::fs::create_dir_all(&own).unwrap();
+    let keys = own.join("keys");
+    if !keys.exists() {
+        std::fs::write(&keys, portcullis::mrtr::seal::new_key_line("k1")).unwrap();
+    }
     let mut text = format!(
         "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[admin]\naddress = \"127.0.0.1:0\"\n\n\
-         [policies]\ndir = \"{}\"\n\n{extra}\n",
-        policies.display()
+         [policies]\ndir = \"{}\"\n\n[state]\nkeys_file = \"{}\"\n\n{extra}\n",
+        policies.display(),
+        keys.display()
     );
     for (id, url, policy) in upstreams {
         text.push_str(&format!(
@@ -104,6 +120,7 @@ fn config(upstreams: &[(&str, &str, &str)], policies: &Path, extra: &str) -> Str
              response_timeout = \"2s\"\n\n[[route]]\npath = \"/{id}\"\nupstream = \"{id}\"\n\n"
         ));
     }
+    std::fs::write(own.join("gateway.toml"), &text).unwrap();
     text
 }
 
@@ -166,12 +183,14 @@ async fn call_reason(url: &str, tool: &str) -> Option<String> {
     v["error"]["data"]["reason"].as_str().map(str::to_owned)
 }
 
-/// `portcullis listings ARGS --admin ADDR`: exit code and stdout.
-async fn cli(gw: &portcullis::server::RunningGateway, args: &[&str]) -> (i32, String) {
+/// `portcullis listings ARGS --config DIR/gateway.toml --admin ADDR`:
+/// exit code and stdout.
+async fn cli(gw: &portcullis::server::RunningGateway, dir: &Path, args: &[&str]) -> (i32, String) {
     let admin = gw.admin_addr.unwrap().to_string();
     let mut all: Vec<String> = vec!["listings".into()];
     all.extend(args.iter().map(|a| a.to_string()));
     all.extend(["--admin".into(), admin]);
+    all.extend(["--config".into(), dir.join("gateway/gateway.toml").display().to_string()]);
     let out = tokio::task::spawn_blocking(move || Command::new(BIN).args(&all).output().unwrap())
         .await
         .unwrap();
@@ -238,6 +257,16 @@ async fn a_changed_definition_is_removed_audited_counted_and_delivered_once_acce
         );
     }
     assert_eq!(call_reason(&url, "stable").await, None);
+    // Definitions carried in a tool's result are compared with the pins too.
+    let carried = json_of(
+        call(&client(), &url, "c", "carrier", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(names(&carried), ["reordered", "stable"], "{carried}");
+    assert_eq!(carried["result"]["content"][0]["text"], "ok", "{carried}");
     let m = metrics(&gw).await;
     // Once per new definition, however often it is listed.
     assert_eq!(
@@ -246,7 +275,7 @@ async fn a_changed_definition_is_removed_audited_counted_and_delivered_once_acce
         "{m}"
     );
 
-    let (code, out) = cli(&gw, &["list", "--upstream", "rugs"]).await;
+    let (code, out) = cli(&gw, dir.path(), &["list", "--upstream", "rugs"]).await;
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(&format!("{} held", changed().count())),
@@ -257,15 +286,43 @@ async fn a_changed_definition_is_removed_audited_counted_and_delivered_once_acce
             .any(|l| l.starts_with("HELD") && l.contains("description")),
         "{out}"
     );
-    let (code, out) = cli(
+    // The operator reads the held definition, then accepts that one by its digest.
+    let (code, shown) = cli(
         &gw,
-        &["accept", "--upstream", "rugs", "--item", "description"],
+        dir.path(),
+        &["show", "--upstream", "rugs", "--item", "description"],
     )
     .await;
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("Adds numbers, then some."), "{shown}");
+    let held = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("held digest:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("{shown}"))
+        .to_owned();
+    let stale = "0".repeat(64);
+    let accept = |digest: String| {
+        let gw = &gw;
+        let dir = &dir;
+        async move {
+            cli(
+                gw,
+                dir.path(),
+                &["accept", "--upstream", "rugs", "--item", "description", "--digest", &digest],
+            )
+            .await
+        }
+    };
+    let (code, out) = accept(stale).await;
+    assert_eq!(code, 1, "a digest other than the one held pins nothing: {out}");
+    assert_eq!(call_reason(&url, "description").await.as_deref(), Some("listing_changed"));
+    let (code, out) = accept(held).await;
     assert_eq!((code, out.trim()), (0, "accepted tool description"));
     let (code, _) = cli(
         &gw,
-        &["accept", "--upstream", "rugs", "--item", "nothing_held"],
+        dir.path(),
+        &["accept", "--upstream", "rugs", "--item", "nothing_held", "--digest", &"1".repeat(64)],
     )
     .await;
     assert_eq!(code, 1, "nothing matched");
@@ -275,7 +332,7 @@ async fn a_changed_definition_is_removed_audited_counted_and_delivered_once_acce
         call_reason(&url, "title").await.as_deref(),
         Some("listing_changed")
     );
-    let (code, _) = cli(&gw, &["accept", "--upstream", "rugs", "--all"]).await;
+    let (code, _) = cli(&gw, dir.path(), &["accept", "--upstream", "rugs", "--all"]).await;
     assert_eq!(code, 0);
     assert_eq!(names(&list(&url).await), all, "every change accepted");
     assert_eq!(
@@ -345,15 +402,27 @@ async fn flag_and_monitor_deliver_allow_repins_and_upstreams_do_not_share_pins()
     assert_eq!(count(&m, "late", "removed"), 0, "{m}");
     let held = |id: &'static str| {
         let gw = &gw;
-        async move { cli(gw, &["list", "--upstream", id]).await.1 }
+        let dir = dir.path();
+        async move { cli(gw, dir, &["list", "--upstream", id]).await.1 }
     };
     assert!(held("flag").await.contains(&format!("{n} held")));
     assert!(held("watch").await.contains(&format!("{n} held")));
     assert!(held("allow").await.contains(" 0 held"));
     assert!(held("late").await.contains(" 0 held"));
-    let (code, _) = cli(&gw, &["list", "--upstream", "nobody"]).await;
+    let (code, _) = cli(&gw, dir.path(), &["list", "--upstream", "nobody"]).await;
     assert_eq!(code, 1, "an upstream that is not configured");
     gw.shutdown().await;
+}
+
+/// `Authorization` for a request to the admin listener, signed with the
+/// keys in `dir` (as `portcullis listings --config` signs it).
+fn signed(dir: &Path, method: &str, path: &str, body: &str) -> String {
+    let keys = portcullis::mrtr::seal::StateKeys::from_file(&dir.join("gateway/keys")).unwrap();
+    portcullis::admin::signed::sign(&keys, method, path, body.as_bytes())
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
 }
 
 #[tokio::test]
@@ -367,7 +436,7 @@ async fn an_acceptance_is_taken_only_as_the_cli_sends_it() {
     ))
     .await;
     let admin = format!("http://{}/listings/accept", gw.admin_addr.unwrap());
-    let body = json!({"upstream": "rugs", "all": true}).to_string();
+    let body = json!({"upstream": "rugs", "digests": {}}).to_string();
     let c = client();
     let post = |headers: &[(&str, &str)]| {
         let mut r = c.post(&admin).body(body.clone());
@@ -376,16 +445,33 @@ async fn an_acceptance_is_taken_only_as_the_cli_sends_it() {
         }
         r.send()
     };
+    let good = signed(dir.path(), "POST", "/listings/accept", &body);
+    let other_key = tempfile::tempdir().unwrap();
+    std::fs::create_dir(other_key.path().join("gateway")).unwrap();
+    std::fs::write(
+        other_key.path().join("gateway/keys"),
+        portcullis::mrtr::seal::new_key_line("k1"),
+    )
+    .unwrap();
+    let forged = signed(other_key.path(), "POST", "/listings/accept", &body);
+    let other_body = signed(dir.path(), "POST", "/listings/accept", "{}");
     let json_type = ("content-type", "application/json");
     let marked = ("x-portcullis-admin", "listings");
     for (headers, status) in [
-        (vec![json_type], 403),
-        (vec![marked], 403),
+        // Loopback and the header are no longer enough: a local program has both.
+        (vec![json_type, marked], 401),
+        (vec![json_type, marked, ("authorization", forged.as_str())], 401),
+        (vec![json_type, marked, ("authorization", other_body.as_str())], 401),
+        (vec![json_type, ("authorization", good.as_str())], 403),
         (
-            vec![json_type, marked, ("origin", "https://evil.example")],
+            vec![json_type, marked, ("authorization", good.as_str()), ("origin", "https://evil.example")],
             403,
         ),
-        (vec![json_type, marked], 200),
+        (
+            vec![json_type, marked, ("authorization", good.as_str()), ("host", "rebound.evil.example")],
+            403,
+        ),
+        (vec![json_type, marked, ("authorization", good.as_str())], 200),
     ] {
         assert_eq!(
             post(&headers).await.unwrap().status(),
@@ -394,7 +480,24 @@ async fn an_acceptance_is_taken_only_as_the_cli_sends_it() {
         );
     }
     let get = c.get(&admin).send().await.unwrap();
-    assert_eq!(get.status(), 405);
+    assert_eq!(get.status(), 401);
+    // Reading what is pinned needs the signature, and an address as Host.
+    let listings = format!("http://{}/listings?upstream=rugs", gw.admin_addr.unwrap());
+    let read = |auth: Option<String>, host: Option<&'static str>| {
+        let mut r = c.get(&listings);
+        if let Some(a) = auth {
+            r = r.header("authorization", a);
+        }
+        if let Some(h) = host {
+            r = r.header("host", h);
+        }
+        r.send()
+    };
+    let sign_get = || Some(signed(dir.path(), "GET", "/listings?upstream=rugs", ""));
+    assert_eq!(read(None, None).await.unwrap().status(), 401);
+    assert_eq!(read(sign_get(), Some("attacker.example:9901")).await.unwrap().status(), 403);
+    assert_eq!(read(sign_get(), None).await.unwrap().status(), 200);
+    assert_eq!(read(sign_get(), Some("localhost")).await.unwrap().status(), 200);
     gw.shutdown().await;
 }
 
@@ -447,7 +550,7 @@ async fn in_redis_the_pins_are_shared_namespaced_and_an_outage_refuses_fast() {
         changed().count() as u64,
         "recorded once in the cluster"
     );
-    let (code, _) = cli(&one, &["accept", "--upstream", "rugs", "--all"]).await;
+    let (code, _) = cli(&one, dir.path(), &["accept", "--upstream", "rugs", "--all"]).await;
     assert_eq!(code, 0);
     assert_eq!(names(&list(&endpoint(&two, "rugs")).await), all);
 

@@ -8,6 +8,7 @@ mod access_log;
 mod architecture;
 mod audit;
 mod audit_ids;
+mod book_examples;
 mod bridge;
 mod bridge_legacy;
 mod cli;

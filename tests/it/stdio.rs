@@ -181,6 +181,46 @@ fn the_config_says_what_is_wrong_with_a_program() {
     assert!(problems(&roots, d).contains("only a stdio upstream"));
 }
 
+/// `check` finds what `run` would fail on, and nothing more: a working folder
+/// the sandbox does not show is a problem of its own; an unset `env_from` name
+/// is one problem, not also "python3 is not on PATH".
+#[test]
+fn the_config_names_the_one_problem_a_program_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (inside, outside) = (d.join("data"), d.join("elsewhere"));
+    std::fs::create_dir_all(&inside).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let sandboxed = |cwd: &Path| {
+        config(
+            d,
+            &format!(
+                "cwd = \"{}\"\n[upstream.sandbox]\nwritable = [\"{}\"]",
+                cwd.display(),
+                inside.display()
+            ),
+            "",
+        )
+    };
+    let got = problems(&sandboxed(&outside), d);
+    assert!(got.contains("is outside the sandbox"), "{got}");
+    assert!(got.contains(&outside.display().to_string()), "{got}");
+    assert!(GatewayConfig::parse(&sandboxed(&inside.join(".")), &d.join("gateway.toml")).is_ok());
+    // A folder under a system folder is shown read-only: not a problem.
+    assert!(GatewayConfig::parse(&sandboxed(Path::new("/usr")), &d.join("gateway.toml")).is_ok());
+
+    let unset = problems(
+        &config(d, "env_from = [\"PORTCULLIS_NOT_SET_ANYWHERE\"]", ""),
+        d,
+    );
+    assert!(
+        unset.contains("PORTCULLIS_NOT_SET_ANYWHERE is not set"),
+        "{unset}"
+    );
+    assert!(!unset.contains("not an executable file"), "{unset}");
+    assert_eq!(unset.lines().count(), 1, "{unset}");
+}
+
 #[test]
 fn the_state_keys_never_reach_a_program() {
     let dir = tempfile::tempdir().unwrap();
@@ -297,5 +337,66 @@ async fn an_eager_program_starts_with_the_gateway_and_an_idle_one_stops() {
         Value::Null,
         "and one starts again on use"
     );
+    gw.shutdown().await;
+}
+
+/// A 2026-07-28 program that logs a little after its answer to `talk`
+/// (as an asynchronous logger would), and logs during `listen`.
+const LOGGER: &str = r#"
+import json, sys, time
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "server/discover":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete",
+              "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "logging": {}}}})
+        continue
+    if m["method"] == "ping":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+        continue
+    name = m["params"]["name"]
+    log = lambda text: send({"jsonrpc": "2.0", "method": "notifications/message",
+                             "params": {"level": "info", "data": text}})
+    if name == "listen":
+        log("said during listen")
+    send({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete",
+          "content": [{"type": "text", "text": name}]}})
+    if name == "talk":
+        time.sleep(0.05)
+        log("left over from talk")
+"#;
+
+/// What a pooled program writes after its answer is its previous caller's:
+/// the next caller of the same process never gets it.
+#[tokio::test]
+async fn a_pooled_programs_late_lines_never_reach_the_next_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("logger.py");
+    std::fs::write(&program, LOGGER).unwrap();
+    let text = config(dir.path(), "max_processes = 1", "").replace(
+        &format!("\"{}\"", dir.path().join("program.py").display()),
+        &format!("\"{}\"", program.display()),
+    );
+    let gw = start_in(dir.path(), &text).await;
+    let c = client();
+    for round in 0..3 {
+        let talk = call(&c, &url(&gw), "a", "talk", json!({})).send().await.unwrap();
+        assert!(talk.text().await.unwrap().contains("talk"));
+        let listen = call(&c, &url(&gw), "b", "listen", json!({}))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(listen.contains("said during listen"), "round {round}: {listen}");
+        assert!(
+            !listen.contains("left over"),
+            "round {round}: the previous caller's line reached the next: {listen}"
+        );
+    }
     gw.shutdown().await;
 }

@@ -1464,3 +1464,50 @@ async fn a_replayed_task_cannot_carry_a_question() {
         .as_str()
         .is_some_and(|s| s.starts_with("pcs1.")));
 }
+
+/// A list of tasks (`tasks/list`, 2025-11-25's experimental tasks) carries
+/// tasks: one that asks gets the question policy, as a `tasks/get` of it
+/// would, for a 2026-07-28 client and in a 2025-11-25 session alike; one
+/// that passes is sealed with the gateway's state, never the upstream's.
+#[tokio::test]
+async fn a_list_of_tasks_gets_the_question_policy() {
+    let p = plan();
+    let listing = |question: Value| {
+        json!({"tasks": [
+            task("input_required", json!({"requestState": "up-3", "inputRequests": {"q": question}})),
+            task_of("other-task", "working", json!({})),
+        ]})
+    };
+    set(&p, "tasks/list", listing(password_form()));
+    let up = upstream(p.clone()).await;
+    let gw = gateway(&up, "").await;
+    let url = url(&gw);
+    let v = post(&url, "tasks/list", None, request("l1", "tasks/list", json!({}))).await;
+    assert_eq!(reason(&v), "secret_field_requested", "{v}");
+    nothing_of(&v, &["bank password"]);
+    let session = legacy_session(&url).await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/list", "params": {}});
+    let text = legacy(&url, Some(&session), list.clone())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!text.contains("bank password"), "{text}");
+    assert_eq!(reason(messages(&text).last().unwrap()), "secret_field_requested", "{text}");
+
+    set(&p, "tasks/list", listing(room_form()));
+    let v = post(&url, "tasks/list", None, request("l2", "tasks/list", json!({}))).await;
+    let tasks = v["result"]["tasks"].as_array().unwrap_or_else(|| panic!("{v}"));
+    let state = tasks[0]["requestState"].as_str().unwrap_or_default();
+    assert!(state.starts_with("pcs1."), "the listed question is sealed: {v}");
+    assert!(!v.to_string().contains("up-3"), "{v}");
+    assert_eq!(tasks[1]["taskId"], "other-task");
+    assert!(tasks[1].get("requestState").is_none(), "{v}");
+    // The sealed state answers that task's question through tasks/update.
+    let body = update("u1", Some(state), TASK, json!({"q": accept("room", "atrium")}));
+    let v = post(&url, "tasks/update", Some(TASK), body).await;
+    assert_eq!(v["result"]["resultType"], "complete", "{v}");
+    assert_eq!(received(&up, "tasks/update")[0]["params"]["requestState"], "up-3");
+}

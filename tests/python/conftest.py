@@ -87,6 +87,41 @@ def _binary() -> Path:
     return path
 
 
+class SharedTmp:
+    """Folders for sandboxed stdio programs: when the tests run as root, such a program
+    runs as an unprivileged user (`[upstream.sandbox] user`, nobody by default), and
+    pytest's own temporary folders (mode 0700, root's) are closed to it. These are
+    under one folder every user may enter, each writable by every user."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.root = Path(tempfile.mkdtemp(prefix="portcullis-tests-"))
+        self.root.chmod(0o755)
+        self.made = 0
+
+    def mktemp(self, name: str) -> Path:
+        self.made += 1
+        path = self.root / f"{name}{self.made}"
+        path.mkdir()
+        path.chmod(0o777)
+        return path
+
+
+@pytest.fixture(scope="session")
+def shared_tmp_factory():
+    import shutil
+
+    shared = SharedTmp()
+    yield shared
+    shutil.rmtree(shared.root, ignore_errors=True)
+
+
+@pytest.fixture
+def shared_tmp(shared_tmp_factory: SharedTmp) -> Path:
+    return shared_tmp_factory.mktemp("t")
+
+
 def _http_status(url: str) -> int | None:
     try:
         with urllib.request.urlopen(url, timeout=1.0) as resp:

@@ -18,6 +18,9 @@ What it does wrong is chosen by the tool called (one program, many cases):
                bytes and `arguments.escapes` (control characters); answers at once
   exit         `os._exit(3)` before answering
   hang         never answers (it keeps reading: what it is sent is recorded)
+  spin         never answers, and a thread burns the CPU from then on
+  midline      writes the start of its answer without ending the line, then goes on
+               reading (never ends that line)
   fork         starts a child that sleeps (marked by `arguments.marker` in its
                argv; `arguments.setsid`: the child calls os.setsid()), writes the
                child's pid to `arguments.pidfile` and answers
@@ -30,6 +33,8 @@ What it does wrong is chosen by the tool called (one program, many cases):
   connect      `socket.create_connection(("127.0.0.1", arguments.port))`
   open_files   opens /dev/null `arguments.count` times
   alloc        allocates `arguments.mb` MiB
+  identity, by_handle, remount, read_file, fork_count, shm, fill, unshare:
+               what a program that wants out of its sandbox tries (hostile_escape.py)
 
 Every line it reads is appended (as received, with its pid) to the file named
 by the environment variable HOSTILE_RECORD, when set.
@@ -46,13 +51,15 @@ import sys
 import threading
 import time
 
+import hostile_escape
+
 VERSION = "2025-11-25"
 OUT = sys.stdout.buffer
 OUT_LOCK = threading.Lock()
 RECORD = os.environ.get("HOSTILE_RECORD")
 
 TOOLS = ["pid", "garbage", "text_logs", "huge", "bad_utf8", "unknown_id", "stderr_flood", "exit",
-         "hang", "fork", "environ", "password", "connect", "open_files", "alloc"]
+         "hang", "spin", "midline", "fork", "environ", "password", "connect", "open_files", "alloc", *hostile_escape.TOOLS]
 
 
 def write_raw(data: bytes) -> None:
@@ -162,6 +169,15 @@ def call(rid, name: str, args: dict, pending: dict) -> None:
         os._exit(3)
     elif name == "hang":
         record({"hanging": rid})
+    elif name == "spin":
+        def burn() -> None:
+            while True:
+                pass
+        threading.Thread(target=burn, daemon=True).start()
+    elif name == "midline":
+        with OUT_LOCK:
+            OUT.write(b'{"jsonrpc":"2.0","id":' + json.dumps(rid).encode() + b',"result":{"content":[')
+            OUT.flush()
     elif name == "fork":
         mode = "setsid" if args.get("setsid") else "stay"
         child = subprocess.Popen([sys.executable, "-c", CHILD, mode, args["marker"]],
@@ -213,6 +229,8 @@ def call(rid, name: str, args: dict, pending: dict) -> None:
             answer(rid, {"allocated": size})
         except MemoryError:
             answer(rid, {"allocated": 0, "error": "MemoryError"})
+    elif name in hostile_escape.TOOLS:
+        answer(rid, hostile_escape.TOOLS[name](args))
     else:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"no tool {name!r}"}})
 

@@ -466,23 +466,26 @@ async def test_legacy_session_over_the_members(fed, direct_tools):
     sessions = {h.get("mcp-session-id") for h, b in s.wire[1:]}
     assert len(sessions) == 1 and next(iter(sessions)).startswith("pss1."), sessions
     names = [t.name for t in listing.tools]
-    for uid in ("python", "ts-v2"):
+    # The demo server speaks only 2026-07-28, the TypeScript SDK v2 server keeps no
+    # 2025-11-25 session: the gateway carries both across (bridged) in the route's session.
+    for uid in ("python", "ts-v2", "rooms"):
         assert [n for n in names if n.startswith(f"{PREFIX[uid]}_")] == [
             f"{PREFIX[uid]}_{t.name}" for t in direct_tools[uid]
         ]
     for tool in listing.tools:
         uid = next(u for u, p in TEAM_MEMBERS if tool.name.startswith(f"{p}_"))
         assert tool.meta[PROVENANCE] == {"id": uid, "name": name_of(uid)}
-    # The demo server speaks only 2026-07-28: no session there, so it is left out and named.
-    assert not any(n.startswith("rooms_") for n in names)
-    assert "rooms" in unavailable(listing.meta)
+    assert "rooms" not in unavailable(listing.meta)
     for uid, result in echoes.items():
         assert [c.text for c in result.content] == ["old"], uid
 
 
-async def test_legacy_pushed_questions_go_back_to_their_member(fed):
+@pytest.mark.parametrize("uid", ["python", "ts-v2"])
+async def test_legacy_pushed_questions_go_back_to_their_member(fed, uid):
+    """Each member that speaks 2025-11-25 keeps its own session under the joint one,
+    so it can push its questions (the TypeScript SDK v2 server too)."""
     async with connect(fed.url(TEAM), mode="legacy") as s:
-        result = await s.client.call_tool("py_wizard", {})
+        result = await s.client.call_tool(f"{PREFIX[uid]}_wizard", {})
     assert [p.message for _, p in s.asked] == ["What is the event called?", "How many people come?", "Book it?"]
     assert json.loads(result.content[0].text) == {
         "tool": "wizard",
@@ -490,6 +493,16 @@ async def test_legacy_pushed_questions_go_back_to_their_member(fed):
     }
     answers = [b for _, b in s.wire if "result" in b]
     assert len(answers) == 3 and all(str(b["id"]).startswith("psr1.") for b in answers), answers
+
+
+async def test_legacy_a_bridged_member_asks_its_question(fed):
+    """The demo server (2026-07-28 only) asks which room through the route's session."""
+    tool, arguments, _ = MRTR_TOOLS["rooms"]
+    async with connect(fed.url(TEAM), mode="legacy") as s:
+        result = await s.client.call_tool(f"{PREFIX['rooms']}_{tool}", arguments)
+    [(_, asked)] = s.asked
+    assert asked.requested_schema["properties"]["room_id"]["enum"] == ["atrium", "studio-b", "nook"], asked
+    assert not result.is_error, result
 
 
 async def test_legacy_delete_ends_the_session_on_every_member(fed):

@@ -74,6 +74,7 @@ def upstreams(tmp: Path) -> list[Upstream]:
         Upstream("obj"), Upstream("arr"), Upstream("text"), Upstream("huge"), Upstream("utf8"),
         Upstream("idnum"), Upstream("idstr"), Upstream("flood"), Upstream("peer"), Upstream("exit"),
         Upstream("backoff"), Upstream("hang"), Upstream("hang2", {"max_processes": "2", "connect_timeout": '"2s"'}),
+        Upstream("spin", {"max_processes": "1"}), Upstream("midline", {"max_processes": "1"}),
         Upstream("group", {"idle_timeout": '"1s"'}),
         Upstream("boxed", {"idle_timeout": '"1s"'}, box),
         Upstream("env", {"env_from": f'["{PASSED}"]'}),
@@ -178,11 +179,11 @@ def running(ups: list[Upstream], tmp: Path):
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory):
+def gw(shared_tmp_factory):
     if not os.access("/usr/bin/bwrap", os.X_OK):
         pytest.fail("bubblewrap is not installed (/usr/bin/bwrap; Debian: apt-get install bubblewrap)",
                     pytrace=False)
-    tmp = tmp_path_factory.mktemp("stdio-hostile")
+    tmp = shared_tmp_factory.mktemp("stdio-hostile")
     with running(upstreams(tmp), tmp) as gateway:
         yield gateway
 
@@ -332,6 +333,9 @@ def restarted(gw: Gateway, upstream: str, old: int, crashes: int = 1) -> int:
     """The program `old` was killed; after the backoff (1 s, 2 s, 4 s… for the
     `crashes`-th end within 10 s of a start), a new process answers."""
     assert wait_until(lambda: not alive(old), 3), f"{upstream}: the program {old} still runs"
+    # The backoff runs from the end of the program's supervisor, which the gateway logs.
+    assert wait_until(lambda: log_lines(gw, "stdio program ended", f"upstream={upstream}", f"pid={old}"), 3), \
+        f"{upstream}: the gateway did not see {old} end"
     time.sleep(BACKOFF_S * 2 ** (crashes - 1) + 0.2)
     new = pid_of(gw, upstream)
     assert new != old, f"{upstream}: the killed program {old} answered again"
@@ -416,6 +420,7 @@ def stderr_lines(gw: Gateway, upstream: str) -> list[tuple[datetime, str]]:
 
 def test_a_flood_on_stderr_is_bounded_and_the_gateway_stays_responsive(gw):
     escapes = "\x1b[31mRED\x1b[0m bell\x07 cr\r 2026-01-01T00:00:00Z ERROR portcullis: forged\x1b]0;title\x07"
+    pid_of(gw, "peer")  # started before: what is timed is the flood, not a program's start
     reply = call(gw, "flood", "stderr_flood", {"lines": 100_000, "seconds": 3, "long_line": 10_000,
                                                "escapes": escapes})
     pid = reply.value["pid"]
@@ -504,6 +509,33 @@ def test_programs_that_never_answer_do_not_use_up_the_processes(gw):
         refused(reply, "upstream_timeout", 504, rid=rid)
 
 
+@pytest.mark.parametrize("upstream,tool,said", [
+    ("spin", "spin", "kept working on it"),
+    ("midline", "midline", "stopped in the middle of a line"),
+])
+def test_a_program_still_busy_with_a_request_given_up_is_replaced(gw, upstream, tool, said):
+    """After its call timed out: a program that keeps burning the CPU, or that stopped in the
+    middle of a line (which would corrupt the next answer), is stopped, and the next call
+    gets a fresh one (max_processes = 1: it would otherwise get this one)."""
+    refused(call(gw, upstream, tool, rid=8), "upstream_timeout", 504, rid=8)
+    first = receiver(gw, upstream, tool)
+    assert wait_until(lambda: not alive(first), 4), f"{upstream}: the program {first} still runs"
+    assert log_lines(gw, said, f"upstream={upstream}", f"pid={first}"), gw.log()[-3000:]
+    after = call(gw, upstream, "pid", rid=9)
+    assert after.status == 200 and after.value["pid"] not in (0, first), after.raw
+    # The gateway stopped it: no crash, no restart backoff.
+    assert gw.metric_total("portcullis_stdio_exits_total", upstream=upstream) == 1
+
+
+def test_a_program_that_went_quiet_after_a_request_given_up_is_kept(gw):
+    """A program may rightly never answer a cancelled request: one that does nothing is kept."""
+    refused(call(gw, "hang", "hang", rid=10), "upstream_timeout", 504, rid=10)
+    first = receiver(gw, "hang", "hang")
+    time.sleep(2)
+    assert alive(first)
+    assert call(gw, "hang", "pid", rid=11).value["pid"] == first
+
+
 # ==================================================================== children
 
 def test_a_child_in_the_process_group_is_stopped_with_the_program(gw):
@@ -527,14 +559,19 @@ def test_a_sandboxed_child_that_leaves_the_group_is_gone_with_the_program(gw):
     assert int(pidfile.read_text()) == reply.value["child"]  # its pid in the sandbox's namespace
     assert wait_until(lambda: len(pids_with(marker)) == 1, 2), "the setsid child is not running"
     [child] = pids_with(marker)
-    [launcher] = [p for p in children_of(gw.proc.pid) if upstream_of(p) == "boxed"]
+    # The gateway's child is the program's supervisor (the gateway's own binary), bubblewrap its child.
+    [supervisor] = [p for p in children_of(gw.proc.pid) if upstream_of(p) == "boxed"]
+    assert Path(f"/proc/{supervisor}/exe").resolve() == _binary().resolve()
+    [launcher] = children_of(supervisor)
     assert Path(f"/proc/{launcher}/exe").resolve() == Path("/usr/bin/bwrap").resolve()
     assert os.getsid(child) != os.getpgid(launcher), "the child did not leave the program's group"
-    assert wait_until(lambda: not alive(launcher), 6), "the idle sandboxed program was not stopped"
+    assert wait_until(lambda: not alive(launcher) and not alive(supervisor), 6), \
+        "the idle sandboxed program was not stopped"
     assert wait_until(lambda: not pids_with(marker), 3), f"the setsid child {child} outlived the sandbox"
 
 
-def test_drain_stops_the_program_and_its_group(tmp_path):
+def test_drain_stops_the_program_and_its_group(shared_tmp):
+    tmp_path = shared_tmp
     """SIGTERM to the gateway: every program gets SIGTERM (its group), the gateway exits 0."""
     marker = f"hostile-child-{uuid.uuid4().hex}"
     with running([Upstream("drain")], tmp_path) as gateway:

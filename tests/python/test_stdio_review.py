@@ -906,7 +906,7 @@ def test_a_session_whose_program_died_is_gone_and_a_new_one_works(gw):
         reply = s.post(body)
         assert reply.status == 404, reply.raw
         assert "no such session" in reply.one["error"]["message"], reply.raw
-    # It ended within 10 s of its start: the next start waits 1 s (README "Lifecycle").
+    # It ended within 10 s of its start: the next start waits 1 s (the book's stdio page, "Lifecycle").
     too_soon = request(gw, "/mortal", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": caps_for("mortal"), "clientInfo": {"name": "r", "version": "1"}}},
         {"mcp-protocol-version": LEGACY})
@@ -1186,12 +1186,13 @@ def test_a_relative_program_path_is_checked_where_it_runs(tmp_path):
         assert reply.status == 200, f"check said ok ({verdicts}), the call got: {reply.raw[:400]}"
 
 
-def test_a_sandbox_writable_root_works_or_is_refused_clearly(tmp_path):
+def test_a_sandbox_writable_root_works_or_is_refused_clearly(shared_tmp):
     """`writable = ["/"]` undoes the whole file-system confinement. Either `check`
     refuses it naming the key, or the program runs (and then it can read what the
     operator thought hidden: the gateway's own folder)."""
     if not os.access("/usr/bin/bwrap", os.X_OK):
         pytest.fail("bubblewrap is not installed (/usr/bin/bwrap)", pytrace=False)
+    tmp_path = shared_tmp
     program = write_program(tmp_path)
     config = single(tmp_path, f'[[upstream]]\nid = "root"\nname = "Root"\ncommand = ["{PYTHON}", "{program}"]\n'
                               '[upstream.sandbox]\nwritable = ["/"]\n' + route_toml("/root", "root"))

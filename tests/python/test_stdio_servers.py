@@ -79,11 +79,7 @@ EVERYTHING_TOOLS = {
 }  # fmt: skip
 ANSWER = {"name": "Ada Lovelace", "check": True, "email": "ada@example.org", "integer": 7}
 # Its integer field's description: "(do not give us your phone number, pin, or other sensitive
-# info)". Both presets take the "pin" for a secret asked through a form.
-PIN_REFUSAL = (
-    'MCP error -32010: {name} asks for a pin in form field "integer"; sensitive data must be collected '
-    'through URL mode (an elicitation with mode "url"), never a form'
-)
+# info)": a negated request, which asks for no PIN (both presets deliver the form).
 # A policy that lets that form through: the trusted preset, with the field named `integer`
 # not taken for a secret.
 FORM_POLICY = """\
@@ -279,13 +275,15 @@ async def call_once(url: str, era: str, tool: str, args: dict[str, Any]) -> type
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, dict[str, Path]]]:
+def servers(tmp_path_factory: pytest.TempPathFactory, shared_tmp_factory) -> Iterator[tuple[Running, dict[str, Path]]]:
     """One gateway in front of every program of cases 1-5; the folders they use."""
     policies = tmp_path_factory.mktemp("policies")
     (policies / "everything-form.toml").write_text(FORM_POLICY)
-    parent = tmp_path_factory.mktemp("files")
+    # The sandboxed program runs as an unprivileged user when the tests run as root.
+    parent = shared_tmp_factory.mktemp("files")
     allowed = parent / "allowed"
     allowed.mkdir()
+    allowed.chmod(0o777)
     (allowed / "inside.txt").write_text("inside text\n")
     (parent / "outside.txt").write_text("outside text\n")
     rooted = tmp_path_factory.mktemp("rooted")
@@ -382,18 +380,14 @@ async def test_everything_elicitation_answered(gw, era):
 
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize("route, name", [("everything", "Everything"), ("everything-trusted", "Everything (trusted)")])
-async def test_everything_elicitation_refused(gw, era, route, name):
-    """Under `untrusted` (the default) and `trusted` alike, the form's "pin" is a secret
-    asked through a form: the person never sees it; the program's push is answered with
-    the refusal (-32010), and the program ends its call with an error result saying so."""
+async def test_everything_elicitation_delivered(gw, era, route, name):
+    """Under `untrusted` (the default) and `trusted` alike, the form is delivered: its
+    integer field tells people *not* to give a PIN, which asks for none (issue 35). The
+    person is shown the form once and the program's call completes with their answer."""
     async with connect(gw.url(route), era, accept(ANSWER)) as s:
         result = await s.client.call_tool("trigger-elicitation-request", {})
-    assert s.asked == [], "the person was shown a form the policy refuses"
-    assert result.is_error
-    assert texts(result)[0] == PIN_REFUSAL.format(name=name)
-    # Nothing to answer: one request, no retry, no answer sent.
-    assert len(s.calls("trigger-elicitation-request")) == 1
-    assert s.answers_sent() == []
+    assert len(s.asked) == 1, texts(result)
+    assert not result.is_error, texts(result)
 
 
 # === 2. server-filesystem, confined ======================================================

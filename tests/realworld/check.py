@@ -40,11 +40,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import DEFAULT_OUT, LISTS, ROOT, load  # noqa: E402
+from corpus import DEFAULT_OUT, LISTS, ROOT, add_selection_args, selected  # noqa: E402
 
 PRESETS = ("untrusted", "trusted")
 MESSAGES = [("initialize", "initialize.json", None)] + [(m, f, k) for m, (f, k) in LISTS.items()]
-IDENTITY = ("name", "uri", "uriTemplate")
 FLAG_ACTIONS = {"flag", "monitor"}
 
 CONFIG = """# Written by tests/realworld/check.py: one upstream per preset, never contacted.
@@ -121,16 +120,46 @@ def diff(orig, new, path: str, out: list[dict]) -> None:
         out.append({"at": path, "kind": kind, "before": orig, "after": new})
 
 
-def identity(item, index: int) -> str:
-    if isinstance(item, dict):
-        for k in IDENTITY:
-            if isinstance(item.get(k), str):
-                return f"{k}={item[k]}"
-    return f"#{index}"
+# What names an item of each list: resources are told apart by their `uri`
+# (several may share a name), templates by `uriTemplate`, the rest by `name`.
+IDENTITY_BY_KEY = {"tools": "name", "prompts": "name", "resources": "uri", "resourceTemplates": "uriTemplate"}
+
+
+def identity(item, key: str) -> str:
+    """The item's identity in its list, or "" when it has none."""
+    field_name = IDENTITY_BY_KEY.get(key, "name")
+    if isinstance(item, dict) and isinstance(item.get(field_name), str):
+        return f"{field_name}={item[field_name]}"
+    return ""
+
+
+def match_items(sent: list, got: list, key: str) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Pairs (sent index, received index) of the same item, the sent items not
+    received, and the received items not sent.
+
+    Items are paired by identity; items sharing one identity (duplicates) are
+    paired in their order, the k-th sent with the k-th received. Items without
+    an identity are paired by position among themselves."""
+    queues: dict[str, list[int]] = {}
+    for j, item in enumerate(got):
+        queues.setdefault(identity(item, key), []).append(j)
+    pairs, removed = [], []
+    for i, item in enumerate(sent):
+        queue = queues.get(identity(item, key))
+        if queue:
+            pairs.append((i, queue.pop(0)))
+        else:
+            removed.append(i)
+    added = sorted(j for q in queues.values() for j in q)
+    return pairs, removed, added
+
+
+def label(item, key: str, index: int) -> str:
+    return identity(item, key) or f"#{index}"
 
 
 def compare(result: dict, received: dict, key: str | None) -> tuple[list[str], list[dict]]:
-    """(identities of removed items, changes) between sent and received."""
+    """(labels of removed items, changes) between sent and received."""
     changes: list[dict] = []
     if key is None:
         top = {k: v for k, v in result.items() if k != "_meta"}
@@ -139,20 +168,17 @@ def compare(result: dict, received: dict, key: str | None) -> tuple[list[str], l
         return [], changes
     sent_items = result.get(key) or []
     got_items = received.get(key) or []
-    got_by_id = {}
-    for i, item in enumerate(got_items):
-        got_by_id.setdefault(identity(item, i), item)
-    removed = []
-    for i, item in enumerate(sent_items):
-        ident = identity(item, i)
-        if ident not in got_by_id:
-            removed.append(ident)
-            continue
-        diff(item, got_by_id[ident], f"{key}[{ident}]", changes)
+    pairs, removed_at, added_at = match_items(sent_items, got_items, key)
+    for i, j in pairs:
+        diff(sent_items[i], got_items[j], f"{key}[{label(sent_items[i], key, i)}]", changes)
+    for j in added_at:
+        item = got_items[j]
+        kind = "visible" if _has_text(item) else "structure"
+        changes.append({"at": f"{key}[+{label(item, key, j)}]", "kind": kind, "before": None, "after": item})
     rest = {k: v for k, v in result.items() if k not in (key, "_meta")}
     got_rest = {k: v for k, v in received.items() if k not in (key, "_meta")}
     diff(rest, got_rest, "", changes)
-    return removed, changes
+    return [label(sent_items[i], key, i) for i in removed_at], changes
 
 
 def explain(binary: str, config: Path, preset: str, method: str, message: bytes) -> dict:
@@ -262,19 +288,13 @@ def write_gateway_config(path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--subset", action="store_true", help="only the servers marked subset = true")
+    add_selection_args(ap)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the recordings (default {DEFAULT_OUT})")
-    ap.add_argument("--only", default="", help="comma-separated server ids")
     ap.add_argument("--bin", default=os.environ.get("PORTCULLIS_BIN", str(ROOT / "target" / "debug" / "portcullis")))
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("REALWORLD_JOBS", "2")))
     ap.add_argument("--quiet", action="store_true", help="print totals only, not every server's row")
     args = ap.parse_args(argv)
-    servers = load()
-    if args.subset:
-        servers = [s for s in servers if s.subset]
-    if args.only:
-        wanted = set(args.only.split(","))
-        servers = [s for s in servers if s.id in wanted or s.package in wanted]
+    servers = selected(args)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="portcullis-realworld-check-") as tmp:
         config = Path(tmp) / "gateway.toml"

@@ -6,6 +6,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import tomllib
@@ -115,3 +116,33 @@ def cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "portcullis" / "realworld"
+
+
+def add_selection_args(ap: argparse.ArgumentParser) -> None:
+    """The options that choose servers, shared by the recorder and the checker."""
+    ap.add_argument("--subset", action="store_true", help="only the servers marked subset = true")
+    ap.add_argument("--only", default="", help="comma-separated server ids")
+    ap.add_argument(
+        "--servers",
+        type=Path,
+        action="append",
+        help=f"a server list to read instead of {SERVERS.name} (repeatable: a hold-out list beside it)",
+    )
+
+
+def selected(args: argparse.Namespace) -> list[Server]:
+    """The servers the options choose, in list order; ids unique across lists."""
+    servers: list[Server] = []
+    seen: set[str] = set()
+    for path in args.servers or [SERVERS]:
+        for s in load(path):
+            if s.id in seen:
+                raise CorpusError(f"server {s.id} is listed twice (again in {path})")
+            seen.add(s.id)
+            servers.append(s)
+    if args.subset:
+        servers = [s for s in servers if s.subset]
+    if args.only:
+        wanted = set(args.only.split(","))
+        servers = [s for s in servers if s.id in wanted or s.package in wanted]
+    return servers

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -43,21 +44,49 @@ class InstallError(Exception):
 
 
 def _run(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> None:
+    # Its own process group: npm and pip start compilers and install scripts
+    # that outlive the client when only the client is killed, so a timeout
+    # ends the whole group.
     try:
-        p = subprocess.run(
+        p = subprocess.Popen(
             cmd,
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=INSTALL_TIMEOUT,
+            start_new_session=True,
         )
+    except OSError as e:
+        raise InstallError(f"cannot start {cmd[0]}: {e}") from e
+    try:
+        stdout, stderr = p.communicate(timeout=INSTALL_TIMEOUT)
     except subprocess.TimeoutExpired as e:
-        raise InstallError(f"{cmd[0]} timed out after {INSTALL_TIMEOUT}s") from e
+        _kill_group(p)
+        raise InstallError(f"{Path(cmd[0]).name} timed out after {INSTALL_TIMEOUT}s") from e
+    except BaseException:
+        _kill_group(p)
+        raise
     if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-6:]
+        tail = (stderr or stdout).strip().splitlines()[-6:]
         raise InstallError(f"{Path(cmd[0]).name} exited {p.returncode}: " + " | ".join(tail))
+
+
+def _kill_group(p: subprocess.Popen) -> None:
+    """Ends the process group `p` leads, TERM then KILL, and reaps `p`.
+
+    KILL follows even when the leader left at TERM: members it started
+    (a compiler under an install script) may not have."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            p.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _marked(folder: Path, spec: str) -> bool:

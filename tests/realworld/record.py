@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import DEFAULT_OUT, LISTS, Server, load  # noqa: E402
-from install import InstallError, install, node_bin  # noqa: E402
+from corpus import DEFAULT_OUT, LISTS, Server, add_selection_args, selected  # noqa: E402
+from install import InstallError, install, node_bin, server_dir  # noqa: E402
 
 VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 NEXT = "2026-07-28"
@@ -370,17 +370,16 @@ def summary_line(st: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--subset", action="store_true", help="only the servers marked subset = true")
+    add_selection_args(ap)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where recordings go (default {DEFAULT_OUT})")
-    ap.add_argument("--only", default="", help="comma-separated server ids")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("REALWORLD_JOBS", "4")))
+    ap.add_argument(
+        "--prune",
+        action="store_true",
+        help="remove a server's install folder once it is recorded, unless it is in the subset (disk)",
+    )
     args = ap.parse_args(argv)
-    servers = load()
-    if args.subset:
-        servers = [s for s in servers if s.subset]
-    if args.only:
-        wanted = set(args.only.split(","))
-        servers = [s for s in servers if s.id in wanted or s.package in wanted]
+    servers = selected(args)
     args.out.mkdir(parents=True, exist_ok=True)
     nodes = node_bin() if any(s.registry == "npm" for s in servers) else None
     scratch_base = Path(tempfile.mkdtemp(prefix="portcullis-realworld-"))
@@ -390,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(server: Server) -> dict:
         st = record(server, args.out, nodes, scratch_base)
+        if args.prune and not server.subset:
+            shutil.rmtree(server_dir(server), ignore_errors=True)
         with lock:
             print(summary_line(st), flush=True)
         return st

@@ -6,6 +6,7 @@
 
 pub mod audit;
 
+pub(crate) use portcullis_approval as approval;
 pub(crate) use portcullis_model::model;
 pub(crate) use portcullis_mrtr::mrtr;
 pub(crate) use portcullis_policy::policy;

@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use prometheus::core::Collector;
 use prometheus::Registry;
 
-/// One metric family as registered: the README's table lists each.
+/// One metric family as registered: the book's table (`docs/src/reference/metrics.md`) lists each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Family {
     pub name: String,

@@ -4,6 +4,7 @@
 
 #![warn(unreachable_pub)]
 
+pub(crate) mod approval;
 pub mod connection;
 pub mod layers;
 pub mod listings;

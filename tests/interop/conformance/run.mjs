@@ -17,7 +17,8 @@
 //   node run.mjs [--out DIR] [--strict] [--auth-only] [--oauth]
 // --auth-only: only the auth/* control (no Python server, no gateway binary needed).
 // --strict: exit 1 when a scenario passes directly but not through the gateway (a plain
-// or the federated route).
+// or the federated route), or when a bridged-route or auth-control row fails without
+// being named in tests/conformance/expected-failures.json (or passes while named there).
 import { spawn } from 'node:child_process';
 import { createServer, request } from 'node:http';
 import { mkdtempSync, readdirSync, readFileSync, existsSync } from 'node:fs';
@@ -273,6 +274,16 @@ async function gatewayRuns() {
   }
 }
 
+// The rows that fail by design, each with why: a FAIL there is expected; one that
+// fails and is not listed, or is listed and passes, fails --strict.
+const EXPECTED = JSON.parse(readFileSync(join(REPO, 'tests', 'conformance', 'expected-failures.json'), 'utf8'));
+const expectedBridged = EXPECTED.bridged ?? {};
+const expectedAuth = EXPECTED.auth ?? {};
+/** A cell's verdict, with "expected" where the row is listed as failing by design. */
+function verdictExpected(r, why) {
+  return r && !passes(r) && why ? `FAIL, expected (${r.passed}/${r.passed + r.failed})` : verdict(r);
+}
+
 const started = Date.now();
 const rows = authOnly ? [] : await gatewayRuns();
 const auth = await authControl();
@@ -301,9 +312,10 @@ if (rows.length) {
       );
       continue;
     }
-    const failure = [via, federated, bridged, oauthed].find((r) => r && !passes(r));
+    const failure = [via, federated, expectedBridged[scenario] ? null : bridged, oauthed].find((r) => r && !passes(r));
     console.log(
-      `| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${cell(federated)} | ${cell(bridged)} |` +
+      `| ${kind} | ${scenario} | ${verdict(direct)} | ${verdict(via)} | ${cell(federated)} | ` +
+        `${bridged === null ? '–' : verdictExpected(bridged, expectedBridged[scenario])} |` +
         `${oauth ? ` ${cell(oauthed)} |` : ''} ${failure ? gist(failure) : ''} |`,
     );
   }
@@ -342,7 +354,10 @@ for (const name of auth.names) {
   const failing = [v2, v1]
     .map((r, i) => (r && !passes(r) ? `${i ? '1.x' : 'v2'}: ${authGist(r)}` : ''))
     .filter(Boolean);
-  console.log(`| ${name} | ${auth.spec[name]} | ${verdict(v2)} | ${verdict(v1)} | ${failing.join('; ')} |`);
+  console.log(
+    `| ${name} | ${auth.spec[name]} | ${verdictExpected(v2, expectedAuth.v2?.[name])} | ` +
+      `${verdictExpected(v1, expectedAuth.v1?.[name])} | ${failing.join('; ')} |`,
+  );
 }
 const authPassing = (v) => auth.names.filter((n) => passes(auth.found[v][n])).length;
 console.log(
@@ -361,6 +376,38 @@ const lost = rows.filter(
 const servedWithoutToken = rows.some((r) => r[0] === 'no token' && passes(r[6]));
 if (strict && servedWithoutToken) {
   console.log('conformance: the OAuth route served server-initialize without a token');
+  process.exit(1);
+}
+// Rows that fail by design are named; anything else that fails there, or a named row
+// that now passes, is a surprise.
+const surprises = [];
+const bridgedRows = rows.filter((r) => r[0] === 'server' && r[5]);
+for (const [, scenario, direct, , , bridged] of bridgedRows) {
+  const why = expectedBridged[scenario];
+  if (passes(direct) && !passes(bridged) && !why) surprises.push(`${scenario} fails through the bridged route`);
+  if (passes(bridged) && why) surprises.push(`${scenario} passes through the bridged route: remove it from expected-failures.json`);
+}
+if (!authOnly) {
+  for (const scenario of Object.keys(expectedBridged)) {
+    if (!bridgedRows.some((r) => r[1] === scenario)) surprises.push(`expected-failures.json names ${scenario}, which did not run`);
+  }
+}
+for (const v of ['v2', 'v1']) {
+  for (const name of auth.names) {
+    const [r, why] = [auth.found[v][name], expectedAuth[v]?.[name]];
+    if (r && !passes(r) && !why) surprises.push(`auth ${name} fails with the ${v} client`);
+    if (passes(r) && why) surprises.push(`auth ${name} passes with the ${v} client: remove it from expected-failures.json`);
+  }
+  for (const name of Object.keys(expectedAuth[v] ?? {})) {
+    if (!auth.names.includes(name)) surprises.push(`expected-failures.json names auth ${name}, which did not run`);
+  }
+}
+const expectedCount =
+  bridgedRows.filter((r) => !passes(r[5]) && expectedBridged[r[1]]).length +
+  ['v2', 'v1'].reduce((n, v) => n + auth.names.filter((a) => !passes(auth.found[v][a]) && expectedAuth[v]?.[a]).length, 0);
+console.log(`expected failures (tests/conformance/expected-failures.json): ${expectedCount}; unexpected: ${surprises.length}`);
+if (strict && surprises.length) {
+  console.log(`conformance: unexpected results: ${surprises.join('; ')}`);
   process.exit(1);
 }
 if (strict && lost.length) {

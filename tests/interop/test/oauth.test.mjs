@@ -10,6 +10,7 @@
 // token from it (the control for everything the gateway adds).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +24,7 @@ import { MemoryOAuthHost, withSignIn } from '../lib/oauth_host.mjs';
 import { serveAudience } from '../servers/audience_server.mjs';
 
 const STATIC_KEY = 'static-upstream-key-0123456789abcdef';
+const API_KEY = `pcl_${randomBytes(32).toString('base64url')}`;
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 let as, gw, exchanged, credentialed, keyed;
 
@@ -243,6 +245,15 @@ before(async () => {
     ...route('/mcp/st', 'st'),
     ...route('/short/mcp', 'cc'),
     ...route('/opaque/mcp', 'cc'),
+    // The authorization server's tokens and the gateway's own API keys on one route.
+    '[[auth]]',
+    'name = "keys"',
+    'type = "api_key"',
+    '[[auth.key]]',
+    'principal = "robot"',
+    `hash = "sha256:${createHash('sha256').update(API_KEY).digest('hex')}"`,
+    '',
+    ...route('/opaque/mixed/mcp', 'cc').map((l) => (l === 'auth = ["corp"]' ? 'auth = ["corp", "keys"]' : l)),
     // An upstream whose credential the authorization server refuses (a wrong secret).
     '[[upstream]]',
     'id = "bad"',
@@ -420,6 +431,21 @@ test('tokens for another resource, expired, or without the required scope are re
   const introspected = as.seen.filter((s) => s.endsWith('/introspection')).length - seenBefore;
   assert.equal(introspected, 1, 'introspected once, then cached');
   await refused('/opaque/mcp', 'not-a-token-the-server-issued', 401, 'invalid_credentials');
+});
+
+test('an API key on a route that also takes the authorization server’s tokens is never sent to it', async () => {
+  const introspections = () => as.seen.filter((s) => s.endsWith('/introspection')).length;
+  const before = introspections();
+  assert.equal((await post(gw.at('/opaque/mixed/mcp'), API_KEY, initialize)).status, 200, 'a valid key is the key scheme’s');
+  const unknown = `pcl_${randomBytes(32).toString('base64url')}`;
+  const resp = await post(gw.at('/opaque/mixed/mcp'), unknown, initialize);
+  assert.equal(resp.status, 401);
+  assert.equal((await resp.json()).error.data.reason, 'invalid_credentials');
+  assert.equal(introspections(), before, 'no API key, known or not, reached the introspection endpoint');
+  const opaque = await as.clientCredentialsToken(CLIENTS.other, gw.at('/opaque/mixed/mcp'));
+  clientTokens.add(opaque.access_token);
+  assert.equal((await post(gw.at('/opaque/mixed/mcp'), opaque.access_token, initialize)).status, 200);
+  assert.equal(introspections(), before + 1, 'the server’s own opaque token is introspected');
 });
 
 test('a client credentials upstream gets the gateway’s own token', async () => {

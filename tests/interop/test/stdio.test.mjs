@@ -21,7 +21,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { gatewayBinary, pythonBinary, xfail } from '../lib/harness.mjs';
+import { gatewayBinary, pythonBinary } from '../lib/harness.mjs';
 import { connectV1, connectV2, acceptAll, flowOutcome, fieldsOf } from '../lib/clients.mjs';
 import { startGatewayToml, eventually, LEGACY, MODERN } from '../lib/bridge.mjs';
 
@@ -49,10 +49,7 @@ const MEMORY_TOOLS = [
   'delete_observations', 'delete_relations', 'read_graph', 'search_nodes', 'open_nodes',
 ];
 // The field whose description ("Your favorite integer (do not give us your phone number,
-// pin, or other sensitive info)") the secret-field check reads as asking for a PIN.
-const PIN_REFUSAL = (upstream) =>
-  `MCP error -32010: ${upstream} asks for a pin in form field "integer"; sensitive data must be ` +
-  'collected through URL mode (an elicitation with mode "url"), never a form';
+// pin, or other sensitive info)") asks for no PIN: both presets deliver the form.
 
 const KEYS = { alice: 'pcl-interop-stdio-alice-7f3c1a', bob: 'pcl-interop-stdio-bob-91d2e4' };
 
@@ -80,7 +77,7 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'portcullis-interop-stdio-'));
   const policies = join(dir, 'policies');
   mkdirSync(policies);
-  // `trusted` still refuses server-everything's form (see the xfail below); this policy
+  // Both presets deliver server-everything's form now; this policy
   // tells the secret-field check that its `integer` field is not a secret.
   writeFileSync(
     join(policies, 'everything-form.toml'),
@@ -218,30 +215,24 @@ for (const [title, kind] of KINDS) {
       });
     });
 
-    it(`${ELICIT_TOOL} under the default untrusted policy: the handler is never called, the program gets the refusal`, TIMEOUT, async () => {
+    it(`${ELICIT_TOOL} under the default untrusted policy: the form is delivered (it tells people not to give a PIN)`, TIMEOUT, async () => {
       await withClient(kind, url('everything'), () => FORM_ANSWER, async (session) => {
         const result = await session.client.callTool({ name: ELICIT_TOOL, arguments: {} });
-        assert.equal(session.asked.length, 0, 'the person was shown the form');
-        // The gateway answered the program's elicitation/create with -32010; the program
-        // turned that into its tool result.
-        assert.equal(result.isError, true);
-        assert.deepEqual(texts(result), [PIN_REFUSAL(name('everything'))]);
-        if (kind === 'v2') {
-          assert.equal(session.wire.filter((w) => w.body?.method === 'tools/call').length, 1, 'a question reached the client');
-        }
+        assert.equal(session.asked.length, 1, texts(result)[0]);
+        assert.equal(texts(result)[0], '✅ User provided the requested information!');
       });
     });
 
     it(
       `${ELICIT_TOOL} under the trusted preset: the form is delivered`,
       TIMEOUT,
-      xfail('the secret-field check reads "do not give us your phone number, pin, …" as asking for a PIN', async () => {
+      async () => {
         await withClient(kind, url('everything-trusted'), () => FORM_ANSWER, async (session) => {
           const result = await session.client.callTool({ name: ELICIT_TOOL, arguments: {} });
           assert.equal(session.asked.length, 1, texts(result)[0]);
           assert.equal(texts(result)[0], '✅ User provided the requested information!');
         });
-      }),
+      },
     );
   });
 

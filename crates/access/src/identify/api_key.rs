@@ -72,6 +72,18 @@ pub fn generate_key() -> String {
     )
 }
 
+/// Whether `token` has the shape of a key [`generate_key`] makes (`pcl_`
+/// and 43 base64url characters): the gateway's own, never an
+/// authorization server's token.
+pub(crate) fn is_gateway_key(token: &str) -> bool {
+    token.strip_prefix("pcl_").is_some_and(|rest| {
+        rest.len() == 43
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
 fn digest(key: &str) -> [u8; 32] {
     let d = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
     let mut out = [0u8; 32];

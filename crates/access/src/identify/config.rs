@@ -262,7 +262,10 @@ pub(crate) fn secret_from(
             }
             Ok(text)
         }
-        (None, Some(v)) => match std::env::var(v.get_ref()) {
+        (None, Some(v)) => match crate::model::secret_env::take(v.get_ref())
+            .ok_or(())
+            .and_then(|v| v.into_string().map_err(|_| ()))
+        {
             Ok(s) if !s.trim().is_empty() => Ok(s.trim_end().to_owned()),
             Ok(_) => Err(AuthConfigError::at(
                 v,

@@ -367,7 +367,7 @@ impl JwtScheme {
                     bytes
                 } else {
                     let var = source_value.get_ref();
-                    std::env::var_os(var)
+                    crate::model::secret_env::take(var)
                         .ok_or_else(|| {
                             AuthConfigError::at(
                                 source_value,

@@ -408,10 +408,9 @@ impl Scheme {
         match &self.kind {
             Kind::ApiKey(s) => s.attempt(headers),
             Kind::Jwt(s) => s.attempt(headers),
-            Kind::OAuth(s) => match s.attempt(headers, resource) {
-                Attempt::Introspect(token) => s.introspect(&token, resource).await,
-                other => other,
-            },
+            // An opaque token is introspected by `authenticate`, once it
+            // knows it is no API key of the route's.
+            Kind::OAuth(s) => s.attempt(headers, resource),
             Kind::Mtls(s) => s.attempt(peer),
         }
     }
@@ -542,7 +541,14 @@ impl AuthSchemes {
                     why: "misconfigured route",
                 });
             };
-            match scheme.attempt(headers, peer, resource).await {
+            let attempt = match scheme.attempt(headers, peer, resource).await {
+                Attempt::Introspect(token) => {
+                    self.introspect_unless_key(scheme, schemes, headers, &token, resource)
+                        .await
+                }
+                other => other,
+            };
+            match attempt {
                 Attempt::Absent => {}
                 Attempt::Accepted(p) => return Ok(p),
                 Attempt::Insufficient(p, needed) => {
@@ -557,7 +563,7 @@ impl AuthSchemes {
                     })
                 }
                 Attempt::Introspect(_) => {
-                    debug_assert!(false, "introspection is done by the scheme's attempt");
+                    debug_assert!(false, "introspection is done by introspect_unless_key");
                     return Err(AuthFailure::Unavailable {
                         scheme: scheme.name.clone(),
                     });
@@ -583,6 +589,34 @@ impl AuthSchemes {
             Ok(Principal::anonymous())
         } else {
             Err(AuthFailure::Missing)
+        }
+    }
+
+    /// An opaque bearer token goes to `scheme`'s authorization server only
+    /// when it can be that server's token: an API key one of the route's
+    /// schemes knows is that scheme's (whatever their order), and a key of
+    /// the gateway's own shape (`pcl_…`, known or not) is never sent.
+    async fn introspect_unless_key(
+        &self,
+        scheme: &Scheme,
+        schemes: &[SchemeId],
+        headers: &HeaderMap,
+        token: &str,
+        resource: Option<&str>,
+    ) -> Attempt {
+        for id in schemes {
+            if let Some(Kind::ApiKey(keys)) = self.schemes.get(id.0 as usize).map(|s| &s.kind) {
+                if let accepted @ Attempt::Accepted(_) = keys.attempt(headers) {
+                    return accepted;
+                }
+            }
+        }
+        if api_key::is_gateway_key(token) {
+            return Attempt::Declined("unknown key");
+        }
+        match &scheme.kind {
+            Kind::OAuth(s) => s.introspect(token, resource).await,
+            _ => Attempt::Declined("malformed token"),
         }
     }
 

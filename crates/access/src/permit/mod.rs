@@ -3,7 +3,10 @@
 //! from the checked body, never from headers alone; list results are
 //! filtered to what the caller may call.
 
+use std::sync::Arc;
+
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use portcullis_approval::{Facts, When};
 
 use crate::identify::Principal;
 use serde_json::Value;
@@ -21,6 +24,16 @@ pub struct PermissionRule {
     resources: GlobSet,
     /// OAuth scopes the caller's token must carry for the rule to cover it.
     scopes: Vec<String>,
+    /// A condition on the call (`when`, CEL) the rule covers only while it holds.
+    when: Option<Arc<When>>,
+}
+
+/// Which way a rule's condition falls when it cannot be judged: a deny
+/// rule refuses, an allow rule does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Allow,
+    Deny,
 }
 
 /// Globs for one list of a rule.
@@ -48,7 +61,32 @@ impl PermissionRule {
             prompts: glob_set(prompts)?,
             resources: glob_set(resources)?,
             scopes: Vec::new(),
+            when: None,
         })
+    }
+
+    /// The rule covers a call only while `when` holds.
+    pub fn with_when(mut self, when: When) -> Self {
+        self.when = Some(Arc::new(when));
+        self
+    }
+
+    /// Whether the rule's condition holds for `call`. Without a call (a
+    /// list being filtered) a conditional rule may or may not apply: an
+    /// allow rule keeps the item listed, a deny rule does not remove it;
+    /// the call itself is judged in full.
+    fn holds(&self, call: Option<&Facts<'_>>, side: Side) -> bool {
+        let Some(when) = &self.when else { return true };
+        let Some(facts) = call else {
+            return side == Side::Allow;
+        };
+        match when.holds(facts) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(condition = when.source(), error = %e, "a permission rule's condition could not be evaluated");
+                side == Side::Deny
+            }
+        }
     }
 
     /// The rule covers only callers whose OAuth token carries all of `scopes`.
@@ -91,11 +129,33 @@ impl Permissions {
         self.allow.is_empty() && self.deny.is_empty()
     }
 
+    /// Whether some rule reads the call's arguments (they are parsed for
+    /// the rules only then).
+    pub fn reads_arguments(&self) -> bool {
+        self.allow.iter().chain(&self.deny).any(|r| {
+            r.when
+                .as_ref()
+                .is_some_and(|w| w.reads(portcullis_approval::Variable::Arguments))
+        })
+    }
+
     pub fn permits(&self, who: &Principal, kind: TargetKind, name: &str) -> bool {
+        self.judge(who, kind, name, None)
+    }
+
+    /// As [`Permissions::permits`], for a call whose conditions are judged
+    /// on `call` (`None`: a list, see [`PermissionRule`]'s conditions).
+    fn judge(
+        &self,
+        who: &Principal,
+        kind: TargetKind,
+        name: &str,
+        call: Option<&Facts<'_>>,
+    ) -> bool {
         if self
             .deny
             .iter()
-            .any(|r| r.covers(who) && r.names(kind, name))
+            .any(|r| r.covers(who) && r.names(kind, name) && r.holds(call, Side::Deny))
         {
             return false;
         }
@@ -103,7 +163,7 @@ impl Permissions {
             || self
                 .allow
                 .iter()
-                .any(|r| r.covers(who) && r.names(kind, name))
+                .any(|r| r.covers(who) && r.names(kind, name) && r.holds(call, Side::Allow))
     }
 
     /// For a target [`Permissions::permits`] refuses: the scopes the
@@ -116,6 +176,7 @@ impl Permissions {
         kind: TargetKind,
         name: &str,
         prefix: Option<&str>,
+        call: Option<&Facts<'_>>,
     ) -> Option<Vec<String>> {
         let exposed;
         let name = match prefix {
@@ -128,13 +189,13 @@ impl Permissions {
         if self
             .deny
             .iter()
-            .any(|r| r.covers(who) && r.names(kind, name))
+            .any(|r| r.covers(who) && r.names(kind, name) && r.holds(call, Side::Deny))
         {
             return None;
         }
         self.allow
             .iter()
-            .filter(|r| r.names_caller(who) && r.names(kind, name))
+            .filter(|r| r.names_caller(who) && r.names(kind, name) && r.holds(call, Side::Allow))
             .map(|r| {
                 r.scopes
                     .iter()
@@ -149,16 +210,19 @@ impl Permissions {
     /// As [`Permissions::permits`], for an upstream's own `name` that a
     /// federated route exposes under `prefix`: the rules name what the
     /// client sees.
+    /// `call`: the facts a rule's condition reads, for a call; `None` for
+    /// a list.
     pub fn permits_in(
         &self,
         who: &Principal,
         kind: TargetKind,
         name: &str,
         prefix: Option<&str>,
+        call: Option<&Facts<'_>>,
     ) -> bool {
         match prefix {
-            None => self.permits(who, kind, name),
-            Some(p) => self.permits(who, kind, &crate::model::expose(kind, p, name)),
+            None => self.judge(who, kind, name, call),
+            Some(p) => self.judge(who, kind, &crate::model::expose(kind, p, name), call),
         }
     }
 
@@ -190,8 +254,11 @@ impl Permissions {
             item.get(list.name)
                 .and_then(Value::as_str)
                 .is_some_and(|n| {
-                    self.permits_in(who, list.kind, n, prefix)
-                        || (may_step_up && self.missing_scopes(who, list.kind, n, prefix).is_some())
+                    self.permits_in(who, list.kind, n, prefix, None)
+                        || (may_step_up
+                            && self
+                                .missing_scopes(who, list.kind, n, prefix, None)
+                                .is_some())
                 })
         });
         items.len() != before
@@ -271,19 +338,19 @@ mod tests {
         assert!(p.permits(&user, TargetKind::Tool, "get_room"));
         assert!(!p.permits(&user, TargetKind::Tool, "admin_reset"));
         assert_eq!(
-            p.missing_scopes(&user, TargetKind::Tool, "admin_reset", None),
+            p.missing_scopes(&user, TargetKind::Tool, "admin_reset", None, None),
             Some(vec!["mcp:admin".to_string()])
         );
         let admin = with("alice", &["mcp:tools", "mcp:admin"]);
         assert!(p.permits(&admin, TargetKind::Tool, "admin_reset"));
         // Scopes would not help: no rule names the tool, or a deny rule wins.
         assert_eq!(
-            p.missing_scopes(&user, TargetKind::Tool, "drop_db", None),
+            p.missing_scopes(&user, TargetKind::Tool, "drop_db", None, None),
             None
         );
         let denied = with("mallory", &[]);
         assert_eq!(
-            p.missing_scopes(&denied, TargetKind::Tool, "admin_reset", None),
+            p.missing_scopes(&denied, TargetKind::Tool, "admin_reset", None, None),
             None
         );
         // A caller without any token has no scopes at all.
@@ -297,6 +364,59 @@ mod tests {
             serde_json::json!({"tools": [{"name": "get_room"}, {"name": "admin_reset"}]});
         assert!(p.filter_list(&who("bob", &[]), McpMethod::ToolsList, &mut keyed, None));
         assert_eq!(keyed["tools"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn conditions_narrow_rules_for_calls_and_not_for_lists() {
+        use portcullis_approval::CallerFacts;
+        let when =
+            |src: &str| When::compile(src, portcullis_approval::when::PERMIT_VARIABLES).unwrap();
+        let p = Permissions {
+            allow: vec![PermissionRule::new(&[], &[], &["book_*"], &[], &[])
+                .unwrap()
+                .with_when(when("arguments.nights <= 14"))],
+            deny: vec![PermissionRule::new(&[], &[], &["*"], &[], &[])
+                .unwrap()
+                .with_when(when(
+                    "caller.principal == 'mallory' || arguments.room == 'vault'",
+                ))],
+        };
+        assert!(p.reads_arguments());
+        let facts = |principal: &'static str, args: &'static serde_json::Value| Facts {
+            caller: CallerFacts {
+                principal,
+                ..Default::default()
+            },
+            tool: "book_room",
+            upstream_tool: "book_room",
+            arguments: Some(args),
+            ..Default::default()
+        };
+        let who = Principal::anonymous();
+        let ok = Box::leak(Box::new(serde_json::json!({"nights": 3, "room": "a"})));
+        let long = Box::leak(Box::new(serde_json::json!({"nights": 30, "room": "a"})));
+        let vault = Box::leak(Box::new(serde_json::json!({"nights": 1, "room": "vault"})));
+        let odd = Box::leak(Box::new(serde_json::json!({"nights": "many"})));
+        let at = |f: &Facts<'_>| p.permits_in(&who, TargetKind::Tool, "book_room", None, Some(f));
+        assert!(at(&facts("alice", ok)));
+        assert!(
+            !at(&facts("alice", long)),
+            "the allow rule's condition fails"
+        );
+        assert!(
+            !at(&facts("alice", vault)),
+            "the deny rule's condition holds"
+        );
+        assert!(!at(&facts("mallory", ok)));
+        assert!(
+            !at(&facts("alice", odd)),
+            "cannot be judged: the deny side wins"
+        );
+        // A list keeps what a call might be allowed.
+        let mut list = serde_json::json!({"tools": [{"name": "book_room"}, {"name": "drop"}]});
+        assert!(p.filter_list(&who, McpMethod::ToolsList, &mut list, None));
+        assert_eq!(list["tools"].as_array().unwrap().len(), 1);
+        assert!(!Permissions::default().reads_arguments());
     }
 
     #[test]

@@ -347,6 +347,25 @@ pub enum AuditEvent {
         /// The new definition's digest (SHA-256 of its canonical JSON, hex).
         listed: Option<Name>,
     },
+    /// The gateway's own approval question (`[[approval]]`): asked, and
+    /// what became of it. Who asked is the event's principal; who decided
+    /// is named here (the caller, or an approver on the approval page).
+    /// The arguments are named by their digest, never their values.
+    Approval {
+        step: crate::approval::Step,
+        rule: Name,
+        tool: Name,
+        /// Why the rule asked (`tool`, `annotation:destructiveHint`,
+        /// `verdict:private_path`, `changed_listing`, `first_use`,
+        /// `condition`, `condition_failed`).
+        because: Name,
+        /// SHA-256 of the call's canonical params, hex (the digest sealed
+        /// states bind arguments with).
+        arguments_digest: Name,
+        decided_by: Option<Name>,
+        /// How long an approval is kept: session | caller (absent: this call).
+        remembered: Option<crate::approval::Remember>,
+    },
     /// The operation is over.
     OperationEnd {
         outcome: OperationOutcome,
@@ -368,6 +387,7 @@ impl AuditEvent {
             AuditEvent::RetryReceived { .. } => "retry_received",
             AuditEvent::Forwarded { .. } => "forwarded",
             AuditEvent::ListingChanged { .. } => "listing_changed",
+            AuditEvent::Approval { .. } => "approval",
             AuditEvent::OperationEnd { .. } => "operation_end",
         }
     }
@@ -526,6 +546,27 @@ impl AuditEvent {
         }
     }
 
+    /// `approval`: one step of the gateway's own question about a call.
+    pub fn approval(
+        step: crate::approval::Step,
+        rule: &str,
+        tool: &str,
+        because: &crate::approval::Because,
+        arguments_digest: &str,
+        decided_by: Option<&str>,
+        remembered: Option<crate::approval::Remember>,
+    ) -> AuditEvent {
+        AuditEvent::Approval {
+            step,
+            rule: Name::new(rule),
+            tool: Name::new(tool),
+            because: Name::new(&because.label()),
+            arguments_digest: Name::new(arguments_digest),
+            decided_by: decided_by.map(Name::new),
+            remembered,
+        }
+    }
+
     /// Whether some list is longer than [`MAX_LIST_ITEMS`] and will be cut.
     pub(crate) fn truncated(&self) -> bool {
         let over = |n: usize| n > MAX_LIST_ITEMS;
@@ -555,6 +596,7 @@ impl AuditEvent {
             AuditEvent::PolicyVerdict { .. }
             | AuditEvent::Refused { .. }
             | AuditEvent::ListingChanged { .. }
+            | AuditEvent::Approval { .. }
             | AuditEvent::OperationEnd { .. } => false,
         }
     }

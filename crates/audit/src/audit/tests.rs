@@ -231,6 +231,15 @@ fn sample_events() -> Vec<AuditEvent> {
         "removed",
         Some("op-7Qm2"),
     ));
+    events.push(AuditEvent::approval(
+        crate::approval::Step::Approved,
+        "cancel",
+        "create_invoice",
+        &crate::approval::Because::Tool,
+        "op-7Qm2",
+        Some("customer"),
+        Some(crate::approval::Remember::Caller),
+    ));
     events
 }
 
@@ -432,10 +441,11 @@ fn no_event_can_carry_anything_but_names() {
             | AuditEvent::RetryReceived { .. }
             | AuditEvent::Forwarded { .. }
             | AuditEvent::ListingChanged { .. }
+            | AuditEvent::Approval { .. }
             | AuditEvent::OperationEnd { .. } => seen.insert(e.name()),
         };
     }
-    assert_eq!(seen.len(), 8, "every variant is sampled: {seen:?}");
+    assert_eq!(seen.len(), 9, "every variant is sampled: {seen:?}");
 
     let names_given = [
         // keys, field names, hosts, rule and finding names
@@ -484,6 +494,9 @@ fn no_event_can_carry_anything_but_names() {
         "2026-07-28",
         "tool",
         "removed",
+        // an approval's step and how long it is kept (names from their tables)
+        "approved",
+        "caller",
     ];
     let allowed: BTreeSet<&str> = names_given.iter().chain(&fixed).copied().collect();
     let ts = "2026-07-28T09:14:03.120Z";

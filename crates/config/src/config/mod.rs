@@ -14,10 +14,13 @@ mod resource;
 mod restart;
 mod route;
 mod runtime;
+mod sandbox;
 mod stdio;
 mod traces;
 mod upstream;
+mod warnings;
 mod words;
+pub use warnings::ConfigWarning;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -41,13 +44,19 @@ pub use problems::ConfigErrors;
 pub use resource::{Metadata as ResourceMetadata, ProtectedResource, METADATA_PATH};
 pub use route::{FederationSettings, RouteConfig, TaskMode, FEDERATION_NAME};
 pub use runtime::RuntimeModel;
-pub use stdio::{ProcessLimits, Sandbox, StdioSettings, INHERITED_VARIABLES, SYSTEM_READ_ONLY};
+pub use sandbox::{CgroupMode, RunAs, Sandbox, ETC_ALLOWED, OVERFLOW_ID, SYSTEM_READ_ONLY};
+pub use stdio::{ProcessLimits, StdioSettings, INHERITED_VARIABLES};
 pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
 
 /// The keys and kinds of the config file, read once from [`RawConfig`].
 static RAW_SHAPE: std::sync::LazyLock<crate::model::Shape> =
     std::sync::LazyLock::new(crate::model::Shape::of::<RawConfig>);
+
+/// The keys and kinds of the config file (the book's key reference is made from it).
+pub fn file_shape() -> &'static crate::model::Shape {
+    &RAW_SHAPE
+}
 
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
@@ -553,5 +562,26 @@ upstream = "rooms"
         assert!(parse(&text).is_err());
         assert_eq!(LogFormat::declared_in(&text), Some(LogFormat::Json));
         assert_eq!(LogFormat::declared_in("[log\n"), None);
+    }
+
+    #[test]
+    fn route_approval_rules_and_conditions_are_read_and_pinned() {
+        let text = format!(
+            "{GOOD}[[route.allow]]\ntools = [\"*\"]\nwhen = 'arguments.nights <= 14'\n[[route.approval]]\nname = \"cancel\"\ntools = [\"cancel_*\"]\n"
+        );
+        let c = parse(&text).unwrap();
+        let route = &c.routes["/mcp/rooms"];
+        let names: Vec<&str> = route.approval.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["cancel"]);
+        assert!(route.permissions.reads_arguments());
+        let bad = format!("{GOOD}[[route.deny]]\ntools = [\"*\"]\nwhen = 'verdicts.size() > 0'\n");
+        let e = only(&bad);
+        assert_eq!(e.field, "route[0].deny.when", "{e}");
+        assert_eq!((e.line, e.column), (GOOD.lines().count() + 3, 9), "{e}");
+        assert!(e.message.contains("judged before"), "{e}");
+        let bad = format!("{GOOD}[[route.approval]]\ntools = [\"*\"]\nwhen = 'tool =='\n");
+        let e = only(&bad);
+        assert_eq!(e.field, "route[0].approval[0].when", "{e}");
+        assert!(e.message.contains("not a valid CEL expression"), "{e}");
     }
 }

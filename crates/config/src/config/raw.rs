@@ -144,6 +144,10 @@ pub(super) struct RawUpstream {
     pub(crate) max_memory_bytes: Option<Spanned<i64>>,
     pub(crate) max_open_files: Option<Spanned<i64>>,
     pub(crate) max_cpu_seconds: Option<Spanned<i64>>,
+    /// The most tasks (processes and threads) the program and its children hold.
+    pub(crate) max_tasks: Option<Spanned<i64>>,
+    /// Whether the program's limits are kept by a cgroup: auto, required, off.
+    pub(crate) cgroup: Option<Spanned<String>>,
     /// Confinement of the program (bubblewrap).
     pub(crate) sandbox: Option<Spanned<RawSandbox>>,
     pub(crate) ca_file: Option<Spanned<String>>,
@@ -174,6 +178,11 @@ pub(super) struct RawSandbox {
     #[serde(default)]
     pub(crate) writable: Vec<Spanned<String>>,
     pub(crate) network: Option<bool>,
+    /// The host user (and group) the program runs as when the gateway runs as root.
+    pub(crate) user: Option<Spanned<String>>,
+    pub(crate) group: Option<Spanned<String>>,
+    /// The size of its /tmp and of its /dev/shm, each.
+    pub(crate) max_tmp_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -204,6 +213,10 @@ pub(super) struct RawRoute {
     pub(crate) allow: Vec<Spanned<RawPermission>>,
     #[serde(default)]
     pub(crate) deny: Vec<Spanned<RawPermission>>,
+    /// `[[route.approval]]`: calls on this route the gateway asks the
+    /// person about, before the upstream policy's own rules.
+    #[serde(default)]
+    pub(crate) approval: Vec<Spanned<portcullis_approval::RawApproval>>,
 }
 
 /// Who may call what: a rule matches a principal by name or group, and
@@ -224,4 +237,6 @@ pub(super) struct RawPermission {
     /// OAuth scopes the caller's access token must carry (an `oauth` route).
     #[serde(default)]
     pub(crate) scopes: Vec<Spanned<String>>,
+    /// A CEL condition on the call: the rule covers it only while it holds.
+    pub(crate) when: Option<Spanned<String>>,
 }

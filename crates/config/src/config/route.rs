@@ -39,6 +39,8 @@ pub struct RouteConfig {
     /// Set when one of `auth` is an `oauth` scheme: the route is an OAuth
     /// protected resource.
     pub protected: Option<ProtectedResource>,
+    /// `[[route.approval]]`: asked about before the upstream policy's rules.
+    pub approval: portcullis_approval::ApprovalRules,
 }
 
 /// What a federated route adds to a route.
@@ -203,7 +205,17 @@ pub(super) fn routes(
                 ));
             }
         }
-        let (Some(upstreams), Some(allow), Some(deny), Some(roots)) = (members, allow, deny, roots)
+        let approval = p.take(
+            portcullis_approval::raw::compile(
+                &r.approval,
+                &format!("route[{i}].approval"),
+                loc.text,
+            )
+            .map(|rules| portcullis_approval::raw::merge(vec![rules]))
+            .map_err(|e| loc.settings(e)),
+        );
+        let (Some(upstreams), Some(allow), Some(deny), Some(roots), Some(approval)) =
+            (members, allow, deny, roots, approval)
         else {
             continue;
         };
@@ -224,6 +236,7 @@ pub(super) fn routes(
             tasks,
             roots,
             protected,
+            approval,
         };
         if out.insert(path.clone(), Arc::new(route)).is_some() {
             p.push(loc.at(
@@ -438,6 +451,18 @@ fn permission_rules(
         )
         .map_err(|e| loc.at(rule.span(), field, format!("bad glob: {e}")))?
         .with_scopes(scopes);
+        let built = match &r.when {
+            None => built,
+            Some(w) => built.with_when(
+                portcullis_approval::raw::condition(
+                    w,
+                    &format!("{field}.when"),
+                    loc.text,
+                    portcullis_approval::when::PERMIT_VARIABLES,
+                )
+                .map_err(|e| loc.settings(e))?,
+            ),
+        };
         out.push(built);
     }
     Ok(out)

@@ -11,20 +11,14 @@ use toml::Spanned;
 
 use super::locate::{resolve, Locator};
 use super::problems::Problems;
-use super::raw::{RawSandbox, RawUpstream};
+use super::raw::RawUpstream;
+use super::sandbox::{cgroup_mode, sandbox, CgroupMode, Sandbox, SYSTEM_READ_ONLY};
 use crate::model::ConfigError;
 
 /// Variables a child gets from the gateway's own environment unless `env`
 /// sets them: where to find programs, and the home folder the npm and uv
 /// launchers keep their caches under.
 pub const INHERITED_VARIABLES: [&str; 2] = ["PATH", "HOME"];
-
-/// What Debian's bubblewrap is called on PATH.
-const LAUNCHER: &str = "bwrap";
-
-/// Folders a confined program can always read: the system's programs and
-/// libraries and its configuration (name service, TLS roots).
-pub const SYSTEM_READ_ONLY: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"];
 
 /// How one stdio program is started, limited and confined. Two upstreams
 /// with equal settings share their processes, and a reload that leaves them
@@ -43,6 +37,8 @@ pub struct StdioSettings {
     /// How long a stopped program has between SIGTERM and SIGKILL.
     pub stop_timeout: Duration,
     pub limits: ProcessLimits,
+    /// Whether a cgroup keeps its memory and task limits.
+    pub cgroup: CgroupMode,
     pub sandbox: Option<Sandbox>,
 }
 
@@ -54,16 +50,25 @@ impl std::fmt::Debug for StdioSettings {
             .field("args", &self.args)
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("cwd", &self.cwd)
+            .field("limits", &self.limits)
+            .field("cgroup", &self.cgroup)
             .field("sandbox", &self.sandbox)
             .finish_non_exhaustive()
     }
 }
 
-/// The kernel's resource limits set on the child (`setrlimit`).
+/// The limits of one running program: the kernel's per-process limits
+/// (`setrlimit`), and, where a cgroup keeps them, limits on the program
+/// with all its children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProcessLimits {
-    /// `RLIMIT_DATA`: the heap and private writable mappings, in bytes.
+    /// `RLIMIT_DATA` of each process (its heap and private writable
+    /// mappings); in a cgroup, everything the program and its children hold
+    /// (shared memory, tmpfs pages, page cache they dirty too).
     pub memory_bytes: u64,
+    /// Tasks (processes and threads) of the program and its children: a
+    /// cgroup's `pids.max`; without one, `RLIMIT_NPROC` inside a sandbox.
+    pub tasks: u64,
     /// `RLIMIT_NOFILE`.
     pub open_files: u64,
     /// `RLIMIT_CPU`: CPU seconds over the process's whole life.
@@ -74,21 +79,11 @@ impl Default for ProcessLimits {
     fn default() -> Self {
         ProcessLimits {
             memory_bytes: 4 << 30,
+            tasks: 512,
             open_files: 1024,
             cpu_seconds: None,
         }
     }
-}
-
-/// `[upstream.sandbox]`, enforced by bubblewrap: a mount namespace with
-/// only these folders, a PID namespace, and no network unless asked for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Sandbox {
-    /// bubblewrap's path (found on the gateway's PATH when the config is read).
-    pub launcher: PathBuf,
-    pub read_only: Vec<PathBuf>,
-    pub writable: Vec<PathBuf>,
-    pub network: bool,
 }
 
 /// The stdio settings of `r`, when it has a `command`.
@@ -101,7 +96,8 @@ pub(super) fn stdio(
 ) -> Option<StdioSettings> {
     let command = r.command.as_ref()?;
     let env = p.take(environment(r, field, loc));
-    let program = p.take(program(command, env.as_ref(), &field("command"), loc));
+    let search = search_path(r, env.as_ref());
+    let program = p.take(program(command, search.as_deref(), &field("command"), loc));
     let cwd = r.cwd.as_ref().and_then(|c| {
         let path = resolve(base, c.get_ref());
         if path.is_dir() {
@@ -119,6 +115,18 @@ pub(super) fn stdio(
         .sandbox
         .as_ref()
         .and_then(|s| p.take(sandbox(s, &field("sandbox"), loc, base)));
+    if let (Some(dir), Some(s), Some(raw)) = (&cwd, &sandbox, &r.cwd) {
+        if !s.shows(dir) {
+            p.push(loc.at(
+                raw.span(),
+                field("cwd"),
+                format!(
+                    "{} is outside the sandbox: the program could not start there; add it (or a folder above it) to sandbox.writable or sandbox.read_only",
+                    dir.display()
+                ),
+            ));
+        }
+    }
     let max_processes = p.or(
         loc.positive(&r.max_processes, &field("max_processes"), 4),
         4,
@@ -130,6 +138,7 @@ pub(super) fn stdio(
     let idle_timeout = time(&r.idle_timeout, "idle_timeout", 300);
     let stop_timeout = time(&r.stop_timeout, "stop_timeout", 5);
     let limits = limits(r, field, loc, p);
+    let cgroup = p.or(cgroup_mode(&r.cgroup, &field("cgroup"), loc), CgroupMode::Auto);
     Some(StdioSettings {
         program: program?,
         args: command.get_ref()[1..]
@@ -143,12 +152,44 @@ pub(super) fn stdio(
         idle_timeout,
         stop_timeout,
         limits,
+        cgroup,
         sandbox: if r.sandbox.is_some() {
             Some(sandbox?)
         } else {
             None
         },
     })
+}
+
+impl Sandbox {
+    /// Whether `dir` is inside a folder the sandbox shows the program (the
+    /// system's read-only folders, or a listed one), symbolic links followed.
+    fn shows(&self, dir: &Path) -> bool {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+        let dir = real(dir);
+        SYSTEM_READ_ONLY
+            .iter()
+            .map(PathBuf::from)
+            .chain(self.read_only.iter().cloned())
+            .chain(self.writable.iter().cloned())
+            .any(|folder| dir.starts_with(real(&folder)))
+    }
+}
+
+/// The PATH the program is looked up on: its environment's; or, when that
+/// could not be read (its problem is reported on its own), the PATH `env`
+/// sets or the gateway's, so an unset `env_from` name is not also reported
+/// as a missing program.
+fn search_path(r: &RawUpstream, env: Option<&BTreeMap<String, String>>) -> Option<String> {
+    if let Some(env) = env {
+        return env.get("PATH").cloned();
+    }
+    r.env
+        .iter()
+        .flatten()
+        .find(|(name, _)| name.get_ref() == "PATH")
+        .map(|(_, value)| value.get_ref().clone())
+        .or_else(|| std::env::var("PATH").ok())
 }
 
 /// `env`, then `env_from` read from the gateway's environment, then PATH
@@ -185,6 +226,8 @@ fn environment(
                 "a variable name of A-Z, a-z, 0-9 and '_', not starting with a digit",
             ));
         }
+        // Passed through as it is: the gateway's own variables (PATH, LANG)
+        // may be among them, so nothing here is taken out of its environment.
         let Some(value) = std::env::var_os(name.get_ref()) else {
             return Err(loc.at(
                 name.span(),
@@ -215,7 +258,7 @@ fn environment(
 /// typo is a config error and not a failure on first use.
 fn program(
     command: &Spanned<Vec<Spanned<String>>>,
-    env: Option<&BTreeMap<String, String>>,
+    path: Option<&str>,
     field: &str,
     loc: &Locator<'_>,
 ) -> Result<PathBuf, ConfigError> {
@@ -234,7 +277,6 @@ fn program(
             "a program name and arguments without NUL",
         ));
     }
-    let path = env.and_then(|e| e.get("PATH")).map(String::as_str);
     find_program(name, path).ok_or_else(|| {
         loc.at(
             first.span(),
@@ -274,51 +316,13 @@ fn limits(
     };
     ProcessLimits {
         memory_bytes: read(&r.max_memory_bytes, "max_memory_bytes", d.memory_bytes),
+        tasks: read(&r.max_tasks, "max_tasks", d.tasks),
         open_files: read(&r.max_open_files, "max_open_files", d.open_files),
         cpu_seconds: r
             .max_cpu_seconds
             .is_some()
             .then(|| read(&r.max_cpu_seconds, "max_cpu_seconds", 1)),
     }
-}
-
-fn sandbox(
-    raw: &Spanned<RawSandbox>,
-    field: &str,
-    loc: &Locator<'_>,
-    base: &Path,
-) -> Result<Sandbox, ConfigError> {
-    let path = std::env::var("PATH").ok();
-    let launcher = find_program(LAUNCHER, path.as_deref()).ok_or_else(|| {
-        loc.at(
-            raw.span(),
-            field,
-            "needs bubblewrap (`bwrap` on PATH; Debian: apt-get install bubblewrap)",
-        )
-    })?;
-    let folders = |list: &[Spanned<String>], key: &str| {
-        list.iter()
-            .map(|f| {
-                let path = resolve(base, f.get_ref());
-                if path.exists() {
-                    Ok(path)
-                } else {
-                    Err(loc.at(
-                        f.span(),
-                        format!("{field}.{key}"),
-                        format!("{} does not exist", path.display()),
-                    ))
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()
-    };
-    let raw = raw.get_ref();
-    Ok(Sandbox {
-        launcher,
-        read_only: folders(&raw.read_only, "read_only")?,
-        writable: folders(&raw.writable, "writable")?,
-        network: raw.network.unwrap_or(false),
-    })
 }
 
 /// Keys only an HTTP upstream has.
@@ -356,6 +360,8 @@ pub(super) fn stdio_only_keys(r: &RawUpstream) -> Vec<(&'static str, std::ops::R
             "max_cpu_seconds",
             r.max_cpu_seconds.as_ref().map(Spanned::span),
         ),
+        ("max_tasks", r.max_tasks.as_ref().map(Spanned::span)),
+        ("cgroup", r.cgroup.as_ref().map(Spanned::span)),
         ("sandbox", r.sandbox.as_ref().map(Spanned::span)),
         (
             "env_from",

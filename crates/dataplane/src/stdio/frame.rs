@@ -3,6 +3,8 @@
 //! written over when the gateway numbered the request it answers; nothing
 //! else of it is touched.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -51,15 +53,20 @@ pub(super) enum Line {
 }
 
 /// The next line of `reader`, at most `max` bytes; a longer one is read to
-/// its end and dropped (the stream is out of step either way).
+/// its end and dropped (the stream is out of step either way). `mid_line`
+/// says, while it waits for more, whether part of a line is read already.
 pub(super) async fn read_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     max: usize,
+    mid_line: &AtomicBool,
 ) -> std::io::Result<Line> {
     let mut line = BytesMut::new();
     let mut oversized = false;
     loop {
-        let buf = reader.fill_buf().await?;
+        mid_line.store(!line.is_empty() || oversized, Ordering::Release);
+        let buf = reader.fill_buf().await;
+        mid_line.store(false, Ordering::Release);
+        let buf = buf?;
         if buf.is_empty() {
             return Ok(if line.is_empty() && !oversized {
                 Line::End
@@ -224,7 +231,7 @@ mod tests {
         let mut reader = tokio::io::BufReader::with_capacity(8, input);
         let mut out = Vec::new();
         loop {
-            match read_line(&mut reader, max).await.unwrap() {
+            match read_line(&mut reader, max, &AtomicBool::new(false)).await.unwrap() {
                 Line::End => return out,
                 Line::Message(m) => out.push(Ok(String::from_utf8(m.to_vec()).unwrap())),
                 Line::Fault(f) => out.push(Err(f)),

@@ -16,17 +16,21 @@
 //! initialized with one client's capabilities and serves only callers with
 //! the same principal, capabilities and roots, one session at a time.
 
+mod cgroup;
 mod connector;
 mod face;
 mod frame;
 mod metrics;
 mod pool;
 mod process;
+mod sandbox;
 mod spawn;
+pub mod supervise;
 
 pub(crate) use connector::StdioConnector;
 pub use metrics::StdioMetrics;
 pub(crate) use pool::{StdioUpstream, Unavailable};
+pub use spawn::{keep_gateway_private, use_supervisor};
 
 use crate::model::{Reason, Refusal};
 

@@ -10,11 +10,12 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
+use super::cgroup::{cgroups, ProgramCgroup};
 use super::face::Sessions;
 use super::metrics::StdioMetrics;
 use super::process::{Exit, Process};
 use super::spawn::spawn;
-use crate::config::StdioSettings;
+use crate::config::{CgroupMode, StdioSettings};
 use crate::model::Generation;
 
 /// The protocol versions of the sessions generation a program may answer
@@ -71,7 +72,8 @@ pub struct StdioUpstream {
     start_timeout: Duration,
     pub(super) metrics: Arc<StdioMetrics>,
     workers: Mutex<Vec<Worker>>,
-    freed: Notify,
+    /// A process became free (given back, or ended).
+    freed: Arc<Notify>,
     /// What the program speaks, once known (configured, or found at the
     /// first start): the one generation its face speaks.
     generation: Arc<OnceLock<Generation>>,
@@ -83,6 +85,8 @@ pub struct StdioUpstream {
     starting: AtomicUsize,
     /// One per process a pooled program may have: the callers' turns.
     turns: Arc<Semaphore>,
+    /// What holds of its limits was logged.
+    limits_said: AtomicBool,
 }
 
 /// A start in progress, counted against `max_processes` until it is a
@@ -153,7 +157,7 @@ impl StdioUpstream {
             start_timeout,
             metrics,
             workers: Mutex::default(),
-            freed: Notify::new(),
+            freed: Arc::new(Notify::new()),
             generation,
             probing: tokio::sync::Mutex::new(()),
             restarts: Arc::default(),
@@ -161,6 +165,7 @@ impl StdioUpstream {
             stopped: AtomicBool::new(false),
             starting: AtomicUsize::new(0),
             turns: Arc::new(Semaphore::new(max_processes)),
+            limits_said: AtomicBool::new(false),
         });
         tokio::spawn(tend(Arc::downgrade(&upstream)));
         upstream
@@ -196,7 +201,7 @@ impl StdioUpstream {
         if let Some(g) = self.generation.get() {
             return Ok(*g);
         }
-        let process = self.spawn_one()?;
+        let process = self.spawn_one().await?;
         let found = self.probe(&process).await;
         let _ = self.generation.set(found);
         if found == Generation::Sessions && !process.is_alive() {
@@ -258,7 +263,7 @@ impl StdioUpstream {
                 }
                 Claim::Start => {
                     let _starting = Starting(self);
-                    let process = self.spawn_one()?;
+                    let process = self.spawn_one().await?;
                     return self.give(process, owner, generation).await;
                 }
                 Claim::Wait => {
@@ -278,7 +283,8 @@ impl StdioUpstream {
     fn claim(self: &Arc<Self>, owner: &Owner) -> Claim {
         let mut workers = lock(&self.workers);
         workers.retain(|w| w.process.is_alive());
-        let idle = |w: &Worker| !w.leased;
+        // One still busy with a request given up on waits for its end.
+        let idle = |w: &Worker| !w.leased && !w.process.overdue();
         if let Some(w) = workers
             .iter_mut()
             .find(|w| idle(w) && w.owner.as_ref() == Some(owner))
@@ -320,7 +326,10 @@ impl StdioUpstream {
     ) -> Result<Lease, Unavailable> {
         process.answer_roots(owner.roots.clone());
         let initialized = match generation {
-            Generation::Stateless => None,
+            Generation::Stateless => {
+                process.set_pooled();
+                None
+            }
             Generation::Sessions => Some(self.initialize(&process, owner).await?),
         };
         lock(&self.workers).push(Worker {
@@ -338,7 +347,8 @@ impl StdioUpstream {
         })
     }
 
-    fn spawn_one(&self) -> Result<Arc<Process>, Unavailable> {
+    /// Start one process and wait for its start report.
+    async fn spawn_one(&self) -> Result<Arc<Process>, Unavailable> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(Unavailable::Start("the gateway is stopping".into()));
         }
@@ -348,22 +358,78 @@ impl StdioUpstream {
                 return Err(Unavailable::Backoff(at - now));
             }
         }
-        let child = spawn(&self.settings).map_err(Unavailable::Spawn)?;
+        let started = match self.cgroup().await {
+            Ok(cgroup) => spawn(&self.settings, cgroup).map_err(Unavailable::Spawn),
+            Err(e) => Err(e),
+        };
+        let spawned = started.inspect_err(|e| {
+            tracing::error!(upstream = %self.label, "stdio program did not start: {e}");
+        })?;
         let process = Process::run(
-            child,
+            spawned,
             self.label.clone(),
             self.max_line,
             self.settings.stop_timeout,
             self.metrics.clone(),
         )
         .ok_or_else(|| Unavailable::Start("its pipes could not be opened".into()))?;
-        tracing::info!(upstream = %self.label, pid = process.pid(), "stdio program started");
         tokio::spawn(watch_exit(
-            process.exit_signal(),
+            process.gone_signal(),
             self.restarts.clone(),
             self.label.clone(),
+            self.freed.clone(),
         ));
+        if let Err(why) = process.ready(self.start_timeout).await {
+            tracing::error!(upstream = %self.label, "stdio program did not start: {why}");
+            return Err(Unavailable::Start(why));
+        }
+        tracing::info!(upstream = %self.label, pid = process.pid(), "stdio program started");
         Ok(Arc::new(process))
+    }
+
+    /// The program's own cgroup, as `cgroup` asks: one where it can be
+    /// made (`auto`: the kernel's per-process limits otherwise, said once),
+    /// one or no start (`required`), none (`off`).
+    async fn cgroup(&self) -> Result<Option<ProgramCgroup>, Unavailable> {
+        let mode = self.settings.cgroup;
+        if mode == CgroupMode::Off {
+            return Ok(None);
+        }
+        let limits = self.settings.limits;
+        let made = tokio::task::spawn_blocking(move || {
+            let found = cgroups();
+            found.make(&limits).map_err(|e| (e.to_string(), found.missing()))
+        })
+        .await
+        .map_err(|e| Unavailable::Start(e.to_string()))?;
+        match (mode, made) {
+            (CgroupMode::Required, Ok(c)) if !(c.memory && c.tasks) => {
+                Err(Unavailable::Start(format!(
+                    "cgroup = \"required\", and its cgroup would not keep every limit ({})",
+                    cgroups().missing()
+                )))
+            }
+            (CgroupMode::Required, Err((why, _))) => Err(Unavailable::Start(format!(
+                "cgroup = \"required\", and no cgroup can be made: {why}"
+            ))),
+            (_, Ok(c)) => {
+                if !(c.memory && c.tasks) {
+                    self.said_once(|| format!("its cgroup keeps part of its limits only ({})", cgroups().missing()));
+                }
+                Ok(Some(c))
+            }
+            (_, Err((why, _))) => {
+                self.said_once(|| format!("no cgroup ({why}): its memory and task limits are per process"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Warn about the program's limits once per upstream.
+    fn said_once(&self, what: impl FnOnce() -> String) {
+        if !self.limits_said.swap(true, Ordering::AcqRel) {
+            tracing::warn!(upstream = %self.label, "stdio program: {}", what());
+        }
     }
 
     /// Ask `server/discover`; an error, silence or a version list without
@@ -503,14 +569,17 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// back (1 s, 2 s, 4 s… up to a minute); a process that ran for a while
 /// clears the count.
 async fn watch_exit(
-    mut exited: tokio::sync::watch::Receiver<Exit>,
+    mut gone: tokio::sync::watch::Receiver<Option<Exit>>,
     restarts: Arc<Mutex<Restarts>>,
     label: Arc<str>,
+    freed: Arc<Notify>,
 ) {
     let started = Instant::now();
-    let Ok(exit) = exited.wait_for(|e| e.ended()).await.map(|e| *e) else {
+    let Ok(Some(exit)) = gone.wait_for(Option::is_some).await.map(|e| *e) else {
         return;
     };
+    // Its place is free: a caller waiting for one may start another.
+    freed.notify_waiters();
     let mut r = lock(&restarts);
     if exit == (Exit::Ended { stopped: true }) {
         return;

@@ -3,20 +3,24 @@
 //! for them, the rest to the call in flight), its stderr logged with a
 //! bound, and its exit noticed.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot, watch};
 
+mod settle;
+
 use super::frame::{self, FromProgram, Line, LineFault};
 use super::metrics::StdioMetrics;
-use super::spawn::signal_group;
+use super::cgroup::ProgramCgroup;
+use super::spawn::{signal_group, signal_one, Spawned};
 
 /// Why a request to the program got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -37,9 +41,26 @@ const ABANDONED_KEPT: usize = 256;
 /// What is shared between a process's handle and its tasks.
 struct Shared {
     upstream: Arc<str>,
-    pid: u32,
+    /// The supervisor's pid: its process group is the program's.
+    group: u32,
+    /// The program's pid as the gateway sees it, once it reported its
+    /// start (a sandboxed program's is its supervisor's), for the log.
+    pid: AtomicU32,
     pending: Mutex<HashMap<u64, Waiter>>,
     abandoned: Mutex<VecDeque<u64>>,
+    /// Requests given up on that the program has not ended yet (`settle.rs`).
+    overdue: Mutex<HashSet<u64>>,
+    /// Its processes serve any caller in turn (2026-07-28).
+    pooled: AtomicBool,
+    /// It has written something that is not an answer.
+    speaks: AtomicBool,
+    /// It has answered a request.
+    answered: AtomicBool,
+    /// The reader holds part of a line, waiting for its end.
+    mid_line: AtomicBool,
+    /// Its stdout has ended, or it fell out of step: it serves nothing more
+    /// (sent before its supervisor's end, which `exited` waits for).
+    gone: watch::Sender<Option<Exit>>,
     /// Where messages that are not a response go: the call in flight's
     /// stream, else the session's own stream.
     call: Mutex<Option<mpsc::Sender<Bytes>>>,
@@ -102,17 +123,30 @@ pub(crate) struct Process {
     stdin: Arc<Stdin>,
     next_id: AtomicU64,
     stop_timeout: Duration,
+    /// Where the program's start report arrives (taken by `ready`).
+    report: Mutex<Option<pipe::Receiver>>,
 }
+
+/// The longest start report read.
+const REPORT_BYTES: usize = 256;
+/// How long the gateway waits, past the stop timeout, for a supervisor
+/// that was told to stop, before it kills the supervisor's group itself.
+const SUPERVISOR_GRACE: Duration = Duration::from_secs(2);
 
 impl Process {
     /// Take over a spawned child: its pipes to tasks of their own.
     pub(crate) fn run(
-        mut child: Child,
+        spawned: Spawned,
         upstream: Arc<str>,
         max_line: usize,
         stop_timeout: Duration,
         metrics: Arc<StdioMetrics>,
     ) -> Option<Process> {
+        let Spawned {
+            mut child,
+            report,
+            cgroup,
+        } = spawned;
         let (stdin, stdout, stderr) = (
             child.stdin.take()?,
             child.stdout.take()?,
@@ -122,9 +156,16 @@ impl Process {
         let (exited, _) = watch::channel(Exit::Running);
         let shared = Arc::new(Shared {
             upstream,
-            pid,
+            group: pid,
+            pid: AtomicU32::new(pid),
             pending: Mutex::default(),
             abandoned: Mutex::default(),
+            overdue: Mutex::default(),
+            pooled: AtomicBool::new(false),
+            speaks: AtomicBool::new(false),
+            answered: AtomicBool::new(false),
+            mid_line: AtomicBool::new(false),
+            gone: watch::channel(None).0,
             call: Mutex::default(),
             listener: Mutex::default(),
             roots: Mutex::new(Arc::from(Vec::new())),
@@ -140,17 +181,62 @@ impl Process {
         });
         tokio::spawn(read_stdout(stdout, max_line, stdin.clone(), shared.clone()));
         tokio::spawn(read_stderr(stderr, shared.clone()));
-        tokio::spawn(wait_exit(child, shared.clone()));
+        tokio::spawn(wait_exit(child, cgroup, shared.clone()));
         Some(Process {
             shared,
             stdin,
             next_id: AtomicU64::new(1),
             stop_timeout,
+            report: Mutex::new(Some(report)),
         })
     }
 
     pub(crate) fn pid(&self) -> u32 {
-        self.shared.pid
+        self.shared.pid.load(Ordering::Relaxed)
+    }
+
+    /// Wait for the program's start report: its sandbox set up, its limits
+    /// set, it is about to run. A program that ends first, or says nothing
+    /// within `timeout`, did not start.
+    pub(crate) async fn ready(&self, timeout: Duration) -> Result<(), String> {
+        let Some(mut report) = lock(&self.report).take() else {
+            return Ok(());
+        };
+        let mut exit = self.exit_signal();
+        let read = async {
+            let mut got = Vec::new();
+            let mut buf = [0u8; REPORT_BYTES];
+            loop {
+                match tokio::io::AsyncReadExt::read(&mut report, &mut buf).await {
+                    Ok(0) | Err(_) => return None,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+                if let Some(end) = got.iter().position(|b| *b == b'\n') {
+                    return serde_json::from_slice::<Value>(&got[..end]).ok();
+                }
+                if got.len() > REPORT_BYTES {
+                    return None;
+                }
+            }
+        };
+        let report = tokio::select! {
+            r = read => r,
+            _ = exit.wait_for(|e| e.ended()) => None,
+            () = tokio::time::sleep(timeout) => {
+                self.kill();
+                return Err(format!("it did not start within {timeout:?}"));
+            }
+        };
+        let Some(report) = report.filter(|r| r["started"] == true) else {
+            self.kill();
+            return Err(
+                "it ended before it started (the sandbox or its limits could not be set up as configured; the gateway's log has the program's own words)".into(),
+            );
+        };
+        if let Some(pid) = report["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) {
+            self.shared.pid.store(pid, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// What its `roots/list` is answered with from now on.
@@ -161,6 +247,12 @@ impl Process {
     /// Changes when the program has exited.
     pub(crate) fn exit_signal(&self) -> watch::Receiver<Exit> {
         self.shared.exited.subscribe()
+    }
+
+    /// Set when the program serves nothing more (its stdout ended, or it
+    /// fell out of step), at once, before its supervisor is gone.
+    pub(crate) fn gone_signal(&self) -> watch::Receiver<Option<Exit>> {
+        self.shared.gone.subscribe()
     }
 
     pub(crate) fn is_alive(&self) -> bool {
@@ -185,6 +277,7 @@ impl Process {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let line = frame::with_id(message, &id.to_string())
             .map_err(|_| ProgramFailed::OutOfStep(LineFault::NotJsonRpc))?;
+        self.settle().await;
         let (tx, rx) = oneshot::channel();
         lock(&self.shared.pending).insert(id, tx);
         *lock(&self.shared.call) = related;
@@ -201,6 +294,7 @@ impl Process {
         let answer = rx.await.unwrap_or(Err(ProgramFailed::Exited));
         guard.done = true;
         *lock(&self.shared.call) = None;
+        self.shared.answered.store(true, Ordering::Release);
         answer
     }
 
@@ -215,34 +309,35 @@ impl Process {
         *lock(&self.shared.listener) = to;
     }
 
-    /// SIGTERM to its process group, SIGKILL after the stop timeout.
+    /// SIGTERM to its process group; its supervisor kills what is left
+    /// after the stop timeout (the gateway backs it, a little later).
     pub(crate) fn stop(&self) {
         if !self.is_alive() {
             return;
         }
         self.shared.stopping.store(true, Ordering::Release);
-        let pid = self.shared.pid;
+        let group = self.shared.group;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime left to wait in (the gateway is exiting).
-            signal_group(pid, libc::SIGKILL);
+            self.shared.kill_now();
             return;
         };
-        signal_group(pid, libc::SIGTERM);
+        signal_group(group, libc::SIGTERM);
         let shared = self.shared.clone();
         let grace = self.stop_timeout;
         runtime.spawn(async move {
             let mut rx = shared.exited.subscribe();
             if tokio::time::timeout(grace, rx.wait_for(|e| e.ended())).await.is_err() {
+                let pid = shared.pid.load(Ordering::Relaxed);
                 tracing::warn!(upstream = %shared.upstream, pid, "stdio program ignored SIGTERM; killed");
+                shared.kill_now();
             }
-            // The group may hold children the program left behind.
-            signal_group(pid, libc::SIGKILL);
         });
     }
 
     /// Stop it at once: it cannot be trusted to stay in step.
     pub(crate) fn kill(&self) {
-        signal_group(self.shared.pid, libc::SIGKILL);
+        self.shared.kill_now();
     }
 }
 
@@ -269,6 +364,7 @@ impl Drop for Abandon<'_> {
         lock(&shared.pending).remove(&self.id);
         *lock(&shared.call) = None;
         remember(&shared.abandoned, self.id);
+        shared.owe(self.id, self.process.stop_timeout);
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": self.id, "reason": "the client went away"}});
         self.process
@@ -291,9 +387,38 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// Everything of the program killed now: its supervisor kills every
+    /// process below it (those that left the group too); should the
+    /// supervisor not be gone soon after, its group is killed from here.
+    fn kill_now(self: &Arc<Self>) {
+        signal_one(self.group, libc::SIGUSR1);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            signal_group(self.group, libc::SIGKILL);
+            return;
+        };
+        let shared = self.clone();
+        runtime.spawn(async move {
+            let mut rx = shared.exited.subscribe();
+            if tokio::time::timeout(SUPERVISOR_GRACE, rx.wait_for(|e| e.ended()))
+                .await
+                .is_err()
+            {
+                signal_group(shared.group, libc::SIGKILL);
+            }
+        });
+    }
+
     /// The program is gone or out of step: every waiting request fails.
     fn fail_all(&self, why: ProgramFailed) {
         self.alive.store(false, Ordering::Release);
+        let stopped = self.stopping.load(Ordering::Acquire);
+        self.gone.send_if_modified(|g| {
+            let first = g.is_none();
+            if first {
+                *g = Some(Exit::Ended { stopped });
+            }
+            first
+        });
         let waiting: Vec<Waiter> = lock(&self.pending).drain().map(|(_, w)| w).collect();
         for w in waiting {
             let _ = w.send(Err(why));
@@ -313,7 +438,7 @@ impl Shared {
 async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, shared: Arc<Shared>) {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     loop {
-        let line = match frame::read_line(&mut reader, max_line).await {
+        let line = match frame::read_line(&mut reader, max_line, &shared.mid_line).await {
             Ok(Line::Message(line)) => line,
             Ok(Line::Fault(fault)) => {
                 if fault_kept_step(&shared, fault) {
@@ -345,6 +470,7 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                         remember(&shared.abandoned, id);
                     }
                     None => {
+                        shared.paid(id);
                         let late = {
                             let mut abandoned = lock(&shared.abandoned);
                             let at = abandoned.iter().position(|a| *a == id);
@@ -362,6 +488,7 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                 }
             }
             FromProgram::Request { method, id } => {
+                shared.speaks.store(true, Ordering::Release);
                 // The reader never waits on stdin: a program blocked writing
                 // to us while we wait to write to it would never move again.
                 if let Some(answer) = answered_here(&method, &id, &shared) {
@@ -375,6 +502,7 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                 }
             }
             FromProgram::Notification { .. } => {
+                shared.speaks.store(true, Ordering::Release);
                 if let Some(to) = shared.related() {
                     // A slow reader loses notifications, never stalls the program.
                     let _ = to.try_send(line);
@@ -403,9 +531,9 @@ fn answered_here(method: &str, id: &str, shared: &Shared) -> Option<Vec<u8>> {
 
 /// Count and log a bad line; a fault that leaves the stream out of step
 /// fails the requests in flight and kills the program (`false`).
-fn fault_kept_step(shared: &Shared, fault: LineFault) -> bool {
+fn fault_kept_step(shared: &Arc<Shared>, fault: LineFault) -> bool {
     shared.metrics.rejected(&shared.upstream, fault);
-    let (upstream, pid) = (&*shared.upstream, shared.pid);
+    let (upstream, pid) = (&*shared.upstream, shared.pid.load(Ordering::Relaxed));
     if fault.keeps_step() {
         tracing::debug!(
             upstream,
@@ -420,7 +548,7 @@ fn fault_kept_step(shared: &Shared, fault: LineFault) -> bool {
         "stdio program wrote {fault} on stdout; restarting it"
     );
     shared.fail_all(ProgramFailed::OutOfStep(fault));
-    signal_group(pid, libc::SIGKILL);
+    shared.kill_now();
     false
 }
 
@@ -430,6 +558,7 @@ const STDERR_LINE_BYTES: usize = 2048;
 const STDERR_LINES_PER_SECOND: u32 = 50;
 
 async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
+    let pid = || shared.pid.load(Ordering::Relaxed);
     let mut reader = BufReader::new(stderr);
     let mut buf = Vec::new();
     let mut window = Instant::now();
@@ -447,7 +576,7 @@ async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
         }
         if window.elapsed() >= Duration::from_secs(1) {
             if dropped > 0 {
-                tracing::warn!(upstream = %shared.upstream, pid = shared.pid, dropped, "stdio program's stderr lines dropped (over {STDERR_LINES_PER_SECOND}/s)");
+                tracing::warn!(upstream = %shared.upstream, pid = pid(), dropped, "stdio program's stderr lines dropped (over {STDERR_LINES_PER_SECOND}/s)");
             }
             window = Instant::now();
             logged = 0;
@@ -462,21 +591,25 @@ async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
         let text = String::from_utf8_lossy(&buf[..buf.len().min(STDERR_LINE_BYTES)]);
         // Control characters escaped: a program cannot forge log lines.
         let text: String = text.trim_end().escape_debug().collect();
-        tracing::info!(upstream = %shared.upstream, pid = shared.pid, stderr = %text, "stdio program");
+        tracing::info!(upstream = %shared.upstream, pid = pid(), stderr = %text, "stdio program");
     }
 }
 
-async fn wait_exit(mut child: Child, shared: Arc<Shared>) {
+async fn wait_exit(mut child: Child, cgroup: Option<ProgramCgroup>, shared: Arc<Shared>) {
     let status = child.wait().await;
     shared.fail_all(ProgramFailed::Exited);
-    // Whatever it left behind in its group goes with it.
-    signal_group(shared.pid, libc::SIGKILL);
+    // Whatever it left behind in its group, or in its cgroup, goes with it.
+    signal_group(shared.group, libc::SIGKILL);
+    if let Some(cgroup) = cgroup {
+        let _ = tokio::task::spawn_blocking(move || cgroup.remove()).await;
+    }
     let how = match &status {
         Ok(s) if s.success() => "exited",
         Ok(s) if std::os::unix::process::ExitStatusExt::signal(s).is_some() => "signalled",
         _ => "failed",
     };
-    tracing::info!(upstream = %shared.upstream, pid = shared.pid, status = ?status.ok(), "stdio program ended");
+    let pid = shared.pid.load(Ordering::Relaxed);
+    tracing::info!(upstream = %shared.upstream, pid, status = ?status.ok(), "stdio program ended");
     shared.metrics.ended(&shared.upstream, how);
     let stopped = shared.stopping.load(Ordering::Acquire);
     let _ = shared.exited.send(Exit::Ended { stopped });

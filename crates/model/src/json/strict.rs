@@ -152,7 +152,7 @@ impl<'de> Visitor<'de> for Check<'_> {
 
 /// Builds a `serde_json::Value` strictly.
 #[derive(Clone, Copy)]
-pub(crate) struct Build<'f>(pub &'f Failure);
+pub struct Build<'f>(pub &'f Failure);
 
 impl<'de> DeserializeSeed<'de> for Build<'_> {
     type Value = Value;

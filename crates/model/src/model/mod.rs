@@ -13,6 +13,7 @@ mod method;
 mod name_table;
 mod protocol;
 mod reason;
+pub mod secret_env;
 mod settings;
 mod shape;
 

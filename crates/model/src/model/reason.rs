@@ -61,7 +61,7 @@ macro_rules! reason_table {
                 match self { $( Reason::$variant => &[$( ReasonSet::$set, )*], )* }
             }
 
-            /// When the gateway answers with this reason (the README's table).
+            /// When the gateway answers with this reason (the book's table of reasons).
             pub(crate) const fn when(self) -> &'static str {
                 match self { $( Reason::$variant => $when, )* }
             }
@@ -143,14 +143,26 @@ reason_table! {
     RateLimited => "rate_limited", -32009, TOO_MANY_REQUESTS, [], "over a limit: `data.scope`, `data.retryAfterSeconds`, `Retry-After`";
     RateLimiterUnavailable => "rate_limiter_unavailable", -32009, SERVICE_UNAVAILABLE, [], "Redis down with `redis_failure = \"refuse\"`";
     ToolNotPermitted => "tool_not_permitted", -32012, FORBIDDEN, [], "the caller may not use that tool, prompt or resource";
+    ApprovalDeclined => "approval_declined", -32019, OK, [], "the person asked by an `[[approval]]` rule declined the call (declined or cancelled the gateway's question, or accepted it without ticking `approve`); `data.rule`; nothing was forwarded";
+    ApprovalExpired => "approval_expired", -32019, OK, [Expires], "the gateway's approval question was not answered within the rule's `timeout`; `data.rule`; nothing was forwarded";
+    ApprovalUnavailable => "approval_unavailable", -32019, OK, [], "an `[[approval]]` rule asks about the call, but the client declared no elicitation (form mode; URL mode for `approver = \"approvers\"`) and the rule names no `fallback`; `data.rule`";
     ListingChanged => "listing_changed", -32010, OK, [], "a `tools/call`, `prompts/get` or `resources/read` naming an item whose listed definition changed since the gateway pinned it, held under `[listing] on_change = \"remove\"` until an operator accepts it (`portcullis listings accept`; `data.kind`)";
     ListingStoreUnavailable => "listing_store_unavailable", -32007, SERVICE_UNAVAILABLE, [], "the store of pinned listings (Redis) unreachable under `on_change = \"remove\"`: a list, or a call naming a listed item, is refused rather than delivered unchecked";
+    NotListed => "not_listed", -32602, OK, [], "a `tools/call` or `prompts/get` (or a completion's reference) naming an item the gateway never listed to this caller on this upstream, once it fetched the list itself (`data.kind`; `[arguments] schema`)";
+    ArgumentsInvalid => "arguments_invalid", -32602, OK, [], "arguments outside the definition the gateway listed: the tool's `inputSchema` (a missing required property, a wrong type, a value outside `enum`, `const`, bounds, `pattern` or `format`) or a prompt's arguments (`data.path`, `data.keyword`; never the value)";
+    UndeclaredArgument => "undeclared_argument", -32602, OK, [], "an argument property the listed schema does not declare (`data.path`; `[arguments] undeclared`)";
+    SecretInArguments => "secret_in_arguments", -32602, OK, [], "an argument value that is a credential: a token with a known prefix, a private key, a JWT, a card number, a password where the property says so, a high-entropy value in a credential-named property (`data.path`, `data.kind`; never the value)";
+    PrivatePathInArguments => "private_path_in_arguments", -32602, OK, [], "an argument naming a private file in any spelling (`~/.ssh`, cloud and kube credentials, `.env`, browser profiles, keychains, `/etc/shadow`, …: `data.path`, `data.pathClass`)";
+    AddressNotAllowed => "address_not_allowed", -32602, OK, [], "an argument URL or host that is loopback, private, link-local, cloud metadata, reserved, a local name, an IP literal or a denied host, in any spelling (`data.path`, `data.addressClass`)";
+    ShellInArguments => "shell_in_arguments", -32602, OK, [], "shell syntax aimed at execution in an argument (`data.path`, `data.construct`)";
+    CrossUpstreamFlow => "cross_upstream_flow", -32602, OK, [], "an argument carrying a secret or private value the gateway delivered to this caller from another upstream's result (`data.path`, `data.origin`: that upstream's id; never the value)";
+    ServerIdentityChanged => "server_identity_changed", -32010, OK, [], "what an upstream says about itself (its TLS certificate's key, `serverInfo`, capabilities, `instructions`) differs from what the gateway pinned, held under `[listing] on_change = \"remove\"` until an operator accepts it (`data.part`)";
     SessionInvalid => "session_invalid", -32017, NOT_FOUND, [], "`Mcp-Session-Id` not issued by this gateway, altered, or issued to another caller or for another upstream (2025-11-25; the client initializes again)";
     SessionExpired => "session_expired", -32017, NOT_FOUND, [], "a 2025-11-25 session older than `session_lifetime`, or ended with DELETE (on every instance sharing the single-use store; the client initializes again); also the gateway's answer to a request an upstream pushes in a session that has ended";
     AnswerNotRequested => "answer_not_requested", -32602, BAD_REQUEST, [], "a client's JSON-RPC response to a request this gateway did not deliver in this session";
     UnknownName => "unknown_name", -32602, BAD_REQUEST, [], "on a federated route: a tool or prompt name, resource URI or completion reference that starts with no upstream's prefix (the message lists the prefixes), or an answer, task or session part naming an upstream the route does not have";
     CursorInvalid => "cursor_invalid", -32602, BAD_REQUEST, [], "on a federated route: a list `cursor` this gateway did not issue for this route, caller and list, or one altered";
-    CallNotWaiting => "call_not_waiting", -32602, CONFLICT, [], "a 2025-11-25 client's answer to a request the gateway pushed for a bridged call (a 2026-07-28 upstream's question) that no longer waits on this gateway instance: the call ended, or another replica holds it (README \"Bridging the two generations\": route a session to one replica)";
+    CallNotWaiting => "call_not_waiting", -32602, CONFLICT, [], "a 2025-11-25 client's answer to a request the gateway pushed for a bridged call (a 2026-07-28 upstream's question) that no longer waits on this gateway instance: the call ended, or another replica holds it (the book's Several replicas page: route a session to one replica)";
     UpstreamCredentialUnavailable => "upstream_credential_unavailable", -32016, BAD_GATEWAY, [Upstream, Fails], "the gateway could not obtain its own credential for the upstream (`[upstream.credential]`: the token endpoint refused or did not answer); the message names the upstream, never a secret";
     UpstreamRefused => "upstream_refused", -32016, BAD_GATEWAY, [Upstream], "the upstream itself refused with HTTP 4xx: the client gets the same status (401, 403, 404, 421, 429, …) and `data.upstreamStatus`; a 401 or 403 is answered 502 where the upstream was shown the gateway's own credential (`[upstream.credential]`, or an OAuth route): it refused the gateway, not the client";
 }
@@ -182,8 +194,8 @@ impl Reason {
     }
 }
 
-/// The README's table of reasons, generated from the one table above (a test
-/// keeps README.md equal to it).
+/// The book's table of reasons (`docs/src/reference/errors.md`), generated from
+/// the one table above (a test keeps the page equal to it).
 pub fn markdown_table() -> String {
     let mut out = String::from("| `data.reason` | HTTP | code | when |\n|---|---|---|---|\n");
     for r in Reason::ALL {

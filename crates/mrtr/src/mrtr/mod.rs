@@ -4,6 +4,7 @@
 //! who, where, what, when, how often, and that the answers fit the questions.
 
 pub mod answers;
+pub mod flows;
 pub mod mint;
 pub mod replay;
 pub mod retry;
@@ -11,7 +12,7 @@ mod sampling_answer;
 pub mod seal;
 pub mod settings;
 pub mod task;
-pub mod value_scan;
+pub use crate::policy::secret_values as value_scan;
 
 use std::sync::Arc;
 

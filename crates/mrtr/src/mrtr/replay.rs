@@ -63,6 +63,11 @@ impl ReplayStore {
         }
     }
 
+    /// Whether the store is shared by the instances (Redis).
+    pub fn is_shared(&self) -> bool {
+        matches!(self, ReplayStore::Redis(_))
+    }
+
     /// Report the Redis store's failures to `health` (the first call wins;
     /// the local store cannot fail).
     pub fn report_to(&self, health: &HealthReport) {
@@ -189,6 +194,46 @@ impl ReplayStore {
                 Ok(total)
             }
         }
+    }
+}
+
+/// The keyed fingerprints of `flows.rs`, in the same Redis (the memory
+/// store keeps them itself).
+impl ReplayStore {
+    /// Add `origin` to each key's set, each expiring `ttl` from now.
+    pub(crate) async fn flows_add(
+        &self,
+        keys: &[String],
+        origin: &str,
+        ttl: Duration,
+    ) -> Result<(), ReplayError> {
+        let ReplayStore::Redis(r) = self else {
+            return Ok(());
+        };
+        let mut c = r.connection().await?;
+        let mut pipe = redis::pipe();
+        for k in keys {
+            pipe.cmd("SADD").arg(k).arg(origin).ignore();
+            pipe.cmd("PEXPIRE")
+                .arg(k)
+                .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
+                .ignore();
+        }
+        let () = r.answered(pipe.query_async(&mut c)).await?;
+        Ok(())
+    }
+
+    /// The set of each key (empty where there is none), in order.
+    pub(crate) async fn flows_members(&self, keys: &[String]) -> Result<Vec<Vec<String>>, ReplayError> {
+        let ReplayStore::Redis(r) = self else {
+            return Ok(vec![Vec::new(); keys.len()]);
+        };
+        let mut c = r.connection().await?;
+        let mut pipe = redis::pipe();
+        for k in keys {
+            pipe.cmd("SMEMBERS").arg(k);
+        }
+        r.answered(pipe.query_async(&mut c)).await
     }
 }
 

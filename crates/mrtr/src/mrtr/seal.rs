@@ -82,7 +82,16 @@ pub enum OpenError {
 struct StateKey {
     id: String,
     key: LessSafeKey,
+    /// A key of its own for the operator's requests to the admin listener,
+    /// derived from the same secret (never the sealing key itself).
+    admin: ring::hmac::Key,
+    /// The key of keyed fingerprints (`flows.rs`), derived from this
+    /// key's bytes: never the sealing key itself.
+    fingerprint: ring::hmac::Key,
 }
+
+/// What the admin key is derived with.
+const ADMIN_KEY_LABEL: &[u8] = b"portcullis admin request key v1";
 
 /// The keys of this instance: seal with the first, open with any.
 pub struct StateKeys {
@@ -131,9 +140,15 @@ impl StateKeys {
             }
             let unbound =
                 UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| KeyError::Format { index })?;
+            let derived = ring::hmac::sign(
+                &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes),
+                ADMIN_KEY_LABEL,
+            );
             keys.push(StateKey {
                 id: id.to_owned(),
                 key: LessSafeKey::new(unbound),
+                admin: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, derived.as_ref()),
+                fingerprint: fingerprint_key(&bytes),
             });
         }
         if keys.is_empty() {
@@ -155,7 +170,9 @@ impl StateKeys {
     }
 
     pub fn from_env(var: &str) -> Result<StateKeys, KeyError> {
-        let text = std::env::var(var).map_err(|_| KeyError::MissingEnv(var.to_owned()))?;
+        let text = crate::model::secret_env::take(var)
+            .and_then(|v| v.into_string().ok())
+            .ok_or_else(|| KeyError::MissingEnv(var.to_owned()))?;
         StateKeys::parse(&text)
     }
 
@@ -183,6 +200,32 @@ impl StateKeys {
 
     pub fn is_generated(&self) -> bool {
         self.generated
+    }
+
+    /// An operator's request to the admin listener, signed with the newest
+    /// key: its id and the tag (base64url).
+    pub fn admin_sign(&self, message: &[u8]) -> Option<(String, String)> {
+        let key = self.keys.first()?;
+        let tag = ring::hmac::sign(&key.admin, message);
+        Some((key.id.clone(), URL_SAFE_NO_PAD.encode(tag.as_ref())))
+    }
+
+    /// Whether `tag` (base64url) signs `message` with the key `kid`.
+    pub fn admin_verify(&self, kid: &str, message: &[u8], tag: &str) -> bool {
+        let Ok(tag) = URL_SAFE_NO_PAD.decode(tag) else {
+            return false;
+        };
+        self.keys
+            .iter()
+            .find(|k| k.id == kid)
+            .is_some_and(|k| ring::hmac::verify(&k.admin, message, &tag).is_ok())
+    }
+
+    /// The key the gateway's keyed fingerprints are made with (derived
+    /// from the sealing key; shared by every instance that shares the
+    /// keys, so replicas find each other's).
+    pub fn fingerprint_key(&self) -> Option<&ring::hmac::Key> {
+        self.keys.first().map(|k| &k.fingerprint)
     }
 
     /// Seal a gateway requestState.
@@ -254,6 +297,13 @@ impl StateKeys {
             .map_err(|_| OpenError::Tampered)?;
         serde_json::from_slice(plain).map_err(|_| OpenError::Tampered)
     }
+}
+
+/// HMAC-SHA256 key from a state key's bytes, for a purpose of its own.
+fn fingerprint_key(bytes: &[u8]) -> ring::hmac::Key {
+    let derive = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, bytes);
+    let tag = ring::hmac::sign(&derive, b"portcullis keyed fingerprints v1");
+    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, tag.as_ref())
 }
 
 fn aad(prefix: &str, kid: &str) -> Vec<u8> {

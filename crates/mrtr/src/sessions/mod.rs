@@ -96,6 +96,10 @@ pub struct MemberSession {
     /// Its own `Mcp-Session-Id`, when it issued one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub session: Option<String>,
+    /// The gateway carries this upstream's part across (it is served in
+    /// 2026-07-28, its questions pushed to the client).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub bridged: bool,
 }
 
 /// What the id of a pushed request carries.
@@ -213,6 +217,7 @@ impl SessionState {
             upstream_session: m.session.clone(),
             upstream: m.id.clone(),
             members: Vec::new(),
+            bridged: m.bridged,
             ..self.clone()
         })
     }

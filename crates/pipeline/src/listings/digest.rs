@@ -23,9 +23,9 @@ use crate::policy::inspect::is_gateway_key;
 /// names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ItemKind {
-    pub(crate) member: &'static str,
+    pub member: &'static str,
     pub kind: &'static str,
-    pub(crate) identity: &'static str,
+    pub identity: &'static str,
 }
 
 /// The catalogue members (`policy::inspect::list_members`) and how their
@@ -77,9 +77,21 @@ pub fn split_field(field: &str) -> Option<(ItemKind, &str)> {
 /// The hex SHA-256 of `item`'s canonical JSON, without the gateway's
 /// `_meta` keys.
 pub fn digest(item: &Value) -> String {
+    digest_of(&canonical_text(item))
+}
+
+/// `item`'s canonical JSON without the gateway's `_meta` keys: what the
+/// digest is of, and what a held definition is kept as for review.
+pub fn canonical_text(item: &Value) -> String {
     let mut bytes = Vec::with_capacity(256);
     canonical(item, false, &mut bytes);
-    let sum = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    // serde_json wrote every piece: valid UTF-8.
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The hex SHA-256 of a canonical text.
+pub fn digest_of(text: &str) -> String {
+    let sum = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
     let mut hex = String::with_capacity(64);
     for b in sum.as_ref() {
         let _ = write!(hex, "{b:02x}");

@@ -1,20 +1,25 @@
 //! The pins of one instance, in memory: per upstream, field → pinned
-//! digest and field → held digest, at most
+//! digest, field → held digest and field → held text (bounded), at most
 //! [`MAX_ITEMS_PER_UPSTREAM`](super::MAX_ITEMS_PER_UPSTREAM) pins each.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::{Change, Digests, Seen, Selector, MAX_ITEMS_PER_UPSTREAM};
+use super::{
+    Change, Digests, Seen, Selector, MAX_HELD_TEXTS_BYTES, MAX_HELD_TEXT_BYTES,
+    MAX_ITEMS_PER_UPSTREAM,
+};
 
 #[derive(Default)]
 struct Pins {
     pinned: HashMap<String, String>,
     held: HashMap<String, String>,
+    texts: HashMap<String, String>,
+    text_bytes: usize,
 }
 
 #[derive(Default)]
-pub struct Memory {
+pub(crate) struct Memory {
     upstreams: Mutex<HashMap<String, Pins>>,
 }
 
@@ -55,18 +60,31 @@ impl Memory {
         })
     }
 
+    /// Pinned, held and the held texts.
+    pub(crate) fn held(&self, upstream: &str) -> (Digests, Digests, Digests) {
+        self.with(upstream, |pins| {
+            let copy = |m: &HashMap<String, String>| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Vec<_>>()
+            };
+            (copy(&pins.pinned), copy(&pins.held), copy(&pins.texts))
+        })
+    }
+
     pub(crate) fn accept(&self, upstream: &str, which: &Selector) -> Vec<String> {
         self.with(upstream, |pins| {
             let chosen: Vec<String> = pins
                 .held
-                .keys()
-                .filter(|f| which.matches(f))
-                .cloned()
+                .iter()
+                .filter(|(f, d)| which.matches(f, d))
+                .map(|(f, _)| f.clone())
                 .collect();
             for field in &chosen {
                 if let Some(d) = pins.held.remove(field) {
                     pins.pinned.insert(field.clone(), d);
                 }
+                pins.forget_text(field);
             }
             chosen
         })
@@ -74,6 +92,21 @@ impl Memory {
 }
 
 impl Pins {
+    fn forget_text(&mut self, field: &str) {
+        if let Some(old) = self.texts.remove(field) {
+            self.text_bytes -= old.len();
+        }
+    }
+
+    /// Keep `text` as the held definition of `field`, within the bounds.
+    fn keep_text(&mut self, field: &str, text: &str) {
+        self.forget_text(field);
+        if text.len() <= MAX_HELD_TEXT_BYTES && self.text_bytes + text.len() <= MAX_HELD_TEXTS_BYTES {
+            self.text_bytes += text.len();
+            self.texts.insert(field.to_owned(), text.to_owned());
+        }
+    }
+
     fn observe(&mut self, seen: &Seen, hold: bool) -> Change {
         let Some(pin) = self.pinned.get(&seen.field) else {
             if self.pinned.len() >= MAX_ITEMS_PER_UPSTREAM {
@@ -84,16 +117,21 @@ impl Pins {
         };
         if *pin == seen.digest {
             self.held.remove(&seen.field);
+            self.forget_text(&seen.field);
             return Change::Same;
         }
         if !hold {
             self.pinned.insert(seen.field.clone(), seen.digest.clone());
             self.held.remove(&seen.field);
+            self.forget_text(&seen.field);
             return Change::Repinned;
         }
         match self.held.insert(seen.field.clone(), seen.digest.clone()) {
             Some(before) if before == seen.digest => Change::Held { first: false },
-            _ => Change::Held { first: true },
+            _ => {
+                self.keep_text(&seen.field, &seen.text);
+                Change::Held { first: true }
+            }
         }
     }
 }
@@ -106,7 +144,12 @@ mod tests {
         Seen {
             field: field.into(),
             digest: digest.into(),
+            text: format!("{{\"v\":\"{digest}\"}}"),
         }
+    }
+
+    fn all(m: &Memory, upstream: &str) -> Selector {
+        Selector::Digests(m.entries(upstream).1.into_iter().collect())
     }
 
     #[test]
@@ -136,9 +179,19 @@ mod tests {
         let other = Selector::Item {
             name: "sub".into(),
             kind: None,
+            digest: "2".into(),
         };
         assert!(m.accept("a", &other).is_empty());
-        assert_eq!(m.accept("a", &Selector::All), ["tool:add"]);
+        assert_eq!(m.held("a").2, [("tool:add".to_owned(), "{\"v\":\"2\"}".to_owned())]);
+        // An acceptance of a definition no longer held pins nothing.
+        let stale = Selector::Item {
+            name: "add".into(),
+            kind: None,
+            digest: "1".into(),
+        };
+        assert!(m.accept("a", &stale).is_empty());
+        assert_eq!(m.accept("a", &all(&m, "a")), ["tool:add"]);
+        assert!(m.held("a").2.is_empty(), "an accepted text is forgotten");
         assert!(!m.is_held("a", "tool:add"));
         assert_eq!(m.observe("a", &changed, true), [Change::Same]);
     }

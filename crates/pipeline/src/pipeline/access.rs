@@ -143,12 +143,25 @@ pub(crate) fn permit(ctx: &RequestCtx, authority: &HeaderValue, path: &str) -> R
     let permissions = &ctx.route.config.permissions;
     let who = &ctx.principal;
     let prefix = ctx.route.prefix();
-    if permissions.permits_in(who, kind, target, prefix) {
+    let arguments = crate::approval::facts::Arguments::default();
+    let exposed = prefix.map(|p| crate::model::expose(kind, p, target));
+    let call = crate::approval::Facts {
+        caller: crate::approval::facts::caller(who),
+        route: path,
+        upstream: &ctx.route.upstream.settings.id,
+        tool: exposed.as_deref().unwrap_or(target),
+        upstream_tool: target,
+        arguments: permissions
+            .reads_arguments()
+            .then(|| arguments.get(ctx.request.params_text())),
+        ..Default::default()
+    };
+    if permissions.permits_in(who, kind, target, prefix, Some(&call)) {
         return Ok(());
     }
     let refused = |r: Refusal| Refused::new(r, ctx.id(), ctx.route.name());
     let step_up = (who.method == AuthMethod::OAuth)
-        .then(|| permissions.missing_scopes(who, kind, target, prefix))
+        .then(|| permissions.missing_scopes(who, kind, target, prefix, Some(&call)))
         .flatten()
         .zip(Protected::of(&ctx.route, &ctx.peer, authority, path));
     let Some((needed, protected)) = step_up else {

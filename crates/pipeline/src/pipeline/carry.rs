@@ -11,7 +11,8 @@
 //! | rate limiter (its counters) | `[rate_limits]` |
 //! | rate limiter's Redis connection | `redis_url`, `redis_timeout`, `redis_failure`, `key_prefix` |
 //! | single-use store (memory or Redis) | `state.single_use_backend`, `state.redis_url` |
-//! | pinned listings (memory or Redis) | their backend |
+//! | pinned listings (memory or Redis), the definitions delivered | their backend |
+//! | what upstreams delivered to each caller (fingerprints) | the single-use store |
 //! | audit sink | `[audit]` |
 //! | metrics registry, clock | always (the process's own) |
 //!
@@ -27,6 +28,7 @@ use crate::audit::AuditSink;
 use crate::config::GatewayConfig;
 use crate::listings::{ListingBackend, ListingStore};
 use crate::model::SharedClock;
+use crate::mrtr::flows::{FlowStore, DEFAULT_TTL};
 use crate::mrtr::replay::ReplayStore;
 use crate::throttle::Throttle;
 
@@ -42,6 +44,8 @@ pub struct Carried {
     pub(crate) pools: Pools,
     /// The bridged calls waiting for a client's answers.
     pub(crate) bridge: Arc<super::bridge::BridgeCalls>,
+    /// What upstreams delivered to each caller (kept with its single-use store).
+    pub(crate) flows: Arc<FlowStore>,
 }
 
 impl Carried {
@@ -49,9 +53,11 @@ impl Carried {
     /// audit file (blocking): call it off the runtime's workers or at start.
     pub fn first(config: &GatewayConfig, metrics: Arc<Metrics>, clock: SharedClock) -> Carried {
         let audit = open_audit(config);
+        let replay = Arc::new(ReplayStore::new(&config.state.replay));
         Carried {
             metrics,
-            replay: Arc::new(ReplayStore::new(&config.state.replay)),
+            flows: Arc::new(FlowStore::new(replay.clone(), DEFAULT_TTL)),
+            replay,
             listings: Arc::new(ListingStore::new(&ListingBackend::of(config))),
             audit,
             clock,
@@ -77,6 +83,11 @@ impl Carried {
         } else {
             Arc::new(ReplayStore::new(&config.state.replay))
         };
+        let flows = if old.flows.serves(&replay) {
+            old.flows.clone()
+        } else {
+            Arc::new(FlowStore::new(replay.clone(), DEFAULT_TTL))
+        };
         // The pins outlive a reload (in memory too) unless the Redis changed.
         let backend = ListingBackend::of(config);
         let listings = if old.listings.serves(&backend) {
@@ -97,6 +108,7 @@ impl Carried {
         };
         Carried {
             metrics: old.metrics.clone(),
+            flows,
             replay,
             listings,
             audit,

@@ -101,7 +101,7 @@ impl RequestCtx {
     }
 
     /// The configured display name of the upstream.
-    pub(crate) fn upstream_name(&self) -> &str {
+    pub fn upstream_name(&self) -> &str {
         self.route.name()
     }
 }

@@ -44,6 +44,7 @@ use std::str::FromStr;
 use unicode_security::{skeleton, RestrictionLevel, RestrictionLevelDetection};
 use url::{Host, Url};
 
+use super::address::is_local_name;
 use crate::model::Invisible;
 
 /// Default for [`UrlPolicy::max_url_bytes`].
@@ -432,24 +433,6 @@ impl UrlPolicy {
             display_host,
         })
     }
-}
-
-/// The shipped list of local-network names (data, not code).
-fn local_names() -> &'static [HostPattern] {
-    static NAMES: std::sync::OnceLock<Vec<HostPattern>> = std::sync::OnceLock::new();
-    NAMES.get_or_init(|| {
-        include_str!("../../../../policies/data/local-network-names.txt")
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .filter_map(|l| HostPattern::parse(l).ok())
-            .collect()
-    })
-}
-
-/// A name of the local machine or network: a single label, or on the list.
-fn is_local_name(ascii_host: &str) -> bool {
-    !ascii_host.contains('.') || local_names().iter().any(|p| p.matches(ascii_host))
 }
 
 /// Characters that the WHATWG parser strips or rewrites, or that change how a

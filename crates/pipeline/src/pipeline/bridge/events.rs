@@ -90,14 +90,14 @@ pub(super) fn ended() -> Response<ProxyBody> {
 
 /// The messages of one checked answer from the upstream: a JSON body's one
 /// message, or each event's.
-pub(super) struct Messages {
+pub(crate) struct Messages {
     body: ProxyBody,
     framer: Option<SseFramer>,
     max: usize,
 }
 
 impl Messages {
-    pub(super) fn new(resp: Response<ProxyBody>, max: usize) -> Messages {
+    pub(crate) fn new(resp: Response<ProxyBody>, max: usize) -> Messages {
         let (head, body) = resp.into_parts();
         Messages::of(&head.headers, body, max)
     }
@@ -154,7 +154,7 @@ impl Messages {
 
     /// The response among the messages (the others, notifications, are
     /// passed over); `None` when the answer ended without one.
-    pub(super) async fn response(&mut self) -> Result<Option<Value>, Refusal> {
+    pub(crate) async fn response(&mut self) -> Result<Option<Value>, Refusal> {
         while let Some(m) = self.next().await? {
             if is_response(&m) {
                 return Ok(Some(m));

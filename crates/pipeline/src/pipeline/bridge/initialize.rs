@@ -1,9 +1,12 @@
 //! A 2025-11-25 `initialize` to an upstream not known to speak 2025-11-25.
 //! Its own `initialize` is tried first, so a server that speaks both keeps
-//! its own sessions (and is remembered as such); when it refuses, its
+//! its own sessions (and is remembered as such); when it refuses, or
+//! accepts but keeps no session (a stateless 2025-11-25 server cannot push
+//! a question to the client: it has nowhere to receive the answer), its
 //! `server/discover` says whether it speaks 2026-07-28, and if it does the
-//! gateway answers `initialize` itself with a bridged session. An upstream
-//! known to speak only 2026-07-28 is asked `server/discover` at once.
+//! gateway answers `initialize` itself with a bridged session, whose
+//! questions it asks. An upstream known to speak only 2026-07-28 is asked
+//! `server/discover` at once.
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -20,7 +23,9 @@ use super::discover::{initialize_result, lists_sessions};
 use super::events::Messages;
 use super::outbound::Outbound;
 use super::rounds::through;
+use crate::headers::MCP_SESSION_ID;
 use crate::model::{Generation, McpMethod, Reason, Refusal};
+use crate::sessions::SessionState;
 
 pub(super) async fn initialize(
     ctx: RequestCtx,
@@ -31,10 +36,13 @@ pub(super) async fn initialize(
     let mut refused_natively = None;
     if speaks.sessions() != Some(false) {
         match native(&ctx, &parts, &authority).await {
-            Ok(answered) => {
+            Ok(answered) if keeps_session(&ctx, &answered) => {
                 speaks.learn(true);
                 return Ok(answered);
             }
+            // Answered, without a session of its own: the bridge, if it
+            // can, else this answer.
+            Ok(answered) => refused_natively = Some(Ok(answered)),
             Err(failure) => refused_natively = Some(failure),
         }
     }
@@ -122,6 +130,17 @@ async fn native(
         true => Ok(resp),
         false => Err(Ok(resp)),
     }
+}
+
+/// Whether the upstream issued a session of its own in its answer to
+/// `initialize` (the gateway's session id seals it).
+fn keeps_session(ctx: &RequestCtx, answered: &Response<ProxyBody>) -> bool {
+    answered
+        .headers()
+        .get(&MCP_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|token| SessionState::open(&ctx.gateway.config.state.keys, token).ok())
+        .is_some_and(|state| state.upstream_session.is_some())
 }
 
 /// The upstream's answer to `server/discover`, asked through the phases

@@ -21,6 +21,7 @@
 pub(crate) mod calls;
 mod discover;
 mod events;
+pub(crate) use events::Messages;
 mod held;
 mod initialize;
 mod legacy;
@@ -59,9 +60,9 @@ pub(super) fn may_carry(ctx: &RequestCtx) -> bool {
     }
     match &ctx.session {
         Some(s) => s.state.bridged,
+        // A federated route's member too: its session joins the route's.
         None => {
             ctx.request.method == McpMethod::Initialize
-                && ctx.route.member.is_none()
                 && ctx.route.upstream.speaks.sessions() != Some(true)
         }
     }

@@ -229,11 +229,13 @@ fn joint_session(
         .map(|s| MemberSession {
             id: s.upstream.clone(),
             session: s.upstream_session.clone(),
+            bridged: s.bridged,
         })
         .collect();
     let mut joint = sessions.into_iter().next()?;
     joint.upstream = fed.path.to_string();
     joint.upstream_session = None;
+    joint.bridged = false;
     joint.members = members;
     HeaderValue::from_str(&joint.seal(&gateway.config.state.keys)?).ok()
 }

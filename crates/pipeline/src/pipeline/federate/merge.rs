@@ -72,8 +72,9 @@ pub(super) async fn list(
         };
         results.push(result);
         let listed = result.get(shape.items).and_then(Value::as_array);
+        let twice = listed_twice(listed.map(Vec::as_slice).unwrap_or_default(), &shape);
         for item in listed.into_iter().flatten() {
-            match exposed_item(item, &shape, fed, &answer.member, &mut seen) {
+            match exposed_item(item, &shape, fed, &answer.member, &mut seen, &twice) {
                 Ok(item) => items.push(item),
                 Err(Some(removed)) => audit_removed(gateway, &inbound, &answer.member, removed),
                 Err(None) => {}
@@ -227,6 +228,16 @@ fn next_page(result: &Map<String, Value>, budget: usize) -> Result<Option<&str>,
     }
 }
 
+/// The names one upstream's list gives more than one item.
+fn listed_twice<'a>(items: &'a [Value], shape: &ListShape) -> HashSet<&'a str> {
+    let mut once = HashSet::new();
+    items
+        .iter()
+        .filter_map(|item| item.get(shape.name).and_then(Value::as_str))
+        .filter(|name| !once.insert(*name))
+        .collect()
+}
+
 /// An upstream's item under its exposed name, saying where it came from
 /// (in place of anything the upstream wrote in the gateway's namespace);
 /// the verdict that removed it when it has no name to expose, or that name
@@ -238,6 +249,7 @@ fn exposed_item(
     fed: &Federated,
     member: &Arc<Route>,
     seen: &mut HashSet<String>,
+    twice: &HashSet<&str>,
 ) -> Result<Value, Option<Verdict>> {
     let mut item = item.as_object().ok_or(None)?.clone();
     let prefix = member.prefix().ok_or(None)?;
@@ -264,7 +276,9 @@ fn exposed_item(
         Some("longer than 128 characters once prefixed")
     } else if elsewhere {
         Some("reads as another upstream's name")
-    } else if !seen.insert(exposed.clone()) {
+    } else if twice.contains(own) || !seen.insert(exposed.clone()) {
+        // Which of its definitions the upstream runs, nobody can tell the
+        // client: none is delivered.
         Some("listed twice")
     } else {
         None

@@ -132,9 +132,18 @@ impl Retarget {
             return false;
         };
         request.body = body;
-        if let Retarget::Target { own, .. } = self {
-            set_name_header(parts, own);
-            request.target = Some(own.clone());
+        match self {
+            Retarget::Target { own, .. } => {
+                set_name_header(parts, own);
+                request.target = Some(own.clone());
+            }
+            // What the argument checks read of the reference.
+            Retarget::Reference { member, own } => {
+                if let Some(serde_json::Value::Object(r)) = request.reference.as_mut() {
+                    r.insert(member.as_str().to_owned(), own.clone().into());
+                }
+            }
+            _ => {}
         }
         true
     }

@@ -75,6 +75,14 @@ pub struct ParsedRequest {
     pub request_state_not_string: bool,
     /// `params.inputResponses` is present.
     pub(crate) input_responses: bool,
+    /// What the call sends its server, built in the one parse: the
+    /// `arguments` of a `tools/call` or `prompts/get`, the `argument` of a
+    /// `completion/complete` (the argument checks read it).
+    pub(crate) arguments: Option<serde_json::Value>,
+    /// A `completion/complete`'s `ref`.
+    pub(crate) reference: Option<serde_json::Value>,
+    /// `params.cursor` is present: a list's later page.
+    pub(crate) paged: bool,
     /// [`crate::mrtr::params_digest`] of `params`, computed once when needed.
     digest: OnceLock<String>,
 }
@@ -113,6 +121,9 @@ impl ParsedRequest {
             request_state: None,
             request_state_not_string: false,
             input_responses: false,
+            arguments: None,
+            reference: None,
+            paged: false,
             digest: OnceLock::new(),
         }
     }
@@ -179,7 +190,11 @@ pub fn parse(
     let target_member = method.target();
     let view = match msg.params {
         Some(p) => Some(
-            params::read(p, target_member.map(|t| t.member))
+            params::read(
+                p,
+                target_member.map(|t| t.member),
+                params::sent_members(method),
+            )
                 .map_err(|e| reject(Refusal::new(Reason::InvalidJson, format!("params: {e}"))))?,
         ),
         None => None,
@@ -229,6 +244,10 @@ pub fn parse(
     let input_responses = view.as_ref().is_some_and(|p| p.input_responses);
     let params = msg.params.and_then(|p: &RawValue| span_in(body, p.get()));
     let kind = msg.kind;
+    let (arguments, reference, paged) = match view {
+        Some(v) => (v.arguments, v.reference, v.cursor),
+        None => (None, None, false),
+    };
     Ok(ParsedRequest {
         body: body.clone(),
         kind,
@@ -244,6 +263,9 @@ pub fn parse(
         request_state,
         request_state_not_string,
         input_responses,
+        arguments,
+        reference,
+        paged,
         digest: OnceLock::new(),
     })
 }

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::json::strict::{Check, Failure, Key, SeenKeys};
+use crate::json::strict::{Build, Check, Failure, Key, SeenKeys};
 use crate::json::JsonError;
 
 /// What the checks need of `params`.
@@ -29,6 +29,24 @@ pub(super) struct ParamsView<'a> {
     pub(crate) request_state: Option<&'a RawValue>,
     /// Whether `inputResponses` is present.
     pub(crate) input_responses: bool,
+    /// `arguments` (a tool's or a prompt's), or a completion's `argument`,
+    /// built strictly in this one pass when the method sends one.
+    pub(crate) arguments: Option<serde_json::Value>,
+    /// A completion's `ref`, built strictly.
+    pub(crate) reference: Option<serde_json::Value>,
+    /// Whether `cursor` is present (a list's later page).
+    pub(crate) cursor: bool,
+}
+
+/// Which members of `params` carry what a call sends its server (read by
+/// the argument checks), by method name.
+pub(crate) fn sent_members(method: crate::model::McpMethod) -> &'static [&'static str] {
+    use crate::model::McpMethod as M;
+    match method {
+        M::ToolsCall | M::PromptsGet => &["arguments"],
+        M::CompletionComplete => &["argument", "ref"],
+        _ => &[],
+    }
 }
 
 /// Read `params` (an object, raw) strictly, taking out the target member
@@ -36,6 +54,7 @@ pub(super) struct ParamsView<'a> {
 pub(super) fn read<'a>(
     params: &'a RawValue,
     target: Option<&str>,
+    sent: &[&str],
 ) -> Result<ParamsView<'a>, JsonError> {
     let failure = Failure::default();
     crate::json::strict::run(
@@ -44,6 +63,7 @@ pub(super) fn read<'a>(
         ParamsSeed {
             failure: &failure,
             target,
+            sent,
         },
     )
 }
@@ -51,6 +71,8 @@ pub(super) fn read<'a>(
 struct ParamsSeed<'f, 't> {
     failure: &'f Failure,
     target: Option<&'t str>,
+    /// Members built into values ([`sent_members`]).
+    sent: &'t [&'t str],
 }
 
 impl<'de> DeserializeSeed<'de> for ParamsSeed<'_, '_> {
@@ -86,6 +108,17 @@ impl<'de> Visitor<'de> for ParamsSeed<'_, '_> {
                 "inputResponses" => {
                     out.input_responses = true;
                     map.next_value_seed(check)?;
+                }
+                "cursor" => {
+                    out.cursor = true;
+                    map.next_value_seed(check)?;
+                }
+                k if self.sent.contains(&k) => {
+                    let built = map.next_value_seed(Build(self.failure))?;
+                    match k {
+                        "ref" => out.reference = Some(built),
+                        _ => out.arguments = Some(built),
+                    }
                 }
                 _ => map.next_value_seed(check)?,
             }
@@ -159,7 +192,8 @@ mod tests {
         let p = raw(
             r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"progressToken":1},"name":"book\u005froom","arguments":{"a":[1,{"b":2}]},"requestState":"s","inputResponses":{}}"#,
         );
-        let v = read(&p, Some("name")).unwrap();
+        let v = read(&p, Some("name"), &["arguments"]).unwrap();
+        assert_eq!(v.arguments, Some(serde_json::json!({"a": [1, {"b": 2}]})));
         assert_eq!(v.target.unwrap().get(), r#""book\u005froom""#);
         assert_eq!(v.meta_version.as_deref(), Some("2026-07-28"));
         assert_eq!(v.meta_capabilities.unwrap().get(), r#"{"elicitation":{}}"#);
@@ -178,14 +212,14 @@ mod tests {
             r#"{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{},"roots":{}}}}"#,
             r#"{"inputResponses":{"a":{"action":"accept"},"a":{"action":"decline"}}}"#,
         ] {
-            let e = read(&raw(body), Some("name")).unwrap_err();
+            let e = read(&raw(body), Some("name"), &["arguments"]).unwrap_err();
             assert!(e.is_duplicate(), "{body}: {e}");
         }
     }
 
     #[test]
     fn lone_surrogates_are_refused_in_arguments() {
-        assert!(read(&raw(r#"{"arguments":{"a":"\udead"}}"#), Some("name")).is_err());
-        assert!(read(&raw(r#"{"arguments":{"\ud800":1}}"#), Some("name")).is_err());
+        assert!(read(&raw(r#"{"arguments":{"a":"\udead"}}"#), Some("name"), &["arguments"]).is_err());
+        assert!(read(&raw(r#"{"arguments":{"\ud800":1}}"#), Some("name"), &["arguments"]).is_err());
     }
 }

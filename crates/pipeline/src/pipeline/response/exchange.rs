@@ -26,6 +26,7 @@ use crate::policy::inspect::{inspect_notification, Report, Subject, TaskCarrier}
 use serde::de::IgnoredAny;
 
 mod content;
+mod secrets;
 
 /// The response phase's view of the exchange: the request context and
 /// where the message arrived.
@@ -92,6 +93,9 @@ pub enum ResultRoute {
     Task(TaskCarrier),
     /// The acknowledgement of `tasks/update` or `tasks/cancel` (else content).
     TaskAck,
+    /// A list of tasks (2025-11-25's `tasks/list`): every task in it that
+    /// asks gets the task inspection, as a `tasks/get` of it would.
+    TaskList,
     /// The server's description of itself: the text rules.
     ServerDescription,
     /// Anything else a server hands back: the rules for data.
@@ -108,6 +112,7 @@ pub fn result_route(method: McpMethod, result_type: Option<&str>) -> ResultRoute
         _ if matches!(method, McpMethod::TasksUpdate | McpMethod::TasksCancel) => {
             ResultRoute::TaskAck
         }
+        _ if method == McpMethod::TasksList => ResultRoute::TaskList,
         _ if method.describes_server() => ResultRoute::ServerDescription,
         _ => ResultRoute::Content,
     }
@@ -316,6 +321,7 @@ impl Exchange {
         match route {
             ResultRoute::Question => return self.question(id, result),
             ResultRoute::Task(carrier) => return self.task_result(id, result, carrier),
+            ResultRoute::TaskList => return self.task_list(id, result),
             ResultRoute::TaskAck => {
                 if let Some(d) = self.task_ack(id, result) {
                     return d;

@@ -3,6 +3,7 @@
 //! event stream is judged and forwarded event by event ([`stream`]). An
 //! upstream's own refusal (4xx) keeps its status and meaning.
 
+mod contracts;
 pub mod exchange;
 mod gate;
 mod in_session;

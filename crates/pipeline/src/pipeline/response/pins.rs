@@ -8,8 +8,9 @@
 //! recorded (`flag`, or `remove` in `monitor` mode), or pinned in place
 //! of the old one (`allow`). A removed item is named under the list's
 //! `_meta["dev.portcullis/removed"]`; the old definition is never served in
-//! its place: the gateway keeps only digests, and the upstream runs the
-//! new one whatever the list says.
+//! its place: the gateway keeps digests (and, for the operator's review,
+//! the held new definition), and the upstream runs the new one whatever
+//! the list says.
 //!
 //! The in-memory store answers at once; Redis is asked after the
 //! inspection (a [`Held`] message: the stream keeps the events after it
@@ -26,7 +27,7 @@ use serde_json::{json, Map, Value};
 use super::exchange::{reencode_failed, response_bytes, Disposition, Exchange};
 use super::gate::Held;
 use crate::audit::{AuditContext, AuditEvent};
-use crate::listings::{digest, Change, ItemKind, Seen, StoreError};
+use crate::listings::{canonical_text, digest_of, Change, ItemKind, Seen, StoreError};
 use crate::model::{Fallback, Reason, Refusal, StoreUser};
 use crate::pipeline::Gateway;
 use crate::policy::config::{Mode, OnChange};
@@ -58,6 +59,8 @@ struct Pinning {
     /// The inspection or the permissions changed the result already.
     rewritten: bool,
     unchanged: Disposition,
+    /// Who the list is delivered to, and which kinds it lists whole.
+    delivered_to: super::contracts::DeliveredTo,
 }
 
 impl Exchange {
@@ -71,10 +74,12 @@ impl Exchange {
         unchanged: Disposition,
     ) -> Disposition {
         let (listed, seen) = items(value);
+        let ctx = &self.ctx;
+        let delivered_to = super::contracts::DeliveredTo::of(ctx, value);
         if listed.is_empty() {
+            delivered_to.record(value, &[]);
             return deliver(id, value, rewritten, unchanged);
         }
-        let ctx = &self.ctx;
         let policy = &ctx.route.upstream.settings.policy;
         let action = match (policy.on_change, policy.mode) {
             (OnChange::Remove, Mode::Enforce) => "removed",
@@ -95,6 +100,7 @@ impl Exchange {
             id: id.map(|i| i.to_owned()),
             rewritten,
             unchanged,
+            delivered_to,
         };
         let store = pinning.gateway.listings.clone();
         let hold = policy.on_change != OnChange::Allow;
@@ -110,12 +116,13 @@ impl Exchange {
 }
 
 /// Every item with a name (a URI, a URI template) of every catalogue
-/// member present, and its digest.
+/// member present, its canonical text and its digest (of every definition
+/// in order, as a JSON array, when one name is listed more than once).
 fn items(value: &Value) -> (Vec<Listed>, Vec<Seen>) {
     let mut listed: Vec<Listed> = Vec::new();
-    let mut seen: Vec<Seen> = Vec::new();
-    let mut digests: Vec<Vec<String>> = Vec::new();
+    let mut texts: Vec<Vec<String>> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();
+    let mut fields: Vec<String> = Vec::new();
     for member in list_members() {
         let (Some(kind), Some(Value::Array(items))) =
             (ItemKind::of_member(member), value.get(member))
@@ -129,15 +136,12 @@ fn items(value: &Value) -> (Vec<Listed>, Vec<Seen>) {
             let field = kind.field(name);
             if let Some(&i) = at.get(&field) {
                 listed[i].indices.push(index);
-                digests[i].push(digest(item));
+                texts[i].push(canonical_text(item));
                 continue;
             }
             at.insert(field.clone(), listed.len());
-            digests.push(vec![digest(item)]);
-            seen.push(Seen {
-                field,
-                digest: String::new(),
-            });
+            texts.push(vec![canonical_text(item)]);
+            fields.push(field);
             listed.push(Listed {
                 kind,
                 indices: vec![index],
@@ -145,13 +149,22 @@ fn items(value: &Value) -> (Vec<Listed>, Vec<Seen>) {
             });
         }
     }
-    for (s, mut d) in seen.iter_mut().zip(digests) {
-        s.digest = if d.len() == 1 {
-            d.pop().unwrap_or_default()
-        } else {
-            digest(&Value::from(d))
-        };
-    }
+    let seen = fields
+        .into_iter()
+        .zip(texts)
+        .map(|(field, mut t)| {
+            let text = if t.len() == 1 {
+                t.pop().unwrap_or_default()
+            } else {
+                format!("[{}]", t.join(","))
+            };
+            Seen {
+                field,
+                digest: digest_of(&text),
+                text,
+            }
+        })
+        .collect();
     (listed, seen)
 }
 
@@ -230,6 +243,15 @@ impl Pinning {
     /// Take the removed items out (named under the list's `_meta`) and
     /// build what the client gets.
     fn finish(mut self, removed: &[(ItemKind, usize, String)]) -> Disposition {
+        let kept: Vec<super::contracts::Kept<'_>> = self
+            .listed
+            .iter()
+            .zip(&self.seen)
+            .filter(|(l, _)| !removed.iter().any(|(k, i, _)| *k == l.kind && l.indices.contains(i)))
+            .map(|(l, s)| (l.kind, l.indices[0], l.name.as_str(), s.digest.as_str()))
+            .collect();
+        self.delivered_to.record(&self.value, &kept);
+        drop(kept);
         if removed.is_empty() {
             return deliver(
                 self.id.as_deref(),

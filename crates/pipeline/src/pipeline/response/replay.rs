@@ -4,10 +4,11 @@
 //! shape ([`Shape`]) and gets every check any shape it matches would get in
 //! its own exchange: a task goes to the task inspection, a question to the
 //! question policy (and is never delivered: no state can be sealed for a
-//! request nobody knows), anything else is read whole, like every list
-//! answer ([`Exchange::whole`]): the server description rules, the listing
-//! rules and the permission filter for every list member present, and the
-//! `_meta` server identity rules.
+//! request nobody knows), anything else gets the rules for data where it
+//! carries a tool's, a resource's or a prompt's content, and is read whole,
+//! like every list answer ([`Exchange::whole`]): the server description
+//! rules, the listing rules and the permission filter for every list member
+//! present, and the `_meta` server identity rules.
 
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -15,7 +16,7 @@ use serde_json::Value;
 use super::exchange::{read_failure, Disposition, Exchange};
 use crate::json;
 use crate::model::{McpMethod, Reason, Refusal};
-use crate::policy::inspect::{inspect_result, inspect_whole_result, Subject};
+use crate::policy::inspect::{inspect_content, inspect_result, inspect_whole_result, Subject};
 
 /// What a result is, by its members, when the request it answers is not
 /// known (its keys decoded: an escaped `"\u0074askId"` is `taskId`).
@@ -67,7 +68,10 @@ impl Exchange {
                 .with_data("messageKind", "task".into()),
             ),
             Shape::Question => Disposition::Refuse(self.replayed_question(result)),
-            Shape::Complete => self.whole(id, &mut value, Disposition::Notify),
+            Shape::Complete => match self.replayed_data(&mut value) {
+                Ok(rewritten) => self.whole_rewritten(id, &mut value, rewritten, Disposition::Notify),
+                Err(r) => Disposition::Refuse(r),
+            },
         };
         match disposition {
             Disposition::Refuse(r) => self.replay_refused(id, r),
@@ -101,6 +105,30 @@ impl Exchange {
         refusal
     }
 
+    /// The rules for data a server hands back, for a replayed result that
+    /// carries any (a tool's `content`, a resource's `contents`, a
+    /// prompt's `messages`, completions) as in that request's own exchange:
+    /// whether they changed it.
+    fn replayed_data(&self, value: &mut Value) -> Result<bool, Refusal> {
+        let carries = |member: &str| value.get(member).is_some();
+        let method = if carries("messages") {
+            McpMethod::PromptsGet
+        } else if carries("completion") {
+            McpMethod::CompletionComplete
+        } else if ["content", "structuredContent", "contents"]
+            .into_iter()
+            .any(carries)
+        {
+            McpMethod::ToolsCall
+        } else {
+            return Ok(false);
+        };
+        let policy = &self.ctx.route.upstream.settings.policy;
+        let (outcome, report) = inspect_content(policy, &self.subject(), method, value);
+        self.record_text(&report);
+        outcome
+    }
+
     fn replay_refused(&self, id: Option<&RawValue>, refusal: Refusal) -> Disposition {
         let id = id.map(RawValue::get);
         let message = json::error_body(id, &refusal, Some(self.ctx.upstream_name()));
@@ -118,6 +146,17 @@ impl Exchange {
         value: &mut Value,
         unchanged: Disposition,
     ) -> Disposition {
+        self.whole_rewritten(id, value, false, unchanged)
+    }
+
+    /// [`Exchange::whole`] of a value other rules already `rewritten`.
+    pub(super) fn whole_rewritten(
+        &self,
+        id: Option<&RawValue>,
+        value: &mut Value,
+        rewritten: bool,
+        unchanged: Disposition,
+    ) -> Disposition {
         let permissions = &self.ctx.route.config.permissions;
         let principal = &self.ctx.principal;
         let prefix = self.ctx.route.prefix();
@@ -133,7 +172,7 @@ impl Exchange {
             Err(r) => return Disposition::Refuse(r),
         };
         // What passed is compared with the pins (`pins.rs`).
-        self.pinned(id, value, filtered || cleaned, unchanged)
+        self.pinned(id, value, rewritten || filtered || cleaned, unchanged)
     }
 }
 

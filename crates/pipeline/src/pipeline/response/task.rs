@@ -57,6 +57,46 @@ impl Exchange {
         }
     }
 
+    /// A list of tasks: each task in it that asks (`inputRequests`, or a
+    /// `requestState` of its upstream's) is policed and sealed as a
+    /// `tasks/get` of it would be; one the policy refuses refuses the list
+    /// (its questions never reach the client). The rest passes as data.
+    pub(super) fn task_list(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
+        let mut value = match json::parse_value(result.get().as_bytes()) {
+            Ok(v) => v,
+            Err(e) => return Disposition::Refuse(read_failure(&e)),
+        };
+        let asks = |t: &Value| t.get("inputRequests").is_some() || t.get("requestState").is_some();
+        let Some(tasks) = value.get_mut("tasks").and_then(Value::as_array_mut) else {
+            return self.content_result(id, result);
+        };
+        if !tasks.iter().any(asks) {
+            return self.content_result(id, result);
+        }
+        if let Err(r) = self.tasks_served() {
+            return Disposition::Refuse(r);
+        }
+        let mut new_round = false;
+        for task in tasks.iter_mut().filter(|t| asks(t)) {
+            let bytes = match serde_json::to_vec(task) {
+                Ok(b) => b,
+                Err(_) => return Disposition::Refuse(reencode_failed()),
+            };
+            match self.police_task(&bytes, TaskCarrier::Status, None) {
+                Ok(d) => {
+                    new_round |= d.new_round;
+                    *task = d.value;
+                }
+                Err(r) => return Disposition::Refuse(r),
+            }
+        }
+        match response_bytes(id, &value) {
+            Some(bytes) if new_round => Disposition::Ask(bytes),
+            Some(bytes) => Disposition::FinalRewritten(bytes),
+            None => Disposition::Refuse(reencode_failed()),
+        }
+    }
+
     /// `notifications/tasks/status`: the same task, pushed.
     pub(super) fn task_notification(&self, params: &RawValue) -> Disposition {
         let delivered = self

@@ -112,6 +112,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
     let injection = injection_rules(chain)?;
     let content = content_policy(chain)?;
     let listing = listing_policy(chain)?;
+    let arguments = argument_policy(chain)?;
     let on_change = setting!(choice(
         chain,
         listing.on_change,
@@ -121,6 +122,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
             ("allow", OnChange::Allow),
         ]
     ))?;
+    let approval = approval_rules(chain)?;
     Ok(Policy {
         name: own.name.clone(),
         mode,
@@ -141,7 +143,82 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         listing,
         single_use,
         on_change,
+        approval,
+        arguments,
     })
+}
+
+const ENFORCE_MONITOR_OFF: &[(&str, Setting)] = &[
+    ("enforce", Setting::Enforce),
+    ("monitor", Setting::Monitor),
+    ("off", Setting::Off),
+];
+
+const WITH_REDACT: &[(&str, Setting)] = &[
+    ("enforce", Setting::Enforce),
+    ("redact", Setting::Redact),
+    ("monitor", Setting::Monitor),
+    ("off", Setting::Off),
+];
+
+/// `[arguments]`: the rules for what a call sends a server.
+fn argument_policy(chain: &[&Source]) -> Result<ArgumentPolicy, ConfigError> {
+    let hosts_of = |field: &str, get: fn(&RawPolicy) -> Option<&Spanned<Vec<Spanned<String>>>>| {
+        match pick(chain, get) {
+            Some((list, src)) => hosts(src, field, list),
+            None => Ok(Vec::new()),
+        }
+    };
+    let allowed_hosts = hosts_of(name!(arguments.allowed_hosts), |r| {
+        r.arguments.allowed_hosts.as_ref()
+    })?;
+    let denied_hosts = hosts_of(name!(arguments.denied_hosts), |r| {
+        r.arguments.denied_hosts.as_ref()
+    })?;
+    if let Some((list, src)) = pick(chain, |r| r.arguments.allowed_hosts.as_ref()) {
+        for (a, raw) in allowed_hosts.iter().zip(list.get_ref()) {
+            if denied_hosts.iter().any(|d| d.as_str() == a.as_str()) {
+                return Err(src.err(
+                    raw.span(),
+                    name!(arguments.allowed_hosts),
+                    format!("\"{}\" is both allowed and denied", a.as_str()),
+                ));
+            }
+        }
+    }
+    Ok(ArgumentPolicy {
+        schema: setting!(choice(chain, arguments.schema, ENFORCE_MONITOR_OFF))?,
+        undeclared: setting!(choice(
+            chain,
+            arguments.undeclared,
+            &[
+                ("enforce", Setting::Enforce),
+                ("remove", Setting::Remove),
+                ("monitor", Setting::Monitor),
+                ("off", Setting::Off),
+            ]
+        ))?,
+        secrets: setting!(choice(chain, arguments.secrets, WITH_REDACT))?,
+        private_paths: setting!(choice(chain, arguments.private_paths, ENFORCE_MONITOR_OFF))?,
+        addresses: setting!(choice(chain, arguments.addresses, ENFORCE_MONITOR_OFF))?,
+        shell: setting!(choice(chain, arguments.shell, ENFORCE_MONITOR_OFF))?,
+        cross_upstream: setting!(choice(chain, arguments.cross_upstream, WITH_REDACT))?,
+        allowed_hosts,
+        denied_hosts,
+    })
+}
+
+/// `[[approval]]`, each file's rules compiled where they are written, then
+/// merged down the chain.
+fn approval_rules(chain: &[&Source]) -> Result<portcullis_approval::ApprovalRules, ConfigError> {
+    let mut files = Vec::with_capacity(chain.len());
+    for src in chain {
+        let field = name!(approval);
+        let rules = portcullis_approval::raw::compile(&src.raw.approval, field, &src.text)
+            .map_err(|e| src.err(e.span, &e.field, e.message))?;
+        files.push(rules);
+    }
+    Ok(portcullis_approval::raw::merge(files))
 }
 
 /// `[listing]`: what a listed item that works against the user gets.
@@ -181,7 +258,17 @@ fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
         &[
             ("monitor", ContentInjection::Monitor),
             ("enforce", ContentInjection::Enforce),
+            ("confident", ContentInjection::Confident),
             ("off", ContentInjection::Off),
+        ]
+    ))?;
+    let secrets = setting!(choice(
+        chain,
+        content.secrets,
+        &[
+            ("redact", ResultSecrets::Redact),
+            ("flag", ResultSecrets::Flag),
+            ("off", ResultSecrets::Off),
         ]
     ))?;
     let allow_links = setting!(choice(
@@ -195,6 +282,7 @@ fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
     };
     Ok(ContentPolicy {
         injection,
+        secrets,
         allow_links,
         allowed_hosts,
     })

@@ -73,6 +73,12 @@ pub(crate) enum ContentInjection {
     /// Scanned; the rules' own actions apply (a blocking rule refuses
     /// when the policy enforces).
     Enforce,
+    /// Scanned; text that steers the model with certainty (a fake role or
+    /// authority marker with an order, an instruction only an encoding
+    /// hides, an error that tells the model to run a command) is refused
+    /// when the policy enforces; everything else the rules find is
+    /// recorded.
+    Confident,
 }
 
 /// `[content]`: the rules for data a server hands back (tool results,
@@ -80,11 +86,69 @@ pub(crate) enum ContentInjection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ContentPolicy {
     pub(crate) injection: ContentInjection,
+    /// Credentials in what a server returns (`[content] secrets`).
+    pub(crate) secrets: ResultSecrets,
     /// Links to hosts not allowed stay (images never do).
     pub(crate) allow_links: bool,
     /// Hosts images and links may point at besides the upstream's own
     /// (and its subdomains).
     pub(crate) allowed_hosts: Vec<HostPattern>,
+}
+
+/// What becomes of a credential in what a server returns (`[content]
+/// secrets`): always recorded and remembered for the caller (so it cannot
+/// be sent on to another upstream), and replaced by `[redacted]` under
+/// `redact` when the policy enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultSecrets {
+    Redact,
+    Flag,
+    Off,
+}
+
+/// What one `[arguments]` rule does with what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// The call is refused (`-32602`).
+    Enforce,
+    /// The value (or the secret in it) is replaced by `[redacted]`.
+    Redact,
+    /// The part is taken out (undeclared properties).
+    Remove,
+    /// Recorded, nothing changed.
+    Monitor,
+    Off,
+}
+
+impl Setting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Setting::Enforce => "enforce",
+            Setting::Redact => "redact",
+            Setting::Remove => "remove",
+            Setting::Monitor => "monitor",
+            Setting::Off => "off",
+        }
+    }
+}
+
+/// `[arguments]`: the rules for what a call sends a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgumentPolicy {
+    /// An item never listed, arguments outside the listed definition.
+    pub schema: Setting,
+    /// Properties the listed schema does not declare.
+    pub undeclared: Setting,
+    pub secrets: Setting,
+    pub private_paths: Setting,
+    pub addresses: Setting,
+    pub shell: Setting,
+    /// A value another upstream returned to this caller.
+    pub cross_upstream: Setting,
+    /// Hosts URLs in arguments may name although they lead inside.
+    pub(crate) allowed_hosts: Vec<HostPattern>,
+    /// Hosts URLs in arguments never name (besides `[url_mode] denied_hosts`).
+    pub(crate) denied_hosts: Vec<HostPattern>,
 }
 
 /// What a listed item (a tool, prompt, resource or template; a server's
@@ -157,6 +221,33 @@ pub struct Policy {
     pub single_use: bool,
     /// `[listing] on_change`: a changed definition of a listed item.
     pub on_change: OnChange,
+    /// `[[approval]]`: the calls to this upstream the gateway asks the
+    /// person about before forwarding them (down the `extends` chain; a
+    /// rule of the same name replaces its parent's).
+    pub approval: portcullis_approval::ApprovalRules,
+    /// `[arguments]`: what a call sends a server.
+    pub arguments: ArgumentPolicy,
+}
+
+impl Policy {
+    /// `[content] secrets`.
+    pub fn result_secrets(&self) -> ResultSecrets {
+        self.content.secrets
+    }
+
+    /// The kind of secret a field of this name asks for, by the policy's
+    /// secret terms (`[secret_fields]`): an argument of that name is shown
+    /// masked in the gateway's own questions.
+    pub fn secret_named(&self, name: &str) -> Option<&'static str> {
+        let field = super::secrets::FieldText::named(name);
+        let found = self
+            .secrets
+            .check_form("", None, &[field])
+            .fields
+            .pop()
+            .flatten();
+        found.map(|m| m.kind.as_str())
+    }
 }
 
 impl std::fmt::Debug for Policy {
@@ -363,6 +454,40 @@ mod tests {
 
         let e = load_err(&[("a.toml", "[limits]\nmax_result_bytes = 0\n")]);
         assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn approval_rules_are_read_from_policy_files_down_the_chain() {
+        let dir = dir_with(&[
+            ("rooms.toml", "[[approval]]\ntools = [\"get_room\"]\n"),
+            (
+                "rooms-strict.toml",
+                "extends = \"rooms\"\n[[approval]]\nname = \"cancel\"\nannotations = [\"destructiveHint\"]\n",
+            ),
+        ]);
+        let set = PolicySet::load(Some(dir.path())).unwrap();
+        let names = |p: &str| -> Vec<String> {
+            set.get(p)
+                .unwrap()
+                .approval
+                .iter()
+                .map(|r| r.name.clone())
+                .collect()
+        };
+        assert_eq!(names("rooms"), ["approval-1"]);
+        assert_eq!(names("rooms-strict"), ["approval-1", "cancel"]);
+        assert!(set.get("untrusted").unwrap().approval.is_empty());
+        // A bad condition is named with its file, line and column.
+        let e = load_err(&[(
+            "a.toml",
+            "mode = \"enforce\"\n[[approval]]\nwhen = 'tool == \"x\" && nobody'\n",
+        )]);
+        assert_eq!(
+            (e.line, e.column, e.field.as_str()),
+            (3, 24, "approval[0].when"),
+            "{e}"
+        );
+        assert!(e.message.contains("unknown variable `nobody`"), "{e}");
     }
 
     #[test]

@@ -31,6 +31,27 @@ pub(super) struct RawPolicy {
     pub(super) content: RawContent,
     #[serde(default)]
     pub(super) listing: RawListing,
+    /// `[[approval]]`: calls the gateway asks the person about first.
+    #[serde(default)]
+    pub(super) approval: Vec<Spanned<portcullis_approval::RawApproval>>,
+    #[serde(default)]
+    pub(super) arguments: RawArguments,
+}
+
+/// `[arguments]`: what a call sends a server — checked against the
+/// definition the gateway listed, and read for what must not leave.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawArguments {
+    pub(super) schema: Option<Spanned<String>>,
+    pub(super) undeclared: Option<Spanned<String>>,
+    pub(super) secrets: Option<Spanned<String>>,
+    pub(super) private_paths: Option<Spanned<String>>,
+    pub(super) addresses: Option<Spanned<String>>,
+    pub(super) shell: Option<Spanned<String>>,
+    pub(super) cross_upstream: Option<Spanned<String>>,
+    pub(super) allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) denied_hosts: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `[listing]`: what the gateway does with what a server lists: an item
@@ -49,6 +70,7 @@ pub(super) struct RawListing {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawContent {
     pub(super) injection: Option<Spanned<String>>,
+    pub(super) secrets: Option<Spanned<String>>,
     pub(super) links: Option<Spanned<String>>,
     pub(super) allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
 }

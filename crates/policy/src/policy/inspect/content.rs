@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 
 use super::{Action, Rule};
 use super::{Checked, Report, Run, Subject, Verdict};
-use crate::model::McpMethod;
+use crate::model::{McpMethod, Reason};
 use crate::policy::config::{ContentInjection, Policy};
 use crate::policy::injection::TextContext;
 use crate::policy::intent::Place;
@@ -110,8 +110,32 @@ pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
     {
         return true;
     }
-    policy.content.injection != ContentInjection::Off && policy.injection.may_match_json(raw)
+    match policy.content.injection {
+        ContentInjection::Off => false,
+        ContentInjection::Confident => {
+            policy.injection.may_match_json(raw)
+                || STEERING
+                    .as_ref()
+                    .is_none_or(|re| re.is_match(raw.as_bytes()))
+        }
+        _ => policy.injection.may_match_json(raw),
+    }
 }
+
+/// What text that steers the model with certainty needs, cheaply found in
+/// raw JSON or one string: a role or authority marker, an override, an
+/// order to ignore, a long base64 run, a call spelled out (`run_shell(`).
+/// Only a string that has one is read by the intent detector, so data
+/// without them costs this scan alone.
+static STEERING: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(?i-u)system\s*[:\]>]|\[\s*(?:system|inst)\s*\]|<\s*/?\s*(?:system|important|admin)\b|<\|",
+        r"|you are now|admin mode|developer mode|disregard|new instructions",
+        r"|ignore (?:all |any |the |your )?(?:previous|prior|above|earlier)",
+        r"|[A-Za-z0-9+/]{40,}|\b[a-z]+_[a-z_]+\s*\(",
+    ))
+    .ok()
+});
 
 /// A `\u` escape (it can spell any character) or one of the escapes of a
 /// control character the data rules remove or change (`\r`, `\b`, `\f`).
@@ -283,6 +307,16 @@ impl Run<'_> {
                 allow_links: content.allow_links,
                 allowed_host: &allowed,
             };
+            if cleaner.suspicious_link(text) {
+                let detail = "data: suspicious_link".to_owned();
+                self.note(
+                    Rule::TextSafety,
+                    Action::Flag,
+                    Some(key),
+                    None,
+                    Some(detail),
+                );
+            }
             let cleaned = cleaner.clean(text);
             if !cleaned.findings.is_empty() {
                 let findings: Vec<&str> = cleaned.findings.iter().map(|f| f.as_str()).collect();
@@ -311,13 +345,56 @@ impl Run<'_> {
             return Ok(());
         }
         let monitor_only = self.monitor_only;
-        self.monitor_only |= setting == ContentInjection::Monitor;
+        self.monitor_only |= setting != ContentInjection::Enforce;
         let scanned = match self.spend(key, None, text.len()) {
             Ok(true) => self.scan_injection(key, None, "data", text, TextContext::Data),
-            other => other.map(drop),
+            other => other.map(|_| ()),
         };
         self.monitor_only = monitor_only;
-        scanned
+        scanned?;
+        if setting == ContentInjection::Confident {
+            self.steering(key, text)?;
+        }
+        Ok(())
+    }
+
+    /// `[content] injection = "confident"`: text that steers the model by
+    /// the listing rules' reading, refused where certain (see
+    /// [`crate::policy::intent::Steering`]), recorded otherwise.
+    fn steering(&mut self, key: &str, text: &str) -> Checked<()> {
+        if STEERING
+            .as_ref()
+            .is_some_and(|re| !re.is_match(text.as_bytes()))
+        {
+            return Ok(());
+        }
+        let error = key == "message" || key == "data";
+        let Some(found) = self.policy.listing.intent.judge_data(text, error) else {
+            return Ok(());
+        };
+        let detail = format!("{} ({})", found.finding.intent.as_str(), found.finding.cue);
+        if !found.confident {
+            self.note(
+                Rule::PromptInjection,
+                Action::Monitor,
+                Some(key),
+                None,
+                Some(detail),
+            );
+            return Ok(());
+        }
+        let message = format!(
+            "{} sent data with text that steers the model ({detail})",
+            self.subject.upstream_name
+        );
+        self.violation(
+            Reason::PromptInjection,
+            Rule::PromptInjection,
+            Some(key),
+            None,
+            message,
+        )
+        .map_err(|e| e.with_data("intent", found.finding.intent.as_str().into()))
     }
 
     /// `prompts/get`: the description and every message's text under the
@@ -412,5 +489,7 @@ fn text_of(slot: &Value) -> &str {
 
 #[cfg(test)]
 mod corpus_tests;
+#[cfg(test)]
+mod steering_tests;
 #[cfg(test)]
 mod tests;

@@ -23,20 +23,30 @@ use crate::policy::intent::{Finding, Listed, Place};
 const RULE: Rule = Rule::ListingIntent;
 
 impl Run<'_> {
-    /// Judge every item of one list read by `check_listing`: `keep[i]` is
-    /// cleared for each item that is not to be delivered.
+    /// Judge every item of one list read by `check_listing` (`items`: the
+    /// list's member, `tools`, `resources`, …): `keep[i]` is cleared for
+    /// each item that is not to be delivered.
     pub(super) fn judge_listed(
         &mut self,
+        items: &str,
         keys: &[String],
         read: &[ItemText],
         keep: &mut [bool],
     ) -> Checked<()> {
         let listed: Vec<Vec<Listed<'_>>> = read.iter().map(as_listed).collect();
-        let names: Vec<&str> = read
+        let mut names: Vec<&str> = read
             .iter()
             .filter_map(|t| t.iter().find(|(p, _)| *p == Place::Name))
             .map(|(_, name)| name.as_str())
             .collect();
+        // Resources, templates and prompts name their server's tools, which
+        // come in another list the gateway does not hold here: as in
+        // `instructions`, every tool-like name in them counts as the
+        // server's own (an instruction about another server's tool still
+        // needs what makes it one: an address, a secret, concealment).
+        if items != "tools" {
+            names.extend(read.iter().flatten().flat_map(|(_, text)| tool_like(text)));
+        }
         let findings = self.policy.listing.intent.judge_list(&listed, &names);
         for ((key, found), kept) in keys.iter().zip(&findings).zip(keep.iter_mut()) {
             if *kept {
@@ -65,11 +75,7 @@ impl Run<'_> {
         // A server's instructions name its own tools, which the gateway does
         // not know when it reads them (initialize comes before any list):
         // every tool-like name in them counts as the server's own.
-        let own: Vec<&str> = texts
-            .iter()
-            .flat_map(|(_, text)| text.split(|c: char| !is_name_char(c)))
-            .filter(|w| w.len() > 2 && w.contains(['_', '-', '.']))
-            .collect();
+        let own: Vec<&str> = texts.iter().flat_map(|(_, text)| tool_like(text)).collect();
         let findings = self
             .policy
             .listing
@@ -189,6 +195,16 @@ impl Run<'_> {
         let intents = found.iter().map(|f| (f.intent, action));
         self.report.intents.extend(intents);
     }
+}
+
+/// The words of `text` that look like a tool's name (`search_docs`,
+/// `get-page`, `listIssues` in backticks).
+pub(crate) fn tool_like(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !is_name_char(c)).filter(|w| {
+        w.len() > 2
+            && (w.contains(['_', '-', '.'])
+                || w.chars().skip(1).any(char::is_uppercase) && w.chars().any(char::is_lowercase))
+    })
 }
 
 /// A character of a tool name (the specification's set).

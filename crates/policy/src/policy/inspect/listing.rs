@@ -64,7 +64,7 @@ impl Run<'_> {
             keys.push(key);
         }
         (self.text_left, self.over_budget) = message_budget;
-        self.judge_listed(&keys, &read, &mut keep)?;
+        self.judge_listed(items, &keys, &read, &mut keep)?;
         if self.enforcing() && keep.contains(&false) {
             let mut keep = keep.into_iter();
             list.retain(|_| keep.next().unwrap_or(true));

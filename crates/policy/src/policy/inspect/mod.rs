@@ -14,7 +14,7 @@ mod content;
 mod deprecated;
 mod form;
 mod icons;
-mod intent;
+pub(crate) mod intent;
 mod listing;
 mod notification;
 mod provenance;

@@ -1,7 +1,7 @@
 //! What one check decided: the rule that ran and what it did, as two
 //! tables. Each name is written once, in its row; the audit trail
 //! (`policy_verdict`), the metrics (`rule`, `action` labels), the provenance
-//! under `_meta`, `explain` and the README's list all read it from here, so
+//! under `_meta`, `explain` and the book's list all read it from here, so
 //! a name cannot drift between them. The names are a public contract
 //! (dashboards and audit queries match on them): add rows, never rename.
 
@@ -23,6 +23,14 @@ portcullis_model::name_table! {
         Name => "name", "a server's name (`serverInfo.name`), a listed tool's name (the spec's characters)";
         ListingIntent => "listing_intent", "what a listed item, a server's instructions or identity asks the model to do (`detail`: intent and cue)";
         Provenance => "provenance", "`_meta` keys in the gateway's own namespace sent by the upstream (removed)";
+        Arguments => "arguments", "a call's arguments against the definition the gateway listed: the item listed at all, the `inputSchema` or a prompt's arguments, undeclared properties (`detail`: the keyword)";
+        ArgumentSecret => "argument_secret", "a credential in an argument value (`detail`: its kind)";
+        PrivatePath => "private_path", "a private file named in an argument (`detail`: its class)";
+        Address => "address", "a URL or host in an argument that leads inside (`detail`: its class)";
+        Shell => "shell", "shell syntax aimed at execution in an argument (`detail`: the construct)";
+        CrossUpstreamFlow => "cross_upstream_flow", "a secret or private value another upstream returned to this caller, sent in an argument (`detail`: that upstream's id)";
+        ResultSecret => "result_secret", "a credential in what a server returns (`detail`: its kind)";
+        ServerIdentity => "server_identity", "what a server says about itself against what the gateway pinned (`detail`: the part)";
     }
 }
 
@@ -37,6 +45,7 @@ portcullis_model::name_table! {
         Sanitize => "sanitize", "rewrote text to make it safe";
         Flag => "flag", "delivered and recorded";
         Remove => "remove", "removed a part (an icon, a link, a listed item, a member)";
+        Redact => "redact", "replaced a value, or the secret in it, with `[redacted]`";
     }
 }
 
@@ -44,12 +53,12 @@ impl Action {
     /// Whether the message delivered differs from the upstream's because
     /// of it (text made safe, an icon removed).
     pub(crate) const fn rewrites(self) -> bool {
-        matches!(self, Action::Sanitize | Action::Remove)
+        matches!(self, Action::Sanitize | Action::Remove | Action::Redact)
     }
 }
 
-/// The README's list of verdict rules and actions, generated from the two
-/// tables above (a test keeps README.md equal to it).
+/// The book's list of verdict rules and actions (`docs/src/reference/audit.md`),
+/// generated from the two tables above (a test keeps the page equal to it).
 pub fn markdown_table() -> String {
     let mut out = String::from("| `rule` | what it checks |\n|---|---|\n");
     for r in Rule::ALL {

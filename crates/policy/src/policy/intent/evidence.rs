@@ -51,6 +51,9 @@ pub(super) struct ListContext {
     pub(crate) own: HashSet<String>,
     /// Lowercased parameter and argument names of every item.
     pub(crate) params: HashSet<String>,
+    /// The declared names folded (lowercase letters and digits only), so
+    /// that `updateIssue` names the list's own `update_issue`.
+    pub(crate) folded: HashSet<String>,
     /// The items' names (at least three characters), one automaton.
     pub(crate) names: Option<aho_corasick::AhoCorasick>,
     /// The item of each pattern of `names`.
@@ -78,6 +81,7 @@ impl ListContext {
                 .ok(),
         };
         ListContext {
+            folded: own_names.iter().map(|n| fold(n)).collect(),
             own: own_names.iter().map(|n| n.to_lowercase()).collect(),
             params: items
                 .iter()
@@ -116,6 +120,25 @@ impl Evidence {
         let required_bit = vocab.bit("required_argument");
         let value_bit = vocab.bit("in_value");
         let argument_bit = vocab.bit("in_argument_text");
+        let name_bit = vocab.bit("in_name");
+        let subject_bit = vocab.bit("own_subject");
+        let private = vocab.bit("private_path")
+            | vocab.bit("credentials")
+            | vocab.bit("host_context")
+            | vocab.bit("host_data");
+        // What the item is about, by its name and its parameters' names: a
+        // private thing named there (`ssh_hosts` reading ~/.ssh/config, a
+        // share link's `password`) is the tool's own subject.
+        let subject: HashSet<String> = item
+            .iter()
+            .filter(|l| {
+                matches!(
+                    l.place,
+                    Place::Name | Place::PropertyName | Place::ArgumentName
+                )
+            })
+            .flat_map(|l| name_words(l.text))
+            .collect();
         // Strings of `required` (and other schema values) that name one of
         // the item's parameters.
         let values: HashSet<&str> = item
@@ -135,13 +158,35 @@ impl Evidence {
             for reading in readings(listed.text) {
                 let raw: &str = &reading;
                 let first = ev.hits.len();
-                words(vocab, raw, splitting, unit, &mut ev.hits);
+                // A parameter's name says what it carries: its own words
+                // make it no one's job.
+                let no_subject = HashSet::new();
+                let subject = match prose {
+                    true => &subject,
+                    false => &no_subject,
+                };
+                let subject_words = Subject {
+                    words: subject,
+                    private,
+                    bit: subject_bit,
+                };
+                words(vocab, raw, splitting, unit, &subject_words, &mut ev.hits);
                 let mut found: Vec<(usize, Concepts)> = Vec::new();
                 if listed.place == Place::PropertyName && values.contains(listed.text) {
                     found.push((0, required_bit));
                 }
                 for (bit, re) in &vocab.patterns {
-                    found.extend(re.find_iter(raw).map(|m| (m.start(), *bit)));
+                    found.extend(re.find_iter(raw).map(|m| {
+                        // A private thing the item is about is its job, not
+                        // something it reaches for.
+                        let own = *bit & private != 0
+                            && name_words(m.as_str()).any(|w| subject.contains(&w));
+                        let concepts = match own {
+                            true => (*bit & !private) | subject_bit,
+                            false => *bit,
+                        };
+                        (m.start() + clause_start(m.as_str()), concepts)
+                    }));
                 }
                 if prose {
                     let lower = raw.to_lowercase();
@@ -181,10 +226,8 @@ impl Evidence {
                 drop_quoted(vocab, raw, quote_bit, &mut ev.hits[first..]);
                 let place_bit = match listed.place {
                     Place::SchemaValue => value_bit,
-                    Place::PropertyName
-                    | Place::ArgumentName
-                    | Place::ArgumentText
-                    | Place::SchemaText => argument_bit,
+                    Place::PropertyName | Place::ArgumentName => argument_bit | name_bit,
+                    Place::ArgumentText | Place::SchemaText => argument_bit,
                     _ => 0,
                 };
                 if place_bit != 0 {
@@ -202,6 +245,17 @@ impl Evidence {
         ev.hits.retain(|h| h.concepts != 0);
         ev.all = ev.hits.iter().fold(0, |m, h| m | h.concepts);
         ev
+    }
+
+    /// The evidence of the text as it was sent (its first reading) alone.
+    pub(crate) fn as_sent(&self) -> Evidence {
+        let hits: Vec<Hit> = self.hits.iter().filter(|h| h.unit == 0).copied().collect();
+        let all = hits.iter().fold(0, |m, h| m | h.concepts);
+        Evidence {
+            hits,
+            all,
+            mentions: Vec::new(),
+        }
     }
 
     /// Does `rule` fire on this item? Every group needs a hit in the same
@@ -270,8 +324,75 @@ impl Evidence {
     }
 }
 
-/// Phrase hits of one reading (negated verbs lose their negatable concepts).
-fn words(vocab: &Vocab, raw: &str, splitting: Splitting, unit: u32, out: &mut Vec<Hit>) {
+/// The item's own subject: the words of its name, and the concepts whose
+/// hits on one of them get `bit`.
+struct Subject<'a> {
+    words: &'a HashSet<String>,
+    private: Concepts,
+    bit: Concepts,
+}
+
+/// The words (three letters or more, lowercase) of a name or a matched
+/// path: `ssh_hosts` → ssh, hosts; `~/.aws/credentials` → aws, credentials;
+/// `getAwsProfile` → get, aws, profile.
+fn name_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in text.chars() {
+        let boundary = !c.is_alphanumeric() || (c.is_uppercase() && prev_lower);
+        if boundary && !cur.is_empty() {
+            words.push(std::mem::take(&mut cur));
+        }
+        if c.is_alphanumeric() {
+            cur.extend(c.to_lowercase());
+        }
+        prev_lower = c.is_lowercase();
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words.into_iter().filter(|w| w.chars().count() >= 3)
+}
+
+/// A name folded to lowercase letters and digits.
+fn fold(name: &str) -> String {
+    name.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Where in a pattern's match its concept sits: after the end of a clause
+/// the match begins with (an order is found with the sentence end before
+/// it, and belongs to the clause after).
+fn clause_start(m: &str) -> usize {
+    let b = m.as_bytes();
+    let mut at = 0;
+    for i in 0..b.len() {
+        let ends = matches!(b[i], b'.' | b'!' | b'?' | b';' | b':')
+            && b.get(i + 1).is_some_and(u8::is_ascii_whitespace);
+        if ends || b[i] == b'\n' {
+            at = i + 1;
+        }
+    }
+    while at < b.len() && b[at].is_ascii_whitespace() {
+        at += 1;
+    }
+    at
+}
+
+/// Phrase hits of one reading (negated verbs lose their negatable concepts;
+/// a private thing the item's name or parameters are about is `own_subject`
+/// instead of private).
+fn words(
+    vocab: &Vocab,
+    raw: &str,
+    splitting: Splitting,
+    unit: u32,
+    subject: &Subject<'_>,
+    out: &mut Vec<Hit>,
+) {
     let n = Normalised::new(raw, &vocab.lexicon, splitting);
     let mut hits = Vec::new();
     vocab
@@ -281,6 +402,12 @@ fn words(vocab: &Vocab, raw: &str, splitting: Splitting, unit: u32, out: &mut Ve
         let mut concepts = *h.value;
         if concepts & vocab.negatable != 0 && negated(vocab, &n, h.start) {
             concepts &= !vocab.negatable;
+        }
+        if concepts & subject.private != 0
+            && !subject.words.is_empty()
+            && (h.start..h.end).any(|i| subject.words.contains(n.word(i)))
+        {
+            concepts = (concepts & !subject.private) | subject.bit;
         }
         let clause = n.words.get(h.start).map_or(0, |w| w.clause);
         out.push(Hit {
@@ -348,6 +475,7 @@ fn foreign_tools<'a>(
         }
         let lower = name.to_lowercase();
         let declared = ctx.own.contains(&lower)
+            || ctx.folded.contains(&fold(&lower))
             || ctx.params.contains(&lower)
             || own_args.contains(&lower)
             || lower

@@ -61,6 +61,8 @@ mod cases_tests;
 #[cfg(test)]
 mod corpus_tests;
 #[cfg(test)]
+mod meaning_tests;
+#[cfg(test)]
 mod shadow_tests;
 #[cfg(test)]
 mod tests;
@@ -168,6 +170,9 @@ pub(crate) struct IntentDetector {
     split_rules: Vec<usize>,
     /// Concepts by which an item hands the model another item's text.
     continuation: u64,
+    /// Concepts that address the model with a claim to steer it: a fake
+    /// role tag, an authority marker, an override, an injected task.
+    markers: u64,
 }
 
 impl std::fmt::Debug for IntentDetector {
@@ -197,7 +202,17 @@ impl IntentDetector {
             .map(|(i, _)| i)
             .collect();
         let continuation = vocab.bit("continuation");
+        let markers = [
+            "fake_tag",
+            "authority_tag",
+            "override",
+            "injected",
+            "ignore",
+        ]
+        .iter()
+        .fold(0, |m, c| m | vocab.bit(c));
         Ok(IntentDetector {
+            markers,
             vocab,
             hasher: RandomState::new(),
             items: Mutex::new(HashMap::new()),
@@ -324,6 +339,53 @@ impl IntentDetector {
                 }
             }
         }
+    }
+}
+
+/// What a string of data (a tool's result, a resource's contents, an
+/// error) asks of the model, and how certain that is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Steering {
+    pub(crate) finding: Finding,
+    /// Certain: a fake role or authority marker, an override or an order
+    /// to ignore instructions beside it; an instruction that only a decoded
+    /// reading (base64, escapes, look-alike letters) shows; an error that
+    /// tells the model to run a command or call another tool.
+    pub(crate) confident: bool,
+}
+
+impl IntentDetector {
+    /// Judge one string of data by the listing rules: the first finding
+    /// that works against the user, with its certainty. Data is any text
+    /// (a README quoting an install command, a page about injections), so
+    /// only what is certain is meant to be enforced.
+    pub(crate) fn judge_data(&self, text: &str, error: bool) -> Option<Steering> {
+        let listed = [Listed {
+            place: Place::Description,
+            text,
+        }];
+        let items = [listed.to_vec()];
+        let ctx = ListContext::new(&[], &items);
+        let e = Evidence::gather(&self.vocab, &listed, &ctx, 0);
+        let finding = self
+            .judge(&e)
+            .into_iter()
+            .find(|f| f.intent.works_against_user())?;
+        let marked = e.all & self.markers != 0;
+        let as_sent = e.as_sent();
+        let hidden = !self
+            .judge(&as_sent)
+            .iter()
+            .any(|f| f.intent.works_against_user());
+        let told_to_act = error
+            && matches!(
+                finding.intent,
+                Intent::RunCommands | Intent::RedirectTools | Intent::ReadPrivateData
+            );
+        Some(Steering {
+            finding,
+            confident: marked || hidden || told_to_act,
+        })
     }
 }
 

@@ -73,6 +73,8 @@ pub(super) const COMPUTED: &[&str] = &[
     "required_argument",
     "in_value",
     "in_argument_text",
+    "in_name",
+    "own_subject",
 ];
 
 /// Shipped vocabulary that cannot be used (a bug in `data/`).

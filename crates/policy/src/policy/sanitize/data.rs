@@ -74,6 +74,68 @@ impl DataPolicy<'_> {
     }
 }
 
+/// Hosts that exist to receive what is sent to them (request catchers,
+/// tunnels, out-of-band testing services).
+const COLLECTORS: &[&str] = &[
+    "ngrok.io",
+    "ngrok-free.app",
+    "ngrok.app",
+    "webhook.site",
+    "requestcatcher.com",
+    "burpcollaborator.net",
+    "oast.fun",
+    "oast.me",
+    "oast.pro",
+    "oast.live",
+    "oast.site",
+    "oast.online",
+    "interact.sh",
+    "pipedream.net",
+    "requestbin.net",
+    "beeceptor.com",
+];
+
+/// A query value this long of URL-safe characters carries data, not a
+/// setting.
+const CARRIED: usize = 48;
+
+impl DataPolicy<'_> {
+    /// Whether the data keeps a link to another host that looks made to
+    /// carry something out when followed: a collector's host, or a query
+    /// value long enough to hold encoded data. Links stay as written (a
+    /// person or the model decides to follow one); this is a verdict, not a
+    /// change.
+    pub(crate) fn suspicious_link(&self, input: &str) -> bool {
+        if !self.markup || !self.allow_links || !(input.contains("](") || input.contains("]:")) {
+            return false;
+        }
+        Parser::new(input).any(|event| match event {
+            Event::Start(Tag::Link { dest_url, .. }) => {
+                self.target(&dest_url, false) == Target::Elsewhere && carries_data(&dest_url)
+            }
+            _ => false,
+        })
+    }
+}
+
+fn carries_data(dest: &str) -> bool {
+    let Ok(url) = url::Url::parse(dest) else {
+        return false;
+    };
+    let host = url.host_str().unwrap_or("").to_ascii_lowercase();
+    let collector = COLLECTORS
+        .iter()
+        .any(|c| host == *c || host.strip_suffix(c).is_some_and(|s| s.ends_with('.')));
+    let payload = |s: &str| {
+        s.split(['&', '=', '#']).any(|v| {
+            v.len() >= CARRIED
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+/%-_.".contains(&b))
+        })
+    };
+    collector || url.query().is_some_and(payload) || url.fragment().is_some_and(payload)
+}
+
 /// Whether a string of data could need any work: a control character
 /// other than `\n` and `\t`, a character of the invisible table, or the
 /// markup a link or an element needs (`](`, `]:`, `<`). The clean path of

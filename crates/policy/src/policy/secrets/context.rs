@@ -334,8 +334,10 @@ impl Judge<'_> {
     /// or a verb-final negation right after a following verb.
     fn negated(&self, hit: &Hit, verb: Option<usize>) -> bool {
         let anchor = verb.filter(|&v| v < hit.start).unwrap_or(hit.start);
+        // A negated verb refuses its whole list of objects: "do not give us
+        // your phone number, pin, or other sensitive info" asks for none.
         let before = (anchor.saturating_sub(NEGATION_REACH)..hit.start)
-            .filter(|&i| self.n.same_phrase(i, hit.start))
+            .filter(|&i| self.n.same_phrase(i, anchor))
             .any(|i| self.has(i, flag::NEGATION));
         let after_from = verb.filter(|&v| v >= hit.end).unwrap_or(hit.end);
         let after = (after_from..(after_from + NEGATION_AFTER_REACH + 1).min(self.n.len()))

@@ -116,6 +116,7 @@
 mod context;
 mod fields;
 mod tables;
+pub mod values;
 
 #[cfg(test)]
 mod corpus_tests;
@@ -324,6 +325,17 @@ impl SecretFieldDetector {
     #[cfg(test)]
     pub(crate) fn check_message(&self, message: &str) -> Option<SecretMatch> {
         self.check_form("", Some(message), &[]).message
+    }
+
+    /// The secret a property says it holds, by its name (and its schema's
+    /// title and description, when given): for a call's arguments and a
+    /// result's members.
+    pub(crate) fn property_kind(&self, field: FieldText<'_>) -> Option<SecretKind> {
+        self.check_form("", None, &[field])
+            .fields
+            .pop()
+            .flatten()
+            .map(|m| m.kind)
     }
 
     fn extra_match(&self, n: &Normalised) -> Option<SecretKind> {

@@ -532,6 +532,9 @@ fn messages_that_only_mention_secrets() {
     let d = detector();
     let quiet = [
         "Your password was changed last week. Which room?",
+        // server-everything's elicitation demo: a negated verb over a list.
+        "Your favorite integer (do not give us your phone number, pin, or other sensitive info)",
+        "Never send us your password, PIN or one-time code; we do not need them.",
         "We will never ask you to share your password.",
         "Do not paste your API key into this form.",
         "Your API key expires tomorrow. Pick a plan.",
@@ -551,6 +554,18 @@ fn messages_that_only_mention_secrets() {
     for message in quiet {
         assert_eq!(d.check_message(message), None, "{message}");
     }
+}
+
+#[test]
+fn a_field_that_says_not_to_enter_a_secret_asks_for_none() {
+    let d = detector();
+    let description = Some(
+        "Your favorite integer (do not give us your phone number, pin, or other sensitive info)",
+    );
+    assert_eq!(d.check_field("favoriteNumber", None, description), None);
+    // Asking still counts with the same list: the verb is not negated.
+    let asked = Some("Give us your phone number, pin, or other details");
+    assert!(d.check_field("details", None, asked).is_some());
 }
 
 #[test]

@@ -13,14 +13,22 @@ use serde_json::Value;
 use super::{read_failure, reencode_failed, response_bytes, Disposition, Exchange};
 use crate::json;
 use crate::model::Refusal;
-use crate::policy::inspect::{inspect_content, inspect_error, may_need_content, Report};
+use crate::policy::inspect::{
+    inspect_content, inspect_error, list_members, may_need_content, Report,
+};
 
 impl Exchange {
     /// Any other result: parsed only when the byte scan says the rules
     /// could find something in it.
-    pub(super) fn content_result(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
+    pub(in crate::pipeline::response) fn content_result(
+        &self,
+        id: Option<&RawValue>,
+        result: &RawValue,
+    ) -> Disposition {
         let policy = &self.ctx.route.upstream.settings.policy;
-        if !may_need_content(policy, result.get()) {
+        let listing = may_carry_listing(result.get());
+        let secrets = self.may_hold_secrets(result.get());
+        if !listing && !secrets && !may_need_content(policy, result.get()) {
             return Disposition::Final;
         }
         let mut value = match json::parse_value(result.get().as_bytes()) {
@@ -28,8 +36,24 @@ impl Exchange {
             Err(e) => return Disposition::Refuse(read_failure(&e)),
         };
         let method = self.ctx.request.method;
-        let outcome = inspect_content(policy, &self.subject(), method, &mut value);
-        self.delivered(outcome, || response_bytes(id, &value))
+        let (mut outcome, mut report) = inspect_content(policy, &self.subject(), method, &mut value);
+        if listing && carries_listing(&value) {
+            // Definitions a client reads wherever they come: the listing
+            // rules, the permissions and the pins, as in a list's answer.
+            self.record_text(&report);
+            return match outcome {
+                Ok(rewritten) => self.whole_rewritten(id, &mut value, rewritten, Disposition::Final),
+                Err(r) => Disposition::Refuse(r),
+            };
+        }
+        let mut remember = Vec::new();
+        if secrets && outcome.is_ok() {
+            let (redacted, texts) = self.result_secrets(&mut value, &mut report);
+            outcome = outcome.map(|changed| changed || redacted);
+            remember = texts;
+        }
+        let delivered = self.delivered((outcome, report), || response_bytes(id, &value));
+        self.remembered(remember, delivered)
     }
 
     /// An error's `message` and `data` (already checked strictly), read as
@@ -62,6 +86,19 @@ impl Exchange {
             Err(r) => Disposition::Refuse(r),
         }
     }
+}
+
+/// Whether a result's bytes may name a list member (`tools`, `prompts`,
+/// `resources`, `resourceTemplates`), as written or through an escape.
+fn may_carry_listing(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    let named = |word: &[u8]| memchr::memmem::find(b, word).is_some();
+    named(b"\\u") || list_members().any(|m| named(m.as_bytes()))
+}
+
+/// Whether a parsed result carries a list of definitions.
+fn carries_listing(value: &Value) -> bool {
+    list_members().any(|m| value.get(m).is_some_and(Value::is_array))
 }
 
 #[derive(Serialize)]

@@ -309,7 +309,9 @@ fn data_carriers(t: &str) -> Vec<(McpMethod, Value)> {
 
 #[test]
 fn data_loses_what_no_reader_should_get_in_every_carrier() {
-    let untrusted = policy("untrusted");
+    // Links elsewhere stay as written by default (issue 35); this test
+    // takes them out as `links = "check"` does.
+    let untrusted = custom("[content]\nlinks = \"check\"\n");
     let monitor = custom("mode = \"monitor\"\n");
     for (class, t) in hostile_texts() {
         for (method, result) in data_carriers(&t) {
@@ -410,6 +412,16 @@ fn links_to_the_upstreams_own_host_and_allowed_hosts_stay() {
              [wiki](https://wiki.example.org/x) and ![p](https://img.example.net/p.png).";
     let mut v = json!({"content": [{"type": "text", "text": t}]});
     let (out, _) = content(McpMethod::ToolsCall, &mut v);
+    assert!(out.unwrap());
+    // Links stay as written; only the image elsewhere goes.
+    assert_eq!(
+        v["content"][0]["text"],
+        "See [docs](https://rooms.example/docs), ![map](https://cdn.rooms.example/m.png), \
+         [wiki](https://wiki.example.org/x) and p."
+    );
+    let checking = custom("[content]\nlinks = \"check\"\n");
+    let mut v = json!({"content": [{"type": "text", "text": t}]});
+    let (out, _) = content_with(&checking, McpMethod::ToolsCall, &mut v);
     assert!(out.unwrap());
     assert_eq!(
         v["content"][0]["text"],

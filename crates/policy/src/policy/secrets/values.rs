@@ -69,7 +69,7 @@ use crate::policy::detect::fold_value;
 /// A kind of secret the scanner recognises. `as_str` is stable (metrics,
 /// audit records, refusal data); add kinds, never rename.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum SecretValueKind {
+pub enum SecretValueKind {
     AwsAccessKey,
     AwsSecretKey,
     GithubToken,
@@ -112,7 +112,7 @@ impl SecretValueKind {
     ];
 
     /// Stable snake_case name.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             SecretValueKind::AwsAccessKey => "aws_access_key",
             SecretValueKind::AwsSecretKey => "aws_secret_key",
@@ -134,8 +134,13 @@ impl SecretValueKind {
         }
     }
 
+    /// The kind named `name` ([`Self::as_str`]).
+    pub fn from_name(name: &str) -> Option<SecretValueKind> {
+        RULES.iter().map(|r| r.kind).find(|k| k.as_str() == name)
+    }
+
     /// Words for a person, with the article: "a GitHub token".
-    pub(crate) fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             SecretValueKind::AwsAccessKey => "an AWS access key ID",
             SecretValueKind::AwsSecretKey => "an AWS secret access key",
@@ -177,7 +182,7 @@ enum Check {
     Verify(fn(&str, usize, usize) -> bool),
     /// The regex is only a prefilter (in the set); this finds the start of
     /// the first confirmed candidate before a limit.
-    Find(fn(&str, usize) -> Option<usize>),
+    Find(fn(&str, usize, usize) -> Option<(usize, usize)>),
 }
 
 struct Rule {
@@ -314,49 +319,123 @@ impl SecretValueScanner {
         SecretValueScanner { set, regexes }
     }
 
+    /// Whether raw text (a message's JSON, say) may hold a secret the
+    /// scanner finds: one pass of the pattern set, no verification. A
+    /// `false` is final for ASCII text without escapes.
+    pub fn may_match(&self, raw: &str) -> bool {
+        self.set.is_match(raw)
+    }
+
     /// The kind of the first secret-looking substring of `value`, if any.
     /// Never returns or logs the value.
-    pub(crate) fn scan(&self, value: &str) -> Option<SecretValueKind> {
+    pub fn scan(&self, value: &str) -> Option<SecretValueKind> {
         let folded = fold_value(value);
-        let value = folded.as_ref();
-        let hits = self.set.matches(value);
+        self.leftmost(folded.as_ref(), 0).map(|f| f.kind)
+    }
+
+    /// Every secret-looking substring of `value`, left to right and not
+    /// overlapping, in the value as the scanner reads it ([`fold_value`]:
+    /// the same text for ASCII, so the spans are the value's own). For
+    /// redaction and keyed fingerprints; never logged.
+    pub fn find_all<'a>(&self, value: &'a str) -> Scanned<'a> {
+        let text = fold_value(value);
+        let mut found = Vec::new();
+        let mut from = 0;
+        while from < text.len() {
+            let Some(hit) = self.leftmost(&text, from) else {
+                break;
+            };
+            from = hit.span.end.max(hit.span.start + 1);
+            while !text.is_char_boundary(from) {
+                from += 1;
+            }
+            found.push(hit);
+        }
+        Scanned { text, found }
+    }
+
+    /// The leftmost verified candidate starting at or after `from`.
+    fn leftmost(&self, value: &str, from: usize) -> Option<Found> {
+        let hits = self.set.matches_at(value, from);
         if !hits.matched_any() {
             return None;
         }
-        // (start, rule index) of the leftmost verified candidate.
-        let mut best: Option<(usize, usize)> = None;
+        // (start, end, rule index) of the leftmost verified candidate.
+        let mut best: Option<(usize, usize, usize)> = None;
         for i in hits.iter() {
-            let limit = best.map_or(usize::MAX, |(s, _)| s);
-            if let Some(start) = self.first_verified(i, value, limit) {
+            let limit = best.map_or(usize::MAX, |(s, _, _)| s);
+            if let Some((start, end)) = self.first_verified(i, value, from, limit) {
                 if start < limit {
-                    best = Some((start, i));
+                    best = Some((start, end, i));
                 }
             }
         }
-        best.map(|(_, i)| RULES[i].kind)
+        best.map(|(start, end, i)| Found {
+            kind: RULES[i].kind,
+            span: start..extend(RULES[i].kind, value, end),
+        })
     }
 
-    /// The start of the first candidate of rule `i` that passes its
+    /// The first candidate of rule `i` at or after `from` that passes its
     /// verification and starts before `limit`.
-    fn first_verified(&self, i: usize, hay: &str, limit: usize) -> Option<usize> {
+    fn first_verified(
+        &self,
+        i: usize,
+        hay: &str,
+        from: usize,
+        limit: usize,
+    ) -> Option<(usize, usize)> {
         let verify = match RULES[i].check {
-            Check::Find(find) => return find(hay, limit),
+            Check::Find(find) => return find(hay, from, limit),
             Check::Verify(verify) => verify,
         };
         let re = &self.regexes[i];
-        let mut pos = 0;
+        let mut pos = from;
         while pos <= hay.len() {
             let m = re.find_at(hay, pos)?;
             if m.start() >= limit {
                 return None;
             }
             if verify(hay, m.start(), m.end()) {
-                return Some(m.start());
+                return Some((m.start(), m.end()));
             }
             // Matches are never empty and end on a char boundary.
             pos = m.end().max(m.start() + 1);
         }
         None
+    }
+}
+
+/// One secret-looking substring: its kind and where it is in
+/// [`Scanned::text`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub kind: SecretValueKind,
+    pub span: std::ops::Range<usize>,
+}
+
+/// A value as the scanner read it, and what it found there.
+#[derive(Debug)]
+pub struct Scanned<'a> {
+    /// The value folded ([`fold_value`]); the value itself when ASCII.
+    pub text: std::borrow::Cow<'a, str>,
+    pub found: Vec<Found>,
+}
+
+/// A private key's header is what the pattern finds; the key runs to its
+/// footer (or the end of the value, when the footer is missing).
+fn extend(kind: SecretValueKind, value: &str, end: usize) -> usize {
+    if kind != SecretValueKind::PemPrivateKey {
+        return end;
+    }
+    const FOOTER: &str = "-----END ";
+    let Some(at) = value[end..].find(FOOTER) else {
+        return value.len();
+    };
+    let after = end + at + FOOTER.len();
+    match value[after..].find("-----") {
+        Some(close) => after + close + 5,
+        None => value.len(),
     }
 }
 
@@ -535,13 +614,16 @@ fn base64url_decode(s: &str) -> Option<Vec<u8>> {
 /// or dots ([`group_gap`]). Every length from 13 to 19 digits that ends at a
 /// number boundary (no digit, and no `.5` / `,5`, right after) is tried, so
 /// "4111 1111 1111 1111 12/29" still finds the 16-digit number.
-fn find_card_number(h: &str, limit: usize) -> Option<usize> {
+fn find_card_number(h: &str, from: usize, limit: usize) -> Option<(usize, usize)> {
     let b = h.as_bytes();
     let end = b.len().min(limit);
-    (0..end).find(|&i| {
-        b[i].is_ascii_digit()
-            && !(i > 0 && matches!(b[i - 1], b'0'..=b'9' | b'.' | b',' | b'+'))
-            && card_at(b, i)
+    (from..end).find_map(|i| {
+        let starts = b[i].is_ascii_digit()
+            && !(i > 0 && matches!(b[i - 1], b'0'..=b'9' | b'.' | b',' | b'+'));
+        if !starts {
+            return None;
+        }
+        card_at(b, i).map(|e| (i, e))
     })
 }
 
@@ -572,7 +654,8 @@ fn group_gap(b: &[u8], j: usize, group: usize) -> Option<usize> {
     Some(k)
 }
 
-fn card_at(b: &[u8], start: usize) -> bool {
+/// The end of a card number starting at `start`, when one does.
+fn card_at(b: &[u8], start: usize) -> Option<usize> {
     let mut digits = [0u8; 19];
     let mut n = 0;
     let mut group = 0;
@@ -590,10 +673,10 @@ fn card_at(b: &[u8], start: usize) -> bool {
             _ => true,
         };
         if n >= 13 && at_boundary && card_brand_fits(&digits[..n]) && luhn(&digits[..n]) {
-            return true;
+            return Some(j);
         }
         if n == digits.len() {
-            return false;
+            return None;
         }
         match next {
             Some(c) if c.is_ascii_digit() => {}
@@ -602,9 +685,9 @@ fn card_at(b: &[u8], start: usize) -> bool {
                     j = k;
                     group = 0;
                 }
-                None => return false,
+                None => return None,
             },
-            None => return false,
+            None => return None,
         }
     }
 }
@@ -645,7 +728,7 @@ fn luhn(d: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-#[path = "value_scan_variants.rs"]
+#[path = "values_variants.rs"]
 mod variant_tests;
 
 #[cfg(test)]

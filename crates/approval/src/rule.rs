@@ -1,0 +1,266 @@
+//! Compiled approval rules and how one call is matched against them.
+
+use std::time::Duration;
+
+use globset::GlobSet;
+
+use crate::when::{Facts, Hint, When};
+
+portcullis_model::name_table! {
+    /// The request-side checks of the arguments whose verdict a rule may
+    /// turn into a question (where that check's rule says `ask`).
+    ArgumentCheck {
+        Secret => "secret", "a secret or credential in an argument";
+        PrivatePath => "private_path", "a private path (keys, credentials, browser profiles, …) in an argument";
+        ForbiddenHost => "forbidden_host", "a URL to a loopback, private, link-local, metadata or denied host";
+        NewHost => "new_host", "a URL to a host the gateway has not seen in this caller's traffic before";
+        CrossUpstreamFlow => "cross_upstream_flow", "data one upstream returned, sent to another upstream";
+        ShellSyntax => "shell_syntax", "shell command syntax aimed at execution";
+    }
+}
+
+portcullis_model::name_table! {
+    /// How long a person's decision holds.
+    Remember {
+        Call => "call", "this call only: the next one asks again";
+        Session => "session", "the rest of the 2025-11-25 session (a stateless 2026-07-28 client has none: this call only)";
+        Caller => "caller", "this caller, for `remember_for`";
+    }
+}
+
+portcullis_model::name_table! {
+    /// Who decides.
+    Approver {
+        Caller => "caller", "the person at the client that made the call (a form in their client)";
+        Approvers => "approvers", "an approver other than the caller, on the gateway's approval page (the client is shown a link)";
+    }
+}
+
+portcullis_model::name_table! {
+    /// What a call gets when its client cannot be asked (it declared no elicitation).
+    Fallback {
+        Refuse => "refuse", "refused with `approval_unavailable`";
+        Approvers => "approvers", "an approver decides on the approval page while the call waits";
+        Allow => "allow", "forwarded without a decision (recorded as such)";
+    }
+}
+
+portcullis_model::name_table! {
+    /// What became of one approval question (audit `step`, metric label).
+    Step {
+        Asked => "asked", "the gateway asked its question";
+        Approved => "approved", "the person approved the call; it was forwarded unchanged";
+        Declined => "declined", "the person declined (or accepted without ticking `approve`)";
+        Cancelled => "cancelled", "the person dismissed the question";
+        Expired => "expired", "nobody answered within the rule's `timeout`";
+        Unavailable => "unavailable", "the client cannot be asked and the rule names no fallback: refused";
+        Remembered => "remembered", "an earlier approval the rule lets be remembered covered the call; not asked";
+        FallbackAllowed => "fallback_allowed", "the client cannot be asked and the rule's fallback forwarded the call without a decision";
+    }
+}
+
+/// One annotation criterion: a hint listed as true, or (`!readOnlyHint`)
+/// not listed as true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HintMatch {
+    pub hint: Hint,
+    pub listed_true: bool,
+}
+
+impl HintMatch {
+    /// Whether a tool with these listed hints meets the criterion; with no
+    /// listing known, it may: a rule about risky tools asks.
+    fn met(self, listed: Option<crate::when::Annotations>) -> bool {
+        match listed {
+            None => true,
+            Some(a) => (a.get(self.hint) == Some(true)) == self.listed_true,
+        }
+    }
+
+    pub fn as_written(self) -> String {
+        match self.listed_true {
+            true => self.hint.as_str().to_owned(),
+            false => format!("!{}", self.hint.as_str()),
+        }
+    }
+}
+
+/// One `[[approval]]` rule, compiled.
+#[derive(Debug)]
+pub struct ApprovalRule {
+    /// Its name in audit events, metrics and `explain` (given, or
+    /// `approval-N` by its place).
+    pub name: String,
+    /// Tool names (globs), matched against the name the client used and
+    /// the upstream's own; `None`: any tool.
+    pub tools: Option<ToolNames>,
+    /// Any of these (empty: not a criterion).
+    pub annotations: Vec<HintMatch>,
+    /// Any of these verdicts, where their rule says `ask`.
+    pub verdicts: Vec<ArgumentCheck>,
+    /// A call to a tool whose changed definition is held is asked about
+    /// instead of refused.
+    pub changed_listing: bool,
+    /// Asked once per caller and tool: an approval is remembered.
+    pub first_use: bool,
+    pub when: Option<When>,
+    pub remember: Remember,
+    /// How long a decision remembered for the caller holds.
+    pub remember_for: Duration,
+    pub approver: Approver,
+    /// Principals (globs) and groups who may decide on the approval page.
+    pub approvers: Option<GlobSet>,
+    pub approver_groups: Option<GlobSet>,
+    pub fallback: Fallback,
+    /// How long the question waits for its answer.
+    pub timeout: Duration,
+    /// A sentence from the operator shown with the question.
+    pub reason: Option<String>,
+}
+
+/// The tools a rule names: names written without glob characters are
+/// compared as they are (most rules name tools exactly, and a glob match
+/// costs far more than a comparison); the rest are one glob set.
+#[derive(Debug)]
+pub struct ToolNames {
+    pub exact: Vec<Box<str>>,
+    pub globs: Option<GlobSet>,
+}
+
+impl ToolNames {
+    pub fn is_match(&self, name: &str) -> bool {
+        self.exact.iter().any(|e| **e == *name)
+            || self.globs.as_ref().is_some_and(|g| g.is_match(name))
+    }
+}
+
+/// What matching needs besides the call's facts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Circumstances<'a> {
+    /// The verdicts of the request-side checks whose rule said `ask`.
+    pub ask_verdicts: &'a [ArgumentCheck],
+}
+
+/// Why a rule matched (for audit, metrics and `explain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Because {
+    Tool,
+    Annotation(HintMatch),
+    Verdict(ArgumentCheck),
+    ChangedListing,
+    FirstUse,
+    /// Only the condition: it held.
+    Condition,
+    /// The condition could not be evaluated: asking is the safe side.
+    ConditionFailed(String),
+}
+
+impl Because {
+    /// A stable label: `tool`, `annotation:destructiveHint`,
+    /// `verdict:private_path`, `changed_listing`, `first_use`, `condition`,
+    /// `condition_failed`.
+    pub fn label(&self) -> String {
+        match self {
+            Because::Tool => "tool".into(),
+            Because::Annotation(h) => format!("annotation:{}", h.as_written()),
+            Because::Verdict(v) => format!("verdict:{}", v.as_str()),
+            Because::ChangedListing => "changed_listing".into(),
+            Because::FirstUse => "first_use".into(),
+            Because::Condition => "condition".into(),
+            Because::ConditionFailed(_) => "condition_failed".into(),
+        }
+    }
+}
+
+impl ApprovalRule {
+    /// Whether the rule asks about this call, and the first criterion that
+    /// made it. Cheap criteria first; the condition last.
+    pub fn matches(&self, facts: &Facts<'_>, c: &Circumstances<'_>) -> Option<Because> {
+        let mut because = None;
+        if let Some(tools) = &self.tools {
+            if !(tools.is_match(facts.tool) || tools.is_match(facts.upstream_tool)) {
+                return None;
+            }
+            because = Some(Because::Tool);
+        }
+        if !self.annotations.is_empty() {
+            let met = self.annotations.iter().find(|h| h.met(facts.annotations))?;
+            because = Some(Because::Annotation(*met));
+        }
+        if !self.verdicts.is_empty() {
+            let found = self.verdicts.iter().find(|v| c.ask_verdicts.contains(v))?;
+            because = Some(Because::Verdict(*found));
+        }
+        if self.changed_listing {
+            if !facts.listing_changed {
+                return None;
+            }
+            because = Some(Because::ChangedListing);
+        }
+        if self.first_use && because.is_none() {
+            because = Some(Because::FirstUse);
+        }
+        if let Some(when) = &self.when {
+            match when.holds(facts) {
+                Ok(false) => return None,
+                Ok(true) => because = because.or(Some(Because::Condition)),
+                Err(e) => because = Some(Because::ConditionFailed(e.0)),
+            }
+        }
+        because
+    }
+
+    /// How long a decision of this rule may be remembered: `None` when it
+    /// is not (this call only).
+    pub fn remembered(&self) -> Option<Remember> {
+        match (self.first_use, self.remember) {
+            (true, _) => Some(Remember::Caller),
+            (false, Remember::Call) => None,
+            (false, r) => Some(r),
+        }
+    }
+}
+
+/// The rules of one route or one upstream policy, in the order written.
+#[derive(Debug, Default)]
+pub struct ApprovalRules {
+    rules: Vec<ApprovalRule>,
+}
+
+impl ApprovalRules {
+    pub fn new(rules: Vec<ApprovalRule>) -> ApprovalRules {
+        ApprovalRules { rules }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &ApprovalRule> {
+        self.rules.iter()
+    }
+
+    /// The first rule that asks about this call.
+    pub fn first_match(
+        &self,
+        facts: &Facts<'_>,
+        c: &Circumstances<'_>,
+    ) -> Option<(&ApprovalRule, Because)> {
+        self.rules
+            .iter()
+            .find_map(|r| r.matches(facts, c).map(|b| (r, b)))
+    }
+
+    /// Whether some rule turns a held changed listing into a question (the
+    /// `unchanged` phase then asks instead of refusing).
+    pub fn any_changed_listing(&self) -> bool {
+        self.rules.iter().any(|r| r.changed_listing)
+    }
+}
+
+#[cfg(test)]
+impl ApprovalRules {
+    pub(crate) fn rules_for_test(self) -> Vec<ApprovalRule> {
+        self.rules
+    }
+}

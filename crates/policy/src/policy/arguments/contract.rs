@@ -1,0 +1,502 @@
+//! The definition the gateway listed, as a contract for calls: a tool's
+//! `inputSchema` (compiled once, on first use, by the `jsonschema` crate:
+//! types, `required`, `enum`, `const`, bounds, `pattern`, `format`,
+//! composition and references inside the schema; never a reference out of
+//! it), a prompt's `arguments`, a resource template (completions name it).
+//!
+//! A problem names where (a JSON pointer into the arguments) and which
+//! keyword, never the value: the `jsonschema` error's own text quotes the
+//! instance, so it is never shown.
+
+use std::sync::OnceLock;
+
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::{PatternOptions, Validator};
+use serde_json::{Map, Value};
+
+/// What one listed item promises about the calls it takes.
+#[derive(Debug)]
+pub struct Contract {
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Tool {
+        schema: Value,
+        compiled: OnceLock<Compiled>,
+    },
+    Prompt {
+        /// (name, required), as listed.
+        arguments: Vec<(String, bool)>,
+    },
+    /// A resource template: nothing to check but that it was listed.
+    Template,
+}
+
+struct Compiled {
+    /// `None` when the schema cannot be compiled (an unknown draft, a
+    /// pattern neither regex engine reads, a reference out of the schema):
+    /// then only the undeclared-properties rule reads it.
+    validator: Option<Validator>,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("validator", &self.validator.is_some())
+            .finish()
+    }
+}
+
+/// Why arguments do not fit: where and which keyword (`required`, `type`,
+/// `enum`, `const`, `minimum`, `pattern`, `format`, …, or `undeclared`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// A JSON pointer into the arguments (`""`: the arguments themselves).
+    pub path: String,
+    pub keyword: String,
+    /// What is wrong, in words that never quote the value.
+    pub why: String,
+}
+
+/// The most problems one check reports (the first is refused; the rest
+/// are recorded when monitoring).
+const MAX_PROBLEMS: usize = 8;
+
+/// The backtracking budget of a schema `pattern` that needs the
+/// backtracking engine (lookaround): a server writes the pattern, so its
+/// cost per string is bounded.
+const BACKTRACK_LIMIT: usize = 10_000;
+
+impl Contract {
+    /// A listed tool: its `inputSchema` (none, or not an object: an object
+    /// with no properties).
+    pub fn tool(item: &Value) -> Contract {
+        let schema = match item.get("inputSchema") {
+            Some(s @ Value::Object(_)) => s.clone(),
+            _ => serde_json::json!({"type": "object"}),
+        };
+        Contract {
+            kind: Kind::Tool {
+                schema,
+                compiled: OnceLock::new(),
+            },
+        }
+    }
+
+    /// A listed prompt: its `arguments` (name, required).
+    pub fn prompt(item: &Value) -> Contract {
+        let arguments = item
+            .get("arguments")
+            .and_then(Value::as_array)
+            .map(|args| {
+                args.iter()
+                    .filter_map(|a| {
+                        let name = a.get("name")?.as_str()?.to_owned();
+                        let required = a.get("required").and_then(Value::as_bool) == Some(true);
+                        Some((name, required))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Contract {
+            kind: Kind::Prompt { arguments },
+        }
+    }
+
+    /// A listed resource template.
+    pub fn template() -> Contract {
+        Contract {
+            kind: Kind::Template,
+        }
+    }
+
+    /// The tool's schema (`None` for a prompt or template).
+    pub fn schema(&self) -> Option<&Value> {
+        match &self.kind {
+            Kind::Tool { schema, .. } => Some(schema),
+            _ => None,
+        }
+    }
+
+    /// Compile the schema now (it is otherwise compiled at the first call).
+    pub fn compile(&self) {
+        if let Kind::Tool { schema, compiled } = &self.kind {
+            compiled.get_or_init(|| Compiled::of(schema));
+        }
+    }
+
+    /// Whether a prompt declares an argument `name`.
+    pub fn declares_argument(&self, name: &str) -> bool {
+        match &self.kind {
+            Kind::Prompt { arguments } => arguments.iter().any(|(n, _)| n == name),
+            Kind::Tool { schema, .. } => schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|p| p.contains_key(name)),
+            Kind::Template => true,
+        }
+    }
+
+    /// The problems of `arguments` (a tool's object, a prompt's map)
+    /// against the definition, schema keywords first; undeclared
+    /// properties are reported with keyword `undeclared`.
+    pub fn problems(&self, arguments: &Value) -> Vec<Problem> {
+        match &self.kind {
+            Kind::Tool { schema, compiled } => {
+                let compiled = compiled.get_or_init(|| Compiled::of(schema));
+                let mut out = compiled.schema_problems(arguments);
+                undeclared(schema, arguments, &mut String::new(), &mut out);
+                out
+            }
+            Kind::Prompt { arguments: declared } => prompt_problems(declared, arguments),
+            Kind::Template => Vec::new(),
+        }
+    }
+}
+
+impl Compiled {
+    fn of(schema: &Value) -> Compiled {
+        // The linear-time engine first; a pattern that needs lookaround
+        // gets the backtracking one, bounded.
+        let linear = jsonschema::options()
+            .should_validate_formats(true)
+            .with_pattern_options(PatternOptions::regex())
+            .build(schema);
+        let validator = linear.ok().or_else(|| {
+            jsonschema::options()
+                .should_validate_formats(true)
+                .with_pattern_options(PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT))
+                .build(schema)
+                .ok()
+        });
+        Compiled { validator }
+    }
+
+    fn schema_problems(&self, arguments: &Value) -> Vec<Problem> {
+        let Some(validator) = &self.validator else {
+            return Vec::new();
+        };
+        if validator.is_valid(arguments) {
+            return Vec::new();
+        }
+        validator
+            .iter_errors(arguments)
+            .take(MAX_PROBLEMS)
+            .map(|e| {
+                let at = e.instance_path().as_str().to_owned();
+                problem_of(at, e.kind())
+            })
+            .collect()
+    }
+}
+
+/// A `jsonschema` error in words that name the keyword and, where the
+/// schema gives one, its limit, never the value.
+fn problem_of(at: String, kind: &ValidationErrorKind) -> Problem {
+    use ValidationErrorKind as K;
+    let keyword = kind.keyword().to_owned();
+    let (path, why) = match kind {
+        K::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            (pointer_join(&at, name), "is required".to_owned())
+        }
+        K::AdditionalProperties { unexpected } | K::UnevaluatedProperties { unexpected } => {
+            let first = unexpected.first().map(String::as_str).unwrap_or_default();
+            (
+                pointer_join(&at, first),
+                "is not a property the tool declares".to_owned(),
+            )
+        }
+        K::Type { kind } => (at, format!("must be {}", type_words(kind))),
+        K::Enum { .. } => (at, "is not one of the values the tool lists".to_owned()),
+        K::Constant { .. } => (at, "is not the value the tool requires".to_owned()),
+        K::Minimum { limit } | K::ExclusiveMinimum { limit } => {
+            (at, format!("is below the tool's {keyword} ({limit})"))
+        }
+        K::Maximum { limit } | K::ExclusiveMaximum { limit } => {
+            (at, format!("is above the tool's {keyword} ({limit})"))
+        }
+        K::MinLength { limit } => (at, format!("is shorter than the tool's minLength ({limit})")),
+        K::MaxLength { limit } => (at, format!("is longer than the tool's maxLength ({limit})")),
+        K::MinItems { limit } => (at, format!("has fewer items than minItems ({limit})")),
+        K::MaxItems { limit } => (at, format!("has more items than maxItems ({limit})")),
+        K::MinProperties { limit } => (at, format!("has fewer members than minProperties ({limit})")),
+        K::MaxProperties { limit } => (at, format!("has more members than maxProperties ({limit})")),
+        K::Pattern { .. } | K::BacktrackLimitExceeded { .. } | K::RegexEngineFailure { .. } => {
+            (at, "does not match the tool's pattern".to_owned())
+        }
+        K::Format { format } => (at, format!("is not a valid {}", printable(format))),
+        K::MultipleOf { .. } => (at, "is not a multiple the tool allows".to_owned()),
+        K::UniqueItems => (at, "has items that repeat".to_owned()),
+        _ => (at, format!("does not fit the tool's schema ({keyword})")),
+    };
+    Problem { path, keyword, why }
+}
+
+fn type_words(kind: &jsonschema::error::TypeKind) -> String {
+    use jsonschema::error::TypeKind;
+    match kind {
+        TypeKind::Single(t) => format!("of type {t}"),
+        TypeKind::Multiple(set) => {
+            let names: Vec<String> = set.iter().map(|t| t.to_string()).collect();
+            format!("of type {}", names.join(" or "))
+        }
+    }
+}
+
+/// A schema's word (a format name) as the message may show it.
+fn printable(word: &str) -> String {
+    crate::model::printable_name(word)
+}
+
+/// `at` with one more pointer segment (`~` and `/` escaped, RFC 6901).
+pub(crate) fn pointer_join(at: &str, segment: &str) -> String {
+    let escaped = segment.replace('~', "~0").replace('/', "~1");
+    format!("{at}/{escaped}")
+}
+
+/// The keywords with which a schema says which members an object may have
+/// other than its `properties`, or composes its shape from other schemas:
+/// where one is present, undeclared members are the validator's to judge.
+const OPEN_OR_COMPOSED: [&str; 11] = [
+    "additionalProperties",
+    "patternProperties",
+    "unevaluatedProperties",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "$dynamicRef",
+    "if",
+    "dependentSchemas",
+    "dependencies",
+];
+
+/// Members of `instance` that an object schema does not declare (it names
+/// its `properties`, or none, and nothing else opens or composes it), at
+/// any depth the schema describes plainly.
+fn undeclared(schema: &Value, instance: &Value, at: &mut String, out: &mut Vec<Problem>) {
+    let Value::Object(schema) = schema else {
+        return;
+    };
+    if out.len() >= MAX_PROBLEMS || OPEN_OR_COMPOSED.iter().any(|k| schema.contains_key(*k)) {
+        return;
+    }
+    match instance {
+        Value::Object(members) if is_object_schema(schema) => {
+            let empty = Map::new();
+            let declared = schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .unwrap_or(&empty);
+            for (name, value) in members {
+                let len = at.len();
+                at.push_str(&pointer_join("", name));
+                match declared.get(name) {
+                    Some(sub) => undeclared(sub, value, at, out),
+                    None if out.len() < MAX_PROBLEMS => out.push(Problem {
+                        path: at.clone(),
+                        keyword: "undeclared".to_owned(),
+                        why: "is not a property the tool declares".to_owned(),
+                    }),
+                    None => {}
+                }
+                at.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) else {
+                return;
+            };
+            for (i, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push_str(&format!("/{i}"));
+                undeclared(item_schema, item, at, out);
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A schema that describes an object: `type` is (or includes) `object`,
+/// or it names `properties` without a type.
+fn is_object_schema(schema: &Map<String, Value>) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+        None => schema.contains_key("properties"),
+        _ => false,
+    }
+}
+
+fn prompt_problems(declared: &[(String, bool)], arguments: &Value) -> Vec<Problem> {
+    let empty = Map::new();
+    let given = match arguments {
+        Value::Object(m) => m,
+        Value::Null => &empty,
+        _ => {
+            return vec![Problem {
+                path: String::new(),
+                keyword: "type".to_owned(),
+                why: "must be an object of strings".to_owned(),
+            }]
+        }
+    };
+    let mut out = Vec::new();
+    for (name, required) in declared {
+        if *required && !given.contains_key(name) {
+            out.push(Problem {
+                path: pointer_join("", name),
+                keyword: "required".to_owned(),
+                why: "is required".to_owned(),
+            });
+        }
+    }
+    for (name, value) in given {
+        let path = pointer_join("", name);
+        if !declared.iter().any(|(n, _)| n == name) {
+            out.push(Problem {
+                path,
+                keyword: "undeclared".to_owned(),
+                why: "is not an argument the prompt declares".to_owned(),
+            });
+        } else if !value.is_string() {
+            out.push(Problem {
+                path,
+                keyword: "type".to_owned(),
+                why: "must be of type string".to_owned(),
+            });
+        }
+    }
+    out.truncate(MAX_PROBLEMS);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(schema: Value) -> Contract {
+        Contract::tool(&json!({"name": "t", "inputSchema": schema}))
+    }
+
+    fn keywords(c: &Contract, args: Value) -> Vec<(String, String)> {
+        c.problems(&args)
+            .into_iter()
+            .map(|p| (p.path, p.keyword))
+            .collect()
+    }
+
+    #[test]
+    fn every_keyword_names_where_and_never_the_value() {
+        let c = tool(json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "minLength": 2, "pattern": "^[A-Z]"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 14},
+                "unit": {"enum": ["c", "f"]},
+                "kind": {"const": "forecast"},
+                "when": {"type": "string", "format": "date"},
+                "mail": {"type": "string", "format": "email"},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2}
+            },
+            "required": ["city"]
+        }));
+        assert!(c.problems(&json!({"city": "Paris", "days": 3})).is_empty());
+        let cases = [
+            (json!({}), "/city", "required"),
+            (json!({"city": 5}), "/city", "type"),
+            (json!({"city": "p"}), "/city", "minLength"),
+            (json!({"city": "paris"}), "/city", "pattern"),
+            (json!({"city": "Paris", "days": 0}), "/days", "minimum"),
+            (json!({"city": "Paris", "days": 15}), "/days", "maximum"),
+            (json!({"city": "Paris", "days": 2.5}), "/days", "type"),
+            (json!({"city": "Paris", "unit": "k"}), "/unit", "enum"),
+            (json!({"city": "Paris", "kind": "x"}), "/kind", "const"),
+            (json!({"city": "Paris", "when": "tomorrow"}), "/when", "format"),
+            (json!({"city": "Paris", "mail": "not-mail"}), "/mail", "format"),
+            (json!({"city": "Paris", "tags": ["a", "b", "c"]}), "/tags", "maxItems"),
+            (json!({"city": "Paris", "tags": [1]}), "/tags/0", "type"),
+            (json!({"city": "Paris", "x": 1}), "/x", "undeclared"),
+        ];
+        for (args, path, keyword) in cases {
+            let problems = c.problems(&args);
+            assert!(
+                problems.iter().any(|p| p.path == path && p.keyword == keyword),
+                "{args}: {problems:?}"
+            );
+            for p in &problems {
+                for v in ["Paris", "paris", "tomorrow", "not-mail", "forecast\"", "\"k\""] {
+                    assert!(!p.why.contains(v), "{p:?} quotes a value");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn undeclared_members_are_found_where_the_schema_is_plain() {
+        let c = tool(json!({"type": "object", "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "string"}}},
+            "list": {"type": "array", "items": {"type": "object", "properties": {"k": {}}}}
+        }}));
+        assert_eq!(
+            keywords(&c, json!({"a": {"b": "x", "c": 1}, "list": [{"k": 1}, {"z": 2}], "top": 1})),
+            [
+                ("/a/c".to_owned(), "undeclared".to_owned()),
+                ("/list/1/z".to_owned(), "undeclared".to_owned()),
+                ("/top".to_owned(), "undeclared".to_owned())
+            ]
+        );
+        // Open or composed schemas are the validator's to judge.
+        for open in [
+            json!({"type": "object", "properties": {}, "additionalProperties": true}),
+            json!({"type": "object", "patternProperties": {"^x": {}}}),
+            json!({"allOf": [{"properties": {"a": {}}}]}),
+        ] {
+            assert!(tool(open.clone()).problems(&json!({"xa": 1})).is_empty(), "{open}");
+        }
+        // A schema with no properties declares none.
+        assert_eq!(
+            keywords(&tool(json!({"type": "object"})), json!({"p": "~/.ssh"})),
+            [("/p".to_owned(), "undeclared".to_owned())]
+        );
+        // A name with / and ~ is escaped in the pointer.
+        assert_eq!(
+            keywords(&tool(json!({"type": "object", "properties": {}})), json!({"a/b~": 1})),
+            [("/a~1b~0".to_owned(), "undeclared".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_schema_that_cannot_compile_still_has_its_properties_read() {
+        let c = tool(json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}));
+        assert_eq!(
+            keywords(&c, json!({"a": 1, "b": 2})),
+            [("/b".to_owned(), "undeclared".to_owned())]
+        );
+        // A lookaround pattern compiles with the bounded backtracking engine.
+        let c = tool(json!({"type": "object", "properties": {"p": {"type": "string", "pattern": "^(?!admin).*$"}}}));
+        assert!(c.problems(&json!({"p": "user"})).is_empty());
+        assert_eq!(keywords(&c, json!({"p": "admin"})), [("/p".to_owned(), "pattern".to_owned())]);
+    }
+
+    #[test]
+    fn prompts_take_declared_strings() {
+        let c = Contract::prompt(&json!({"name": "p", "arguments": [
+            {"name": "topic", "required": true}, {"name": "tone"}]}));
+        assert!(c.problems(&json!({"topic": "x"})).is_empty());
+        assert_eq!(
+            keywords(&c, json!({"tone": 1, "extra": "y"})),
+            [
+                ("/topic".to_owned(), "required".to_owned()),
+                ("/tone".to_owned(), "type".to_owned()),
+                ("/extra".to_owned(), "undeclared".to_owned())
+            ]
+        );
+        assert!(c.declares_argument("tone") && !c.declares_argument("extra"));
+    }
+}

@@ -1,0 +1,290 @@
+//! URLs and hosts in an argument that lead where a server must not be
+//! sent: the machine, its networks, a cloud metadata service, a local
+//! name, an IP literal (unless `[url_mode] allow_ip_literals`), a denied
+//! host. The host is read as `address.rs` reads it (every spelling of an
+//! address, what IPv6 embeds, names that spell one), and twice where
+//! parsers differ: as a browser reads a URL (a `\` ends the host, the last
+//! `@` starts it) and as a plain split of the authority does (only `/`,
+//! `?` and `#` end it): `http://good.example\@169.254.169.254/` is refused
+//! by the reading that finds the metadata service.
+//!
+//! Every `scheme://` in a value is read (`gopher://`, `dict://` and
+//! `ftp://` reach internal services as well as `http://`); a value of a
+//! property named for an address (`url`, `host`, `endpoint`, `webhook`,
+//! `ip`, …) is read as a URL without its scheme too.
+
+use std::borrow::Cow;
+
+use url::Url;
+
+use crate::policy::address::{classify, classify_text, HostClass};
+use crate::policy::config::ArgumentPolicy;
+use crate::policy::detect::fold_value;
+use crate::policy::url_rules::{HostPattern, UrlPolicy};
+
+/// What the address rule found: a class, or `denied`; and whether a
+/// password travels in the URL's user part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub(crate) class: &'static str,
+}
+
+/// Property names (lower case, `_` and `-` removed) whose values are
+/// addresses, as a whole name or its end.
+const ADDRESS_NAMES: [&str; 13] = [
+    "url", "uri", "host", "hostname", "endpoint", "server", "domain", "ip", "ipaddress", "addr",
+    "webhook", "callback", "proxy",
+];
+
+/// Whether a property's name says its value is an address.
+pub(crate) fn is_address_name(key: &str) -> bool {
+    let folded: String = key
+        .chars()
+        .filter(|c| !matches!(c, '_' | '-' | ' ' | '.'))
+        .flat_map(char::to_lowercase)
+        .collect();
+    ADDRESS_NAMES.iter().any(|n| folded.ends_with(n))
+        && !folded.ends_with("emailaddr")
+        && folded != "description"
+}
+
+/// The first address in `value` the rule refuses; `key` is the name of the
+/// property that holds it.
+pub(crate) fn find(
+    value: &str,
+    key: Option<&str>,
+    rules: &ArgumentPolicy,
+    url: &UrlPolicy,
+) -> Option<Found> {
+    let addressed = key.is_some_and(is_address_name);
+    if !addressed && !value.contains("://") && value.is_ascii() {
+        return None;
+    }
+    let text = fold_value(value);
+    let judge = Judge { rules, url };
+    let mut found = None;
+    for authority in authorities(&text) {
+        found = judge.authority(authority.whatwg, authority.raw);
+        if found.is_some() {
+            return found;
+        }
+    }
+    if addressed && !text.contains("://") {
+        let bare = text.trim();
+        if !bare.is_empty() && !bare.contains(char::is_whitespace) {
+            let end = bare.find(['/', '?', '#']).unwrap_or(bare.len());
+            let whatwg_end = bare.find(['/', '?', '#', '\\']).unwrap_or(bare.len());
+            found = judge.authority(&bare[..whatwg_end], &bare[..end]);
+        }
+    }
+    found
+}
+
+/// One URL's authority, as the two readings cut it.
+struct Authority<'a> {
+    whatwg: &'a str,
+    raw: &'a str,
+}
+
+/// The authority after every `scheme://` in `text`.
+fn authorities(text: &str) -> impl Iterator<Item = Authority<'_>> {
+    memchr::memmem::find_iter(text.as_bytes(), b"://").filter_map(move |at| {
+        let before = &text[..at];
+        let scheme_len = before
+            .bytes()
+            .rev()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+            .count();
+        if scheme_len == 0 {
+            return None;
+        }
+        let rest = &text[at + 3..];
+        let stop = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`' | ')' | ']' | '}' | '|');
+        let end = rest
+            .find(|c: char| stop(c) || matches!(c, '/' | '?' | '#'))
+            .unwrap_or(rest.len());
+        let whatwg_end = rest[..end].find('\\').unwrap_or(end);
+        // A bracketed IPv6 host keeps its brackets whole.
+        let end = if rest.starts_with('[') {
+            rest.find(']').map_or(end, |i| end.max(i + 1))
+        } else {
+            end
+        };
+        Some(Authority {
+            whatwg: &rest[..whatwg_end.min(end)],
+            raw: &rest[..end],
+        })
+    })
+}
+
+struct Judge<'a> {
+    rules: &'a ArgumentPolicy,
+    url: &'a UrlPolicy,
+}
+
+impl Judge<'_> {
+    fn authority(&self, whatwg: &str, raw: &str) -> Option<Found> {
+        let parsed = Url::parse(&format!("http://{whatwg}/")).ok();
+        let first = parsed.as_ref().and_then(|u| {
+            let host = u.host()?;
+            let ascii = host.to_string();
+            self.judge(classify(&host), &ascii)
+        });
+        if first.is_some() {
+            return first;
+        }
+        let host = raw_host(raw);
+        let decoded = percent_encoding::percent_decode_str(host).decode_utf8_lossy();
+        let decoded = without_zone(&decoded);
+        let class = classify_text(&decoded)?;
+        let ascii = url::Host::parse(&decoded).ok()?.to_string();
+        self.judge(class, &ascii)
+    }
+
+    fn judge(&self, class: HostClass, ascii: &str) -> Option<Found> {
+        let ascii = ascii.trim_end_matches('.');
+        let matches = |list: &[HostPattern]| list.iter().any(|p| p.matches(ascii));
+        if matches(&self.rules.denied_hosts) || matches(&self.url.denied_hosts) {
+            return Some(Found { class: "denied" });
+        }
+        if matches(&self.rules.allowed_hosts) {
+            return None;
+        }
+        let refused = match class {
+            HostClass::Public => false,
+            HostClass::IpLiteral => !self.url.allow_ip_literals,
+            HostClass::LocalName => !self.url.allow_local_names,
+            _ => true,
+        };
+        refused.then_some(Found {
+            class: class.as_str(),
+        })
+    }
+}
+
+/// The host of an authority split plainly: after the last `@`, without
+/// the port.
+fn raw_host(authority: &str) -> &str {
+    let hostport = authority.rsplit('@').next().unwrap_or(authority);
+    if hostport.starts_with('[') {
+        return hostport.find(']').map_or(hostport, |i| &hostport[..=i]);
+    }
+    hostport.split(':').next().unwrap_or(hostport)
+}
+
+/// An IPv6 literal without its zone (`[fe80::1%eth0]` is `[fe80::1]`).
+fn without_zone(host: &str) -> Cow<'_, str> {
+    match (host.starts_with('['), host.find('%')) {
+        (true, Some(i)) => Cow::Owned(format!("{}]", &host[..i])),
+        _ => Cow::Borrowed(host),
+    }
+}
+
+/// Whether a URL in `value` carries a password in its user part
+/// (`https://user:secret@host/`): a credential that leaves with it.
+pub(crate) fn has_url_password(value: &str) -> bool {
+    if !value.contains("://") || !value.contains('@') {
+        return false;
+    }
+    let text: Cow<'_, str> = fold_value(value);
+    let found = authorities(&text).any(|a| {
+        a.raw
+            .rsplit_once('@')
+            .is_some_and(|(user, _)| user.split_once(':').is_some_and(|(_, pw)| !pw.is_empty()))
+    });
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::config::Setting;
+
+    fn rules() -> ArgumentPolicy {
+        ArgumentPolicy {
+            schema: Setting::Enforce,
+            undeclared: Setting::Enforce,
+            secrets: Setting::Enforce,
+            private_paths: Setting::Enforce,
+            addresses: Setting::Enforce,
+            shell: Setting::Enforce,
+            cross_upstream: Setting::Enforce,
+            allowed_hosts: vec![HostPattern::parse("*.corp.example.com").unwrap()],
+            denied_hosts: vec![HostPattern::parse("evil.example").unwrap()],
+        }
+    }
+
+    fn class(value: &str, key: Option<&str>) -> Option<&'static str> {
+        find(value, key, &rules(), &UrlPolicy::strict()).map(|f| f.class)
+    }
+
+    #[test]
+    fn urls_that_lead_inside_are_found_in_every_spelling() {
+        for (v, want) in [
+            ("http://169.254.169.254/latest/meta-data/iam/", "metadata"),
+            ("http://2852039166/latest/", "metadata"),
+            ("http://0xa9.0xfe.0xa9.0xfe/", "metadata"),
+            ("http://0251.0376.0251.0376/", "metadata"),
+            ("http://[::ffff:169.254.169.254]/", "metadata"),
+            ("http://[fd00:ec2::254]/latest", "metadata"),
+            ("http://metadata.google.internal/computeMetadata/v1/", "metadata"),
+            ("http://169.254.169.254.nip.io/", "metadata"),
+            ("http://user@169.254.169.254/", "metadata"),
+            ("http://good.example.com\\@169.254.169.254/", "metadata"),
+            ("http://%31%36%39.254.169.254/", "metadata"),
+            ("ｈｔｔｐ：／／１６９．２５４．１６９．２５４／", "metadata"),
+            ("fetch http://127.0.0.1:8080/admin then", "loopback"),
+            ("http://localhost/", "loopback"),
+            ("http://[::1]:6379/", "loopback"),
+            ("gopher://127.0.0.1:6379/_FLUSHALL", "loopback"),
+            ("dict://2130706433:11211/stats", "loopback"),
+            ("https://10.0.0.5/internal", "private"),
+            ("https://192.168.1.1/", "private"),
+            ("http://[fe80::1%25eth0]/", "link_local"),
+            ("https://intranet/wiki", "local_name"),
+            ("https://jenkins.internal/job", "local_name"),
+            ("https://8.8.8.8/", "ip_literal"),
+            ("https://evil.example/x", "denied"),
+            ("https://a.evil.example.", "public"),
+        ] {
+            let got = class(v, None);
+            if want == "public" {
+                assert_eq!(got, None, "{v}");
+            } else {
+                assert_eq!(got, Some(want), "{v}");
+            }
+        }
+    }
+
+    #[test]
+    fn address_named_properties_are_read_without_a_scheme() {
+        assert_eq!(class("169.254.169.254", Some("host")), Some("metadata"));
+        assert_eq!(class("169.254.169.254/latest", Some("url")), Some("metadata"));
+        assert_eq!(class("localhost:5432", Some("db_host")), Some("loopback"));
+        assert_eq!(class("10.1.2.3", Some("ipAddress")), Some("private"));
+        assert_eq!(class("example.com", Some("host")), None);
+        assert_eq!(class("169.254.169.254", Some("note")), None);
+        assert_eq!(class("alice@example.com", Some("email_address")), None);
+        assert_eq!(class("12 Main Street", Some("address")), None);
+    }
+
+    #[test]
+    fn public_and_allowed_hosts_pass() {
+        for v in [
+            "https://example.com/a?next=https://example.org/b",
+            "see https://docs.rs/url and http://crates.io",
+            "https://build.corp.example.com/job/1",
+            "mailto:someone@example.com",
+            "no url here",
+        ] {
+            assert_eq!(class(v, None), None, "{v}");
+        }
+    }
+
+    #[test]
+    fn a_password_in_a_url_is_seen() {
+        assert!(has_url_password("https://bob:hunter2@git.example.com/repo"));
+        assert!(!has_url_password("https://bob@git.example.com/repo"));
+        assert!(!has_url_password("https://example.com/@handle"));
+    }
+}
