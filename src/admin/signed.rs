@@ -28,7 +28,9 @@ pub const WINDOW: Duration = Duration::from_secs(300);
 pub enum Unsigned {
     #[error("the gateway runs with generated keys: give it [state] keys_file or keys_env, and the same to `portcullis listings --config`")]
     NoKeys,
-    #[error("no Authorization: Portcullis-Admin signature (use portcullis listings --config FILE)")]
+    #[error(
+        "no Authorization: Portcullis-Admin signature (use portcullis listings --config FILE)"
+    )]
     Missing,
     #[error("the signature is not one of this gateway's [state] keys")]
     Wrong,
@@ -107,22 +109,46 @@ mod tests {
         let k = keys();
         let body = br#"{"upstream":"u","all":true}"#;
         let auth = sign(&k, "POST", "/listings/accept", body).unwrap();
-        assert_eq!(verify(&k, Some(&auth), "POST", "/listings/accept", body), Ok(()));
+        assert_eq!(
+            verify(&k, Some(&auth), "POST", "/listings/accept", body),
+            Ok(())
+        );
         // Another body, path, method, key: refused.
-        assert_eq!(verify(&k, Some(&auth), "POST", "/listings/accept", b"{}"), Err(Unsigned::Wrong));
-        assert_eq!(verify(&k, Some(&auth), "GET", "/listings/accept", body), Err(Unsigned::Wrong));
-        assert_eq!(verify(&keys(), Some(&auth), "POST", "/listings/accept", body), Err(Unsigned::Wrong));
-        assert_eq!(verify(&k, None, "POST", "/listings/accept", body), Err(Unsigned::Missing));
+        assert_eq!(
+            verify(&k, Some(&auth), "POST", "/listings/accept", b"{}"),
+            Err(Unsigned::Wrong)
+        );
+        assert_eq!(
+            verify(&k, Some(&auth), "GET", "/listings/accept", body),
+            Err(Unsigned::Wrong)
+        );
+        assert_eq!(
+            verify(&keys(), Some(&auth), "POST", "/listings/accept", body),
+            Err(Unsigned::Wrong)
+        );
+        assert_eq!(
+            verify(&k, None, "POST", "/listings/accept", body),
+            Err(Unsigned::Missing)
+        );
         let generated = StateKeys::generate();
-        assert_eq!(verify(&generated, Some(&auth), "POST", "/listings/accept", body), Err(Unsigned::NoKeys));
+        assert_eq!(
+            verify(&generated, Some(&auth), "POST", "/listings/accept", body),
+            Err(Unsigned::NoKeys)
+        );
     }
 
     #[test]
     fn an_old_signature_is_refused() {
         let k = keys();
         let time = now() - WINDOW.as_secs() - 5;
-        let (kid, sig) = k.admin_sign(&message("GET", "/listings?upstream=u", time, b"")).unwrap();
-        let auth = HeaderValue::from_str(&format!("{SCHEME} kid={kid}, t={time}, sig={sig}")).unwrap();
-        assert_eq!(verify(&k, Some(&auth), "GET", "/listings?upstream=u", b""), Err(Unsigned::Stale));
+        let (kid, sig) = k
+            .admin_sign(&message("GET", "/listings?upstream=u", time, b""))
+            .unwrap();
+        let auth =
+            HeaderValue::from_str(&format!("{SCHEME} kid={kid}, t={time}, sig={sig}")).unwrap();
+        assert_eq!(
+            verify(&k, Some(&auth), "GET", "/listings?upstream=u", b""),
+            Err(Unsigned::Stale)
+        );
     }
 }

@@ -92,7 +92,12 @@ impl Incoming {
         if loose.get("method").is_some() && loose.get("id").is_some() && answers {
             return Ok(Incoming::Retry(bytes.to_vec()));
         }
-        let sends = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
+        let sends = [
+            "tools/call",
+            "prompts/get",
+            "resources/read",
+            "completion/complete",
+        ];
         let method = loose.get("method").and_then(Value::as_str);
         if loose.get("id").is_some() && method.is_some_and(|m| sends.contains(&m)) {
             return Ok(Incoming::Call(bytes.to_vec()));
@@ -259,9 +264,7 @@ fn trace(exchange: &Exchange, message: &[u8]) -> Option<Traced> {
             ResultRoute::Task(_)
             | ResultRoute::TaskAck
             | ResultRoute::TaskList
-            | ResultRoute::Content => {
-                Some(trace_content(policy, &subject, method, &mut loose).1)
-            }
+            | ResultRoute::Content => Some(trace_content(policy, &subject, method, &mut loose).1),
         };
         if let Some(report) = report {
             return Some(Traced {

@@ -311,7 +311,14 @@ fn the_gateway_without_the_demo_feature_links_no_demo_server() {
 fn every_normal_dependency_is_used_outside_the_tests() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut unused = Vec::new();
-    for member in [".", "crates/model", "crates/policy", "crates/mrtr", "crates/access", "demo"] {
+    for member in [
+        ".",
+        "crates/model",
+        "crates/policy",
+        "crates/mrtr",
+        "crates/access",
+        "demo",
+    ] {
         let dir = root.join(member);
         let manifest: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml"))
             .unwrap()
@@ -331,5 +338,8 @@ fn every_normal_dependency_is_used_outside_the_tests() {
             }
         }
     }
-    assert!(unused.is_empty(), "used only by tests (make them dev-dependencies): {unused:?}");
+    assert!(
+        unused.is_empty(),
+        "used only by tests (make them dev-dependencies): {unused:?}"
+    );
 }

@@ -176,7 +176,8 @@ fn the_policies_readme_says_what_the_presets_do_with_sampling_and_roots() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("policies/README.md")).unwrap();
     for preset in ["untrusted", "trusted"] {
-        let text = std::fs::read_to_string(root.join(format!("policies/presets/{preset}.toml"))).unwrap();
+        let text =
+            std::fs::read_to_string(root.join(format!("policies/presets/{preset}.toml"))).unwrap();
         let table: toml::Table = text.parse().unwrap();
         let deprecated = &table["deprecated"];
         let row = readme
@@ -185,7 +186,11 @@ fn the_policies_readme_says_what_the_presets_do_with_sampling_and_roots() {
             .unwrap_or_else(|| panic!("no row for {preset}"));
         for kind in ["sampling", "roots"] {
             let allowed = deprecated[kind].as_str() == Some("allow");
-            let says = if allowed { "sampling/roots allowed" } else { "sampling/roots refused" };
+            let says = if allowed {
+                "sampling/roots allowed"
+            } else {
+                "sampling/roots refused"
+            };
             assert!(
                 row.contains(says),
                 "{preset} sets {kind} = {}, its row says otherwise: {row}",

@@ -190,7 +190,10 @@ async fn cli(gw: &portcullis::server::RunningGateway, dir: &Path, args: &[&str])
     let mut all: Vec<String> = vec!["listings".into()];
     all.extend(args.iter().map(|a| a.to_string()));
     all.extend(["--admin".into(), admin]);
-    all.extend(["--config".into(), dir.join("gateway/gateway.toml").display().to_string()]);
+    all.extend([
+        "--config".into(),
+        dir.join("gateway/gateway.toml").display().to_string(),
+    ]);
     let out = tokio::task::spawn_blocking(move || Command::new(BIN).args(&all).output().unwrap())
         .await
         .unwrap();
@@ -309,20 +312,42 @@ async fn a_changed_definition_is_removed_audited_counted_and_delivered_once_acce
             cli(
                 gw,
                 dir.path(),
-                &["accept", "--upstream", "rugs", "--item", "description", "--digest", &digest],
+                &[
+                    "accept",
+                    "--upstream",
+                    "rugs",
+                    "--item",
+                    "description",
+                    "--digest",
+                    &digest,
+                ],
             )
             .await
         }
     };
     let (code, out) = accept(stale).await;
-    assert_eq!(code, 1, "a digest other than the one held pins nothing: {out}");
-    assert_eq!(call_reason(&url, "description").await.as_deref(), Some("listing_changed"));
+    assert_eq!(
+        code, 1,
+        "a digest other than the one held pins nothing: {out}"
+    );
+    assert_eq!(
+        call_reason(&url, "description").await.as_deref(),
+        Some("listing_changed")
+    );
     let (code, out) = accept(held).await;
     assert_eq!((code, out.trim()), (0, "accepted tool description"));
     let (code, _) = cli(
         &gw,
         dir.path(),
-        &["accept", "--upstream", "rugs", "--item", "nothing_held", "--digest", &"1".repeat(64)],
+        &[
+            "accept",
+            "--upstream",
+            "rugs",
+            "--item",
+            "nothing_held",
+            "--digest",
+            &"1".repeat(64),
+        ],
     )
     .await;
     assert_eq!(code, 1, "nothing matched");
@@ -460,18 +485,37 @@ async fn an_acceptance_is_taken_only_as_the_cli_sends_it() {
     for (headers, status) in [
         // Loopback and the header are no longer enough: a local program has both.
         (vec![json_type, marked], 401),
-        (vec![json_type, marked, ("authorization", forged.as_str())], 401),
-        (vec![json_type, marked, ("authorization", other_body.as_str())], 401),
+        (
+            vec![json_type, marked, ("authorization", forged.as_str())],
+            401,
+        ),
+        (
+            vec![json_type, marked, ("authorization", other_body.as_str())],
+            401,
+        ),
         (vec![json_type, ("authorization", good.as_str())], 403),
         (
-            vec![json_type, marked, ("authorization", good.as_str()), ("origin", "https://evil.example")],
+            vec![
+                json_type,
+                marked,
+                ("authorization", good.as_str()),
+                ("origin", "https://evil.example"),
+            ],
             403,
         ),
         (
-            vec![json_type, marked, ("authorization", good.as_str()), ("host", "rebound.evil.example")],
+            vec![
+                json_type,
+                marked,
+                ("authorization", good.as_str()),
+                ("host", "rebound.evil.example"),
+            ],
             403,
         ),
-        (vec![json_type, marked, ("authorization", good.as_str())], 200),
+        (
+            vec![json_type, marked, ("authorization", good.as_str())],
+            200,
+        ),
     ] {
         assert_eq!(
             post(&headers).await.unwrap().status(),
@@ -495,9 +539,18 @@ async fn an_acceptance_is_taken_only_as_the_cli_sends_it() {
     };
     let sign_get = || Some(signed(dir.path(), "GET", "/listings?upstream=rugs", ""));
     assert_eq!(read(None, None).await.unwrap().status(), 401);
-    assert_eq!(read(sign_get(), Some("attacker.example:9901")).await.unwrap().status(), 403);
+    assert_eq!(
+        read(sign_get(), Some("attacker.example:9901"))
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
     assert_eq!(read(sign_get(), None).await.unwrap().status(), 200);
-    assert_eq!(read(sign_get(), Some("localhost")).await.unwrap().status(), 200);
+    assert_eq!(
+        read(sign_get(), Some("localhost")).await.unwrap().status(),
+        200
+    );
     gw.shutdown().await;
 }
 

@@ -383,7 +383,10 @@ async fn a_pooled_programs_late_lines_never_reach_the_next_caller() {
     let gw = start_in(dir.path(), &text).await;
     let c = client();
     for round in 0..3 {
-        let talk = call(&c, &url(&gw), "a", "talk", json!({})).send().await.unwrap();
+        let talk = call(&c, &url(&gw), "a", "talk", json!({}))
+            .send()
+            .await
+            .unwrap();
         assert!(talk.text().await.unwrap().contains("talk"));
         let listen = call(&c, &url(&gw), "b", "listen", json!({}))
             .send()
@@ -392,7 +395,10 @@ async fn a_pooled_programs_late_lines_never_reach_the_next_caller() {
             .text()
             .await
             .unwrap();
-        assert!(listen.contains("said during listen"), "round {round}: {listen}");
+        assert!(
+            listen.contains("said during listen"),
+            "round {round}: {listen}"
+        );
         assert!(
             !listen.contains("left over"),
             "round {round}: the previous caller's line reached the next: {listen}"

@@ -1482,7 +1482,13 @@ async fn a_list_of_tasks_gets_the_question_policy() {
     let up = upstream(p.clone()).await;
     let gw = gateway(&up, "").await;
     let url = url(&gw);
-    let v = post(&url, "tasks/list", None, request("l1", "tasks/list", json!({}))).await;
+    let v = post(
+        &url,
+        "tasks/list",
+        None,
+        request("l1", "tasks/list", json!({})),
+    )
+    .await;
     assert_eq!(reason(&v), "secret_field_requested", "{v}");
     nothing_of(&v, &["bank password"]);
     let session = legacy_session(&url).await;
@@ -1495,19 +1501,42 @@ async fn a_list_of_tasks_gets_the_question_policy() {
         .await
         .unwrap();
     assert!(!text.contains("bank password"), "{text}");
-    assert_eq!(reason(messages(&text).last().unwrap()), "secret_field_requested", "{text}");
+    assert_eq!(
+        reason(messages(&text).last().unwrap()),
+        "secret_field_requested",
+        "{text}"
+    );
 
     set(&p, "tasks/list", listing(room_form()));
-    let v = post(&url, "tasks/list", None, request("l2", "tasks/list", json!({}))).await;
-    let tasks = v["result"]["tasks"].as_array().unwrap_or_else(|| panic!("{v}"));
+    let v = post(
+        &url,
+        "tasks/list",
+        None,
+        request("l2", "tasks/list", json!({})),
+    )
+    .await;
+    let tasks = v["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"));
     let state = tasks[0]["requestState"].as_str().unwrap_or_default();
-    assert!(state.starts_with("pcs1."), "the listed question is sealed: {v}");
+    assert!(
+        state.starts_with("pcs1."),
+        "the listed question is sealed: {v}"
+    );
     assert!(!v.to_string().contains("up-3"), "{v}");
     assert_eq!(tasks[1]["taskId"], "other-task");
     assert!(tasks[1].get("requestState").is_none(), "{v}");
     // The sealed state answers that task's question through tasks/update.
-    let body = update("u1", Some(state), TASK, json!({"q": accept("room", "atrium")}));
+    let body = update(
+        "u1",
+        Some(state),
+        TASK,
+        json!({"q": accept("room", "atrium")}),
+    );
     let v = post(&url, "tasks/update", Some(TASK), body).await;
     assert_eq!(v["result"]["resultType"], "complete", "{v}");
-    assert_eq!(received(&up, "tasks/update")[0]["params"]["requestState"], "up-3");
+    assert_eq!(
+        received(&up, "tasks/update")[0]["params"]["requestState"],
+        "up-3"
+    );
 }

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 use portcullis_model::model::{ClientCaps, McpMethod};
 use portcullis_policy::policy::config::{Policy, PolicySet};
-use portcullis_policy::policy::inspect::{inspect_content, inspect_whole_result, may_need_content, Subject};
+use portcullis_policy::policy::inspect::{
+    inspect_content, inspect_whole_result, may_need_content, Subject,
+};
 use serde_json::{json, Value};
 
 fn policy(name: &str) -> Arc<Policy> {
@@ -88,7 +90,16 @@ fn content(c: &mut Criterion) {
 /// sentence of description and a dozen described parameters.
 fn generated_list() -> Value {
     let verbs = ["List", "Get", "Create", "Update", "Delete", "Search"];
-    let things = ["messages", "calendar events", "drive items", "contacts", "planner tasks", "team channels", "site pages", "mail folders"];
+    let things = [
+        "messages",
+        "calendar events",
+        "drive items",
+        "contacts",
+        "planner tasks",
+        "team channels",
+        "site pages",
+        "mail folders",
+    ];
     let tools: Vec<Value> = (0..344)
         .map(|i| {
             let verb = verbs[i % verbs.len()];

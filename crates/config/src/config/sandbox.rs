@@ -132,11 +132,7 @@ pub(super) fn cgroup_mode(
         .find(|m| m.as_str() == raw.get_ref())
         .ok_or_else(|| {
             let names: Vec<&str> = CgroupMode::ALL.iter().map(|m| m.as_str()).collect();
-            loc.at(
-                raw.span(),
-                field,
-                format!("one of {}", names.join(", ")),
-            )
+            loc.at(raw.span(), field, format!("one of {}", names.join(", ")))
         })
 }
 

@@ -138,7 +138,10 @@ pub(super) fn stdio(
     let idle_timeout = time(&r.idle_timeout, "idle_timeout", 300);
     let stop_timeout = time(&r.stop_timeout, "stop_timeout", 5);
     let limits = limits(r, field, loc, p);
-    let cgroup = p.or(cgroup_mode(&r.cgroup, &field("cgroup"), loc), CgroupMode::Auto);
+    let cgroup = p.or(
+        cgroup_mode(&r.cgroup, &field("cgroup"), loc),
+        CgroupMode::Auto,
+    );
     Some(StdioSettings {
         program: program?,
         args: command.get_ref()[1..]

@@ -431,8 +431,7 @@ fn below(mount: &Mount, path: &str) -> Result<PathBuf, String> {
 /// A cgroup can be made (and removed) under `base`.
 fn usable(base: &Path) -> Result<(), String> {
     let probe = base.join(format!("{PREFIX}{}-probe", std::process::id()));
-    fs::create_dir(&probe)
-        .map_err(|e| format!("{} cannot have children: {e}", base.display()))?;
+    fs::create_dir(&probe).map_err(|e| format!("{} cannot have children: {e}", base.display()))?;
     let _ = fs::remove_dir(&probe);
     Ok(())
 }
@@ -475,7 +474,10 @@ fn enable_v2(base: &Path, controller: &str) -> Result<(), String> {
     enable().map_err(|e| {
         // Others share the gateway's cgroup: put it back where it was.
         let _ = fs::write(base.join("cgroup.procs"), std::process::id().to_string());
-        format!("{}: {e} (other processes share the gateway's cgroup)", control.display())
+        format!(
+            "{}: {e} (other processes share the gateway's cgroup)",
+            control.display()
+        )
     })?;
     tracing::info!(cgroup = %leaf.display(), "the gateway moved into a leaf cgroup, so its stdio programs can have cgroups of their own");
     Ok(())

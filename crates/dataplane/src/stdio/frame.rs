@@ -231,7 +231,10 @@ mod tests {
         let mut reader = tokio::io::BufReader::with_capacity(8, input);
         let mut out = Vec::new();
         loop {
-            match read_line(&mut reader, max, &AtomicBool::new(false)).await.unwrap() {
+            match read_line(&mut reader, max, &AtomicBool::new(false))
+                .await
+                .unwrap()
+            {
                 Line::End => return out,
                 Line::Message(m) => out.push(Ok(String::from_utf8(m.to_vec()).unwrap())),
                 Line::Fault(f) => out.push(Err(f)),

@@ -398,7 +398,9 @@ impl StdioUpstream {
         let limits = self.settings.limits;
         let made = tokio::task::spawn_blocking(move || {
             let found = cgroups();
-            found.make(&limits).map_err(|e| (e.to_string(), found.missing()))
+            found
+                .make(&limits)
+                .map_err(|e| (e.to_string(), found.missing()))
         })
         .await
         .map_err(|e| Unavailable::Start(e.to_string()))?;
@@ -414,12 +416,19 @@ impl StdioUpstream {
             ))),
             (_, Ok(c)) => {
                 if !(c.memory && c.tasks) {
-                    self.said_once(|| format!("its cgroup keeps part of its limits only ({})", cgroups().missing()));
+                    self.said_once(|| {
+                        format!(
+                            "its cgroup keeps part of its limits only ({})",
+                            cgroups().missing()
+                        )
+                    });
                 }
                 Ok(Some(c))
             }
             (_, Err((why, _))) => {
-                self.said_once(|| format!("no cgroup ({why}): its memory and task limits are per process"));
+                self.said_once(|| {
+                    format!("no cgroup ({why}): its memory and task limits are per process")
+                });
                 Ok(None)
             }
         }

@@ -17,9 +17,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 mod settle;
 
+use super::cgroup::ProgramCgroup;
 use super::frame::{self, FromProgram, Line, LineFault};
 use super::metrics::StdioMetrics;
-use super::cgroup::ProgramCgroup;
 use super::spawn::{signal_group, signal_one, Spawned};
 
 /// Why a request to the program got no answer.

@@ -100,7 +100,10 @@ pub(crate) fn spawn(settings: &StdioSettings, cgroup: Option<ProgramCgroup>) -> 
         limits: settings.limits,
         report: report_w.as_raw_fd(),
         binary: binary.as_ref().map(AsRawFd::as_raw_fd),
-        cgroups: cgroup.as_ref().map(ProgramCgroup::join_fds).unwrap_or_default(),
+        cgroups: cgroup
+            .as_ref()
+            .map(ProgramCgroup::join_fds)
+            .unwrap_or_default(),
         run_as,
     };
     // SAFETY: `ChildSetup::apply` makes only async-signal-safe system calls

@@ -181,7 +181,13 @@ impl Signals {
             // SAFETY: reading into a zeroed signalfd_siginfo of its size.
             let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
             let size = std::mem::size_of::<libc::signalfd_siginfo>();
-            let n = unsafe { libc::read(self.fd, (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+            let n = unsafe {
+                libc::read(
+                    self.fd,
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size,
+                )
+            };
             if n != size as isize {
                 return got;
             }
@@ -387,7 +393,12 @@ fn below() -> Vec<libc::pid_t> {
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
-        found.extend(parent_of.iter().filter(|(_, p)| *p == parent).map(|(c, _)| *c));
+        found.extend(
+            parent_of
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
         i += 1;
     }
     found.remove(0);

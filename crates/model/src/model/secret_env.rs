@@ -70,9 +70,15 @@ mod tests {
     fn a_taken_variable_is_gone_and_read_again_from_memory() {
         let name = "PORTCULLIS_SECRET_ENV_TEST";
         std::env::set_var(name, "s3cret-value");
-        assert_eq!(take(name).as_deref(), Some(std::ffi::OsStr::new("s3cret-value")));
+        assert_eq!(
+            take(name).as_deref(),
+            Some(std::ffi::OsStr::new("s3cret-value"))
+        );
         assert_eq!(std::env::var_os(name), None);
-        assert_eq!(take(name).as_deref(), Some(std::ffi::OsStr::new("s3cret-value")));
+        assert_eq!(
+            take(name).as_deref(),
+            Some(std::ffi::OsStr::new("s3cret-value"))
+        );
         std::env::set_var(name, "rotated");
         assert_eq!(take(name).as_deref(), Some(std::ffi::OsStr::new("rotated")));
         assert_eq!(take("PORTCULLIS_SECRET_ENV_NEVER_SET"), None);

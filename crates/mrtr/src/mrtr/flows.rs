@@ -151,7 +151,10 @@ impl FlowStore {
             return Ok(Vec::new());
         }
         let who = caller_id(key, caller);
-        let prints: Vec<Fingerprint> = texts.iter().map(|t| fingerprint(key, &who, t.text)).collect();
+        let prints: Vec<Fingerprint> = texts
+            .iter()
+            .map(|t| fingerprint(key, &who, t.text))
+            .collect();
         let origins: Vec<Vec<String>> = if self.shared_redis() {
             let keys: Vec<String> = prints.iter().map(|p| redis_key(&who, p)).collect();
             self.shared.flows_members(&keys).await?
@@ -219,7 +222,11 @@ fn redis_key(who: &Fingerprint, print: &Fingerprint) -> String {
 }
 
 fn forget_soonest(values: &mut HashMap<Fingerprint, Entry>) {
-    if let Some(k) = values.iter().min_by_key(|(_, e)| e.expires).map(|(k, _)| *k) {
+    if let Some(k) = values
+        .iter()
+        .min_by_key(|(_, e)| e.expires)
+        .map(|(k, _)| *k)
+    {
         values.remove(&k);
     }
 }
@@ -244,7 +251,10 @@ mod tests {
     }
 
     fn store() -> FlowStore {
-        FlowStore::new(Arc::new(ReplayStore::new(&ReplayBackend::Local)), DEFAULT_TTL)
+        FlowStore::new(
+            Arc::new(ReplayStore::new(&ReplayBackend::Local)),
+            DEFAULT_TTL,
+        )
     }
 
     fn look<'a>(path: &'a str, text: &'a str) -> Lookup<'a> {
@@ -256,18 +266,35 @@ mod tests {
         let s = store();
         let k = key();
         assert!(!s.may_hold(&k, "api_key:alice"));
-        s.remember(&k, "api_key:alice", "vault", &["s3cr3t-value".into()]).await.unwrap();
+        s.remember(&k, "api_key:alice", "vault", &["s3cr3t-value".into()])
+            .await
+            .unwrap();
         assert!(s.may_hold(&k, "api_key:alice"));
         let texts = [look("/body", "s3cr3t-value"), look("/to", "bob")];
-        let hits = s.find(&k, "api_key:alice", "webhook", &texts).await.unwrap();
+        let hits = s
+            .find(&k, "api_key:alice", "webhook", &texts)
+            .await
+            .unwrap();
         assert_eq!(hits, [("/body".to_owned(), "vault".to_owned())]);
         // Back to where it came from: no crossing.
-        assert!(s.find(&k, "api_key:alice", "vault", &texts).await.unwrap().is_empty());
+        assert!(s
+            .find(&k, "api_key:alice", "vault", &texts)
+            .await
+            .unwrap()
+            .is_empty());
         // Another caller was never handed it.
-        assert!(s.find(&k, "api_key:bob", "webhook", &texts).await.unwrap().is_empty());
+        assert!(s
+            .find(&k, "api_key:bob", "webhook", &texts)
+            .await
+            .unwrap()
+            .is_empty());
         // Another key (another cluster) finds nothing.
         let other = hmac::Key::new(hmac::HMAC_SHA256, b"another key entirely, 32 bytes!!");
-        assert!(s.find(&other, "api_key:alice", "webhook", &texts).await.unwrap().is_empty());
+        assert!(s
+            .find(&other, "api_key:alice", "webhook", &texts)
+            .await
+            .unwrap()
+            .is_empty());
     }
 
     #[tokio::test]
@@ -277,9 +304,17 @@ mod tests {
             Duration::from_millis(30),
         );
         let k = key();
-        let many: Vec<String> = (0..MAX_PER_CALLER + 10).map(|i| format!("value-{i:08}")).collect();
+        let many: Vec<String> = (0..MAX_PER_CALLER + 10)
+            .map(|i| format!("value-{i:08}"))
+            .collect();
         s.remember(&k, "c", "a", &many).await.unwrap();
-        let kept = s.local.lock().unwrap().values().map(|c| c.values.len()).sum::<usize>();
+        let kept = s
+            .local
+            .lock()
+            .unwrap()
+            .values()
+            .map(|c| c.values.len())
+            .sum::<usize>();
         assert!(kept <= MAX_PER_CALLER, "{kept}");
         tokio::time::sleep(Duration::from_millis(60)).await;
         let texts = [look("/x", "value-00000001")];

@@ -224,7 +224,10 @@ impl ReplayStore {
     }
 
     /// The set of each key (empty where there is none), in order.
-    pub(crate) async fn flows_members(&self, keys: &[String]) -> Result<Vec<Vec<String>>, ReplayError> {
+    pub(crate) async fn flows_members(
+        &self,
+        keys: &[String],
+    ) -> Result<Vec<Vec<String>>, ReplayError> {
         let ReplayStore::Redis(r) = self else {
             return Ok(vec![Vec::new(); keys.len()]);
         };

@@ -72,7 +72,9 @@ pub enum Found {
     /// Not in a whole list recorded less than [`FRESH`] ago.
     NotListed,
     /// Not known: the list should be fetched (unless it was just now).
-    Unknown { fetch: bool },
+    Unknown {
+        fetch: bool,
+    },
 }
 
 fn index(kind: &str) -> Option<usize> {
@@ -183,7 +185,11 @@ impl Delivered {
 }
 
 fn evict(all: &mut HashMap<Key, Catalogue>) {
-    if let Some(k) = all.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| k.clone()) {
+    if let Some(k) = all
+        .iter()
+        .min_by_key(|(_, c)| c.used)
+        .map(|(k, _)| k.clone())
+    {
         all.remove(&k);
     }
 }
@@ -200,40 +206,83 @@ mod tests {
     #[test]
     fn a_whole_list_lists_and_a_page_adds() {
         let d = Delivered::default();
-        assert!(matches!(d.find("u", "alice", tool(), "a"), Found::Unknown { fetch: true }));
+        assert!(matches!(
+            d.find("u", "alice", tool(), "a"),
+            Found::Unknown { fetch: true }
+        ));
         let def = json!({"name": "a", "inputSchema": {"type": "object"}});
-        let items = [Item { kind: tool(), name: "a", digest: "d1", definition: &def }];
+        let items = [Item {
+            kind: tool(),
+            name: "a",
+            digest: "d1",
+            definition: &def,
+        }];
         d.record("u", "alice", &items, &[tool()]);
-        assert!(matches!(d.find("u", "alice", tool(), "a"), Found::Listed(_)));
-        assert!(matches!(d.find("u", "alice", tool(), "b"), Found::NotListed));
+        assert!(matches!(
+            d.find("u", "alice", tool(), "a"),
+            Found::Listed(_)
+        ));
+        assert!(matches!(
+            d.find("u", "alice", tool(), "b"),
+            Found::NotListed
+        ));
         // Another caller, another upstream: their own.
-        assert!(matches!(d.find("u", "bob", tool(), "a"), Found::Unknown { fetch: true }));
-        assert!(matches!(d.find("v", "alice", tool(), "a"), Found::Unknown { fetch: true }));
+        assert!(matches!(
+            d.find("u", "bob", tool(), "a"),
+            Found::Unknown { fetch: true }
+        ));
+        assert!(matches!(
+            d.find("v", "alice", tool(), "a"),
+            Found::Unknown { fetch: true }
+        ));
         // A page (not whole) adds without dropping.
         let def_b = json!({"name": "b"});
-        let page = [Item { kind: tool(), name: "b", digest: "d2", definition: &def_b }];
+        let page = [Item {
+            kind: tool(),
+            name: "b",
+            digest: "d2",
+            definition: &def_b,
+        }];
         d.record("u", "alice", &page, &[]);
-        assert!(matches!(d.find("u", "alice", tool(), "a"), Found::Listed(_)));
-        assert!(matches!(d.find("u", "alice", tool(), "b"), Found::Listed(_)));
+        assert!(matches!(
+            d.find("u", "alice", tool(), "a"),
+            Found::Listed(_)
+        ));
+        assert!(matches!(
+            d.find("u", "alice", tool(), "b"),
+            Found::Listed(_)
+        ));
         // A new whole list replaces the kind.
         d.record("u", "alice", &page, &[tool()]);
-        assert!(matches!(d.find("u", "alice", tool(), "a"), Found::NotListed));
+        assert!(matches!(
+            d.find("u", "alice", tool(), "a"),
+            Found::NotListed
+        ));
     }
 
     #[test]
     fn one_contract_per_definition_and_fetches_are_spaced() {
         let d = Delivered::default();
         let def = json!({"name": "a"});
-        let items = [Item { kind: tool(), name: "a", digest: "same", definition: &def }];
+        let items = [Item {
+            kind: tool(),
+            name: "a",
+            digest: "same",
+            definition: &def,
+        }];
         d.record("u", "alice", &items, &[]);
         d.record("u", "bob", &items, &[]);
-        let (Found::Listed(a), Found::Listed(b)) =
-            (d.find("u", "alice", tool(), "a"), d.find("u", "bob", tool(), "a"))
-        else {
+        let (Found::Listed(a), Found::Listed(b)) = (
+            d.find("u", "alice", tool(), "a"),
+            d.find("u", "bob", tool(), "a"),
+        ) else {
             panic!("listed")
         };
         assert!(Arc::ptr_eq(&a, &b));
         d.fetched("u", "alice", tool());
-        assert!(matches!(d.find("u", "alice", tool(), "zz"), Found::Unknown { fetch: false }));
+        assert!(matches!(
+            d.find("u", "alice", tool(), "zz"),
+            Found::Unknown { fetch: false }
+        ));
     }
 }

@@ -101,7 +101,8 @@ impl Pins {
     /// Keep `text` as the held definition of `field`, within the bounds.
     fn keep_text(&mut self, field: &str, text: &str) {
         self.forget_text(field);
-        if text.len() <= MAX_HELD_TEXT_BYTES && self.text_bytes + text.len() <= MAX_HELD_TEXTS_BYTES {
+        if text.len() <= MAX_HELD_TEXT_BYTES && self.text_bytes + text.len() <= MAX_HELD_TEXTS_BYTES
+        {
             self.text_bytes += text.len();
             self.texts.insert(field.to_owned(), text.to_owned());
         }
@@ -182,7 +183,10 @@ mod tests {
             digest: "2".into(),
         };
         assert!(m.accept("a", &other).is_empty());
-        assert_eq!(m.held("a").2, [("tool:add".to_owned(), "{\"v\":\"2\"}".to_owned())]);
+        assert_eq!(
+            m.held("a").2,
+            [("tool:add".to_owned(), "{\"v\":\"2\"}".to_owned())]
+        );
         // An acceptance of a definition no longer held pins nothing.
         let stale = Selector::Item {
             name: "add".into(),

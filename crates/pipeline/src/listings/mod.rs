@@ -92,9 +92,7 @@ impl Selector {
     fn matches(&self, field: &str, held: &str) -> bool {
         match self {
             Selector::Digests(d) => d.get(field).is_some_and(|want| want == held),
-            Selector::Item { name, kind, digest } => {
-                named(field, name, *kind) && digest == held
-            }
+            Selector::Item { name, kind, digest } => named(field, name, *kind) && digest == held,
         }
     }
 }
@@ -272,7 +270,10 @@ impl ListingStore {
             out.push(HeldItem {
                 kind: k.kind,
                 name: n.to_owned(),
-                pinned: pinned.iter().find(|(f, _)| *f == field).map(|(_, d)| d.clone()),
+                pinned: pinned
+                    .iter()
+                    .find(|(f, _)| *f == field)
+                    .map(|(_, d)| d.clone()),
                 text: texts
                     .iter()
                     .find(|(f, _)| *f == field)

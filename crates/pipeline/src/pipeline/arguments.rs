@@ -314,8 +314,10 @@ fn asking(
             ctx.request.client.to_value(),
         );
         params.insert("_meta".into(), Value::Object(meta));
-        head.headers
-            .insert(MCP_METHOD.clone(), HeaderValue::from_static(method.as_str()));
+        head.headers.insert(
+            MCP_METHOD.clone(),
+            HeaderValue::from_static(method.as_str()),
+        );
     } else {
         head.headers.remove(&MCP_METHOD);
     }
@@ -374,7 +376,10 @@ async fn crossing(
         match flows.find(key, &caller, upstream, &lookups).await {
             Ok(hits) => hits,
             Err(_) => {
-                gateway.mrtr.replay.fell_back(crate::model::Fallback::Unchecked);
+                gateway
+                    .mrtr
+                    .replay
+                    .fell_back(crate::model::Fallback::Unchecked);
                 Vec::new()
             }
         }

@@ -137,8 +137,7 @@ fn classify_v4(a: Ipv4Addr) -> HostClass {
         return HostClass::LinkLocal;
     }
     let documentation = matches!((o1, o2, o3), (192, 0, 2) | (198, 51, 100) | (203, 0, 113));
-    if a.is_multicast() || a.is_broadcast() || o1 >= 240 || documentation || (o1, o2) == (192, 0)
-    {
+    if a.is_multicast() || a.is_broadcast() || o1 >= 240 || documentation || (o1, o2) == (192, 0) {
         return HostClass::Reserved;
     }
     HostClass::IpLiteral
@@ -218,7 +217,11 @@ fn embedded_address(name: &str) -> Option<IpAddr> {
 /// The shipped list of local-network names (data, not code).
 pub(crate) fn local_names() -> &'static [HostPattern] {
     static NAMES: OnceLock<Vec<HostPattern>> = OnceLock::new();
-    NAMES.get_or_init(|| patterns(include_str!("../../../../policies/data/local-network-names.txt")))
+    NAMES.get_or_init(|| {
+        patterns(include_str!(
+            "../../../../policies/data/local-network-names.txt"
+        ))
+    })
 }
 
 /// A name of the local machine or network: a single label, or on the list.

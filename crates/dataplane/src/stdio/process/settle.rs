@@ -86,13 +86,9 @@ impl Shared {
 /// every process below it) is running or waiting for a CPU (from /proc,
 /// off the runtime's workers).
 async fn tree_running(root: u32) -> bool {
-    tokio::task::spawn_blocking(move || {
-        below(root)
-            .into_iter()
-            .any(|pid| threads_running(pid))
-    })
-    .await
-    .unwrap_or(false)
+    tokio::task::spawn_blocking(move || below(root).into_iter().any(threads_running))
+        .await
+        .unwrap_or(false)
 }
 
 /// `root` and the processes below it.
@@ -105,7 +101,13 @@ fn below(root: u32) -> Vec<u32> {
         .filter_map(|e| {
             let pid = e.file_name().to_str()?.parse().ok()?;
             let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
             Some((pid, ppid))
         })
         .collect();
@@ -127,7 +129,10 @@ fn threads_running(pid: u32) -> bool {
     tasks.flatten().any(|t| {
         std::fs::read_to_string(t.path().join("stat"))
             .ok()
-            .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('R')))
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('R'))
+            })
             .unwrap_or(false)
     })
 }

@@ -195,7 +195,7 @@ pub fn parse(
                 target_member.map(|t| t.member),
                 params::sent_members(method),
             )
-                .map_err(|e| reject(Refusal::new(Reason::InvalidJson, format!("params: {e}"))))?,
+            .map_err(|e| reject(Refusal::new(Reason::InvalidJson, format!("params: {e}"))))?,
         ),
         None => None,
     };

@@ -219,7 +219,17 @@ mod tests {
 
     #[test]
     fn lone_surrogates_are_refused_in_arguments() {
-        assert!(read(&raw(r#"{"arguments":{"a":"\udead"}}"#), Some("name"), &["arguments"]).is_err());
-        assert!(read(&raw(r#"{"arguments":{"\ud800":1}}"#), Some("name"), &["arguments"]).is_err());
+        assert!(read(
+            &raw(r#"{"arguments":{"a":"\udead"}}"#),
+            Some("name"),
+            &["arguments"]
+        )
+        .is_err());
+        assert!(read(
+            &raw(r#"{"arguments":{"\ud800":1}}"#),
+            Some("name"),
+            &["arguments"]
+        )
+        .is_err());
     }
 }

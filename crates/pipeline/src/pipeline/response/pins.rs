@@ -247,7 +247,11 @@ impl Pinning {
             .listed
             .iter()
             .zip(&self.seen)
-            .filter(|(l, _)| !removed.iter().any(|(k, i, _)| *k == l.kind && l.indices.contains(i)))
+            .filter(|(l, _)| {
+                !removed
+                    .iter()
+                    .any(|(k, i, _)| *k == l.kind && l.indices.contains(i))
+            })
             .map(|(l, s)| (l.kind, l.indices[0], l.name.as_str(), s.digest.as_str()))
             .collect();
         self.delivered_to.record(&self.value, &kept);

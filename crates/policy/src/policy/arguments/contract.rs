@@ -150,7 +150,9 @@ impl Contract {
                 undeclared(schema, arguments, &mut String::new(), &mut out);
                 out
             }
-            Kind::Prompt { arguments: declared } => prompt_problems(declared, arguments),
+            Kind::Prompt {
+                arguments: declared,
+            } => prompt_problems(declared, arguments),
             Kind::Template => Vec::new(),
         }
     }
@@ -167,7 +169,9 @@ impl Compiled {
         let validator = linear.ok().or_else(|| {
             jsonschema::options()
                 .should_validate_formats(true)
-                .with_pattern_options(PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT))
+                .with_pattern_options(
+                    PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT),
+                )
                 .build(schema)
                 .ok()
         });
@@ -218,12 +222,20 @@ fn problem_of(at: String, kind: &ValidationErrorKind) -> Problem {
         K::Maximum { limit } | K::ExclusiveMaximum { limit } => {
             (at, format!("is above the tool's {keyword} ({limit})"))
         }
-        K::MinLength { limit } => (at, format!("is shorter than the tool's minLength ({limit})")),
+        K::MinLength { limit } => (
+            at,
+            format!("is shorter than the tool's minLength ({limit})"),
+        ),
         K::MaxLength { limit } => (at, format!("is longer than the tool's maxLength ({limit})")),
         K::MinItems { limit } => (at, format!("has fewer items than minItems ({limit})")),
         K::MaxItems { limit } => (at, format!("has more items than maxItems ({limit})")),
-        K::MinProperties { limit } => (at, format!("has fewer members than minProperties ({limit})")),
-        K::MaxProperties { limit } => (at, format!("has more members than maxProperties ({limit})")),
+        K::MinProperties { limit } => (
+            at,
+            format!("has fewer members than minProperties ({limit})"),
+        ),
+        K::MaxProperties { limit } => {
+            (at, format!("has more members than maxProperties ({limit})"))
+        }
         K::Pattern { .. } | K::BacktrackLimitExceeded { .. } | K::RegexEngineFailure { .. } => {
             (at, "does not match the tool's pattern".to_owned())
         }
@@ -417,20 +429,41 @@ mod tests {
             (json!({"city": "Paris", "days": 2.5}), "/days", "type"),
             (json!({"city": "Paris", "unit": "k"}), "/unit", "enum"),
             (json!({"city": "Paris", "kind": "x"}), "/kind", "const"),
-            (json!({"city": "Paris", "when": "tomorrow"}), "/when", "format"),
-            (json!({"city": "Paris", "mail": "not-mail"}), "/mail", "format"),
-            (json!({"city": "Paris", "tags": ["a", "b", "c"]}), "/tags", "maxItems"),
+            (
+                json!({"city": "Paris", "when": "tomorrow"}),
+                "/when",
+                "format",
+            ),
+            (
+                json!({"city": "Paris", "mail": "not-mail"}),
+                "/mail",
+                "format",
+            ),
+            (
+                json!({"city": "Paris", "tags": ["a", "b", "c"]}),
+                "/tags",
+                "maxItems",
+            ),
             (json!({"city": "Paris", "tags": [1]}), "/tags/0", "type"),
             (json!({"city": "Paris", "x": 1}), "/x", "undeclared"),
         ];
         for (args, path, keyword) in cases {
             let problems = c.problems(&args);
             assert!(
-                problems.iter().any(|p| p.path == path && p.keyword == keyword),
+                problems
+                    .iter()
+                    .any(|p| p.path == path && p.keyword == keyword),
                 "{args}: {problems:?}"
             );
             for p in &problems {
-                for v in ["Paris", "paris", "tomorrow", "not-mail", "forecast\"", "\"k\""] {
+                for v in [
+                    "Paris",
+                    "paris",
+                    "tomorrow",
+                    "not-mail",
+                    "forecast\"",
+                    "\"k\"",
+                ] {
                     assert!(!p.why.contains(v), "{p:?} quotes a value");
                 }
             }
@@ -444,7 +477,10 @@ mod tests {
             "list": {"type": "array", "items": {"type": "object", "properties": {"k": {}}}}
         }}));
         assert_eq!(
-            keywords(&c, json!({"a": {"b": "x", "c": 1}, "list": [{"k": 1}, {"z": 2}], "top": 1})),
+            keywords(
+                &c,
+                json!({"a": {"b": "x", "c": 1}, "list": [{"k": 1}, {"z": 2}], "top": 1})
+            ),
             [
                 ("/a/c".to_owned(), "undeclared".to_owned()),
                 ("/list/1/z".to_owned(), "undeclared".to_owned()),
@@ -457,7 +493,10 @@ mod tests {
             json!({"type": "object", "patternProperties": {"^x": {}}}),
             json!({"allOf": [{"properties": {"a": {}}}]}),
         ] {
-            assert!(tool(open.clone()).problems(&json!({"xa": 1})).is_empty(), "{open}");
+            assert!(
+                tool(open.clone()).problems(&json!({"xa": 1})).is_empty(),
+                "{open}"
+            );
         }
         // A schema with no properties declares none.
         assert_eq!(
@@ -466,22 +505,32 @@ mod tests {
         );
         // A name with / and ~ is escaped in the pointer.
         assert_eq!(
-            keywords(&tool(json!({"type": "object", "properties": {}})), json!({"a/b~": 1})),
+            keywords(
+                &tool(json!({"type": "object", "properties": {}})),
+                json!({"a/b~": 1})
+            ),
             [("/a~1b~0".to_owned(), "undeclared".to_owned())]
         );
     }
 
     #[test]
     fn a_schema_that_cannot_compile_still_has_its_properties_read() {
-        let c = tool(json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}));
+        let c = tool(
+            json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}),
+        );
         assert_eq!(
             keywords(&c, json!({"a": 1, "b": 2})),
             [("/b".to_owned(), "undeclared".to_owned())]
         );
         // A lookaround pattern compiles with the bounded backtracking engine.
-        let c = tool(json!({"type": "object", "properties": {"p": {"type": "string", "pattern": "^(?!admin).*$"}}}));
+        let c = tool(
+            json!({"type": "object", "properties": {"p": {"type": "string", "pattern": "^(?!admin).*$"}}}),
+        );
         assert!(c.problems(&json!({"p": "user"})).is_empty());
-        assert_eq!(keywords(&c, json!({"p": "admin"})), [("/p".to_owned(), "pattern".to_owned())]);
+        assert_eq!(
+            keywords(&c, json!({"p": "admin"})),
+            [("/p".to_owned(), "pattern".to_owned())]
+        );
     }
 
     #[test]

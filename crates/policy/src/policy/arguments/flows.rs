@@ -54,7 +54,10 @@ const REMEMBERED_KINDS: [SecretKind; 7] = [
 
 /// `NAME = value` or `"NAME": "value"` in text.
 static ASSIGNMENT: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r#"["']?([A-Za-z_][A-Za-z0-9_.\-]{0,63})["']?[ \t]*[:=][ \t]*["']?([^\s"',;}]{8,512})"#).ok()
+    Regex::new(
+        r#"["']?([A-Za-z_][A-Za-z0-9_.\-]{0,63})["']?[ \t]*[:=][ \t]*["']?([^\s"',;}]{8,512})"#,
+    )
+    .ok()
 });
 
 /// A text as both sides write it; `None` when it is too short or long.
@@ -96,13 +99,35 @@ pub(crate) fn argument_material(scanned: &Scanned<'_>, at: &str, out: &mut Vec<M
 }
 
 fn is_break(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | ';' | '(' | ')' | '<' | '>' | '[' | ']' | '{' | '}' | '|' | '&' | '=')
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '\''
+                | '`'
+                | ','
+                | ';'
+                | '('
+                | ')'
+                | '<'
+                | '>'
+                | '['
+                | ']'
+                | '{'
+                | '}'
+                | '|'
+                | '&'
+                | '='
+        )
 }
 
 /// What a result (parsed, any depth) holds that the caller's memory keeps
 /// a fingerprint of: credentials found, credential-named members' values,
 /// values assigned to credential names in text.
-pub fn result_material(policy: &Policy, scanner: &SecretValueScanner, result: &Value) -> Vec<String> {
+pub fn result_material(
+    policy: &Policy,
+    scanner: &SecretValueScanner,
+    result: &Value,
+) -> Vec<String> {
     let mut out = Vec::new();
     remember(policy, scanner, result, None, &mut out);
     out
@@ -120,11 +145,19 @@ fn remember(
     }
     match value {
         Value::String(s) => remember_string(policy, scanner, s, key, out),
-        Value::Array(items) => items.iter().for_each(|v| remember(policy, scanner, v, key, out)),
+        Value::Array(items) => items
+            .iter()
+            .for_each(|v| remember(policy, scanner, v, key, out)),
         Value::Object(map) => {
             for (k, v) in map {
                 // Base64 payloads are not text.
-                if k == "blob" || (k == "data" && map.get("type").and_then(Value::as_str).is_some_and(|t| t == "image" || t == "audio")) {
+                if k == "blob"
+                    || (k == "data"
+                        && map
+                            .get("type")
+                            .and_then(Value::as_str)
+                            .is_some_and(|t| t == "image" || t == "audio"))
+                {
                     continue;
                 }
                 remember(policy, scanner, v, Some(k), out);

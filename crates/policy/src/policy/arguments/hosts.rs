@@ -32,8 +32,19 @@ pub(crate) struct Found {
 /// Property names (lower case, `_` and `-` removed) whose values are
 /// addresses, as a whole name or its end.
 const ADDRESS_NAMES: [&str; 13] = [
-    "url", "uri", "host", "hostname", "endpoint", "server", "domain", "ip", "ipaddress", "addr",
-    "webhook", "callback", "proxy",
+    "url",
+    "uri",
+    "host",
+    "hostname",
+    "endpoint",
+    "server",
+    "domain",
+    "ip",
+    "ipaddress",
+    "addr",
+    "webhook",
+    "callback",
+    "proxy",
 ];
 
 /// Whether a property's name says its value is an address.
@@ -99,7 +110,9 @@ fn authorities(text: &str) -> impl Iterator<Item = Authority<'_>> {
             return None;
         }
         let rest = &text[at + 3..];
-        let stop = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`' | ')' | ']' | '}' | '|');
+        let stop = |c: char| {
+            c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`' | ')' | ']' | '}' | '|')
+        };
         let end = rest
             .find(|c: char| stop(c) || matches!(c, '/' | '?' | '#'))
             .unwrap_or(rest.len());
@@ -227,7 +240,10 @@ mod tests {
             ("http://0251.0376.0251.0376/", "metadata"),
             ("http://[::ffff:169.254.169.254]/", "metadata"),
             ("http://[fd00:ec2::254]/latest", "metadata"),
-            ("http://metadata.google.internal/computeMetadata/v1/", "metadata"),
+            (
+                "http://metadata.google.internal/computeMetadata/v1/",
+                "metadata",
+            ),
             ("http://169.254.169.254.nip.io/", "metadata"),
             ("http://user@169.254.169.254/", "metadata"),
             ("http://good.example.com\\@169.254.169.254/", "metadata"),
@@ -259,7 +275,10 @@ mod tests {
     #[test]
     fn address_named_properties_are_read_without_a_scheme() {
         assert_eq!(class("169.254.169.254", Some("host")), Some("metadata"));
-        assert_eq!(class("169.254.169.254/latest", Some("url")), Some("metadata"));
+        assert_eq!(
+            class("169.254.169.254/latest", Some("url")),
+            Some("metadata")
+        );
         assert_eq!(class("localhost:5432", Some("db_host")), Some("loopback"));
         assert_eq!(class("10.1.2.3", Some("ipAddress")), Some("private"));
         assert_eq!(class("example.com", Some("host")), None);

@@ -46,7 +46,7 @@ pub use results::{inspect_result_secrets, may_hold_result_secrets, ResultSecrets
 
 use super::config::{Mode, Policy, Setting};
 use super::inspect::{Action, Rule, Verdict};
-use super::secret_values::{SecretValueScanner, Scanned};
+use super::secret_values::{Scanned, SecretValueScanner};
 use super::secrets::{FieldText, SecretKind};
 use crate::model::{printable_name, McpMethod, Reason, Refusal};
 use contract::pointer_join;
@@ -219,7 +219,12 @@ impl<'a> ArgumentCheck<'a> {
                 let Some(action) = self.action(setting) else {
                     return Ok(None);
                 };
-                self.record(Rule::Arguments, action, "", Some(format!("{kind} not listed")));
+                self.record(
+                    Rule::Arguments,
+                    action,
+                    "",
+                    Some(format!("{kind} not listed")),
+                );
                 if action == Action::Block {
                     let message = format!(
                         "{} did not list the {} \"{}\" to this caller; the gateway forwards calls only to what it listed",
@@ -256,7 +261,12 @@ impl<'a> ArgumentCheck<'a> {
             let Some(action) = self.action(setting) else {
                 continue;
             };
-            self.record(Rule::Arguments, action, &problem.path, Some(problem.keyword.clone()));
+            self.record(
+                Rule::Arguments,
+                action,
+                &problem.path,
+                Some(problem.keyword.clone()),
+            );
             match action {
                 Action::Block => return Err(self.invalid(&problem, undeclared)),
                 Action::Remove => removed.push(problem.path),
@@ -301,7 +311,12 @@ impl<'a> ArgumentCheck<'a> {
             Value::String(_) => {
                 walk.strings += 1;
                 if walk.strings == MAX_STRINGS + 1 {
-                    self.record(Rule::Limit, Action::Monitor, at, Some("strings read".into()));
+                    self.record(
+                        Rule::Limit,
+                        Action::Monitor,
+                        at,
+                        Some("strings read".into()),
+                    );
                 }
                 if walk.strings > MAX_STRINGS {
                     return Ok(());
@@ -407,10 +422,16 @@ impl<'a> ArgumentCheck<'a> {
                     display_path(at),
                     self.call.upstream_name
                 );
-                Err(refusal(Reason::SecretInArguments, message, Rule::ArgumentSecret, at)
-                    .with_data("kind", first.into()))
+                Err(
+                    refusal(Reason::SecretInArguments, message, Rule::ArgumentSecret, at)
+                        .with_data("kind", first.into()),
+                )
             }
-            Action::Redact => Ok(Some(redact(text, &scanned, named.is_some() || url_password))),
+            Action::Redact => Ok(Some(redact(
+                text,
+                &scanned,
+                named.is_some() || url_password,
+            ))),
             _ => Ok(None),
         }
     }
@@ -452,8 +473,13 @@ impl<'a> ArgumentCheck<'a> {
             class.replace('_', " "),
             self.call.upstream_name
         );
-        Err(refusal(Reason::PrivatePathInArguments, message, Rule::PrivatePath, at)
-            .with_data("pathClass", class.into()))
+        Err(refusal(
+            Reason::PrivatePathInArguments,
+            message,
+            Rule::PrivatePath,
+            at,
+        )
+        .with_data("pathClass", class.into()))
     }
 
     fn address(&mut self, text: &str, at: &str, key: Option<&str>) -> Result<(), Refusal> {
@@ -474,8 +500,10 @@ impl<'a> ArgumentCheck<'a> {
             address_words(found.class),
             self.call.upstream_name
         );
-        Err(refusal(Reason::AddressNotAllowed, message, Rule::Address, at)
-            .with_data("addressClass", found.class.into()))
+        Err(
+            refusal(Reason::AddressNotAllowed, message, Rule::Address, at)
+                .with_data("addressClass", found.class.into()),
+        )
     }
 
     fn shell(
@@ -520,12 +548,20 @@ impl<'a> ArgumentCheck<'a> {
     /// The cross-upstream rule, once the gateway looked the material up:
     /// `hits` are (path, origin upstream id) of values another upstream
     /// returned to this caller.
-    pub fn flows(&mut self, arguments: &mut Value, hits: &[(String, String)]) -> Result<(), Refusal> {
+    pub fn flows(
+        &mut self,
+        arguments: &mut Value,
+        hits: &[(String, String)],
+    ) -> Result<(), Refusal> {
         let Some(action) = self.action(self.policy.arguments.cross_upstream) else {
             return Ok(());
         };
         if hits.is_empty() {
-            self.pass(Rule::CrossUpstreamFlow, "", "values other upstreams returned");
+            self.pass(
+                Rule::CrossUpstreamFlow,
+                "",
+                "values other upstreams returned",
+            );
             return Ok(());
         }
         for (path, origin) in hits {

@@ -152,7 +152,10 @@ impl PrivatePaths {
 /// it (`.env`, `id_rsa`, `wallet.dat`).
 fn may_name_a_path(value: &str) -> bool {
     let b = value.as_bytes();
-    if b.iter().any(|c| matches!(c, b'/' | b'\\' | b'~' | b'%' | b'$')) || !value.is_ascii() {
+    if b.iter()
+        .any(|c| matches!(c, b'/' | b'\\' | b'~' | b'%' | b'$'))
+        || !value.is_ascii()
+    {
         return true;
     }
     !b.iter().any(u8::is_ascii_whitespace)
@@ -160,7 +163,25 @@ fn may_name_a_path(value: &str) -> bool {
 }
 
 fn is_word_break(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | ';' | '|' | '(' | ')' | '<' | '>' | '=' | '&' | '[' | ']' | '{' | '}')
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '\''
+                | '`'
+                | ','
+                | ';'
+                | '|'
+                | '('
+                | ')'
+                | '<'
+                | '>'
+                | '='
+                | '&'
+                | '['
+                | ']'
+                | '{'
+                | '}'
+        )
 }
 
 /// URL escapes decoded (as often as they were applied, up to three
@@ -200,7 +221,10 @@ fn normalise(raw: &str) -> Option<(String, bool)> {
             p = rest.to_owned();
         }
     }
-    if let Some(rest) = p.strip_prefix("//localhost/").or_else(|| p.strip_prefix("//127.0.0.1/")) {
+    if let Some(rest) = p
+        .strip_prefix("//localhost/")
+        .or_else(|| p.strip_prefix("//127.0.0.1/"))
+    {
         // \\localhost\c$\Users\… is C:\Users\…
         p = match rest.split_once('/') {
             Some((share, tail)) if share.len() == 2 && share.ends_with('$') => {
@@ -336,10 +360,19 @@ mod tests {
     fn each_class_is_found() {
         for (v, want) in [
             ("~/.aws/credentials", "cloud_credentials"),
-            ("%APPDATA%\\gcloud\\..\\..\\..\\.config\\gcloud\\credentials.db", "cloud_credentials"),
-            ("/home/u/.config/gcloud/application_default_credentials.json", "cloud_credentials"),
+            (
+                "%APPDATA%\\gcloud\\..\\..\\..\\.config\\gcloud\\credentials.db",
+                "cloud_credentials",
+            ),
+            (
+                "/home/u/.config/gcloud/application_default_credentials.json",
+                "cloud_credentials",
+            ),
             ("~/.kube/config", "kubernetes"),
-            ("/var/run/secrets/kubernetes.io/serviceaccount/token", "kubernetes"),
+            (
+                "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                "kubernetes",
+            ),
             ("~/.npmrc", "package_tokens"),
             ("~/.docker/config.json", "package_tokens"),
             ("~/.git-credentials", "package_tokens"),
@@ -356,9 +389,18 @@ mod tests {
             ("~root/.bashrc", "system_secrets"),
             ("/proc/self/environ", "process_memory"),
             ("/proc/1/environ", "process_memory"),
-            ("~/.mozilla/firefox/abc.default/logins.json", "browser_profile"),
-            ("%LOCALAPPDATA%\\Google\\Chrome\\User Data\\Default\\Login Data", "browser_profile"),
-            ("/Users/a/Library/Application Support/Google/Chrome/Default/Cookies", "browser_profile"),
+            (
+                "~/.mozilla/firefox/abc.default/logins.json",
+                "browser_profile",
+            ),
+            (
+                "%LOCALAPPDATA%\\Google\\Chrome\\User Data\\Default\\Login Data",
+                "browser_profile",
+            ),
+            (
+                "/Users/a/Library/Application Support/Google/Chrome/Default/Cookies",
+                "browser_profile",
+            ),
             ("~/Library/Keychains/login.keychain-db", "keychain"),
             ("passwords.kdbx", "keychain"),
             ("~/.bash_history", "shell_history"),

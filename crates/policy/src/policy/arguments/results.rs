@@ -26,14 +26,24 @@ pub struct ResultSecrets {
 /// Words a credential-named member or assignment is written with, in raw
 /// JSON of any case (the cheap test before a parse).
 const CREDENTIAL_WORDS: [&[u8]; 9] = [
-    b"pass", b"pwd", b"secret", b"token", b"key", b"credential", b"auth", b"private", b"seed",
+    b"pass",
+    b"pwd",
+    b"secret",
+    b"token",
+    b"key",
+    b"credential",
+    b"auth",
+    b"private",
+    b"seed",
 ];
 
 /// Whether a raw result may hold what the check or the caller's memory
 /// reads: a pattern of the scanner, a credential word, an escape that can
 /// spell either, or text the scanner reads folded (not ASCII).
 pub fn may_hold_result_secrets(policy: &Policy, scanner: &SecretValueScanner, raw: &str) -> bool {
-    if policy.result_secrets() == Setting::Off && policy.arguments.cross_upstream == crate::policy::config::Setting::Off {
+    if policy.result_secrets() == Setting::Off
+        && policy.arguments.cross_upstream == crate::policy::config::Setting::Off
+    {
         return false;
     }
     if !raw.is_ascii() || memchr::memmem::find(raw.as_bytes(), b"\\u").is_some() {

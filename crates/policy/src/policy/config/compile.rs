@@ -161,13 +161,14 @@ const WITH_REDACT: &[(&str, Setting)] = &[
     ("off", Setting::Off),
 ];
 
+/// Where a policy file lists hosts (`[arguments] allowed_hosts`, ...).
+type HostList = fn(&RawPolicy) -> Option<&Spanned<Vec<Spanned<String>>>>;
+
 /// `[arguments]`: the rules for what a call sends a server.
 fn argument_policy(chain: &[&Source]) -> Result<ArgumentPolicy, ConfigError> {
-    let hosts_of = |field: &str, get: fn(&RawPolicy) -> Option<&Spanned<Vec<Spanned<String>>>>| {
-        match pick(chain, get) {
-            Some((list, src)) => hosts(src, field, list),
-            None => Ok(Vec::new()),
-        }
+    let hosts_of = |field: &str, get: HostList| match pick(chain, get) {
+        Some((list, src)) => hosts(src, field, list),
+        None => Ok(Vec::new()),
     };
     let allowed_hosts = hosts_of(name!(arguments.allowed_hosts), |r| {
         r.arguments.allowed_hosts.as_ref()

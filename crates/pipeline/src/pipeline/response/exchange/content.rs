@@ -36,13 +36,16 @@ impl Exchange {
             Err(e) => return Disposition::Refuse(read_failure(&e)),
         };
         let method = self.ctx.request.method;
-        let (mut outcome, mut report) = inspect_content(policy, &self.subject(), method, &mut value);
+        let (mut outcome, mut report) =
+            inspect_content(policy, &self.subject(), method, &mut value);
         if listing && carries_listing(&value) {
             // Definitions a client reads wherever they come: the listing
             // rules, the permissions and the pins, as in a list's answer.
             self.record_text(&report);
             return match outcome {
-                Ok(rewritten) => self.whole_rewritten(id, &mut value, rewritten, Disposition::Final),
+                Ok(rewritten) => {
+                    self.whole_rewritten(id, &mut value, rewritten, Disposition::Final)
+                }
                 Err(r) => Disposition::Refuse(r),
             };
         }

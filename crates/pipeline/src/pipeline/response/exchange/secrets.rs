@@ -9,9 +9,7 @@ use serde_json::Value;
 
 use super::super::gate::Held;
 use super::{Disposition, Exchange};
-use crate::policy::arguments::{
-    inspect_result_secrets, may_hold_result_secrets, result_material,
-};
+use crate::policy::arguments::{inspect_result_secrets, may_hold_result_secrets, result_material};
 use crate::policy::inspect::Report;
 
 impl Exchange {
@@ -23,7 +21,11 @@ impl Exchange {
 
     /// Find and redact the credentials in a parsed result (verdicts into
     /// `report`); what to remember of it for the caller. Whether it changed.
-    pub(super) fn result_secrets(&self, value: &mut Value, report: &mut Report) -> (bool, Vec<String>) {
+    pub(super) fn result_secrets(
+        &self,
+        value: &mut Value,
+        report: &mut Report,
+    ) -> (bool, Vec<String>) {
         let policy = &self.ctx.route.upstream.settings.policy;
         let scanner = &self.ctx.gateway.mrtr.scanner;
         let remembered = result_material(policy, scanner, value);
@@ -48,7 +50,11 @@ impl Exchange {
         let key = key.clone();
         let shared = gateway.mrtr.replay.is_shared();
         let remember = async move {
-            if flows.remember(&key, &caller, &origin, &texts).await.is_err() {
+            if flows
+                .remember(&key, &caller, &origin, &texts)
+                .await
+                .is_err()
+            {
                 gateway
                     .mrtr
                     .replay
