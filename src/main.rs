@@ -237,7 +237,8 @@ fn main() -> ExitCode {
             report_pid,
             program,
         } => {
-            let code = portcullis_dataplane::stdio::supervise::confine(*max_tasks, *report_pid, program);
+            let code =
+                portcullis_dataplane::stdio::supervise::confine(*max_tasks, *report_pid, program);
             return ExitCode::from(u8::try_from(code).unwrap_or(255));
         }
         _ => {}

@@ -10,9 +10,9 @@ use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::signed;
 use super::text;
 use crate::audit::{AuditContext, AuditEvent};
-use super::signed;
 use crate::listings::{split_field, ItemKind, Selector};
 use crate::listings_command::ACCEPT_HEADER;
 use crate::pipeline::Gateway;

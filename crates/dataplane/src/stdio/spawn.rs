@@ -60,7 +60,10 @@ pub(crate) struct Spawned {
 
 /// Start the program of `settings` (in `cgroup` when there is one), its
 /// stdin, stdout and stderr piped.
-pub(crate) fn spawn(settings: &StdioSettings, cgroup: Option<ProgramCgroup>) -> std::io::Result<Spawned> {
+pub(crate) fn spawn(
+    settings: &StdioSettings,
+    cgroup: Option<ProgramCgroup>,
+) -> std::io::Result<Spawned> {
     let run_as = run_as(settings)?;
     let tasks_kept = cgroup.as_ref().is_some_and(|c| c.tasks);
     let (report, report_w) = report_pipe()?;

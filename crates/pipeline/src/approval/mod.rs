@@ -10,16 +10,22 @@ pub(crate) mod facts;
 // docs/src/guide/approval.md). Once it does, these expectations fail.
 #[cfg_attr(
     not(test),
-    expect(dead_code, reason = "the approval step on the request path is still to come (issue 38)")
+    expect(
+        dead_code,
+        reason = "the approval step on the request path is still to come (issue 38)"
+    )
 )]
 pub(crate) mod form;
-#[expect(dead_code, reason = "the approval step on the request path is still to come (issue 38)")]
+#[expect(
+    dead_code,
+    reason = "the approval step on the request path is still to come (issue 38)"
+)]
 pub(crate) mod memory;
 pub(crate) mod metrics;
 
 #[cfg(test)]
 pub(crate) use portcullis_approval::{raw, RawApproval};
 pub(crate) use portcullis_approval::{
-    Annotations, ApprovalRule, ApprovalRules, Because, CallerFacts, Circumstances, Facts,
-    Remember, Step, Variable,
+    Annotations, ApprovalRule, ApprovalRules, Because, CallerFacts, Circumstances, Facts, Remember,
+    Step, Variable,
 };

@@ -254,7 +254,10 @@ impl RedisPins {
     }
 
     /// Pinned, held and the held texts.
-    pub(crate) async fn held(&self, upstream: &str) -> Result<(Digests, Digests, Digests), StoreError> {
+    pub(crate) async fn held(
+        &self,
+        upstream: &str,
+    ) -> Result<(Digests, Digests, Digests), StoreError> {
         let mut conn = self.connection().await?;
         let (pinned, held) = self.keys(upstream);
         let (texts, _) = self.text_keys(upstream);

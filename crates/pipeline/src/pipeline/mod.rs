@@ -8,7 +8,10 @@
 
 pub(crate) mod access;
 pub(crate) mod answer;
-#[expect(dead_code, reason = "the approval step on the request path is still to come (issue 38)")]
+#[expect(
+    dead_code,
+    reason = "the approval step on the request path is still to come (issue 38)"
+)]
 pub(crate) mod approve;
 pub mod arguments;
 pub(crate) mod body;
