@@ -27,3 +27,4 @@ pub mod explain;
 pub mod healthcheck;
 pub mod listings_command;
 pub mod server;
+pub mod signed;

@@ -3,7 +3,7 @@
 //! the definition they read (by its digest). Each goes through the
 //! gateway's admin listener (`GET /listings`, `GET /listings/held`, `POST
 //! /listings/accept`), signed with the `[state]` keys of `--config`
-//! (`admin/signed.rs`); an acceptance is answered only from loopback
+//! (`signed.rs`); an acceptance is answered only from loopback
 //! (`admin.rs`). With Redis, any instance's admin listener reaches the
 //! pins every instance shares.
 
@@ -18,7 +18,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
-use crate::admin::signed;
+use crate::signed;
 use crate::mrtr::seal::StateKeys;
 
 /// The header an acceptance must carry: a browser cannot send it to

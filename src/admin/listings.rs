@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::signed;
+use crate::signed;
 use super::text;
 use crate::audit::{AuditContext, AuditEvent};
 use crate::listings::{split_field, ItemKind, Selector};

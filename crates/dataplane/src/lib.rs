@@ -3,6 +3,8 @@
 //! upstream connection pools and the forward phase's client (`forward`), and stdio
 //! programs as upstreams (`stdio`). It knows HTTP and connections, not MCP's phases: a
 //! listener serves each connection with the service its caller hands it.
+//! `stdio::supervise` is the binary's hidden `stdio-supervise` and `stdio-confine`
+//! steps (a program's supervisor, and its last step before exec).
 
 #![warn(unreachable_pub)]
 

@@ -1,6 +1,7 @@
 //! The request pipeline (ARCHITECTURE.md, "Crates"): the MCP phases over one request
 //! context (`pipeline`), the generic tower layers around them (`layers`), pinned
-//! listings (`listings`) and OpenTelemetry traces (`telemetry`), over every crate below.
+//! listings (`listings`) and OpenTelemetry traces (`telemetry`), over every crate below;
+//! the gateway's own approval questions (`approval`) are internal to it.
 
 #![warn(unreachable_pub)]
 

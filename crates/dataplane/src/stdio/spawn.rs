@@ -15,7 +15,7 @@ use tokio::process::{Child, Command};
 
 use super::cgroup::{self, ProgramCgroup};
 use super::sandbox::{confine_args, launcher_args};
-use super::supervise::{BINARY_FD, REPORT_FD};
+use super::supervise::{BINARY_FD, CLOSE_RANGE_CLOEXEC, REPORT_FD};
 use crate::config::{ProcessLimits, StdioSettings};
 
 /// The binary run as the supervisor and as confine: the gateway's own,
@@ -181,8 +181,6 @@ fn above_fixed(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     // SAFETY: just opened, owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(dup) })
 }
-
-pub(super) const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 
 /// What the child does between fork and exec, from values copied before.
 struct ChildSetup {

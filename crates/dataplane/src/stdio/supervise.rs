@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 pub const REPORT_FD: libc::c_int = 3;
 /// The gateway's binary, open, for a sandbox to show confine inside.
 pub const BINARY_FD: libc::c_int = 4;
+/// close_range(2)'s flag: mark the range close-on-exec instead of closing it
+/// (the spawn's child and the supervisor both use it).
+pub(super) const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 
 /// The supervisor: start `target`, then stay until it and everything it
 /// started are gone. Returns the exit code when the program exited; ends
@@ -451,7 +454,7 @@ pub fn confine(max_tasks: Option<u64>, report_pid: bool, program: &[OsString]) -
             libc::SYS_close_range,
             3 as libc::c_uint,
             libc::c_uint::MAX,
-            super::spawn::CLOSE_RANGE_CLOEXEC,
+            CLOSE_RANGE_CLOEXEC,
         );
     }
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
