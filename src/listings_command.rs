@@ -18,8 +18,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
-use crate::signed;
 use crate::mrtr::seal::StateKeys;
+use crate::signed;
 
 /// The header an acceptance must carry: a browser cannot send it to
 /// another origin without a preflight, which the admin listener refuses.

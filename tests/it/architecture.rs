@@ -37,7 +37,11 @@ fn code_of(path: &Path, text: &str) -> Option<String> {
                     lines.next();
                     continue;
                 }
-                _ => break,
+                // A test module: the rest of the file is tests.
+                Some(next) if next.trim_start().starts_with("mod ") => break,
+                // One item kept for the tests (a constructor, a helper): the
+                // code after it is still code.
+                _ => {}
             }
         }
         out.push_str(line);
@@ -314,9 +318,14 @@ fn every_normal_dependency_is_used_outside_the_tests() {
     for member in [
         ".",
         "crates/model",
+        "crates/approval",
         "crates/policy",
         "crates/mrtr",
         "crates/access",
+        "crates/audit",
+        "crates/config",
+        "crates/dataplane",
+        "crates/pipeline",
         "demo",
     ] {
         let dir = root.join(member);

@@ -128,9 +128,11 @@ fn the_book_lists_every_config_key_as_the_gateway_reads_it() {
 /// The `event` names `AuditEvent::name` gives, read from its match arms (the
 /// enum has no list of its variants, and a name is written only there).
 fn audit_event_names() -> Vec<String> {
-    let source =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/crates/audit/src/audit/event.rs"))
-            .expect("crates/audit/src/audit/event.rs (moved? point this test at AuditEvent::name)");
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/audit/src/audit/event.rs"
+    ))
+    .expect("crates/audit/src/audit/event.rs (moved? point this test at AuditEvent::name)");
     let body = source
         .split("fn name(&self) -> &'static str {")
         .nth(1)
