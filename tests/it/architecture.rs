@@ -37,11 +37,7 @@ fn code_of(path: &Path, text: &str) -> Option<String> {
                     lines.next();
                     continue;
                 }
-                // A test module: the rest of the file is tests.
-                Some(next) if next.trim_start().starts_with("mod ") => break,
-                // One item kept for the tests (a constructor, a helper): the
-                // code after it is still code.
-                _ => {}
+                _ => break,
             }
         }
         out.push_str(line);
