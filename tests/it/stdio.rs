@@ -225,8 +225,14 @@ fn the_config_names_the_one_problem_a_program_has() {
 fn the_state_keys_never_reach_a_program() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // The variable need not even be read: naming it is enough to refuse.
-    let named = config(d, "env_from = [\"PATH\"]", "[state]\nkeys_env = \"PATH\"");
+    // The variable need not even be read: naming it is enough to refuse. Not
+    // PATH: reading the config takes a keys_env variable out of this test
+    // process's environment, and the stdio tests after it need PATH.
+    let named = config(
+        d,
+        "env_from = [\"PORTCULLIS_TEST_NAMED_KEYS\"]",
+        "[state]\nkeys_env = \"PORTCULLIS_TEST_NAMED_KEYS\"",
+    );
     let got = problems(&named, d);
     assert!(
         got.contains("holds the gateway's state keys; a program never gets them"),
