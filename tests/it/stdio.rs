@@ -225,13 +225,13 @@ fn the_config_names_the_one_problem_a_program_has() {
 fn the_state_keys_never_reach_a_program() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // The variable need not even be read: naming it is enough to refuse. Not
-    // PATH: reading the config takes a keys_env variable out of this test
-    // process's environment, and the stdio tests after it need PATH.
+    // The variable need not even be set: naming it is enough to refuse. (Not
+    // PATH: the gateway takes what it reads as keys out of the environment,
+    // and the tests share this process's.)
     let named = config(
         d,
-        "env_from = [\"PORTCULLIS_TEST_NAMED_KEYS\"]",
-        "[state]\nkeys_env = \"PORTCULLIS_TEST_NAMED_KEYS\"",
+        "env_from = [\"PORTCULLIS_TEST_KEYS\"]",
+        "[state]\nkeys_env = \"PORTCULLIS_TEST_KEYS\"",
     );
     let got = problems(&named, d);
     assert!(

@@ -52,8 +52,8 @@ struct Shared {
     overdue: Mutex<HashSet<u64>>,
     /// Its processes serve any caller in turn (2026-07-28).
     pooled: AtomicBool,
-    /// It has written something that is not an answer.
-    speaks: AtomicBool,
+    /// The program let a settling `ping` go unanswered: not settled again.
+    ignores_ping: AtomicBool,
     /// It has answered a request.
     answered: AtomicBool,
     /// The reader holds part of a line, waiting for its end.
@@ -162,7 +162,7 @@ impl Process {
             abandoned: Mutex::default(),
             overdue: Mutex::default(),
             pooled: AtomicBool::new(false),
-            speaks: AtomicBool::new(false),
+            ignores_ping: AtomicBool::new(false),
             answered: AtomicBool::new(false),
             mid_line: AtomicBool::new(false),
             gone: watch::channel(None).0,
@@ -488,7 +488,6 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                 }
             }
             FromProgram::Request { method, id } => {
-                shared.speaks.store(true, Ordering::Release);
                 // The reader never waits on stdin: a program blocked writing
                 // to us while we wait to write to it would never move again.
                 if let Some(answer) = answered_here(&method, &id, &shared) {
@@ -502,7 +501,6 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
                 }
             }
             FromProgram::Notification { .. } => {
-                shared.speaks.store(true, Ordering::Release);
                 if let Some(to) = shared.related() {
                     // A slow reader loses notifications, never stalls the program.
                     let _ = to.try_send(line);

@@ -12,8 +12,10 @@
 //!   a log line, a late progress note — belongs to the caller that is gone,
 //!   not to the next one. Before a reused process takes the next request,
 //!   the gateway sends it `ping` and drops whatever the program writes
-//!   before that answer. A program that has never written anything but
-//!   answers costs nothing.
+//!   before that answer. Every reused process is settled, even one that
+//!   has never written anything but answers: its first late line may
+//!   still be on the way. A program that leaves the `ping` unanswered
+//!   (`SETTLE_WAIT`) is not settled again.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -154,8 +156,8 @@ impl Process {
     pub(super) async fn settle(&self) {
         let shared = &self.shared;
         let needed = shared.pooled.load(Ordering::Acquire)
-            && shared.speaks.load(Ordering::Acquire)
-            && shared.answered.load(Ordering::Acquire);
+            && shared.answered.load(Ordering::Acquire)
+            && !shared.ignores_ping.load(Ordering::Acquire);
         if !needed {
             return;
         }
@@ -170,6 +172,9 @@ impl Process {
             .await;
         if written.is_ok() && tokio::time::timeout(SETTLE_WAIT, rx).await.is_ok() {
             return;
+        }
+        if written.is_ok() {
+            shared.ignores_ping.store(true, Ordering::Release);
         }
         lock(&shared.pending).remove(&id);
         remember(&shared.abandoned, id);
