@@ -9,6 +9,14 @@ fn policy(name: &str) -> std::sync::Arc<Policy> {
     PolicySet::load(None).unwrap().get(name).unwrap()
 }
 
+/// `untrusted` with the listing as the contract (off in the preset itself).
+fn listed_untrusted() -> std::sync::Arc<Policy> {
+    PolicySet::from_texts(&[("listed", "[arguments]\nschema = \"enforce\"\n")])
+        .unwrap()
+        .get("listed")
+        .unwrap()
+}
+
 fn scanner() -> &'static SecretValueScanner {
     static S: std::sync::OnceLock<SecretValueScanner> = std::sync::OnceLock::new();
     S.get_or_init(SecretValueScanner::builtin)
@@ -106,7 +114,7 @@ fn refusals_never_carry_the_value() {
 
 #[test]
 fn the_listing_is_the_contract() {
-    let p = policy("untrusted");
+    let p = listed_untrusted();
     let tool = Contract::tool(&json!({"name": "weather", "inputSchema": {
         "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
         "required": ["city"]}}));
@@ -137,8 +145,15 @@ fn the_listing_is_the_contract() {
         ),
         Some(("not_listed", String::new()))
     );
-    // The trusted preset records undeclared members and what must not leave.
-    let t = policy("trusted");
+    // The trusted preset (with the listing as the contract) records
+    // undeclared members and what must not leave.
+    let t = PolicySet::from_texts(&[(
+        "listed-trusted",
+        "extends = \"trusted\"\n[arguments]\nschema = \"enforce\"\n",
+    )])
+    .unwrap()
+    .get("listed-trusted")
+    .unwrap();
     let (r, report, _) = run(
         &t,
         Listed::Item(&tool),
@@ -160,7 +175,7 @@ fn the_listing_is_the_contract() {
 fn redact_and_remove_rewrite_the_arguments() {
     let p = PolicySet::from_texts(&[(
         "r",
-        "[arguments]\nsecrets = \"redact\"\nundeclared = \"remove\"\ncross_upstream = \"redact\"\n",
+        "[arguments]\nschema = \"enforce\"\nsecrets = \"redact\"\nundeclared = \"remove\"\ncross_upstream = \"redact\"\n",
     )])
     .unwrap()
     .get("r")
