@@ -218,6 +218,7 @@ fn sealed_state(c: &mut Criterion) {
             }),
         )],
         answer_bytes: 0,
+        approval: None,
     };
     let token = keys.seal(&state).unwrap();
     let mut g = c.benchmark_group("state");
@@ -226,11 +227,56 @@ fn sealed_state(c: &mut Criterion) {
     g.finish();
 }
 
+/// The approve phase for a tools/call that no `[[approval]]` rule asks
+/// about: on a route with no rules (`applies` is all it costs), and on one
+/// whose rule names another tool (the rules are read, nothing is asked).
+fn approve_phase(c: &mut Criterion) {
+    use futures_util::FutureExt;
+    use portcullis::pipeline::approve;
+    let base = "[[listener]]\naddress=\"127.0.0.1:0\"\n[[upstream]]\nid=\"b\"\nname=\"Bench\"\nurl=\"http://127.0.0.1:9/mcp\"\n[[route]]\npath=\"/mcp\"\nupstream=\"b\"\n";
+    let ctx_for = |text: &str| {
+        let cfg = GatewayConfig::parse(text, Path::new("bench.toml")).unwrap();
+        let gateway = Gateway::offline(cfg).unwrap();
+        let request = parse(
+            &parts(),
+            &Bytes::from_static(CALL.as_bytes()),
+            Generation::ALL,
+        )
+        .unwrap();
+        RequestCtx::offline(gateway, "/mcp", request).unwrap()
+    };
+    let mut g = c.benchmark_group("approve");
+    let none = ctx_for(base);
+    g.bench_function("no_rules", |b| {
+        b.iter(|| approve::applies(black_box(&none)))
+    });
+    let mut other = ctx_for(&format!(
+        "{base}[[route.approval]]\nname=\"cancel\"\ntools=[\"cancel_booking\", \"delete_*\"]\n"
+    ));
+    let parts = parts();
+    let authority = http::HeaderValue::from_static("127.0.0.1");
+    assert!(matches!(
+        approve::check(&mut other, &parts, &authority).now_or_never(),
+        Some(Ok(approve::Approve::Forward))
+    ));
+    g.bench_function("a_rule_for_another_tool", |b| {
+        b.iter(|| {
+            approve::applies(&other)
+                && matches!(
+                    approve::check(black_box(&mut other), &parts, &authority).now_or_never(),
+                    Some(Ok(approve::Approve::Forward))
+                )
+        })
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     request_check,
     response_check,
     sse_framing,
-    sealed_state
+    sealed_state,
+    approve_phase
 );
 criterion_main!(benches);

@@ -1,6 +1,8 @@
-//! The MCP server: three tools on rmcp's tool router.
+//! The MCP server: four tools on rmcp's tool router.
 //!
 //! * `book_room`: the MRTR seed scenario (see [`crate::booking`]).
+//! * `cancel_booking`: listed as destructive, so the demo gateway's
+//!   `[[approval]]` rule asks the person before it goes through.
 //! * `room_report`: slow work with `notifications/progress`, so the answer is
 //!   an event stream; it stops as soon as the client goes away.
 //! * `get_room`: a plain, fast lookup (the benchmark's request).
@@ -36,7 +38,7 @@ const MAX_ECHO_CHARS: usize = 80;
 
 const INSTRUCTIONS: &str = "Demo room-booking server. Use `get_room` to look a room up, \
     `book_room` to book one (if the hint does not name exactly one room, the server asks \
-    which one you mean), and `room_report` for a slow, streamed report with progress.";
+    which one you mean), `cancel_booking` to cancel a booking, and `room_report` for a slow, streamed report with progress.";
 
 /// Counts `room_report` runs that stopped because their client went away.
 static REPORTS_CANCELLED: AtomicU64 = AtomicU64::new(0);
@@ -76,6 +78,18 @@ impl RoomServer {
 struct GetRoomArgs {
     /// atrium, studio-b or nook
     room_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct CancelBookingArgs {
+    /// atrium, studio-b or nook
+    room_id: String,
+    /// The day of the booking (YYYY-MM-DD).
+    day: String,
+    /// The hour the booking starts, 0-23.
+    #[schemars(range(max = 23))]
+    hour: u8,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -139,6 +153,29 @@ impl RoomServer {
                 clip(&args.room_id, MAX_ECHO_CHARS)
             ))]),
         }
+    }
+
+    #[tool(
+        title = "Cancel a booking",
+        description = "Cancel the booking of a room for a day and hour.",
+        annotations(destructive_hint = true, read_only_hint = false)
+    )]
+    fn cancel_booking(&self, Parameters(args): Parameters<CancelBookingArgs>) -> CallToolResult {
+        let Some(room) = rooms::by_id(&args.room_id) else {
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "No room named \"{}\". Rooms: atrium, studio-b, nook.",
+                clip(&args.room_id, MAX_ECHO_CHARS)
+            ))]);
+        };
+        let day = clip(&args.day, MAX_ECHO_CHARS);
+        let text = format!(
+            "Cancelled the booking of {} ({}) on {day} at {:02}:00.",
+            room.id, room.name, args.hour
+        );
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content =
+            Some(json!({"cancelled": true, "room_id": room.id, "day": day, "hour": args.hour}));
+        result
     }
 
     #[tool(

@@ -129,6 +129,7 @@ fn state(u: &mut Unstructured<'_>) -> arbitrary::Result<SealedState> {
         expires: u64::arbitrary(u)?,
         asked,
         answer_bytes: u64::arbitrary(u)?,
+        approval: None,
     })
 }
 

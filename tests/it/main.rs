@@ -5,6 +5,8 @@
 mod common;
 
 mod access_log;
+mod approval;
+mod approval_sessions;
 mod architecture;
 mod audit;
 mod audit_ids;

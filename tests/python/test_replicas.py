@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
+import tempfile
 from collections.abc import Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -342,10 +345,18 @@ async def test_a_changed_definition_is_held_on_every_replica(replicas: Cluster):
     # Accepted through one replica's admin listener (the operator's command): delivered
     # by all.
     admin = replicas.replicas[1].admin.removeprefix("http://")
-    subprocess.run(
-        [str(_binary()), "listings", "accept", "--admin", admin, "--upstream", "pins", "--item", "forecast"],
-        check=True, capture_output=True, timeout=30,
-    )
+    # The admin listener takes only requests signed with the cluster's [state] keys:
+    # the command reads them through the replicas' own config.
+    with tempfile.TemporaryDirectory() as d:
+        config = Path(d) / "gateway.toml"
+        config.write_text(replicas.config)
+        accepted = subprocess.run(
+            [str(_binary()), "listings", "accept", "--config", str(config), "--admin", admin,
+             "--upstream", "pins", "--all"],
+            capture_output=True, text=True, timeout=30,
+            env={**os.environ, "PORTCULLIS_STATE_KEYS": replicas.state_keys},
+        )
+    assert accepted.returncode == 0, accepted.stderr
     async with sdk(replicas, "pins", "pins") as (client, wire, _):
         again = [listed(await client.list_tools()) for _ in range(3)]
         called = [await client.call_tool("forecast", {"city": "Oslo"}) for _ in range(3)]

@@ -86,10 +86,10 @@ def offered_room_ids(params: types.ElicitRequestParams) -> set[str]:
 # 1 ---------------------------------------------------------------------------
 
 
-async def test_sdk_lists_the_three_tools(gateway):
+async def test_sdk_lists_the_four_tools(gateway):
     async with sdk_client(gateway) as (client, wire):
         listing = await client.list_tools()
-    assert sorted(t.name for t in listing.tools) == ["book_room", "get_room", "room_report"]
+    assert sorted(t.name for t in listing.tools) == ["book_room", "cancel_booking", "get_room", "room_report"]
     # The SDK sent the 2026-07-28 routing headers, and the gateway accepted them.
     headers, body = next((h, b) for h, b in wire.requests if b["method"] == "tools/list")
     assert headers["mcp-protocol-version"] == PROTOCOL

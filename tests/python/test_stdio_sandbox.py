@@ -233,6 +233,10 @@ def upstream(uid: str, sandbox: dict, **keys) -> str:
     text = (f'[[upstream]]\nid = "{uid}"\nname = "Boxed {uid}"\n'
             f'command = ["{PYTHON}", "{PROGRAM}"]\nenv = {record}\n'
             'response_timeout = "20s"\nconnect_timeout = "10s"\nstop_timeout = "1s"\n'
+            # The sandbox is what is tried here: under `untrusted` the gateway's own
+            # argument checks would refuse the probes (/etc/shadow, a loopback URL)
+            # before they reach the program; `trusted` records them and lets them by.
+            'policy = "trusted"\n'
             + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
     if sandbox is not None:
         text += "[upstream.sandbox]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in sandbox.items())

@@ -151,7 +151,7 @@ describe('MCP Inspector CLI 2.12.0 (--cli, 2025-11-25) → demo server (rmcp, 20
     const direct = await modernRequest(demo.url, 'tools/list');
     assert.deepEqual(
       listed.result.tools.map((t) => t.name),
-      ['book_room', 'get_room', 'room_report'],
+      ['book_room', 'cancel_booking', 'get_room', 'room_report'],
     );
     // The same tools a 2026-07-28 client gets from the demo server itself.
     assert.deepEqual(listed.result.tools, direct.tools);

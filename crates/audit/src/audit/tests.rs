@@ -175,6 +175,7 @@ fn prior() -> SealedState {
         expires: 0,
         asked: report().asked,
         answer_bytes: 0,
+        approval: None,
     }
 }
 
@@ -235,7 +236,7 @@ fn sample_events() -> Vec<AuditEvent> {
         crate::approval::Step::Approved,
         "cancel",
         "create_invoice",
-        &crate::approval::Because::Tool,
+        &crate::approval::Because::Tool.label(),
         "op-7Qm2",
         Some("customer"),
         Some(crate::approval::Remember::Caller),

@@ -80,6 +80,7 @@ impl MrtrShared {
             expires: now.saturating_add(settings.round_timeout.as_secs()),
             asked: input.asked,
             answer_bytes: prior_bytes.saturating_add(input.answer_bytes),
+            approval: None,
         };
         let token = settings.keys.seal(&sealed).ok_or_else(|| {
             Refusal::new(

@@ -4,6 +4,7 @@
 //! who, where, what, when, how often, and that the answers fit the questions.
 
 pub mod answers;
+pub mod approval;
 pub mod flows;
 pub mod mint;
 pub mod replay;

@@ -27,6 +27,10 @@ pub struct AcceptedRetry {
     pub body: Bytes,
     pub prior: SealedState,
     pub answers: AnswerReport,
+    /// The state was consumed before the request went upstream (the
+    /// gateway's own approval question: one approval, one call), so the
+    /// response does not consume it again.
+    pub consumed: bool,
 }
 
 /// What the request check read of a retry.
@@ -71,11 +75,25 @@ impl MrtrShared {
         retry: RetryRequest<'_>,
     ) -> Result<AcceptedRetry, RetryRefused> {
         let prior = self.open_state(retry.token)?;
+        self.check_retry_opened(single_use, binding, retry, prior)
+            .await
+    }
+
+    /// [`MrtrShared::check_retry`] of a state already opened
+    /// ([`MrtrShared::open_request_state`]) that answers an upstream's questions.
+    pub async fn check_retry_opened(
+        &self,
+        single_use: &SingleUse,
+        binding: &Binding<'_>,
+        retry: RetryRequest<'_>,
+        prior: SealedState,
+    ) -> Result<AcceptedRetry, RetryRefused> {
         match self.check_opened(single_use, binding, retry, &prior).await {
             Ok((body, answers)) => Ok(AcceptedRetry {
                 body,
                 prior,
                 answers,
+                consumed: false,
             }),
             Err(refusal) => Err(RetryRefused {
                 refusal,

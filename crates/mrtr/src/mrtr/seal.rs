@@ -49,6 +49,21 @@ pub struct SealedState {
     pub expires: u64,
     pub asked: Vec<(String, Asked)>,
     pub answer_bytes: u64,
+    /// Set when the question of this round is the gateway's own approval
+    /// question (an `[[approval]]` rule), not an upstream's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub approval: Option<SealedApproval>,
+}
+
+/// What a sealed state says of the gateway's approval question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedApproval {
+    /// The name of the rule that asked.
+    pub rule: String,
+    /// The input-request key the question was delivered under.
+    pub key: String,
+    /// Why the rule asked (its audit label: `tool`, `annotation:…`, …).
+    pub because: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -374,6 +389,7 @@ mod tests {
                 }),
             )],
             answer_bytes: 0,
+            approval: None,
         }
     }
 

@@ -29,10 +29,6 @@ impl ApprovalMetrics {
         Box::new(self.steps.clone())
     }
 
-    #[expect(
-        dead_code,
-        reason = "the approval step on the request path is still to come (issue 38)"
-    )]
     pub(crate) fn step(&self, upstream: &str, rule: &str, step: Step) {
         self.steps
             .with_label_values(&[upstream, rule, step.as_str()])

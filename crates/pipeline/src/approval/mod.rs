@@ -5,27 +5,13 @@
 //! of decisions (`memory.rs`), the metric family (`metrics.rs`).
 
 pub(crate) mod facts;
-// The form and the decision memory are built and tested; the approval
-// step on the request path that uses them is still to come (issue 38;
-// docs/src/guide/approval.md). Once it does, these expectations fail.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the approval step on the request path is still to come (issue 38)"
-    )
-)]
 pub(crate) mod form;
-#[expect(
-    dead_code,
-    reason = "the approval step on the request path is still to come (issue 38)"
-)]
 pub(crate) mod memory;
 pub(crate) mod metrics;
 
 #[cfg(test)]
 pub(crate) use portcullis_approval::{raw, RawApproval};
 pub(crate) use portcullis_approval::{
-    Annotations, ApprovalRule, ApprovalRules, Because, CallerFacts, Circumstances, Facts, Remember,
-    Step, Variable,
+    Annotations, ApprovalRule, ApprovalRules, Approver, Because, CallerFacts, Circumstances, Facts,
+    Fallback, Remember, Step, Variable,
 };

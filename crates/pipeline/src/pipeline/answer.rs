@@ -23,22 +23,49 @@ fn not_requested(message: &str) -> Refusal {
     Refusal::new(Reason::AnswerNotRequested, message)
 }
 
-/// When the request is a client's answer to a push: the body to forward.
-pub(crate) async fn check(ctx: &mut RequestCtx) -> Result<Option<Bytes>, Refusal> {
+/// What became of a client's answer to a push.
+pub(crate) enum Answered {
+    /// The body the upstream gets (the answer to its own request).
+    Forward(Bytes),
+    /// It answered the gateway's own question (an approval), and was handed
+    /// to the call that waits for it on this instance: nothing goes upstream.
+    Taken,
+}
+
+/// When the request is a client's answer to a push: what becomes of it.
+pub(crate) async fn check(ctx: &mut RequestCtx) -> Result<Option<Answered>, Refusal> {
     let request = &ctx.request;
     if request.generation() != Generation::Sessions || !request.kind.is_response() {
         return Ok(None);
     }
+    let calls = ctx.gateway.bridge.clone();
     // Boxed: this future is large (the state store's calls) and most
     // requests never get here; inline it would size every request's future.
-    let taken = Box::pin(take(ctx, |push| match push.call {
+    let taken = Box::pin(take(ctx, |push| match &push.call {
         None => Ok(()),
-        Some(_) => Err(not_requested(
-            "this answers a question of a bridged call, which this session has none of",
+        // The gateway's own question, asked by a call of this session.
+        Some(call) if calls.is_waiting(call) => Ok(()),
+        Some(_) => Err(Refusal::new(
+            Reason::CallNotWaiting,
+            "the call this answers no longer waits on this gateway instance (it ended, or another instance holds it)",
         )),
     }))
     .await?;
-    taken.for_upstream().map(Some)
+    let Some(call) = &taken.push.call else {
+        return taken.for_upstream().map(|b| Some(Answered::Forward(b)));
+    };
+    let event = crate::pipeline::bridge::calls::CallEvent::Answer {
+        key: taken.push.id.clone(),
+        result: taken.result.clone(),
+        error: taken.error.clone(),
+    };
+    match calls.deliver(call, event) {
+        true => Ok(Some(Answered::Taken)),
+        false => Err(Refusal::new(
+            Reason::CallNotWaiting,
+            "the call this answers no longer waits on this gateway instance",
+        )),
+    }
 }
 
 /// A client's answer to a push, opened, checked and used up.

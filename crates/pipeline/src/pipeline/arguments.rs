@@ -168,6 +168,22 @@ fn rewritten(body: &Bytes, method: McpMethod, sent: Value) -> Option<Bytes> {
     serde_json::to_vec(&message).ok().map(Bytes::from)
 }
 
+/// The definition the caller's catalogue holds of `name` (the gateway
+/// fetches the list itself, as the caller, when the catalogue cannot say):
+/// what the approval rules read a tool's listed hints from.
+pub(crate) async fn definition(
+    ctx: &RequestCtx,
+    parts: &Parts,
+    authority: &HeaderValue,
+    kind: ItemKind,
+    name: &str,
+) -> Option<Arc<Contract>> {
+    match listed(ctx, parts, authority, kind, name).await {
+        Ok(Known::Listed(c)) => Some(c),
+        _ => None,
+    }
+}
+
 enum Known {
     Listed(Arc<Contract>),
     Missing,

@@ -13,6 +13,7 @@
 //! | single-use store (memory or Redis) | `state.single_use_backend`, `state.redis_url` |
 //! | pinned listings (memory or Redis), the definitions delivered | their backend |
 //! | what upstreams delivered to each caller (fingerprints) | the single-use store |
+//! | remembered approvals | the single-use store |
 //! | audit sink | `[audit]` |
 //! | metrics registry, clock | always (the process's own) |
 //!
@@ -24,12 +25,14 @@ use std::sync::Arc;
 use super::forward::Pools;
 use super::record::Metrics;
 use super::Gateway;
+use crate::approval::memory::{DecisionMemory, LOCAL_CAPACITY};
 use crate::audit::AuditSink;
 use crate::config::GatewayConfig;
 use crate::listings::{ListingBackend, ListingStore};
 use crate::model::SharedClock;
 use crate::mrtr::flows::{FlowStore, DEFAULT_TTL};
 use crate::mrtr::replay::ReplayStore;
+use crate::mrtr::settings::ReplayBackend;
 use crate::throttle::Throttle;
 
 /// The live things a generation is built with.
@@ -46,6 +49,8 @@ pub struct Carried {
     pub(crate) bridge: Arc<super::bridge::BridgeCalls>,
     /// What upstreams delivered to each caller (kept with its single-use store).
     pub(crate) flows: Arc<FlowStore>,
+    /// The approvals remembered (kept with its single-use store).
+    pub(crate) approvals: Arc<DecisionMemory>,
 }
 
 impl Carried {
@@ -56,6 +61,7 @@ impl Carried {
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
         Carried {
             metrics,
+            approvals: approvals(config, &replay, &clock),
             flows: Arc::new(FlowStore::new(replay.clone(), DEFAULT_TTL)),
             replay,
             listings: Arc::new(ListingStore::new(&ListingBackend::of(config))),
@@ -78,10 +84,12 @@ impl Carried {
             // Only a config nobody else has seen yet can take the keys.
             None => tracing::warn!("JWKS key sets not carried over: the new config is shared"),
         }
-        let replay = if old.replay_store().serves(&config.state.replay) {
-            old.replay_store().clone()
+        let (replay, approvals) = if old.replay_store().serves(&config.state.replay) {
+            (old.replay_store().clone(), old.approvals.clone())
         } else {
-            Arc::new(ReplayStore::new(&config.state.replay))
+            let replay = Arc::new(ReplayStore::new(&config.state.replay));
+            let approvals = approvals(config, &replay, &old.clock);
+            (replay, approvals)
         };
         let flows = if old.flows.serves(&replay) {
             old.flows.clone()
@@ -116,8 +124,22 @@ impl Carried {
             throttle,
             pools: old.routes.pools().clone(),
             bridge: old.bridge.clone(),
+            approvals,
         }
     }
+}
+
+/// The memory of approvals: shared through the single-use store when that
+/// is Redis (replicas remember together), else this instance's, bounded.
+pub(super) fn approvals(
+    config: &GatewayConfig,
+    replay: &Arc<ReplayStore>,
+    clock: &SharedClock,
+) -> Arc<DecisionMemory> {
+    Arc::new(match config.state.replay {
+        ReplayBackend::Local => DecisionMemory::local(LOCAL_CAPACITY, clock.clone()),
+        _ => DecisionMemory::shared(replay.clone()),
+    })
 }
 
 /// The audit sink of `config`, started (opens its file: blocking). One that

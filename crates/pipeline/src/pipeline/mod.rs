@@ -8,11 +8,7 @@
 
 pub(crate) mod access;
 pub(crate) mod answer;
-#[expect(
-    dead_code,
-    reason = "the approval step on the request path is still to come (issue 38)"
-)]
-pub(crate) mod approve;
+pub mod approve;
 pub mod arguments;
 pub(crate) mod body;
 pub(crate) mod bridge;
@@ -95,6 +91,8 @@ pub struct Gateway {
     /// What each upstream's results delivered to each caller (keyed
     /// fingerprints), carried from generation to generation.
     pub(crate) flows: Arc<crate::mrtr::flows::FlowStore>,
+    /// The approvals remembered (`[[approval]]` rules that let a decision hold).
+    pub(crate) approvals: Arc<crate::approval::memory::DecisionMemory>,
 }
 
 pub use carry::Carried;
@@ -122,6 +120,7 @@ impl Gateway {
             listings: carried.listings,
             bridge: carried.bridge,
             flows: carried.flows,
+            approvals: carried.approvals,
         })
     }
 
@@ -136,13 +135,15 @@ impl Gateway {
             replay.clone(),
             crate::mrtr::flows::DEFAULT_TTL,
         ));
+        let clock = crate::model::system_clock();
         let carried = Carried {
+            approvals: carry::approvals(&config, &replay, &clock),
             metrics,
             flows,
             replay,
             listings,
             audit: AuditSink::off(),
-            clock: crate::model::system_clock(),
+            clock,
             throttle: Throttle::new(&config.throttle),
             pools: forward::Pools::new(),
             bridge: Default::default(),
@@ -285,7 +286,7 @@ impl Gateway {
         inbound: Inbound,
     ) -> Result<Response<ProxyBody>, Refused> {
         let Inbound {
-            mut parts,
+            parts,
             authority,
             principal,
             request,
@@ -297,7 +298,6 @@ impl Gateway {
             carried,
         } = inbound;
         let name = route.name();
-        let transport = request.transport;
         let mut ctx = RequestCtx {
             gateway: self.clone(),
             route: route.clone(),
@@ -336,7 +336,9 @@ impl Gateway {
             .map_err(|r| within(r, &ctx))?;
         trace.phase(Phase::Access);
         let body = match answer::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
-            Some(answer) => answer,
+            Some(answer::Answered::Forward(answer)) => answer,
+            // The gateway's own question's answer: handed to the call that waits.
+            Some(answer::Answered::Taken) => return Ok(reply::accepted()),
             None => match task::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
                 Some(body) => body,
                 None => retry::check(&mut ctx).await.map_err(|r| within(r, &ctx))?,
@@ -348,6 +350,44 @@ impl Gateway {
         let body = arguments::check(&mut ctx, &parts, &authority, body)
             .await
             .map_err(|r| within(r, &ctx))?;
+        if approve::applies(&ctx) {
+            // Boxed: only calls some approval rule could ask about wait here.
+            let approve = Box::pin(approve::check(&mut ctx, &parts, &authority)).await;
+            match approve.map_err(|r| within(r, &ctx))? {
+                approve::Approve::Forward => {}
+                approve::Approve::Ask(question) => return Ok(question),
+                approve::Approve::Push(question) => {
+                    let waiting = approve::Waiting {
+                        ctx,
+                        parts,
+                        authority,
+                        body,
+                    };
+                    return approve::push::start(waiting, question)
+                        .map_err(|r| with_retry_after(Refused::new(r, None, name)));
+                }
+            }
+        }
+        self.forward(ctx, parts, authority, body, carried).await
+    }
+
+    /// The phases from a checked request to the upstream's checked answer:
+    /// the forward, then the response check.
+    pub(crate) async fn forward(
+        self: &Arc<Self>,
+        ctx: RequestCtx,
+        mut parts: http::request::Parts,
+        authority: HeaderValue,
+        body: bytes::Bytes,
+        carried: bool,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let route = ctx.route.clone();
+        let peer = ctx.peer.clone();
+        let trace = ctx.trace.clone();
+        let transport = ctx.request.transport;
+        let name = route.name();
+        let within =
+            |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
         trace.phase(Phase::StateCheck);
         let upstream = &route.upstream;
         to_upstream(

@@ -54,10 +54,6 @@ pub struct Metrics {
     pub(crate) stdio: Arc<super::stdio::StdioMetrics>,
     pub(crate) credentials: super::credential::CredentialMetrics,
     /// The gateway's own approval questions (`approve/`).
-    #[expect(
-        dead_code,
-        reason = "the approval step on the request path is still to come (issue 38)"
-    )]
     pub(crate) approval: crate::approval::metrics::ApprovalMetrics,
     /// Lifecycle state the admin listener and open streams share with the
     /// server across config generations: readiness, and the drain cut.

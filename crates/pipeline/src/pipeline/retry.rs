@@ -21,7 +21,33 @@ pub async fn check(ctx: &mut RequestCtx) -> Result<Bytes, Refusal> {
     }
     // Boxed: this future is large (the state store's calls) and most
     // requests never get here; inline it would size every request's future.
-    Box::pin(accept(ctx)).await.map_err(|r| refused(ctx, r))
+    match Box::pin(accept(ctx)).await {
+        Ok(body) => Ok(body),
+        Err(NotAccepted::State(r)) => {
+            super::approve::answer::refused(ctx, &r);
+            Err(refused(ctx, r))
+        }
+        Err(NotAccepted::Decided(r)) => Err(r),
+    }
+}
+
+/// Why a retry goes no further: its state or answers were refused, or
+/// the person declined the gateway's approval question.
+enum NotAccepted {
+    State(RetryRefused),
+    Decided(Refusal),
+}
+
+impl From<Refusal> for NotAccepted {
+    fn from(r: Refusal) -> Self {
+        NotAccepted::State(r.into())
+    }
+}
+
+impl From<RetryRefused> for NotAccepted {
+    fn from(r: RetryRefused) -> Self {
+        NotAccepted::State(r)
+    }
 }
 
 /// A refused state (a retry's, a task request's): counted and audited,
@@ -44,7 +70,7 @@ pub(super) fn refused(ctx: &RequestCtx, refused: RetryRefused) -> Refusal {
     refusal
 }
 
-async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, RetryRefused> {
+async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, NotAccepted> {
     let request = &ctx.request;
     let token = match (&request.request_state, request.request_state_not_string) {
         (_, true) => {
@@ -81,11 +107,19 @@ async fn accept(ctx: &mut RequestCtx) -> Result<Bytes, RetryRefused> {
         digest: &digest,
     };
     let binding = ctx.binding();
+    let mrtr = &ctx.gateway.mrtr;
+    let prior = mrtr.open_request_state(token)?;
+    if prior.approval.is_some() {
+        let fields = &super::approve::answer::FIELDS;
+        let answer = mrtr.check_approval(&binding, retry, prior, fields).await?;
+        ctx.request.set_digest(digest);
+        return super::approve::answer::decided(ctx, answer)
+            .await
+            .map_err(NotAccepted::Decided);
+    }
     let single_use = &ctx.route.upstream.settings.single_use;
-    let accepted = ctx
-        .gateway
-        .mrtr
-        .check_retry(single_use, &binding, retry)
+    let accepted = mrtr
+        .check_retry_opened(single_use, &binding, retry, prior)
         .await?;
     ctx.request.set_digest(digest);
     let audit = &ctx.gateway.audit;

@@ -5,6 +5,15 @@
 //! no rules at all nothing is built, and a rule's cheap criteria (tool
 //! globs, listed hints, verdicts) are read before its condition.
 
+pub(crate) mod answer;
+pub(crate) mod ask;
+pub(crate) mod push;
+mod steps;
+
+pub use ask::{applies, check, Approve};
+pub use push::Question;
+pub(crate) use push::Waiting;
+
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
 
 /// Where the rule that asks was written.
@@ -48,8 +57,26 @@ impl<'r> Rules<'r> {
         })
     }
 
+    /// Whether some rule reads the tool's listed hints (the listing is
+    /// looked up, or fetched, for the rules only then).
+    pub(crate) fn read_annotations(&self) -> bool {
+        self.route.iter().chain(self.policy.iter()).any(|r| {
+            !r.annotations.is_empty()
+                || r.when
+                    .as_ref()
+                    .is_some_and(|w| w.reads(crate::approval::Variable::Annotations))
+        })
+    }
+
     /// Whether some rule asks about a held changed listing instead of its
     /// refusal (the `unchanged` phase then lets the call on to be asked about).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the unchanged phase does not yet let a held listing on to be asked about"
+        )
+    )]
     pub(crate) fn ask_about_changed_listings(&self) -> bool {
         self.route.any_changed_listing() || self.policy.any_changed_listing()
     }

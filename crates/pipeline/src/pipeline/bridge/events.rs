@@ -16,7 +16,7 @@ use crate::headers::X_ACCEL_BUFFERING;
 use crate::model::{Reason, Refusal};
 
 /// What the carrying task sends the client's stream.
-pub(super) enum Out {
+pub(crate) enum Out {
     /// One JSON-RPC message.
     Message(Bytes),
     /// The stream ends; with the reason when the gateway refused the call.
@@ -57,7 +57,7 @@ impl EventSource for Fed {
 }
 
 /// An event-stream response fed through the returned sender.
-pub(super) fn stream() -> (mpsc::Sender<Out>, Response<ProxyBody>) {
+pub(crate) fn stream() -> (mpsc::Sender<Out>, Response<ProxyBody>) {
     let (tx, rx) = mpsc::channel(16);
     let source = Fed {
         rx,
@@ -116,7 +116,7 @@ impl Messages {
     }
 
     /// Why the gateway cut the answer's stream, when it did.
-    pub(super) fn refused(&self) -> Option<Reason> {
+    pub(crate) fn refused(&self) -> Option<Reason> {
         self.body.refused()
     }
 
@@ -127,7 +127,7 @@ impl Messages {
 
     /// The next message; `None` at the end. The gateway already checked
     /// every byte; what does not read as JSON here is skipped.
-    pub(super) async fn next(&mut self) -> Result<Option<Value>, Refusal> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Value>, Refusal> {
         let Some(framer) = self.framer.as_mut() else {
             return self.whole().await;
         };

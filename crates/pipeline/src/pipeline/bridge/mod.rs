@@ -21,7 +21,7 @@
 pub(crate) mod calls;
 mod discover;
 mod events;
-pub(crate) use events::Messages;
+pub(crate) use events::{stream as event_stream, Messages, Out};
 mod held;
 mod initialize;
 mod legacy;

@@ -120,7 +120,7 @@ impl Exchange {
         let consume = ctx
             .retry
             .as_ref()
-            .filter(|_| single_use.applies(ctx.binding().tool()))
+            .filter(|r| !r.consumed && single_use.applies(ctx.binding().tool()))
             .map(|r| r.prior.clone());
         // A tasks/update's questions are consumed by the acknowledgement.
         let answered = ctx

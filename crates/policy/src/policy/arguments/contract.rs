@@ -25,6 +25,8 @@ enum Kind {
     Tool {
         schema: Value,
         compiled: OnceLock<Compiled>,
+        /// The behaviour hints it was listed with (approval rules read them).
+        hints: portcullis_approval::Annotations,
     },
     Prompt {
         /// (name, required), as listed.
@@ -77,11 +79,21 @@ impl Contract {
             Some(s @ Value::Object(_)) => s.clone(),
             _ => serde_json::json!({"type": "object"}),
         };
+        let hints = portcullis_approval::Annotations::of_listed(item.get("annotations"));
         Contract {
             kind: Kind::Tool {
                 schema,
                 compiled: OnceLock::new(),
+                hints,
             },
+        }
+    }
+
+    /// A listed tool's behaviour hints (`None` for a prompt or template).
+    pub fn hints(&self) -> Option<portcullis_approval::Annotations> {
+        match &self.kind {
+            Kind::Tool { hints, .. } => Some(*hints),
+            _ => None,
         }
     }
 
@@ -122,7 +134,10 @@ impl Contract {
 
     /// Compile the schema now (it is otherwise compiled at the first call).
     pub fn compile(&self) {
-        if let Kind::Tool { schema, compiled } = &self.kind {
+        if let Kind::Tool {
+            schema, compiled, ..
+        } = &self.kind
+        {
             compiled.get_or_init(|| Compiled::of(schema));
         }
     }
@@ -144,7 +159,9 @@ impl Contract {
     /// properties are reported with keyword `undeclared`.
     pub fn problems(&self, arguments: &Value) -> Vec<Problem> {
         match &self.kind {
-            Kind::Tool { schema, compiled } => {
+            Kind::Tool {
+                schema, compiled, ..
+            } => {
                 let compiled = compiled.get_or_init(|| Compiled::of(schema));
                 let mut out = compiled.schema_problems(arguments);
                 undeclared(schema, arguments, &mut String::new(), &mut out);

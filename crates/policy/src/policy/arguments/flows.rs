@@ -21,7 +21,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::policy::config::Policy;
-use crate::policy::secret_values::{Scanned, SecretValueKind, SecretValueScanner};
+use crate::policy::secret_values::{shannon_entropy, Scanned, SecretValueKind, SecretValueScanner};
 use crate::policy::secrets::{FieldText, SecretKind};
 
 /// A text to look up, and where the call holds it.
@@ -224,21 +224,5 @@ pub(crate) fn looks_random(value: &str) -> bool {
         digit |= b.is_ascii_digit();
     }
     let classes = usize::from(upper) + usize::from(lower) + usize::from(digit);
-    classes >= 2 && digit && entropy(v) >= 3.5
-}
-
-fn entropy(s: &str) -> f64 {
-    let mut counts = [0u32; 256];
-    for b in s.bytes() {
-        counts[usize::from(b)] += 1;
-    }
-    let n = s.len() as f64;
-    counts
-        .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
-            let p = f64::from(c) / n;
-            -p * p.log2()
-        })
-        .sum()
+    classes >= 2 && digit && shannon_entropy(v) >= 3.5
 }

@@ -75,7 +75,11 @@ pub(crate) fn find(
     let judge = Judge { rules, url };
     let mut found = None;
     for authority in authorities(&text) {
-        found = judge.authority(authority.whatwg, authority.raw);
+        found = judge
+            .authority(authority.whatwg, authority.raw)
+            .filter(|f| {
+                f.class != HostClass::LocalName.as_str() || is_network_scheme(authority.scheme)
+            });
         if found.is_some() {
             return found;
         }
@@ -93,8 +97,46 @@ pub(crate) fn find(
 
 /// One URL's authority, as the two readings cut it.
 struct Authority<'a> {
+    scheme: &'a str,
     whatwg: &'a str,
     raw: &'a str,
+}
+
+/// Schemes whose authority is a host something connects to. Under any
+/// other (`test://`, `ui://`, a server's own resource scheme) the
+/// "authority" is a name in the server's own namespace: a single label
+/// there is no local network name, though an address still is an address.
+const NETWORK_SCHEMES: [&str; 24] = [
+    "http",
+    "https",
+    "ws",
+    "wss",
+    "ftp",
+    "ftps",
+    "sftp",
+    "ssh",
+    "telnet",
+    "gopher",
+    "dict",
+    "ldap",
+    "ldaps",
+    "smb",
+    "tftp",
+    "nfs",
+    "redis",
+    "rediss",
+    "mongodb",
+    "mysql",
+    "postgres",
+    "postgresql",
+    "amqp",
+    "mqtt",
+];
+
+fn is_network_scheme(scheme: &str) -> bool {
+    NETWORK_SCHEMES
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case(scheme))
 }
 
 /// The authority after every `scheme://` in `text`.
@@ -124,6 +166,7 @@ fn authorities(text: &str) -> impl Iterator<Item = Authority<'_>> {
             end
         };
         Some(Authority {
+            scheme: &before[before.len() - scheme_len..],
             whatwg: &rest[..whatwg_end.min(end)],
             raw: &rest[..end],
         })
@@ -264,6 +307,12 @@ mod tests {
             // A subdomain of a denied host is not denied; `.example` is
             // reserved (RFC 6761), so it never leaves the local network.
             ("https://a.evil.example.", "local_name"),
+            // A server's own resource scheme names no host of the network
+            // (the MCP conformance server's `test://static-text`), but an
+            // address under any scheme is still one.
+            ("test://static-text", "public"),
+            ("ui://widget/panel.html", "public"),
+            ("custom://127.0.0.1/x", "loopback"),
             ("https://docs.rs/serde.", "public"),
         ] {
             let got = class(v, None);

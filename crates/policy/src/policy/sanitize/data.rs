@@ -263,6 +263,9 @@ fn markup(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Option<S
 fn markup_pass(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Option<String> {
     let mut stack: Vec<OpenLink> = Vec::new();
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
+    // Where the images taken out pointed: a reference definition they used
+    // goes with them, even where links stay.
+    let mut images_out: Vec<String> = Vec::new();
     // Text a lenient renderer could still take for a tag (`<img src=a?b=c>`
     // is no tag to CommonMark), outside code blocks.
     let mut text: Option<Range<usize>> = None;
@@ -296,6 +299,9 @@ fn markup_pass(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Opt
                     record(findings, target);
                     let label = open.label.map_or("", |r| &s[r]);
                     edits.push((open.whole, label.to_owned()));
+                    if open.image {
+                        images_out.push(open.dest);
+                    }
                 }
             }
             Event::Html(_) | Event::InlineHtml(_) => {
@@ -308,10 +314,11 @@ fn markup_pass(s: &str, policy: &DataPolicy<'_>, findings: &mut Findings) -> Opt
         html_edits(s, run, policy, findings, &mut edits);
     }
     // A definition whose target would be taken out from a link goes too
-    // (inert once nothing refers to it, but it still spells the target).
+    // (inert once nothing refers to it, but it still spells the target), and
+    // so does one an image taken out pointed through.
     for (_, def) in events.reference_definitions().iter() {
         let target = policy.target(&def.dest, false);
-        if policy.removes(target, false) {
+        if policy.removes(target, false) || images_out.iter().any(|d| **d == *def.dest) {
             record(findings, target);
             edits.push((def.span.clone(), String::new()));
         }

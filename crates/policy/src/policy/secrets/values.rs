@@ -548,7 +548,7 @@ fn looks_random(tok: &str) -> bool {
 }
 
 /// Shannon entropy of the byte distribution, in bits per byte.
-fn shannon_entropy(s: &str) -> f64 {
+pub(crate) fn shannon_entropy(s: &str) -> f64 {
     let mut counts = [0u32; 256];
     for b in s.bytes() {
         counts[usize::from(b)] += 1;

@@ -1,0 +1,402 @@
+//! The gateway asks the person (`[[approval]]`, issue 38) in a 2026-07-28
+//! exchange, over real loopback HTTP: the call an approval rule matches is
+//! answered with the gateway's own `input_required`; the retry's answer is
+//! checked (bound to caller, tool and arguments, in time, single use); on
+//! approval the original call reaches the upstream unchanged, else nothing
+//! does. The upstream records every request it receives.
+
+use std::time::Duration;
+
+use crate::common::*;
+use crate::over_both_kinds;
+use serde_json::{json, Value};
+
+const KEY: &str = "dev.portcullis/approval";
+const ALICE: &str = "pcl_alice-test-key-0123456789abcdef";
+const BOB: &str = "pcl_bob-test-key-0123456789abcdef";
+
+/// An upstream with a destructive `cancel_booking` and a read-only
+/// `get_room`, answering every call `complete` with the params it got.
+/// With `asks`, its first `cancel_booking` asks its own question.
+async fn rooms(asks: bool) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |req| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let params = &body["params"];
+        let result = match body["method"].as_str() {
+            Some("tools/list") => json!({"resultType": "complete", "tools": [
+                {"name": "cancel_booking", "inputSchema": {"type": "object", "properties": {
+                    "booking": {"type": "string"}, "notify": {"type": "boolean"}}},
+                 "annotations": {"destructiveHint": true, "readOnlyHint": false}},
+                {"name": "get_room", "inputSchema": {"type": "object", "properties": {
+                    "booking": {"type": "string"}, "notify": {"type": "boolean"}}},
+                 "annotations": {"readOnlyHint": true}}]}),
+            _ if asks && params.get("inputResponses").is_none() => json!({
+                "resultType": "input_required", "requestState": "upstream-own-state",
+                "inputRequests": {"why": {"method": "elicitation/create", "params": {
+                    "mode": "form", "message": "Why cancel?",
+                    "requestedSchema": {"type": "object", "properties": {"why": {"type": "string"}}}}}}}),
+            _ => json!({"resultType": "complete", "content": [{"type": "text", "text": "done"}],
+                        "structuredContent": {"got": params}}),
+        };
+        let message = json!({"jsonrpc": "2.0", "id": body["id"], "result": result}).to_string();
+        vec![http_response("200 OK", "application/json", &message)]
+    })
+    .await
+}
+
+/// The tools/call requests the upstream received.
+fn calls(up: &ScriptedUpstream) -> Vec<Value> {
+    up.requests()
+        .iter()
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .filter(|v| v["method"] == "tools/call")
+        .collect()
+}
+
+fn gateway_config(up: &ScriptedUpstream, rule: &str, extra: &str) -> String {
+    config_text(
+        &up.url(),
+        "",
+        &format!("{extra}\n[[route.approval]]\n{rule}\n"),
+    )
+}
+
+const CANCEL_RULE: &str = "name = \"cancel\"\ntools = [\"cancel_booking\"]";
+
+fn args() -> Value {
+    json!({"booking": "B-1042", "notify": true})
+}
+
+async fn ask(c: &reqwest::Client, gw: &str, key: Option<&str>) -> Value {
+    let mut req = call(c, gw, "a1", "cancel_booking", args());
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    json_of(req.send().await.unwrap()).await
+}
+
+fn state_of(asked: &Value) -> String {
+    asked["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the gateway's requestState: {asked}"))
+        .to_owned()
+}
+
+fn answer(action: &str, content: Option<Value>) -> Value {
+    let mut a = json!({"action": action});
+    if let Some(c) = content {
+        a["content"] = c;
+    }
+    json!({ KEY: a })
+}
+
+fn approve() -> Value {
+    answer("accept", Some(json!({"approve": true})))
+}
+
+async fn answer_with(
+    c: &reqwest::Client,
+    gw: &str,
+    key: Option<&str>,
+    arguments: Value,
+    state: &str,
+    responses: Value,
+) -> (u16, Value) {
+    let mut v: Value = serde_json::from_str(&call_body("a2", "cancel_booking", arguments)).unwrap();
+    v["params"]["requestState"] = json!(state);
+    v["params"]["inputResponses"] = responses;
+    let mut req = call(c, gw, "a2", "cancel_booking", json!({})).body(v.to_string());
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    let resp = req.send().await.unwrap();
+    (resp.status().as_u16(), json_of(resp).await)
+}
+
+over_both_kinds! {
+async fn an_approved_call_reaches_the_upstream_unchanged() {
+    let up = rooms(false).await;
+    let gw = start_gateway(&gateway_config(&up, CANCEL_RULE, "")).await;
+    let c = client();
+    let asked = ask(&c, &url(&gw), None).await;
+    let request = &asked["result"]["inputRequests"][KEY];
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    assert_eq!(request["method"], "elicitation/create");
+    let form = &request["params"];
+    assert_eq!(form["mode"], "form");
+    assert_eq!(form["requestedSchema"]["required"], json!(["approve"]));
+    assert!(form["message"].as_str().unwrap().contains("\"cancel_booking\" of Test upstream"), "{form}");
+    assert!(form["message"].as_str().unwrap().contains("B-1042"), "{form}");
+    assert!(
+        form["message"].as_str().unwrap().contains("able to delete or overwrite data"),
+        "what the tool does, from its listed hints, in the gateway's words: {form}"
+    );
+    assert_eq!(form["_meta"]["dev.portcullis/provenance"]["asker"], "gateway");
+    assert_eq!(form["_meta"]["dev.portcullis/provenance"]["approval"]["rule"], "cancel");
+    assert!(calls(&up).is_empty(), "nothing reached the upstream before the decision");
+
+    let (status, done) = answer_with(&c, &url(&gw), None, args(), &state_of(&asked), approve()).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let got = calls(&up);
+    assert_eq!(got.len(), 1);
+    let params = &got[0]["params"];
+    assert_eq!(params["arguments"], args());
+    assert_eq!(params["name"], "cancel_booking");
+    assert!(params.get("inputResponses").is_none(), "the upstream never sees the answer: {params}");
+    assert!(params.get("requestState").is_none(), "nor the gateway's state: {params}");
+    assert!(!got[0].to_string().contains("approve"), "{got:?}");
+    let m = metrics(&gw).await;
+    for step in ["asked", "approved"] {
+        assert!(m.contains(&format!("portcullis_approvals_total{{rule=\"cancel\",step=\"{step}\",upstream=\"test\"}} 1")), "{m}");
+    }
+    gw.shutdown().await;
+}}
+
+/// Every answer but a ticked accept is a refusal, and nothing is forwarded;
+/// an accept that leaves out the required tick does not fit the form.
+#[tokio::test]
+async fn declined_cancelled_and_unticked_answers_are_refused() {
+    let up = rooms(false).await;
+    let gw = start_gateway(&gateway_config(&up, CANCEL_RULE, "")).await;
+    let c = client();
+    let answers = [
+        (answer("decline", None), "approval_declined"),
+        (answer("cancel", None), "approval_declined"),
+        (
+            answer("accept", Some(json!({"approve": false}))),
+            "approval_declined",
+        ),
+        (answer("accept", Some(json!({}))), "invalid_answer"),
+        (
+            answer("accept", Some(json!({"approve": "yes"}))),
+            "invalid_answer",
+        ),
+        (json!({"other": {"action": "accept"}}), "invalid_answer"),
+    ];
+    for (a, reason) in answers {
+        let asked = ask(&c, &url(&gw), None).await;
+        let (_, v) = answer_with(&c, &url(&gw), None, args(), &state_of(&asked), a.clone()).await;
+        assert_eq!(v["error"]["data"]["reason"], reason, "{a}: {v}");
+        assert_eq!(v["id"], "a2");
+        if reason == "approval_declined" {
+            assert_eq!(v["error"]["data"]["rule"], "cancel");
+        }
+    }
+    assert!(
+        calls(&up).is_empty(),
+        "no declined call reached the upstream"
+    );
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains(
+            "portcullis_approvals_total{rule=\"cancel\",step=\"declined\",upstream=\"test\"} 2"
+        ),
+        "{m}"
+    );
+    assert!(
+        m.contains(
+            "portcullis_approvals_total{rule=\"cancel\",step=\"cancelled\",upstream=\"test\"} 1"
+        ),
+        "{m}"
+    );
+    gw.shutdown().await;
+}
+
+/// A forged, altered, replayed or re-aimed approval is refused with the
+/// state's stable reasons; only the one honest approval is forwarded.
+#[tokio::test]
+async fn forged_replayed_and_reaimed_approvals_are_refused() {
+    let up = rooms(false).await;
+    let gw = start_gateway(&gateway_config(&up, CANCEL_RULE, "")).await;
+    let c = client();
+    let g = url(&gw);
+    let state = state_of(&ask(&c, &g, None).await);
+    let last = if state.ends_with('A') { 'B' } else { 'A' };
+    let altered = format!("{}{last}", &state[..state.len() - 1]);
+    let cases = [
+        (altered.as_str(), args(), "state_invalid"),
+        ("pcs1.forged-by-the-client", args(), "state_invalid"),
+        (
+            state.as_str(),
+            json!({"booking": "B-9999", "notify": true}),
+            "state_arguments_mismatch",
+        ),
+    ];
+    for (token, arguments, reason) in cases {
+        let (_, v) = answer_with(&c, &g, None, arguments, token, approve()).await;
+        assert_eq!(v["error"]["data"]["reason"], reason, "{v}");
+    }
+    // Another tool with the same arguments.
+    let mut other: Value = serde_json::from_str(&call_body("a3", "get_room", args())).unwrap();
+    other["params"]["requestState"] = json!(state);
+    other["params"]["inputResponses"] = approve();
+    let v = json_of(
+        call(&c, &g, "a3", "get_room", json!({}))
+            .body(other.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(v["error"]["data"]["reason"], "state_target_mismatch", "{v}");
+    assert!(calls(&up).is_empty());
+
+    let (status, v) = answer_with(&c, &g, None, args(), &state, approve()).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = answer_with(&c, &g, None, args(), &state, approve()).await;
+    assert_eq!(v["error"]["data"]["reason"], "state_replayed", "{v}");
+    assert_eq!(calls(&up).len(), 1, "one approval, one call");
+    gw.shutdown().await;
+}
+
+/// A config with two API-key callers.
+fn keyed(up: &ScriptedUpstream, rule: &str) -> String {
+    let hash = portcullis::identify::hash_key;
+    let auth = format!(
+        "[[auth]]\nname = \"keys\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"{}\"\n[[auth.key]]\nprincipal = \"bob\"\nhash = \"{}\"\n",
+        hash(ALICE),
+        hash(BOB)
+    );
+    let text = gateway_config(up, rule, "");
+    let text = text.replace(
+        "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\n",
+        "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\nauth = [\"keys\"]\n",
+    );
+    format!("{auth}\n{text}")
+}
+
+#[tokio::test]
+async fn an_approval_is_bound_to_the_caller_asked_and_remembered_for_them_only() {
+    let up = rooms(false).await;
+    let rule = format!("{CANCEL_RULE}\nremember = \"caller\"\nremember_for = \"1h\"");
+    let gw = start_gateway(&keyed(&up, &rule)).await;
+    let c = client();
+    let g = url(&gw);
+    let asked = ask(&c, &g, Some(ALICE)).await;
+    let schema = &asked["result"]["inputRequests"][KEY]["params"]["requestedSchema"];
+    assert_eq!(
+        schema["properties"]["remember"]["type"], "boolean",
+        "{schema}"
+    );
+    let state = state_of(&asked);
+    let ticked = answer("accept", Some(json!({"approve": true, "remember": true})));
+    let (_, v) = answer_with(&c, &g, Some(BOB), args(), &state, ticked.clone()).await;
+    assert_eq!(
+        v["error"]["data"]["reason"], "state_principal_mismatch",
+        "{v}"
+    );
+    assert!(calls(&up).is_empty());
+    let (status, v) = answer_with(&c, &g, Some(ALICE), args(), &state, ticked).await;
+    assert_eq!(status, 200, "{v}");
+    // Remembered for alice: her next call passes without a question.
+    let again = ask(&c, &g, Some(ALICE)).await;
+    assert_eq!(again["result"]["resultType"], "complete", "{again}");
+    // Not for bob.
+    let bobs = ask(&c, &g, Some(BOB)).await;
+    assert_eq!(bobs["result"]["resultType"], "input_required", "{bobs}");
+    assert_eq!(calls(&up).len(), 2);
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains(
+            "portcullis_approvals_total{rule=\"cancel\",step=\"remembered\",upstream=\"test\"} 1"
+        ),
+        "{m}"
+    );
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_approval_not_given_in_time_is_refused_as_expired() {
+    let up = rooms(false).await;
+    let clock = portcullis::model::ManualClock::starting_now();
+    let rule = format!("{CANCEL_RULE}\ntimeout = \"1m\"");
+    let gw = start_gateway_with_clock(&gateway_config(&up, &rule, ""), clock.clone()).await;
+    let c = client();
+    let state = state_of(&ask(&c, &url(&gw), None).await);
+    clock.advance(Duration::from_secs(62));
+    let (_, v) = answer_with(&c, &url(&gw), None, args(), &state, approve()).await;
+    assert_eq!(v["error"]["data"]["reason"], "approval_expired", "{v}");
+    assert_eq!(v["error"]["data"]["rule"], "cancel");
+    assert!(calls(&up).is_empty());
+    gw.shutdown().await;
+}
+
+/// A tools/call whose client declared no elicitation.
+fn without_elicitation(id: &str) -> String {
+    let mut v: Value = serde_json::from_str(&call_body(id, "cancel_booking", args())).unwrap();
+    v["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    v.to_string()
+}
+
+#[tokio::test]
+async fn a_client_that_cannot_be_asked_is_refused_unless_the_rule_falls_back() {
+    let up = rooms(false).await;
+    let gw = start_gateway(&gateway_config(&up, CANCEL_RULE, "")).await;
+    let c = client();
+    let req =
+        call(&c, &url(&gw), "n1", "cancel_booking", json!({})).body(without_elicitation("n1"));
+    let v = json_of(req.send().await.unwrap()).await;
+    assert_eq!(v["error"]["data"]["reason"], "approval_unavailable", "{v}");
+    assert!(calls(&up).is_empty());
+    gw.shutdown().await;
+
+    let rule = format!("{CANCEL_RULE}\nfallback = \"allow\"");
+    let gw = start_gateway(&gateway_config(&up, &rule, "")).await;
+    let req =
+        call(&c, &url(&gw), "n2", "cancel_booking", json!({})).body(without_elicitation("n2"));
+    let v = json_of(req.send().await.unwrap()).await;
+    assert_eq!(v["result"]["resultType"], "complete", "{v}");
+    assert_eq!(calls(&up).len(), 1);
+    let m = metrics(&gw).await;
+    assert!(m.contains("portcullis_approvals_total{rule=\"cancel\",step=\"fallback_allowed\",upstream=\"test\"} 1"), "{m}");
+    gw.shutdown().await;
+}
+
+/// A rule on listed hints asks about the destructive tool only; the
+/// upstream's own question after an approval follows as usual, in the
+/// same operation.
+#[tokio::test]
+async fn the_upstreams_own_questions_follow_an_approval() {
+    let up = rooms(true).await;
+    let rule = "name = \"destructive\"\nannotations = [\"destructiveHint\"]";
+    let gw = start_gateway(&gateway_config(&up, rule, "")).await;
+    let c = client();
+    let g = url(&gw);
+    // The read-only tool is not asked about (its listing says so).
+    let read = json_of(
+        call(&c, &g, "g1", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(read["result"]["inputRequests"].get(KEY), None, "{read}");
+    let asked = ask(&c, &g, None).await;
+    assert!(
+        asked["result"]["inputRequests"].get(KEY).is_some(),
+        "{asked}"
+    );
+    let before = calls(&up).len();
+    let (_, theirs) = answer_with(&c, &g, None, args(), &state_of(&asked), approve()).await;
+    assert_eq!(theirs["result"]["resultType"], "input_required", "{theirs}");
+    assert!(
+        theirs["result"]["inputRequests"].get("why").is_some(),
+        "{theirs}"
+    );
+    let state = state_of(&theirs);
+    assert_ne!(state, "upstream-own-state");
+    let why = json!({"why": {"action": "accept", "content": {"why": "plans changed"}}});
+    let (status, done) = answer_with(&c, &g, None, args(), &state, why.clone()).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let got = calls(&up);
+    assert_eq!(got.len(), before + 2);
+    let last = &got[got.len() - 1]["params"];
+    assert_eq!(last["requestState"], "upstream-own-state");
+    assert_eq!(
+        last["inputResponses"], why,
+        "only the upstream's own answer"
+    );
+    gw.shutdown().await;
+}
