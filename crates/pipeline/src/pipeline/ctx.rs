@@ -119,8 +119,13 @@ impl RequestCtx {
     }
 
     /// The JSON-RPC id's text, `null` when there is none.
-    pub(crate) fn id(&self) -> Option<&str> {
+    pub fn id(&self) -> Option<&str> {
         self.request.id()
+    }
+
+    /// Whether the request belongs to a 2025-11-25 session.
+    pub fn in_session(&self) -> bool {
+        self.session.is_some()
     }
 }
 

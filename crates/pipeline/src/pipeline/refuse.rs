@@ -17,7 +17,7 @@ use crate::model::{McpMethod, Reason, Refusal};
 #[derive(Debug)]
 pub struct Refused {
     /// The JSON-RPC id's text.
-    pub(crate) id: Option<String>,
+    pub id: Option<String>,
     pub refusal: Refusal,
     pub(crate) upstream: Option<String>,
     /// The body's method, when the body could be read that far.

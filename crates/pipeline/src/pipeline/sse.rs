@@ -8,7 +8,7 @@ use bytes::{Buf, Bytes, BytesMut};
 /// and the payload of its `data:` lines joined with `\n`, if it had any.
 #[derive(Debug, PartialEq, Eq)]
 pub struct SseEvent {
-    pub(crate) raw: Bytes,
+    pub raw: Bytes,
     pub data: Option<String>,
     /// The `id` field (what a client resumes from with `Last-Event-ID`).
     pub(crate) id: Option<String>,
@@ -59,6 +59,11 @@ impl SseFramer {
 
     pub fn push(&mut self, chunk: &[u8]) {
         self.buf.extend_from_slice(chunk);
+    }
+
+    /// Bytes held that do not yet form a whole event.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
     }
 
     /// The next whole event, if one is buffered.

@@ -65,7 +65,7 @@ pub struct ParsedRequest {
     /// What the client declared it can do for this request.
     pub(crate) client: ClientCaps,
     /// The tool / prompt name, resource uri or task id the request is about.
-    pub(crate) target: Option<String>,
+    pub target: Option<String>,
     /// Where `params` sits in `body`.
     params: Option<Range<usize>>,
     /// `params.requestState` when it is a string (a retry brings the
@@ -89,18 +89,18 @@ pub struct ParsedRequest {
 
 impl ParsedRequest {
     /// The id's JSON text, when the message has one.
-    pub(crate) fn id(&self) -> Option<&str> {
+    pub fn id(&self) -> Option<&str> {
         let r = self.id.clone()?;
         std::str::from_utf8(&self.body[r]).ok()
     }
 
     /// `params` as raw JSON text.
-    pub(crate) fn params_text(&self) -> Option<&str> {
+    pub fn params_text(&self) -> Option<&str> {
         let r = self.params.clone()?;
         std::str::from_utf8(&self.body[r]).ok()
     }
 
-    pub(crate) fn generation(&self) -> Generation {
+    pub fn generation(&self) -> Generation {
         self.version.generation()
     }
 
