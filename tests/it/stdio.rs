@@ -412,3 +412,64 @@ async fn a_pooled_programs_late_lines_never_reach_the_next_caller() {
     }
     gw.shutdown().await;
 }
+
+/// A program that takes its time to start (an interpreter loading, a
+/// package fetched: after its start report, before it reads a line); once
+/// up, `hang` is never answered.
+const SLOW_TO_START: &str = r#"
+import json, sys, time
+time.sleep(1.5)
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or m.get("method") in (None, "notifications/cancelled"):
+        continue
+    if m.get("params", {}).get("name") == "hang":
+        continue
+    r = {"resultType": "complete", "content": [{"type": "text", "text": "up"}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// The response timeout counts from when a process has the request; a
+/// process's own start is the connect timeout's (its first request may
+/// take both). Once it has answered, a silent request ends at the
+/// response timeout alone.
+#[tokio::test]
+async fn a_program_slow_to_start_is_not_timed_out_as_a_slow_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("slow.py");
+    std::fs::write(&program, SLOW_TO_START).unwrap();
+    let extra = "generations = [\"2026-07-28\"]\nresponse_timeout = \"1s\"\nconnect_timeout = \"10s\"\nmax_processes = 1";
+    let text = config(dir.path(), extra, "").replace(
+        &format!("\"{}\"", dir.path().join("program.py").display()),
+        &format!("\"{}\"", program.display()),
+    );
+    let gw = start_in(dir.path(), &text).await;
+    let c = client();
+    let first: Value = json_of(
+        call(&c, &url(&gw), "a", "who", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(first["result"]["content"][0]["text"], "up", "{first}");
+    let started = Instant::now();
+    let hung: Value = json_of(
+        call(&c, &url(&gw), "b", "hang", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(
+        hung["error"]["data"]["reason"], "upstream_timeout",
+        "{hung}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "a process that has answered gets the response timeout only: {took:?}"
+    );
+    gw.shutdown().await;
+}

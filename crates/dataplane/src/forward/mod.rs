@@ -17,7 +17,9 @@ use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-use super::stdio::{StdioConnector, StdioMetrics, StdioUpstream, Unanswered, UNANSWERED};
+use super::stdio::{
+    self, StdioConnector, StdioMetrics, StdioUpstream, Unanswered, ANSWER_WITHIN, UNANSWERED,
+};
 use crate::config::{StdioSettings, UpstreamRoute};
 use crate::model::{Reason, Refusal};
 pub use body::UpstreamBody;
@@ -239,6 +241,15 @@ impl UpstreamClient {
         *req.uri_mut() = self.origin.clone();
         *req.headers_mut() = headers;
         let url = &self.route.url;
+        let mut wait = self.route.response_timeout;
+        if self.pool.stdio().is_some() {
+            // The face times the answer from the moment a process has the
+            // request; starting one is bounded on its own.
+            let millis = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+            req.headers_mut()
+                .insert(ANSWER_WITHIN.clone(), HeaderValue::from(millis));
+            wait = stdio::longest_wait(wait, self.route.connect_timeout);
+        }
         let sent = async {
             match &self.pool.client {
                 Transport::Http(pool) => {
@@ -250,7 +261,7 @@ impl UpstreamClient {
                     .map(|r| r.map(UpstreamBody::Stdio)),
             }
         };
-        match tokio::time::timeout(self.route.response_timeout, sent).await {
+        match tokio::time::timeout(wait, sent).await {
             Err(_) => Err(Refusal::new(
                 Reason::UpstreamTimeout,
                 format!(
@@ -300,6 +311,7 @@ async fn unanswered(why: Option<Unanswered>, body: UpstreamBody) -> Refusal {
     let reason = match why {
         Some(Unanswered::Exited) => Reason::UpstreamConnectionClosed,
         Some(Unanswered::OutOfStep) => Reason::UpstreamBadResponse,
+        Some(Unanswered::Timeout) => Reason::UpstreamTimeout,
         Some(Unanswered::Unavailable) | None => Reason::UpstreamUnreachable,
     };
     let said = said.unwrap_or_else(|| "it gave no answer".into());

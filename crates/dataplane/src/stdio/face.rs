@@ -43,7 +43,7 @@ pub(super) async fn serve(
         Err(_) => return Ok(status(StatusCode::BAD_REQUEST)),
     };
     Ok(match generation {
-        Generation::Stateless => stateless(&upstream, &parts.method, body, &owner).await,
+        Generation::Stateless => stateless(&upstream, &parts, body, &owner).await,
         Generation::Sessions => {
             in_session(&upstream, &parts.method, &parts.headers, body, owner).await
         }
@@ -74,11 +74,11 @@ fn owner(headers: &HeaderMap, generation: Generation) -> Owner {
 
 async fn stateless(
     upstream: &Arc<StdioUpstream>,
-    method: &Method,
+    parts: &http::request::Parts,
     body: Bytes,
     owner: &Owner,
 ) -> Response<FaceBody> {
-    if method != Method::POST {
+    if parts.method != Method::POST {
         return status(StatusCode::METHOD_NOT_ALLOWED);
     }
     let Some(id) = request_id(&body) else {
@@ -88,7 +88,8 @@ async fn stateless(
     match upstream.lease(owner).await {
         Ok(lease) => {
             let process = lease.process.clone();
-            call(process, body, id, Held::Lease(lease), None).await
+            let within = upstream.answer_within(&parts.headers, &process);
+            call(process, body, id, Held::Lease(lease), None, within).await
         }
         Err(e) => unavailable(upstream, &e),
     }
@@ -131,7 +132,10 @@ async fn in_session(
             status(StatusCode::OK)
         }
         Method::GET => listen(&session),
-        Method::POST => session_post(&session, body).await,
+        Method::POST => {
+            let within = upstream.answer_within(headers, &session.lease.process);
+            session_post(&session, body, within).await
+        }
         _ => status(StatusCode::METHOD_NOT_ALLOWED),
     }
 }
@@ -213,7 +217,11 @@ fn canonical(v: &Value) -> String {
     sorted(v).to_string()
 }
 
-async fn session_post(session: &Arc<Session>, body: Bytes) -> Response<FaceBody> {
+async fn session_post(
+    session: &Arc<Session>,
+    body: Bytes,
+    within: Option<Duration>,
+) -> Response<FaceBody> {
     let Ok(peek) = serde_json::from_slice::<Envelope<'_>>(&body) else {
         return rpc_error(StatusCode::BAD_REQUEST, "not a JSON-RPC message");
     };
@@ -227,7 +235,7 @@ async fn session_post(session: &Arc<Session>, body: Bytes) -> Response<FaceBody>
             let id = id.get().to_owned();
             let slot = session.slot.clone().lock_owned().await;
             let cancel = session.calling(&id);
-            call(process, body, id, Held::Slot(slot), Some(cancel)).await
+            call(process, body, id, Held::Slot(slot), Some(cancel), within).await
         }
         // The gateway initialized the program itself; the roots are the route's.
         (Some("notifications/initialized" | "notifications/roots/list_changed"), None) => {
@@ -268,13 +276,16 @@ enum Item {
 /// the rest of the call moves to a task of its own, which ends (and
 /// abandons the request) when nobody reads its messages any more, and the
 /// answer is an event stream, the response last under the request's `id`.
-/// `cancel` ends the call early (the client's `notifications/cancelled`).
+/// `cancel` ends the call early (the client's `notifications/cancelled`);
+/// `within` (counted from here: the process has the request) ends one that
+/// gets neither an answer nor a first message in time.
 async fn call(
     process: Arc<Process>,
     body: Bytes,
     id: String,
     held: Held,
     cancel: Option<Arc<Notify>>,
+    within: Option<Duration>,
 ) -> Response<FaceBody> {
     let (related, mut said) = mpsc::channel::<Bytes>(64);
     let mut asked = Box::pin(async move { process.request(&body, Some(related)).await });
@@ -285,6 +296,12 @@ async fn call(
         }
     };
     let mut cancelled = Box::pin(cancelled);
+    let late = async move {
+        match within {
+            Some(within) => tokio::time::sleep(within).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         biased;
         answer = &mut asked => {
@@ -305,6 +322,10 @@ async fn call(
             events(Some(first), rx, Some(id))
         }
         () = &mut cancelled => rpc_error(StatusCode::OK, "the client cancelled this request"),
+        () = late => {
+            let within = within.map(humantime::format_duration).map(|d| d.to_string()).unwrap_or_default();
+            unanswered(Unanswered::Timeout, &format!("it did not answer within {within}"))
+        }
         Some(first) = said.recv() => {
             let (tx, rx) = mpsc::channel::<Item>(64);
             tokio::spawn(async move {

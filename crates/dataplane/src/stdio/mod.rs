@@ -42,6 +42,8 @@ pub fn unavailable(e: &Unavailable) -> Refusal {
     )
 }
 
+use std::time::Duration;
+
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::identify::Principal;
@@ -51,6 +53,11 @@ use crate::identify::Principal;
 pub(crate) static OWNER: HeaderName = HeaderName::from_static("portcullis-stdio-owner");
 /// Set by the gateway: the route's roots, as a JSON array of URIs.
 pub(crate) static ROOTS: HeaderName = HeaderName::from_static("portcullis-stdio-roots");
+/// Set by the forward phase on each request to a stdio upstream: the
+/// upstream's `response_timeout` in milliseconds, which the face counts
+/// from the moment a process has the request (see [`answer_within`]).
+pub(crate) static ANSWER_WITHIN: HeaderName =
+    HeaderName::from_static("portcullis-stdio-answer-within");
 /// Set by the face on a request the program could not answer: why, as a
 /// [`Unanswered`] name the forward phase turns into the refusal.
 pub(crate) static UNANSWERED: HeaderName = HeaderName::from_static("portcullis-stdio-unanswered");
@@ -65,13 +72,17 @@ pub(crate) enum Unanswered {
     /// It could not be started, or keeps exiting (backoff), or every
     /// process it may have is busy.
     Unavailable,
+    /// It did not answer within the upstream's `response_timeout` (a
+    /// process's first request: plus its `connect_timeout`).
+    Timeout,
 }
 
 impl Unanswered {
-    const ALL: [Unanswered; 3] = [
+    const ALL: [Unanswered; 4] = [
         Unanswered::Exited,
         Unanswered::OutOfStep,
         Unanswered::Unavailable,
+        Unanswered::Timeout,
     ];
 
     pub(crate) const fn as_str(self) -> &'static str {
@@ -79,12 +90,37 @@ impl Unanswered {
             Unanswered::Exited => "exited",
             Unanswered::OutOfStep => "out_of_step",
             Unanswered::Unavailable => "unavailable",
+            Unanswered::Timeout => "timeout",
         }
     }
 
     pub(crate) fn parse(s: &[u8]) -> Option<Unanswered> {
         Self::ALL.into_iter().find(|u| u.as_str().as_bytes() == s)
     }
+}
+
+/// How long a process has to answer a request, from the moment it has it:
+/// the upstream's `response_timeout` (the forward phase's header), and for
+/// a process that has never answered also its `connect_timeout`, since its
+/// start (an interpreter loading, a package fetched) is still under way
+/// and no start report can see its end. Starting and leasing a process
+/// are bounded by `connect_timeout` on their own.
+pub(crate) fn answer_within(
+    headers: &HeaderMap,
+    first_answer: bool,
+    start: Duration,
+) -> Option<Duration> {
+    let millis: u64 = headers.get(&ANSWER_WITHIN)?.to_str().ok()?.parse().ok()?;
+    let within = Duration::from_millis(millis);
+    Some(if first_answer { within + start } else { within })
+}
+
+/// The longest the forward phase waits for a stdio upstream's response
+/// head: a lease (its start, at most `connect_timeout`), a first answer
+/// (`connect_timeout` more) and the response timeout; the face ends the
+/// call sooner with [`Unanswered::Timeout`] where it can.
+pub(crate) fn longest_wait(response: Duration, start: Duration) -> Duration {
+    response + start * 2
 }
 
 /// Tell the face whom a request is for: the caller (as a digest of how it

@@ -171,6 +171,16 @@ impl StdioUpstream {
         upstream
     }
 
+    /// How long `process` has to answer a request the forward phase sent
+    /// with `headers` ([`super::answer_within`]).
+    pub(super) fn answer_within(
+        &self,
+        headers: &http::HeaderMap,
+        process: &Process,
+    ) -> Option<Duration> {
+        super::answer_within(headers, !process.has_answered(), self.start_timeout)
+    }
+
     /// The generation its face speaks, shared with the bridge's knowledge
     /// of the upstream.
     pub fn face_generation(&self) -> Arc<OnceLock<Generation>> {

@@ -255,6 +255,13 @@ impl Process {
         self.shared.gone.subscribe()
     }
 
+    /// Whether it has answered a request yet: until then, a request to it
+    /// waits for the program's own start as well (an interpreter loading,
+    /// a package fetched), which no start report can see.
+    pub(crate) fn has_answered(&self) -> bool {
+        self.shared.answered.load(Ordering::Acquire)
+    }
+
     pub(crate) fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::Acquire)
     }
