@@ -400,3 +400,174 @@ async fn the_upstreams_own_questions_follow_an_approval() {
     );
     gw.shutdown().await;
 }
+
+/// A gateway whose upstream policy asks, instead of refusing, when a
+/// call's arguments hold a secret or lead to an inside address.
+async fn asking_about_arguments(
+    up: &ScriptedUpstream,
+    rule: &str,
+) -> (portcullis::server::RunningGateway, tempfile::TempDir) {
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(
+        policies.path().join("ask.toml"),
+        format!(
+            "extends = \"untrusted\"\n[arguments]\nsecrets = \"ask\"\naddresses = \"ask\"\n{rule}"
+        ),
+    )
+    .unwrap();
+    let extra = format!("[policies]\ndir = \"{}\"\n", policies.path().display());
+    let gw = start_gateway(&config_text(&up.url(), "policy = \"ask\"", &extra)).await;
+    (gw, policies)
+}
+
+/// `[arguments] secrets = "ask"`: a call whose arguments hold a secret is
+/// asked about (what was found and where, never the value); approved, it
+/// goes upstream unchanged; a clean call is not asked about; declined,
+/// nothing is forwarded. With a rule naming the verdict, that rule asks.
+#[tokio::test]
+async fn an_argument_rule_set_to_ask_asks_the_person_instead_of_refusing() {
+    let up = rooms(false).await;
+    let (gw, _policies) = asking_about_arguments(&up, "").await;
+    let c = client();
+    let g = url(&gw);
+    let clean = json_of(
+        call(&c, &g, "c0", "cancel_booking", args())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        clean["result"]["resultType"], "complete",
+        "nothing found, nothing asked: {clean}"
+    );
+
+    let secret = json!({"booking": "B-1042", "password": "correct-horse-battery-staple"});
+    let asked = json_of(
+        call(&c, &g, "c1", "cancel_booking", secret.clone())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let form = &asked["result"]["inputRequests"][KEY]["params"];
+    let message = form["message"].as_str().unwrap();
+    assert!(
+        message.contains("Found: a secret or credential in an argument (/password)"),
+        "{message}"
+    );
+    assert!(
+        !asked.to_string().contains("correct-horse"),
+        "the value is never shown: {asked}"
+    );
+    assert_eq!(
+        form["_meta"]["dev.portcullis/provenance"]["approval"]["rule"],
+        "arguments"
+    );
+    let before = calls(&up).len();
+    let (status, done) =
+        answer_with(&c, &g, None, secret.clone(), &state_of(&asked), approve()).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let got = calls(&up);
+    assert_eq!(got.len(), before + 1);
+    assert_eq!(
+        got[got.len() - 1]["params"]["arguments"],
+        secret,
+        "approved: sent as the client wrote it"
+    );
+
+    let inside =
+        json!({"booking": "B-1042", "callback": "http://169.254.169.254/latest/meta-data/"});
+    let asked = json_of(
+        call(&c, &g, "c2", "cancel_booking", inside.clone())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let (_, declined) = answer_with(
+        &c,
+        &g,
+        None,
+        inside,
+        &state_of(&asked),
+        answer("decline", None),
+    )
+    .await;
+    assert_eq!(
+        declined["error"]["data"]["reason"], "approval_declined",
+        "{declined}"
+    );
+    assert_eq!(calls(&up).len(), before + 1, "declined: nothing forwarded");
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains(
+            "portcullis_approvals_total{rule=\"arguments\",step=\"asked\",upstream=\"test\"} 2"
+        ),
+        "{m}"
+    );
+    gw.shutdown().await;
+
+    // A rule that names the verdict asks in its own name (and may be remembered).
+    let up = rooms(false).await;
+    let named =
+        "[[approval]]\nname = \"credentials\"\nverdicts = [\"secret\"]\nremember = \"caller\"\n";
+    let (gw, _policies) = asking_about_arguments(&up, named).await;
+    let asked = json_of(
+        call(&c, &url(&gw), "c3", "cancel_booking", secret)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let form = &asked["result"]["inputRequests"][KEY]["params"];
+    assert_eq!(
+        form["_meta"]["dev.portcullis/provenance"]["approval"]["rule"], "credentials",
+        "{asked}"
+    );
+    assert!(
+        form["requestedSchema"]["properties"]
+            .get("remember")
+            .is_some(),
+        "{form}"
+    );
+    gw.shutdown().await;
+}
+
+/// Only a tool call can wait for a person: an argument rule set to `ask`
+/// refuses what it finds in a `resources/read` as `enforce` would, and a
+/// client that cannot be asked is refused.
+#[tokio::test]
+async fn what_cannot_be_asked_about_is_refused() {
+    let up = rooms(false).await;
+    let (gw, _policies) = asking_about_arguments(&up, "").await;
+    let c = client();
+    let req = call(&c, &url(&gw), "n1", "cancel_booking", json!({})).body({
+        let mut v: Value = serde_json::from_str(&without_elicitation("n1")).unwrap();
+        v["params"]["arguments"]["password"] = json!("correct-horse-battery-staple");
+        v.to_string()
+    });
+    let v = json_of(req.send().await.unwrap()).await;
+    assert_eq!(v["error"]["data"]["reason"], "approval_unavailable", "{v}");
+    let read = json!({"jsonrpc": "2.0", "id": "r1", "method": "resources/read", "params": {
+        "uri": "http://169.254.169.254/latest/meta-data/",
+        "_meta": {"io.modelcontextprotocol/protocolVersion": VERSION}}});
+    let v = json_of(
+        c.post(url(&gw))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", VERSION)
+            .header("mcp-method", "resources/read")
+            .header("mcp-name", "http://169.254.169.254/latest/meta-data/")
+            .body(read.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(v["error"]["data"]["reason"], "address_not_allowed", "{v}");
+    assert!(calls(&up).is_empty());
+    gw.shutdown().await;
+}

@@ -172,7 +172,37 @@ impl Because {
     }
 }
 
+/// The name of the question an `[arguments]` rule set to `ask` gets when
+/// no `[[approval]]` rule names its verdict.
+pub const ARGUMENTS_RULE: &str = "arguments";
+
+static FOR_ARGUMENTS: std::sync::LazyLock<ApprovalRule> =
+    std::sync::LazyLock::new(|| ApprovalRule {
+        name: ARGUMENTS_RULE.to_owned(),
+        tools: None,
+        annotations: Vec::new(),
+        verdicts: ArgumentCheck::ALL.to_vec(),
+        changed_listing: false,
+        first_use: false,
+        when: None,
+        remember: Remember::Call,
+        remember_for: crate::raw::DEFAULT_REMEMBER_FOR,
+        approver: Approver::Caller,
+        approvers: None,
+        approver_groups: None,
+        fallback: Fallback::Refuse,
+        timeout: crate::raw::DEFAULT_TIMEOUT,
+        reason: None,
+    });
+
 impl ApprovalRule {
+    /// The question for an `[arguments]` rule set to `ask` that no
+    /// `[[approval]]` rule names: this call only, asked of the caller,
+    /// refused when the client cannot be asked.
+    pub fn for_arguments() -> &'static ApprovalRule {
+        &FOR_ARGUMENTS
+    }
+
     /// Whether the rule asks about this call, and the first criterion that
     /// made it. Cheap criteria first; the condition last.
     pub fn matches(&self, facts: &Facts<'_>, c: &Circumstances<'_>) -> Option<Because> {

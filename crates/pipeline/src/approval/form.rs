@@ -25,6 +25,8 @@ const MAX_ARGUMENTS: usize = 12;
 const MAX_NAME_CHARS: usize = 40;
 const MAX_VALUE_CHARS: usize = 80;
 const MAX_TOOL_CHARS: usize = 64;
+/// At most this many findings of the argument checks are named.
+const MAX_FOUND: usize = 4;
 
 /// What the question is about.
 pub(crate) struct Subject<'a> {
@@ -37,6 +39,9 @@ pub(crate) struct Subject<'a> {
     pub rule: &'a ApprovalRule,
     /// The name of the policy the rule came from (or the route's).
     pub policy: &'a str,
+    /// What `[arguments]` rules set to `ask` found, and where (a JSON
+    /// pointer into the arguments: names, never values).
+    pub found: &'a [(super::ArgumentCheck, String)],
     /// What a value looks like when it is a secret: its kind, never the value.
     pub secret: &'a dyn Fn(&str, &str) -> Option<&'static str>,
 }
@@ -112,9 +117,32 @@ pub(crate) fn message(s: &Subject<'_>) -> String {
     if s.rule.first_use {
         m.push_str("\nThis is your first call to this tool.");
     }
+    m.push_str(&found(s.found));
     m.push_str(&arguments(s));
     m.push_str("\nApprove only if you expect this call.");
     m
+}
+
+/// What the argument checks found, one line each (at most a few).
+fn found(found: &[(super::ArgumentCheck, String)]) -> String {
+    let mut out = String::new();
+    for (check, at) in found.iter().take(MAX_FOUND) {
+        out.push_str("\nFound: ");
+        out.push_str(check.what());
+        if !at.is_empty() {
+            out.push_str(" (");
+            out.push_str(&shown_name(at, MAX_NAME_CHARS));
+            out.push(')');
+        }
+        out.push('.');
+    }
+    if found.len() > MAX_FOUND {
+        out.push_str(&format!(
+            "\n… and {} more findings.",
+            found.len() - MAX_FOUND
+        ));
+    }
+    out
 }
 
 /// What the call will do, in the gateway's words, from the listed hints.

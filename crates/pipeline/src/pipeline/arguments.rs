@@ -95,6 +95,7 @@ pub(super) async fn check(
     let report = run.finish();
     record(ctx, &report);
     outcome?;
+    ctx.argument_asks = report.asks();
     if !report.changed {
         return Ok(body);
     }

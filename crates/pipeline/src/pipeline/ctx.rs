@@ -40,6 +40,9 @@ pub struct RequestCtx {
     /// The caller's access token, kept only when the upstream's credential
     /// is a token exchange of it.
     pub(crate) subject: Option<crate::credential::SubjectToken>,
+    /// What an `[arguments]` rule set to `ask` found (the check, and where
+    /// in the arguments): the approve phase asks the person about it.
+    pub(crate) argument_asks: Vec<(crate::approval::ArgumentCheck, String)>,
 }
 
 impl RequestCtx {
@@ -85,6 +88,7 @@ impl RequestCtx {
             task: None,
             session: None,
             subject: None,
+            argument_asks: Vec::new(),
             trace: RequestTrace::off(),
         })
     }

@@ -311,6 +311,7 @@ impl Gateway {
             session: None,
             trace: trace.clone(),
             subject,
+            argument_asks: Vec::new(),
         };
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));

@@ -32,6 +32,7 @@ fn subject<'a>(
         arguments: args,
         rule,
         policy: "rooms",
+        found: &[],
         secret: &secret,
     }
 }
@@ -115,4 +116,35 @@ fn names_are_shown_as_names() {
     assert_eq!(shown_name("del\u{200b}ete room\n", 64), "del?ete?room?");
     assert_eq!(shown_name(&"a".repeat(100), 10).chars().count(), 10);
     assert_eq!(shown_text("a\"b\nc\u{7}", 20), "a\\\"b\\nc");
+}
+
+#[test]
+fn what_the_argument_checks_found_is_named_by_kind_and_place_never_by_value() {
+    let rule = ApprovalRule::for_arguments();
+    let args = json!({"password": "hunter2-do-not-show", "url": "http://10.0.0.7/x"});
+    let found = [
+        (super::super::ArgumentCheck::Secret, "/password".to_owned()),
+        (
+            super::super::ArgumentCheck::ForbiddenHost,
+            "/url".to_owned(),
+        ),
+    ];
+    let mut s = subject(rule, &args, None);
+    s.found = &found;
+    let f = form(&s);
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("Found: a secret or credential in an argument (/password)."),
+        "{m}"
+    );
+    assert!(m.contains("(/url)"), "{m}");
+    assert!(!m.contains("hunter2"), "the secret is masked: {m}");
+    assert_eq!(
+        f["_meta"]["dev.portcullis/provenance"]["approval"]["rule"],
+        "arguments"
+    );
+    assert!(
+        f["requestedSchema"]["properties"].get("remember").is_none(),
+        "this call only: {f}"
+    );
 }

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::steps::{answer_form, record, remembered_for, Recorded, QUESTION_KEY};
 use super::{Asking, Rules};
 use crate::approval::form::{self, Subject};
-use crate::approval::{Annotations, Approver, Circumstances, Facts, Fallback, Step};
+use crate::approval::{Annotations, Approver, ArgumentCheck, Circumstances, Facts, Fallback, Step};
 use crate::json::MessageKind;
 use crate::listings::ItemKind;
 use crate::model::{Generation, McpMethod, Reason, Refusal};
@@ -45,7 +45,8 @@ pub fn applies(ctx: &RequestCtx) -> bool {
         && ctx.request.kind == MessageKind::Request
         && ctx.retry.is_none()
         && !(ctx.route.config.approval.is_empty()
-            && ctx.route.upstream.settings.policy.approval.is_empty())
+            && ctx.route.upstream.settings.policy.approval.is_empty()
+            && ctx.argument_asks.is_empty())
 }
 
 /// The approve phase (when it [`applies`]). The request's head and
@@ -73,6 +74,9 @@ pub async fn check(
         .map(|p| crate::model::expose(crate::model::TargetKind::Tool, p, &target));
     let tool = exposed.as_deref().unwrap_or(&target);
     let arguments = crate::approval::facts::Arguments::default();
+    let found = ctx.argument_asks.clone();
+    let asks: Vec<ArgumentCheck> = found.iter().map(|(check, _)| *check).collect();
+    let verdicts: Vec<&str> = asks.iter().map(|c| c.as_str()).collect();
     let annotations = match rules.read_annotations() {
         true => listed_hints(ctx, parts, authority, &target).await,
         false => None,
@@ -87,9 +91,13 @@ pub async fn check(
             .read_arguments()
             .then(|| arguments.get(ctx.request.params_text())),
         annotations,
+        verdicts: &verdicts,
         ..Default::default()
     };
-    let Some(asking) = rules.asking(&facts, &Circumstances::default()) else {
+    let circumstances = Circumstances {
+        ask_verdicts: &asks,
+    };
+    let Some(asking) = rules.asking(&facts, &circumstances) else {
         return Ok(Approve::Forward);
     };
     // The form says what the tool does from its listed hints: looked up for
@@ -104,6 +112,7 @@ pub async fn check(
         upstream_tool: &target,
         annotations,
         arguments: arguments.get(ctx.request.params_text()),
+        found: &found,
     };
     question.decide(ctx).await
 }
@@ -133,6 +142,8 @@ struct Question<'a> {
     upstream_tool: &'a str,
     annotations: Option<Annotations>,
     arguments: &'a Value,
+    /// What `[arguments]` rules set to `ask` found, and where.
+    found: &'a [(ArgumentCheck, String)],
 }
 
 impl Question<'_> {
@@ -206,6 +217,7 @@ impl Question<'_> {
         let written = match self.asking.written {
             super::Written::Route => "route",
             super::Written::Policy(name) => name,
+            super::Written::Arguments => &policy.name,
         };
         form::form(&Subject {
             server: ctx.upstream_name(),
@@ -214,6 +226,7 @@ impl Question<'_> {
             arguments: self.arguments,
             rule: self.asking.rule,
             policy: written,
+            found: self.found,
             secret: &secret,
         })
     }

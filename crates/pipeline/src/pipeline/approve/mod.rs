@@ -23,6 +23,9 @@ pub(crate) enum Written<'a> {
     Route,
     /// `[[approval]]` of the named upstream policy.
     Policy(&'a str),
+    /// No rule: an `[arguments]` rule set to `ask` found something
+    /// ([`ApprovalRule::for_arguments`]).
+    Arguments,
 }
 
 /// The rule that asks about a call, and why.
@@ -81,10 +84,18 @@ impl<'r> Rules<'r> {
         self.route.any_changed_listing() || self.policy.any_changed_listing()
     }
 
-    /// The first rule that asks about this call.
+    /// The first rule that asks about this call; with none, the gateway's
+    /// own question when an `[arguments]` rule set to `ask` found something.
     pub(crate) fn asking(&self, facts: &Facts<'_>, c: &Circumstances<'_>) -> Option<Asking<'r>> {
+        let for_arguments = || {
+            c.ask_verdicts.first().map(|found| Asking {
+                rule: ApprovalRule::for_arguments(),
+                because: Because::Verdict(*found),
+                written: Written::Arguments,
+            })
+        };
         if self.are_empty() {
-            return None;
+            return for_arguments();
         }
         if let Some((rule, because)) = self.route.first_match(facts, c) {
             return Some(Asking {
@@ -100,6 +111,7 @@ impl<'r> Rules<'r> {
                 because,
                 written: Written::Policy(self.policy_name),
             })
+            .or_else(for_arguments)
     }
 }
 

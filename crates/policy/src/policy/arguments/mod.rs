@@ -38,6 +38,7 @@ mod shell;
 #[cfg(test)]
 mod tests;
 
+use portcullis_approval::ArgumentCheck as ApprovalCheck;
 use serde_json::Value;
 
 pub use contract::{Contract, Problem};
@@ -90,6 +91,28 @@ pub struct ArgumentReport {
     /// The arguments changed (redacted, a member removed): the request is
     /// written again.
     pub changed: bool,
+}
+
+impl ArgumentReport {
+    /// What a rule set to `ask` found, for the approval rules: the check
+    /// and where in the arguments (a JSON pointer; names, never values).
+    pub fn asks(&self) -> Vec<(ApprovalCheck, String)> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.action == Action::Ask)
+            .filter_map(|v| {
+                let check = match v.rule {
+                    Rule::ArgumentSecret => ApprovalCheck::Secret,
+                    Rule::PrivatePath => ApprovalCheck::PrivatePath,
+                    Rule::Address => ApprovalCheck::ForbiddenHost,
+                    Rule::Shell => ApprovalCheck::ShellSyntax,
+                    Rule::CrossUpstreamFlow => ApprovalCheck::CrossUpstreamFlow,
+                    _ => return None,
+                };
+                Some((check, v.key.clone().unwrap_or_default()))
+            })
+            .collect()
+    }
 }
 
 /// One call's arguments under the upstream's `[arguments]` rules.
@@ -167,6 +190,9 @@ impl<'a> ArgumentCheck<'a> {
             Setting::Enforce => Some(Action::Block),
             Setting::Redact => Some(Action::Redact),
             Setting::Remove => Some(Action::Remove),
+            // Only a tool call can wait for the gateway's question.
+            Setting::Ask if self.call.method == McpMethod::ToolsCall => Some(Action::Ask),
+            Setting::Ask => Some(Action::Block),
         }
     }
 

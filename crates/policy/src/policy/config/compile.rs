@@ -154,9 +154,17 @@ const ENFORCE_MONITOR_OFF: &[(&str, Setting)] = &[
     ("off", Setting::Off),
 ];
 
-const WITH_REDACT: &[(&str, Setting)] = &[
+const WITH_ASK: &[(&str, Setting)] = &[
+    ("enforce", Setting::Enforce),
+    ("ask", Setting::Ask),
+    ("monitor", Setting::Monitor),
+    ("off", Setting::Off),
+];
+
+const WITH_REDACT_ASK: &[(&str, Setting)] = &[
     ("enforce", Setting::Enforce),
     ("redact", Setting::Redact),
+    ("ask", Setting::Ask),
     ("monitor", Setting::Monitor),
     ("off", Setting::Off),
 ];
@@ -199,11 +207,11 @@ fn argument_policy(chain: &[&Source]) -> Result<ArgumentPolicy, ConfigError> {
                 ("off", Setting::Off),
             ]
         ))?,
-        secrets: setting!(choice(chain, arguments.secrets, WITH_REDACT))?,
-        private_paths: setting!(choice(chain, arguments.private_paths, ENFORCE_MONITOR_OFF))?,
-        addresses: setting!(choice(chain, arguments.addresses, ENFORCE_MONITOR_OFF))?,
-        shell: setting!(choice(chain, arguments.shell, ENFORCE_MONITOR_OFF))?,
-        cross_upstream: setting!(choice(chain, arguments.cross_upstream, WITH_REDACT))?,
+        secrets: setting!(choice(chain, arguments.secrets, WITH_REDACT_ASK))?,
+        private_paths: setting!(choice(chain, arguments.private_paths, WITH_ASK))?,
+        addresses: setting!(choice(chain, arguments.addresses, WITH_ASK))?,
+        shell: setting!(choice(chain, arguments.shell, WITH_ASK))?,
+        cross_upstream: setting!(choice(chain, arguments.cross_upstream, WITH_REDACT_ASK))?,
         allowed_hosts,
         denied_hosts,
     })

@@ -117,6 +117,10 @@ pub enum Setting {
     Remove,
     /// Recorded, nothing changed.
     Monitor,
+    /// The person is asked, with the gateway's own approval question,
+    /// before the call goes on (a `tools/call`; any other request that
+    /// cannot be asked about is refused as under `enforce`).
+    Ask,
     Off,
 }
 
@@ -127,6 +131,7 @@ impl Setting {
             Setting::Redact => "redact",
             Setting::Remove => "remove",
             Setting::Monitor => "monitor",
+            Setting::Ask => "ask",
             Setting::Off => "off",
         }
     }

@@ -46,6 +46,7 @@ portcullis_model::name_table! {
         Flag => "flag", "delivered and recorded";
         Remove => "remove", "removed a part (an icon, a link, a listed item, a member)";
         Redact => "redact", "replaced a value, or the secret in it, with `[redacted]`";
+        Ask => "ask", "held the call for a person's decision (the gateway's approval question)";
     }
 }
 
