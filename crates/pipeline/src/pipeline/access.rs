@@ -189,19 +189,54 @@ pub(crate) fn permit(ctx: &RequestCtx, authority: &HeaderValue, path: &str) -> R
     Err(refused(refusal).with_header(header::WWW_AUTHENTICATE, protected.challenge(&failure)))
 }
 
+/// Whether the item a request names is held for a changed definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    No,
+    /// Held, and an approval rule with `changed_listing` may let the
+    /// person approve this call (the approve phase asks, or refuses).
+    Askable,
+}
+
+/// A held tool's call an approval rule may ask about instead of refusing.
+fn may_be_asked_about(ctx: &RequestCtx) -> bool {
+    ctx.request.method == crate::model::McpMethod::ToolsCall
+        && (ctx.route.config.approval.any_changed_listing()
+            || ctx
+                .route
+                .upstream
+                .settings
+                .policy
+                .approval
+                .any_changed_listing())
+}
+
+/// The refusal of a call to an item held for a changed definition.
+pub(crate) fn listing_changed(kind: &str) -> Refusal {
+    Refusal::new(
+        Reason::ListingChanged,
+        format!(
+            "this {kind} changed its definition since the gateway first saw it; it is held until an operator accepts the change"
+        ),
+    )
+    .with_data("kind", kind.to_owned().into())
+}
+
 /// Unchanged: a `tools/call`, `prompts/get` or `resources/read` naming an
 /// item the gateway holds for a changed definition (`[listing] on_change =
 /// "remove"`, enforced) is refused, as its removal from the list promised,
-/// until an operator accepts it. A resource read through a template is
+/// until an operator accepts it — unless an approval rule with
+/// `changed_listing` may ask the person about this tool call instead
+/// ([`Held::Askable`]: the approve phase then asks, or refuses). A resource read through a template is
 /// not an item of its own and is not held.
-pub(crate) async fn unchanged(ctx: &RequestCtx) -> Result<(), Refusal> {
+pub(crate) async fn unchanged(ctx: &RequestCtx) -> Result<Held, Refusal> {
     let policy = &ctx.route.upstream.settings.policy;
     if policy.on_change != OnChange::Remove || policy.mode != Mode::Enforce {
-        return Ok(());
+        return Ok(Held::No);
     }
     let kind = ctx.request.method.target().and_then(|t| t.kind);
     let (Some(kind), Some(target)) = (kind, &ctx.request.target) else {
-        return Ok(());
+        return Ok(Held::No);
     };
     let field = format!("{}:{target}", kind.as_str());
     let upstream = &ctx.route.upstream.settings.id;
@@ -213,15 +248,10 @@ pub(crate) async fn unchanged(ctx: &RequestCtx) -> Result<(), Refusal> {
         None => Box::pin(store.is_held(upstream, &field)).await,
     };
     match held {
-        Ok(false) => Ok(()),
-        Ok(true) => Err(Refusal::new(
-            Reason::ListingChanged,
-            format!(
-                "this {} changed its definition since the gateway first saw it; it is held until an operator accepts the change",
-                kind.as_str()
-            ),
-        )
-        .with_data("kind", kind.as_str().into())),
+        Ok(false) => Ok(Held::No),
+        // A rule may let the person approve this call instead.
+        Ok(true) if may_be_asked_about(ctx) => Ok(Held::Askable),
+        Ok(true) => Err(listing_changed(kind.as_str())),
         Err(_) => Err(Refusal::new(
             Reason::ListingStoreUnavailable,
             "the gateway cannot check this item against the definitions it pinned (its store is unreachable); try again",

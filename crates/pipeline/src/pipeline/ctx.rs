@@ -43,6 +43,9 @@ pub struct RequestCtx {
     /// What an `[arguments]` rule set to `ask` found (the check, and where
     /// in the arguments): the approve phase asks the person about it.
     pub(crate) argument_asks: Vec<(crate::approval::ArgumentCheck, String)>,
+    /// The tool called is held for a changed definition, and only a
+    /// person's approval under a `changed_listing` rule lets the call on.
+    pub(crate) listing_held: bool,
 }
 
 impl RequestCtx {
@@ -89,6 +92,7 @@ impl RequestCtx {
             session: None,
             subject: None,
             argument_asks: Vec::new(),
+            listing_held: false,
             trace: RequestTrace::off(),
         })
     }

@@ -312,6 +312,7 @@ impl Gateway {
             trace: trace.clone(),
             subject,
             argument_asks: Vec::new(),
+            listing_held: false,
         };
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
@@ -331,7 +332,8 @@ impl Gateway {
             return Box::pin(bridge::carry(ctx, parts, authority)).await;
         }
         access::permit(&ctx, &authority, parts.uri.path())?;
-        access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))?;
+        ctx.listing_held =
+            access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))? == access::Held::Askable;
         access::throttle_target(&ctx)
             .await
             .map_err(|r| within(r, &ctx))?;
@@ -348,6 +350,7 @@ impl Gateway {
         if let Some(prior) = ctx.retry.as_ref().map(|r| &r.prior) {
             trace.operation(&prior.operation, prior.round + 1);
         }
+        approve::held_listing_approved(&ctx).map_err(|r| within(r, &ctx))?;
         let body = arguments::check(&mut ctx, &parts, &authority, body)
             .await
             .map_err(|r| within(r, &ctx))?;

@@ -49,6 +49,30 @@ pub fn applies(ctx: &RequestCtx) -> bool {
             && ctx.argument_asks.is_empty())
 }
 
+/// A call to a tool held for a changed definition goes on only as the
+/// answer to the gateway's question under a `changed_listing` rule (a
+/// fresh call is asked about by [`check`]); any other retry of it — an
+/// approval asked for another reason before the change, the upstream's
+/// own next question — is refused as the hold promised.
+pub(crate) fn held_listing_approved(ctx: &RequestCtx) -> Result<(), Refusal> {
+    let Some(retry) = ctx.retry.as_ref().filter(|_| ctx.listing_held) else {
+        return Ok(());
+    };
+    let asked_for_change = retry.prior.approval.as_ref().is_some_and(|a| {
+        let policy = &ctx.route.upstream.settings.policy.approval;
+        ctx.route
+            .config
+            .approval
+            .iter()
+            .chain(policy.iter())
+            .any(|r| r.name == a.rule && r.changed_listing)
+    });
+    match asked_for_change {
+        true => Ok(()),
+        false => Err(crate::pipeline::access::listing_changed("tool")),
+    }
+}
+
 /// The approve phase (when it [`applies`]). The request's head and
 /// authority are what the gateway's own fetch of the tool list (as the
 /// caller) is made with, when a rule reads listed hints the gateway does
@@ -92,12 +116,20 @@ pub async fn check(
             .then(|| arguments.get(ctx.request.params_text())),
         annotations,
         verdicts: &verdicts,
-        ..Default::default()
+        listing_changed: ctx.listing_held,
     };
     let circumstances = Circumstances {
         ask_verdicts: &asks,
     };
-    let Some(asking) = rules.asking(&facts, &circumstances) else {
+    // A held tool: only a rule about changed listings may let it on.
+    let asking = match ctx.listing_held {
+        true => rules.asking_about_change(&facts, &circumstances),
+        false => rules.asking(&facts, &circumstances),
+    };
+    let Some(asking) = asking else {
+        if ctx.listing_held {
+            return Err(crate::pipeline::access::listing_changed("tool"));
+        }
         return Ok(Approve::Forward);
     };
     // The form says what the tool does from its listed hints: looked up for

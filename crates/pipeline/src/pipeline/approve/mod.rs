@@ -10,6 +10,7 @@ pub(crate) mod ask;
 pub(crate) mod push;
 mod steps;
 
+pub(crate) use ask::held_listing_approved;
 pub use ask::{applies, check, Approve};
 pub use push::Question;
 pub(crate) use push::Waiting;
@@ -77,11 +78,35 @@ impl<'r> Rules<'r> {
         not(test),
         expect(
             dead_code,
-            reason = "the unchanged phase does not yet let a held listing on to be asked about"
+            reason = "only the unit tests call it: the unchanged phase reads the rules itself"
         )
     )]
     pub(crate) fn ask_about_changed_listings(&self) -> bool {
         self.route.any_changed_listing() || self.policy.any_changed_listing()
+    }
+
+    /// The first rule about changed listings that asks about a call to a
+    /// held tool (no other rule may let it on).
+    pub(crate) fn asking_about_change(
+        &self,
+        facts: &Facts<'_>,
+        c: &Circumstances<'_>,
+    ) -> Option<Asking<'r>> {
+        let route = self.route.iter().map(|r| (r, Written::Route));
+        let policy = self
+            .policy
+            .iter()
+            .map(|r| (r, Written::Policy(self.policy_name)));
+        route
+            .chain(policy)
+            .filter(|(r, _)| r.changed_listing)
+            .find_map(|(rule, written)| {
+                rule.matches(facts, c).map(|because| Asking {
+                    rule,
+                    because,
+                    written,
+                })
+            })
     }
 
     /// The first rule that asks about this call; with none, the gateway's
