@@ -10,9 +10,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::SettingsError;
+// The defaults the typed rules use too (the built-in arguments question) live with them.
 use crate::rule::{
     ApprovalRule, ApprovalRules, Approver, ArgumentCheck, Fallback, HintMatch, Remember,
 };
+pub use crate::rule::{DEFAULT_REMEMBER_FOR, DEFAULT_TIMEOUT};
 use crate::when::{Hint, Variable, When};
 
 /// One `[[approval]]` table.
@@ -52,12 +54,8 @@ macro_rules! key {
     }};
 }
 
-/// How long a question waits for its answer unless the rule says.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest a question may wait.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
-/// How long a decision remembered for the caller holds unless the rule says.
-pub const DEFAULT_REMEMBER_FOR: Duration = Duration::from_secs(8 * 3600);
 /// How long a first use's approval holds unless the rule says.
 pub const DEFAULT_FIRST_USE_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The longest a decision may be remembered.

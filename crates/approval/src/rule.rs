@@ -172,6 +172,11 @@ impl Because {
     }
 }
 
+/// How long a question waits for its answer unless the rule says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a decision remembered for the caller holds unless the rule says.
+pub const DEFAULT_REMEMBER_FOR: Duration = Duration::from_secs(8 * 3600);
+
 /// The name of the question an `[arguments]` rule set to `ask` gets when
 /// no `[[approval]]` rule names its verdict.
 pub const ARGUMENTS_RULE: &str = "arguments";
@@ -186,12 +191,12 @@ static FOR_ARGUMENTS: std::sync::LazyLock<ApprovalRule> =
         first_use: false,
         when: None,
         remember: Remember::Call,
-        remember_for: crate::raw::DEFAULT_REMEMBER_FOR,
+        remember_for: DEFAULT_REMEMBER_FOR,
         approver: Approver::Caller,
         approvers: None,
         approver_groups: None,
         fallback: Fallback::Refuse,
-        timeout: crate::raw::DEFAULT_TIMEOUT,
+        timeout: DEFAULT_TIMEOUT,
         reason: None,
     });
 
