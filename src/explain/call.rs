@@ -76,6 +76,21 @@ pub(super) fn explain(
                 .into(),
         ),
     });
+    let asked = match outcome {
+        Ok(()) => would_ask(
+            &ctx,
+            path,
+            contract.as_ref().and_then(Option::as_ref),
+            &report,
+        ),
+        Err(_) => None,
+    };
+    let decision = match (&outcome, &asked) {
+        (Err(_), _) => "refused",
+        (Ok(()), Some(_)) => "asked",
+        (Ok(()), None) => "forwarded",
+    };
+    traced.extend(asked);
     let changed: Vec<String> = report
         .verdicts
         .iter()
@@ -85,10 +100,7 @@ pub(super) fn explain(
     Ok(Explanation {
         upstream,
         message: "a call from a client",
-        decision: match outcome {
-            Ok(()) => "forwarded",
-            Err(_) => "refused",
-        },
+        decision,
         keys_name: "argument",
         checks: traced,
         every_rule,
@@ -99,6 +111,51 @@ pub(super) fn explain(
         client_receives: None,
         retry: None,
         changed_arguments: changed,
+    })
+}
+
+/// The `[[approval]]` rule that would ask the person about a tool call
+/// the argument rules let through (its hints from the listing given), as
+/// one more check of the trace: `None` when no rule would ask. Whether an
+/// approval is remembered is the running gateway's: not read offline.
+fn would_ask(
+    ctx: &RequestCtx,
+    path: &str,
+    contract: Option<&Arc<Contract>>,
+    report: &crate::policy::arguments::ArgumentReport,
+) -> Option<Check> {
+    if ctx.request.method != crate::model::McpMethod::ToolsCall {
+        return None;
+    }
+    let target = ctx.request.target.as_deref()?;
+    let route = &ctx.route;
+    let policy = &route.upstream.settings.policy;
+    let rules = crate::pipeline::approve::Rules {
+        route: &route.config.approval,
+        policy: &policy.approval,
+        policy_name: &policy.name,
+    };
+    let exposed = route
+        .prefix()
+        .map(|p| crate::model::expose(crate::model::TargetKind::Tool, p, target));
+    let found = report.asks();
+    let called = crate::pipeline::approve::Called {
+        path,
+        tool: exposed.as_deref().unwrap_or(target),
+        upstream_tool: target,
+        annotations: contract.and_then(|c| c.hints()),
+        found: &found,
+    };
+    let asking = called.asking(ctx, &rules)?;
+    Some(Check {
+        rule: "approval",
+        action: "ask",
+        key: Some(asking.rule.name.clone()),
+        field: None,
+        detail: Some(format!(
+            "the gateway would ask the person before forwarding ({})",
+            asking.because.label()
+        )),
     })
 }
 

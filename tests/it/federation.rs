@@ -50,7 +50,7 @@ fn federated_config(upstreams: &[(&str, &str, &str)], route_extra: &str) -> Stri
     fed_config(upstreams, route_extra, "")
 }
 
-fn post(
+pub(crate) fn post(
     c: &reqwest::Client,
     url: &str,
     method: &str,

@@ -28,6 +28,7 @@ mod hostile_reasons;
 mod identity;
 mod inspection;
 mod listings;
+mod mcp_apps;
 mod mrtr;
 mod oauth;
 mod otlp;

@@ -10,7 +10,6 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::SettingsError;
-// The defaults the typed rules use too (the built-in arguments question) live with them.
 use crate::rule::{
     ApprovalRule, ApprovalRules, Approver, ArgumentCheck, Fallback, HintMatch, Remember,
 };

@@ -32,7 +32,7 @@ pub struct RoutedUpstream {
 /// A path to one upstream; in a federated route, one of its upstreams.
 pub struct Route {
     pub upstream: Arc<RoutedUpstream>,
-    pub(crate) config: Arc<RouteConfig>,
+    pub config: Arc<RouteConfig>,
     /// Set when this is an upstream of a federated route.
     pub(crate) member: Option<Member>,
 }
@@ -52,7 +52,7 @@ impl Route {
     }
 
     /// The prefix its names are exposed under (federated routes only).
-    pub(crate) fn prefix(&self) -> Option<&str> {
+    pub fn prefix(&self) -> Option<&str> {
         self.member.as_ref().map(|m| &*m.prefix)
     }
 }

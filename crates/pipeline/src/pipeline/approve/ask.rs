@@ -97,36 +97,19 @@ pub async fn check(
         .prefix()
         .map(|p| crate::model::expose(crate::model::TargetKind::Tool, p, &target));
     let tool = exposed.as_deref().unwrap_or(&target);
-    let arguments = crate::approval::facts::Arguments::default();
     let found = ctx.argument_asks.clone();
-    let asks: Vec<ArgumentCheck> = found.iter().map(|(check, _)| *check).collect();
-    let verdicts: Vec<&str> = asks.iter().map(|c| c.as_str()).collect();
     let annotations = match rules.read_annotations() {
         true => listed_hints(ctx, parts, authority, &target).await,
         false => None,
     };
-    let facts = Facts {
-        caller: crate::approval::facts::caller(&ctx.principal),
-        route: path,
-        upstream: &route.upstream.settings.id,
+    let called = Called {
+        path,
         tool,
         upstream_tool: &target,
-        arguments: rules
-            .read_arguments()
-            .then(|| arguments.get(ctx.request.params_text())),
         annotations,
-        verdicts: &verdicts,
-        listing_changed: ctx.listing_held,
+        found: &found,
     };
-    let circumstances = Circumstances {
-        ask_verdicts: &asks,
-    };
-    // A held tool: only a rule about changed listings may let it on.
-    let asking = match ctx.listing_held {
-        true => rules.asking_about_change(&facts, &circumstances),
-        false => rules.asking(&facts, &circumstances),
-    };
-    let Some(asking) = asking else {
+    let Some(asking) = called.asking(ctx, &rules) else {
         if ctx.listing_held {
             return Err(crate::pipeline::access::listing_changed("tool"));
         }
@@ -138,6 +121,7 @@ pub async fn check(
         None if !rules.read_annotations() => listed_hints(ctx, parts, authority, &target).await,
         known => known,
     };
+    let arguments = crate::approval::facts::Arguments::default();
     let question = Question {
         asking,
         tool,
@@ -147,6 +131,49 @@ pub async fn check(
         found: &found,
     };
     question.decide(ctx).await
+}
+
+/// A call as the approval rules read it.
+pub struct Called<'a> {
+    /// The route's path.
+    pub path: &'a str,
+    /// As the client called it, and at its upstream.
+    pub tool: &'a str,
+    pub upstream_tool: &'a str,
+    pub annotations: Option<Annotations>,
+    /// What `[arguments]` rules set to `ask` found, and where.
+    pub found: &'a [(ArgumentCheck, String)],
+}
+
+impl Called<'_> {
+    /// The rule that asks about the call: the first that matches, and for
+    /// a tool held for a changed definition the first about changed
+    /// listings (no other may let it on); `None` when none asks.
+    pub fn asking<'r>(&self, ctx: &RequestCtx, rules: &Rules<'r>) -> Option<super::Asking<'r>> {
+        let arguments = crate::approval::facts::Arguments::default();
+        let asks: Vec<ArgumentCheck> = self.found.iter().map(|(check, _)| *check).collect();
+        let verdicts: Vec<&str> = asks.iter().map(|c| c.as_str()).collect();
+        let facts = Facts {
+            caller: crate::approval::facts::caller(&ctx.principal),
+            route: self.path,
+            upstream: &ctx.route.upstream.settings.id,
+            tool: self.tool,
+            upstream_tool: self.upstream_tool,
+            arguments: rules
+                .read_arguments()
+                .then(|| arguments.get(ctx.request.params_text())),
+            annotations: self.annotations,
+            verdicts: &verdicts,
+            listing_changed: ctx.listing_held,
+        };
+        let circumstances = Circumstances {
+            ask_verdicts: &asks,
+        };
+        match ctx.listing_held {
+            true => rules.asking_about_change(&facts, &circumstances),
+            false => rules.asking(&facts, &circumstances),
+        }
+    }
 }
 
 /// The hints the upstream listed for `tool`, from the definitions the

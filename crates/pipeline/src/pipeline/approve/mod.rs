@@ -11,7 +11,7 @@ pub(crate) mod push;
 mod steps;
 
 pub(crate) use ask::held_listing_approved;
-pub use ask::{applies, check, Approve};
+pub use ask::{applies, check, Approve, Called};
 pub use push::Question;
 pub(crate) use push::Waiting;
 
@@ -31,15 +31,15 @@ pub(crate) enum Written<'a> {
 
 /// The rule that asks about a call, and why.
 #[derive(Debug)]
-pub(crate) struct Asking<'r> {
+pub struct Asking<'r> {
     pub rule: &'r ApprovalRule,
     pub because: Because,
-    pub written: Written<'r>,
+    pub(crate) written: Written<'r>,
 }
 
 /// The two sets of rules a call on a route to an upstream meets.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Rules<'r> {
+pub struct Rules<'r> {
     pub route: &'r ApprovalRules,
     pub policy: &'r ApprovalRules,
     pub policy_name: &'r str,

@@ -84,6 +84,23 @@ pub(super) fn event(event: Bytes, prefix: &str) -> Bytes {
     }
 }
 
+/// MCP Apps: the `ui://` resource a listed tool's view is read from
+/// (`_meta.ui.resourceUri`, and the older flat `_meta["ui/resourceUri"]`),
+/// under the tool's upstream prefix, so the host's `resources/read` of it
+/// reaches the same upstream.
+pub(super) fn tool_ui(tool: &mut serde_json::Map<String, Value>, prefix: &str) {
+    if prefix.is_empty() {
+        return;
+    }
+    let Some(Value::Object(meta)) = tool.get_mut("_meta") else {
+        return;
+    };
+    if let Some(Value::Object(ui)) = meta.get_mut("ui") {
+        expose_uri(ui.get_mut("resourceUri"), prefix);
+    }
+    expose_uri(meta.get_mut("ui/resourceUri"), prefix);
+}
+
 /// Whether a message's bytes may hold a `uri` member (a key written with
 /// escapes is still read: `\u` sends it to the parse).
 fn may_name_a_uri(bytes: &[u8]) -> bool {

@@ -287,6 +287,9 @@ fn exposed_item(
         return Err(removed(Some(exposed), why.to_owned()));
     }
     item.insert(shape.name.to_owned(), Value::String(exposed));
+    if shape.kind == TargetKind::Tool {
+        super::expose::tool_ui(&mut item, prefix);
+    }
     let settings = &member.upstream.settings;
     let origin = json!({"id": settings.id, "name": settings.name});
     match item.get_mut("_meta") {
