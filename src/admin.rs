@@ -3,7 +3,7 @@
 //! `GET /listings?upstream=ID` (names and digests), `GET /listings/held`
 //! (a held definition's text, for review) and `POST /listings/accept`, the
 //! one request here that changes state. Every `/listings` request must be
-//! signed with the gateway's `[state]` keys (`listings/signed.rs`) and name
+//! signed with the gateway's `[state]` keys (`signed.rs`) and name
 //! an address as its Host (a page that rebinds a name to loopback cannot
 //! read them); an acceptance is answered only to a peer on loopback, only
 //! with the `X-Portcullis-Admin` header and a JSON body, and never with an

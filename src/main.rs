@@ -105,8 +105,8 @@ enum Command {
     },
     /// What a running gateway pinned of each upstream's lists, and the
     /// operator's acceptance of a changed definition (rug pulls).
-    Listings(portcullis::listings::cli::ListingsArgs),
-    /// (internal) The supervisor of one stdio program: see pipeline::stdio::supervise.
+    Listings(portcullis::listings_command::ListingsArgs),
+    /// (internal) The supervisor of one stdio program: see dataplane::stdio::supervise.
     #[command(hide = true)]
     StdioSupervise {
         /// The gateway's pid: when it is gone, so is everything below.
@@ -229,7 +229,7 @@ fn main() -> ExitCode {
             target,
         } => {
             let grace = std::time::Duration::from_millis(*grace_ms);
-            let code = portcullis::pipeline::stdio::supervise::supervise(*watch, grace, target);
+            let code = portcullis_dataplane::stdio::supervise::supervise(*watch, grace, target);
             return ExitCode::from(u8::try_from(code).unwrap_or(255));
         }
         Command::StdioConfine {
@@ -238,7 +238,7 @@ fn main() -> ExitCode {
             program,
         } => {
             let code =
-                portcullis::pipeline::stdio::supervise::confine(*max_tasks, *report_pid, program);
+                portcullis_dataplane::stdio::supervise::confine(*max_tasks, *report_pid, program);
             return ExitCode::from(u8::try_from(code).unwrap_or(255));
         }
         _ => {}
@@ -296,7 +296,7 @@ fn main() -> ExitCode {
                         Err("give --config FILE (its [admin] address) or --admin IP:PORT".into())
                     }
                 };
-                portcullis::listings::cli::run(args, admin).await
+                portcullis::listings_command::run(args, admin).await
             }
             Command::Healthcheck { config, url } => {
                 portcullis::healthcheck::run(config.as_deref(), url.as_deref()).await

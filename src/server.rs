@@ -17,6 +17,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
 use crate::config::{ConfigErrors, GatewayConfig, RuntimeModel};
+use crate::connection::GatewayConnections;
 use crate::layers::LayerSettings;
 use crate::model::{system_clock, SharedClock};
 use crate::pipeline::record::Metrics;
@@ -138,7 +139,7 @@ impl RunningGateway {
         handed: Listeners,
         clock: SharedClock,
     ) -> Result<RunningGateway, StartError> {
-        crate::pipeline::stdio::keep_gateway_private();
+        portcullis_dataplane::stdio::keep_gateway_private();
         let source = config.source.is_file().then(|| config.source.clone());
         let files = std::sync::Mutex::new(FileWatch::of(&config));
         let config = Arc::new(config);
@@ -218,8 +219,10 @@ impl RunningGateway {
             None => (None, None),
         };
         let serving = Serving {
-            gateway: current.clone(),
-            layers,
+            service: GatewayConnections {
+                gateway: current.clone(),
+                layers,
+            },
             limits: config.limits,
             connections,
             shutdown: rx,
@@ -232,8 +235,7 @@ impl RunningGateway {
                     let s = serving.clone();
                     tasks.spawn(accept::serve(
                         b,
-                        s.gateway,
-                        s.layers,
+                        s.service,
                         s.limits,
                         s.connections,
                         s.shutdown,

@@ -224,7 +224,7 @@ fn judge(ex: &Exchange, message: &[u8], carrier: Carrier, d: &Disposition) {
         // Waits for the single-use store: only in a 2025-11-25 session.
         Disposition::Held(_) => {
             assert_eq!(carrier, Carrier::Stream);
-            assert!(ex.ctx.session.is_some(), "a held message outside a session");
+            assert!(ex.ctx.in_session(), "a held message outside a session");
         }
         Disposition::Refuse(r) => {
             let body = portcullis::json::error_body(ex.ctx.id(), r, Some("fuzz"));

@@ -12,10 +12,10 @@ use serde_json::{json, Value};
 
 use super::text;
 use crate::audit::{AuditContext, AuditEvent};
-use crate::listings::cli::ACCEPT_HEADER;
-use crate::listings::signed;
 use crate::listings::{split_field, ItemKind, Selector};
+use crate::listings_command::ACCEPT_HEADER;
 use crate::pipeline::Gateway;
+use crate::signed;
 
 /// The largest acceptance body read.
 const MAX_BODY: usize = 4096;

@@ -121,18 +121,20 @@ fn the_book_lists_every_config_key_as_the_gateway_reads_it() {
     assert_eq!(
         book_between("reference/config.md", "keys"),
         expected.trim(),
-        "docs/src/reference/config.md's key tables differ from the config file's types (src/config/raw.rs and the section types it names); paste this between the markers:\n{expected}"
+        "docs/src/reference/config.md's key tables differ from the config file's types (crates/config/src/config/raw.rs and the section types it names); paste this between the markers:\n{expected}"
     );
 }
 
 /// The `event` names `AuditEvent::name` gives, read from its match arms (the
 /// enum has no list of its variants, and a name is written only there).
 fn audit_event_names() -> Vec<String> {
-    let source =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/audit/event.rs"))
-            .expect("src/audit/event.rs (moved? point this test at AuditEvent::name)");
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/audit/src/audit/event.rs"
+    ))
+    .expect("crates/audit/src/audit/event.rs (moved? point this test at AuditEvent::name)");
     let body = source
-        .split("pub fn name(&self) -> &'static str {")
+        .split("fn name(&self) -> &'static str {")
         .nth(1)
         .expect("AuditEvent::name");
     let body = &body[..body.find("\n    }\n").expect("the end of AuditEvent::name")];
@@ -165,7 +167,7 @@ fn the_book_lists_every_audit_event() {
     names.sort();
     assert_eq!(
         listed, names,
-        "docs/src/reference/audit.md's event table differs from AuditEvent::name (src/audit/event.rs)"
+        "docs/src/reference/audit.md's event table differs from AuditEvent::name (crates/audit/src/audit/event.rs)"
     );
 }
 

@@ -443,7 +443,7 @@ async fn flag_and_monitor_deliver_allow_repins_and_upstreams_do_not_share_pins()
 /// keys in `dir` (as `portcullis listings --config` signs it).
 fn signed(dir: &Path, method: &str, path: &str, body: &str) -> String {
     let keys = portcullis::mrtr::seal::StateKeys::from_file(&dir.join("gateway/keys")).unwrap();
-    portcullis::listings::signed::sign(&keys, method, path, body.as_bytes())
+    portcullis::signed::sign(&keys, method, path, body.as_bytes())
         .unwrap()
         .to_str()
         .unwrap()

@@ -1,5 +1,5 @@
 // Issue 22, direction A: 2025-11-25 clients in front of upstreams that speak only
-// 2026-07-28, bridged by the gateway (src/pipeline/bridge). The clients: the MCP Inspector
+// 2026-07-28, bridged by the gateway (crates/pipeline/src/pipeline/bridge). The clients: the MCP Inspector
 // CLI 2.12.0 and the TypeScript SDK 1.x client. The upstreams: the demo server
 // (`portcullis demo-upstream`, rmcp, 2026-07-28 only) and a TypeScript SDK v2 server
 // serving 2026-07-28 only (servers/ts_v2_modern_server.mjs, `legacy: 'reject'`), which

@@ -88,7 +88,7 @@ pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     // The gateways of these tests run in the test binary: their stdio
     // programs are supervised by the portcullis binary itself.
-    portcullis::pipeline::stdio::use_supervisor(env!("CARGO_BIN_EXE_portcullis").into());
+    portcullis_dataplane::stdio::use_supervisor(env!("CARGO_BIN_EXE_portcullis").into());
 }
 
 /// Gateway config with one listener, an admin listener and one upstream
