@@ -103,11 +103,13 @@ pub enum ResultRoute {
 }
 
 /// The rules a result of the request `method` with this `resultType` goes to.
+/// A question or a task is one whatever was asked: a list answered with a
+/// task carries the task's questions and state, not a list.
 pub fn result_route(method: McpMethod, result_type: Option<&str>) -> ResultRoute {
     match result_type {
         Some("input_required") => ResultRoute::Question,
-        _ if method.catalogue().is_some() => ResultRoute::Listing,
         Some("task") => ResultRoute::Task(TaskCarrier::Created),
+        _ if method.catalogue().is_some() => ResultRoute::Listing,
         _ if method == McpMethod::TasksGet => ResultRoute::Task(TaskCarrier::Status),
         _ if matches!(method, McpMethod::TasksUpdate | McpMethod::TasksCancel) => {
             ResultRoute::TaskAck
@@ -358,7 +360,8 @@ impl Exchange {
         let mut value = json::parse_value(bytes).ok()?;
         match value.get("resultType") {
             None => {}
-            Some(Value::String(t)) if t != "input_required" => {}
+            Some(Value::String(t))
+                if matches!(result_route(method, Some(t)), ResultRoute::Listing) => {}
             Some(_) => return None,
         }
         self.operation_completed();
@@ -550,6 +553,37 @@ impl<'de> Visitor<'de> for ResultHead<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A list answered with a task (its questions, its state) was read as a
+    /// list and delivered with the task uninspected (fuzz: upstream_message).
+    #[test]
+    fn a_question_or_a_task_is_one_whatever_was_asked() {
+        use McpMethod::*;
+        for method in [
+            ToolsList,
+            PromptsList,
+            ResourcesList,
+            ResourcesTemplatesList,
+            ToolsCall,
+        ] {
+            assert!(matches!(
+                result_route(method, Some("task")),
+                ResultRoute::Task(TaskCarrier::Created)
+            ));
+            assert!(matches!(
+                result_route(method, Some("input_required")),
+                ResultRoute::Question
+            ));
+        }
+        assert!(matches!(
+            result_route(ToolsList, Some("complete")),
+            ResultRoute::Listing
+        ));
+        assert!(matches!(
+            result_route(ToolsList, None),
+            ResultRoute::Listing
+        ));
+    }
 
     #[test]
     fn result_type_is_read_in_any_spelling_once() {
