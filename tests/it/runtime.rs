@@ -27,7 +27,17 @@ async fn per_core_workers_serve_every_connection_and_stop_with_the_gateway() {
         "[runtime]\nmodel = \"per_core\"\nworkers = 3\n",
     );
     let gw = start_gateway(&text).await;
-    let names = worker_threads();
+    // A thread names itself once it first runs (the standard library sets
+    // its name from inside): on a loaded machine that may be a moment after
+    // the gateway started it.
+    let mut names = worker_threads();
+    for _ in 0..100 {
+        if names.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        names = worker_threads();
+    }
     for i in 1..=3 {
         // comm is cut to 15 bytes.
         let name: String = format!("portcullis-worker-{i}").chars().take(15).collect();

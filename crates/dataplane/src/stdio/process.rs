@@ -20,7 +20,7 @@ mod settle;
 use super::cgroup::ProgramCgroup;
 use super::frame::{self, FromProgram, Line, LineFault};
 use super::metrics::StdioMetrics;
-use super::spawn::{signal_group, signal_one, Spawned};
+use super::spawn::{signal_group, Spawned, Supervisor};
 
 /// Why a request to the program got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -42,7 +42,8 @@ const ABANDONED_KEPT: usize = 256;
 struct Shared {
     upstream: Arc<str>,
     /// The supervisor's pid: its process group is the program's.
-    group: u32,
+    /// The supervisor (its pid is the program's process group).
+    supervisor: Supervisor,
     /// The program's pid as the gateway sees it, once it reported its
     /// start (a sandboxed program's is its supervisor's), for the log.
     pid: AtomicU32,
@@ -180,7 +181,7 @@ impl Process {
         let (exited, _) = watch::channel(Exit::Running);
         let shared = Arc::new(Shared {
             upstream,
-            group: pid,
+            supervisor: Supervisor::hold(pid),
             pid: AtomicU32::new(pid),
             pending: Mutex::default(),
             abandoned: Mutex::default(),
@@ -349,13 +350,12 @@ impl Process {
             return;
         }
         self.shared.stopping.store(true, Ordering::Release);
-        let group = self.shared.group;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime left to wait in (the gateway is exiting).
             self.shared.kill_now();
             return;
         };
-        signal_group(group, libc::SIGTERM);
+        self.shared.supervisor.signal_group(libc::SIGTERM);
         let shared = self.shared.clone();
         let grace = self.stop_timeout;
         runtime.spawn(async move {
@@ -424,9 +424,9 @@ impl Shared {
     /// process below it (those that left the group too); should the
     /// supervisor not be gone soon after, its group is killed from here.
     fn kill_now(self: &Arc<Self>) {
-        signal_one(self.group, libc::SIGUSR1);
+        self.supervisor.signal(libc::SIGUSR1);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            signal_group(self.group, libc::SIGKILL);
+            self.supervisor.signal_group(libc::SIGKILL);
             return;
         };
         let shared = self.clone();
@@ -436,7 +436,7 @@ impl Shared {
                 .await
                 .is_err()
             {
-                signal_group(shared.group, libc::SIGKILL);
+                shared.supervisor.signal_group(libc::SIGKILL);
             }
         });
     }
@@ -629,8 +629,9 @@ async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
 async fn wait_exit(mut child: Child, cgroup: Option<ProgramCgroup>, shared: Arc<Shared>) {
     let status = child.wait().await;
     shared.fail_all(ProgramFailed::Exited);
-    // Whatever it left behind in its group, or in its cgroup, goes with it.
-    signal_group(shared.group, libc::SIGKILL);
+    // Whatever it left behind in its group, or in its cgroup, goes with it
+    // (just reaped: a member left in the group still holds its number).
+    signal_group(shared.supervisor.pid(), libc::SIGKILL);
     if let Some(cgroup) = cgroup {
         let _ = tokio::task::spawn_blocking(move || cgroup.remove()).await;
     }

@@ -243,8 +243,67 @@ impl ChildSetup {
     }
 }
 
+/// A started program's supervisor, held by a pidfd: a signal reaches it,
+/// or nobody — never a process that got its number after it was reaped
+/// (pid numbers come round again; on a busy machine within minutes, and a
+/// stray SIGUSR1 makes another program's supervisor stop its program).
+pub(crate) struct Supervisor {
+    pid: u32,
+    fd: Option<OwnedFd>,
+}
+
+impl Supervisor {
+    /// `pid` is a child not yet waited for: its number is its own.
+    pub(crate) fn hold(pid: u32) -> Supervisor {
+        // SAFETY: a plain system call; the descriptor is then owned here.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        let fd = libc::c_int::try_from(fd)
+            .ok()
+            .filter(|fd| *fd >= 0)
+            // SAFETY: just opened, owned by nobody else.
+            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        Supervisor { pid, fd }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Send `signal` to the supervisor alone; `false` when it is gone
+    /// (reaped). Without pidfds (kernels before 5.3) by its number.
+    pub(crate) fn signal(&self, signal: libc::c_int) -> bool {
+        match &self.fd {
+            // SAFETY: a plain system call on a descriptor we own.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    signal,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                ) == 0
+            },
+            None => {
+                signal_one(self.pid, signal);
+                true
+            }
+        }
+    }
+
+    /// Send `signal` to the program's process group while the supervisor
+    /// is not reaped (until then the group's number is its, and nobody
+    /// else's).
+    pub(crate) fn signal_group(&self, signal: libc::c_int) {
+        if self.signal(0) {
+            signal_group(self.pid, signal);
+        }
+    }
+}
+
 /// Send `signal` to the program's process group (`pgid` is the
-/// supervisor's pid).
+/// supervisor's pid). Only while a member holds the number: the
+/// supervisor unreaped ([`Supervisor::signal_group`]), or, right after it
+/// was reaped, what it left behind in the group.
 pub(crate) fn signal_group(pgid: u32, signal: libc::c_int) {
     let Ok(pgid) = libc::pid_t::try_from(pgid) else {
         return;
@@ -257,8 +316,8 @@ pub(crate) fn signal_group(pgid: u32, signal: libc::c_int) {
     }
 }
 
-/// Send `signal` to the supervisor alone.
-pub(crate) fn signal_one(pid: u32, signal: libc::c_int) {
+/// Send `signal` to the supervisor alone, by its number.
+fn signal_one(pid: u32, signal: libc::c_int) {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return;
     };

@@ -54,7 +54,7 @@ impl Shared {
                 if !lock(&shared.overdue).contains(&id) {
                     return;
                 }
-                running += u32::from(tree_running(shared.group).await);
+                running += u32::from(tree_running(shared.supervisor.pid()).await);
             }
             let owed = lock(&shared.overdue).remove(&id);
             if !owed || !shared.alive.load(Ordering::Acquire) {
