@@ -900,6 +900,11 @@ def test_a_session_whose_program_died_is_gone_and_a_new_one_works(gw):
     assert first.status == 200
     pid = first.value["pid"]
     assert wait_until(lambda: not alive(pid), 3)
+    # The gateway learns of the death from the program's pipes, a moment
+    # after the process is gone: a call in between may still meet the dead
+    # program (502). The session must then be gone within a moment.
+    ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+    assert wait_until(lambda: s.post(ping).status == 404, 3), "the session outlived its program"
     for body in [{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {}}},
                  {"jsonrpc": "2.0", "id": 3, "method": "ping"}]:
         reply = s.post(body)
