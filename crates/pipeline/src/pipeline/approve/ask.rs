@@ -109,7 +109,9 @@ pub async fn check(
         annotations,
         found: &found,
     };
-    let Some(asking) = called.asking(ctx, &rules) else {
+    // The arguments are parsed once, for the rules and the form alike.
+    let arguments = crate::approval::facts::Arguments::default();
+    let Some(asking) = called.asking_with(ctx, &rules, &arguments) else {
         if ctx.listing_held {
             return Err(crate::pipeline::access::listing_changed("tool"));
         }
@@ -121,7 +123,6 @@ pub async fn check(
         None if !rules.read_annotations() => listed_hints(ctx, parts, authority, &target).await,
         known => known,
     };
-    let arguments = crate::approval::facts::Arguments::default();
     let question = Question {
         asking,
         tool,
@@ -150,7 +151,17 @@ impl Called<'_> {
     /// a tool held for a changed definition the first about changed
     /// listings (no other may let it on); `None` when none asks.
     pub fn asking<'r>(&self, ctx: &RequestCtx, rules: &Rules<'r>) -> Option<super::Asking<'r>> {
-        let arguments = crate::approval::facts::Arguments::default();
+        self.asking_with(ctx, rules, &crate::approval::facts::Arguments::default())
+    }
+
+    /// As [`Called::asking`], the arguments read through `arguments` (the
+    /// phase reads them once for the rules and the form).
+    pub(crate) fn asking_with<'r>(
+        &self,
+        ctx: &RequestCtx,
+        rules: &Rules<'r>,
+        arguments: &crate::approval::facts::Arguments,
+    ) -> Option<super::Asking<'r>> {
         let asks: Vec<ArgumentCheck> = self.found.iter().map(|(check, _)| *check).collect();
         let verdicts: Vec<&str> = asks.iter().map(|c| c.as_str()).collect();
         let facts = Facts {
