@@ -164,6 +164,7 @@ daemon off;
 worker_processes 1;
 pid {workdir / "nginx.pid"};
 error_log stderr notice;
+worker_shutdown_timeout 5s;
 events {{ worker_connections 256; }}
 http {{
     access_log {workdir / "access.log"};
@@ -184,14 +185,24 @@ class Balancer:
         port = int(self.base.rsplit(":", 1)[1])
         (self.workdir / "nginx.conf").write_text(balancer_config(addrs, port, self.workdir))
         log = self.workdir / "nginx.log"
-        started = log.read_bytes().count(WORKER_STARTED)
+        old_workers = self.workers()
         self.process.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + READY_TIMEOUT_S
-        # The new worker listens once it started; the old one only finishes what it has.
-        while log.read_bytes().count(WORKER_STARTED) <= started:
+        # Until an old worker has exited it may still accept a connection and send it to the
+        # replicas it knew (the placeholder on the first reload): wait for it to be gone and
+        # a new one to be there (`worker_shutdown_timeout` bounds what it still serves).
+        while (workers := self.workers()) & old_workers or not workers:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"nginx did not reload:\n{log.read_text(errors='replace')}", pytrace=False)
             time.sleep(0.05)
+
+    def workers(self) -> set[int]:
+        """The master's worker processes now (a reaped worker is no longer listed)."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        try:
+            return {int(pid) for pid in children.read_text().split()}
+        except FileNotFoundError:
+            return set()
 
 
 @contextmanager
