@@ -17,7 +17,7 @@ use super::{Action, Rule};
 use super::{Checked, Run};
 use crate::model::Reason;
 use crate::policy::config::{ListingAction, PromotionAction};
-use crate::policy::intent::{Finding, Listed, Place};
+use crate::policy::intent::{tool_like, Finding, Listed, Place};
 
 /// The verdict's rule name.
 const RULE: Rule = Rule::ListingIntent;
@@ -195,21 +195,6 @@ impl Run<'_> {
         let intents = found.iter().map(|f| (f.intent, action));
         self.report.intents.extend(intents);
     }
-}
-
-/// The words of `text` that look like a tool's name (`search_docs`,
-/// `get-page`, `listIssues` in backticks).
-pub(crate) fn tool_like(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !is_name_char(c)).filter(|w| {
-        w.len() > 2
-            && (w.contains(['_', '-', '.'])
-                || w.chars().skip(1).any(char::is_uppercase) && w.chars().any(char::is_lowercase))
-    })
-}
-
-/// A character of a tool name (the specification's set).
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')
 }
 
 fn as_listed(texts: &ItemText) -> Vec<Listed<'_>> {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::walk::listed_strings;
 use super::{Finding, IntentDetector, Listed};
-use crate::policy::inspect::intent::tool_like;
+use super::tool_like;
 
 #[derive(Debug, Deserialize)]
 struct Case {

@@ -104,6 +104,21 @@ pub(crate) struct Listed<'a> {
     pub(crate) text: &'a str,
 }
 
+/// The words of `text` that look like a tool's name (`search_docs`,
+/// `get-page`, `listIssues` in backticks).
+pub(crate) fn tool_like(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !is_name_char(c)).filter(|w| {
+        w.len() > 2
+            && (w.contains(['_', '-', '.'])
+                || w.chars().skip(1).any(char::is_uppercase) && w.chars().any(char::is_lowercase))
+    })
+}
+
+/// A character of a tool name (the specification's set).
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')
+}
+
 /// What a listed text asks the model to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Intent {
