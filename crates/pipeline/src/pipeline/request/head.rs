@@ -128,27 +128,31 @@ fn check_origin(parts: &Parts, rules: &HeadRules<'_>) -> Result<(), Refusal> {
 /// `Host` and `Origin`; there only a loopback origin on a loopback listener
 /// is the gateway's own (a page on this machine's loopback at this port is
 /// the gateway), and every other origin must be in `allowed_origins`.
+/// On a loopback listener the loopback names are one host: a page loaded
+/// from `http://localhost:PORT` calling `http://127.0.0.1:PORT` is still
+/// this machine's loopback at the gateway's port (a browser elsewhere
+/// cannot reach this listener at all).
 fn is_own_origin(origin: &str, parts: &Parts, rules: &HeadRules<'_>) -> bool {
     let scheme = if rules.tls { "https://" } else { "http://" };
     let (Some(rest), Some(authority)) = (origin.strip_prefix(scheme), authority(parts)) else {
         return false;
     };
-    let default_port = if rules.tls { ":443" } else { ":80" };
-    let strip = |a: &str| {
-        a.strip_suffix(default_port)
-            .map(str::to_owned)
-            .unwrap_or_else(|| a.to_owned())
+    let default_port = if rules.tls { 443 } else { 80 };
+    let (Ok(page), Ok(asked)) = (
+        rest.parse::<http::uri::Authority>(),
+        authority.parse::<http::uri::Authority>(),
+    ) else {
+        return false;
     };
-    if strip(rest) != strip(&authority.to_ascii_lowercase()) {
+    let port = |a: &http::uri::Authority| a.port_u16().unwrap_or(default_port);
+    let page_is_loopback = is_loopback_name(page.host());
+    let same_host = page.host().eq_ignore_ascii_case(asked.host())
+        || rules.loopback && page_is_loopback && is_loopback_name(asked.host());
+    if !same_host || port(&page) != port(&asked) {
         return false;
     }
     match rules.server_names {
-        ServerNames::Any => {
-            rules.loopback
-                && rest
-                    .parse::<http::uri::Authority>()
-                    .is_ok_and(|a| is_loopback_name(a.host()))
-        }
+        ServerNames::Any => rules.loopback && page_is_loopback,
         ServerNames::Loopback | ServerNames::Names(_) => true,
     }
 }
@@ -294,6 +298,31 @@ mod tests {
                 check_with(host, &origin, false),
                 Some(Reason::OriginNotAllowed),
                 "{host} on a public listener"
+            );
+        }
+        // On a loopback listener the loopback names are one host, at the same port only.
+        for (host, origin) in [
+            ("127.0.0.1:8080", "http://localhost:8080"),
+            ("localhost:8080", "http://127.0.0.1:8080"),
+            ("[::1]:8080", "http://LOCALHOST:8080/"),
+        ] {
+            assert_eq!(check_with(host, origin, true), None, "{host} {origin}");
+            assert_eq!(
+                check_with(host, origin, false),
+                Some(Reason::OriginNotAllowed),
+                "{host} {origin} on a public listener: the page's localhost is the browser's machine"
+            );
+        }
+        for (host, origin) in [
+            ("127.0.0.1:8080", "http://localhost:8081"),
+            ("127.0.0.1:8080", "http://localhost"),
+            ("127.0.0.1:8080", "https://localhost:8080"),
+            ("127.0.0.1:8080", "http://localhost.evil.example:8080"),
+        ] {
+            assert_eq!(
+                check_with(host, origin, true),
+                Some(Reason::OriginNotAllowed),
+                "{host} {origin}"
             );
         }
         // The wildcard itself still serves any Host without an Origin.

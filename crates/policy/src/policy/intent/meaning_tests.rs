@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::tool_like;
 use super::walk::listed_strings;
 use super::{Finding, IntentDetector, Listed};
-use super::tool_like;
 
 #[derive(Debug, Deserialize)]
 struct Case {
