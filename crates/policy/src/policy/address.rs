@@ -103,7 +103,7 @@ fn classify_name(name: &str) -> HostClass {
             return class;
         }
     }
-    if is_local_name(&name) {
+    if leads_inside(&name) {
         return HostClass::LocalName;
     }
     HostClass::Public
@@ -215,7 +215,7 @@ fn embedded_address(name: &str) -> Option<IpAddr> {
 }
 
 /// The shipped list of local-network names (data, not code).
-pub(crate) fn local_names() -> &'static [HostPattern] {
+fn network_names() -> &'static [HostPattern] {
     static NAMES: OnceLock<Vec<HostPattern>> = OnceLock::new();
     NAMES.get_or_init(|| {
         patterns(include_str!(
@@ -224,9 +224,22 @@ pub(crate) fn local_names() -> &'static [HostPattern] {
     })
 }
 
-/// A name of the local machine or network: a single label, or on the list.
+/// The shipped list of special-use names that lead nowhere (data, not code).
+fn nowhere_names() -> &'static [HostPattern] {
+    static NAMES: OnceLock<Vec<HostPattern>> = OnceLock::new();
+    NAMES.get_or_init(|| patterns(include_str!("../../../../policies/data/nowhere-names.txt")))
+}
+
+/// A name that leads into the local machine or network: a single label, or
+/// on the list of local-network names.
+fn leads_inside(ascii_host: &str) -> bool {
+    !ascii_host.contains('.') || network_names().iter().any(|p| p.matches(ascii_host))
+}
+
+/// A name no person should be sent to by a link: one leading inside, or a
+/// special-use name that leads nowhere.
 pub(crate) fn is_local_name(ascii_host: &str) -> bool {
-    !ascii_host.contains('.') || local_names().iter().any(|p| p.matches(ascii_host))
+    leads_inside(ascii_host) || nowhere_names().iter().any(|p| p.matches(ascii_host))
 }
 
 struct Metadata {

@@ -1,7 +1,7 @@
 //! URLs and hosts in an argument that lead where a server must not be
 //! sent: the machine, its networks, a cloud metadata service, a local
-//! name, an IP literal (unless `[url_mode] allow_ip_literals`), a denied
-//! host. The host is read as `address.rs` reads it (every spelling of an
+//! name, a denied host (a public address, named or written as a number,
+//! leads outside and passes). The host is read as `address.rs` reads it (every spelling of an
 //! address, what IPv6 embeds, names that spell one), and twice where
 //! parsers differ: as a browser reads a URL (a `\` ends the host, the last
 //! `@` starts it) and as a plain split of the authority does (only `/`,
@@ -206,9 +206,11 @@ impl Judge<'_> {
         if matches(&self.rules.allowed_hosts) {
             return None;
         }
+        // What leads inside is refused; a public address written as a number
+        // (`ping 1.1.1.1`, an IP lookup) leads outside like a public name:
+        // `allow_ip_literals` is about sending a person to such a link.
         let refused = match class {
-            HostClass::Public => false,
-            HostClass::IpLiteral => !self.url.allow_ip_literals,
+            HostClass::Public | HostClass::IpLiteral => false,
             HostClass::LocalName => !self.url.allow_local_names,
             _ => true,
         };
@@ -302,11 +304,15 @@ mod tests {
             ("http://[fe80::1%25eth0]/", "link_local"),
             ("https://intranet/wiki", "local_name"),
             ("https://jenkins.internal/job", "local_name"),
-            ("https://8.8.8.8/", "ip_literal"),
+            // A public address written as a number leads outside.
+            ("https://8.8.8.8/", "public"),
+            ("ping 1.1.1.1", "public"),
             ("https://evil.example/x", "denied"),
             // A subdomain of a denied host is not denied; `.example` is
-            // reserved (RFC 6761), so it never leaves the local network.
-            ("https://a.evil.example.", "local_name"),
+            // reserved (RFC 6761): it leads nowhere, inside least of all.
+            ("https://a.evil.example.", "public"),
+            ("https://hooks.partner.example/x", "public"),
+            ("http://x.invalid/", "public"),
             // A server's own resource scheme names no host of the network
             // (the MCP conformance server's `test://static-text`), but an
             // address under any scheme is still one.
