@@ -51,6 +51,7 @@
 //! bounded ([`ITEM_CACHE`], [`LIST_CACHE`] entries; full, they start over).
 
 mod evidence;
+mod passages;
 mod read;
 mod vocab;
 #[cfg(test)]
@@ -374,7 +375,28 @@ impl IntentDetector {
     /// that works against the user, with its certainty. Data is any text
     /// (a README quoting an install command, a page about injections), so
     /// only what is certain is meant to be enforced.
+    ///
+    /// A long text is judged passage by passage (see [`passages`]): what
+    /// steers the model and what marks it as an order (an authority tag, a
+    /// hiding word) must be near each other, as in any injected passage;
+    /// a README whose install notes say "you must" and whose section forty
+    /// paragraphs later says "to use read access, omit the credential" is
+    /// two harmless passages, not one order.
     pub(crate) fn judge_data(&self, text: &str, error: bool) -> Option<Steering> {
+        let mut first = None;
+        for passage in passages::passages(text) {
+            match self.judge_passage(passage, error) {
+                Some(found) if found.confident => return Some(found),
+                Some(found) => {
+                    first.get_or_insert(found);
+                }
+                None => {}
+            }
+        }
+        first
+    }
+
+    fn judge_passage(&self, text: &str, error: bool) -> Option<Steering> {
         let listed = [Listed {
             place: Place::Description,
             text,
