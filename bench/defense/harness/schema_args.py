@@ -89,6 +89,8 @@ BY_NAME: list[tuple[tuple[str, ...], Any]] = [
     (("tag", "tags"), "release"),
     (("channel",), "general"),
     (("domain", "host", "hostname"), "example.com"),
+    # An IP lookup or a ping is given a public address as a model would.
+    (("ip", "ipv4", "ipv6", "ipaddr"), "8.8.8.8"),
 ]
 
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
