@@ -19,7 +19,8 @@ _MD_IMAGE = re.compile(r"!\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?(" + _EXTERNAL + r
 _MD_REF_IMAGE = re.compile(r"!\[((?:[^\[\]]|\[[^\[\]]*\])*)\](?:\[([^\]]*)\])?")
 _REF_DEF = re.compile(r"^ {0,3}\[([^\]]+)\]:\s*<?(\S+?)>?(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?[ \t]*$", re.M)
 _HTML_IMG = re.compile(r"<(?:img|source|image)\b[^>]*?\b(?:src|srcset|href)\s*=\s*[\"']?\s*" + _EXTERNAL + r"[^>]*>", re.I)
-_MD_LINK = re.compile(r"\[(?:[^\[\]]|\[[^\[\]]*\])*\](?:\([^)\s]*(?:\s+\"[^\"]*\")?\)|\[[^\]]*\])")
+# CommonMark lets white space (one line break included) stand around a link's target.
+_MD_LINK = re.compile(r"\[(?:[^\[\]]|\[[^\[\]]*\])*\](?:\(\s*[^)\s]*(?:\s+\"[^\"]*\")?\s*\)|\[[^\]]*\])")
 _SHORTCUT = re.compile(r"(?<![!\]])\[([^\[\]]+)\](?![(\[])")
 _AUTOLINK = re.compile(r"<(?:https?|ftp|mailto):[^>\s]+>|\bhttps?://[^\s)>\]\"'`]+", re.I)
 _HTML_A = re.compile(r"</?a\b[^>]*>", re.I)

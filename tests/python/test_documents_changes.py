@@ -82,3 +82,13 @@ def test_other_edits_are_classed_by_what_they_touched():
 def test_a_local_image_is_not_external():
     text = "![diagram](docs/diagram.png)\n"
     assert changes.classify(text, "\n")["changes"] != []
+
+
+def test_a_badge_whose_target_starts_on_the_next_line_is_an_image():
+    # CommonMark allows a line break between `(` and a link's target.
+    sent = "# demo\n\n[![Build](https://ci.example.org/badge.svg)](\nhttps://ci.example.org/runs)\ntext\n"
+    got = "# demo\n\n[Build](\nhttps://ci.example.org/runs)\ntext\n"
+    assert changes.classify(sent, got)["changes"] == []
+    # The text after it is still read: an edit there is a change.
+    edited = got.replace("text", "test")
+    assert changes.classify(sent, edited)["changes"] != []
