@@ -282,6 +282,11 @@ impl Evidence {
             && (rule.also.is_empty() || self.meet(&rule.also, rule.scope, &excused))
     }
 
+    /// Do `groups` meet in one reading within `scope` clauses?
+    pub(crate) fn meets(&self, groups: &[Concepts], scope: u32) -> bool {
+        groups.iter().all(|g| self.all & g != 0) && self.meet(groups, Some(scope), &HashSet::new())
+    }
+
     /// Do `groups` meet in one reading, within `scope` clauses of a hit of
     /// the first group, outside the `excused` clauses?
     fn meet(&self, groups: &[Concepts], scope: Option<u32>, excused: &HashSet<(u32, u32)>) -> bool {

@@ -189,6 +189,10 @@ pub(crate) struct IntentDetector {
     /// Concepts that address the model with a claim to steer it: a fake
     /// role tag, an authority marker, an override, an injected task.
     markers: u64,
+    /// A marker only together: a verb that sets something aside ("ignore",
+    /// "skip", "override") and the model's instructions. Alone the verb is
+    /// a manual's ("skip this step", "pass `override=True`").
+    set_aside: [u64; 2],
 }
 
 impl std::fmt::Debug for IntentDetector {
@@ -218,17 +222,13 @@ impl IntentDetector {
             .map(|(i, _)| i)
             .collect();
         let continuation = vocab.bit("continuation");
-        let markers = [
-            "fake_tag",
-            "authority_tag",
-            "override",
-            "injected",
-            "ignore",
-        ]
-        .iter()
-        .fold(0, |m, c| m | vocab.bit(c));
+        let markers = ["fake_tag", "authority_tag", "override", "injected"]
+            .iter()
+            .fold(0, |m, c| m | vocab.bit(c));
+        let set_aside = [vocab.bit("ignore"), vocab.bit("prior_instructions")];
         Ok(IntentDetector {
             markers,
+            set_aside,
             vocab,
             hasher: RandomState::new(),
             items: Mutex::new(HashMap::new()),
@@ -408,7 +408,7 @@ impl IntentDetector {
             .judge(&e)
             .into_iter()
             .find(|f| f.intent.works_against_user())?;
-        let marked = e.all & self.markers != 0;
+        let marked = e.all & self.markers != 0 || e.meets(&self.set_aside, 1);
         let as_sent = e.as_sent();
         let hidden = !self
             .judge(&as_sent)
