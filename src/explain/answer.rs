@@ -12,9 +12,8 @@ use super::{Capability, Check, ExplainArgs, Explanation, RefusalOut, UpstreamOut
 use crate::json::{self, error_body, Message};
 use crate::model::{McpMethod, Refusal};
 use crate::pipeline::ctx::RequestCtx;
-use crate::pipeline::response::exchange::{
-    result_route, Carrier, Disposition, Exchange, ResultRoute,
-};
+use crate::pipeline::response::disposition::Disposition;
+use crate::pipeline::response::exchange::{result_route, Carrier, Exchange, ResultRoute};
 use crate::pipeline::sse::SseFramer;
 use crate::pipeline::Gateway;
 use crate::policy::inspect::{

@@ -5,38 +5,12 @@
 //! `crate::credential`.
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use prometheus::{IntCounterVec, Opts};
-
-use super::record::Described;
 
 use super::ctx::RequestCtx;
 use super::route::Route;
 use crate::credential::SubjectToken;
 use crate::identify::{bearer_token, AuthMethod, Principal};
 use crate::model::{Reason, Refusal};
-
-/// `portcullis_upstream_credential_failures_total`.
-pub(crate) struct CredentialMetrics {
-    failures: IntCounterVec,
-}
-
-impl CredentialMetrics {
-    pub(crate) fn new(registry: &Described) -> prometheus::Result<CredentialMetrics> {
-        let failures = IntCounterVec::new(
-            Opts::new(
-                "portcullis_upstream_credential_failures_total",
-                "Requests the gateway could not obtain its own credential for ([upstream.credential]), by upstream and kind (refused: the token endpoint said no; unreachable; bad_answer; no_subject_token: token exchange for a caller without an OAuth token)",
-            ),
-            &["upstream", "kind"],
-        )?;
-        registry.register(Box::new(failures.clone()))?;
-        Ok(CredentialMetrics { failures })
-    }
-
-    pub(crate) fn failed(&self, upstream: &str, kind: &'static str) {
-        self.failures.with_label_values(&[upstream, kind]).inc();
-    }
-}
 
 /// The caller's own access token, kept when an upstream of the route
 /// exchanges it for one of its own (RFC 8693); never forwarded.

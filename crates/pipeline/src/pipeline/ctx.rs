@@ -7,13 +7,19 @@ use std::time::Instant;
 
 use super::request::ParsedRequest;
 use super::route::Route;
-use super::session::OpenSession;
 use super::{Gateway, Peer};
 use crate::identify::Principal;
 use crate::mrtr::retry::AcceptedRetry;
 use crate::mrtr::task::AcceptedTask;
 use crate::mrtr::Binding;
+use crate::sessions::SessionState;
 use crate::telemetry::RequestTrace;
+
+/// An opened gateway session (the session phase fills it in).
+#[derive(Debug, Clone)]
+pub(crate) struct OpenSession {
+    pub(crate) state: SessionState,
+}
 
 pub struct RequestCtx {
     /// The services of the config generation the request started under.

@@ -14,44 +14,12 @@ use std::panic::resume_unwind;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
-
-use super::record::Described;
+use prometheus::{IntCounter, IntGauge};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::metrics::heavy::HeavyMetrics;
 use crate::config::InspectionLimits;
 use crate::model::{Reason, Refusal};
-
-/// The metric families of every lane, registered once with the registry.
-pub(crate) struct HeavyMetrics {
-    inspections: IntCounterVec,
-    waiting: IntGaugeVec,
-}
-
-impl HeavyMetrics {
-    pub(crate) fn new(registry: &Described) -> Result<Self, prometheus::Error> {
-        let inspections = IntCounterVec::new(
-            Opts::new(
-                "portcullis_heavy_inspections_total",
-                "Upstream messages larger than inline_inspection_bytes, by upstream and outcome: inspected off the runtime workers (offloaded) or refused because the upstream's lane and queue were full (refused)",
-            ),
-            &["upstream", "outcome"],
-        )?;
-        let waiting = IntGaugeVec::new(
-            Opts::new(
-                "portcullis_heavy_inspections_waiting",
-                "Large upstream messages waiting for their upstream's turn to be inspected",
-            ),
-            &["upstream"],
-        )?;
-        registry.register(Box::new(inspections.clone()))?;
-        registry.register(Box::new(waiting.clone()))?;
-        Ok(HeavyMetrics {
-            inspections,
-            waiting,
-        })
-    }
-}
 
 /// One upstream's lane for large messages (one per config generation).
 pub(crate) struct HeavyLane {
@@ -174,6 +142,7 @@ impl Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use portcullis_dataplane::described::Described;
 
     fn lane(per_upstream: usize, queue: usize) -> Arc<HeavyLane> {
         let metrics = HeavyMetrics::new(&Described::new()).expect("metrics");

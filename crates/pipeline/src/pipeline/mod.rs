@@ -16,8 +16,8 @@ pub(crate) mod carry;
 pub(crate) mod credential;
 pub mod ctx;
 pub(crate) mod federate;
-mod health;
 pub(crate) mod heavy;
+mod metrics;
 pub mod record;
 pub(crate) mod refuse;
 pub(crate) mod reply;
@@ -27,6 +27,7 @@ pub mod response;
 pub mod retry;
 pub(crate) mod route;
 pub(crate) mod session;
+pub(crate) mod speaks;
 pub mod sse;
 pub(crate) mod task;
 

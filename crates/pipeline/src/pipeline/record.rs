@@ -11,8 +11,11 @@ use prometheus::{
     IntGaugeVec, Opts, TextEncoder,
 };
 
-use super::health::{unavailable_store, BackendMetrics};
-use super::heavy::HeavyMetrics;
+use super::metrics::backend::{unavailable_store, BackendMetrics};
+use super::metrics::bridge::BridgeMetrics;
+use super::metrics::credential::CredentialMetrics;
+use super::metrics::federation::FederationMetrics;
+use super::metrics::heavy::HeavyMetrics;
 use crate::model::{Fallback, Generation, Health, HealthReport, McpMethod, Reason, StoreUser};
 use crate::policy::inspect::{Action, Report, Verdict};
 use crate::telemetry::{Phase, RequestTrace};
@@ -39,7 +42,7 @@ pub struct Metrics {
     listing_changes: IntCounterVec,
     upstream_errors: IntCounterVec,
     /// Federated routes' upstreams left out (`federate/`).
-    pub(crate) federation: super::federate::FederationMetrics,
+    pub(crate) federation: FederationMetrics,
     config_reloads: IntCounterVec,
     last_reload_success: prometheus::Gauge,
     reload_state: ReloadMetrics,
@@ -49,10 +52,10 @@ pub struct Metrics {
     /// The lanes of large-message inspection (`heavy.rs`).
     pub(crate) heavy: HeavyMetrics,
     /// Bridged sessions and their questions (`bridge/`).
-    pub(crate) bridge: super::bridge::BridgeMetrics,
+    pub(crate) bridge: BridgeMetrics,
     /// The stdio upstreams' programs (`stdio/`).
     pub(crate) stdio: Arc<super::stdio::StdioMetrics>,
-    pub(crate) credentials: super::credential::CredentialMetrics,
+    pub(crate) credentials: CredentialMetrics,
     /// The gateway's own approval questions (`approve/`).
     pub(crate) approval: crate::approval::metrics::ApprovalMetrics,
     /// Lifecycle state the admin listener and open streams share with the
@@ -203,10 +206,10 @@ impl Metrics {
         let reload_state = ReloadMetrics::new(&registry)?;
         let backends = BackendMetrics::new(&registry)?;
         let heavy = HeavyMetrics::new(&registry)?;
-        let bridge = super::bridge::BridgeMetrics::new(&registry)?;
-        let federation = super::federate::FederationMetrics::new(&registry)?;
+        let bridge = BridgeMetrics::new(&registry)?;
+        let federation = FederationMetrics::new(&registry)?;
         let stdio = Arc::new(super::stdio::StdioMetrics::new(&registry)?);
-        let credentials = super::credential::CredentialMetrics::new(&registry)?;
+        let credentials = CredentialMetrics::new(&registry)?;
         let approval = crate::approval::metrics::ApprovalMetrics::new()?;
         registry.register(approval.collector())?;
         // process_* (memory, CPU, open file descriptors), read from /proc.

@@ -8,10 +8,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::bridge::Speaks;
 use super::forward::{ConnectionSettings, Pools, UpstreamClient};
 use super::heavy::HeavyLane;
 use super::record::{Metrics, UpstreamMetrics};
+use super::speaks::Speaks;
 use crate::config::{FederationSettings, GatewayConfig, RouteConfig, UpstreamRoute};
 use crate::model::{split, TargetKind};
 

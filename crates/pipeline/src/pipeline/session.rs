@@ -7,16 +7,10 @@
 
 use http::{HeaderMap, HeaderValue};
 
-use super::ctx::RequestCtx;
+use super::ctx::{OpenSession, RequestCtx};
 use crate::headers::MCP_SESSION_ID;
 use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::sessions::{SessionState, TokenError, SESSION_PREFIX};
-
-/// An opened gateway session.
-#[derive(Debug, Clone)]
-pub(crate) struct OpenSession {
-    pub(crate) state: SessionState,
-}
 
 fn invalid(message: &str) -> Refusal {
     Refusal::new(Reason::SessionInvalid, message)

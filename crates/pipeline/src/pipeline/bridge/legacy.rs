@@ -21,7 +21,6 @@ use super::discover::{capabilities, lists_sessions, server_version};
 use super::events::Messages;
 use super::held::{Held, Opened};
 use super::initialize::discovery;
-use super::metrics::QuestionOutcome;
 use super::outbound::{params_of, to_sessions_params, to_stateless, Outbound};
 use super::rounds::through;
 use crate::audit::{AuditEvent, OperationOutcome};
@@ -29,6 +28,7 @@ use crate::json::MessageKind;
 use crate::model::{Generation, McpMethod, ProtocolVersion, Reason, Refusal};
 use crate::mrtr::seal::new_operation_id;
 use crate::pipeline::answer::PUSH_KEY;
+use crate::pipeline::metrics::bridge::QuestionOutcome;
 use crate::sessions::{HoldState, PushState, HOLD_PREFIX};
 
 /// Where a 2026-07-28 result names the server.

@@ -25,13 +25,10 @@ pub(crate) use events::{stream as event_stream, Messages, Out};
 mod held;
 mod initialize;
 mod legacy;
-mod metrics;
 mod outbound;
 mod rounds;
 
 pub(crate) use calls::BridgeCalls;
-pub(crate) use discover::Speaks;
-pub(crate) use metrics::BridgeMetrics;
 
 use http::request::Parts;
 use http::{HeaderValue, Response, StatusCode};

@@ -25,10 +25,10 @@ use super::super::route::Route;
 use super::super::{Gateway, Inbound};
 use super::calls::{CallEvent, Registration};
 use super::events::{self, is_response, Messages, Out};
-use super::metrics::QuestionOutcome;
 use super::outbound::{to_sessions, Outbound};
 use crate::model::{McpMethod, Reason, Refusal};
 use crate::mrtr::seal::new_operation_id;
+use crate::pipeline::metrics::bridge::QuestionOutcome;
 use crate::policy::inspect::PROVENANCE_KEY;
 use crate::sessions::PushState;
 

@@ -14,10 +14,7 @@ mod describe;
 mod expose;
 mod listen;
 mod merge;
-mod metrics;
 mod retarget;
-
-pub(crate) use metrics::FederationMetrics;
 
 use std::sync::Arc;
 

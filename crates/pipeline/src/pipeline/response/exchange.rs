@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::super::ctx::RequestCtx;
 use super::super::request::Transport;
-use super::push::PendingPush;
+use super::disposition::Disposition;
 use crate::audit::AuditEvent;
 use crate::json::strict::{Failure, Key};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
@@ -40,45 +40,6 @@ pub struct Exchange {
     /// The gateway's own answers to this stream's refused pushes, posted
     /// to the upstream one after another in the order they were decided.
     pub(super) answers: std::sync::OnceLock<tokio::sync::mpsc::Sender<Bytes>>,
-}
-
-/// The decision on one message from the upstream (the policy's own findings are `policy::inspect::Verdict`s).
-#[derive(Debug)]
-pub enum Disposition {
-    /// A notification the client may see, unchanged.
-    Notify,
-    /// A request the upstream pushed (2025-11-25), policed and delivered
-    /// under the gateway's sealed id; the stream goes on.
-    Pushed(Bytes),
-    /// A pushed request the policy refused: the gateway answered the
-    /// upstream itself, the client sees nothing of it; the stream goes on.
-    Withheld,
-    /// A pushed question that passed the policy, waiting for the question
-    /// budget (`input_required_rounds`, shared with MRTR questions): the
-    /// stream awaits [`Exchange::question_gate`], then
-    /// [`Exchange::admit_push`] delivers or withholds it.
-    PushPending(Box<PendingPush>),
-    /// Decided once a check in the single-use store answers (stream only).
-    Held(super::gate::Held),
-    /// A notification whose text had to be made safe.
-    NotifyRewritten(Bytes),
-    /// A notification that asks new questions (a task's status in
-    /// `input_required`), passed by the policy and sealed: delivered once
-    /// the question budget allows; the stream goes on.
-    AskNotify(Bytes),
-    /// The response to the request, unchanged; nothing more is read after it.
-    Final,
-    /// The response rewritten (a list filtered to what the caller may use).
-    FinalRewritten(Bytes),
-    /// A question that passed policy, rewritten with the gateway's state;
-    /// delivered once the rounds limit allows.
-    Ask(Bytes),
-    /// The client gets this error instead, and the exchange ends.
-    Refuse(Refusal),
-    /// A response replayed on a resumed stream, refused: `message` is the
-    /// error answering the replayed id, delivered in its place; the stream
-    /// goes on.
-    ReplayRefused { message: Bytes, refusal: Refusal },
 }
 
 /// Which rules judge a result the upstream sent back: the response
@@ -495,6 +456,41 @@ struct ResponseOut<'a> {
 }
 
 /// A response carrying `result`, for `id` (`null` when the upstream gave none).
+#[derive(Serialize)]
+struct ErrorOut<'a> {
+    jsonrpc: &'static str,
+    id: &'a RawValue,
+    error: ErrorObject<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorObject<'a> {
+    code: i64,
+    message: &'a str,
+    data: ErrorData,
+}
+
+#[derive(Serialize)]
+struct ErrorData {
+    reason: &'static str,
+}
+
+/// A JSON-RPC error answering the upstream's request `id`.
+pub(super) fn error_answer(id: &RawValue, refusal: &Refusal) -> Option<Bytes> {
+    let body = ErrorOut {
+        jsonrpc: "2.0",
+        id,
+        error: ErrorObject {
+            code: refusal.reason.code(),
+            message: &refusal.message,
+            data: ErrorData {
+                reason: refusal.reason.as_str(),
+            },
+        },
+    };
+    serde_json::to_vec(&body).ok().map(Bytes::from)
+}
+
 pub(super) fn response_bytes(id: Option<&RawValue>, result: &serde_json::Value) -> Option<Bytes> {
     let id = id.unwrap_or(json::null_id());
     serde_json::to_vec(&ResponseOut {

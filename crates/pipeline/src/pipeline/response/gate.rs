@@ -9,7 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::exchange::{Disposition, Exchange};
+use super::exchange::Exchange;
 use crate::audit::AuditEvent;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::access::rate_limited;
@@ -49,40 +49,6 @@ impl QuestionToken {
                 "the rate limiter is unavailable; try again",
             )),
         }
-    }
-}
-
-/// A message that waits for a check in a store (the single-use store: was
-/// this elicitation delivered in this session, did the session end; the
-/// pins of a list in Redis) before anything of it is decided. It resolves to what becomes of the
-/// message then (`Notify`, `Pushed`, `Withheld`, `Refuse`, …); the stream
-/// holds the events after it until then, so their order is kept.
-pub struct Held(Pin<Box<dyn Future<Output = Disposition> + Send>>);
-
-impl Held {
-    pub(crate) fn new(check: impl Future<Output = Disposition> + Send + 'static) -> Held {
-        Held(Box::pin(check))
-    }
-
-    pub(crate) fn poll(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Disposition> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-impl Future for Held {
-    type Output = Disposition;
-
-    fn poll(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Disposition> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-impl std::fmt::Debug for Held {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Held")
     }
 }
 

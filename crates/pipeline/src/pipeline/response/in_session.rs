@@ -22,9 +22,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::exchange::{Disposition, Exchange};
-use super::gate::Held;
-use super::push::error_answer;
+use super::disposition::{Disposition, Held};
+use super::exchange::{error_answer, Exchange};
 use crate::json::Message;
 use crate::model::{Asked, Fallback, Reason, Refusal, StoreUser};
 use crate::sessions::PushState;

@@ -4,6 +4,7 @@
 //! upstream's own refusal (4xx) keeps its status and meaning.
 
 mod contracts;
+pub mod disposition;
 pub mod exchange;
 mod gate;
 mod in_session;
@@ -26,7 +27,8 @@ use super::session;
 use crate::headers::{to_client, MCP_SESSION_ID, X_ACCEL_BUFFERING};
 use crate::json::MessageKind;
 use crate::model::{printable_name, McpMethod, Reason, Refusal};
-use exchange::{Carrier, Disposition, Exchange};
+use disposition::Disposition;
+use exchange::{Carrier, Exchange};
 use stream::SseBody;
 
 /// The media type of a response, compared without allocating.

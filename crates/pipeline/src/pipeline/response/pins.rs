@@ -24,8 +24,8 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
-use super::exchange::{reencode_failed, response_bytes, Disposition, Exchange};
-use super::gate::Held;
+use super::disposition::{Disposition, Held};
+use super::exchange::{reencode_failed, response_bytes, Exchange};
 use crate::audit::{AuditContext, AuditEvent};
 use crate::listings::{canonical_text, digest_of, Change, ItemKind, Seen, StoreError};
 use crate::model::{Fallback, Reason, Refusal, StoreUser};

@@ -21,7 +21,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::exchange::{Disposition, Exchange};
+use super::disposition::{Disposition, PendingPush};
+use super::exchange::{error_answer, Exchange};
 use super::in_session::ShownPush;
 use crate::audit::{AuditEvent, OperationOutcome};
 use crate::headers::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
@@ -42,38 +43,6 @@ struct PushOut<'a> {
     method: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     params: Option<&'a Value>,
-}
-
-#[derive(Serialize)]
-struct ErrorOut<'a> {
-    jsonrpc: &'static str,
-    id: &'a RawValue,
-    error: ErrorObject<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorObject<'a> {
-    code: i64,
-    message: &'a str,
-    data: ErrorData,
-}
-
-#[derive(Serialize)]
-struct ErrorData {
-    reason: &'static str,
-}
-
-/// A pushed question that passed the policy, waiting for its token of the
-/// question budget; what delivering or withholding it needs.
-#[derive(Debug)]
-pub struct PendingPush {
-    id: Box<RawValue>,
-    method: McpMethod,
-    name: String,
-    params: Option<Value>,
-    report: Report,
-    operation: String,
-    round: u32,
 }
 
 impl Exchange {
@@ -415,20 +384,4 @@ impl UpstreamSender {
             }
         }
     }
-}
-
-/// A JSON-RPC error answering the upstream's request `id`.
-pub(super) fn error_answer(id: &RawValue, refusal: &Refusal) -> Option<Bytes> {
-    let body = ErrorOut {
-        jsonrpc: "2.0",
-        id,
-        error: ErrorObject {
-            code: refusal.reason.code(),
-            message: &refusal.message,
-            data: ErrorData {
-                reason: refusal.reason.as_str(),
-            },
-        },
-    };
-    serde_json::to_vec(&body).ok().map(Bytes::from)
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 
-use super::exchange::{reencode_failed, response_bytes, Disposition, Exchange};
+use super::disposition::Disposition;
+use super::exchange::{reencode_failed, response_bytes, Exchange};
 use crate::audit::{AuditContext, AuditEvent, OperationOutcome};
 use crate::model::Refusal;
 use crate::mrtr::mint::{MintInput, Minted};

@@ -13,7 +13,8 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::exchange::{read_failure, Disposition, Exchange};
+use super::disposition::Disposition;
+use super::exchange::{read_failure, Exchange};
 use crate::json;
 use crate::model::{McpMethod, Reason, Refusal};
 use crate::policy::inspect::{inspect_content, inspect_result, inspect_whole_result, Subject};

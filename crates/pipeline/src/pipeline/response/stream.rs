@@ -17,9 +17,9 @@ use bytes::Bytes;
 use http_body::Body;
 use tokio::time::Sleep;
 
-use super::exchange::{Carrier, Disposition, Exchange};
-use super::gate::{Gate, Held};
-use super::push::PendingPush;
+use super::disposition::{Disposition, Held, PendingPush};
+use super::exchange::{Carrier, Exchange};
+use super::gate::Gate;
 use crate::model::{Reason, Refusal};
 use crate::pipeline::body::EventSource;
 use crate::pipeline::refuse::error_bytes;

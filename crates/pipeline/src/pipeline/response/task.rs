@@ -11,7 +11,8 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use super::exchange::{read_failure, reencode_failed, response_bytes, Disposition, Exchange};
+use super::disposition::Disposition;
+use super::exchange::{read_failure, reencode_failed, response_bytes, Exchange};
 use crate::audit::{AuditEvent, OperationOutcome};
 use crate::config::TaskMode;
 use crate::json;

@@ -7,8 +7,8 @@
 
 use serde_json::Value;
 
-use super::super::gate::Held;
-use super::{Disposition, Exchange};
+use super::super::disposition::{Disposition, Held};
+use super::Exchange;
 use crate::policy::arguments::{inspect_result_secrets, may_hold_result_secrets, result_material};
 use crate::policy::inspect::Report;
 

@@ -4,7 +4,7 @@
 
 use prometheus::{IntCounterVec, Opts};
 
-use super::super::record::Described;
+use portcullis_dataplane::described::Described;
 
 /// How a question pushed for a bridged call ended (the `outcome` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,11 +5,11 @@
 
 use prometheus::{IntCounter, IntCounterVec, IntGaugeVec, Opts};
 
-use super::record::Described;
 use crate::model::{AuditLoss, AuditSinkKind, Fallback, Health, Reason, StoreFailure, StoreUser};
+use portcullis_dataplane::described::Described;
 
 /// The store whose being unreachable a refusal reports.
-pub(super) fn unavailable_store(reason: Reason) -> Option<StoreUser> {
+pub(crate) fn unavailable_store(reason: Reason) -> Option<StoreUser> {
     match reason {
         Reason::RateLimiterUnavailable => Some(StoreUser::Throttle),
         Reason::ListingStoreUnavailable => Some(StoreUser::Listings),
@@ -20,7 +20,7 @@ pub(super) fn unavailable_store(reason: Reason) -> Option<StoreUser> {
 
 /// The failures of the gateway's own backends (`model::Health`), each label
 /// one of its enums.
-pub(super) struct BackendMetrics {
+pub(crate) struct BackendMetrics {
     store_errors: IntCounterVec,
     store_fallbacks: IntCounterVec,
     store_down: IntGaugeVec,
@@ -28,7 +28,7 @@ pub(super) struct BackendMetrics {
 }
 
 impl BackendMetrics {
-    pub(super) fn new(registry: &Described) -> Result<BackendMetrics, prometheus::Error> {
+    pub(crate) fn new(registry: &Described) -> Result<BackendMetrics, prometheus::Error> {
         let m = BackendMetrics {
             store_errors: IntCounterVec::new(
                 Opts::new(
@@ -66,7 +66,7 @@ impl BackendMetrics {
         Ok(m)
     }
 
-    pub(super) fn count(&self, health: Health) {
+    pub(crate) fn count(&self, health: Health) {
         match health {
             Health::StoreFailed(user, failure) => self
                 .store_errors

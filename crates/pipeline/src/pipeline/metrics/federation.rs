@@ -2,8 +2,8 @@
 
 use prometheus::{IntCounterVec, Opts};
 
-use super::super::record::Described;
 use crate::model::McpMethod;
+use portcullis_dataplane::described::Described;
 
 /// The federation's metric family, registered once.
 pub(crate) struct FederationMetrics {
