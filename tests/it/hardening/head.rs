@@ -231,10 +231,15 @@ async fn a_foreign_origin_is_refused_by_default_and_the_own_one_passes() {
         )
         .await;
         assert_eq!(status, 200, "own origin under another loopback name: {v}");
+        let (status, v) = post_as(addr, version, &own, Some(&format!("http://{localhost}"))).await;
+        assert_eq!(
+            status, 200,
+            "a page from localhost calling 127.0.0.1 (one loopback): {v}"
+        );
         let (status, v) = post_as(addr, version, &own, None).await;
         assert_eq!(status, 200, "no Origin (not a browser): {v}");
     }
-    assert_eq!(up.requests().len(), 2 * 5);
+    assert_eq!(up.requests().len(), 2 * 6);
     gw.shutdown().await;
 }
 

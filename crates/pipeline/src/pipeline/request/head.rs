@@ -137,6 +137,10 @@ fn is_own_origin(origin: &str, parts: &Parts, rules: &HeadRules<'_>) -> bool {
     let (Some(rest), Some(authority)) = (origin.strip_prefix(scheme), authority(parts)) else {
         return false;
     };
+    // A serialised origin is `scheme://host[:port]`: user info is no origin.
+    if rest.contains('@') {
+        return false;
+    }
     let default_port = if rules.tls { 443 } else { 80 };
     let (Ok(page), Ok(asked)) = (
         rest.parse::<http::uri::Authority>(),
@@ -318,6 +322,8 @@ mod tests {
             ("127.0.0.1:8080", "http://localhost"),
             ("127.0.0.1:8080", "https://localhost:8080"),
             ("127.0.0.1:8080", "http://localhost.evil.example:8080"),
+            ("127.0.0.1:8080", "http://user@localhost:8080"),
+            ("127.0.0.1:8080", "http://user@127.0.0.1:8080"),
         ] {
             assert_eq!(
                 check_with(host, origin, true),
