@@ -89,6 +89,14 @@ pub fn install_crypto() {
     // The gateways of these tests run in the test binary: their stdio
     // programs are supervised by the portcullis binary itself.
     portcullis_dataplane::stdio::use_supervisor(env!("CARGO_BIN_EXE_portcullis").into());
+    // What the stdio programs and their supervisors said, shown with a
+    // failing test's output (a program that did not start says why there).
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "portcullis_dataplane::stdio=info",
+        ))
+        .try_init();
 }
 
 /// Gateway config with one listener, an admin listener and one upstream

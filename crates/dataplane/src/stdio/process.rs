@@ -230,23 +230,12 @@ impl Process {
             return Ok(());
         };
         let mut exit = self.exit_signal();
-        let read = async {
-            let mut got = Vec::new();
-            let mut buf = [0u8; REPORT_BYTES];
-            loop {
-                match tokio::io::AsyncReadExt::read(&mut report, &mut buf).await {
-                    Ok(0) | Err(_) => return None,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-                if let Some(end) = got.iter().position(|b| *b == b'\n') {
-                    return serde_json::from_slice::<Value>(&got[..end]).ok();
-                }
-                if got.len() > REPORT_BYTES {
-                    return None;
-                }
-            }
-        };
-        let report = tokio::select! {
+        let mut got = Vec::new();
+        let read = read_report(&mut report, &mut got);
+        // The report first: a program that started and ended at once has
+        // both ready, and it did start.
+        let outcome = tokio::select! {
+            biased;
             r = read => r,
             _ = exit.wait_for(|e| e.ended()) => None,
             () = tokio::time::sleep(timeout) => {
@@ -254,8 +243,23 @@ impl Process {
                 return Err(format!("it did not start within {timeout:?}"));
             }
         };
-        let Some(report) = report.filter(|r| r["started"] == true) else {
+        let outcome = outcome.or_else(|| {
+            // Ended: what it wrote before it went is still in the pipe.
+            let mut buf = [0u8; REPORT_BYTES];
+            while let Ok(n @ 1..) = report.try_read(&mut buf) {
+                got.extend_from_slice(&buf[..n]);
+            }
+            parse_report(&got)
+        });
+        let Some(report) = outcome.filter(|r| r["started"] == true) else {
             self.kill();
+            tracing::warn!(
+                upstream = %self.shared.upstream,
+                supervisor = self.shared.supervisor.pid(),
+                report_bytes = got.len(),
+                ended = exit.borrow().ended(),
+                "stdio program ended before its start report (its stderr lines are logged above)"
+            );
             return Err(
                 "it ended before it started (the sandbox or its limits could not be set up as configured; the gateway's log has the program's own words)".into(),
             );
@@ -587,6 +591,27 @@ fn fault_kept_step(shared: &Arc<Shared>, fault: LineFault) -> bool {
 /// counted as dropped).
 const STDERR_LINE_BYTES: usize = 2048;
 const STDERR_LINES_PER_SECOND: u32 = 50;
+
+/// Read the start report into `got` until its line ends; `None` when the
+/// pipe ends first or the line is no report.
+async fn read_report(report: &mut pipe::Receiver, got: &mut Vec<u8>) -> Option<Value> {
+    let mut buf = [0u8; REPORT_BYTES];
+    loop {
+        match tokio::io::AsyncReadExt::read(report, &mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        if got.contains(&b'\n') || got.len() > REPORT_BYTES {
+            return parse_report(got);
+        }
+    }
+}
+
+/// The report's first line, parsed.
+fn parse_report(got: &[u8]) -> Option<Value> {
+    let end = got.iter().position(|b| *b == b'\n')?;
+    serde_json::from_slice(&got[..end]).ok()
+}
 
 async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
     let pid = || shared.pid.load(Ordering::Relaxed);
