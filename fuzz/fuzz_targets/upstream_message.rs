@@ -15,7 +15,8 @@
 use libfuzzer_sys::fuzz_target;
 use portcullis::json::parse_value;
 use portcullis::model::Generation;
-use portcullis::pipeline::response::exchange::{Carrier, Disposition, Exchange};
+use portcullis::pipeline::response::disposition::Disposition;
+use portcullis::pipeline::response::exchange::{Carrier, Exchange};
 use portcullis::pipeline::sse::{SseEvent, SseFramer};
 use portcullis::policy::config::{Mode, Policy};
 use portcullis::policy::icon_rules::IconAction;
