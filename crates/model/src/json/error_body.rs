@@ -47,6 +47,12 @@ pub fn error_body(id: Option<&str>, refusal: &Refusal, upstream: Option<&str>) -
     let id = id
         .and_then(|text| serde_json::from_str::<&RawValue>(text).ok())
         .unwrap_or(null_id());
+    error_answer(id, refusal, upstream)
+}
+
+/// [`error_body`] for an id already read as JSON (an upstream's request the
+/// gateway answers in the client's place).
+pub fn error_answer(id: &RawValue, refusal: &Refusal, upstream: Option<&str>) -> Bytes {
     let body = ErrorResponse {
         jsonrpc: "2.0",
         id,

@@ -9,7 +9,7 @@ mod message;
 pub mod strict;
 
 pub use error::JsonError;
-pub use error_body::{error_body, null_id};
+pub use error_body::{error_answer, error_body, null_id};
 pub use message::{same_id, span_in, Message, MessageError, MessageKind};
 pub use strict::{parse_value, validate};
 

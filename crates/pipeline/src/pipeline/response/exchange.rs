@@ -455,42 +455,6 @@ struct ResponseOut<'a> {
     result: &'a serde_json::Value,
 }
 
-/// A response carrying `result`, for `id` (`null` when the upstream gave none).
-#[derive(Serialize)]
-struct ErrorOut<'a> {
-    jsonrpc: &'static str,
-    id: &'a RawValue,
-    error: ErrorObject<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorObject<'a> {
-    code: i64,
-    message: &'a str,
-    data: ErrorData,
-}
-
-#[derive(Serialize)]
-struct ErrorData {
-    reason: &'static str,
-}
-
-/// A JSON-RPC error answering the upstream's request `id`.
-pub(super) fn error_answer(id: &RawValue, refusal: &Refusal) -> Option<Bytes> {
-    let body = ErrorOut {
-        jsonrpc: "2.0",
-        id,
-        error: ErrorObject {
-            code: refusal.reason.code(),
-            message: &refusal.message,
-            data: ErrorData {
-                reason: refusal.reason.as_str(),
-            },
-        },
-    };
-    serde_json::to_vec(&body).ok().map(Bytes::from)
-}
-
 pub(super) fn response_bytes(id: Option<&RawValue>, result: &serde_json::Value) -> Option<Bytes> {
     let id = id.unwrap_or(json::null_id());
     serde_json::to_vec(&ResponseOut {

@@ -23,8 +23,8 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::disposition::{Disposition, Held};
-use super::exchange::{error_answer, Exchange};
-use crate::json::Message;
+use super::exchange::Exchange;
+use crate::json::{error_answer, Message};
 use crate::model::{Asked, Fallback, Reason, Refusal, StoreUser};
 use crate::sessions::PushState;
 
@@ -99,8 +99,8 @@ impl Exchange {
             "the gateway cannot check the session right now",
         );
         let answers = (
-            error_answer(upstream_id, &ended),
-            error_answer(upstream_id, &unavailable),
+            error_answer(upstream_id, &ended, None),
+            error_answer(upstream_id, &unavailable, None),
         );
         let send = self.upstream_sender();
         let upstream = self.ctx.route.upstream.label.clone();
@@ -122,9 +122,7 @@ impl Exchange {
                 // Answered once: the push's own timeout finds it consumed.
                 let (id, until) = &shown.redemption;
                 if matches!(store.consume_once(id, *until).await, Ok(true)) {
-                    if let Some(answer) = answer {
-                        send.send(answer).await;
-                    }
+                    send.send(answer).await;
                 }
                 return Disposition::Withheld;
             }

@@ -22,11 +22,11 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::disposition::{Disposition, PendingPush};
-use super::exchange::{error_answer, Exchange};
+use super::exchange::Exchange;
 use super::in_session::ShownPush;
 use crate::audit::{AuditEvent, OperationOutcome};
 use crate::headers::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
-use crate::json::Message;
+use crate::json::{error_answer, Message};
 use crate::model::{McpMethod, Reason, Refusal};
 use crate::mrtr::seal::new_operation_id;
 use crate::pipeline::answer::PUSH_KEY;
@@ -216,9 +216,7 @@ impl Exchange {
             "pushed request refused; the gateway answered the upstream"
         );
         self.record(report, false, operation, round, Some(refusal));
-        if let Some(body) = error_answer(id, refusal) {
-            self.answer_upstream(body);
-        }
+        self.answer_upstream(error_answer(id, refusal, None));
     }
 
     /// Metrics and audit events of one pushed question (names only).
@@ -272,9 +270,7 @@ impl Exchange {
             Reason::OperationExpired,
             "the client did not answer within the gateway's push_timeout",
         );
-        let Some(body) = error_answer(id, &refusal) else {
-            return;
-        };
+        let body = error_answer(id, &refusal, None);
         let send = self.upstream_sender();
         tokio::spawn(async move {
             tokio::time::sleep(timeout).await;
