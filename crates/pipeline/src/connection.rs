@@ -75,6 +75,8 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for PipelineService {
             .get::<RequestId>()
             .map(|r| r.0.clone())
             .unwrap_or_else(|| Arc::from("-"));
-        Box::pin(async move { Ok(gateway.handle(req, peer, id).await) })
+        // The handler's own future, boxed once (a wrapping block would hold
+        // it and copy it again).
+        Box::pin(gateway.handle(req, peer, id))
     }
 }

@@ -542,8 +542,10 @@ impl AuthSchemes {
                 });
             };
             let attempt = match scheme.attempt(headers, peer, resource).await {
+                // Boxed: only an opaque token asks the authorization server;
+                // inline, that exchange would size every request's future.
                 Attempt::Introspect(token) => {
-                    self.introspect_unless_key(scheme, schemes, headers, &token, resource)
+                    Box::pin(self.introspect_unless_key(scheme, schemes, headers, &token, resource))
                         .await
                 }
                 other => other,

@@ -258,7 +258,7 @@ async fn fetch(
     let mut cursor: Option<String> = None;
     for page in 0..MAX_PAGES {
         let inbound = asking(ctx, parts, authority, method, cursor.as_deref(), page)?;
-        let resp = Box::pin(ctx.gateway.through(ctx.route.clone(), inbound))
+        let resp = Box::pin(ctx.gateway.through(ctx.route.clone(), Box::new(inbound)))
             .await
             .map_err(|refused| refused.refusal)?;
         let max = ctx.gateway.config.limits.max_response_body_bytes;
@@ -390,7 +390,9 @@ async fn crossing(
             })
             .collect();
         let upstream = ctx.route.upstream.settings.id.as_str();
-        match flows.find(key, &caller, upstream, &lookups).await {
+        // Boxed: most calls have no material another upstream could have
+        // sent, and this future would otherwise size every call's.
+        match Box::pin(flows.find(key, &caller, upstream, &lookups)).await {
             Ok(hits) => hits,
             Err(_) => {
                 gateway

@@ -158,13 +158,15 @@ impl Gateway {
     }
 
     /// Handle one HTTP request from a client. `request_id` is its
-    /// `X-Request-Id` (the request-id layer set it).
+    /// `X-Request-Id` (the request-id layer set it). Never fails: a refusal
+    /// is an answer; the `Result` is the service's, so this future is the
+    /// one the connection boxes.
     pub(crate) async fn handle(
         self: Arc<Self>,
         req: Request<Incoming>,
         peer: Arc<Peer>,
         request_id: Arc<str>,
-    ) -> Response<ProxyBody> {
+    ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
         let started = Instant::now();
         let mut record = RequestRecord::start(self.metrics.clone(), started);
         let deadline = req.extensions().get::<crate::model::Deadline>();
@@ -178,7 +180,7 @@ impl Gateway {
         let outcome = self
             .exchange(req, peer, request_id.clone(), started, &mut record, &trace)
             .await;
-        match outcome {
+        Ok(match outcome {
             Ok(resp) => {
                 // The head is out: the deadline no longer applies.
                 record.set_deadline(None);
@@ -194,7 +196,7 @@ impl Gateway {
                 }
                 refuse::respond(record, refused, &request_id)
             }
-        }
+        })
     }
 
     /// The phases, in order: those every request takes, then the ones on
@@ -274,17 +276,19 @@ impl Gateway {
             carried: false,
         };
         match endpoint {
-            Endpoint::One(route) => self.through(route.clone(), inbound).await,
+            Endpoint::One(route) => self.through(route.clone(), Box::new(inbound)).await,
             Endpoint::Federated(f) => Box::pin(federate::serve(self, f, inbound, record)).await,
         }
     }
 
     /// The phases from the parsed request to the upstream's checked answer,
-    /// on the route to one upstream.
+    /// on the route to one upstream. The request comes boxed: an async
+    /// function keeps its arguments beside its locals, and inline it would
+    /// add its size twice to every caller's future.
     pub(crate) async fn through(
         self: &Arc<Self>,
         route: Arc<Route>,
-        inbound: Inbound,
+        inbound: Box<Inbound>,
     ) -> Result<Response<ProxyBody>, Refused> {
         let Inbound {
             parts,
@@ -297,9 +301,11 @@ impl Gateway {
             trace,
             subject,
             carried,
-        } = inbound;
+        } = *inbound;
         let name = route.name();
-        let mut ctx = RequestCtx {
+        // Boxed: the context is moved into every later phase's future; inline,
+        // each async phase would copy it and hold it twice (argument and local).
+        let mut ctx = Box::new(RequestCtx {
             gateway: self.clone(),
             route: route.clone(),
             peer: peer.clone(),
@@ -314,7 +320,7 @@ impl Gateway {
             subject,
             argument_asks: Vec::new(),
             listing_held: false,
-        };
+        });
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
         session::open(&mut ctx, &parts.headers)
@@ -373,14 +379,16 @@ impl Gateway {
                 }
             }
         }
-        self.forward(ctx, parts, authority, body, carried).await
+        // Boxed: the forward and the response check are the largest phases;
+        // inline, their future would be copied again at every phase above.
+        Box::pin(self.forward(ctx, parts, authority, body, carried)).await
     }
 
     /// The phases from a checked request to the upstream's checked answer:
     /// the forward, then the response check.
     pub(crate) async fn forward(
         self: &Arc<Self>,
-        ctx: RequestCtx,
+        ctx: Box<RequestCtx>,
         mut parts: http::request::Parts,
         authority: HeaderValue,
         body: bytes::Bytes,

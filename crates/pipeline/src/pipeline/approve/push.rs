@@ -45,7 +45,7 @@ pub struct Question {
 
 /// The call that waits for the person's decision, as the phases left it.
 pub(crate) struct Waiting {
-    pub ctx: RequestCtx,
+    pub ctx: Box<RequestCtx>,
     pub parts: Parts,
     pub authority: HeaderValue,
     pub body: Bytes,
@@ -193,7 +193,7 @@ fn decision(event: Option<CallEvent>) -> Decision {
 /// The approved call through the forward and response phases; the
 /// upstream's messages follow on the stream.
 async fn forward(
-    ctx: RequestCtx,
+    ctx: Box<RequestCtx>,
     parts: Parts,
     authority: HeaderValue,
     body: Bytes,

@@ -28,7 +28,7 @@ use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::sessions::SessionState;
 
 pub(super) async fn initialize(
-    ctx: RequestCtx,
+    ctx: Box<RequestCtx>,
     parts: Parts,
     authority: HeaderValue,
 ) -> Result<Response<ProxyBody>, Refused> {

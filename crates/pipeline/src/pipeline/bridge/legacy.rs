@@ -79,7 +79,7 @@ pub(super) async fn speaks_only_sessions(
 
 /// Serve the request across.
 pub(super) async fn serve(
-    ctx: RequestCtx,
+    ctx: Box<RequestCtx>,
     head: Parts,
     authority: HeaderValue,
 ) -> Result<Response<ProxyBody>, Refused> {

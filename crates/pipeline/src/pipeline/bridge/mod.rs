@@ -67,7 +67,7 @@ pub(super) fn may_carry(ctx: &RequestCtx) -> bool {
 
 /// Carry the request across (see [`may_carry`]).
 pub(super) async fn carry(
-    ctx: RequestCtx,
+    ctx: Box<RequestCtx>,
     parts: Parts,
     authority: HeaderValue,
 ) -> Result<Response<ProxyBody>, Refused> {
@@ -115,7 +115,7 @@ pub(super) fn head_for(uri: &http::Uri) -> Parts {
 
 /// A request of a bridged session.
 async fn in_session(
-    ctx: RequestCtx,
+    ctx: Box<RequestCtx>,
     parts: Parts,
     authority: HeaderValue,
 ) -> Result<Response<ProxyBody>, Refusal> {
@@ -159,7 +159,7 @@ async fn in_session(
 }
 
 async fn call(
-    ctx: RequestCtx,
+    ctx: Box<RequestCtx>,
     parts: Parts,
     authority: HeaderValue,
 ) -> Result<Response<ProxyBody>, Refusal> {

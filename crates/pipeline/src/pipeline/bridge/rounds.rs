@@ -454,5 +454,5 @@ pub(super) fn through(
     inbound: Inbound,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response<ProxyBody>, Refused>> + Send>>
 {
-    Box::pin(async move { gateway.through(route, inbound).await })
+    Box::pin(async move { gateway.through(route, Box::new(inbound)).await })
 }

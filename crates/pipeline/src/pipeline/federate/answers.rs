@@ -90,7 +90,7 @@ pub(super) async fn ask_all(
     let each = asked.into_iter().map(|(member, inbound)| async move {
         let method = inbound.request.method;
         let asked = async {
-            let resp = gateway.through(member.clone(), inbound).await;
+            let resp = gateway.through(member.clone(), Box::new(inbound)).await;
             match resp {
                 Ok(resp) => read_back(resp, max).await,
                 Err(refused) => (HeaderMap::new(), Outcome::Unavailable(refused.refusal)),

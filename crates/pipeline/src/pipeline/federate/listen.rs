@@ -45,7 +45,7 @@ pub(super) async fn merged(
     let opened = futures_util::future::join_all(asked.into_iter().map(|(member, inbound)| {
         let name = member.name().to_owned();
         async move {
-            match tokio::time::timeout(timeout, gateway.through(member, inbound)).await {
+            match tokio::time::timeout(timeout, gateway.through(member, Box::new(inbound))).await {
                 Ok(opened) => opened,
                 Err(_) => Err(Refused::new(
                     Refusal::new(

@@ -76,7 +76,7 @@ pub(crate) async fn serve(
         None => inbound,
     };
     let prefix = member.member.as_ref().map(|m| m.prefix.clone());
-    let answered = gateway.through(member, inbound).await?;
+    let answered = gateway.through(member, Box::new(inbound)).await?;
     Ok(match prefix {
         Some(prefix) => expose::answer(answered, &prefix).await,
         None => answered,

@@ -31,7 +31,7 @@ mod secrets;
 /// The response phase's view of the exchange: the request context and
 /// where the message arrived.
 pub struct Exchange {
-    pub ctx: RequestCtx,
+    pub ctx: Box<RequestCtx>,
     pub(crate) max_message_bytes: usize,
     /// Requests pushed to the client on this stream so far (2025-11-25).
     pub(super) pushes: u32,
@@ -96,7 +96,10 @@ fn violation(message: impl Into<String>, kind: &str) -> Disposition {
 }
 
 impl Exchange {
-    pub fn new(ctx: RequestCtx) -> Exchange {
+    /// The context is boxed: it is moved through every phase's future, and
+    /// inline it would be copied (and stored twice) at each of them.
+    pub fn new(ctx: impl Into<Box<RequestCtx>>) -> Exchange {
+        let ctx = ctx.into();
         let max_message_bytes = ctx.gateway.config.limits.max_response_body_bytes;
         Exchange {
             ctx,

@@ -62,7 +62,7 @@ fn upstream_status_refusal(status: StatusCode, what: &str) -> Refusal {
 
 /// Check the upstream's response and build the one the client gets.
 pub(crate) async fn check(
-    ctx: RequestCtx,
+    ctx: Box<RequestCtx>,
     resp: Response<UpstreamBody>,
 ) -> Result<Response<ProxyBody>, Refusal> {
     let (mut head, body) = resp.into_parts();

@@ -7,6 +7,9 @@
 //! the setting, the gateway remembers a keyed fingerprint of it for the
 //! caller (`flows.rs`), so it cannot be sent on to another upstream.
 
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
 use serde_json::{json, Map, Value};
 
 use super::contract::pointer_join;
@@ -46,15 +49,27 @@ pub fn may_hold_result_secrets(policy: &Policy, scanner: &SecretValueScanner, ra
     {
         return false;
     }
-    if !raw.is_ascii() || memchr::memmem::find(raw.as_bytes(), b"\\u").is_some() {
+    if !raw.is_ascii() || ESCAPE.find(raw.as_bytes()).is_some() {
         return true;
     }
-    let lower = raw.to_ascii_lowercase();
-    CREDENTIAL_WORDS
-        .iter()
-        .any(|w| memchr::memmem::find(lower.as_bytes(), w).is_some())
+    CREDENTIAL_NAMED
+        .as_ref()
+        .is_none_or(|words| words.is_match(raw))
         || scanner.may_match(raw)
 }
+
+/// A `\u` escape in raw JSON (it can spell any character).
+static ESCAPE: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(b"\\u"));
+
+/// [`CREDENTIAL_WORDS`] in any case, in one pass over the raw JSON. `None`
+/// (the automaton could not be built) reads every result.
+static CREDENTIAL_NAMED: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(CREDENTIAL_WORDS)
+        .ok()
+});
 
 /// Find, record and (per `[content] secrets`) redact the credentials in a
 /// parsed result, in place; its `_meta` provenance names what was done.

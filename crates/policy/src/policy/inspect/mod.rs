@@ -41,7 +41,7 @@ pub use content::{inspect_content, inspect_error, may_need_content, trace_conten
 pub use provenance::{is_gateway_key, PROVENANCE_KEY};
 pub use task::{CheckedTask, TaskCarrier};
 pub use verdict::{markdown_table as verdict_table, Action, Rule, Verdict};
-pub use whole::list_members;
+pub use whole::{list_members, may_carry_listing};
 
 /// The exchange the inspected message belongs to.
 #[derive(Debug, Clone, Copy)]

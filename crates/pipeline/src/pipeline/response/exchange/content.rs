@@ -14,7 +14,7 @@ use super::{read_failure, reencode_failed, response_bytes, Disposition, Exchange
 use crate::json;
 use crate::model::Refusal;
 use crate::policy::inspect::{
-    inspect_content, inspect_error, list_members, may_need_content, Report,
+    inspect_content, inspect_error, list_members, may_carry_listing, may_need_content, Report,
 };
 
 impl Exchange {
@@ -89,14 +89,6 @@ impl Exchange {
             Err(r) => Disposition::Refuse(r),
         }
     }
-}
-
-/// Whether a result's bytes may name a list member (`tools`, `prompts`,
-/// `resources`, `resourceTemplates`), as written or through an escape.
-fn may_carry_listing(raw: &str) -> bool {
-    let b = raw.as_bytes();
-    let named = |word: &[u8]| memchr::memmem::find(b, word).is_some();
-    named(b"\\u") || list_members().any(|m| named(m.as_bytes()))
 }
 
 /// Whether a parsed result carries a list of definitions.
