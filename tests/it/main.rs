@@ -32,6 +32,7 @@ mod mcp_apps;
 mod mrtr;
 mod oauth;
 mod otlp;
+mod otlp_logs;
 mod policy;
 mod proxy;
 mod reload;

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::AuditSettings;
+use crate::audit::{AuditSettings, TracesCollector};
 use crate::identify::AuthSchemes;
 use crate::mrtr::settings::StateSettings;
 use crate::policy::config::PolicySet;
@@ -205,9 +205,14 @@ fn validate(
     };
     let routes = route::routes(&raw.route, &targets, loc, p);
     resource_names_the_route(&raw, &listeners, &routes, loc, p);
-    let audit =
-        p.take(AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e)));
     let tracing = p.take(traces::trace_settings(raw.tracing.as_ref(), loc));
+    let collector = tracing.as_ref().and_then(Option::as_ref).map(|t| TracesCollector {
+        endpoint: &t.endpoint,
+        service_name: &t.service_name,
+    });
+    let audit = p.take(
+        AuditSettings::from_raw(raw.audit.as_ref(), base, collector).map_err(|e| loc.settings(e)),
+    );
     if !p.is_empty() {
         return None;
     }

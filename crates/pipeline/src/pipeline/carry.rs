@@ -142,12 +142,14 @@ pub(super) fn approvals(
     })
 }
 
-/// The audit sink of `config`, started (opens its file: blocking). One that
-/// cannot open says so and counts its events as dropped until it does.
+/// The audit sink of `config`, started (opens its file: blocking; starts
+/// `[audit.otlp]`'s export). One that cannot open says so and counts its
+/// events as dropped until it does.
 fn open_audit(config: &GatewayConfig) -> AuditSink {
     let sink = AuditSink::from_settings(config.audit.clone());
     if let Err(e) = sink.start() {
         tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
     }
+    crate::telemetry::Telemetry::export_audit(&sink);
     sink
 }
