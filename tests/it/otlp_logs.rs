@@ -75,7 +75,10 @@ impl Collector {
 
     fn records(&self) -> Vec<LogRecord> {
         let r = self.received.lock().unwrap();
-        assert_eq!(r.malformed, 0, "every export is a protobuf POST that decodes");
+        assert_eq!(
+            r.malformed, 0,
+            "every export is a protobuf POST that decodes"
+        );
         r.records.clone()
     }
 }
@@ -108,7 +111,10 @@ async fn receive(
             ExportLogsServiceResponse::default().encode_to_vec()
         }),
         "/v1/traces" => ExportTraceServiceRequest::decode(body).ok().map(|export| {
-            let spans = export.resource_spans.into_iter().flat_map(|rs| rs.scope_spans);
+            let spans = export
+                .resource_spans
+                .into_iter()
+                .flat_map(|rs| rs.scope_spans);
             r.spans.extend(spans.flat_map(|ss| ss.spans));
             ExportTraceServiceResponse::default().encode_to_vec()
         }),
@@ -194,7 +200,10 @@ async fn every_audit_event_is_a_log_record_at_the_traces_collector() {
         .await
         .unwrap();
     let first = crate::common::json_of(first).await;
-    let state = first["result"]["requestState"].as_str().expect("a question").to_owned();
+    let state = first["result"]["requestState"]
+        .as_str()
+        .expect("a question")
+        .to_owned();
     let mut retry: Value = serde_json::from_str(&call_body("r2", "book_room", json!({}))).unwrap();
     retry["params"]["requestState"] = json!(state);
     retry["params"]["inputResponses"] =
@@ -215,7 +224,13 @@ async fn every_audit_event_is_a_log_record_at_the_traces_collector() {
         .collect();
     let records = collector.records();
     let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
-    for kind in ["input_required_received", "delivered", "retry_received", "forwarded", "operation_end"] {
+    for kind in [
+        "input_required_received",
+        "delivered",
+        "retry_received",
+        "forwarded",
+        "operation_end",
+    ] {
         assert!(events.contains(&kind), "{kind} in {events:?}");
     }
     assert_eq!(records.len(), lines.len(), "one record per line");
@@ -230,22 +245,39 @@ async fn every_audit_event_is_a_log_record_at_the_traces_collector() {
             "the record holds the line's members"
         );
         let ts = nanos_of(line["ts"].as_str().unwrap());
-        assert!(record.time_unix_nano.abs_diff(ts) < 1_000_000, "{event}: the line's time");
-        assert_eq!((record.severity_number, record.severity_text.as_str()), (9, "INFO"));
-        assert_eq!(hex(&record.trace_id), CLIENT_TRACE, "{event}: the client's trace");
+        assert!(
+            record.time_unix_nano.abs_diff(ts) < 1_000_000,
+            "{event}: the line's time"
+        );
+        assert_eq!(
+            (record.severity_number, record.severity_text.as_str()),
+            (9, "INFO")
+        );
+        assert_eq!(
+            hex(&record.trace_id),
+            CLIENT_TRACE,
+            "{event}: the client's trace"
+        );
         assert_eq!(record.flags & 0xff, 1, "sampled");
         let request_id = line["request_id"].as_str().unwrap();
         let span = spans
             .iter()
             .find(|s| crate::otlp::attr(s, "portcullis.request_id").as_deref() == Some(request_id))
             .expect("the request's span");
-        assert_eq!(record.span_id, span.span_id, "{event}: the span of its request");
+        assert_eq!(
+            record.span_id, span.span_id,
+            "{event}: the span of its request"
+        );
         let all = format!("{record:?}");
         assert!(!all.contains("typed-by-the-user"), "{all}");
         assert!(!all.contains(&state), "no sealed state in a record");
     }
     let r = collector.received.lock().unwrap();
-    assert!(r.scopes.iter().all(|s| s == "portcullis.audit"), "{:?}", r.scopes);
+    assert!(
+        r.scopes.iter().all(|s| s == "portcullis.audit"),
+        "{:?}",
+        r.scopes
+    );
     assert!(r.service_names.iter().all(|s| s == "gateway-under-test"));
 }
 
@@ -272,7 +304,10 @@ async fn records_that_cannot_go_out_are_counted_and_never_hold_a_request() {
     let m = metrics(&gw).await;
     let full = r#"portcullis_audit_dropped_total{cause="queue_full",sink="otlp"}"#;
     let failed = r#"portcullis_audit_dropped_total{cause="write_failed",sink="otlp"}"#;
-    assert!(m.contains(&format!("{full} 0")), "the series start at zero\n{m}");
+    assert!(
+        m.contains(&format!("{full} 0")),
+        "the series start at zero\n{m}"
+    );
     let c = client();
     for i in 0..20 {
         let resp = call(&c, &url(&gw), &format!("q{i}"), "book_room", json!({}))
@@ -289,8 +324,14 @@ async fn records_that_cannot_go_out_are_counted_and_never_hold_a_request() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(value(&m, full) >= 1.0, "a burst over the bound is dropped\n{m}");
-    assert!(value(&m, failed) >= 1.0, "an export that timed out is lost\n{m}");
+    assert!(
+        value(&m, full) >= 1.0,
+        "a burst over the bound is dropped\n{m}"
+    );
+    assert!(
+        value(&m, failed) >= 1.0,
+        "an export that timed out is lost\n{m}"
+    );
     gw.shutdown().await;
     held.abort();
 
@@ -301,7 +342,10 @@ async fn records_that_cannot_go_out_are_counted_and_never_hold_a_request() {
     );
     let text = config_text(&up.url(), "", "").replace("[audit]\nsink = \"off\"\n", &audit);
     let gw = start_gateway(&text).await;
-    let resp = call(&c, &url(&gw), "d1", "book_room", json!({})).send().await.unwrap();
+    let resp = call(&c, &url(&gw), "d1", "book_room", json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let m = loop {
@@ -311,7 +355,10 @@ async fn records_that_cannot_go_out_are_counted_and_never_hold_a_request() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(value(&m, failed) >= 2.0, "received and delivered, both lost\n{m}");
+    assert!(
+        value(&m, failed) >= 2.0,
+        "received and delivered, both lost\n{m}"
+    );
     gw.shutdown().await;
 }
 

@@ -74,6 +74,7 @@
 //! before the process exits so that nothing queued is lost.
 
 mod config;
+mod drops;
 mod event;
 mod otlp;
 mod otlp_config;

@@ -35,9 +35,9 @@ use serde_json::Value;
 
 use crate::model::AuditLoss;
 
+use super::drops::Drops;
 use super::event::{AuditEvent, TraceIds};
 use super::otlp_config::OtlpLogSettings;
-use super::sink::Drops;
 
 /// The instrumentation scope of the records.
 const SCOPE: &str = "portcullis.audit";
@@ -282,10 +282,7 @@ mod tests {
         assert_eq!(m[&Key::from("a")], AnyValue::Int(1));
         assert_eq!(
             m[&Key::from("b")],
-            AnyValue::ListAny(Box::new(vec![
-                AnyValue::Boolean(true),
-                AnyValue::from("x")
-            ]))
+            AnyValue::ListAny(Box::new(vec![AnyValue::Boolean(true), AnyValue::from("x")]))
         );
         let Some(AnyValue::Map(c)) = m.get(&Key::from("c")).cloned() else {
             panic!("a nested map")

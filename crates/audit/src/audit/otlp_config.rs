@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::config::AuditConfigError;
+/// The one settings error ([`super::AuditConfigError`]).
+type AuditConfigError = crate::model::SettingsError;
 
 const SECTION: &str = "audit.otlp";
 
@@ -136,12 +137,14 @@ fn from_traces(
     };
     let path = format!("{base}/v1/logs");
     let mut parts = uri.clone().into_parts();
-    parts.path_and_query = Some(match uri.query() {
-        Some(q) => format!("{path}?{q}"),
-        None => path,
-    }
-    .parse()
-    .map_err(|_| err(table.clone(), "endpoint", "cannot derive the logs URL"))?);
+    parts.path_and_query = Some(
+        match uri.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path,
+        }
+        .parse()
+        .map_err(|_| err(table.clone(), "endpoint", "cannot derive the logs URL"))?,
+    );
     http::Uri::from_parts(parts).map_err(|_| err(table, "endpoint", "cannot derive the logs URL"))
 }
 
@@ -233,9 +236,21 @@ mod tests {
             ("", None, "audit.otlp.endpoint"),
             ("", Some("http://c/custom"), "audit.otlp.endpoint"),
             ("endpoint = \"127.0.0.1:4318\"", None, "audit.otlp.endpoint"),
-            ("endpoint = \"ftp://c/v1/logs\"", None, "audit.otlp.endpoint"),
-            ("max_queue = 0", Some("http://c/v1/traces"), "audit.otlp.max_queue"),
-            ("max_queue = -5", Some("http://c/v1/traces"), "audit.otlp.max_queue"),
+            (
+                "endpoint = \"ftp://c/v1/logs\"",
+                None,
+                "audit.otlp.endpoint",
+            ),
+            (
+                "max_queue = 0",
+                Some("http://c/v1/traces"),
+                "audit.otlp.max_queue",
+            ),
+            (
+                "max_queue = -5",
+                Some("http://c/v1/traces"),
+                "audit.otlp.max_queue",
+            ),
             (
                 "export_interval = \"0s\"",
                 Some("http://c/v1/traces"),

@@ -26,7 +26,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -36,6 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::model::{AuditLoss, AuditSinkKind, Health, HealthReport};
 
 use super::config::{AuditSettings, AuditTarget, FileSettings};
+use super::drops::Drops;
 use super::event::{timestamp, to_line, to_object, AuditContext, AuditEvent};
 use super::otlp::{OtlpLogs, OtlpLogsError};
 
@@ -77,52 +78,6 @@ struct Inner {
     otlp: OnceLock<OtlpLogs>,
     /// Records lost on their way to the collector (`None` without `[audit.otlp]`).
     otlp_dropped: Option<Arc<Drops>>,
-}
-
-/// Lines lost: counted here ([`AuditSink::dropped`]) and reported by cause.
-#[derive(Debug)]
-pub(super) struct Drops {
-    total: AtomicU64,
-    /// `None` for `off`, which loses nothing.
-    sink: Option<AuditSinkKind>,
-    /// Where losses are reported (set once, by the first gateway).
-    health: OnceLock<HealthReport>,
-}
-
-impl Drops {
-    fn new(sink: Option<AuditSinkKind>) -> Drops {
-        Drops {
-            total: AtomicU64::new(0),
-            sink,
-            health: OnceLock::new(),
-        }
-    }
-
-    #[cfg(test)]
-    pub(super) fn for_test() -> Drops {
-        Drops::new(Some(AuditSinkKind::Otlp))
-    }
-
-    /// Count `n` lost lines; warn at 1, 2, 4, 8, … so a flood is visible
-    /// without flooding the log itself.
-    pub(super) fn note(&self, n: u64, cause: AuditLoss) {
-        if n == 0 {
-            return;
-        }
-        if let (Some(sink), Some(h)) = (self.sink, self.health.get()) {
-            h.report(Health::AuditDropped(sink, cause, n));
-        }
-        let before = self.total.fetch_add(n, Ordering::Relaxed);
-        let after = before + n;
-        if (before + 1..=after).any(u64::is_power_of_two) {
-            tracing::warn!(
-                dropped_total = after,
-                sink = self.sink.map_or("off", AuditSinkKind::as_str),
-                cause = cause.as_str(),
-                "audit events dropped"
-            );
-        }
-    }
 }
 
 impl std::fmt::Debug for AuditSink {

@@ -206,10 +206,13 @@ fn validate(
     let routes = route::routes(&raw.route, &targets, loc, p);
     resource_names_the_route(&raw, &listeners, &routes, loc, p);
     let tracing = p.take(traces::trace_settings(raw.tracing.as_ref(), loc));
-    let collector = tracing.as_ref().and_then(Option::as_ref).map(|t| TracesCollector {
-        endpoint: &t.endpoint,
-        service_name: &t.service_name,
-    });
+    let collector = tracing
+        .as_ref()
+        .and_then(Option::as_ref)
+        .map(|t| TracesCollector {
+            endpoint: &t.endpoint,
+            service_name: &t.service_name,
+        });
     let audit = p.take(
         AuditSettings::from_raw(raw.audit.as_ref(), base, collector).map_err(|e| loc.settings(e)),
     );
