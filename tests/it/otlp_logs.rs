@@ -368,3 +368,68 @@ fn value(page: &str, series: &str) -> f64 {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or(0.0)
 }
+
+/// A reload that changes `[audit.otlp]` sends the next events to the new
+/// collector, and what the replaced export still held reaches the old one
+/// (its batches wait an hour: only the shutdown of the replaced sink, off
+/// the runtime's workers, sends them), with no request held meanwhile.
+#[tokio::test]
+async fn a_reload_moves_the_export_and_the_replaced_one_delivers_what_it_held() {
+    let (old, new) = (Collector::start().await, Collector::start().await);
+    let up = asking_then_answering().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    let write = |collector: &Collector| {
+        let audit = format!(
+            "[audit]\nsink = \"off\"\n\n[audit.otlp]\nendpoint = \"http://{}/v1/logs\"\nexport_interval = \"1h\"\n",
+            collector.addr
+        );
+        let text = config_text(&up.url(), "", "").replace("[audit]\nsink = \"off\"\n", &audit);
+        std::fs::write(&path, text).unwrap();
+    };
+    write(&old);
+    install_crypto();
+    let config = portcullis::config::GatewayConfig::load(&path).unwrap();
+    let gw = portcullis::server::RunningGateway::start(config)
+        .await
+        .unwrap();
+    let c = client();
+    let asked = call(&c, &url(&gw), "a1", "book_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200);
+    write(&new);
+    gw.reload().await.unwrap();
+    let asked = call(&c, &url(&gw), "a2", "book_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while old.records().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gw.shutdown().await;
+    let request_ids = |c: &Collector| -> Vec<String> {
+        let mut ids: Vec<String> = c
+            .records()
+            .iter()
+            .filter_map(|r| text_of(&r.attributes, "request_id"))
+            .collect();
+        ids.dedup();
+        ids
+    };
+    let (before, after) = (request_ids(&old), request_ids(&new));
+    assert_eq!(
+        before.len(),
+        1,
+        "the first call's events, at the old collector: {before:?}"
+    );
+    assert_eq!(
+        after.len(),
+        1,
+        "the second call's, at the new one: {after:?}"
+    );
+    assert_ne!(before, after);
+}

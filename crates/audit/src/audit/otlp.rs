@@ -292,6 +292,22 @@ mod tests {
     }
 
     #[test]
+    fn refusals_and_changed_listings_are_warnings() {
+        let refused = AuditEvent::Refused {
+            reason: crate::model::Reason::RoundLimitExceeded,
+            rule: None,
+            key: None,
+            field: None,
+        };
+        assert_eq!(severity(&refused), (Severity::Warn, "WARN"));
+        let forwarded = AuditEvent::Forwarded {
+            keys: Vec::new(),
+            upstream_state: false,
+        };
+        assert_eq!(severity(&forwarded), (Severity::Info, "INFO"));
+    }
+
+    #[test]
     fn the_queue_admits_up_to_its_bound_and_counts_out_exported_batches() {
         let q = Queue {
             pending: AtomicUsize::new(0),
