@@ -1,0 +1,311 @@
+//! The relay between replicas: an answer or a retry that reaches a replica
+//! other than the one where its call waits is handed to that one through
+//! the shared Redis (the single-use store's, `[state] redis_url`), and the
+//! holder's reply comes back the same way.
+//!
+//! Each replica listens on its own channel (`portcullis:relay:<instance>`,
+//! the instance id every call it holds is named with, sealed into the
+//! client's state), so a hand-off needs no lookup: it is published to the
+//! channel the call's id names. Redis says how many listened; none means
+//! the holder is gone (stopped, or cut from Redis), and the hand-off is
+//! refused at once. A holder that listens but does not reply within the
+//! wait's limit is gone too. This module moves checked hand-offs and their
+//! replies; what a hand-off does at the holder is the [`Holder`]'s (the
+//! bridge's calls), so the relay knows nothing of calls.
+//!
+//! Nothing crosses when the single-use store is this instance's memory:
+//! there is then no relay (a single replica behaves as before).
+
+mod wire;
+
+pub(crate) use wire::{Hand, HandKind, Reply};
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::ConnectionManager;
+use tokio::sync::{oneshot, watch, OnceCell};
+use tokio::task::AbortHandle;
+
+use crate::model::{Reason, Refusal};
+use wire::Envelope;
+
+/// How long a replica waits for Redis to take its subscription or a publish.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a lost subscription waits before it is made again.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
+
+/// What a replica does with a hand-off for a call it holds.
+#[async_trait::async_trait]
+pub(crate) trait Holder: Send + Sync {
+    async fn take(&self, hand: Hand) -> Reply;
+}
+
+/// Why a hand-off did not reach its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RelayError {
+    #[error("no replica holds the call: the one that did stopped or lost its Redis connection")]
+    HolderGone,
+    #[error("the replica holding the call did not reply in time")]
+    TimedOut,
+    #[error("the shared store (Redis) is unreachable")]
+    Unavailable,
+}
+
+impl RelayError {
+    /// The outcome label a failed hand-off is counted under.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            RelayError::HolderGone => "holder_gone",
+            RelayError::TimedOut => "timed_out",
+            RelayError::Unavailable => "store_unavailable",
+        }
+    }
+
+    /// The client's refusal.
+    pub(crate) fn refusal(self) -> Refusal {
+        match self {
+            RelayError::HolderGone | RelayError::TimedOut => Refusal::new(
+                Reason::CallHolderGone,
+                format!("{self}; the call is lost: start it again"),
+            ),
+            RelayError::Unavailable => Refusal::new(
+                Reason::StateStoreUnavailable,
+                "the gateway cannot reach the replica that holds this call (its shared store is unreachable); try again",
+            ),
+        }
+    }
+}
+
+/// This instance's end of the relay.
+pub(crate) struct Relay {
+    url: String,
+    instance: String,
+    holder: Arc<dyn Holder>,
+    publisher: OnceCell<ConnectionManager>,
+    /// Whether the channel is subscribed now.
+    listening: watch::Sender<bool>,
+    listener: Mutex<Option<AbortHandle>>,
+    /// Hand-offs sent, waiting for their replies, by id.
+    pending: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if let Some(task) = lock(&self.listener).take() {
+            task.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The channel of the replica `instance`.
+fn channel(instance: &str) -> String {
+    format!("portcullis:relay:{instance}")
+}
+
+impl Relay {
+    /// The relay of `instance` through the Redis at `url`; it listens once
+    /// something needs it ([`listen`](Self::listen)).
+    pub(crate) fn new(url: &str, instance: &str, holder: Arc<dyn Holder>) -> Arc<Relay> {
+        Arc::new(Relay {
+            url: url.to_owned(),
+            instance: instance.to_owned(),
+            holder,
+            publisher: OnceCell::new(),
+            listening: watch::Sender::new(false),
+            listener: Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether this relay goes through the Redis at `url` (a reload keeps it).
+    pub(crate) fn serves(&self, url: &str) -> bool {
+        self.url == url
+    }
+
+    /// Listen on this instance's channel (at once when it does already):
+    /// before a call is held, so an answer reaching another replica finds it.
+    pub(crate) async fn listen(self: &Arc<Self>) -> Result<(), RelayError> {
+        if *self.listening.borrow() {
+            return Ok(());
+        }
+        {
+            let mut listener = lock(&self.listener);
+            if listener.is_none() {
+                let task = tokio::spawn(listen_loop(Arc::downgrade(self)));
+                *listener = Some(task.abort_handle());
+            }
+        }
+        let mut up = self.listening.subscribe();
+        let subscribed = matches!(
+            tokio::time::timeout(REDIS_TIMEOUT, up.wait_for(|v| *v)).await,
+            Ok(Ok(_))
+        );
+        match subscribed {
+            true => Ok(()),
+            false => Err(RelayError::Unavailable),
+        }
+    }
+
+    /// Hand `hand` to the replica `to` and wait up to `wait` for its reply.
+    pub(crate) async fn hand(
+        self: &Arc<Self>,
+        to: &str,
+        hand: Hand,
+        wait: Duration,
+    ) -> Result<Reply, RelayError> {
+        self.listen().await?;
+        let id = crate::mrtr::seal::new_operation_id();
+        let envelope = Envelope::Hand {
+            id: id.clone(),
+            reply_to: channel(&self.instance),
+            hand,
+        };
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id.clone(), tx);
+        let outcome = self.send(to, &envelope, rx, wait).await;
+        lock(&self.pending).remove(&id);
+        outcome
+    }
+
+    async fn send(
+        &self,
+        to: &str,
+        envelope: &Envelope,
+        rx: oneshot::Receiver<Reply>,
+        wait: Duration,
+    ) -> Result<Reply, RelayError> {
+        let heard = self.publish(to, envelope).await?;
+        if heard == 0 {
+            return Err(RelayError::HolderGone);
+        }
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(_)) => Err(RelayError::HolderGone),
+            Err(_) => Err(RelayError::TimedOut),
+        }
+    }
+
+    /// Publish `envelope` on the channel of `to`: how many listened.
+    async fn publish(&self, to: &str, envelope: &Envelope) -> Result<i64, RelayError> {
+        let payload = serde_json::to_vec(envelope).map_err(|_| RelayError::Unavailable)?;
+        let mut conn = self.publisher().await?;
+        let cmd = redis::cmd("PUBLISH")
+            .arg(channel(to))
+            .arg(payload)
+            .to_owned();
+        match tokio::time::timeout(REDIS_TIMEOUT, cmd.query_async::<i64>(&mut conn)).await {
+            Ok(Ok(n)) => Ok(n),
+            _ => Err(RelayError::Unavailable),
+        }
+    }
+
+    async fn publisher(&self) -> Result<ConnectionManager, RelayError> {
+        let conn = self
+            .publisher
+            .get_or_try_init(|| async {
+                let client =
+                    redis::Client::open(self.url.as_str()).map_err(|_| RelayError::Unavailable)?;
+                match tokio::time::timeout(REDIS_TIMEOUT, ConnectionManager::new(client)).await {
+                    Ok(Ok(c)) => Ok(c),
+                    _ => Err(RelayError::Unavailable),
+                }
+            })
+            .await?;
+        Ok(conn.clone())
+    }
+
+    /// One message from the channel.
+    fn received(self: &Arc<Self>, payload: &[u8]) {
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(payload) else {
+            tracing::warn!("relay: a message on this replica's channel that is no hand-off");
+            return;
+        };
+        match envelope {
+            Envelope::Reply { id, reply } => {
+                if let Some(waiting) = lock(&self.pending).remove(&id) {
+                    let _ = waiting.send(reply);
+                }
+            }
+            Envelope::Hand { id, reply_to, hand } => {
+                let relay = self.clone();
+                tokio::spawn(async move {
+                    let reply = relay.holder.take(hand).await;
+                    let Some(to) = reply_to.strip_prefix("portcullis:relay:") else {
+                        return;
+                    };
+                    if relay
+                        .publish(to, &Envelope::Reply { id, reply })
+                        .await
+                        .is_err()
+                    {
+                        tracing::warn!("relay: a reply to a hand-off could not be published");
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Subscribe to the channel and read it; subscribed again whenever the
+/// connection is lost, until the relay is dropped.
+async fn listen_loop(relay: Weak<Relay>) {
+    let mut was_down = false;
+    loop {
+        let Some(url) = relay.upgrade().map(|r| (r.url.clone(), channel(&r.instance))) else {
+            return;
+        };
+        let (url, name) = url;
+        match subscribe(&url, &name).await {
+            Ok(pubsub) => {
+                if was_down {
+                    tracing::info!("relay: subscribed to this replica's channel again");
+                }
+                let Some(r) = relay.upgrade() else { return };
+                r.listening.send_replace(true);
+                drop(r);
+                let mut messages = pubsub.into_on_message();
+                while let Some(msg) = messages.next().await {
+                    let Some(r) = relay.upgrade() else { return };
+                    r.received(msg.get_payload_bytes());
+                }
+                tracing::warn!(
+                    "relay: this replica's channel was lost; answers for its calls cannot reach it from other replicas until it is back"
+                );
+            }
+            Err(_) if !was_down => {
+                tracing::warn!("relay: cannot subscribe to this replica's channel (Redis unreachable)");
+            }
+            Err(_) => {}
+        }
+        was_down = true;
+        if let Some(r) = relay.upgrade() {
+            r.listening.send_replace(false);
+        }
+        tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+    }
+}
+
+async fn subscribe(url: &str, name: &str) -> Result<redis::aio::PubSub, RelayError> {
+    let client = redis::Client::open(url).map_err(|_| RelayError::Unavailable)?;
+    let subscribed = async {
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe(name).await?;
+        Ok::<_, redis::RedisError>(pubsub)
+    };
+    match tokio::time::timeout(REDIS_TIMEOUT, subscribed).await {
+        Ok(Ok(p)) => Ok(p),
+        _ => Err(RelayError::Unavailable),
+    }
+}
+
+/// The instance a call id names (see `BridgeCalls::new_call_id`).
+pub(crate) fn holder_of(call: &str) -> Option<&str> {
+    call.split_once('.').map(|(instance, _)| instance)
+}
