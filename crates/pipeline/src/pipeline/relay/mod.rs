@@ -37,6 +37,16 @@ const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a lost subscription waits before it is made again.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
 
+/// The state of this instance's subscription to its channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listening {
+    /// Not tried yet, or its first try is under way.
+    Starting,
+    Up,
+    /// Lost or refused; tried again every [`RESUBSCRIBE_AFTER`].
+    Down,
+}
+
 /// What a replica does with a hand-off for a call it holds.
 #[async_trait::async_trait]
 pub(crate) trait Holder: Send + Sync {
@@ -86,7 +96,7 @@ pub(crate) struct Relay {
     holder: Arc<dyn Holder>,
     publisher: OnceCell<ConnectionManager>,
     /// Whether the channel is subscribed now.
-    listening: watch::Sender<bool>,
+    listening: watch::Sender<Listening>,
     listener: Mutex<Option<AbortHandle>>,
     /// Hand-offs sent, waiting for their replies, by id.
     pending: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
@@ -118,7 +128,7 @@ impl Relay {
             instance: instance.to_owned(),
             holder,
             publisher: OnceCell::new(),
-            listening: watch::Sender::new(false),
+            listening: watch::Sender::new(Listening::Starting),
             listener: Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
         })
@@ -129,11 +139,14 @@ impl Relay {
         self.url == url
     }
 
-    /// Listen on this instance's channel (at once when it does already):
-    /// before a call is held, so an answer reaching another replica finds it.
+    /// Listen on this instance's channel: before a call is held, so an
+    /// answer reaching another replica finds it. Only the first call waits
+    /// (for the first subscription); while Redis is down the answer is at once.
     pub(crate) async fn listen(self: &Arc<Self>) -> Result<(), RelayError> {
-        if *self.listening.borrow() {
-            return Ok(());
+        match *self.listening.borrow() {
+            Listening::Up => return Ok(()),
+            Listening::Down => return Err(RelayError::Unavailable),
+            Listening::Starting => {}
         }
         {
             let mut listener = lock(&self.listener);
@@ -144,8 +157,8 @@ impl Relay {
         }
         let mut up = self.listening.subscribe();
         let subscribed = matches!(
-            tokio::time::timeout(REDIS_TIMEOUT, up.wait_for(|v| *v)).await,
-            Ok(Ok(_))
+            tokio::time::timeout(REDIS_TIMEOUT, up.wait_for(|v| *v != Listening::Starting)).await,
+            Ok(Ok(l)) if *l == Listening::Up
         );
         match subscribed {
             true => Ok(()),
@@ -268,7 +281,7 @@ async fn listen_loop(relay: Weak<Relay>) {
                     tracing::info!("relay: subscribed to this replica's channel again");
                 }
                 let Some(r) = relay.upgrade() else { return };
-                r.listening.send_replace(true);
+                r.listening.send_replace(Listening::Up);
                 drop(r);
                 let mut messages = pubsub.into_on_message();
                 while let Some(msg) = messages.next().await {
@@ -286,7 +299,7 @@ async fn listen_loop(relay: Weak<Relay>) {
         }
         was_down = true;
         if let Some(r) = relay.upgrade() {
-            r.listening.send_replace(false);
+            r.listening.send_replace(Listening::Down);
         }
         tokio::time::sleep(RESUBSCRIBE_AFTER).await;
     }
@@ -309,3 +322,6 @@ async fn subscribe(url: &str, name: &str) -> Result<redis::aio::PubSub, RelayErr
 pub(crate) fn holder_of(call: &str) -> Option<&str> {
     call.split_once('.').map(|(instance, _)| instance)
 }
+
+#[cfg(test)]
+mod tests;
