@@ -24,8 +24,8 @@
 
 use std::sync::Arc;
 
-use super::forward::Pools;
 use super::bridge::{relayed, BridgeCalls};
+use super::forward::Pools;
 use super::record::Metrics;
 use super::relay::Relay;
 use super::Gateway;

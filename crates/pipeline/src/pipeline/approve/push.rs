@@ -74,9 +74,10 @@ pub(crate) fn start(waiting: Waiting, q: Question) -> Result<Response<ProxyBody>
         .map(|s| s.state.nonce.clone())
         .ok_or_else(|| Refusal::new(Reason::SessionInvalid, "no session"))?;
     let client_id = ctx.id().unwrap_or("null").to_owned();
-    let (registration, events) = gateway
-        .bridge
-        .register(gateway.bridge.new_call_id(), &session, &client_id);
+    let (registration, events) =
+        gateway
+            .bridge
+            .register(gateway.bridge.new_call_id(), &session, &client_id);
     let now_ms = gateway.clock.now_millis();
     let push = PushState {
         v: 1,

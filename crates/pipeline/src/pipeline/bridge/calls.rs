@@ -104,7 +104,11 @@ impl BridgeCalls {
     /// A new call's id: this instance's id, a dot, a random part (the
     /// relay finds the holder of a call by it).
     pub(crate) fn new_call_id(&self) -> String {
-        format!("{}.{}", self.instance, crate::mrtr::seal::new_operation_id())
+        format!(
+            "{}.{}",
+            self.instance,
+            crate::mrtr::seal::new_operation_id()
+        )
     }
 
     /// Whether the call `id` was made by this instance.

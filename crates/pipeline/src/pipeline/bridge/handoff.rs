@@ -1,7 +1,7 @@
 //! The replica that received an answer or a retry for a call another
 //! replica holds: what it hands on, once it has checked it exactly as the
 //! holder would have, and what the client gets back. (The holder's side is
-//! [`relayed`](super::relayed); the transport is [`crate::pipeline::relay`].)
+//! `relayed.rs`; the transport is [`crate::pipeline::relay`].)
 
 use std::sync::Arc;
 

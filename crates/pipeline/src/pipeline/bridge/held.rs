@@ -10,9 +10,9 @@ use http::request::Parts;
 use http::HeaderValue;
 use serde_json::Value;
 
-use super::calls::BridgeCalls;
 use super::super::ctx::RequestCtx;
 use super::super::request::copy_head;
+use super::calls::BridgeCalls;
 use super::events::Messages;
 
 /// An upstream session the gateway opened.

@@ -9,7 +9,7 @@
 //! client's retry delivers its answer to the waiting upstream request
 //! (checked as any answer to a push) and the call is read on. A retry that
 //! reaches another replica is checked there and handed here through the
-//! relay ([`handoff`](super::handoff), [`relayed`](super::relayed)).
+//! relay (`handoff.rs` here, `relayed.rs` there).
 
 use http::request::Parts;
 use http::{HeaderValue, Response};
@@ -19,9 +19,9 @@ use super::super::body::ProxyBody;
 use super::super::ctx::RequestCtx;
 use super::super::refuse::Refused;
 use super::super::reply::{accepted, json_response, message};
+use super::calls::BridgeCalls;
 use super::discover::{capabilities, lists_sessions, server_version};
 use super::events::Messages;
-use super::calls::BridgeCalls;
 use super::handoff;
 use super::held::{Held, Opened, Origin};
 use super::initialize::discovery;

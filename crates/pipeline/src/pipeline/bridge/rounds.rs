@@ -56,10 +56,11 @@ impl Call {
     pub(super) async fn start(self) -> Result<Response<ProxyBody>, Refused> {
         // Registered from the start: the client may cancel the call at any
         // time (`notifications/cancelled`), and the upstream's work with it.
-        let (registration, mut events) =
-            self.gateway
-                .bridge
-                .register(self.gateway.bridge.new_call_id(), &self.session, &self.client_id);
+        let (registration, mut events) = self.gateway.bridge.register(
+            self.gateway.bridge.new_call_id(),
+            &self.session,
+            &self.client_id,
+        );
         // Listening before any question is out: its answer may reach another replica.
         self.gateway.relay_listen().await;
         let first = tokio::select! {

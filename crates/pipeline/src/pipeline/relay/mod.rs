@@ -271,7 +271,10 @@ impl Relay {
 async fn listen_loop(relay: Weak<Relay>) {
     let mut was_down = false;
     loop {
-        let Some(url) = relay.upgrade().map(|r| (r.url.clone(), channel(&r.instance))) else {
+        let Some(url) = relay
+            .upgrade()
+            .map(|r| (r.url.clone(), channel(&r.instance)))
+        else {
             return;
         };
         let (url, name) = url;
@@ -293,7 +296,9 @@ async fn listen_loop(relay: Weak<Relay>) {
                 );
             }
             Err(_) if !was_down => {
-                tracing::warn!("relay: cannot subscribe to this replica's channel (Redis unreachable)");
+                tracing::warn!(
+                    "relay: cannot subscribe to this replica's channel (Redis unreachable)"
+                );
             }
             Err(_) => {}
         }

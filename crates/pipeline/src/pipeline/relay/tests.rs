@@ -34,7 +34,15 @@ impl RedisServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("redis.sock");
         let child = Command::new("redis-server")
-            .args(["--port", "0", "--save", "", "--appendonly", "no", "--unixsocket"])
+            .args([
+                "--port",
+                "0",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--unixsocket",
+            ])
             .arg(&socket)
             .stdout(Stdio::null())
             .spawn()
@@ -48,7 +56,10 @@ impl RedisServer {
     }
 
     fn url(&self) -> String {
-        format!("redis+unix://{}?db=0", self.dir.path().join("redis.sock").display())
+        format!(
+            "redis+unix://{}?db=0",
+            self.dir.path().join("redis.sock").display()
+        )
     }
 }
 
@@ -91,7 +102,9 @@ fn relay(url: &str, instance: &str) -> (Arc<Relay>, Arc<Kept>) {
 
 #[tokio::test]
 async fn a_hand_off_reaches_the_replica_named_and_its_reply_comes_back() {
-    let Some(redis) = RedisServer::start() else { return };
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
     let (holder, kept) = relay(&redis.url(), "holder");
     let (receiver, _) = relay(&redis.url(), "receiver");
     holder.listen().await.expect("listening");
@@ -100,7 +113,11 @@ async fn a_hand_off_reaches_the_replica_named_and_its_reply_comes_back() {
     assert!(matches!(reply, Ok(Reply::Delivered)), "{reply:?}");
     assert_eq!(*lock(&kept.0), ["holder.c1"]);
     // The holder's refusal comes back as it decided it.
-    let retry = Hand::Retry { call: "holder.c2".into(), principal: "p".into(), answer: json!({}) };
+    let retry = Hand::Retry {
+        call: "holder.c2".into(),
+        principal: "p".into(),
+        answer: json!({}),
+    };
     let Ok(Reply::Refused { reason, .. }) = receiver.hand("holder", retry, wait).await else {
         panic!("no refusal");
     };
@@ -110,26 +127,45 @@ async fn a_hand_off_reaches_the_replica_named_and_its_reply_comes_back() {
 
 #[tokio::test]
 async fn a_hand_off_nobody_listens_for_is_refused_at_once() {
-    let Some(redis) = RedisServer::start() else { return };
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
     let (receiver, _) = relay(&redis.url(), "receiver");
     let started = Instant::now();
-    let gone = receiver.hand("stopped", answer("stopped.c1"), Duration::from_secs(30)).await;
+    let gone = receiver
+        .hand("stopped", answer("stopped.c1"), Duration::from_secs(30))
+        .await;
     assert_eq!(gone.err(), Some(RelayError::HolderGone));
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    assert_eq!(RelayError::HolderGone.refusal().reason, Reason::CallHolderGone);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        RelayError::HolderGone.refusal().reason,
+        Reason::CallHolderGone
+    );
 }
 
 #[tokio::test]
 async fn a_hand_off_while_redis_is_down_is_refused() {
-    let Some(mut redis) = RedisServer::start() else { return };
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
     let (receiver, _) = relay(&redis.url(), "receiver");
     receiver.listen().await.expect("listening");
     let _ = redis.child.kill();
     let _ = redis.child.wait();
     let started = Instant::now();
-    let down = receiver.hand("holder", answer("holder.c1"), Duration::from_secs(30)).await;
+    let down = receiver
+        .hand("holder", answer("holder.c1"), Duration::from_secs(30))
+        .await;
     assert_eq!(down.err(), Some(RelayError::Unavailable));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(
         RelayError::Unavailable.refusal().reason,
         Reason::StateStoreUnavailable
@@ -137,9 +173,15 @@ async fn a_hand_off_while_redis_is_down_is_refused() {
     // A Redis that never was: refused too, as fast.
     let (nowhere, _) = relay("redis://127.0.0.1:1/0", "nowhere");
     let started = Instant::now();
-    let down = nowhere.hand("holder", answer("holder.c1"), Duration::from_secs(30)).await;
+    let down = nowhere
+        .hand("holder", answer("holder.c1"), Duration::from_secs(30))
+        .await;
     assert_eq!(down.err(), Some(RelayError::Unavailable));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

@@ -16,7 +16,11 @@ use crate::model::{Reason, Refusal};
 pub(crate) enum Envelope {
     /// A hand-off for a call this replica holds; the reply goes to the
     /// channel `reply_to` under `id`.
-    Hand { id: String, reply_to: String, hand: Hand },
+    Hand {
+        id: String,
+        reply_to: String,
+        hand: Hand,
+    },
     /// The reply to a hand-off this replica sent.
     Reply { id: String, reply: Reply },
 }
@@ -106,8 +110,16 @@ impl Reply {
 
     /// The refusal a [`Reply::Refused`] carries (an unknown reason is the
     /// holder's internal error: replicas of one release share the table).
-    pub(crate) fn to_refusal(reason: &str, message: String, extra: Option<Map<String, Value>>, status: Option<u16>) -> Refusal {
-        let mut r = Refusal::new(Reason::parse(reason).unwrap_or(Reason::InternalError), message);
+    pub(crate) fn to_refusal(
+        reason: &str,
+        message: String,
+        extra: Option<Map<String, Value>>,
+        status: Option<u16>,
+    ) -> Refusal {
+        let mut r = Refusal::new(
+            Reason::parse(reason).unwrap_or(Reason::InternalError),
+            message,
+        );
         if let Some(extra) = extra {
             for (k, v) in extra {
                 r = r.with_data(&k, v);
