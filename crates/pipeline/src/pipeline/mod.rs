@@ -113,6 +113,9 @@ impl Gateway {
         carried.listings.report_to(&health);
         carried.audit.report_to(&health);
         let mrtr = MrtrShared::new(config.state.clone(), carried.replay, carried.clock.clone());
+        if let Some(relay) = &carried.relay {
+            relay.seal_with(&config.state);
+        }
         Ok(Gateway {
             config,
             routes,

@@ -13,6 +13,11 @@
 //! replies; what a hand-off does at the holder is the [`Holder`]'s (the
 //! bridge's calls), so the relay knows nothing of calls.
 //!
+//! Every message is sealed with the cluster's `[state]` keys (AES-256-GCM,
+//! as a `requestState` is) and carries its own expiry: Redis sees no form
+//! value in clear, and a message nobody sealed with those keys, or one
+//! replayed late, is dropped.
+//!
 //! Nothing crosses when the single-use store is this instance's memory:
 //! there is then no relay (a single replica behaves as before).
 
@@ -24,18 +29,25 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
 use tokio::sync::{oneshot, watch, OnceCell};
 use tokio::task::AbortHandle;
 
-use crate::model::{Reason, Refusal};
-use wire::Envelope;
+use crate::model::{Clock, Reason, Refusal};
+use crate::mrtr::settings::StateSettings;
+use wire::{Envelope, Sealed};
 
 /// How long a replica waits for Redis to take its subscription or a publish.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a lost subscription waits before it is made again.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
+/// How long a sealed message may be opened after it was sent: the transit,
+/// and the replicas' clocks a little apart.
+const SEALED_FOR_SECS: u64 = 30;
+/// What a sealed relay message starts with.
+const SEALED_PREFIX: &str = "relay.";
 
 /// The state of this instance's subscription to its channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +106,8 @@ pub(crate) struct Relay {
     url: String,
     instance: String,
     holder: Arc<dyn Holder>,
+    /// The keys messages are sealed with: the current generation's.
+    keys: ArcSwapOption<StateSettings>,
     publisher: OnceCell<ConnectionManager>,
     /// Whether the channel is subscribed now.
     listening: watch::Sender<Listening>,
@@ -127,11 +141,18 @@ impl Relay {
             url: url.to_owned(),
             instance: instance.to_owned(),
             holder,
+            keys: ArcSwapOption::empty(),
             publisher: OnceCell::new(),
             listening: watch::Sender::new(Listening::Starting),
             listener: Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Seal and open messages with `state`'s keys from now on (each config
+    /// generation's, as it starts).
+    pub(crate) fn seal_with(&self, state: &Arc<StateSettings>) {
+        self.keys.store(Some(state.clone()));
     }
 
     /// Whether this relay goes through the Redis at `url` (a reload keeps it).
@@ -207,7 +228,13 @@ impl Relay {
 
     /// Publish `envelope` on the channel of `to`: how many listened.
     async fn publish(&self, to: &str, envelope: &Envelope) -> Result<i64, RelayError> {
-        let payload = serde_json::to_vec(envelope).map_err(|_| RelayError::Unavailable)?;
+        let keys = self.keys.load_full().ok_or(RelayError::Unavailable)?;
+        let expires = crate::model::SystemClock.now_secs() + SEALED_FOR_SECS;
+        let sealed = Sealed { expires, envelope };
+        let payload = keys
+            .keys
+            .seal_as(SEALED_PREFIX, &sealed)
+            .ok_or(RelayError::Unavailable)?;
         let mut conn = self.publisher().await?;
         let cmd = redis::cmd("PUBLISH")
             .arg(channel(to))
@@ -236,8 +263,10 @@ impl Relay {
 
     /// One message from the channel.
     fn received(self: &Arc<Self>, payload: &[u8]) {
-        let Ok(envelope) = serde_json::from_slice::<Envelope>(payload) else {
-            tracing::warn!("relay: a message on this replica's channel that is no hand-off");
+        let Some(envelope) = self.open(payload) else {
+            tracing::warn!(
+                "relay: a message on this replica's channel not sealed with this cluster's [state] keys, or too old: dropped"
+            );
             return;
         };
         match envelope {
@@ -263,6 +292,16 @@ impl Relay {
                 });
             }
         }
+    }
+}
+
+impl Relay {
+    /// A sealed message opened with any of the keys, when not expired.
+    fn open(&self, payload: &[u8]) -> Option<Envelope> {
+        let keys = self.keys.load_full()?;
+        let token = std::str::from_utf8(payload).ok()?;
+        let sealed: Sealed<Envelope> = keys.keys.open_as(SEALED_PREFIX, token).ok()?;
+        (crate::model::SystemClock.now_secs() <= sealed.expires).then_some(sealed.envelope)
     }
 }
 

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::*;
+use crate::mrtr::seal::{new_key_line, StateKeys};
+use crate::mrtr::settings::StateSettings;
 
 struct RedisServer {
     child: Child,
@@ -95,9 +97,27 @@ fn answer(call: &str) -> Hand {
     }
 }
 
-fn relay(url: &str, instance: &str) -> (Arc<Relay>, Arc<Kept>) {
+fn cluster_keys() -> Arc<StateSettings> {
+    Arc::new(StateSettings {
+        // A key of its own (generated keys are one per process).
+        keys: StateKeys::parse(&new_key_line("k1")).expect("a key"),
+        max_client_state_bytes: 4096,
+        round_timeout: Duration::from_secs(60),
+        max_rounds: 3,
+        max_operation_time: Duration::from_secs(60),
+        max_answer_bytes: 4096,
+        allow_secret_values: false,
+        replay: crate::mrtr::settings::ReplayBackend::Local,
+        session_lifetime: Duration::from_secs(60),
+        push_timeout: Duration::from_secs(30),
+    })
+}
+
+fn relay(url: &str, instance: &str, keys: &Arc<StateSettings>) -> (Arc<Relay>, Arc<Kept>) {
     let kept = Arc::new(Kept::default());
-    (Relay::new(url, instance, Arc::new(kept.clone())), kept)
+    let relay = Relay::new(url, instance, Arc::new(kept.clone()));
+    relay.seal_with(keys);
+    (relay, kept)
 }
 
 #[tokio::test]
@@ -105,8 +125,9 @@ async fn a_hand_off_reaches_the_replica_named_and_its_reply_comes_back() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
-    let (holder, kept) = relay(&redis.url(), "holder");
-    let (receiver, _) = relay(&redis.url(), "receiver");
+    let keys = cluster_keys();
+    let (holder, kept) = relay(&redis.url(), "holder", &keys);
+    let (receiver, _) = relay(&redis.url(), "receiver", &keys);
     holder.listen().await.expect("listening");
     let wait = Duration::from_secs(5);
     let reply = receiver.hand("holder", answer("holder.c1"), wait).await;
@@ -126,11 +147,55 @@ async fn a_hand_off_reaches_the_replica_named_and_its_reply_comes_back() {
 }
 
 #[tokio::test]
+async fn a_message_not_sealed_with_the_clusters_keys_is_dropped() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (holder, kept) = relay(&redis.url(), "holder", &cluster_keys());
+    let (stranger, _) = relay(&redis.url(), "stranger", &cluster_keys());
+    holder.listen().await.expect("listening");
+    // Plain JSON, as anyone who can write to the Redis could publish it.
+    let plain = serde_json::to_vec(&Envelope::Hand {
+        id: "1".into(),
+        reply_to: channel("stranger"),
+        hand: answer("holder.c0"),
+    })
+    .unwrap();
+    let mut c = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let heard: i64 = redis::cmd("PUBLISH")
+        .arg(channel("holder"))
+        .arg(plain)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(heard, 1);
+    // Sealed with other keys: heard, never taken, so never answered.
+    let reply = stranger
+        .hand("holder", answer("holder.c1"), Duration::from_millis(500))
+        .await;
+    assert_eq!(reply.err(), Some(RelayError::TimedOut));
+    assert!(lock(&kept.0).is_empty());
+    // What is sealed can be read by no one without the keys: no form value in clear.
+    let sealed = stranger
+        .keys
+        .load_full()
+        .unwrap()
+        .keys
+        .seal_as(SEALED_PREFIX, &answer("x.y"))
+        .unwrap();
+    assert!(!sealed.contains("accept") && sealed.starts_with(SEALED_PREFIX));
+}
+
+#[tokio::test]
 async fn a_hand_off_nobody_listens_for_is_refused_at_once() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
-    let (receiver, _) = relay(&redis.url(), "receiver");
+    let (receiver, _) = relay(&redis.url(), "receiver", &cluster_keys());
     let started = Instant::now();
     let gone = receiver
         .hand("stopped", answer("stopped.c1"), Duration::from_secs(30))
@@ -152,7 +217,7 @@ async fn a_hand_off_while_redis_is_down_is_refused() {
     let Some(mut redis) = RedisServer::start() else {
         return;
     };
-    let (receiver, _) = relay(&redis.url(), "receiver");
+    let (receiver, _) = relay(&redis.url(), "receiver", &cluster_keys());
     receiver.listen().await.expect("listening");
     let _ = redis.child.kill();
     let _ = redis.child.wait();
@@ -171,7 +236,7 @@ async fn a_hand_off_while_redis_is_down_is_refused() {
         Reason::StateStoreUnavailable
     );
     // A Redis that never was: refused too, as fast.
-    let (nowhere, _) = relay("redis://127.0.0.1:1/0", "nowhere");
+    let (nowhere, _) = relay("redis://127.0.0.1:1/0", "nowhere", &cluster_keys());
     let started = Instant::now();
     let down = nowhere
         .hand("holder", answer("holder.c1"), Duration::from_secs(30))

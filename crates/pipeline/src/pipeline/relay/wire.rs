@@ -10,6 +10,14 @@ use serde_json::{Map, Value};
 
 use crate::model::{Reason, Refusal};
 
+/// A message as sealed: with the time (unix seconds) after which the
+/// replica it is for drops it (a message replayed from Redis later).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Sealed<T> {
+    pub(crate) expires: u64,
+    pub(crate) envelope: T,
+}
+
 /// One message on a replica's relay channel.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
