@@ -344,6 +344,50 @@ async def test_a_carried_call_resumes_on_any_replica(replicas: Cluster):
     assert await handoffs(replicas, "retry", "answered") - before == crossed(rounds[:1], rounds[1:])
 
 
+async def open_bridged_session(http: httpx2.AsyncClient, c: Cluster) -> dict[str, str]:
+    """A raw 2025-11-25 session on the bridged route: its request headers."""
+    base = {"accept": ACCEPT, "content-type": "application/json"}
+    init = await http.post(c.url("modern"), headers=base, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {"elicitation": {"form": {}}},
+                   "clientInfo": {"name": "replicas-test", "version": "1"}}})
+    headers = {**base, "mcp-protocol-version": LEGACY, "mcp-session-id": init.headers["mcp-session-id"]}
+    await http.post(c.url("modern"), headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return headers
+
+
+@pytest.mark.parametrize("end", ["DELETE", "cancelled"])
+async def test_a_bridged_call_ended_through_another_replica_ends_where_it_waits(replicas: Cluster, end: str):
+    """The session ended with DELETE, or the call cancelled (`notifications/cancelled`),
+    through another replica than the one whose stream carries the waiting call: that
+    replica is told, and the call's stream ends at once, without a result."""
+    http, wire = http_client(replicas, "bridged")
+    async with http:
+        headers = await open_bridged_session(http, replicas)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "wizard", "arguments": {}}}
+        with anyio.fail_after(20):
+            async with http.stream("POST", replicas.url("modern"), headers=headers, json=call) as stream:
+                holder = replicas.index(stream.headers["x-replica"])
+                lines = stream.aiter_lines()
+                async for line in lines:
+                    if line.startswith("data:") and '"elicitation/create"' in line:
+                        break
+                # Straight to another replica (the balancer's name in Host, as nginx sends it).
+                other = replicas.replicas[(holder + 1) % 3]
+                direct = {**headers, "host": replicas.lb.base.removeprefix("http://")}
+                url = f"{other.base}/mcp/modern"
+                if end == "DELETE":
+                    told = await http.delete(url, headers=direct)
+                else:
+                    told = await http.post(url, headers=direct, json={
+                        "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+                assert told.status_code in (200, 202), told.text
+                rest = []
+                with anyio.fail_after(5):
+                    rest = [line async for line in lines]
+    assert not any('"result"' in line for line in rest), rest
+
+
 # --- rug pulls ---------------------------------------------------------------------------
 
 

@@ -106,6 +106,18 @@ pub(crate) async fn retry(
     }
 }
 
+/// A bridged session's call cancelled (`client_id`: the id of the client's
+/// request) or the session ended (none): told to the other replicas, one of
+/// which may hold the call (without a relay, nothing to tell).
+pub(crate) fn cancel(ctx: &RequestCtx, session: &str, client_id: Option<&Value>) {
+    if let Some(relay) = &ctx.gateway.relay {
+        relay.tell(Hand::Cancel {
+            session: session.to_owned(),
+            client_id: client_id.cloned(),
+        });
+    }
+}
+
 /// A hand-off, counted by its outcome.
 async fn counted(
     ctx: &RequestCtx,

@@ -126,6 +126,7 @@ async fn in_session(
             if let Some(s) = &ctx.session {
                 session::end_session(&ctx.gateway, &s.state).await?;
                 ctx.gateway.bridge.end_session(&s.state.nonce);
+                handoff::cancel(&ctx, &s.state.nonce, None);
             }
             return Ok(accepted_with(StatusCode::OK));
         }
@@ -220,6 +221,7 @@ fn cancel(ctx: &RequestCtx) -> Result<(), Refusal> {
     let params = params_of(&ctx.request)?;
     if let (Some(id), Some(s)) = (params.get("requestId"), &ctx.session) {
         ctx.gateway.bridge.cancel(&s.state.nonce, id);
+        handoff::cancel(ctx, &s.state.nonce, Some(id));
     }
     Ok(())
 }

@@ -45,6 +45,20 @@ impl Holder for Calls {
                 Ok(message) => Reply::Answered { message },
                 Err(refusal) => Reply::refused(refusal),
             },
+            Hand::Cancel {
+                session,
+                client_id: Some(id),
+            } => {
+                calls.cancel(&session, &id);
+                Reply::Delivered
+            }
+            Hand::Cancel {
+                session,
+                client_id: None,
+            } => {
+                calls.end_session(&session);
+                Reply::Delivered
+            }
         }
     }
 }

@@ -128,6 +128,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The channel every replica listens on too, for what is told to all.
+const EVERY_REPLICA: &str = "portcullis:relay:*";
+
 /// The channel of the replica `instance`.
 fn channel(instance: &str) -> String {
     format!("portcullis:relay:{instance}")
@@ -226,8 +229,26 @@ impl Relay {
         }
     }
 
+    /// Tell every replica (this one too) `hand`, expecting no reply: best
+    /// effort, in the background (what it tells ends on its own anyway).
+    pub(crate) fn tell(self: &Arc<Self>, hand: Hand) {
+        let relay = self.clone();
+        tokio::spawn(async move {
+            let told = relay
+                .publish_on(EVERY_REPLICA, &Envelope::Tell { hand })
+                .await;
+            if told.is_err() {
+                tracing::warn!("relay: a cancellation could not be told to the other replicas");
+            }
+        });
+    }
+
     /// Publish `envelope` on the channel of `to`: how many listened.
     async fn publish(&self, to: &str, envelope: &Envelope) -> Result<i64, RelayError> {
+        self.publish_on(&channel(to), envelope).await
+    }
+
+    async fn publish_on(&self, channel: &str, envelope: &Envelope) -> Result<i64, RelayError> {
         let keys = self.keys.load_full().ok_or(RelayError::Unavailable)?;
         let expires = crate::model::SystemClock.now_secs() + SEALED_FOR_SECS;
         let sealed = Sealed { expires, envelope };
@@ -236,10 +257,7 @@ impl Relay {
             .seal_as(SEALED_PREFIX, &sealed)
             .ok_or(RelayError::Unavailable)?;
         let mut conn = self.publisher().await?;
-        let cmd = redis::cmd("PUBLISH")
-            .arg(channel(to))
-            .arg(payload)
-            .to_owned();
+        let cmd = redis::cmd("PUBLISH").arg(channel).arg(payload).to_owned();
         match tokio::time::timeout(REDIS_TIMEOUT, cmd.query_async::<i64>(&mut conn)).await {
             Ok(Ok(n)) => Ok(n),
             _ => Err(RelayError::Unavailable),
@@ -274,6 +292,10 @@ impl Relay {
                 if let Some(waiting) = lock(&self.pending).remove(&id) {
                     let _ = waiting.send(reply);
                 }
+            }
+            Envelope::Tell { hand } => {
+                let relay = self.clone();
+                tokio::spawn(async move { relay.holder.take(hand).await });
             }
             Envelope::Hand { id, reply_to, hand } => {
                 let relay = self.clone();
@@ -353,7 +375,7 @@ async fn subscribe(url: &str, name: &str) -> Result<redis::aio::PubSub, RelayErr
     let client = redis::Client::open(url).map_err(|_| RelayError::Unavailable)?;
     let subscribed = async {
         let mut pubsub = client.get_async_pubsub().await?;
-        pubsub.subscribe(name).await?;
+        pubsub.subscribe(&[name, EVERY_REPLICA]).await?;
         Ok::<_, redis::RedisError>(pubsub)
     };
     match tokio::time::timeout(REDIS_TIMEOUT, subscribed).await {

@@ -31,6 +31,8 @@ pub(crate) enum Envelope {
     },
     /// The reply to a hand-off this replica sent.
     Reply { id: String, reply: Reply },
+    /// News for every replica, which nobody replies to.
+    Tell { hand: Hand },
 }
 
 /// What is handed to the replica that holds a call.
@@ -55,6 +57,13 @@ pub(crate) enum Hand {
         principal: String,
         answer: Value,
     },
+    /// A bridged session's call cancelled by its client (`client_id`, the
+    /// id of its request), or, without one, the session ended: told to every
+    /// replica, since the one whose call it is is not known.
+    Cancel {
+        session: String,
+        client_id: Option<Value>,
+    },
 }
 
 impl Hand {
@@ -63,6 +72,7 @@ impl Hand {
         match self {
             Hand::Answer { .. } => HandKind::Answer,
             Hand::Retry { .. } => HandKind::Retry,
+            Hand::Cancel { .. } => HandKind::Cancel,
         }
     }
 }
@@ -71,6 +81,7 @@ impl Hand {
 pub(crate) enum HandKind {
     Answer,
     Retry,
+    Cancel,
 }
 
 impl HandKind {
@@ -78,6 +89,7 @@ impl HandKind {
         match self {
             HandKind::Answer => "answer",
             HandKind::Retry => "retry",
+            HandKind::Cancel => "cancel",
         }
     }
 }
