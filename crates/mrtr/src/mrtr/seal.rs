@@ -258,7 +258,7 @@ impl StateKeys {
     }
 
     /// Seal `value` (as JSON) into a token that starts with `prefix`.
-    pub(crate) fn seal_as<T: Serialize>(&self, prefix: &str, value: &T) -> Option<String> {
+    pub fn seal_as<T: Serialize>(&self, prefix: &str, value: &T) -> Option<String> {
         let key = self.keys.first()?;
         let mut plain = serde_json::to_vec(value).ok()?;
         let mut nonce = [0u8; NONCE_LEN];

@@ -14,6 +14,8 @@
 //! | pinned listings (memory or Redis), the definitions delivered | their backend |
 //! | what upstreams delivered to each caller (fingerprints) | the single-use store |
 //! | remembered approvals | the single-use store |
+//! | the bridged calls held here | always |
+//! | the relay between replicas (its subscription) | `state.redis_url` |
 //! | audit sink | `[audit]` |
 //! | metrics registry, clock | always (the process's own) |
 //!
@@ -22,8 +24,10 @@
 
 use std::sync::Arc;
 
+use super::bridge::{relayed, BridgeCalls};
 use super::forward::Pools;
 use super::record::Metrics;
+use super::relay::Relay;
 use super::Gateway;
 use crate::approval::memory::{DecisionMemory, LOCAL_CAPACITY};
 use crate::audit::AuditSink;
@@ -46,11 +50,13 @@ pub struct Carried {
     /// The previous generation's upstream pools, by their settings.
     pub(crate) pools: Pools,
     /// The bridged calls waiting for a client's answers.
-    pub(crate) bridge: Arc<super::bridge::BridgeCalls>,
+    pub(crate) bridge: Arc<BridgeCalls>,
     /// What upstreams delivered to each caller (kept with its single-use store).
     pub(crate) flows: Arc<FlowStore>,
     /// The approvals remembered (kept with its single-use store).
     pub(crate) approvals: Arc<DecisionMemory>,
+    /// The relay between replicas (kept while its Redis is the same).
+    pub(crate) relay: Option<Arc<Relay>>,
 }
 
 impl Carried {
@@ -59,7 +65,9 @@ impl Carried {
     pub fn first(config: &GatewayConfig, metrics: Arc<Metrics>, clock: SharedClock) -> Carried {
         let audit = open_audit(config);
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
+        let bridge: Arc<BridgeCalls> = Default::default();
         Carried {
+            relay: relay(config, &bridge, None),
             metrics,
             approvals: approvals(config, &replay, &clock),
             flows: Arc::new(FlowStore::new(replay.clone(), DEFAULT_TTL)),
@@ -69,7 +77,7 @@ impl Carried {
             clock,
             throttle: Throttle::new(&config.throttle),
             pools: Pools::new(),
-            bridge: Default::default(),
+            bridge,
         }
     }
 
@@ -124,6 +132,7 @@ impl Carried {
             throttle,
             pools: old.routes.pools().clone(),
             bridge: old.bridge.clone(),
+            relay: relay(config, &old.bridge, old.relay.as_ref()),
             approvals,
         }
     }
@@ -140,6 +149,22 @@ pub(super) fn approvals(
         ReplayBackend::Local => DecisionMemory::local(LOCAL_CAPACITY, clock.clone()),
         _ => DecisionMemory::shared(replay.clone()),
     })
+}
+
+/// The relay of `config`'s shared store (none when it is this instance's
+/// memory): `old` when it serves the same Redis.
+fn relay(
+    config: &GatewayConfig,
+    bridge: &Arc<BridgeCalls>,
+    old: Option<&Arc<Relay>>,
+) -> Option<Arc<Relay>> {
+    let ReplayBackend::Redis(url) = &config.state.replay else {
+        return None;
+    };
+    match old {
+        Some(old) if old.serves(url) => Some(old.clone()),
+        _ => Some(Relay::new(url, &bridge.instance, relayed::holder(bridge))),
+    }
 }
 
 /// The audit sink of `config`, started (opens its file: blocking; starts

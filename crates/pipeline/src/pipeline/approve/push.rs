@@ -22,7 +22,6 @@ use super::steps::{keep, record, Recorded, QUESTION_KEY};
 use crate::approval::form::{APPROVE_FIELD, REMEMBER_FIELD};
 use crate::approval::{Remember, Step};
 use crate::model::{Asked, FormSchema, Reason, Refusal};
-use crate::mrtr::seal::new_operation_id;
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::bridge::calls::{CallEvent, Registration};
 use crate::pipeline::bridge::{event_stream, Messages, Out};
@@ -75,9 +74,10 @@ pub(crate) fn start(waiting: Waiting, q: Question) -> Result<Response<ProxyBody>
         .map(|s| s.state.nonce.clone())
         .ok_or_else(|| Refusal::new(Reason::SessionInvalid, "no session"))?;
     let client_id = ctx.id().unwrap_or("null").to_owned();
-    let (registration, events) = gateway
-        .bridge
-        .register(new_operation_id(), &session, &client_id);
+    let (registration, events) =
+        gateway
+            .bridge
+            .register(gateway.bridge.new_call_id(), &session, &client_id);
     let now_ms = gateway.clock.now_millis();
     let push = PushState {
         v: 1,
@@ -120,6 +120,8 @@ async fn carry(
     message: Bytes,
     tx: &mpsc::Sender<Out>,
 ) -> Option<Reason> {
+    // Listening before the question is out: its answer may reach another replica.
+    waiting.ctx.gateway.relay_listen().await;
     if tx.send(Out::Message(message)).await.is_err() {
         return None;
     }
