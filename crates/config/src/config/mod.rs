@@ -63,6 +63,10 @@ pub struct GatewayConfig {
     pub source: PathBuf,
     pub listeners: Vec<ListenerConfig>,
     pub admin: Option<SocketAddr>,
+    /// Where approvers reach the admin listener's approval page
+    /// (`[admin] approval_url`: scheme, host, port and a path prefix, no
+    /// trailing `/`); `None`: at the admin listener's own address.
+    pub approval_url: Option<String>,
     pub limits: Limits,
     /// Origins allowed besides the gateway's own (normalised: lower case,
     /// no trailing slash).
@@ -155,6 +159,27 @@ fn admin_address(
     Ok(Some(admin))
 }
 
+/// `[admin] approval_url`: an absolute http(s) URL with no query or
+/// fragment, kept without its trailing `/`.
+fn approval_url(raw: &RawConfig, loc: &Locator<'_>) -> Result<Option<String>, ConfigError> {
+    let Some(written) = raw
+        .admin
+        .as_ref()
+        .and_then(|a| a.get_ref().approval_url.as_ref())
+    else {
+        return Ok(None);
+    };
+    let bad = |why: &str| loc.at(written.span(), "admin.approval_url", why.to_owned());
+    let url = url::Url::parse(written.get_ref()).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(bad("must be an http or https URL with a host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+        return Err(bad("must have no query, fragment or user info"));
+    }
+    Ok(Some(url.as_str().trim_end_matches('/').to_owned()))
+}
+
 /// Every section, each checked even when another failed; the config only
 /// when all are good (`p` holds the problems otherwise).
 fn validate(
@@ -167,6 +192,7 @@ fn validate(
     let limits = limits::limits(&raw.limits, loc, p);
     let listeners = listener::listeners(&raw.listener, loc, base, p);
     let admin = p.take(admin_address(&raw, &listeners, loc));
+    let approval_url = p.take(approval_url(&raw, loc));
     let allowed_origins = p.take(listener::allowed_origins(&raw.security, loc));
     let thirty = Duration::from_secs(30);
     let drain_timeout = p.or(
@@ -215,6 +241,7 @@ fn validate(
         source: path.to_owned(),
         listeners,
         admin: admin?,
+        approval_url: approval_url?,
         limits,
         allowed_origins: allowed_origins?,
         drain_timeout,

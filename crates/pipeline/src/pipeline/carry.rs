@@ -14,6 +14,7 @@
 //! | pinned listings (memory or Redis), the definitions delivered | their backend |
 //! | what upstreams delivered to each caller (fingerprints) | the single-use store |
 //! | remembered approvals | the single-use store |
+//! | calls waiting for an approver on the approval page | always (this process's) |
 //! | audit sink | `[audit]` |
 //! | metrics registry, clock | always (the process's own) |
 //!
@@ -51,6 +52,8 @@ pub struct Carried {
     pub(crate) flows: Arc<FlowStore>,
     /// The approvals remembered (kept with its single-use store).
     pub(crate) approvals: Arc<DecisionMemory>,
+    /// The calls waiting for an approver on the approval page.
+    pub(crate) pending: Arc<super::approve::PendingApprovals>,
 }
 
 impl Carried {
@@ -70,6 +73,7 @@ impl Carried {
             throttle: Throttle::new(&config.throttle),
             pools: Pools::new(),
             bridge: Default::default(),
+            pending: Default::default(),
         }
     }
 
@@ -124,6 +128,7 @@ impl Carried {
             throttle,
             pools: old.routes.pools().clone(),
             bridge: old.bridge.clone(),
+            pending: old.pending.clone(),
             approvals,
         }
     }

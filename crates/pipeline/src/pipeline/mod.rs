@@ -94,6 +94,8 @@ pub struct Gateway {
     pub(crate) flows: Arc<crate::mrtr::flows::FlowStore>,
     /// The approvals remembered (`[[approval]]` rules that let a decision hold).
     pub(crate) approvals: Arc<crate::approval::memory::DecisionMemory>,
+    /// The calls waiting for an approver on the approval page.
+    pub pending: Arc<approve::PendingApprovals>,
 }
 
 pub use carry::Carried;
@@ -122,6 +124,7 @@ impl Gateway {
             bridge: carried.bridge,
             flows: carried.flows,
             approvals: carried.approvals,
+            pending: carried.pending,
         })
     }
 
@@ -148,6 +151,7 @@ impl Gateway {
             throttle: Throttle::new(&config.throttle),
             pools: forward::Pools::new(),
             bridge: Default::default(),
+            pending: Default::default(),
         };
         Gateway::new(Arc::new(config), carried).map(Arc::new)
     }
