@@ -16,6 +16,7 @@ use http::request::Parts;
 use http::{HeaderValue, Response};
 use serde_json::{json, Value};
 
+use super::second::OnPage;
 use super::steps::{answer_form, record, remembered_for, Recorded, QUESTION_KEY};
 use super::{Asking, Rules};
 use crate::approval::form::{self, Subject};
@@ -247,7 +248,24 @@ impl Question<'_> {
         };
         if on_page {
             let held = self.held(ctx);
-            return super::second::hold(ctx, held, parts, authority, caps.elicitation_url).await;
+            let link = caps.elicitation_url;
+            return match super::second::hold(ctx, &held, parts, authority, link).await? {
+                OnPage::Forward => Ok(Approve::Forward),
+                OnPage::Ask(resp) => Ok(Approve::Ask(resp)),
+                OnPage::Push {
+                    params,
+                    asked,
+                    waiter,
+                } => Ok(Approve::Push(super::push::Question {
+                    rule: rule.name.clone(),
+                    because: held.because,
+                    tool: self.tool.to_owned(),
+                    form: params,
+                    asked,
+                    timeout: rule.timeout,
+                    page: Some(waiter),
+                })),
+            };
         }
         if !caps.elicitation_form || rule.approver == Approver::Approvers {
             return self.fallback(ctx);

@@ -6,9 +6,9 @@
 //! - 2026-07-28: the call is answered with the gateway's `input_required`
 //!   whose question is a URL-mode `elicitation/create`, its sealed state
 //!   naming the approval; the retry (the caller accepted the link) waits
-//!   for the decision ([`super::answer`]).
+//!   for the decision (the `answer` module calls [`await_retry`]).
 //! - 2025-11-25 sessions: the link is pushed on the call's stream and the
-//!   call waits there ([`super::push`]).
+//!   call waits there (the `push` module, which [`settled`] serves too).
 //!
 //! A client that declared no URL-mode elicitation (only under
 //! `fallback = "approvers"`) is shown nothing: its call waits for the
@@ -22,7 +22,6 @@ use serde_json::{json, Value};
 
 use super::pending::{Deciders, Outcome, Pending, Verdict, Waiter, PAGE_PATH};
 use super::steps::{record, Recorded, QUESTION_KEY};
-use super::Approve;
 use crate::approval::{ApprovalRule, Step};
 use crate::model::{Asked, Generation, Reason, Refusal};
 use crate::mrtr::approval::ApprovalQuestion;
@@ -59,15 +58,30 @@ pub(super) struct About<'a> {
     pub because: &'a str,
 }
 
+/// What becomes of a call held for an approver.
+pub(super) enum OnPage {
+    /// Approved while it waited unseen.
+    Forward,
+    /// 2026-07-28: the gateway's `input_required` with the link.
+    Ask(Response<ProxyBody>),
+    /// 2025-11-25: the link to push on the call's stream, and the approval
+    /// the call waits on there.
+    Push {
+        params: Value,
+        asked: Asked,
+        waiter: Waiter,
+    },
+}
+
 /// Hold the call for an approver; `link`: the caller's client takes a
 /// URL-mode elicitation (it is given the page's link).
 pub(super) async fn hold(
     ctx: &mut RequestCtx,
-    held: Held<'_>,
+    held: &Held<'_>,
     parts: &Parts,
     authority: &HeaderValue,
     link: bool,
-) -> Result<Approve, Refusal> {
+) -> Result<OnPage, Refusal> {
     let gateway = ctx.gateway.clone();
     let Some(base) = gateway
         .pending
@@ -75,18 +89,18 @@ pub(super) async fn hold(
     else {
         return Err(unavailable(
             ctx,
-            &held,
+            held,
             "an approval rule asks an approver about this call, but no [admin] listener serves the approval page; nothing was forwarded",
         ));
     };
     let now_ms = gateway.clock.now_millis();
     let Some(waiter) = gateway
         .pending
-        .open(pending(ctx, &held, parts, authority), now_ms)
+        .open(pending(ctx, held, parts, authority), now_ms)
     else {
         return Err(unavailable(
             ctx,
-            &held,
+            held,
             "too many calls wait for an approver; nothing was forwarded; try again later",
         ));
     };
@@ -96,24 +110,18 @@ pub(super) async fn hold(
         record_step(ctx, &held.about(), Step::Asked, None, None);
         let outcome = waiter.decision(gateway.clock.now_millis()).await;
         settled(ctx, &held.about(), outcome)?;
-        return Ok(Approve::Forward);
+        return Ok(OnPage::Forward);
     }
-    let params = link_params(&held, &url);
+    let params = link_params(held, &url);
     match ctx.request.generation() {
-        Generation::Stateless => {
-            linked_stateless(ctx, &held, waiter, params, &url).map(Approve::Ask)
-        }
-        Generation::Sessions => Ok(Approve::Push(super::push::Question {
-            rule: held.rule.name.clone(),
-            because: held.because.clone(),
-            tool: held.tool.to_owned(),
-            form: params,
+        Generation::Stateless => linked_stateless(ctx, held, waiter, params, &url).map(OnPage::Ask),
+        Generation::Sessions => Ok(OnPage::Push {
+            params,
             asked: Asked::Url {
                 host: host_of(&url),
             },
-            timeout: held.rule.timeout,
-            page: Some(waiter),
-        })),
+            waiter,
+        }),
     }
 }
 
