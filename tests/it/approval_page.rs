@@ -384,6 +384,56 @@ async fn a_session_call_gets_the_link_pushed_and_waits_for_the_approver() {
     }
 }
 
+/// 2025-11-25: a caller who declines the link withdraws the call (its
+/// approval is gone from the page); one nobody decides expires.
+#[tokio::test]
+async fn a_session_call_ends_when_the_caller_declines_the_link_or_nobody_decides() {
+    for (answer, reason) in [
+        ("decline", "approval_declined"),
+        ("accept", "approval_expired"),
+    ] {
+        let up = rooms().await;
+        let rule = SECOND.replace("timeout = \"20s\"", "timeout = \"1s\"");
+        let gw = start_gateway(&keyed(&up, &rule)).await;
+        let (c, g) = (client(), url(&gw));
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": LEGACY_VERSION,
+            "capabilities": {"elicitation": {"url": {}}}, "clientInfo": {"name": "t", "version": "1"}}});
+        let resp = post(&c, &g, None, init)
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap();
+        let session = resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "cancel_booking", "arguments": {"booking": "B-7"}}});
+        let resp = post(&c, &g, Some(&session), call)
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap();
+        let mut stream = Events::new(resp);
+        let push = stream.next().await.expect("the link");
+        let link = push["params"]["url"].as_str().unwrap().to_owned();
+        let (_, html) = page(&c, &link, Some(BOB)).await;
+        let csrf = csrf_of(&html);
+        let reply = json!({"jsonrpc": "2.0", "id": push["id"], "result": {"action": answer}});
+        post(&c, &g, Some(&session), reply)
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap();
+        let end = stream.next().await.expect("the call's end");
+        assert_eq!(end["error"]["data"]["reason"], reason, "{end}");
+        let late = decide(&c, &link, BOB, &csrf, "approve").await;
+        assert_eq!(late, 404, "the approval went with its call");
+        assert!(calls(&up).is_empty());
+        gw.shutdown().await;
+    }
+}
+
 /// An event stream's messages, read as they arrive.
 struct Events {
     resp: reqwest::Response,

@@ -409,6 +409,28 @@ upstream = "rooms"
 "#;
 
     #[test]
+    fn the_approval_url_is_an_http_base_without_query_or_trailing_slash() {
+        let with = |url: &str| {
+            format!("{GOOD}\n[admin]\naddress = \"127.0.0.1:0\"\napproval_url = \"{url}\"\n")
+        };
+        let c = parse(&with("https://approvals.example.com/gw/")).unwrap();
+        assert_eq!(
+            c.approval_url.as_deref(),
+            Some("https://approvals.example.com/gw")
+        );
+        assert_eq!(parse(GOOD).unwrap().approval_url, None);
+        for bad in [
+            "ftp://x.example",
+            "not a url",
+            "https://x.example/?a=1",
+            "https://u@x.example",
+        ] {
+            let e = only(&with(bad));
+            assert!(e.to_string().contains("admin.approval_url"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn a_good_config_becomes_typed_values() {
         let c = parse(GOOD).unwrap();
         assert_eq!(c.listeners.len(), 1);
