@@ -160,7 +160,13 @@ async fn decide(c: &reqwest::Client, link: &str, key: &str, csrf: &str, decision
 #[tokio::test]
 async fn an_approver_approves_on_the_page_and_the_call_goes_on_unchanged() {
     let up = rooms().await;
-    let gw = start_gateway(&keyed(&up, SECOND)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let trail = dir.path().join("audit.jsonl");
+    let text = keyed(&up, SECOND).replace(
+        "[audit]\nsink = \"off\"",
+        &format!("[audit]\nsink = \"file\"\npath = \"{}\"", trail.display()),
+    );
+    let gw = start_gateway(&text).await;
     let (c, g) = (client(), url(&gw));
     let (link, state) = linked(&c, &g).await;
     let admin = gw.admin_addr.unwrap();
@@ -218,6 +224,31 @@ async fn an_approver_approves_on_the_page_and_the_call_goes_on_unchanged() {
         );
     }
     gw.shutdown().await;
+    // The trail: who asked (the event's principal), who decided, the rule,
+    // the tool and the arguments' digest, never a value.
+    let lines = std::fs::read_to_string(&trail).unwrap();
+    assert!(
+        !lines.contains("B-1042"),
+        "no argument value in the trail: {lines}"
+    );
+    let approved = lines
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["event"] == "approval" && e["step"] == "approved")
+        .unwrap_or_else(|| panic!("an approved step: {lines}"));
+    assert_eq!(approved["decided_by"], "api_key:bob", "{approved}");
+    assert_eq!(approved["rule"], "second", "{approved}");
+    assert_eq!(approved["tool"], "cancel_booking", "{approved}");
+    assert!(
+        approved["arguments_digest"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty()),
+        "{approved}"
+    );
+    assert!(
+        approved.to_string().contains("alice"),
+        "who asked: {approved}"
+    );
 }
 
 #[tokio::test]
