@@ -465,6 +465,56 @@ async fn a_session_call_ends_when_the_caller_declines_the_link_or_nobody_decides
     }
 }
 
+/// The operator decides any approval with a request signed with the
+/// gateway's `[state]` keys; a signature by other keys decides nothing.
+#[tokio::test]
+async fn the_operator_decides_with_a_signed_request() {
+    let up = rooms().await;
+    let dir = tempfile::tempdir().unwrap();
+    let keys_path = dir.path().join("keys");
+    std::fs::write(&keys_path, portcullis::mrtr::seal::new_key_line("k1")).unwrap();
+    let text = format!(
+        "{}\n[state]\nkeys_file = \"{}\"\n",
+        keyed(&up, SECOND),
+        keys_path.display()
+    );
+    let gw = start_gateway(&text).await;
+    let (c, g) = (client(), url(&gw));
+    let (link, state) = linked(&c, &g).await;
+    let waiting = retry(&c, &g, &state);
+    let path = link
+        .split_once("/approvals")
+        .map(|(_, p)| format!("/approvals{p}"))
+        .unwrap();
+    let keys = portcullis::mrtr::seal::StateKeys::from_file(&keys_path).unwrap();
+    let other =
+        portcullis::mrtr::seal::StateKeys::parse(&portcullis::mrtr::seal::new_key_line("k1"))
+            .unwrap();
+    let get = |keys: &portcullis::mrtr::seal::StateKeys| {
+        let auth = portcullis::signed::sign(keys, "GET", &path, b"").unwrap();
+        c.get(&link)
+            .header("authorization", auth.to_str().unwrap().to_owned())
+            .send()
+    };
+    assert_eq!(get(&other).await.unwrap().status(), 401);
+    let html = get(&keys).await.unwrap().text().await.unwrap();
+    let body = format!("csrf={}&decision=approve", csrf_of(&html));
+    let auth = portcullis::signed::sign(&keys, "POST", &path, body.as_bytes()).unwrap();
+    let decided = c
+        .post(&link)
+        .header("authorization", auth)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status(), 200);
+    let done = waiting.await.unwrap();
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(calls(&up).len(), 1);
+    gw.shutdown().await;
+}
+
 /// An event stream's messages, read as they arrive.
 struct Events {
     resp: reqwest::Response,
