@@ -301,6 +301,25 @@ async fn an_approval_nobody_decides_expires_and_takes_no_late_decision() {
     gw.shutdown().await;
 }
 
+/// A 2026-07-28 caller who declines the link withdraws the call: refused,
+/// and its approval leaves the page.
+#[tokio::test]
+async fn a_caller_who_declines_the_link_withdraws_the_call() {
+    let up = rooms().await;
+    let gw = start_gateway(&keyed(&up, SECOND)).await;
+    let (c, g) = (client(), url(&gw));
+    let (link, state) = linked(&c, &g).await;
+    assert_eq!(page(&c, &link, Some(BOB)).await.0, 200);
+    let mut body = stateless_call("a2", json!({"elicitation": {"url": {}}}));
+    body["params"]["requestState"] = json!(state);
+    body["params"]["inputResponses"] = json!({ KEY: {"action": "decline"} });
+    let v = send(&c, &g, &body).await;
+    assert_eq!(v["error"]["data"]["reason"], "approval_declined", "{v}");
+    assert_eq!(page(&c, &link, Some(BOB)).await.0, 404);
+    assert!(calls(&up).is_empty());
+    gw.shutdown().await;
+}
+
 /// A client without URL-mode elicitation is refused unless the rule's
 /// fallback is the approvers; then its call waits unseen, and the approver
 /// finds it listed on the page.

@@ -55,6 +55,10 @@ pub(crate) async fn decided(
         Decision::Cancelled => Step::Cancelled,
     };
     let Decision::Approved { remember } = decision else {
+        if let Some(id) = asked.pending.as_deref() {
+            // The caller withdrew the call: its approval leaves the page.
+            drop(ctx.gateway.pending.waiter(id));
+        }
         recorded(ctx, &asked, step, None, at);
         let why = match decision {
             Decision::Cancelled => {
