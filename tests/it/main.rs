@@ -6,6 +6,7 @@ mod common;
 
 mod access_log;
 mod approval;
+mod approval_page;
 mod approval_sessions;
 mod architecture;
 mod audit;

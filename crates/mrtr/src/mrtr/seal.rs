@@ -64,6 +64,10 @@ pub struct SealedApproval {
     pub key: String,
     /// Why the rule asked (its audit label: `tool`, `annotation:…`, …).
     pub because: String,
+    /// The approval on the gateway's approval page an approver decides
+    /// (the question was its link, URL mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

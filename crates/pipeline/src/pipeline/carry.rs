@@ -16,6 +16,7 @@
 //! | remembered approvals | the single-use store |
 //! | the bridged calls held here | always |
 //! | the relay between replicas (its subscription) | `state.redis_url` |
+//! | calls waiting for an approver on the approval page | always (this process's) |
 //! | audit sink | `[audit]` |
 //! | metrics registry, clock | always (the process's own) |
 //!
@@ -57,6 +58,8 @@ pub struct Carried {
     pub(crate) approvals: Arc<DecisionMemory>,
     /// The relay between replicas (kept while its Redis is the same).
     pub(crate) relay: Option<Arc<Relay>>,
+    /// The calls waiting for an approver on the approval page.
+    pub(crate) pending: Arc<super::approve::PendingApprovals>,
 }
 
 impl Carried {
@@ -78,6 +81,7 @@ impl Carried {
             throttle: Throttle::new(&config.throttle),
             pools: Pools::new(),
             bridge,
+            pending: Default::default(),
         }
     }
 
@@ -133,6 +137,7 @@ impl Carried {
             pools: old.routes.pools().clone(),
             bridge: old.bridge.clone(),
             relay: relay(config, &old.bridge, old.relay.as_ref()),
+            pending: old.pending.clone(),
             approvals,
         }
     }

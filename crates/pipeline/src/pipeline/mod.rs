@@ -97,6 +97,8 @@ pub struct Gateway {
     pub(crate) approvals: Arc<crate::approval::memory::DecisionMemory>,
     /// Hands answers for calls another replica holds to it (Redis only).
     pub(crate) relay: Option<Arc<relay::Relay>>,
+    /// The calls waiting for an approver on the approval page.
+    pub pending: Arc<approve::PendingApprovals>,
 }
 
 pub use carry::Carried;
@@ -129,6 +131,7 @@ impl Gateway {
             flows: carried.flows,
             approvals: carried.approvals,
             relay: carried.relay,
+            pending: carried.pending,
         })
     }
 
@@ -165,6 +168,7 @@ impl Gateway {
             pools: forward::Pools::new(),
             bridge: Default::default(),
             relay: None,
+            pending: Default::default(),
         };
         Gateway::new(Arc::new(config), carried).map(Arc::new)
     }
