@@ -8,7 +8,9 @@
 //! read them); an acceptance is answered only to a peer on loopback, only
 //! with the `X-Portcullis-Admin` header and a JSON body, and never with an
 //! `Origin`: `portcullis listings accept --config FILE` on the gateway's
-//! host (or in its pod), nobody else.
+//! host (or in its pod), nobody else. And the approval page
+//! (`approvals.rs`), where an approver decides a call an `[[approval]]`
+//! rule holds for them.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +32,7 @@ use arc_swap::ArcSwap;
 use crate::pipeline::record::Metrics;
 use crate::pipeline::Gateway;
 
+mod approvals;
 mod listings;
 
 pub(crate) fn text(
@@ -64,6 +67,12 @@ async fn route(
     if path == "/listings" || path.starts_with("/listings/") {
         return match current {
             Some(current) => listings::answer(req, peer, &current.load_full()).await,
+            None => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+        };
+    }
+    if approvals::is_page(path) {
+        return match current {
+            Some(current) => approvals::answer(req, &current.load_full()).await,
             None => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
         };
     }

@@ -206,6 +206,7 @@ impl RunningGateway {
                 // Logged like the listeners: with port 0 this is how a
                 // supervisor (or a test) learns the port the OS chose.
                 tracing::info!(%addr, "admin listening");
+                current.load().pending.serve_page_at(addr);
                 let (admin_tx, admin_rx) = watch::channel(false);
                 let task = tokio::spawn(crate::admin::serve(
                     listener,

@@ -6,6 +6,7 @@ mod common;
 
 mod access_log;
 mod approval;
+mod approval_page;
 mod approval_sessions;
 mod architecture;
 mod audit;
@@ -32,6 +33,7 @@ mod mcp_apps;
 mod mrtr;
 mod oauth;
 mod otlp;
+mod otlp_logs;
 mod policy;
 mod proxy;
 mod reload;

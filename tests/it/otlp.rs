@@ -148,7 +148,7 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn text_of(attrs: &[KeyValue], key: &str) -> Option<String> {
+pub fn text_of(attrs: &[KeyValue], key: &str) -> Option<String> {
     let kv = attrs.iter().find(|kv| kv.key == key)?;
     match kv.value.as_ref()?.value.as_ref()? {
         AnyValue::StringValue(s) => Some(s.clone()),
@@ -238,7 +238,7 @@ async fn a_call_is_one_server_span_continuing_the_clients_trace() {
 }
 
 /// Asks for a room on a first call; answers `complete` on a retry.
-async fn asking_then_answering() -> ScriptedUpstream {
+pub async fn asking_then_answering() -> ScriptedUpstream {
     ScriptedUpstream::start(|req| {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let result = if body["params"].get("inputResponses").is_some() {

@@ -359,9 +359,11 @@ async def test_a_plain_call(bridge, py, upstream):
         assert sent["version"] == MODERN and sent["answers"] is None
 
 
-async def test_the_session_on_the_wire(bridge, py):
-    url = bridge.url("py")
-    with py.watch() as seen:
+async def test_the_session_on_the_wire(py):
+    # A gateway of its own, which has never seen the upstream (the module's gateways
+    # learn what it speaks from whichever test reaches it first).
+    with gateway({"py": py.url}) as fresh, py.watch() as seen:
+        url = fresh.url("py")
         async with httpx2.AsyncClient(timeout=10) as http:
             s = await raw_session(http, url)
             listed = await http.post(url, headers=s, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
@@ -369,6 +371,8 @@ async def test_the_session_on_the_wire(bridge, py):
             listen = await http.get(url, headers={k: v for k, v in s.items() if k != "accept"} | {"accept": "text/event-stream"})
             end = await http.delete(url, headers=s)
             after = await http.post(url, headers=s, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+            again = await raw_session(http, url)
+            relisted = await http.post(url, headers=again, json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
     assert listed.status_code == 200, listed.text
     result = listed.json()["result"]
     assert not {"resultType", "ttlMs", "cacheScope"} & result.keys(), result.keys()
@@ -377,8 +381,14 @@ async def test_the_session_on_the_wire(bridge, py):
     assert listen.status_code == 405 and listen.json()["error"]["data"]["reason"] == "method_not_allowed", listen.text
     assert end.status_code == 200
     assert after.status_code == 404 and after.json()["error"]["data"]["reason"] == "session_expired", after.text
-    # ping and DELETE are the gateway's own: the upstream got discover and one list.
-    assert [r["method"] for r in seen] == ["server/discover", "tools/list"], seen
+    assert relisted.status_code == 200, relisted.text
+    methods = [r["method"] for r in seen]
+    # ping and DELETE are the gateway's own. The first session of a never-seen upstream
+    # tries the server's own initialize (refused: 2026-07-28 only), then asks its
+    # server/discover, and the list goes up as a 2026-07-28 request; the gateway
+    # remembers what the upstream speaks, so the next session costs one discover.
+    assert methods == ["initialize", "server/discover", "tools/list", "server/discover", "tools/list"], seen
+    assert all(r["version"] == MODERN for r in seen if r["method"] == "tools/list"), seen
 
 
 # === through the gateway: questions, round after round =================================

@@ -8,9 +8,10 @@ one Redis and one set of state keys, driven by the official Python SDK client (m
   and the POST that answers it reach different replicas; a session ended with DELETE is
   ended on all;
 - bridged calls, both ways: a 2025-11-25 client of a 2026-07-28-only server (the answer
-  to a pushed question reaches another replica than the waiting call) and a 2026-07-28
-  client of a 2025-11-25-only server (the retry reaches another replica than the held
-  upstream call);
+  to a pushed question reaches another replica than the waiting call, which gets it
+  through the relay) and a 2026-07-28 client of a 2025-11-25-only server (the retry
+  reaches another replica than the held upstream call, which resumes it and answers
+  back through the relay);
 - rug pulls: a changed definition seen by one replica is held on all three, and an
   operator's acceptance on one releases it on all;
 - rate limits: one bucket for the cluster (three replicas with local buckets would let
@@ -20,7 +21,10 @@ one Redis and one set of state keys, driven by the official Python SDK client (m
 
 - approval by the person (issue 38): the gateway's own question asked by one replica
   and answered through another (2026-07-28); a 2025-11-25 session's pushed approval
-  waits on one replica (a known gap, like bridged calls).
+  waits on the replica that asked, and an answer reaching another is handed to it.
+
+An answer or retry for a call that waits on another replica crosses through Redis (the
+relay); when that replica was killed, it is refused `call_holder_gone` at once.
 
 Each test is its own caller (an API key of its own), so one test's calls never use up
 another's rate-limit bucket.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -161,9 +166,10 @@ async def sdk(c: Cluster, route: str, principal: str, mode: str = "auto", answer
             yield client, wire, asked
 
 
-def accept_all(params: types.ElicitRequestParams) -> types.ElicitResult:
+def filled(requested: dict[str, Any]) -> dict[str, Any]:
+    """A form's content: the first choice, yes, 12 or "x" for each field."""
     content = {}
-    for name, schema in params.requested_schema["properties"].items():
+    for name, schema in requested["properties"].items():
         if "enum" in schema:
             content[name] = schema["enum"][0]
         elif schema.get("type") == "boolean":
@@ -172,7 +178,11 @@ def accept_all(params: types.ElicitRequestParams) -> types.ElicitResult:
             content[name] = 12
         else:
             content[name] = "x"
-    return types.ElicitResult(action="accept", content=content)
+    return content
+
+
+def accept_all(params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content=filled(params.requested_schema))
 
 
 def outcome(result: types.CallToolResult) -> dict[str, Any]:
@@ -281,17 +291,32 @@ async def test_a_session_ended_on_one_replica_is_ended_on_all(replicas: Cluster)
 
 
 # --- bridged calls --------------------------------------------------------------------
+# An answer or retry reaching a replica other than the one where its call waits is
+# handed to that one through Redis (the relay: one channel per replica); each hand-off
+# is counted by the replica that received it.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN GAP (issue 39): a bridged call waits on the replica that holds its upstream "
-    "exchange; an answer reaching another replica is refused call_not_waiting (no relay between "
-    "replicas yet; route a session's requests to one replica: hash $http_mcp_session_id)",
-)
+async def handoffs(c: Cluster, kind: str, outcome: str) -> int:
+    """`portcullis_relay_handoffs_total{kind, outcome}`, summed over the replicas."""
+    line = re.compile(rf'^portcullis_relay_handoffs_total{{kind="{kind}",outcome="{outcome}"}} (\d+)$', re.M)
+    total = 0
+    async with httpx2.AsyncClient() as plain:
+        for r in c.replicas:
+            text = (await plain.get(f"{r.admin}/metrics")).text
+            total += sum(int(n) for n in line.findall(text))
+    return total
+
+
+def crossed(calls: list[int], answered: list[int]) -> int:
+    """How many answers reached another replica than the one their call waits on."""
+    [call] = calls
+    return sum(1 for i in answered if i != call)
+
+
 async def test_a_bridged_session_answers_on_any_replica(replicas: Cluster):
     """A 2025-11-25 client of a 2026-07-28-only server: each question is pushed on the
     call's stream by one replica; the client's answer reaches another."""
+    before = await handoffs(replicas, "answer", "delivered")
     with anyio.fail_after(40):
         async with sdk(replicas, "modern", "bridged", mode="legacy", answer=accept_all) as (client, wire, asked):
             wizard = await client.call_tool("wizard", {})
@@ -299,23 +324,68 @@ async def test_a_bridged_session_answers_on_any_replica(replicas: Cluster):
     calls = wire.replicas_of(is_call("wizard"))
     answered = wire.replicas_of(lambda b: "result" in b and "method" not in b)
     assert len(answered) == 3 and set(answered) - set(calls), (calls, answered)
+    # Each answer that reached another replica was handed to the waiting call's.
+    assert await handoffs(replicas, "answer", "delivered") - before == crossed(calls, answered)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN GAP (issue 39): a bridged call waits on the replica that holds its upstream "
-    "exchange; an answer reaching another replica is refused call_not_waiting (no relay between "
-    "replicas yet; route a session's requests to one replica: hash $http_mcp_session_id)",
-)
 async def test_a_carried_call_resumes_on_any_replica(replicas: Cluster):
     """A 2026-07-28 client of a 2025-11-25-only server: the upstream call is held open on
     the replica it pushed to; the client's retry reaches another."""
+    before = await handoffs(replicas, "retry", "answered")
     with anyio.fail_after(40):
         async with sdk(replicas, "v1", "carried", answer=accept_all) as (client, wire, asked):
             wizard = await client.call_tool("wizard", {})
     assert outcome(wizard) == {"tool": "wizard", "answers": WIZARD}
     rounds = wire.replicas_of(is_call("wizard"))
     assert len(rounds) == 4 and len(set(rounds)) == 3, rounds
+    # The upstream call stays on the replica of the first round: each retry that
+    # reached another was handed to it, and its answer (the next question, then the
+    # result) handed back.
+    assert await handoffs(replicas, "retry", "answered") - before == crossed(rounds[:1], rounds[1:])
+
+
+async def open_bridged_session(http: httpx2.AsyncClient, c: Cluster) -> dict[str, str]:
+    """A raw 2025-11-25 session on the bridged route: its request headers."""
+    base = {"accept": ACCEPT, "content-type": "application/json"}
+    init = await http.post(c.url("modern"), headers=base, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {"elicitation": {"form": {}}},
+                   "clientInfo": {"name": "replicas-test", "version": "1"}}})
+    headers = {**base, "mcp-protocol-version": LEGACY, "mcp-session-id": init.headers["mcp-session-id"]}
+    await http.post(c.url("modern"), headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return headers
+
+
+@pytest.mark.parametrize("end", ["DELETE", "cancelled"])
+async def test_a_bridged_call_ended_through_another_replica_ends_where_it_waits(replicas: Cluster, end: str):
+    """The session ended with DELETE, or the call cancelled (`notifications/cancelled`),
+    through another replica than the one whose stream carries the waiting call: that
+    replica is told, and the call's stream ends at once, without a result."""
+    http, wire = http_client(replicas, "bridged")
+    async with http:
+        headers = await open_bridged_session(http, replicas)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "wizard", "arguments": {}}}
+        with anyio.fail_after(20):
+            async with http.stream("POST", replicas.url("modern"), headers=headers, json=call) as stream:
+                holder = replicas.index(stream.headers["x-replica"])
+                lines = stream.aiter_lines()
+                async for line in lines:
+                    if line.startswith("data:") and '"elicitation/create"' in line:
+                        break
+                # Straight to another replica (the balancer's name in Host, as nginx sends it).
+                other = replicas.replicas[(holder + 1) % 3]
+                direct = {**headers, "host": replicas.lb.base.removeprefix("http://")}
+                url = f"{other.base}/mcp/modern"
+                if end == "DELETE":
+                    told = await http.delete(url, headers=direct)
+                else:
+                    told = await http.post(url, headers=direct, json={
+                        "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+                assert told.status_code in (200, 202), told.text
+                rest = []
+                with anyio.fail_after(5):
+                    rest = [line async for line in lines]
+    assert not any('"result"' in line for line in rest), rest
 
 
 # --- rug pulls ---------------------------------------------------------------------------
@@ -406,13 +476,10 @@ async def test_an_approval_asked_by_one_replica_is_answered_through_another(repl
     assert len(rounds) == 3 and len(set(rounds)) == 3, rounds
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN GAP (issue 38/39): a 2025-11-25 session's call waits for its pushed approval "
-    "on the replica that asked; an answer reaching another replica is not handed to it (no relay "
-    "between replicas yet; route a session's requests to one replica: hash $http_mcp_session_id)",
-)
 async def test_a_sessions_pushed_approval_is_answered_on_any_replica(replicas: Cluster):
+    """A 2025-11-25 session's call waits for the gateway's pushed approval on the replica
+    that asked; the answer reaching another is handed to it."""
+    before = await handoffs(replicas, "answer", "delivered")
     with anyio.fail_after(40):
         async with sdk(replicas, "approved", "approver_session", mode="legacy", answer=accept_all) as (
             client, wire, asked,
@@ -423,3 +490,75 @@ async def test_a_sessions_pushed_approval_is_answered_on_any_replica(replicas: C
     answered = wire.replicas_of(lambda b: "result" in b and "method" not in b)
     calls = wire.replicas_of(is_call("book"))
     assert set(answered) - set(calls), (calls, answered)
+    # The approval (the first answer) crossed when it reached another replica; the
+    # server's own question after it is a native push, answered to the server.
+    relayed = await handoffs(replicas, "answer", "delivered") - before
+    assert relayed == (answered[0] != calls[0]), (calls, answered)
+
+
+# --- a replica killed while a call waits on it ------------------------------------------
+
+
+def accepted(requested: dict[str, Any]) -> dict[str, Any]:
+    return {"action": "accept", "content": filled(requested)}
+
+
+async def test_a_retry_for_a_killed_replicas_call_is_refused_at_once(replicas: Cluster):
+    """The replica holding a carried call is killed: the retry that reaches another is
+    refused `call_holder_gone` (nobody listens on the holder's channel), without a wait."""
+    http, wire = http_client(replicas, "killed")
+    headers = {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": MODERN,
+               "mcp-method": "tools/call", "mcp-name": "wizard"}
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+    params = {"name": "wizard", "arguments": {}, "_meta": meta}
+    async with http:
+        first = await http.post(replicas.url("v1"), headers=headers,
+                                json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        question = first.json()["result"]
+        assert question["resultType"] == "input_required", question
+        [(key, asked)] = question["inputRequests"].items()
+        holder = wire.served[-1][1]
+        replicas.replicas[holder].kill()
+        replicas.replace(holder)
+        retry = {**params, "requestState": question["requestState"],
+                 "inputResponses": {key: accepted(asked["params"]["requestedSchema"])}}
+        with anyio.fail_after(5):
+            refused = await http.post(replicas.url("v1"), headers=headers,
+                                      json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": retry})
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["data"]["reason"] == "call_holder_gone", refused.text
+
+
+async def test_an_answer_for_a_killed_replicas_call_is_refused_at_once(replicas: Cluster):
+    """The replica whose stream carries a bridged session's call is killed: the answer
+    to the question it pushed, reaching another replica, is refused `call_holder_gone`."""
+    http, wire = http_client(replicas, "killed_session")
+    base = {"accept": ACCEPT, "content-type": "application/json"}
+    async with http:
+        init = await http.post(replicas.url("modern"), headers=base, json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": LEGACY, "capabilities": {"elicitation": {"form": {}}},
+                       "clientInfo": {"name": "replicas-test", "version": "1"}}})
+        session = init.headers["mcp-session-id"]
+        headers = {**base, "mcp-protocol-version": LEGACY, "mcp-session-id": session}
+        await http.post(replicas.url("modern"), headers=headers,
+                        json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "wizard", "arguments": {}}}
+        with anyio.fail_after(20):
+            async with http.stream("POST", replicas.url("modern"), headers=headers, json=call) as stream:
+                holder = replicas.index(stream.headers["x-replica"])
+                pushed = None
+                async for line in stream.aiter_lines():
+                    if line.startswith("data:") and '"elicitation/create"' in line:
+                        pushed = json.loads(line.removeprefix("data:"))
+                        break
+                assert pushed, "no question pushed"
+                replicas.replicas[holder].kill()
+        replicas.replace(holder)
+        answer = {"jsonrpc": "2.0", "id": pushed["id"],
+                  "result": accepted(pushed["params"]["requestedSchema"])}
+        with anyio.fail_after(5):
+            refused = await http.post(replicas.url("modern"), headers=headers, json=answer)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["data"]["reason"] == "call_holder_gone", refused.text

@@ -1,5 +1,6 @@
 //! The audit trail (ARCHITECTURE.md, "Crates"): typed audit events that carry names,
-//! never values, and their sinks (off, stdout, a rotated file), over `portcullis-model`,
+//! never values, and their sinks (off, stdout, a rotated file; OpenTelemetry log records
+//! with `[audit.otlp]`), over `portcullis-model`,
 //! `portcullis-policy` and `portcullis-mrtr`.
 
 #![warn(unreachable_pub)]

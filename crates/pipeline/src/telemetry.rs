@@ -30,6 +30,7 @@ use opentelemetry_sdk::trace::{
 };
 use opentelemetry_sdk::Resource;
 
+use crate::audit::{AuditSink, TraceIds};
 use crate::config::TraceSettings;
 
 /// The largest collector answer read (it is only checked for its status).
@@ -88,6 +89,24 @@ impl Telemetry {
             tracer,
             propagator: TraceContextPropagator::new(),
         }))
+    }
+
+    /// Start `[audit.otlp]`'s export of `sink`'s events, when configured,
+    /// with the same HTTP client the spans go out with. One that cannot
+    /// start says so; the trail's other output goes on.
+    pub fn export_audit(sink: &AuditSink) {
+        let Some(settings) = sink.settings().otlp() else {
+            return;
+        };
+        let started = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => CollectorClient::new(runtime, settings.export_timeout)
+                .map_err(|e| e.to_string())
+                .and_then(|client| sink.start_otlp(client).map_err(|e| e.to_string())),
+            Err(_) => Err(TelemetryError::NoRuntime.to_string()),
+        };
+        if let Err(e) = started {
+            tracing::error!("audit records to {}: {e}", settings.endpoint);
+        }
     }
 
     /// Open the server span of one request: the child of the client's
@@ -168,6 +187,19 @@ pub struct RequestTrace(Option<Context>);
 impl RequestTrace {
     pub(crate) fn off() -> RequestTrace {
         RequestTrace(None)
+    }
+
+    /// The ids of this request's span, for the audit records of events
+    /// that happen in it (`None` when tracing is off).
+    pub(crate) fn ids(&self) -> Option<TraceIds> {
+        let cx = self.0.as_ref()?;
+        let span = cx.span();
+        let sc = span.span_context();
+        sc.is_valid().then(|| TraceIds {
+            trace_id: sc.trace_id().to_bytes(),
+            span_id: sc.span_id().to_bytes(),
+            sampled: sc.is_sampled(),
+        })
     }
 
     pub fn phase(&self, phase: Phase) {

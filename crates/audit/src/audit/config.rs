@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::otlp_config::{OtlpLogSettings, RawAuditOtlp, TracesCollector};
+
 const SECTION: &str = "audit";
 
 /// 100 MiB.
@@ -26,6 +28,8 @@ pub(super) const MAX_MAX_FILES: u32 = 1000;
 /// path = "/var/log/portcullis/audit.jsonl"   # sink = "file" only; relative to the config file
 /// max_file_bytes = 104857600                 # rotate before the file would exceed this
 /// max_files = 5                              # keep audit.jsonl.1 .. audit.jsonl.5
+///
+/// [audit.otlp]                               # also as OpenTelemetry log records (absent: not)
 /// ```
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +38,7 @@ pub struct RawAudit {
     pub(crate) path: Option<Spanned<String>>,
     pub(crate) max_file_bytes: Option<Spanned<i64>>,
     pub(crate) max_files: Option<Spanned<i64>>,
+    pub(crate) otlp: Option<Spanned<RawAuditOtlp>>,
 }
 
 /// A problem in `[audit]`, pinned to the byte span of the offending value
@@ -74,6 +79,8 @@ pub struct FileSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditSettings {
     pub(crate) target: AuditTarget,
+    /// Also export every event as an OpenTelemetry log record.
+    pub(crate) otlp: Option<OtlpLogSettings>,
 }
 
 impl Default for AuditSettings {
@@ -81,106 +88,125 @@ impl Default for AuditSettings {
     fn default() -> Self {
         AuditSettings {
             target: AuditTarget::Stdout,
+            otlp: None,
         }
     }
 }
 
 impl AuditSettings {
     /// Validate `[audit]`; `base` is the directory relative paths are
-    /// resolved against (the config file's).
+    /// resolved against (the config file's); `traces` is `[tracing]`'s
+    /// collector, where `[audit.otlp]` sends records unless it names one.
     pub fn from_raw(
         raw: Option<&Spanned<RawAudit>>,
         base: &Path,
+        traces: Option<TracesCollector<'_>>,
     ) -> Result<AuditSettings, AuditConfigError> {
         let Some(spanned) = raw else {
             return Ok(AuditSettings::default());
         };
-        let table_span = spanned.span();
-        let raw = spanned.get_ref();
-        let sink = match &raw.sink {
-            None => "stdout",
-            Some(s) => match s.get_ref().as_str() {
-                v @ ("stdout" | "file" | "off") => v,
-                other => {
-                    return Err(err(
-                        s.span(),
-                        "sink",
-                        format!(
-                            "unknown sink \"{}\"; use \"stdout\", \"file\" or \"off\"",
-                            other.escape_debug()
-                        ),
-                    ))
-                }
-            },
-        };
-        if sink != "file" {
-            let file_only = [
-                ("path", raw.path.as_ref().map(Spanned::span)),
-                (
-                    "max_file_bytes",
-                    raw.max_file_bytes.as_ref().map(Spanned::span),
-                ),
-                ("max_files", raw.max_files.as_ref().map(Spanned::span)),
-            ];
-            if let Some((name, Some(span))) = file_only.into_iter().find(|(_, s)| s.is_some()) {
-                return Err(err(
-                    span,
-                    name,
-                    format!("only applies to sink = \"file\" (this sink is \"{sink}\")"),
-                ));
-            }
-            let target = if sink == "off" {
-                AuditTarget::Off
-            } else {
-                AuditTarget::Stdout
-            };
-            return Ok(AuditSettings { target });
-        }
-
-        let Some(raw_path) = &raw.path else {
-            let span = raw.sink.as_ref().map_or(table_span, Spanned::span);
-            return Err(err(
-                span,
-                "path",
-                "sink = \"file\" needs a path, e.g. path = \"/var/log/portcullis/audit.jsonl\"",
-            ));
-        };
-        let path = check_path(raw_path, base)?;
-
-        let max_file_bytes = match &raw.max_file_bytes {
-            None => DEFAULT_MAX_FILE_BYTES,
-            Some(v) => u64::try_from(*v.get_ref())
-                .ok()
-                .filter(|n| *n >= MIN_MAX_FILE_BYTES)
-                .ok_or_else(|| {
-                    err(
-                        v.span(),
-                        "max_file_bytes",
-                        format!("must be a whole number of bytes, at least {MIN_MAX_FILE_BYTES}"),
-                    )
-                })?,
-        };
-        let max_files = match &raw.max_files {
-            None => DEFAULT_MAX_FILES,
-            Some(v) => u32::try_from(*v.get_ref())
-                .ok()
-                .filter(|n| (1..=MAX_MAX_FILES).contains(n))
-                .ok_or_else(|| {
-                    err(
-                        v.span(),
-                        "max_files",
-                        format!("must be between 1 and {MAX_MAX_FILES} (rotated files kept)"),
-                    )
-                })?,
-        };
+        let otlp = spanned
+            .get_ref()
+            .otlp
+            .as_ref()
+            .map(|o| OtlpLogSettings::from_raw(o, traces))
+            .transpose()?;
         Ok(AuditSettings {
-            target: AuditTarget::File(FileSettings {
-                path,
-                max_file_bytes,
-                max_files,
-            }),
+            target: target(spanned, base)?,
+            otlp,
         })
     }
+
+    /// Where log records go besides the trail, when `[audit.otlp]` is set.
+    pub fn otlp(&self) -> Option<&OtlpLogSettings> {
+        self.otlp.as_ref()
+    }
+}
+
+/// `sink` and the file's settings.
+fn target(spanned: &Spanned<RawAudit>, base: &Path) -> Result<AuditTarget, AuditConfigError> {
+    let table_span = spanned.span();
+    let raw = spanned.get_ref();
+    let sink = match &raw.sink {
+        None => "stdout",
+        Some(s) => match s.get_ref().as_str() {
+            v @ ("stdout" | "file" | "off") => v,
+            other => {
+                return Err(err(
+                    s.span(),
+                    "sink",
+                    format!(
+                        "unknown sink \"{}\"; use \"stdout\", \"file\" or \"off\"",
+                        other.escape_debug()
+                    ),
+                ))
+            }
+        },
+    };
+    if sink != "file" {
+        let file_only = [
+            ("path", raw.path.as_ref().map(Spanned::span)),
+            (
+                "max_file_bytes",
+                raw.max_file_bytes.as_ref().map(Spanned::span),
+            ),
+            ("max_files", raw.max_files.as_ref().map(Spanned::span)),
+        ];
+        if let Some((name, Some(span))) = file_only.into_iter().find(|(_, s)| s.is_some()) {
+            return Err(err(
+                span,
+                name,
+                format!("only applies to sink = \"file\" (this sink is \"{sink}\")"),
+            ));
+        }
+        return Ok(if sink == "off" {
+            AuditTarget::Off
+        } else {
+            AuditTarget::Stdout
+        });
+    }
+
+    let Some(raw_path) = &raw.path else {
+        let span = raw.sink.as_ref().map_or(table_span, Spanned::span);
+        return Err(err(
+            span,
+            "path",
+            "sink = \"file\" needs a path, e.g. path = \"/var/log/portcullis/audit.jsonl\"",
+        ));
+    };
+    let path = check_path(raw_path, base)?;
+
+    let max_file_bytes = match &raw.max_file_bytes {
+        None => DEFAULT_MAX_FILE_BYTES,
+        Some(v) => u64::try_from(*v.get_ref())
+            .ok()
+            .filter(|n| *n >= MIN_MAX_FILE_BYTES)
+            .ok_or_else(|| {
+                err(
+                    v.span(),
+                    "max_file_bytes",
+                    format!("must be a whole number of bytes, at least {MIN_MAX_FILE_BYTES}"),
+                )
+            })?,
+    };
+    let max_files = match &raw.max_files {
+        None => DEFAULT_MAX_FILES,
+        Some(v) => u32::try_from(*v.get_ref())
+            .ok()
+            .filter(|n| (1..=MAX_MAX_FILES).contains(n))
+            .ok_or_else(|| {
+                err(
+                    v.span(),
+                    "max_files",
+                    format!("must be between 1 and {MAX_MAX_FILES} (rotated files kept)"),
+                )
+            })?,
+    };
+    Ok(AuditTarget::File(FileSettings {
+        path,
+        max_file_bytes,
+        max_files,
+    }))
 }
 
 fn check_path(raw: &Spanned<String>, base: &Path) -> Result<PathBuf, AuditConfigError> {

@@ -653,6 +653,17 @@ pub struct AuditContext {
     pub round: Option<u32>,
     /// The protocol generation: `2026-07-28` (MRTR) or `2025-11-25` (pushed).
     pub generation: &'static str,
+    /// The span of the traced request the event happened in (not written
+    /// in the JSON line; an OpenTelemetry log record carries it).
+    pub trace: Option<TraceIds>,
+}
+
+/// A W3C trace context's ids, as bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceIds {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub sampled: bool,
 }
 
 impl AuditContext {
@@ -710,9 +721,9 @@ struct Line<'a> {
     truncated: bool,
 }
 
-/// The current time as written in `ts`: RFC 3339, UTC, milliseconds.
-pub(crate) fn timestamp() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+/// A time as written in `ts`: RFC 3339, UTC, milliseconds.
+pub(crate) fn timestamp(at: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// One event as its JSON line, newline included.
@@ -721,7 +732,23 @@ pub(crate) fn to_line(
     ctx: &AuditContext,
     event: &AuditEvent,
 ) -> serde_json::Result<Vec<u8>> {
-    let line = Line {
+    let mut out = Vec::with_capacity(512);
+    serde_json::to_writer(&mut out, &line(ts, ctx, event))?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// One event as the JSON object its line holds.
+pub(crate) fn to_object(
+    ts: &str,
+    ctx: &AuditContext,
+    event: &AuditEvent,
+) -> serde_json::Result<serde_json::Value> {
+    serde_json::to_value(line(ts, ctx, event))
+}
+
+fn line<'a>(ts: &'a str, ctx: &'a AuditContext, event: &'a AuditEvent) -> Line<'a> {
+    Line {
         ts,
         event: event.name(),
         operation: ctx.operation.as_deref().map(Clean),
@@ -739,9 +766,5 @@ pub(crate) fn to_line(
         generation: ctx.generation,
         body: event,
         truncated: event.truncated(),
-    };
-    let mut out = Vec::with_capacity(512);
-    serde_json::to_writer(&mut out, &line)?;
-    out.push(b'\n');
-    Ok(out)
+    }
 }

@@ -63,13 +63,21 @@
 //! {"ts":"2026-07-28T09:14:11.532Z","event":"operation_end",…,"round":1,"outcome":"complete","rounds":1,"duration_ms":8412,"reason":null}
 //! ```
 //!
+//! # OpenTelemetry
+//!
+//! With `[audit.otlp]` every event is also one OpenTelemetry log record with
+//! the same members, exported to a collector (`otlp`, below).
+//!
 //! # Shutdown
 //!
 //! Events are written by a background thread; call [`AuditSink::flush`]
 //! before the process exits so that nothing queued is lost.
 
 mod config;
+mod drops;
 mod event;
+mod otlp;
+mod otlp_config;
 mod sink;
 
 #[cfg(test)]
@@ -78,8 +86,10 @@ mod tests;
 pub use config::{AuditConfigError, AuditSettings, AuditTarget, FileSettings, RawAudit};
 pub use event::{
     AnswerAction, AnswerSummary, AuditContext, AuditEvent, FieldRef, InputRequestSummary, Name,
-    OperationOutcome, RequestKind, Validation, MAX_LIST_ITEMS, MAX_NAME_CHARS,
+    OperationOutcome, RequestKind, TraceIds, Validation, MAX_LIST_ITEMS, MAX_NAME_CHARS,
 };
+pub use otlp::OtlpLogsError;
+pub use otlp_config::{OtlpLogSettings, RawAuditOtlp, TracesCollector};
 pub use sink::AuditSink;
 
 pub use event::is_hidden;

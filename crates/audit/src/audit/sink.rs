@@ -26,9 +26,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
@@ -36,7 +36,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::model::{AuditLoss, AuditSinkKind, Health, HealthReport};
 
 use super::config::{AuditSettings, AuditTarget, FileSettings};
-use super::event::{timestamp, to_line, AuditContext, AuditEvent};
+use super::drops::Drops;
+use super::event::{timestamp, to_line, to_object, AuditContext, AuditEvent};
+use super::otlp::{OtlpLogs, OtlpLogsError};
 
 /// Events queued between the request path and the writer. At a few hundred
 /// bytes a line this is a few MiB at most, and several seconds of a stalled
@@ -72,37 +74,10 @@ struct Inner {
     /// queue on purpose).
     autostart: bool,
     dropped: Arc<Drops>,
-}
-
-/// Lines lost: counted here ([`AuditSink::dropped`]) and reported by cause.
-struct Drops {
-    total: AtomicU64,
-    /// `None` for `off`, which loses nothing.
-    sink: Option<AuditSinkKind>,
-    /// Where losses are reported (set once, by the first gateway).
-    health: OnceLock<HealthReport>,
-}
-
-impl Drops {
-    /// Count `n` lost lines; warn at 1, 2, 4, 8, … so a flood is visible
-    /// without flooding the log itself.
-    fn note(&self, n: u64, cause: AuditLoss) {
-        if n == 0 {
-            return;
-        }
-        if let (Some(sink), Some(h)) = (self.sink, self.health.get()) {
-            h.report(Health::AuditDropped(sink, cause, n));
-        }
-        let before = self.total.fetch_add(n, Ordering::Relaxed);
-        let after = before + n;
-        if (before + 1..=after).any(u64::is_power_of_two) {
-            tracing::warn!(
-                dropped_total = after,
-                cause = cause.as_str(),
-                "audit events dropped"
-            );
-        }
-    }
+    /// `[audit.otlp]`, once [`AuditSink::start_otlp`] has built it.
+    otlp: OnceLock<OtlpLogs>,
+    /// Records lost on their way to the collector (`None` without `[audit.otlp]`).
+    otlp_dropped: Option<Arc<Drops>>,
 }
 
 impl std::fmt::Debug for AuditSink {
@@ -122,7 +97,7 @@ impl AuditSink {
         raw: Option<&toml::Spanned<super::RawAudit>>,
         base: &Path,
     ) -> Result<AuditSink, super::AuditConfigError> {
-        AuditSettings::from_raw(raw, base).map(AuditSink::from_settings)
+        AuditSettings::from_raw(raw, base, None).map(AuditSink::from_settings)
     }
 
     pub fn from_settings(settings: AuditSettings) -> AuditSink {
@@ -132,6 +107,7 @@ impl AuditSink {
     pub fn off() -> AuditSink {
         AuditSink::from_settings(AuditSettings {
             target: AuditTarget::Off,
+            otlp: None,
         })
     }
 
@@ -150,16 +126,17 @@ impl AuditSink {
         };
         AuditSink {
             inner: Arc::new(Inner {
-                settings,
                 tx,
                 pending: Mutex::new(rx),
                 started: AtomicBool::new(false),
                 autostart,
-                dropped: Arc::new(Drops {
-                    total: AtomicU64::new(0),
-                    sink,
-                    health: OnceLock::new(),
-                }),
+                dropped: Arc::new(Drops::new(sink)),
+                otlp: OnceLock::new(),
+                otlp_dropped: settings
+                    .otlp
+                    .is_some()
+                    .then(|| Arc::new(Drops::new(Some(AuditSinkKind::Otlp)))),
+                settings,
             }),
         }
     }
@@ -168,13 +145,35 @@ impl AuditSink {
     /// sink carried across reloads keeps reporting to the same place); its
     /// series start at zero.
     pub fn report_to(&self, health: &HealthReport) {
-        let drops = &self.inner.dropped;
-        let _ = drops.health.set(health.clone());
-        if let Some(sink) = drops.sink {
-            for cause in AuditLoss::ALL {
-                health.report(Health::AuditDropped(sink, *cause, 0));
+        let otlp = self.inner.otlp_dropped.as_ref();
+        for drops in std::iter::once(&self.inner.dropped).chain(otlp) {
+            let _ = drops.health.set(health.clone());
+            if let Some(sink) = drops.sink {
+                for cause in AuditLoss::ALL {
+                    health.report(Health::AuditDropped(sink, *cause, 0));
+                }
             }
         }
+    }
+
+    /// Start exporting events as OpenTelemetry log records through
+    /// `client`, when `[audit.otlp]` is configured (otherwise, or when
+    /// already started, nothing happens). Call from inside the Tokio
+    /// runtime the client sends from.
+    pub fn start_otlp<C: opentelemetry_http::HttpClient + 'static>(
+        &self,
+        client: C,
+    ) -> Result<(), OtlpLogsError> {
+        let (Some(settings), Some(dropped)) = (&self.inner.settings.otlp, &self.inner.otlp_dropped)
+        else {
+            return Ok(());
+        };
+        if self.inner.otlp.get().is_some() {
+            return Ok(());
+        }
+        let logs = OtlpLogs::start(settings, client, dropped.clone())?;
+        let _ = self.inner.otlp.set(logs);
+        Ok(())
     }
 
     /// What this sink was built from (a reload keeps the running sink when
@@ -185,7 +184,7 @@ impl AuditSink {
 
     /// Whether events go anywhere (callers may skip building them if not).
     pub fn enabled(&self) -> bool {
-        self.inner.tx.is_some()
+        self.inner.tx.is_some() || self.inner.settings.otlp.is_some()
     }
 
     /// Start the writer now (idempotent; otherwise the first event does).
@@ -227,9 +226,23 @@ impl AuditSink {
     }
 
     /// Record one event. Never blocks: the line is serialised here and
-    /// queued for the writer; when the queue is full the event is dropped
+    /// queued for the writer (and the log record queued for export, with
+    /// `[audit.otlp]`); when a queue is full the event is dropped there
     /// and counted.
     pub fn emit(&self, ctx: &AuditContext, event: AuditEvent) {
+        let otlp = self.inner.otlp.get();
+        if self.inner.tx.is_none() && otlp.is_none() {
+            return;
+        }
+        let at = SystemTime::now();
+        let ts = timestamp(at);
+        self.write_line(&ts, ctx, &event);
+        if let Some(otlp) = otlp {
+            otlp.emit(at, &event, ctx.trace, || to_object(&ts, ctx, &event));
+        }
+    }
+
+    fn write_line(&self, ts: &str, ctx: &AuditContext, event: &AuditEvent) {
         let Some(tx) = &self.inner.tx else { return };
         if self.inner.autostart && !self.inner.started.load(Ordering::Acquire) {
             // The error is logged by the writer's file handling; emitting
@@ -240,7 +253,7 @@ impl AuditSink {
             self.inner.dropped.note(1, AuditLoss::QueueFull);
             return;
         }
-        let Ok(line) = to_line(&timestamp(), ctx, &event) else {
+        let Ok(line) = to_line(ts, ctx, event) else {
             self.inner.dropped.note(1, AuditLoss::Unencodable);
             return;
         };
@@ -252,15 +265,30 @@ impl AuditSink {
         }
     }
 
-    /// Events lost so far: queue full, writer gone, or the output failed.
+    /// Events lost so far: queue full, writer gone, or the output failed
+    /// (lines and log records together).
     pub(crate) fn dropped(&self) -> u64 {
-        self.inner.dropped.total.load(Ordering::Relaxed)
+        let otlp = self.inner.otlp_dropped.as_ref();
+        std::iter::once(&self.inner.dropped)
+            .chain(otlp)
+            .map(|d| d.total.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Wait until every event emitted before this call has been handed to
-    /// the OS (and, for a file, synced to disk). Starts the writer if it is
-    /// not running. For tests and shutdown.
+    /// the OS (and, for a file, synced to disk), and every log record
+    /// exported (or its export failed). Starts the writer if it is not
+    /// running. For tests and shutdown.
     pub async fn flush(&self) {
+        if self.inner.otlp.get().is_some() {
+            let inner = self.inner.clone();
+            let exported = tokio::task::spawn_blocking(move || {
+                if let Some(otlp) = inner.otlp.get() {
+                    otlp.flush();
+                }
+            });
+            let _ = exported.await;
+        }
         let Some(tx) = &self.inner.tx else { return };
         let _ = self.start();
         let (ack, done) = oneshot::channel();

@@ -59,6 +59,7 @@ fn ctx() -> AuditContext {
         target: Some("create_invoice".into()),
         round: Some(1),
         generation: "2026-07-28",
+        trace: None,
     }
 }
 
@@ -247,6 +248,7 @@ fn sample_events() -> Vec<AuditEvent> {
 fn file_sink(dir: &Path, max_file_bytes: u64, max_files: u32) -> (AuditSink, PathBuf) {
     let path = dir.join("audit.jsonl");
     let settings = AuditSettings {
+        otlp: None,
         target: AuditTarget::File(FileSettings {
             path: path.clone(),
             max_file_bytes,
@@ -699,6 +701,7 @@ async fn a_full_queue_drops_and_counts_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let settings = AuditSettings {
+        otlp: None,
         target: AuditTarget::File(FileSettings {
             path: path.clone(),
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
@@ -763,6 +766,7 @@ fn the_writer_drains_when_the_last_sink_is_dropped() {
 async fn an_unopenable_file_is_reported_by_start_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let settings = AuditSettings {
+        otlp: None,
         target: AuditTarget::File(FileSettings {
             path: dir.path().join("missing-dir").join("audit.jsonl"),
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
@@ -813,7 +817,7 @@ struct Top {
 
 fn settings(text: &str, base: &Path) -> Result<AuditSettings, AuditConfigError> {
     let top: Top = toml::from_str(text).expect("toml");
-    AuditSettings::from_raw(top.audit.as_ref(), base)
+    AuditSettings::from_raw(top.audit.as_ref(), base, None)
 }
 
 fn config_err(text: &str, base: &Path) -> (String, String, String) {

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::AuditSettings;
+use crate::audit::{AuditSettings, TracesCollector};
 use crate::identify::AuthSchemes;
 use crate::mrtr::settings::StateSettings;
 use crate::policy::config::PolicySet;
@@ -63,6 +63,10 @@ pub struct GatewayConfig {
     pub source: PathBuf,
     pub listeners: Vec<ListenerConfig>,
     pub admin: Option<SocketAddr>,
+    /// Where approvers reach the admin listener's approval page
+    /// (`[admin] approval_url`: scheme, host, port and a path prefix, no
+    /// trailing `/`); `None`: at the admin listener's own address.
+    pub approval_url: Option<String>,
     pub limits: Limits,
     /// Origins allowed besides the gateway's own (normalised: lower case,
     /// no trailing slash).
@@ -155,6 +159,27 @@ fn admin_address(
     Ok(Some(admin))
 }
 
+/// `[admin] approval_url`: an absolute http(s) URL with no query or
+/// fragment, kept without its trailing `/`.
+fn approval_url(raw: &RawConfig, loc: &Locator<'_>) -> Result<Option<String>, ConfigError> {
+    let Some(written) = raw
+        .admin
+        .as_ref()
+        .and_then(|a| a.get_ref().approval_url.as_ref())
+    else {
+        return Ok(None);
+    };
+    let bad = |why: &str| loc.at(written.span(), "admin.approval_url", why.to_owned());
+    let url = url::Url::parse(written.get_ref()).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(bad("must be an http or https URL with a host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+        return Err(bad("must have no query, fragment or user info"));
+    }
+    Ok(Some(url.as_str().trim_end_matches('/').to_owned()))
+}
+
 /// Every section, each checked even when another failed; the config only
 /// when all are good (`p` holds the problems otherwise).
 fn validate(
@@ -167,6 +192,7 @@ fn validate(
     let limits = limits::limits(&raw.limits, loc, p);
     let listeners = listener::listeners(&raw.listener, loc, base, p);
     let admin = p.take(admin_address(&raw, &listeners, loc));
+    let approval_url = p.take(approval_url(&raw, loc));
     let allowed_origins = p.take(listener::allowed_origins(&raw.security, loc));
     let thirty = Duration::from_secs(30);
     let drain_timeout = p.or(
@@ -205,9 +231,17 @@ fn validate(
     };
     let routes = route::routes(&raw.route, &targets, loc, p);
     resource_names_the_route(&raw, &listeners, &routes, loc, p);
-    let audit =
-        p.take(AuditSettings::from_raw(raw.audit.as_ref(), base).map_err(|e| loc.settings(e)));
     let tracing = p.take(traces::trace_settings(raw.tracing.as_ref(), loc));
+    let collector = tracing
+        .as_ref()
+        .and_then(Option::as_ref)
+        .map(|t| TracesCollector {
+            endpoint: &t.endpoint,
+            service_name: &t.service_name,
+        });
+    let audit = p.take(
+        AuditSettings::from_raw(raw.audit.as_ref(), base, collector).map_err(|e| loc.settings(e)),
+    );
     if !p.is_empty() {
         return None;
     }
@@ -215,6 +249,7 @@ fn validate(
         source: path.to_owned(),
         listeners,
         admin: admin?,
+        approval_url: approval_url?,
         limits,
         allowed_origins: allowed_origins?,
         drain_timeout,
@@ -380,6 +415,28 @@ response_timeout = "2s"
 path = "/mcp/rooms"
 upstream = "rooms"
 "#;
+
+    #[test]
+    fn the_approval_url_is_an_http_base_without_query_or_trailing_slash() {
+        let with = |url: &str| {
+            format!("{GOOD}\n[admin]\naddress = \"127.0.0.1:0\"\napproval_url = \"{url}\"\n")
+        };
+        let c = parse(&with("https://approvals.example.com/gw/")).unwrap();
+        assert_eq!(
+            c.approval_url.as_deref(),
+            Some("https://approvals.example.com/gw")
+        );
+        assert_eq!(parse(GOOD).unwrap().approval_url, None);
+        for bad in [
+            "ftp://x.example",
+            "not a url",
+            "https://x.example/?a=1",
+            "https://u@x.example",
+        ] {
+            let e = only(&with(bad));
+            assert!(e.to_string().contains("admin.approval_url"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_good_config_becomes_typed_values() {

@@ -59,6 +59,7 @@ pub(super) struct RawServerTls {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAdmin {
     pub(crate) address: Spanned<String>,
+    pub(crate) approval_url: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -39,6 +39,7 @@ crate::name_table! {
     AuditSinkKind {
         Stdout => "stdout", "The gateway's standard output (`[audit] sink = \"stdout\"`).";
         File => "file", "An append-only file (`[audit] sink = \"file\"`).";
+        Otlp => "otlp", "OpenTelemetry log records sent to a collector (`[audit.otlp]`).";
     }
 }
 
@@ -46,7 +47,7 @@ crate::name_table! {
     /// Why audit lines were lost (label `cause`).
     AuditLoss {
         QueueFull => "queue_full", "The queue to the writer was full (the output is slower than the events).";
-        WriteFailed => "write_failed", "The file could not be opened or written, or stdout failed.";
+        WriteFailed => "write_failed", "The file could not be opened or written, stdout failed, or the collector did not take an export.";
         Unencodable => "unencodable", "The event could not be serialised.";
     }
 }

@@ -15,7 +15,7 @@ use super::retry::{rewrite, AcceptedRetry, RetryRefused, RetryRequest};
 pub use super::seal::SealedApproval;
 use super::seal::{new_operation_id, SealedState};
 use super::{Binding, MrtrShared};
-use crate::model::{Asked, FormSchema, Reason, Refusal};
+use crate::model::{Asked, Reason, Refusal};
 
 /// The gateway's approval question, to be sealed.
 pub struct ApprovalQuestion<'a> {
@@ -25,8 +25,11 @@ pub struct ApprovalQuestion<'a> {
     pub rule: &'a str,
     pub because: &'a str,
     pub key: &'a str,
-    /// The form the person is shown, as its answer is checked.
-    pub form: FormSchema,
+    /// The question as its answer is checked: the gateway's form, or (for
+    /// an approver on the approval page) the page's link.
+    pub asked: Asked,
+    /// The approval on the page the link leads to.
+    pub pending: Option<&'a str>,
     /// How long the question waits for its answer (the rule's `timeout`).
     pub timeout: Duration,
 }
@@ -41,6 +44,9 @@ pub enum Decision {
     /// Declined, or accepted without `approve` ticked.
     Declined,
     Cancelled,
+    /// The caller accepted the link to the approval page (URL mode): the
+    /// approver there decides.
+    Opened,
 }
 
 /// A checked answer to the gateway's approval question.
@@ -80,12 +86,13 @@ impl MrtrShared {
             started: now,
             started_ms: now_ms,
             expires: now.saturating_add(q.timeout.as_secs().max(1)),
-            asked: vec![(q.key.to_owned(), Asked::Form(q.form))],
+            asked: vec![(q.key.to_owned(), q.asked)],
             answer_bytes: 0,
             approval: Some(SealedApproval {
                 rule: q.rule.to_owned(),
                 key: q.key.to_owned(),
                 because: q.because.to_owned(),
+                pending: q.pending.map(str::to_owned),
             }),
         };
         let token = self.settings.keys.seal(&sealed).ok_or_else(|| {
@@ -168,7 +175,7 @@ impl MrtrShared {
         }
         let mut params = retry.params;
         let answers = self.take_answers(&mut params, prior)?;
-        let decision = read_decision(&params, &approval.key, fields)?;
+        let decision = read_decision(&params, approval, fields)?;
         match self
             .replay
             .consume_once(&prior.redemption_id(), prior.expires)
@@ -198,9 +205,10 @@ impl MrtrShared {
 /// The decision in the checked answers (only asked keys are left).
 fn read_decision(
     params: &serde_json::Map<String, Value>,
-    key: &str,
+    approval: &SealedApproval,
     fields: &DecisionFields<'_>,
 ) -> Result<Decision, Refusal> {
+    let key = approval.key.as_str();
     let answer = params
         .get("inputResponses")
         .and_then(|r| r.get(key))
@@ -218,7 +226,9 @@ fn read_decision(
             .and_then(Value::as_bool)
             == Some(true)
     };
+    let url_mode = approval.pending.is_some();
     Ok(match answer.get("action").and_then(Value::as_str) {
+        Some("accept") if url_mode => Decision::Opened,
         Some("accept") if ticked(fields.approve) => Decision::Approved {
             remember: ticked(fields.remember),
         },

@@ -64,6 +64,10 @@ pub struct SealedApproval {
     pub key: String,
     /// Why the rule asked (its audit label: `tool`, `annotation:…`, …).
     pub because: String,
+    /// The approval on the gateway's approval page an approver decides
+    /// (the question was its link, URL mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -258,7 +262,7 @@ impl StateKeys {
     }
 
     /// Seal `value` (as JSON) into a token that starts with `prefix`.
-    pub(crate) fn seal_as<T: Serialize>(&self, prefix: &str, value: &T) -> Option<String> {
+    pub fn seal_as<T: Serialize>(&self, prefix: &str, value: &T) -> Option<String> {
         let key = self.keys.first()?;
         let mut plain = serde_json::to_vec(value).ok()?;
         let mut nonce = [0u8; NONCE_LEN];

@@ -101,6 +101,18 @@ fn remember_title(rule: &ApprovalRule) -> Option<String> {
     }
 }
 
+/// The message of the link to the approval page (URL mode): the caller
+/// is told who decides, never the arguments (the page shows them to the
+/// approver).
+pub(crate) fn link_message(server: &str, tool: &str, rule: &str) -> String {
+    format!(
+        "An approver must approve this call to the tool \"{}\" of {} (approval rule \"{}\") before it goes through. The link opens the gateway's approval page, where the approver decides; nothing is forwarded until then.",
+        shown_name(tool, MAX_TOOL_CHARS),
+        shown_text(server, MAX_TOOL_CHARS),
+        shown_name(rule, MAX_TOOL_CHARS),
+    )
+}
+
 /// The message: the call, what it will do, why the gateway asks, the
 /// arguments.
 pub(crate) fn message(s: &Subject<'_>) -> String {

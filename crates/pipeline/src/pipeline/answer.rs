@@ -9,6 +9,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::bridge::calls::CallEvent;
+use super::bridge::handoff;
 use super::ctx::RequestCtx;
 use crate::audit::AuditEvent;
 use crate::json;
@@ -28,7 +30,8 @@ pub(crate) enum Answered {
     /// The body the upstream gets (the answer to its own request).
     Forward(Bytes),
     /// It answered the gateway's own question (an approval), and was handed
-    /// to the call that waits for it on this instance: nothing goes upstream.
+    /// to the call that waits for it (here, or on the replica that holds
+    /// it): nothing goes upstream.
     Taken,
 }
 
@@ -38,13 +41,13 @@ pub(crate) async fn check(ctx: &mut RequestCtx) -> Result<Option<Answered>, Refu
     if request.generation() != Generation::Sessions || !request.kind.is_response() {
         return Ok(None);
     }
-    let calls = ctx.gateway.bridge.clone();
     // Boxed: this future is large (the state store's calls) and most
     // requests never get here; inline it would size every request's future.
     let taken = Box::pin(take(ctx, |push| match &push.call {
         None => Ok(()),
-        // The gateway's own question, asked by a call of this session.
-        Some(call) if calls.is_waiting(call) => Ok(()),
+        // The gateway's own question, asked by a call of this session: it
+        // waits here, or on the replica the relay hands the answer to.
+        Some(call) if handoff::may_take(ctx, call) => Ok(()),
         Some(_) => Err(Refusal::new(
             Reason::CallNotWaiting,
             "the call this answers no longer waits on this gateway instance (it ended, or another instance holds it)",
@@ -54,18 +57,13 @@ pub(crate) async fn check(ctx: &mut RequestCtx) -> Result<Option<Answered>, Refu
     let Some(call) = &taken.push.call else {
         return taken.for_upstream().map(|b| Some(Answered::Forward(b)));
     };
-    let event = crate::pipeline::bridge::calls::CallEvent::Answer {
+    let event = CallEvent::Answer {
         key: taken.push.id.clone(),
         result: taken.result.clone(),
         error: taken.error.clone(),
     };
-    match calls.deliver(call, event) {
-        true => Ok(Some(Answered::Taken)),
-        false => Err(Refusal::new(
-            Reason::CallNotWaiting,
-            "the call this answers no longer waits on this gateway instance",
-        )),
-    }
+    Box::pin(handoff::answer(ctx, call, &taken.push.session, event)).await?;
+    Ok(Some(Answered::Taken))
 }
 
 /// A client's answer to a push, opened, checked and used up.

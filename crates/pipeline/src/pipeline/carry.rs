@@ -14,6 +14,9 @@
 //! | pinned listings (memory or Redis), the definitions delivered | their backend |
 //! | what upstreams delivered to each caller (fingerprints) | the single-use store |
 //! | remembered approvals | the single-use store |
+//! | the bridged calls held here | always |
+//! | the relay between replicas (its subscription) | `state.redis_url` |
+//! | calls waiting for an approver on the approval page | always (this process's) |
 //! | audit sink | `[audit]` |
 //! | metrics registry, clock | always (the process's own) |
 //!
@@ -22,8 +25,10 @@
 
 use std::sync::Arc;
 
+use super::bridge::{relayed, BridgeCalls};
 use super::forward::Pools;
 use super::record::Metrics;
+use super::relay::Relay;
 use super::Gateway;
 use crate::approval::memory::{DecisionMemory, LOCAL_CAPACITY};
 use crate::audit::AuditSink;
@@ -46,11 +51,15 @@ pub struct Carried {
     /// The previous generation's upstream pools, by their settings.
     pub(crate) pools: Pools,
     /// The bridged calls waiting for a client's answers.
-    pub(crate) bridge: Arc<super::bridge::BridgeCalls>,
+    pub(crate) bridge: Arc<BridgeCalls>,
     /// What upstreams delivered to each caller (kept with its single-use store).
     pub(crate) flows: Arc<FlowStore>,
     /// The approvals remembered (kept with its single-use store).
     pub(crate) approvals: Arc<DecisionMemory>,
+    /// The relay between replicas (kept while its Redis is the same).
+    pub(crate) relay: Option<Arc<Relay>>,
+    /// The calls waiting for an approver on the approval page.
+    pub(crate) pending: Arc<super::approve::PendingApprovals>,
 }
 
 impl Carried {
@@ -59,7 +68,9 @@ impl Carried {
     pub fn first(config: &GatewayConfig, metrics: Arc<Metrics>, clock: SharedClock) -> Carried {
         let audit = open_audit(config);
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
+        let bridge: Arc<BridgeCalls> = Default::default();
         Carried {
+            relay: relay(config, &bridge, None),
             metrics,
             approvals: approvals(config, &replay, &clock),
             flows: Arc::new(FlowStore::new(replay.clone(), DEFAULT_TTL)),
@@ -69,7 +80,8 @@ impl Carried {
             clock,
             throttle: Throttle::new(&config.throttle),
             pools: Pools::new(),
-            bridge: Default::default(),
+            bridge,
+            pending: Default::default(),
         }
     }
 
@@ -124,6 +136,8 @@ impl Carried {
             throttle,
             pools: old.routes.pools().clone(),
             bridge: old.bridge.clone(),
+            relay: relay(config, &old.bridge, old.relay.as_ref()),
+            pending: old.pending.clone(),
             approvals,
         }
     }
@@ -142,12 +156,30 @@ pub(super) fn approvals(
     })
 }
 
-/// The audit sink of `config`, started (opens its file: blocking). One that
-/// cannot open says so and counts its events as dropped until it does.
+/// The relay of `config`'s shared store (none when it is this instance's
+/// memory): `old` when it serves the same Redis.
+fn relay(
+    config: &GatewayConfig,
+    bridge: &Arc<BridgeCalls>,
+    old: Option<&Arc<Relay>>,
+) -> Option<Arc<Relay>> {
+    let ReplayBackend::Redis(url) = &config.state.replay else {
+        return None;
+    };
+    match old {
+        Some(old) if old.serves(url) => Some(old.clone()),
+        _ => Some(Relay::new(url, &bridge.instance, relayed::holder(bridge))),
+    }
+}
+
+/// The audit sink of `config`, started (opens its file: blocking; starts
+/// `[audit.otlp]`'s export). One that cannot open says so and counts its
+/// events as dropped until it does.
 fn open_audit(config: &GatewayConfig) -> AuditSink {
     let sink = AuditSink::from_settings(config.audit.clone());
     if let Err(e) = sink.start() {
         tracing::error!("audit trail: {e}; events are counted as dropped until it opens");
     }
+    crate::telemetry::Telemetry::export_audit(&sink);
     sink
 }

@@ -124,12 +124,15 @@ impl RequestCtx {
     /// What every audit event of this request says about it, built only
     /// when an MRTR step has something to record.
     pub(crate) fn audit_context(&self) -> crate::audit::AuditContext {
-        audit_context(
-            &self.route,
-            &self.request_id,
-            &self.principal,
-            &self.request,
-        )
+        crate::audit::AuditContext {
+            trace: self.trace.ids(),
+            ..audit_context(
+                &self.route,
+                &self.request_id,
+                &self.principal,
+                &self.request,
+            )
+        }
     }
 
     /// The JSON-RPC id's text, `null` when there is none.
@@ -163,5 +166,6 @@ pub(crate) fn audit_context(
         target: request.target.clone(),
         round: None,
         generation: request.generation().as_str(),
+        trace: None,
     }
 }

@@ -20,6 +20,7 @@ pub(crate) mod heavy;
 mod metrics;
 pub mod record;
 pub(crate) mod refuse;
+pub(crate) mod relay;
 pub(crate) mod reply;
 pub mod request;
 pub(crate) mod resource;
@@ -94,6 +95,10 @@ pub struct Gateway {
     pub(crate) flows: Arc<crate::mrtr::flows::FlowStore>,
     /// The approvals remembered (`[[approval]]` rules that let a decision hold).
     pub(crate) approvals: Arc<crate::approval::memory::DecisionMemory>,
+    /// Hands answers for calls another replica holds to it (Redis only).
+    pub(crate) relay: Option<Arc<relay::Relay>>,
+    /// The calls waiting for an approver on the approval page.
+    pub pending: Arc<approve::PendingApprovals>,
 }
 
 pub use carry::Carried;
@@ -110,6 +115,9 @@ impl Gateway {
         carried.listings.report_to(&health);
         carried.audit.report_to(&health);
         let mrtr = MrtrShared::new(config.state.clone(), carried.replay, carried.clock.clone());
+        if let Some(relay) = &carried.relay {
+            relay.seal_with(&config.state);
+        }
         Ok(Gateway {
             config,
             routes,
@@ -122,7 +130,18 @@ impl Gateway {
             bridge: carried.bridge,
             flows: carried.flows,
             approvals: carried.approvals,
+            relay: carried.relay,
+            pending: carried.pending,
         })
+    }
+
+    /// Listen for answers other replicas receive for this instance's
+    /// calls (no-op without a relay); a failure is logged by the relay, and
+    /// the call goes on (an answer reaching this replica still finds it).
+    pub(crate) async fn relay_listen(&self) {
+        if let Some(relay) = &self.relay {
+            let _ = relay.listen().await;
+        }
     }
 
     /// A gateway for `config` that serves no listener: its phases run on
@@ -148,6 +167,8 @@ impl Gateway {
             throttle: Throttle::new(&config.throttle),
             pools: forward::Pools::new(),
             bridge: Default::default(),
+            relay: None,
+            pending: Default::default(),
         };
         Gateway::new(Arc::new(config), carried).map(Arc::new)
     }

@@ -8,6 +8,7 @@
 
 use bytes::Bytes;
 
+use super::second::{await_retry, About};
 use super::steps::{keep, record, Recorded};
 use crate::approval::form::{APPROVE_FIELD, REMEMBER_FIELD};
 use crate::approval::{Remember, Step};
@@ -34,12 +35,30 @@ pub(crate) async fn decided(
     } = answer;
     let at = (accepted.prior.operation.clone(), accepted.prior.round);
     let at = Some((at.0.as_str(), at.1));
+    if let (Decision::Opened, Some(id)) = (decision, asked.pending.as_deref()) {
+        let tool = ctx.request.target.clone().unwrap_or_default();
+        let about = About {
+            rule: &asked.rule,
+            tool: &tool,
+            because: &asked.because,
+        };
+        await_retry(ctx, &about, id).await?;
+        let body = accepted.body.clone();
+        ctx.retry = Some(Box::new(accepted));
+        return Ok(body);
+    }
     let step = match decision {
+        // A link accepted where no approval waits: nothing was approved.
+        Decision::Opened => Step::Declined,
         Decision::Approved { .. } => Step::Approved,
         Decision::Declined => Step::Declined,
         Decision::Cancelled => Step::Cancelled,
     };
     let Decision::Approved { remember } = decision else {
+        if let Some(id) = asked.pending.as_deref() {
+            // The caller withdrew the call: its approval leaves the page.
+            drop(ctx.gateway.pending.waiter(id));
+        }
         recorded(ctx, &asked, step, None, at);
         let why = match decision {
             Decision::Cancelled => {

@@ -16,13 +16,14 @@ use http::request::Parts;
 use http::{HeaderValue, Response};
 use serde_json::{json, Value};
 
+use super::second::OnPage;
 use super::steps::{answer_form, record, remembered_for, Recorded, QUESTION_KEY};
 use super::{Asking, Rules};
 use crate::approval::form::{self, Subject};
 use crate::approval::{Annotations, Approver, ArgumentCheck, Circumstances, Facts, Fallback, Step};
 use crate::json::MessageKind;
 use crate::listings::ItemKind;
-use crate::model::{Generation, McpMethod, Reason, Refusal};
+use crate::model::{Asked, Generation, McpMethod, Reason, Refusal};
 use crate::mrtr::approval::ApprovalQuestion;
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::ctx::RequestCtx;
@@ -131,7 +132,7 @@ pub async fn check(
         arguments: arguments.get(ctx.request.params_text()),
         found: &found,
     };
-    question.decide(ctx).await
+    question.decide(ctx, parts, authority).await
 }
 
 /// A call as the approval rules read it.
@@ -217,23 +218,56 @@ struct Question<'a> {
 }
 
 impl Question<'_> {
-    async fn decide(&self, ctx: &mut RequestCtx) -> Result<Approve, Refusal> {
+    async fn decide(
+        &self,
+        ctx: &mut RequestCtx,
+        parts: &Parts,
+        authority: &HeaderValue,
+    ) -> Result<Approve, Refusal> {
         let rule = self.asking.rule;
         if self.remembered(ctx).await {
             self.record(ctx, Step::Remembered, None);
             return Ok(Approve::Forward);
         }
         let generation = ctx.request.generation();
-        let can_ask = match generation {
-            Generation::Stateless => ctx.request.client.elicitation_form,
+        let caps = match generation {
+            Generation::Stateless => ctx.request.client,
             Generation::Sessions => ctx
                 .session
                 .as_ref()
-                .is_some_and(|s| crate::model::ClientCaps::from(s.state.caps).elicitation_form),
+                .map(|s| crate::model::ClientCaps::from(s.state.caps))
+                .unwrap_or_default(),
         };
-        // The approval page for a second person is not served yet: a rule
-        // that needs it cannot be asked, and takes its fallback.
-        if !can_ask || rule.approver == Approver::Approvers {
+        // An approver other than the caller decides on the approval page:
+        // the rule's own approver, or its fallback for a client that
+        // cannot be asked (given the link when it takes URL mode, else
+        // waiting unseen while the approver finds it on the page).
+        let on_page = match rule.approver {
+            Approver::Approvers => caps.elicitation_url || rule.fallback == Fallback::Approvers,
+            Approver::Caller => !caps.elicitation_form && rule.fallback == Fallback::Approvers,
+        };
+        if on_page {
+            let held = self.held(ctx);
+            let link = caps.elicitation_url;
+            return match super::second::hold(ctx, &held, parts, authority, link).await? {
+                OnPage::Forward => Ok(Approve::Forward),
+                OnPage::Ask(resp) => Ok(Approve::Ask(resp)),
+                OnPage::Push {
+                    params,
+                    asked,
+                    waiter,
+                } => Ok(Approve::Push(super::push::Question {
+                    rule: rule.name.clone(),
+                    because: held.because,
+                    tool: self.tool.to_owned(),
+                    form: params,
+                    asked,
+                    timeout: rule.timeout,
+                    page: Some(waiter),
+                })),
+            };
+        }
+        if !caps.elicitation_form || rule.approver == Approver::Approvers {
             return self.fallback(ctx);
         }
         match generation {
@@ -251,7 +285,7 @@ impl Question<'_> {
         }
         self.record(ctx, Step::Unavailable, None);
         let why = match rule.approver {
-            Approver::Approvers => "an approval rule asks a second person about this call, and the gateway's approval page is not available in this version; nothing was forwarded",
+            Approver::Approvers => "an approval rule asks an approver about this call on the gateway's approval page, but the client declared no URL-mode elicitation to be given its link, and the rule names no fallback; nothing was forwarded",
             Approver::Caller => "an approval rule asks about this call, but the client declared no form elicitation to be asked with; nothing was forwarded",
         };
         Err(Refusal::new(Reason::ApprovalUnavailable, why)
@@ -274,6 +308,23 @@ impl Question<'_> {
 
     /// The form: the gateway's words alone.
     pub(super) fn form(&self, ctx: &RequestCtx) -> Value {
+        self.with_subject(ctx, form::form)
+    }
+
+    /// The call as an approver on the page is shown it: the form's words.
+    fn held(&self, ctx: &RequestCtx) -> super::second::Held<'_> {
+        let (message, provenance) =
+            self.with_subject(ctx, |s| (form::message(s), form::provenance(s)));
+        super::second::Held {
+            rule: self.asking.rule,
+            because: self.asking.because.label(),
+            tool: self.tool,
+            message,
+            provenance,
+        }
+    }
+
+    fn with_subject<T>(&self, ctx: &RequestCtx, make: impl FnOnce(&Subject<'_>) -> T) -> T {
         let policy = &ctx.route.upstream.settings.policy;
         let secret = |name: &str, value: &str| -> Option<&'static str> {
             policy.secret_named(name).or_else(|| {
@@ -289,7 +340,7 @@ impl Question<'_> {
             super::Written::Policy(name) => name,
             super::Written::Arguments => &policy.name,
         };
-        form::form(&Subject {
+        make(&Subject {
             server: ctx.upstream_name(),
             tool: self.tool,
             annotations: self.annotations,
@@ -309,8 +360,9 @@ impl Question<'_> {
             because: self.asking.because.label(),
             tool: self.tool.to_owned(),
             form: self.form(ctx),
-            schema: answer_form(rule.remembered().is_some() && !rule.first_use),
+            asked: Asked::Form(answer_form(rule.remembered().is_some() && !rule.first_use)),
             timeout: rule.timeout,
+            page: None,
         }
     }
 
@@ -325,7 +377,8 @@ impl Question<'_> {
             rule: &rule.name,
             because: &because,
             key: QUESTION_KEY,
-            form: answer_form(rule.remembered().is_some() && !rule.first_use),
+            asked: Asked::Form(answer_form(rule.remembered().is_some() && !rule.first_use)),
+            pending: None,
             timeout: rule.timeout,
         })?;
         ctx.trace.operation(&minted.operation, minted.round);

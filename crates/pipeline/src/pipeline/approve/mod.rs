@@ -7,11 +7,14 @@
 
 pub(crate) mod answer;
 pub(crate) mod ask;
+pub mod pending;
 pub(crate) mod push;
+mod second;
 mod steps;
 
 pub(crate) use ask::held_listing_approved;
 pub use ask::{applies, check, Approve, Called};
+pub use pending::PendingApprovals;
 pub use push::Question;
 pub(crate) use push::Waiting;
 

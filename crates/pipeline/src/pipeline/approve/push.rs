@@ -18,6 +18,8 @@ use http::{HeaderValue, Response};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::pending::{Outcome, Waiter};
+use super::second::{settled, About};
 use super::steps::{keep, record, Recorded, QUESTION_KEY};
 use crate::approval::form::{APPROVE_FIELD, REMEMBER_FIELD};
 use crate::approval::{Remember, Step};
@@ -36,11 +38,14 @@ pub struct Question {
     pub(crate) because: String,
     /// The tool as the client called it.
     pub(crate) tool: String,
-    /// The `elicitation/create` params (the gateway's form).
+    /// The `elicitation/create` params (the gateway's form, or the
+    /// approval page's link).
     pub(crate) form: Value,
-    /// The form as its answer is checked.
-    pub(crate) schema: FormSchema,
+    /// The question as its answer is checked.
+    pub(crate) asked: Asked,
     pub(crate) timeout: Duration,
+    /// The approval an approver decides on the page (the question is its link).
+    pub(crate) page: Option<Waiter>,
 }
 
 /// The call that waits for the person's decision, as the phases left it.
@@ -62,6 +67,8 @@ enum Decision {
     Expired,
     /// The client cancelled the call or went away: nothing more is said.
     Gone,
+    /// The approver decided on the approval page (or nobody did in time).
+    Page(Outcome),
 }
 
 /// Push the question and answer with the call's event stream; a task waits
@@ -75,9 +82,10 @@ pub(crate) fn start(waiting: Waiting, q: Question) -> Result<Response<ProxyBody>
         .map(|s| s.state.nonce.clone())
         .ok_or_else(|| Refusal::new(Reason::SessionInvalid, "no session"))?;
     let client_id = ctx.id().unwrap_or("null").to_owned();
-    let (registration, events) = gateway
-        .bridge
-        .register(new_operation_id(), &session, &client_id);
+    let (registration, events) =
+        gateway
+            .bridge
+            .register(gateway.bridge.new_call_id(), &session, &client_id);
     let now_ms = gateway.clock.now_millis();
     let push = PushState {
         v: 1,
@@ -86,7 +94,7 @@ pub(crate) fn start(waiting: Waiting, q: Question) -> Result<Response<ProxyBody>
         principal: ctx.binding().principal_key(),
         upstream: ctx.route.upstream.settings.id.clone(),
         method: "elicitation/create".to_owned(),
-        asked: Some(Asked::Form(q.schema.clone())),
+        asked: Some(q.asked.clone()),
         operation: registration.id.clone(),
         round: 1,
         started_ms: now_ms,
@@ -99,8 +107,13 @@ pub(crate) fn start(waiting: Waiting, q: Question) -> Result<Response<ProxyBody>
             "the gateway could not seal its question's id",
         )
     })?;
+    let mut params = q.form.clone();
+    if let (Some(waiter), Some(p)) = (&q.page, params.as_object_mut()) {
+        // 2025-11-25 names a URL-mode question; its completion is announced.
+        p.insert("elicitationId".into(), waiter.id().into());
+    }
     let message =
-        json!({"jsonrpc": "2.0", "id": token, "method": "elicitation/create", "params": q.form});
+        json!({"jsonrpc": "2.0", "id": token, "method": "elicitation/create", "params": params});
     let message = Bytes::from(serde_json::to_vec(&message).unwrap_or_default());
     steps(ctx, &q, Step::Asked, None);
     let (tx, resp) = event_stream();
@@ -120,13 +133,21 @@ async fn carry(
     message: Bytes,
     tx: &mpsc::Sender<Out>,
 ) -> Option<Reason> {
+    // Listening before the question is out: its answer may reach another replica.
+    waiting.ctx.gateway.relay_listen().await;
     if tx.send(Out::Message(message)).await.is_err() {
         return None;
     }
-    let decision = tokio::select! {
-        event = events.recv() => decision(event),
-        () = tokio::time::sleep(q.timeout) => Decision::Expired,
-        () = tx.closed() => Decision::Gone,
+    let decision = match &q.page {
+        None => tokio::select! {
+            event = events.recv() => decision(event),
+            () = tokio::time::sleep(q.timeout) => Decision::Expired,
+            () = tx.closed() => Decision::Gone,
+        },
+        Some(waiter) => {
+            let now = waiting.ctx.gateway.clock.now_millis();
+            on_page(waiter, now, &mut events, tx).await
+        }
     };
     // The call waits no more: a late answer is refused `call_not_waiting`.
     drop(registration);
@@ -137,6 +158,22 @@ async fn carry(
         body,
     } = waiting;
     let (step, refusal) = match decision {
+        Decision::Page(outcome) => {
+            let about = About {
+                rule: &q.rule,
+                tool: &q.tool,
+                because: &q.because,
+            };
+            if let (Some(waiter), Outcome::Decided { .. }) = (&q.page, &outcome) {
+                let done = json!({"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": waiter.id()}});
+                let done = Bytes::from(serde_json::to_vec(&done).unwrap_or_default());
+                let _ = tx.send(Out::Message(done)).await;
+            }
+            return match settled(&ctx, &about, outcome) {
+                Ok(()) => forward(ctx, parts, authority, body, tx).await,
+                Err(refusal) => fail(&ctx, tx, &refusal).await,
+            };
+        }
         Decision::Approved { remember } => {
             let kept = keep(&ctx, &q.rule, remember).await;
             steps(&ctx, &q, Step::Approved, kept);
@@ -159,6 +196,46 @@ async fn carry(
     };
     steps(&ctx, &q, step, None);
     fail(&ctx, tx, &refusal).await
+}
+
+/// The approver's decision on the page; the caller's answer to the link
+/// only withdraws the call (declined or cancelled) or lets it wait on.
+async fn on_page(
+    waiter: &Waiter,
+    now_ms: u64,
+    events: &mut mpsc::UnboundedReceiver<CallEvent>,
+    tx: &mpsc::Sender<Out>,
+) -> Decision {
+    let decided = waiter.decision(now_ms);
+    tokio::pin!(decided);
+    let mut answered = false;
+    loop {
+        tokio::select! {
+            outcome = &mut decided => return Decision::Page(outcome),
+            event = events.recv(), if !answered => match link_answer(event) {
+                // Accepted: the caller opened (or was shown) the link.
+                None => answered = true,
+                Some(withdrawn) => return withdrawn,
+            },
+            () = tx.closed() => return Decision::Gone,
+        }
+    }
+}
+
+/// The caller's answer to the link: `None` when accepted (the call waits
+/// on for the approver), else what ends the call.
+fn link_answer(event: Option<CallEvent>) -> Option<Decision> {
+    let Some(CallEvent::Answer { result, .. }) = event else {
+        return Some(Decision::Gone);
+    };
+    let Some(result) = result else {
+        return Some(Decision::Declined);
+    };
+    match result.get("action").and_then(Value::as_str) {
+        Some("accept") => None,
+        Some("cancel") => Some(Decision::Cancelled),
+        _ => Some(Decision::Declined),
+    }
 }
 
 fn declined(q: &Question, why: &str) -> Refusal {

@@ -1,8 +1,9 @@
 //! The bridged calls waiting on this gateway instance for a 2025-11-25
 //! client's answers: the client answers a pushed question with a separate
 //! POST, which finds the waiting call here by the id sealed into the push.
-//! Only this process knows its calls, so a session's requests must reach
-//! the instance that holds its call (README "Bridging the two generations").
+//! Only this process holds its calls: an answer that reaches another
+//! replica is handed here through the relay (`relayed.rs`), found by the
+//! instance id each call's id starts with.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,7 +39,7 @@ struct Waiting {
 pub(crate) struct BridgeCalls {
     waiting: Mutex<HashMap<String, Waiting>>,
     /// Names this instance in the states of the calls it holds.
-    pub(super) instance: String,
+    pub(crate) instance: String,
     pub(super) held: Mutex<HashMap<String, super::held::Held>>,
     pub(super) sessions: Mutex<HashMap<String, super::held::Opened>>,
 }
@@ -98,6 +99,29 @@ impl BridgeCalls {
             id,
         };
         (registration, rx)
+    }
+
+    /// A new call's id: this instance's id, a dot, a random part (the
+    /// relay finds the holder of a call by it).
+    pub(crate) fn new_call_id(&self) -> String {
+        format!(
+            "{}.{}",
+            self.instance,
+            crate::mrtr::seal::new_operation_id()
+        )
+    }
+
+    /// Whether the call `id` was made by this instance.
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        crate::pipeline::relay::holder_of(id) == Some(self.instance.as_str())
+    }
+
+    /// Hand `event` to the call `id` when it belongs to `session` (what a
+    /// relayed answer says it came in); false when no such call waits here.
+    pub(crate) fn deliver_in(&self, session: &str, id: &str, event: CallEvent) -> bool {
+        self.lock()
+            .get(id)
+            .is_some_and(|w| w.session == session && w.events.send(event).is_ok())
     }
 
     /// Whether the call `id` waits here.

@@ -6,9 +6,12 @@
 use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use http::request::Parts;
 use http::HeaderValue;
 use serde_json::Value;
 
+use super::super::ctx::RequestCtx;
+use super::super::request::copy_head;
 use super::calls::BridgeCalls;
 use super::events::Messages;
 
@@ -36,6 +39,42 @@ pub(crate) struct Held {
     pub(crate) push: Value,
     /// Its round: how many pushes the call has had.
     pub(crate) round: u32,
+    /// What the call was started with, kept when a relay may hand its
+    /// retry here from another replica (whose request the call cannot use).
+    pub(crate) origin: Option<Box<Origin>>,
+}
+
+/// The request a held call was started with: what resuming it needs.
+pub(crate) struct Origin {
+    pub(crate) ctx: RequestCtx,
+    pub(crate) head: Parts,
+    pub(crate) authority: HeaderValue,
+}
+
+impl Origin {
+    pub(crate) fn of(ctx: &RequestCtx, head: &Parts, authority: &HeaderValue) -> Origin {
+        let ctx = RequestCtx {
+            gateway: ctx.gateway.clone(),
+            route: ctx.route.clone(),
+            peer: ctx.peer.clone(),
+            request_id: ctx.request_id.clone(),
+            started: ctx.started,
+            principal: ctx.principal.clone(),
+            request: ctx.request.clone(),
+            retry: None,
+            task: None,
+            session: None,
+            trace: ctx.trace.clone(),
+            subject: ctx.subject.clone(),
+            argument_asks: Vec::new(),
+            listing_held: false,
+        };
+        Origin {
+            ctx,
+            head: copy_head(head),
+            authority: authority.clone(),
+        }
+    }
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> MutexGuard<'_, T> {

@@ -7,7 +7,9 @@
 //! call with `input_required` — one question per round — whose sealed
 //! `requestState` names the upstream call, held open on this instance; the
 //! client's retry delivers its answer to the waiting upstream request
-//! (checked as any answer to a push) and the call is read on.
+//! (checked as any answer to a push) and the call is read on. A retry that
+//! reaches another replica is checked there and handed here through the
+//! relay (`handoff.rs` here, `relayed.rs` there).
 
 use http::request::Parts;
 use http::{HeaderValue, Response};
@@ -17,9 +19,11 @@ use super::super::body::ProxyBody;
 use super::super::ctx::RequestCtx;
 use super::super::refuse::Refused;
 use super::super::reply::{accepted, json_response, message};
+use super::calls::BridgeCalls;
 use super::discover::{capabilities, lists_sessions, server_version};
 use super::events::Messages;
-use super::held::{Held, Opened};
+use super::handoff;
+use super::held::{Held, Opened, Origin};
 use super::initialize::discovery;
 use super::outbound::{params_of, to_sessions_params, to_stateless, Outbound};
 use super::rounds::through;
@@ -106,13 +110,15 @@ pub(super) async fn serve(
 /// One request carried across: the client's, and what carrying it needs.
 struct Bridge<'a> {
     ctx: &'a RequestCtx,
+    head: &'a Parts,
+    authority: &'a HeaderValue,
     outbound: Outbound,
     /// Names the upstream session this caller and its capabilities use.
     session_key: String,
 }
 
 impl<'a> Bridge<'a> {
-    fn new(ctx: &'a RequestCtx, head: &Parts, authority: &HeaderValue) -> Bridge<'a> {
+    fn new(ctx: &'a RequestCtx, head: &'a Parts, authority: &'a HeaderValue) -> Bridge<'a> {
         let caps = ctx.request.client;
         let session_key = format!(
             "{}\n{}\n{}",
@@ -122,6 +128,8 @@ impl<'a> Bridge<'a> {
         );
         Bridge {
             ctx,
+            head,
+            authority,
             outbound: Outbound::new(
                 super::super::request::copy_head(head),
                 authority.clone(),
@@ -446,8 +454,12 @@ impl<'a> Bridge<'a> {
                     session: opened,
                     push: push.clone(),
                     round: round + 1,
+                    origin: None,
                 };
                 let params = m.get("params").cloned().unwrap_or_else(|| json!({}));
+                // Listening before the question is out: its retry may reach
+                // another replica.
+                ctx.gateway.relay_listen().await;
                 return self.hold(held, method, params);
             }
             // A notification (progress, a log line) has no place in the
@@ -496,8 +508,7 @@ impl<'a> Bridge<'a> {
                 "the gateway could not seal a state",
             ))
         })?;
-        let expiry = self.expiry(&held.session);
-        gateway.bridge.hold(call, held, timeout, expiry);
+        self.keep(call, held);
         self.count(QuestionOutcome::Pushed);
         let result = json!({"resultType": "input_required",
             "inputRequests": {key: {"method": method, "params": params}},
@@ -547,40 +558,68 @@ impl<'a> Bridge<'a> {
                 "the question this answers has expired",
             )));
         }
-        let not_waiting =
-            |why: &str| self.refused(Refusal::new(Reason::CallNotWaiting, why.to_owned()));
-        if state.instance != gateway.bridge.instance {
-            return Err(not_waiting(
-                "another gateway instance holds the call this answers: send the retry to the instance that asked",
-            ));
-        }
-        let held = gateway.bridge.take_held(&state.call).ok_or_else(|| {
-            not_waiting("the call this answers no longer waits (it ended, or was answered)")
-        })?;
         let params = params_of(&ctx.request).map_err(|r| self.refused(r))?;
         let answer = params
             .get("inputResponses")
             .and_then(|r| r.get(&state.key))
             .cloned();
-        let Some(answer) = answer else {
-            let timeout = gateway.config.state.push_timeout;
-            let expiry = self.expiry(&held.session);
-            gateway.bridge.hold(state.call, held, timeout, expiry);
-            return Err(self.refused(
+        let no_answer = || {
+            self.refused(
                 Refusal::new(
                     Reason::InvalidAnswer,
                     "inputResponses has no answer to the question asked",
                 )
-                .with_data("key", state.key.into()),
-            ));
+                .with_data("key", state.key.clone().into()),
+            )
         };
+        let not_waiting =
+            |why: &str| self.refused(Refusal::new(Reason::CallNotWaiting, why.to_owned()));
+        if state.instance != gateway.bridge.instance {
+            let Some(relay) = &gateway.relay else {
+                return Err(not_waiting(
+                    "another gateway instance holds the call this answers: send the retry to the instance that asked",
+                ));
+            };
+            let answer = answer.ok_or_else(no_answer)?;
+            return handoff::retry(ctx, relay, &state.instance, state.call, answer)
+                .await
+                .map_err(|r| self.refused(r));
+        }
+        let held = gateway.bridge.take_held(&state.call).ok_or_else(|| {
+            not_waiting("the call this answers no longer waits (it ended, or was answered)")
+        })?;
+        let Some(answer) = answer else {
+            self.keep(state.call, held);
+            return Err(no_answer());
+        };
+        self.answer_held(state.call, held, answer).await
+    }
+
+    /// Hold `held` as `call` until its retry or `push_timeout`; with what
+    /// resuming it needs when a relay may hand the retry here.
+    fn keep(&self, call: String, mut held: Held) {
+        let gateway = &self.ctx.gateway;
+        if gateway.relay.is_some() {
+            held.origin = Some(Box::new(Origin::of(self.ctx, self.head, self.authority)));
+        }
+        let timeout = gateway.config.state.push_timeout;
+        let expiry = self.expiry(&held.session);
+        gateway.bridge.hold(call, held, timeout, expiry);
+    }
+
+    /// `answer` to the push `held` waits on, sent; the call read on.
+    async fn answer_held(
+        &self,
+        call: String,
+        held: Held,
+        answer: Value,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let ctx = self.ctx;
         let body = json!({"jsonrpc": "2.0", "id": held.push, "result": answer});
         if let Err(refused) = self.send(&body, &held.session).await {
             // The answer was refused (not what was asked, a secret): the
             // upstream still waits; the client may answer again.
-            let timeout = gateway.config.state.push_timeout;
-            let expiry = self.expiry(&held.session);
-            gateway.bridge.hold(state.call, held, timeout, expiry);
+            self.keep(call, held);
             return Err(refused.within(ctx.id(), ctx.route.name()));
         }
         self.count(QuestionOutcome::Answered);
@@ -589,9 +628,53 @@ impl<'a> Bridge<'a> {
             session,
             round,
             push,
+            origin: _,
         } = held;
         self.read(messages, session, round, Some(&push)).await
     }
+}
+
+/// A retry another replica received and checked, for the call `call` held
+/// here: answered as [`Bridge::resume`] would, with the request that
+/// started the call. The caller is checked again against that request.
+pub(super) async fn resume_relayed(
+    calls: &BridgeCalls,
+    call: String,
+    principal: &str,
+    answer: Value,
+) -> Result<Value, Refusal> {
+    let not_waiting = || {
+        Refusal::new(
+            Reason::CallNotWaiting,
+            "the call this answers no longer waits (it ended, or was answered)",
+        )
+    };
+    let mut held = calls.take_held(&call).ok_or_else(not_waiting)?;
+    let Some(origin) = held.origin.take() else {
+        return Err(not_waiting());
+    };
+    let bridge = Bridge::new(&origin.ctx, &origin.head, &origin.authority);
+    if origin.ctx.binding().principal_key() != principal {
+        bridge.keep(call, held);
+        return Err(Refusal::new(
+            Reason::StatePrincipalMismatch,
+            "this requestState was issued to another caller",
+        ));
+    }
+    let resp = bridge
+        .answer_held(call, held, answer)
+        .await
+        .map_err(|r| r.refusal)?;
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    serde_json::from_slice(&body).map_err(|_| {
+        Refusal::new(
+            Reason::InternalError,
+            "the held call's answer could not be read back",
+        )
+    })
 }
 
 /// Whether the upstream answered as a server that no longer knows the

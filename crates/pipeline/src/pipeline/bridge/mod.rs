@@ -22,10 +22,12 @@ pub(crate) mod calls;
 mod discover;
 mod events;
 pub(crate) use events::{stream as event_stream, Messages, Out};
+pub(crate) mod handoff;
 mod held;
 mod initialize;
 mod legacy;
 mod outbound;
+pub(crate) mod relayed;
 mod rounds;
 
 pub(crate) use calls::BridgeCalls;
@@ -124,6 +126,7 @@ async fn in_session(
             if let Some(s) = &ctx.session {
                 session::end_session(&ctx.gateway, &s.state).await?;
                 ctx.gateway.bridge.end_session(&s.state.nonce);
+                handoff::cancel(&ctx, &s.state.nonce, None);
             }
             return Ok(accepted_with(StatusCode::OK));
         }
@@ -182,18 +185,15 @@ async fn call(
 }
 
 /// The client's answer to a pushed question: checked as any answer to a
-/// push, then handed to the call that waits for it on this instance.
+/// push, then handed to the call that waits for it, here or (through the
+/// relay) on the replica that holds it.
 async fn take_answer(ctx: &RequestCtx) -> Result<Response<ProxyBody>, Refusal> {
-    let calls = &ctx.gateway.bridge;
-    let gone = || {
-        Refusal::new(
+    let taken = answer::take(ctx, |push| match &push.call {
+        Some(call) if handoff::may_take(ctx, call) => Ok(()),
+        Some(_) => Err(Refusal::new(
             Reason::CallNotWaiting,
             "the call this answers no longer waits on this gateway instance (it ended, or another instance holds it)",
-        )
-    };
-    let taken = answer::take(ctx, |push| match &push.call {
-        Some(call) if calls.is_waiting(call) => Ok(()),
-        Some(_) => Err(gone()),
+        )),
         None => Err(Refusal::new(
             Reason::AnswerNotRequested,
             "this response answers no request this gateway delivered",
@@ -212,10 +212,8 @@ async fn take_answer(ctx: &RequestCtx) -> Result<Response<ProxyBody>, Refusal> {
         result: taken.result,
         error: taken.error,
     };
-    match calls.deliver(call, event) {
-        true => Ok(accepted()),
-        false => Err(gone()),
-    }
+    handoff::answer(ctx, call, &taken.push.session, event).await?;
+    Ok(accepted())
 }
 
 /// `notifications/cancelled` for one of the session's calls.
@@ -223,6 +221,7 @@ fn cancel(ctx: &RequestCtx) -> Result<(), Refusal> {
     let params = params_of(&ctx.request)?;
     if let (Some(id), Some(s)) = (params.get("requestId"), &ctx.session) {
         ctx.gateway.bridge.cancel(&s.state.nonce, id);
+        handoff::cancel(ctx, &s.state.nonce, Some(id));
     }
     Ok(())
 }

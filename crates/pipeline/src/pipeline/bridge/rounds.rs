@@ -27,7 +27,6 @@ use super::calls::{CallEvent, Registration};
 use super::events::{self, is_response, Messages, Out};
 use super::outbound::{to_sessions, Outbound};
 use crate::model::{McpMethod, Reason, Refusal};
-use crate::mrtr::seal::new_operation_id;
 use crate::pipeline::metrics::bridge::QuestionOutcome;
 use crate::policy::inspect::PROVENANCE_KEY;
 use crate::sessions::PushState;
@@ -57,10 +56,13 @@ impl Call {
     pub(super) async fn start(self) -> Result<Response<ProxyBody>, Refused> {
         // Registered from the start: the client may cancel the call at any
         // time (`notifications/cancelled`), and the upstream's work with it.
-        let (registration, mut events) =
-            self.gateway
-                .bridge
-                .register(new_operation_id(), &self.session, &self.client_id);
+        let (registration, mut events) = self.gateway.bridge.register(
+            self.gateway.bridge.new_call_id(),
+            &self.session,
+            &self.client_id,
+        );
+        // Listening before any question is out: its answer may reach another replica.
+        self.gateway.relay_listen().await;
         let first = tokio::select! {
             sent = self.send(0, self.params.clone()) => sent?,
             () = cancelled(&mut events) => return Ok(events::ended()),

@@ -37,6 +37,7 @@ impl QuestionOutcome {
 pub(crate) struct BridgeMetrics {
     sessions: IntCounterVec,
     questions: IntCounterVec,
+    handoffs: IntCounterVec,
 }
 
 impl BridgeMetrics {
@@ -55,16 +56,30 @@ impl BridgeMetrics {
             ),
             &["upstream", "outcome"],
         )?;
+        let handoffs = IntCounterVec::new(
+            Opts::new(
+                "portcullis_relay_handoffs_total",
+                "Answers (kind answer: to a question pushed on a 2025-11-25 call's stream) and retries (kind retry: of a call carried in a 2025-11-25 upstream session) this replica received for a call another replica holds and handed to it through Redis, by kind and outcome (delivered, answered, not_waiting, refused, holder_gone, timed_out, store_unavailable)",
+            ),
+            &["kind", "outcome"],
+        )?;
         registry.register(Box::new(sessions.clone()))?;
         registry.register(Box::new(questions.clone()))?;
+        registry.register(Box::new(handoffs.clone()))?;
         Ok(BridgeMetrics {
             sessions,
             questions,
+            handoffs,
         })
     }
 
     pub(crate) fn session_opened(&self, upstream: &str) {
         self.sessions.with_label_values(&[upstream]).inc();
+    }
+
+    /// A hand-off through the relay, by `kind` and `outcome`.
+    pub(crate) fn handoff(&self, kind: &str, outcome: &str) {
+        self.handoffs.with_label_values(&[kind, outcome]).inc();
     }
 
     pub(crate) fn questions(&self, upstream: &str, outcome: QuestionOutcome, n: usize) {

@@ -46,7 +46,7 @@ impl Transport {
 }
 
 /// The client's message, checked, with what later phases need of it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ParsedRequest {
     /// The body exactly as the client sent it; forwarded byte for byte
     /// unless a retry's answers are rewritten.

@@ -1,0 +1,116 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::identify::AuthMethod;
+
+fn glob(pattern: &str) -> Option<GlobSet> {
+    let mut b = globset::GlobSetBuilder::new();
+    b.add(globset::Glob::new(pattern).unwrap());
+    Some(b.build().unwrap())
+}
+
+fn pending(expires_ms: u64) -> Pending {
+    Pending {
+        rule: "second".into(),
+        because: "tool".into(),
+        tool: "delete_all".into(),
+        server: "files".into(),
+        message: "m".into(),
+        caller: "alice (jwt)".into(),
+        caller_key: "jwt:alice".into(),
+        digest: "d".into(),
+        deciders: Deciders {
+            approvers: glob("bob*"),
+            approver_groups: glob("security"),
+            auth: Arc::new(AuthSchemes::default()),
+            schemes: Vec::new(),
+            resource: None,
+        },
+        csrf: "token-1".into(),
+        expires_ms,
+    }
+}
+
+fn principal(name: &str, groups: &[&str], method: AuthMethod) -> Principal {
+    Principal {
+        name: Arc::from(name),
+        groups: groups
+            .iter()
+            .map(|g| g.to_string())
+            .collect::<Vec<_>>()
+            .into(),
+        method,
+        grant: None,
+    }
+}
+
+#[test]
+fn approvers_are_matched_by_name_or_group_never_anonymous() {
+    let d = pending(10).deciders;
+    assert!(d.admits(&principal("bob", &[], AuthMethod::Jwt)));
+    assert!(d.admits(&principal("carol", &["security"], AuthMethod::OAuth)));
+    assert!(!d.admits(&principal("alice", &["dev"], AuthMethod::Jwt)));
+    assert!(!d.admits(&Principal::anonymous()));
+}
+
+#[tokio::test]
+async fn a_decision_is_taken_once_with_the_approvals_own_token() {
+    let store = Arc::new(PendingApprovals::default());
+    let waiter = store.open(pending(60_000), 0).unwrap();
+    let id = waiter.id().to_owned();
+    assert_eq!(
+        store
+            .decide(&id, "forged", Verdict::Approved, "bob", 1)
+            .err(),
+        Some(Undecided::CsrfMismatch)
+    );
+    assert!(store
+        .decide(&id, "token-1", Verdict::Approved, "bob", 1)
+        .is_ok());
+    assert_eq!(
+        store
+            .decide(&id, "token-1", Verdict::Declined, "bob", 2)
+            .err(),
+        Some(Undecided::AlreadyDecided)
+    );
+    let outcome = waiter.decision(3).await;
+    assert_eq!(
+        outcome,
+        Outcome::Decided {
+            verdict: Verdict::Approved,
+            by: Arc::from("bob")
+        }
+    );
+    drop(waiter);
+    // The call read its decision: the approval is gone.
+    assert_eq!(store.get(&id, 4).err(), Some(Undecided::NotFound));
+}
+
+#[tokio::test]
+async fn an_expired_approval_takes_no_decision_and_its_call_hears_so() {
+    let store = Arc::new(PendingApprovals::default());
+    let waiter = store.open(pending(50), 0).unwrap();
+    let id = waiter.id().to_owned();
+    assert_eq!(
+        store
+            .decide(&id, "token-1", Verdict::Approved, "bob", 50)
+            .err(),
+        Some(Undecided::Expired)
+    );
+    assert_eq!(waiter.decision(50).await, Outcome::Expired);
+}
+
+#[test]
+fn a_released_approval_outlives_its_handle_and_a_held_one_does_not() {
+    let store = Arc::new(PendingApprovals::default());
+    let id = store.open(pending(60_000), 0).unwrap().release();
+    assert!(store.get(&id, 1).is_ok());
+    let held = store.waiter(&id).unwrap();
+    drop(held);
+    assert_eq!(store.get(&id, 1).err(), Some(Undecided::NotFound));
+    // Ids are not guessable: two are never the same.
+    let a = store.open(pending(60_000), 0).unwrap();
+    let b = store.open(pending(60_000), 0).unwrap();
+    assert_ne!(a.id(), b.id());
+    assert!(a.id().len() >= 22);
+}
