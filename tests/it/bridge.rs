@@ -18,7 +18,7 @@ use crate::common::*;
 /// ask (`ask_rounds`: two questions, then a third, then the result naming
 /// the actions it got; `ask_secret`: a form for a password; `ask_forever`);
 /// `plain`. `initialize` is refused as such a server refuses it.
-async fn stateless_only(versions: Value) -> ScriptedUpstream {
+pub(crate) async fn stateless_only(versions: Value) -> ScriptedUpstream {
     upstream(versions, false).await
 }
 
@@ -103,13 +103,13 @@ async fn initialize(gw_url: &str, caps: Value) -> (Value, String) {
 }
 
 /// The messages of an event stream, read as they arrive.
-struct Events {
+pub(crate) struct Events {
     stream: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     buffer: String,
 }
 
 impl Events {
-    fn of(resp: reqwest::Response) -> Events {
+    pub(crate) fn of(resp: reqwest::Response) -> Events {
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
         Events {
             stream: resp.bytes_stream().boxed(),
@@ -118,7 +118,7 @@ impl Events {
     }
 
     /// The next message; `None` when the stream ended.
-    async fn next(&mut self) -> Option<Value> {
+    pub(crate) async fn next(&mut self) -> Option<Value> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let event: String = self.buffer.drain(..end + 2).collect();

@@ -24,7 +24,7 @@ fn form(field: &str) -> Value {
 /// The scripted server: `initialize` opens session `up-1`; `ask` pushes a
 /// form for `room` and, a moment later, ends with its result; `ask_secret`
 /// pushes a form for a password.
-async fn sessions_only() -> ScriptedUpstream {
+pub(crate) async fn sessions_only() -> ScriptedUpstream {
     ScriptedUpstream::start(|req| {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let id = id_of(req);

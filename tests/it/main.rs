@@ -22,6 +22,7 @@ mod drain;
 mod explain;
 mod failure_metrics;
 mod federation;
+mod federation_bridge;
 mod federation_hostile;
 mod federation_shadowing;
 mod hardening;

@@ -344,7 +344,7 @@ impl Gateway {
         });
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));
-        session::open(&mut ctx, &parts.headers)
+        session::open(&mut ctx, &parts.headers, carried)
             .await
             .map_err(|r| within(r, &ctx))?;
         // A stdio program speaks one generation, found when it first starts:

@@ -16,8 +16,14 @@ fn invalid(message: &str) -> Refusal {
     Refusal::new(Reason::SessionInvalid, message)
 }
 
-/// Open the client's session id, when the request carries one.
-pub(crate) async fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<(), Refusal> {
+/// Open the client's session id, when the request carries one. A request
+/// the bridge `carried` to a federated route's member may carry the
+/// session the bridge opened at that upstream alone.
+pub(crate) async fn open(
+    ctx: &mut RequestCtx,
+    headers: &HeaderMap,
+    carried: bool,
+) -> Result<(), Refusal> {
     if ctx.request.generation() != Generation::Sessions {
         return Ok(());
     }
@@ -57,6 +63,7 @@ pub(crate) async fn open(ctx: &mut RequestCtx, headers: &HeaderMap) -> Result<()
         Some(member) if state.upstream == *member.path => state.member(id).ok_or_else(|| {
             invalid("this upstream did not join the session at initialize; initialize again")
         })?,
+        Some(_) if carried && state.upstream == *id && state.members.is_empty() => state,
         None if state.upstream == *id => state,
         _ => {
             return Err(invalid(

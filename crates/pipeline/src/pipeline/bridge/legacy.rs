@@ -41,7 +41,6 @@ const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// A 2026-07-28 request on a route whose upstream speaks only 2025-11-25.
 pub(super) fn applies(ctx: &RequestCtx) -> bool {
     ctx.request.generation() == Generation::Stateless
-        && ctx.route.member.is_none()
         && ctx.route.upstream.speaks.speaks(Generation::Stateless) == Some(false)
 }
 
@@ -55,7 +54,6 @@ pub(super) async fn speaks_only_sessions(
 ) -> bool {
     let speaks = &ctx.route.upstream.speaks;
     if ctx.request.generation() != Generation::Stateless
-        || ctx.route.member.is_some()
         || speaks.speaks(Generation::Stateless).is_some()
         || speaks.sessions() == Some(false)
     {
