@@ -65,6 +65,16 @@ async fn a_2026_07_28_client_sees_and_calls_the_older_member_and_answers_its_que
         v["result"]["_meta"]["dev.portcullis/federation"].is_null(),
         "{v}"
     );
+    // One server, described by both members (the older one's description
+    // is its `initialize`, asked by the gateway).
+    let v = ask(&gw, 7, "server/discover", json!({})).await;
+    let text = v["result"]["instructions"].as_str().unwrap_or_default();
+    assert!(text.contains("## Upstream new\n\nCall ask_rounds"), "{v}");
+    assert!(text.contains("## Upstream old\n\nAsk away."), "{v}");
+    assert!(
+        v["result"]["_meta"]["dev.portcullis/federation"].is_null(),
+        "{v}"
+    );
     for (id, tool) in [(2, "new_plain"), (3, "old_plain")] {
         let v = ask(
             &gw,
@@ -91,6 +101,11 @@ async fn a_2026_07_28_client_sees_and_calls_the_older_member_and_answers_its_que
     );
     let state = r["requestState"].clone();
     let answer = json!({"action": "accept", "content": {"room": "nook"}});
+    // The question's state leads only to the member that asked it.
+    let elsewhere = json!({"name": "new_plain", "arguments": {}, "inputResponses": {"answer": answer},
+        "requestState": state});
+    let v = ask(&gw, 6, "tools/call", elsewhere).await;
+    assert_eq!(v["error"]["data"]["reason"], "state_invalid", "{v}");
     let retry = json!({"name": "old_ask", "arguments": {}, "inputResponses": {"answer": answer},
         "requestState": state});
     let done = ask(&gw, 5, "tools/call", retry).await;
@@ -146,6 +161,9 @@ async fn a_2025_11_25_session_sees_and_calls_the_newer_member_and_answers_its_qu
     assert_eq!(r["protocolVersion"], LEGACY_VERSION, "{v}");
     assert!(r["_meta"]["dev.portcullis/federation"].is_null(), "{v}");
     assert_eq!(r["serverInfo"]["name"], "team-tools");
+    let text = r["instructions"].as_str().unwrap_or_default();
+    assert!(text.contains("## Upstream new\n\nCall ask_rounds"), "{v}");
+    assert!(text.contains("## Upstream old\n\nAsk away."), "{v}");
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     let v = json_of(in_session(&gw, &session, list).await).await;
     assert_eq!(
