@@ -7,7 +7,9 @@
 //! - none, or `<!-- toml: example NAME -->`: a complete gateway config. It is
 //!   checked in a folder of its own, with `tests/interop/node_modules/.bin` first
 //!   on `PATH` (where the test command installs the npm servers the text tells the
-//!   reader to install) and every environment variable it names set;
+//!   reader to install; a sandbox of a program installed there gets that folder in
+//!   `read_only`, as the stdio guide tells a reader whose npm installs outside
+//!   `/usr`) and every environment variable it names set;
 //!   `<!-- toml: example NAME, folders a b -->` also makes the folders the text
 //!   tells the reader to make, beside the config.
 //! - `<!-- toml: fragment of NAME -->`: part of a config; NAME is a complete
@@ -139,8 +141,8 @@ fn check(config: &str, folders: &[String], files: &[(&str, &str)]) -> (bool, Str
         std::fs::write(path, text).unwrap();
     }
     let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, config).unwrap();
     let npm_bin = Path::new(ROOT).join("tests/interop/node_modules/.bin");
+    std::fs::write(&path, installed_elsewhere(config, &npm_bin)).unwrap();
     let search = std::env::join_paths(std::iter::once(npm_bin).chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
@@ -158,6 +160,45 @@ fn check(config: &str, folders: &[String], files: &[(&str, &str)]) -> (bool, Str
     let said =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), said)
+}
+
+/// `config` as a reader whose npm installs into `npm_bin`'s folder (not under
+/// `/usr`) makes it: what the stdio guide tells them, that folder in the
+/// `read_only` of every sandbox whose program is installed there.
+fn installed_elsewhere(config: &str, npm_bin: &Path) -> String {
+    let Ok(mut value) = config.parse::<toml::Table>() else {
+        return config.to_owned();
+    };
+    let Some(toml::Value::Array(upstreams)) = value.get_mut("upstream") else {
+        return config.to_owned();
+    };
+    let mut changed = false;
+    for up in upstreams.iter_mut().filter_map(toml::Value::as_table_mut) {
+        let program = up
+            .get("command")
+            .and_then(|c| c.get(0))
+            .and_then(toml::Value::as_str)
+            .map(str::to_owned);
+        let there = program.is_some_and(|p| !p.contains('/') && npm_bin.join(p).exists());
+        let Some(sandbox) = up.get_mut("sandbox").and_then(toml::Value::as_table_mut) else {
+            continue;
+        };
+        if there {
+            let folder = npm_bin.parent().unwrap().display().to_string();
+            let listed = sandbox
+                .entry("read_only")
+                .or_insert_with(|| toml::Value::Array(vec![]));
+            if let Some(list) = listed.as_array_mut() {
+                list.push(toml::Value::String(folder));
+                changed = true;
+            }
+        }
+    }
+    if changed {
+        toml::to_string(&value).unwrap()
+    } else {
+        config.to_owned()
+    }
 }
 
 /// The environment variables a config names (`env_from`, `*_env` keys): the

@@ -191,6 +191,7 @@ fn the_config_names_the_one_problem_a_program_has() {
     let (inside, outside) = (d.join("data"), d.join("elsewhere"));
     std::fs::create_dir_all(&inside).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
+    // A program the sandbox shows (python3 may be a pyenv shim in a home folder).
     let sandboxed = |cwd: &Path| {
         config(
             d,
@@ -201,6 +202,7 @@ fn the_config_names_the_one_problem_a_program_has() {
             ),
             "",
         )
+        .replace("command = [\"python3\"", "command = [\"/bin/sh\"")
     };
     let got = problems(&sandboxed(&outside), d);
     assert!(got.contains("is outside the sandbox"), "{got}");
@@ -208,6 +210,8 @@ fn the_config_names_the_one_problem_a_program_has() {
     assert!(GatewayConfig::parse(&sandboxed(&inside.join(".")), &d.join("gateway.toml")).is_ok());
     // A folder under a system folder is shown read-only: not a problem.
     assert!(GatewayConfig::parse(&sandboxed(Path::new("/usr")), &d.join("gateway.toml")).is_ok());
+
+    program_outside_the_sandbox(d, &inside, &outside);
 
     let unset = problems(
         &config(d, "env_from = [\"PORTCULLIS_NOT_SET_ANYWHERE\"]", ""),
@@ -219,6 +223,63 @@ fn the_config_names_the_one_problem_a_program_has() {
     );
     assert!(!unset.contains("not an executable file"), "{unset}");
     assert_eq!(unset.lines().count(), 1, "{unset}");
+}
+
+/// A program installed where the sandbox does not look (a global npm prefix
+/// of one's own: `bin/` linking into `lib/`), or a script whose `#!`
+/// interpreter is there (Node.js from nvm), is found on PATH but could not
+/// start: `check` says which file and what to add.
+fn program_outside_the_sandbox(d: &Path, inside: &Path, outside: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path, text: &str| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let prefix = outside.join("prefix");
+    let script = prefix.join("lib/node_modules/tool/index.js");
+    executable(&script, "#!/usr/bin/env fake-node\n");
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::os::unix::fs::symlink(&script, prefix.join("bin/tool")).unwrap();
+    let runtime = outside.join("nvm/bin/fake-node");
+    executable(&runtime, "");
+    let search = format!(
+        "{}:{}:/usr/bin:/bin",
+        prefix.join("bin").display(),
+        runtime.parent().unwrap().display()
+    );
+    let with = |read_only: &[&Path]| {
+        let listed: Vec<String> = read_only
+            .iter()
+            .map(|p| format!("\"{}\"", p.display()))
+            .collect();
+        config(
+            d,
+            &format!(
+                "env = {{ PATH = \"{search}\" }}\n[upstream.sandbox]\nwritable = [\"{}\"]\nread_only = [{}]",
+                inside.display(),
+                listed.join(", ")
+            ),
+            "",
+        )
+        .replace("command = [\"python3\"", "command = [\"tool\"")
+    };
+    let got = problems(&with(&[]), d);
+    assert!(got.contains("is outside the sandbox"), "{got}");
+    assert!(
+        got.contains(&prefix.join("bin/tool").display().to_string()),
+        "{got}"
+    );
+    assert!(got.contains("sandbox.read_only"), "{got}");
+    // The prefix listed: the interpreter, still outside, is named instead.
+    let got = problems(&with(&[&prefix]), d);
+    assert!(got.contains(&runtime.display().to_string()), "{got}");
+    assert_eq!(got.lines().count(), 1, "{got}");
+    assert!(GatewayConfig::parse(
+        &with(&[&prefix, runtime.parent().unwrap()]),
+        &d.join("gateway.toml")
+    )
+    .is_ok());
 }
 
 #[test]

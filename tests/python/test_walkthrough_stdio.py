@@ -17,7 +17,8 @@ that changes changes what runs here. What differs from a reader's machine, and o
   `--prefer-offline`: `npm ci` in tests/interop has already put those tarballs in npm's cache.
   `<prefix>/bin` goes first on PATH, as a global install puts its programs on PATH;
 - that prefix is outside the sandbox's default read-only folders, so the sandbox gets it in
-  `read_only`, which is exactly what the page tells a reader whose npm installs elsewhere;
+  `read_only`, which is exactly what the page tells a reader whose npm installs elsewhere
+  (without it, `portcullis check` names the program outside the sandbox: checked too);
 - the listener's `127.0.0.1:8080` becomes port 0 (8080 may be taken on a test machine);
 - run as root (as CI does), the gateway starts the sandboxed program as `nobody`: the page tells
   such a reader to `chown nobody data`, and the test does that.
@@ -127,16 +128,23 @@ class Running:
     log: Path
 
 
-@contextmanager
-def check_then_run(folder: Path, config: str, prefix: Path) -> Iterator[Running]:
-    """`portcullis check`, then `portcullis run`, on `folder/gateway.toml`, as a reader runs them."""
+def check(folder: Path, config: str, prefix: Path) -> subprocess.CompletedProcess:
+    """`portcullis check` on `folder/gateway.toml`, with `<prefix>/bin` on PATH."""
     path = folder / "gateway.toml"
     path.write_text(config)
     env = {**os.environ, "PATH": search_path(prefix)}
-    checked = subprocess.run(
+    return subprocess.run(
         [str(_binary()), "check", "--config", str(path)], cwd=folder, env=env, capture_output=True, text=True, timeout=60
     )
+
+
+@contextmanager
+def check_then_run(folder: Path, config: str, prefix: Path) -> Iterator[Running]:
+    """`portcullis check`, then `portcullis run`, on `folder/gateway.toml`, as a reader runs them."""
+    checked = check(folder, config, prefix)
     assert checked.returncode == 0, f"`portcullis check` fails:\n{checked.stdout}{checked.stderr}"
+    path = folder / "gateway.toml"
+    env = {**os.environ, "PATH": search_path(prefix)}
     log = folder / "gateway.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -210,6 +218,12 @@ async def test_the_stdio_guide_filesystem_walkthrough_runs_as_written(prefix, sh
     if not any(node.is_relative_to(d) for d in ("/usr", "/bin")):
         extra.append(node.parent.parent)
     assert "needs that folder in `read_only`" in w.page, "the page no longer says what an npm elsewhere needs"
+    # Without it the program could not start in the sandbox, and `check` says so.
+    bare = check(folder, on_port_zero(w.config), prefix)
+    said = bare.stdout + bare.stderr
+    assert bare.returncode != 0, said
+    assert f"{prefix}/bin/mcp-server-filesystem is outside the sandbox" in said, said
+    assert "sandbox.read_only" in said, said
     config = with_read_only(on_port_zero(w.config), extra)
 
     data = folder / "data"

@@ -127,6 +127,18 @@ pub(super) fn stdio(
             ));
         }
     }
+    if let (Some(program), Some(s)) = (&program, &sandbox) {
+        if let Some(hidden) = hidden_from(s, program, search.as_deref()) {
+            p.push(loc.at(
+                command.span(),
+                field("command"),
+                format!(
+                    "{} is outside the sandbox: the program could not start there; add the folder it is installed in to sandbox.read_only",
+                    hidden.display()
+                ),
+            ));
+        }
+    }
     let max_processes = p.or(
         loc.positive(&r.max_processes, &field("max_processes"), 4),
         4,
@@ -177,6 +189,38 @@ impl Sandbox {
             .chain(self.writable.iter().cloned())
             .any(|folder| dir.starts_with(real(&folder)))
     }
+}
+
+/// What of `program` the sandbox does not show: the file itself (its links
+/// followed: a global npm install links `bin/` into `lib/`), or the
+/// interpreter its `#!` line names (`#!/usr/bin/env node` looked up on
+/// `search`, as `env` would), which must be there too for it to start.
+/// A relative path is the program's own cwd's to resolve: not judged here.
+fn hidden_from(s: &Sandbox, program: &Path, search: Option<&str>) -> Option<PathBuf> {
+    if !program.is_absolute() {
+        return None;
+    }
+    if !s.shows(program) {
+        return Some(program.to_owned());
+    }
+    let interpreter = interpreter(program, search)?;
+    (interpreter.is_absolute() && !s.shows(&interpreter)).then_some(interpreter)
+}
+
+/// The interpreter a script's `#!` line names, through `/usr/bin/env`.
+fn interpreter(script: &Path, search: Option<&str>) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = std::str::from_utf8(line.split(|b| *b == b'\n').next()?).ok()?;
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    if Path::new(first).file_name() != Some(OsStr::new("env")) {
+        return Some(PathBuf::from(first));
+    }
+    let name = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
+    find_program(name, search)
 }
 
 /// The PATH the program is looked up on: its environment's; or, when that
