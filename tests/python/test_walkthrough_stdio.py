@@ -5,9 +5,9 @@
   the `data` folder, the TOML as printed, `portcullis check`, `portcullis run`, and the Python SDK
   client listing its tools, writing a file inside `data` and reading it back, and trying to write
   outside the sandbox;
-- README.md's stdio snippet (`<!-- toml: example readme-memory -->`): `server-memory` installed
-  the same way, an entity created and read back by another session, and its file where the
-  README says it is (inside the global install).
+- README.md's stdio snippet (`<!-- toml: example readme-memory -->`) and the book's getting
+  started (`quickstart-stdio`): `server-memory` installed the same way, an entity created and read back by another session, and its file where the
+  page says it is (inside the global install).
 
 Both configs and both install commands are read from the pages themselves, with the marker
 grammar of tests/it/book_examples.rs (a marker on the line before a ```toml fence), so a page
@@ -103,9 +103,10 @@ def pinned(package: str) -> str:
     return f"{package}@{version}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def prefix(shared_tmp_factory) -> Path:
-    """The throw-away npm prefix (every user may read it: a sandboxed program may run as nobody)."""
+    """A throw-away npm prefix per walkthrough, as on a fresh machine (every user may read
+    it: a sandboxed program may run as nobody)."""
     return shared_tmp_factory.mktemp("npm-prefix")
 
 
@@ -257,11 +258,16 @@ async def test_the_stdio_guide_filesystem_walkthrough_runs_as_written(prefix, sh
     assert sorted(p.name for p in folder.iterdir()) == ["data", "gateway.log", "gateway.toml"]
 
 
-# --- README.md: server-memory without a sandbox ------------------------------------------
+# --- README.md and the book's getting started: server-memory without a sandbox ---------
 
 
-async def test_the_readme_memory_walkthrough_runs_as_written(prefix, shared_tmp_factory):
-    w = walkthrough(README, "readme-memory")
+@pytest.mark.parametrize(
+    ("page", "name"),
+    [(README, "readme-memory"), (REPO / "docs" / "src" / "getting-started.md", "quickstart-stdio")],
+    ids=["readme", "getting-started"],
+)
+async def test_the_memory_walkthrough_runs_as_written(prefix, shared_tmp_factory, page, name):
+    w = walkthrough(page, name)
     assert w.package == "@modelcontextprotocol/server-memory", w.package
     npm_install_global(w.package, prefix)
     folder = shared_tmp_factory.mktemp("walk-memory")
