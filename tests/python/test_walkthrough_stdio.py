@@ -20,8 +20,9 @@ that changes changes what runs here. What differs from a reader's machine, and o
   `read_only`, which is exactly what the page tells a reader whose npm installs elsewhere
   (without it, `portcullis check` names the program outside the sandbox: checked too);
 - the listener's `127.0.0.1:8080` becomes port 0 (8080 may be taken on a test machine);
-- run as root (as CI does), the gateway starts the sandboxed program as `nobody`: the page tells
-  such a reader to `chown nobody data`, and the test does that.
+- run as root (as CI does), the gateway starts the sandboxed program as `nobody`: `check` warns
+  that `data` is not that user's, the page tells such a reader to `chown nobody data`, and the
+  test does that (as written without it, the program's writes failed with EACCES).
 
 Skips (with the reason) only when node or npm is missing; the test command installs both.
 """
@@ -143,7 +144,9 @@ def check(folder: Path, config: str, prefix: Path) -> subprocess.CompletedProces
 def check_then_run(folder: Path, config: str, prefix: Path) -> Iterator[Running]:
     """`portcullis check`, then `portcullis run`, on `folder/gateway.toml`, as a reader runs them."""
     checked = check(folder, config, prefix)
-    assert checked.returncode == 0, f"`portcullis check` fails:\n{checked.stdout}{checked.stderr}"
+    said = checked.stdout + checked.stderr
+    assert checked.returncode == 0, f"`portcullis check` fails:\n{said}"
+    assert "warning" not in said.lower(), said
     path = folder / "gateway.toml"
     env = {**os.environ, "PATH": search_path(prefix)}
     log = folder / "gateway.log"
@@ -208,11 +211,6 @@ async def test_the_stdio_guide_filesystem_walkthrough_runs_as_written(prefix, sh
     folder.chmod(0o755)
     for name in w.folders:  # `mkdir data`
         (folder / name).mkdir()
-    if os.geteuid() == 0:
-        # What the page tells a reader whose gateway runs as root.
-        assert "`chown nobody data`" in w.page, "the page no longer says what root does about `data`"
-        for name in w.folders:
-            os.chown(folder / name, pwd.getpwnam("nobody").pw_uid, -1)
     # Node.js under /usr is already shown; a node elsewhere (nvm) is that folder too.
     extra = [prefix]
     node = Path(require_npm()[1]).resolve()
@@ -226,6 +224,16 @@ async def test_the_stdio_guide_filesystem_walkthrough_runs_as_written(prefix, sh
     assert f"{prefix}/bin/mcp-server-filesystem is outside the sandbox" in said, said
     assert "sandbox.read_only" in said, said
     config = with_read_only(on_port_zero(w.config), extra)
+    if os.geteuid() == 0:
+        # `check` warns that `data` is root's, and the page tells such a reader what to do.
+        warned = check(folder, config, prefix)
+        said = warned.stdout + warned.stderr
+        assert warned.returncode == 0, said
+        nobody = pwd.getpwnam("nobody").pw_uid
+        assert f"{folder / 'data'} is not writable by uid {nobody}" in said, said
+        assert "`chown nobody data`" in w.page, "the page no longer says what root does about `data`"
+        for name in w.folders:
+            os.chown(folder / name, nobody, -1)
 
     data = folder / "data"
     outside = folder / "outside.txt"

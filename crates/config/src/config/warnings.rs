@@ -6,7 +6,15 @@
 //!   the gateway sends it (the callers' arguments, its own credential) and
 //!   what it answers cross the network readable and alterable by anyone on
 //!   the way, and nothing proves the server is the one configured.
+//! * A sandbox's `writable` folder that the program's user cannot write, when
+//!   the gateway runs as root (the program then runs as `sandbox.user`,
+//!   `nobody` by default): a folder root just made is root's, and the
+//!   program's writes there fail with EACCES.
 
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use super::sandbox::RunAs;
 use super::GatewayConfig;
 use crate::policy::address::{classify_text, HostClass};
 
@@ -27,6 +35,10 @@ impl GatewayConfig {
     /// Every warning of this config.
     pub fn warnings(&self) -> Vec<ConfigWarning> {
         let mut out = Vec::new();
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            out.extend(self.closed_writable_folders());
+        }
         for up in &self.upstreams {
             if up.stdio.is_some() || up.tls.is_some() || up.url.scheme_str() != Some("http") {
                 continue;
@@ -46,6 +58,44 @@ impl GatewayConfig {
     }
 }
 
+impl GatewayConfig {
+    /// Every sandbox `writable` folder its program's user may not write
+    /// (by the folder's owner, group and mode; ACLs are not read).
+    fn closed_writable_folders(&self) -> Vec<ConfigWarning> {
+        let mut out = Vec::new();
+        for up in &self.upstreams {
+            let Some(sandbox) = up.stdio.as_ref().and_then(|s| s.sandbox.as_ref()) else {
+                continue;
+            };
+            for dir in &sandbox.writable {
+                if !writable_by(dir, sandbox.user) {
+                    out.push(ConfigWarning {
+                        field: format!("upstream \"{}\" sandbox.writable", up.id),
+                        message: format!(
+                            "{} is not writable by uid {}, whom this gateway (run as root) runs the program as: its writes there fail; `chown {} {}`, or name sandbox.user",
+                            dir.display(),
+                            sandbox.user.uid,
+                            sandbox.user.uid,
+                            dir.display()
+                        ),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+fn writable_by(dir: &Path, user: RunAs) -> bool {
+    let Ok(m) = std::fs::metadata(dir) else {
+        return true; // not there: the config's own check says so
+    };
+    let mode = m.mode();
+    (m.uid() == user.uid && mode & 0o200 != 0)
+        || (m.gid() == user.gid && mode & 0o020 != 0)
+        || mode & 0o002 != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +109,38 @@ mod tests {
         )
         .unwrap();
         GatewayConfig::load(&path).unwrap()
+    }
+
+    #[test]
+    fn a_writable_folder_closed_to_the_programs_user_is_found() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let nobody = RunAs {
+            uid: super::super::sandbox::OVERFLOW_ID,
+            gid: super::super::sandbox::OVERFLOW_ID,
+            named: false,
+        };
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mine = std::fs::metadata(&data).unwrap();
+        assert_eq!(mine.uid() == nobody.uid, writable_by(&data, nobody));
+        let owner = RunAs {
+            uid: mine.uid(),
+            gid: mine.gid(),
+            named: true,
+        };
+        assert!(writable_by(&data, owner));
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let group = RunAs {
+            uid: nobody.uid,
+            gid: mine.gid(),
+            named: true,
+        };
+        assert!(writable_by(&data, group));
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(writable_by(&data, nobody));
+        assert!(writable_by(&dir.path().join("gone"), nobody));
     }
 
     #[test]
