@@ -297,3 +297,72 @@ async fn an_approval_remembered_for_the_session_holds_in_that_session_only() {
     assert_eq!(calls(&up).len(), 2);
     gw.shutdown().await;
 }
+
+/// A 2025-11-25 upstream whose call asks one question of its own (pushed
+/// on the call's stream), then answers.
+async fn asking_rooms() -> ScriptedUpstream {
+    ScriptedUpstream::start(|req| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let id = id_of(req);
+        match body["method"].as_str() {
+            Some("initialize") => {
+                let result = json!({"protocolVersion": LEGACY_VERSION, "capabilities": {"tools": {}}, "serverInfo": {"name": "legacy", "version": "1"}});
+                let body = result_json(&id, result);
+                vec![Step::Write(
+                    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: up-1\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes(),
+                )]
+            }
+            Some("tools/call") => {
+                let question = json!({"jsonrpc": "2.0", "id": "up-q", "method": "elicitation/create",
+                    "params": {"message": "Which reason?", "requestedSchema": {"type": "object",
+                        "properties": {"reason": {"type": "string"}}}}});
+                let done = result_json(&id, json!({"content": [{"type": "text", "text": "cancelled"}]}));
+                vec![sse_head(), sse_event(&question.to_string()), sse_event(&done), sse_end()]
+            }
+            _ => vec![Step::Write(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec())],
+        }
+    })
+    .await
+}
+
+/// The gateway's pushed approval is its call's first round of questions:
+/// the upstream's own question after the approval is the second, under the
+/// same `max_rounds` (with 1 it is withheld and the upstream told why; with
+/// 2 it reaches the client).
+#[tokio::test]
+async fn the_pushed_approval_counts_against_the_calls_rounds() {
+    for (max_rounds, reaches_client) in [(1, false), (2, true)] {
+        let up = asking_rooms().await;
+        let extra = format!("[state]\nmax_rounds = {max_rounds}\n\n{RULE}");
+        let gw = start_gateway(&config_text(&up.url(), "", &extra)).await;
+        let c = client();
+        let g = url(&gw);
+        let session = initialize(&c, &g, json!({"elicitation": {}})).await;
+        let mut stream = Stream::open(&c, &g, &session).await;
+        let push = stream.next().await.expect("the gateway's question");
+        assert_eq!(push["method"], "elicitation/create", "{push}");
+        let approve = answer(
+            &push["id"],
+            json!({"action": "accept", "content": {"approve": true}}),
+        );
+        let (status, _) = send_answer(&c, &g, &session, approve).await;
+        assert_eq!(status, 202);
+        let mut seen = Vec::new();
+        while let Some(message) = stream.next().await {
+            seen.push(message);
+        }
+        let asked = seen.iter().any(|m| m["method"] == "elicitation/create");
+        assert_eq!(asked, reaches_client, "max_rounds {max_rounds}: {seen:?}");
+        let last = seen.last().expect("the call's result");
+        assert_eq!(last["id"], 5, "{last}");
+        assert_eq!(last["result"]["content"][0]["text"], "cancelled", "{last}");
+        let refused_upstream = up
+            .requests()
+            .iter()
+            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+            .filter(|v| v["id"] == "up-q")
+            .any(|v| v["error"]["data"]["reason"] == "round_limit_exceeded");
+        assert_eq!(refused_upstream, !reaches_client, "max_rounds {max_rounds}");
+        gw.shutdown().await;
+    }
+}

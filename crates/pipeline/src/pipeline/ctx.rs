@@ -52,6 +52,17 @@ pub struct RequestCtx {
     /// The tool called is held for a changed definition, and only a
     /// person's approval under a `changed_listing` rule lets the call on.
     pub(crate) listing_held: bool,
+    /// The questions the gateway itself pushed before the call went on (a
+    /// 2025-11-25 approval): the upstream's own pushes continue that
+    /// operation and count against the same round budget.
+    pub(crate) asked_before: Option<Box<AskedBefore>>,
+}
+
+/// Rounds of questions already asked in a call's operation.
+#[derive(Debug, Clone)]
+pub(crate) struct AskedBefore {
+    pub(crate) operation: String,
+    pub(crate) rounds: u32,
 }
 
 impl RequestCtx {
@@ -99,6 +110,7 @@ impl RequestCtx {
             subject: None,
             argument_asks: Vec::new(),
             listing_held: false,
+            asked_before: None,
             trace: RequestTrace::off(),
         })
     }

@@ -341,6 +341,7 @@ impl Gateway {
             subject,
             argument_asks: Vec::new(),
             listing_held: false,
+            asked_before: None,
         });
         let within =
             |r: Refusal, ctx: &RequestCtx| with_retry_after(Refused::new(r, ctx.id(), name));

@@ -25,9 +25,10 @@ use crate::approval::form::{APPROVE_FIELD, REMEMBER_FIELD};
 use crate::approval::{Remember, Step};
 use crate::model::{Asked, Reason, Refusal};
 use crate::pipeline::body::ProxyBody;
+
 use crate::pipeline::bridge::calls::{CallEvent, Registration};
 use crate::pipeline::bridge::{event_stream, Messages, Out};
-use crate::pipeline::ctx::RequestCtx;
+use crate::pipeline::ctx::{AskedBefore, RequestCtx};
 use crate::pipeline::refuse::error_bytes;
 use crate::sessions::PushState;
 
@@ -149,13 +150,20 @@ async fn carry(
         }
     };
     // The call waits no more: a late answer is refused `call_not_waiting`.
+    let operation = registration.id.clone();
     drop(registration);
     let Waiting {
-        ctx,
+        mut ctx,
         parts,
         authority,
         body,
     } = waiting;
+    // The upstream's own questions follow in the same operation, under the
+    // same round budget: the gateway's question was its first round.
+    ctx.asked_before = Some(Box::new(AskedBefore {
+        operation,
+        rounds: 1,
+    }));
     let (step, refusal) = match decision {
         Decision::Page(outcome) => {
             let about = About {

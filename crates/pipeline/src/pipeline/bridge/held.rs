@@ -68,6 +68,7 @@ impl Origin {
             subject: ctx.subject.clone(),
             argument_asks: Vec::new(),
             listing_held: false,
+            asked_before: None,
         };
         Origin {
             ctx,

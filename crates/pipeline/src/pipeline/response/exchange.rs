@@ -101,11 +101,15 @@ impl Exchange {
     pub fn new(ctx: impl Into<Box<RequestCtx>>) -> Exchange {
         let ctx = ctx.into();
         let max_message_bytes = ctx.gateway.config.limits.max_response_body_bytes;
+        let (pushes, operation) = match &ctx.asked_before {
+            Some(asked) => (asked.rounds, Some(asked.operation.clone())),
+            None => (0, None),
+        };
         Exchange {
             ctx,
             max_message_bytes,
-            pushes: 0,
-            operation: None,
+            pushes,
+            operation,
             answers: std::sync::OnceLock::new(),
         }
     }
