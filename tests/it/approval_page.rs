@@ -398,7 +398,7 @@ async fn a_session_call_gets_the_link_pushed_and_waits_for_the_approver() {
             .send()
             .await
             .unwrap();
-        let mut stream = Events::new(resp);
+        let mut stream = EventStream::new(resp);
         let push = stream.next().await.expect("the link");
         assert_eq!(push["method"], "elicitation/create", "{push}");
         assert_eq!(push["params"]["mode"], "url", "{push}");
@@ -464,7 +464,7 @@ async fn a_session_call_ends_when_the_caller_declines_the_link_or_nobody_decides
             .send()
             .await
             .unwrap();
-        let mut stream = Events::new(resp);
+        let mut stream = EventStream::new(resp);
         let push = stream.next().await.expect("the link");
         let link = push["params"]["url"].as_str().unwrap().to_owned();
         let (_, html) = page(&c, &link, Some(BOB)).await;
@@ -532,42 +532,4 @@ async fn the_operator_decides_with_a_signed_request() {
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert_eq!(calls(&up).len(), 1);
     gw.shutdown().await;
-}
-
-/// An event stream's messages, read as they arrive.
-struct Events {
-    resp: reqwest::Response,
-    text: String,
-}
-
-impl Events {
-    fn new(resp: reqwest::Response) -> Events {
-        Events {
-            resp,
-            text: String::new(),
-        }
-    }
-
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(end) = self.text.find("\n\n") {
-                let event: String = self.text.drain(..end + 2).collect();
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                let joined = data.join("\n");
-                if !joined.trim().is_empty() {
-                    return Some(serde_json::from_str(&joined).unwrap());
-                }
-                continue;
-            }
-            let Some(chunk) = self.resp.chunk().await.unwrap() else {
-                let rest = std::mem::take(&mut self.text);
-                return (!rest.trim().is_empty()).then(|| serde_json::from_str(&rest).unwrap());
-            };
-            self.text.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
 }

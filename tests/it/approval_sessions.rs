@@ -13,6 +13,15 @@ use crate::common::*;
 
 const RULE: &str = "[[route.approval]]\nname = \"cancel\"\ntools = [\"cancel_booking\"]\n";
 
+/// A 2025-11-25 upstream's answer to `initialize`: session `up-1`.
+fn initialized(id: &str) -> Vec<Step> {
+    let result = json!({"protocolVersion": LEGACY_VERSION, "capabilities": {"tools": {}}, "serverInfo": {"name": "legacy", "version": "1"}});
+    let body = result_json(id, result);
+    vec![Step::Write(
+        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: up-1\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes(),
+    )]
+}
+
 /// A 2025-11-25 upstream: a session at `initialize`; every call answered
 /// with the params it got; answers and notifications accepted.
 async fn legacy_rooms() -> ScriptedUpstream {
@@ -20,13 +29,7 @@ async fn legacy_rooms() -> ScriptedUpstream {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let id = id_of(req);
         match body["method"].as_str() {
-            Some("initialize") => {
-                let result = json!({"protocolVersion": LEGACY_VERSION, "capabilities": {"tools": {}}, "serverInfo": {"name": "legacy", "version": "1"}});
-                let body = result_json(&id, result);
-                vec![Step::Write(
-                    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: up-1\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes(),
-                )]
-            }
+            Some("initialize") => initialized(&id),
             Some("tools/call") => vec![http_response(
                 "200 OK",
                 "application/json",
@@ -60,48 +63,13 @@ fn calls(up: &ScriptedUpstream) -> Vec<Value> {
         .collect()
 }
 
-/// The call's event stream, read as it arrives.
-struct Stream {
-    resp: reqwest::Response,
-    text: String,
-}
-
-impl Stream {
-    async fn open(c: &reqwest::Client, url: &str, session: &str) -> Stream {
-        let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-            "params": {"name": "cancel_booking", "arguments": {"booking": "B-7"}}});
-        let resp = post(c, url, Some(session), call).send().await.unwrap();
-        assert_eq!(resp.status(), 200);
-        Stream {
-            resp,
-            text: String::new(),
-        }
-    }
-
-    /// The next JSON-RPC message (`None` at the end).
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(end) = self.text.find("\n\n") {
-                let event: String = self.text.drain(..end + 2).collect();
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                let joined = data.join("\n");
-                if !joined.trim().is_empty() {
-                    return Some(serde_json::from_str(&joined).unwrap());
-                }
-                continue;
-            }
-            let Some(chunk) = self.resp.chunk().await.unwrap() else {
-                // A JSON body (not a stream): its one message.
-                let rest = std::mem::take(&mut self.text);
-                return (!rest.trim().is_empty()).then(|| serde_json::from_str(&rest).unwrap());
-            };
-            self.text.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
+/// The call `cancel_booking` in `session`: its event stream, read as it arrives.
+async fn open_call(c: &reqwest::Client, url: &str, session: &str) -> EventStream {
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "cancel_booking", "arguments": {"booking": "B-7"}}});
+    let resp = post(c, url, Some(session), call).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    EventStream::new(resp)
 }
 
 fn answer(id: &Value, result: Value) -> Value {
@@ -120,7 +88,7 @@ async fn an_approved_session_call_goes_upstream_after_the_pushed_question() {
     let c = client();
     let g = url(&gw);
     let session = initialize(&c, &g, json!({"elicitation": {}})).await;
-    let mut stream = Stream::open(&c, &g, &session).await;
+    let mut stream = open_call(&c, &g, &session).await;
     let push = stream.next().await.expect("the gateway's question");
     assert_eq!(push["method"], "elicitation/create", "{push}");
     assert!(push["params"]["message"]
@@ -204,7 +172,7 @@ async fn a_declined_or_cancelled_session_call_is_refused_on_its_stream() {
         json!({"action": "cancel"}),
         json!({"action": "accept", "content": {"approve": false}}),
     ] {
-        let mut stream = Stream::open(&c, &g, &session).await;
+        let mut stream = open_call(&c, &g, &session).await;
         let push = stream.next().await.unwrap();
         let (status, _) = send_answer(&c, &g, &session, answer(&push["id"], result.clone())).await;
         assert_eq!(status, 202);
@@ -232,7 +200,7 @@ async fn an_unanswered_session_question_expires_and_a_client_without_elicitation
     let c = client();
     let g = url(&gw);
     let session = initialize(&c, &g, json!({"elicitation": {}})).await;
-    let mut stream = Stream::open(&c, &g, &session).await;
+    let mut stream = open_call(&c, &g, &session).await;
     let push = stream.next().await.unwrap();
     let expired = stream.next().await.expect("the refusal");
     assert_eq!(
@@ -267,7 +235,7 @@ async fn an_approval_remembered_for_the_session_holds_in_that_session_only() {
     let c = client();
     let g = url(&gw);
     let session = initialize(&c, &g, json!({"elicitation": {}})).await;
-    let mut stream = Stream::open(&c, &g, &session).await;
+    let mut stream = open_call(&c, &g, &session).await;
     let push = stream.next().await.unwrap();
     let schema = &push["params"]["requestedSchema"]["properties"];
     assert_eq!(schema["remember"]["type"], "boolean", "{push}");
@@ -282,7 +250,7 @@ async fn an_approval_remembered_for_the_session_holds_in_that_session_only() {
         "cancelled"
     );
     // The same session: not asked again.
-    let mut again = Stream::open(&c, &g, &session).await;
+    let mut again = open_call(&c, &g, &session).await;
     let first = again.next().await.unwrap();
     assert_eq!(
         first["result"]["content"][0]["text"], "cancelled",
@@ -290,7 +258,7 @@ async fn an_approval_remembered_for_the_session_holds_in_that_session_only() {
     );
     // Another session: asked.
     let other = initialize(&c, &g, json!({"elicitation": {}})).await;
-    let mut theirs = Stream::open(&c, &g, &other).await;
+    let mut theirs = open_call(&c, &g, &other).await;
     assert_eq!(theirs.next().await.unwrap()["method"], "elicitation/create");
     // The client goes away: the waiting call ends with its stream.
     drop(theirs);
@@ -305,13 +273,7 @@ async fn asking_rooms() -> ScriptedUpstream {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let id = id_of(req);
         match body["method"].as_str() {
-            Some("initialize") => {
-                let result = json!({"protocolVersion": LEGACY_VERSION, "capabilities": {"tools": {}}, "serverInfo": {"name": "legacy", "version": "1"}});
-                let body = result_json(&id, result);
-                vec![Step::Write(
-                    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: up-1\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes(),
-                )]
-            }
+            Some("initialize") => initialized(&id),
             Some("tools/call") => {
                 let question = json!({"jsonrpc": "2.0", "id": "up-q", "method": "elicitation/create",
                     "params": {"message": "Which reason?", "requestedSchema": {"type": "object",
@@ -338,7 +300,7 @@ async fn the_pushed_approval_counts_against_the_calls_rounds() {
         let c = client();
         let g = url(&gw);
         let session = initialize(&c, &g, json!({"elicitation": {}})).await;
-        let mut stream = Stream::open(&c, &g, &session).await;
+        let mut stream = open_call(&c, &g, &session).await;
         let push = stream.next().await.expect("the gateway's question");
         assert_eq!(push["method"], "elicitation/create", "{push}");
         let approve = answer(

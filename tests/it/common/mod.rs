@@ -555,3 +555,43 @@ pub fn log_file(dir: &Path, name: &str) -> (std::process::Stdio, std::path::Path
     let file = std::fs::File::create(&path).expect("log file");
     (std::process::Stdio::from(file), path)
 }
+
+/// An HTTP answer read as a 2025-11-25 event stream, message by message as
+/// it arrives (a JSON body yields its one message).
+pub struct EventStream {
+    resp: reqwest::Response,
+    text: String,
+}
+
+impl EventStream {
+    pub fn new(resp: reqwest::Response) -> EventStream {
+        EventStream {
+            resp,
+            text: String::new(),
+        }
+    }
+
+    /// The next JSON-RPC message (`None` at the end).
+    pub async fn next(&mut self) -> Option<serde_json::Value> {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let event: String = self.text.drain(..end + 2).collect();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                let joined = data.join("\n");
+                if !joined.trim().is_empty() {
+                    return Some(serde_json::from_str(&joined).unwrap());
+                }
+                continue;
+            }
+            let Some(chunk) = self.resp.chunk().await.unwrap() else {
+                let rest = std::mem::take(&mut self.text);
+                return (!rest.trim().is_empty()).then(|| serde_json::from_str(&rest).unwrap());
+            };
+            self.text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
