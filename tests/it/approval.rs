@@ -25,7 +25,8 @@ async fn rooms(asks: bool) -> ScriptedUpstream {
         let result = match body["method"].as_str() {
             Some("tools/list") => json!({"resultType": "complete", "tools": [
                 {"name": "cancel_booking", "inputSchema": {"type": "object", "properties": {
-                    "booking": {"type": "string"}, "notify": {"type": "boolean"}}},
+                    "booking": {"type": "string"}, "notify": {"type": "boolean"},
+                    "password": {"type": "string"}, "callback": {"type": "string"}}},
                  "annotations": {"destructiveHint": true, "readOnlyHint": false}},
                 {"name": "get_room", "inputSchema": {"type": "object", "properties": {
                     "booking": {"type": "string"}, "notify": {"type": "boolean"}}},

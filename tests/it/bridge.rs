@@ -47,7 +47,7 @@ async fn upstream(versions: Value, sessions_too: bool) -> ScriptedUpstream {
                 return vec![http_response("400 Bad Request", "application/json", &err.to_string())];
             }
             "tools/list" => json!({"resultType": "complete", "ttlMs": 1000, "cacheScope": "public",
-                "tools": [{"name": "ask_rounds", "inputSchema": {"type": "object"}}]}),
+                "tools": (["ask_rounds", "ask_secret", "ask_forever", "plain"].map(|n| json!({"name": n, "inputSchema": {"type": "object"}})))}),
             "tools/call" => call_result(params),
             _ => json!({"resultType": "complete"}),
         };

@@ -51,7 +51,7 @@ pub(crate) async fn sessions_only() -> ScriptedUpstream {
         };
         let done = result_json(&id, json!({"content": [{"type": "text", "text": "booked"}]}));
         match (method, body["params"]["name"].as_str()) {
-            ("tools/list", _) => vec![json_result(json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"}}]}))],
+            ("tools/list", _) => vec![json_result(json!({"tools": (["ask", "ask_secret", "plain"].map(|n| json!({"name": n, "inputSchema": {"type": "object"}})))}))],
             ("tools/call", Some(tool @ ("ask" | "ask_secret"))) => {
                 let field = if tool == "ask" { "room" } else { "password" };
                 vec![sse_head(), sse_event(&push(field)), Step::Sleep(Duration::from_millis(700)), sse_event(&done), sse_end()]

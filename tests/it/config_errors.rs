@@ -165,3 +165,99 @@ fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(seen.contains("INFO"), "{seen}");
     assert!(!seen.contains('\u{1b}'), "ANSI escape in {seen:?}");
 }
+
+/// One `http://` upstream on `host` under `policy`, with `extra` keys.
+fn plaintext_config(host: &str, policy: &str, extra: &str) -> String {
+    format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"rooms\"\nname = \"Rooms\"\nurl = \"http://{host}/mcp\"\npolicy = \"{policy}\"\n{extra}\n[[route]]\npath = \"/mcp\"\nupstream = \"rooms\"\n"
+    )
+}
+
+fn check(text: &str, strict: bool) -> (Option<i32>, Vec<String>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["check", "--config"]).arg(&path);
+    if strict {
+        cmd.arg("--strict");
+    }
+    let out = cmd.output().unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.code(),
+        stderr_lines(&out),
+        all.replace(&path.display().to_string(), "FILE"),
+    )
+}
+
+/// Plain http:// to a host that is not this machine, under the untrusted
+/// preset, is refused at validation (file:line, the field, what to do),
+/// in every spelling of a remote host, private and link-local ones too;
+/// `allow_plaintext = true` on the upstream accepts it (the operator said
+/// so); the trusted preset keeps the warning; loopback in every spelling
+/// is this machine.
+#[test]
+fn plaintext_to_another_host_is_refused_under_untrusted_unless_the_upstream_allows_it() {
+    let remote = [
+        "mcp.example.com",
+        "mcp.example.com:8080",
+        "10.0.0.5:8080",
+        "192.168.1.20",
+        "172.16.0.1",
+        "169.254.169.254",
+        "[fd00::1]:8080",
+        "[2001:db8::1]",
+        "8.8.8.8",
+        "mcp",
+        "mcp.internal",
+    ];
+    for host in remote {
+        let (code, lines, all) = check(&plaintext_config(host, "untrusted", ""), false);
+        assert_eq!(code, Some(2), "{host}: {all}");
+        assert!(
+            lines[0].starts_with("error: FILE:7:7: upstream[0].url: plain http:// to ")
+                || all.contains("FILE:7:7: upstream[0].url: plain http:// to "),
+            "{host}: {all}"
+        );
+        assert!(all.contains("allow_plaintext = true"), "{host}: {all}");
+        assert!(all.contains("policy \"untrusted\""), "{host}: {all}");
+        // Said so, for this upstream: accepted, and no longer warned of.
+        let (code, _, all) = check(
+            &plaintext_config(host, "untrusted", "allow_plaintext = true"),
+            true,
+        );
+        assert_eq!(code, Some(0), "{host}: {all}");
+        // Trusted: today's warning, refused by --strict only.
+        let (code, _, all) = check(&plaintext_config(host, "trusted", ""), false);
+        assert_eq!(code, Some(0), "{host}: {all}");
+        assert!(all.contains("plain http:// to"), "{host}: {all}");
+        let (code, _, all) = check(&plaintext_config(host, "trusted", ""), true);
+        assert_ne!(code, Some(0), "{host}: {all}");
+    }
+    for here in [
+        "127.0.0.1:9000",
+        "127.1.2.3",
+        "localhost:9000",
+        "api.localhost",
+        "[::1]:9000",
+    ] {
+        let (code, _, all) = check(&plaintext_config(here, "untrusted", ""), true);
+        assert_eq!(code, Some(0), "{here}: {all}");
+    }
+    // https is never plaintext; allow_plaintext is an HTTP upstream's key.
+    let https = plaintext_config("mcp.example.com", "untrusted", "").replace("http://", "https://");
+    let (code, _, all) = check(&https, true);
+    assert_eq!(code, Some(0), "{all}");
+    let stdio = "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"p\"\nname = \"P\"\ncommand = [\"true\"]\nallow_plaintext = true\n\n[[route]]\npath = \"/mcp\"\nupstream = \"p\"\n";
+    let (code, _, all) = check(stdio, false);
+    assert_eq!(code, Some(2), "{all}");
+    assert!(
+        all.contains("upstream[0].allow_plaintext: only an upstream with a url has this"),
+        "{all}"
+    );
+}

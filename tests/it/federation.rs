@@ -289,7 +289,8 @@ async fn a_dead_and_a_slow_upstream_are_left_out_and_named() {
         drop(l);
         format!("http://{addr}/mcp")
     };
-    let slow = ScriptedUpstream::start(|_| vec![Step::Sleep(Duration::from_secs(5))]).await;
+    let slow =
+        ScriptedUpstream::start_unlisted(|_| vec![Step::Sleep(Duration::from_secs(5))]).await;
     let gw = start_gateway(&federated_config(
         &[
             ("good", "g", &good.url()),
@@ -1094,7 +1095,7 @@ async fn a_completion_goes_to_the_upstream_its_reference_names() {
         v["result"]["completion"]["values"][0], r#"{"type":"ref/resource","uri":"file:///{path}"}"#,
         "{v}"
     );
-    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    assert_eq!((a.calls().len(), b.calls().len()), (1, 1));
     for bad in [
         json!({"type": "ref/prompt", "name": "c_plan"}),
         json!({"type": "ref/tool", "name": "a_x"}),
@@ -1110,7 +1111,7 @@ async fn a_completion_goes_to_the_upstream_its_reference_names() {
             "{bad}: {v}"
         );
     }
-    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    assert_eq!((a.calls().len(), b.calls().len()), (1, 1));
     gw.shutdown().await;
 }
 

@@ -78,7 +78,15 @@ async fn a_2026_07_28_client_sees_and_calls_the_older_member_and_answers_its_que
         let v = ask(&gw, 1, "tools/list", json!({})).await;
         assert_eq!(
             names(&v["result"], "tools", "name"),
-            ["new_ask_rounds", "old_ask"],
+            [
+                "new_ask_rounds",
+                "new_ask_secret",
+                "new_ask_forever",
+                "new_plain",
+                "old_ask",
+                "old_ask_secret",
+                "old_plain"
+            ],
             "{v}"
         );
         assert!(
@@ -195,7 +203,15 @@ async fn a_2025_11_25_session_sees_and_calls_the_newer_member_and_answers_its_qu
         let v = json_of(in_session(&gw, &session, list).await).await;
         assert_eq!(
             names(&v["result"], "tools", "name"),
-            ["new_ask_rounds", "old_ask"],
+            [
+                "new_ask_rounds",
+                "new_ask_secret",
+                "new_ask_forever",
+                "new_plain",
+                "old_ask",
+                "old_ask_secret",
+                "old_plain"
+            ],
             "{v}"
         );
         for (id, tool) in [(3, "new_plain"), (4, "old_plain")] {

@@ -367,7 +367,7 @@ async fn a_listed_item_without_a_usable_name_is_removed_and_audited_never_droppe
 #[tokio::test]
 async fn an_upstreams_own_error_is_not_reported_as_one_of_the_gateways_refusals() {
     for spoofed in ["rate_limited", "tool_not_permitted", "upstream_timeout"] {
-        let a = ScriptedUpstream::start(move |req| {
+        let a = ScriptedUpstream::start_unlisted(move |req| {
             let error = json!({"code": -32000, "message": "busy", "data": {"reason": spoofed}});
             let message = format!(r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#, id_of(req));
             vec![http_response("200 OK", "application/json", &message)]
@@ -451,9 +451,10 @@ async fn gateway_keys_an_upstream_writes_on_its_items_give_way_to_the_real_origi
 #[tokio::test]
 async fn a_silent_or_trickling_upstream_holds_a_fan_out_no_longer_than_fanout_timeout() {
     let fast = paging("f", 1, 5).await;
-    let silent = ScriptedUpstream::start(|_| vec![Step::Sleep(Duration::from_secs(8))]).await;
+    let silent =
+        ScriptedUpstream::start_unlisted(|_| vec![Step::Sleep(Duration::from_secs(8))]).await;
     let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}}).to_string();
-    let trickling = ScriptedUpstream::start(move |_| {
+    let trickling = ScriptedUpstream::start_unlisted(move |_| {
         let mut steps = vec![sse_head()];
         for _ in 0..40 {
             steps.push(sse_event(&progress));
@@ -552,7 +553,7 @@ async fn what_the_gateway_decided_about_an_upstreams_list_survives_the_merge() {
 
 #[tokio::test]
 async fn an_upstreams_own_error_on_a_stream_is_not_reported_as_one_of_the_gateways_refusals() {
-    let a = ScriptedUpstream::start(|req| {
+    let a = ScriptedUpstream::start_unlisted(|req| {
         let error = json!({"code": -32000, "message": "busy", "data": {"reason": "rate_limited"}});
         let message = format!(r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#, id_of(req));
         vec![sse_head(), sse_event(&message), sse_end()]
@@ -606,7 +607,7 @@ async fn a_direct_routes_list_carries_no_gateway_key_an_upstream_wrote() {
 async fn an_upstream_answering_a_list_with_no_object_is_named_not_dropped_silently() {
     for odd in [json!([]), json!("tools"), json!(null), json!(3)] {
         let shown = odd.to_string();
-        let a = ScriptedUpstream::start(move |req| {
+        let a = ScriptedUpstream::start_unlisted(move |req| {
             let message = format!(r#"{{"jsonrpc":"2.0","id":{},"result":{odd}}}"#, id_of(req));
             vec![http_response("200 OK", "application/json", &message)]
         })

@@ -77,7 +77,7 @@ async fn api_keys_identify_callers_and_are_never_passed_upstream() {
         .unwrap();
     assert_eq!(good.status(), 200);
     assert_eq!(
-        up.requests().len(),
+        up.calls().len(),
         1,
         "refused calls never reached the upstream"
     );

@@ -67,6 +67,8 @@ const CHANGES: &[(&str, bool)] = &[
     ("title", true),
     ("reordered", false),
     ("stable", false),
+    // Called: its result carries the definitions again.
+    ("carrier", false),
 ];
 
 fn changed() -> impl Iterator<Item = &'static str> {
@@ -238,7 +240,11 @@ async fn a_changed_definition_is_removed_audited_counted_and_delivered_once_acce
     phase.store(1, Ordering::SeqCst);
     for round in 0..2 {
         let listed = list(&url).await;
-        assert_eq!(names(&listed), ["reordered", "stable"], "round {round}");
+        assert_eq!(
+            names(&listed),
+            ["reordered", "stable", "carrier"],
+            "round {round}"
+        );
         let removed = &listed["result"]["_meta"]["dev.portcullis/removed"];
         let removed: Vec<&str> = removed
             .as_array()
@@ -268,7 +274,11 @@ async fn a_changed_definition_is_removed_audited_counted_and_delivered_once_acce
             .unwrap(),
     )
     .await;
-    assert_eq!(names(&carried), ["reordered", "stable"], "{carried}");
+    assert_eq!(
+        names(&carried),
+        ["reordered", "stable", "carrier"],
+        "{carried}"
+    );
     assert_eq!(carried["result"]["content"][0]["text"], "ok", "{carried}");
     let m = metrics(&gw).await;
     // Once per new definition, however often it is listed.
@@ -584,11 +594,11 @@ async fn in_redis_the_pins_are_shared_namespaced_and_an_outage_refuses_fast() {
     // The other instance compares with the pins the first one made.
     assert_eq!(
         names(&list(&endpoint(&two, "rugs")).await),
-        ["reordered", "stable"]
+        ["reordered", "stable", "carrier"]
     );
     assert_eq!(
         names(&list(&endpoint(&one, "rugs")).await),
-        ["reordered", "stable"]
+        ["reordered", "stable", "carrier"]
     );
     assert_eq!(
         call_reason(&endpoint(&one, "rugs"), "required")

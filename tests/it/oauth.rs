@@ -232,10 +232,9 @@ async fn a_token_endpoint_that_cannot_be_reached_is_the_upstreams_named_failure(
     );
     let gw = start_gateway(&config_text(&up.url(), &extra, "")).await;
     let c = client();
-    let resp = call(&c, &url(&gw), "1", "get_room", json!({}))
-        .send()
-        .await
-        .unwrap();
+    // A list, as a client starts (a call would make the gateway fetch the
+    // list first, and try the credential twice).
+    let resp = list(&c, &url(&gw)).send().await.unwrap();
     assert_eq!(resp.status(), 502);
     let body = json_of(resp).await;
     assert_eq!(
@@ -323,10 +322,9 @@ async fn a_token_the_upstream_refuses_is_dropped_and_the_next_request_gets_a_new
     );
     let gw = start_gateway(&config_text(&up.url(), &extra, "")).await;
     let c = client();
-    let first = call(&c, &url(&gw), "1", "get_room", json!({}))
-        .send()
-        .await
-        .unwrap();
+    // A list first, as a client starts (a call would make the gateway fetch
+    // the list itself first, with t1).
+    let first = list(&c, &url(&gw)).send().await.unwrap();
     assert_eq!(first.status(), 502, "t1 refused by the upstream");
     let second = call(&c, &url(&gw), "2", "get_room", json!({}))
         .send()
@@ -368,4 +366,17 @@ async fn a_token_the_upstream_refuses_is_dropped_and_the_next_request_gets_a_new
     );
     let form = String::from_utf8_lossy(&asked[0].body).to_string();
     assert!(form.contains("grant_type=client_credentials"), "{form}");
+}
+
+/// A `tools/list`, as a 2026-07-28 client sends it.
+fn list(c: &reqwest::Client, url: &str) -> reqwest::RequestBuilder {
+    let body = json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    c.post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", VERSION)
+        .header("mcp-method", "tools/list")
+        .body(body.to_string())
 }

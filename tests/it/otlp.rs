@@ -215,6 +215,14 @@ async fn a_call_is_one_server_span_continuing_the_clients_trace() {
         [
             "request_check",
             "access",
+            // The gateway's own fetch of the tool list, as this caller, who
+            // called without listing (`[arguments] schema`): its phases are
+            // events of the call's span.
+            "access",
+            "state_check",
+            "forward",
+            "response_check",
+            // The call itself.
             "state_check",
             "forward",
             "response_check",

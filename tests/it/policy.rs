@@ -387,7 +387,13 @@ async fn list_tools(gw: &RunningGateway, caps: Value) -> (u16, Value) {
 
 over_both_kinds! {
 async fn input_required_on_another_method_is_refused() {
-    let up = answering(input_required(json!({"room": room_form()})), Via::Json).await;
+    // The upstream answers its list with a question: its own script.
+    let result = input_required(json!({"room": room_form()}));
+    let up = ScriptedUpstream::start_unlisted(move |req| {
+        let message = format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{}}}", id_of(req), result);
+        vec![http_response("200 OK", "application/json", &message)]
+    })
+    .await;
     let gw = start_gateway(&config_text(&up.url(), "", "")).await;
     let (_, v) = list_tools(&gw, json!({"elicitation": {}})).await;
     assert_eq!(

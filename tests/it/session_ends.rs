@@ -107,7 +107,7 @@ fn upstream(req: &Received) -> Vec<Step> {
         _ => vec![http_response(
             "200 OK",
             "application/json",
-            &result_json(&id, json!({"tools": []})),
+            &result_json(&id, json!({"tools": listing()["tools"]})),
         )],
     }
 }

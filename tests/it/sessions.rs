@@ -53,7 +53,7 @@ fn legacy_upstream(push: Value) -> impl Fn(&Received) -> Vec<Step> + Send + Sync
             _ if body.get("id").is_none() || body.get("method").is_none() => {
                 vec![Step::Write(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec())]
             }
-            _ => vec![http_response("200 OK", "application/json", &result_json(&id, json!({"tools": []})))],
+            _ => vec![http_response("200 OK", "application/json", &result_json(&id, json!({"tools": listing()["tools"]})))],
         }
     }
 }

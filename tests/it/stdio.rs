@@ -424,6 +424,10 @@ for line in sys.stdin:
     if m["method"] == "ping":
         send({"jsonrpc": "2.0", "id": m["id"], "result": {}})
         continue
+    if m["method"] == "tools/list":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete",
+              "tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("talk", "listen")]}})
+        continue
     name = m["params"]["name"]
     log = lambda text: send({"jsonrpc": "2.0", "method": "notifications/message",
                              "params": {"level": "info", "data": text}})

@@ -304,17 +304,46 @@ type Script = Arc<dyn Fn(&Received) -> Vec<Step> + Send + Sync>;
 pub struct ScriptedUpstream {
     pub addr: SocketAddr,
     pub received: Arc<Mutex<Vec<Received>>>,
+    /// The list requests it answered itself from [`listing`] (never shown
+    /// to the script; see [`ScriptedUpstream::start`]).
+    pub listed: Arc<Mutex<Vec<Received>>>,
+    lists_itself: bool,
     pub cancellations: Arc<Mutex<u32>>,
     /// TCP connections accepted so far (each one a dial by the gateway).
     pub accepted: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ScriptedUpstream {
+    /// An upstream that lists like a real server: a `tools/list`,
+    /// `prompts/list` or `resources/templates/list` its script does not
+    /// answer with a list of that kind (a script written for calls) gets
+    /// the shared [`listing`] instead, recorded in `listed`, not in
+    /// `received`; a script that lists is used as it is. The gateway checks
+    /// calls against what was listed (`[arguments] schema`, on in the
+    /// `untrusted` preset) and fetches the list itself when the caller
+    /// never listed: the script stays about what its test is about.
     pub async fn start(script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static) -> Self {
+        Self::start_with(script, true).await
+    }
+
+    /// An upstream whose script answers list requests too, whatever it
+    /// answers: tests of a list that fails (an error, a pause, no list).
+    pub async fn start_unlisted(
+        script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static,
+    ) -> Self {
+        Self::start_with(script, false).await
+    }
+
+    async fn start_with(
+        script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static,
+        lists_itself: bool,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let up = ScriptedUpstream {
             addr,
+            listed: Default::default(),
+            lists_itself,
             received: Default::default(),
             cancellations: Default::default(),
             accepted: Default::default(),
@@ -338,6 +367,19 @@ impl ScriptedUpstream {
 
     pub fn requests(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
+    }
+
+    /// What it received but list requests (the gateway fetches a list
+    /// itself for a caller that calls before listing).
+    pub fn calls(&self) -> Vec<Received> {
+        let list = |r: &Received| {
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            matches!(
+                v.get("method").and_then(|m| m.as_str()),
+                Some("tools/list" | "prompts/list" | "resources/templates/list")
+            )
+        };
+        self.requests().into_iter().filter(|r| !list(r)).collect()
     }
 
     pub fn cancelled(&self) -> u32 {
@@ -386,8 +428,18 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recei
 async fn serve_conn(mut stream: TcpStream, script: Script, state: ScriptedUpstream) {
     let mut buf = Vec::new();
     while let Some(req) = read_request(&mut stream, &mut buf).await {
-        state.received.lock().unwrap().push(req.clone());
-        for step in script(&req) {
+        let steps = script(&req);
+        let steps = match listing_answer(&req, &steps).filter(|_| state.lists_itself) {
+            Some(answer) => {
+                state.listed.lock().unwrap().push(req.clone());
+                vec![answer]
+            }
+            None => {
+                state.received.lock().unwrap().push(req.clone());
+                steps
+            }
+        };
+        for step in steps {
             match step {
                 Step::Write(b) => {
                     if stream.write_all(&b).await.is_err() {
@@ -408,6 +460,50 @@ async fn serve_conn(mut stream: TcpStream, script: Script, state: ScriptedUpstre
             }
         }
     }
+}
+
+/// What the scripted upstreams list (`tests/it/common/listing.json`): the
+/// tools, prompts and resource templates the tests call, each with the
+/// arguments they send declared.
+pub fn listing() -> &'static serde_json::Value {
+    static LISTING: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    LISTING.get_or_init(|| {
+        serde_json::from_str(include_str!("listing.json")).expect("listing.json is JSON")
+    })
+}
+
+/// The answer to a list request its script does not answer with a list of
+/// that kind, from [`listing`]; `None` for any other request.
+fn listing_answer(req: &Received, scripted: &[Step]) -> Option<Step> {
+    let v: serde_json::Value = serde_json::from_slice(&req.body).ok()?;
+    let member = match v.get("method")?.as_str()? {
+        "tools/list" => "tools",
+        "prompts/list" => "prompts",
+        "resources/templates/list" => "resourceTemplates",
+        _ => return None,
+    };
+    // A script that lists, or refuses, is used as it is; one that answers
+    // a list as it answers calls (200, no error, no list) gets the shared
+    // listing. Tests of a list that fails otherwise use `start_unlisted`.
+    let mut written = String::new();
+    for step in scripted {
+        if let Step::Write(b) | Step::WriteOrNoteCancel(b) = step {
+            written.push_str(&String::from_utf8_lossy(b));
+        }
+    }
+    let as_a_call = written.starts_with("HTTP/1.1 200")
+        && !written.contains("\"error\"")
+        && !written.contains(&format!("\"{member}\""));
+    if !as_a_call {
+        return None;
+    }
+    let result = serde_json::json!({ member: listing()[member].clone() });
+    let id = v.get("id")?.to_string();
+    Some(http_response(
+        "200 OK",
+        "application/json",
+        &result_json(&id, result),
+    ))
 }
 
 /// The peer closed its side (EOF), seen without blocking.

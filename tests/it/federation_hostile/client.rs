@@ -15,6 +15,20 @@ async fn echoing() -> ScriptedUpstream {
             "tools/call" | "prompts/get" => p["name"].clone(),
             "resources/read" => p["uri"].clone(),
             "completion/complete" => p["ref"].clone(),
+            // It lists what the tests call (the gateway checks calls
+            // against the listing).
+            "tools/list" => {
+                // And one named outside the characters a tool name may use.
+                let mut tools = crate::common::listing()["tools"].clone();
+                if let Some(t) = tools.as_array_mut() {
+                    t.push(json!({"name": "\u{e9}", "inputSchema": {"type": "object"}}));
+                }
+                return Some(json!({ "tools": tools }));
+            }
+            "prompts/list" => return Some(json!({"prompts": crate::common::listing()["prompts"]})),
+            "resources/templates/list" => {
+                return Some(json!({"resourceTemplates": crate::common::listing()["resourceTemplates"]}))
+            }
             _ => return None,
         };
         let text = got.to_string();
@@ -96,7 +110,6 @@ async fn an_exposed_name_spelled_otherwise_reaches_no_upstream() {
         ("g_x", &g, "x"),
         ("gh__x", &gh, "_x"),
         ("g_gh_x", &g, "gh_x"),
-        ("gh_\u{e9}", &gh, "\u{e9}"),
     ] {
         let (_, v) = ask(
             &url(&gw),
@@ -117,6 +130,20 @@ async fn an_exposed_name_spelled_otherwise_reaches_no_upstream() {
             "{name}"
         );
     }
+    // A name outside the listing rules' characters is routed to its
+    // upstream too, but the listing rules took that tool out of the list:
+    // the call is refused as never listed, and reaches no one.
+    let before = gh.calls().len();
+    let (_, v) = ask(
+        &url(&gw),
+        "tools/call",
+        Some("gh_\u{e9}"),
+        json!({"name": "gh_\u{e9}", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(v["error"]["data"]["reason"], "not_listed", "{v}");
+    assert_eq!(v["error"]["data"]["upstream"], "Upstream github", "{v}");
+    assert_eq!(gh.calls().len(), before);
     let (_, v) = ask(
         &url(&gw),
         "resources/read",
@@ -179,7 +206,7 @@ async fn an_mcp_name_header_that_disagrees_with_the_exposed_name_is_refused_befo
     .await
     .unwrap();
     assert!(json_of(resp).await.get("result").is_some());
-    assert_eq!(gh.requests()[0].header("mcp-name").as_deref(), Some("x"));
+    assert_eq!(gh.calls()[0].header("mcp-name").as_deref(), Some("x"));
     gw.shutdown().await;
 }
 

@@ -238,7 +238,7 @@ async fn operation(limit: usize, lengths: &[usize]) -> (Value, Vec<Received>) {
         .1;
     }
     gw.shutdown().await;
-    (v, up.requests())
+    (v, up.calls())
 }
 
 #[tokio::test]

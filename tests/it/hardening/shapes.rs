@@ -232,7 +232,7 @@ async fn no_message_but_the_response_reaches_the_client_in_either_carrier() {
         assert_eq!(refusal["error"]["data"]["reason"], case.reason, "{what}");
         assert_eq!(refusal["id"], case.id.as_str(), "{what}");
     }
-    assert_eq!(up.requests().len(), cases.len(), "every case was played");
+    assert_eq!(up.calls().len(), cases.len(), "every case was played");
     for reason in ["upstream_protocol_violation", "upstream_bad_response"] {
         let label = format!(r#"reason="{reason}""#);
         let counted = metric(&gw, "portcullis_upstream_errors_total", &[&label]).await;

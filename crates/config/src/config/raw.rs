@@ -159,6 +159,8 @@ pub(super) struct RawUpstream {
     pub(crate) pool_idle_timeout: Option<Spanned<String>>,
     pub(crate) pool_max_idle_per_host: Option<Spanned<i64>>,
     pub(crate) forward_authorization: Option<bool>,
+    /// Accept plain http:// to a host that is not this machine although the policy refuses it.
+    pub(crate) allow_plaintext: Option<Spanned<bool>>,
     /// The gateway's own credential for this upstream (never the client's).
     pub(crate) credential: Option<Spanned<crate::credential::RawCredential>>,
     pub(crate) policy: Option<Spanned<String>>,

@@ -384,6 +384,9 @@ pub(super) fn http_only_keys(r: &RawUpstream) -> Vec<(&'static str, std::ops::Ra
     if let Some(v) = &r.pool_idle_timeout {
         keys.push(("pool_idle_timeout", v.span()));
     }
+    if let Some(v) = &r.allow_plaintext {
+        keys.push(("allow_plaintext", v.span()));
+    }
     keys
 }
 

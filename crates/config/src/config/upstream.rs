@@ -15,7 +15,7 @@ use super::raw::RawUpstream;
 use super::stdio::{http_only_keys, stdio, stdio_only_keys, StdioSettings};
 use crate::model::{ConfigError, Generation};
 use crate::mrtr::settings::SingleUse;
-use crate::policy::config::{Policy, PolicySet};
+use crate::policy::config::{PlaintextRemote, Policy, PolicySet};
 
 /// One upstream MCP server and how to reach it.
 pub struct UpstreamRoute {
@@ -36,6 +36,9 @@ pub struct UpstreamRoute {
     pub pool_idle_timeout: Duration,
     pub pool_max_idle_per_host: usize,
     pub forward_authorization: bool,
+    /// `allow_plaintext = true`: plain http:// to a host that is not this
+    /// machine, accepted by the operator for this upstream.
+    pub allow_plaintext: bool,
     /// What the gateway sends the upstream as its own credential.
     pub credential: Option<Arc<crate::credential::UpstreamCredential>>,
     /// The elicitation policy applied to this upstream's answers.
@@ -324,7 +327,7 @@ pub(super) fn upstreams(
                 .map(|a| a.as_str().to_owned())
                 .unwrap_or_default(),
         };
-        out.push(Arc::new(UpstreamRoute {
+        let route = UpstreamRoute {
             name,
             url,
             tls_digest: tls.as_ref().map(|(_, d)| d.clone()),
@@ -350,8 +353,38 @@ pub(super) fn upstreams(
             prefix_span: r.prefix.as_ref().map_or_else(|| r.id.span(), |p| p.span()),
             generations,
             stdio,
+            allow_plaintext: r.allow_plaintext.as_ref().is_some_and(|a| *a.get_ref()),
             id,
-        }));
+        };
+        if let Some(e) = plaintext_refused(&route, r, &f("url"), loc) {
+            p.push(e);
+            continue;
+        }
+        out.push(Arc::new(route));
     }
     out
+}
+
+/// A plain `http://` upstream on a host that is not this machine, under a
+/// policy that refuses it (`[transport] plaintext_remote = "refuse"`, the
+/// `untrusted` preset) and without `allow_plaintext = true`.
+fn plaintext_refused(
+    route: &UpstreamRoute,
+    r: &RawUpstream,
+    field: &str,
+    loc: &Locator<'_>,
+) -> Option<ConfigError> {
+    if route.allow_plaintext || route.policy.plaintext_remote != PlaintextRemote::Refuse {
+        return None;
+    }
+    let host = super::warnings::plaintext_remote(route)?;
+    let span = r.url.as_ref().map_or_else(|| r.id.span(), |u| u.span());
+    Some(loc.at(
+        span,
+        field,
+        format!(
+            "plain http:// to {host}, which is not this machine, under policy \"{}\": what callers send it and what it answers would cross the network readable and alterable by anyone on the way; use https://, or set allow_plaintext = true on this upstream to accept that",
+            route.policy.name
+        ),
+    ))
 }

@@ -40,22 +40,35 @@ impl GatewayConfig {
             out.extend(self.closed_writable_folders());
         }
         for up in &self.upstreams {
-            if up.stdio.is_some() || up.tls.is_some() || up.url.scheme_str() != Some("http") {
-                continue;
+            if up.allow_plaintext {
+                continue; // the operator said so, for this upstream
             }
-            let host = up.url.host().unwrap_or_default();
-            let here = matches!(classify_text(host), Some(HostClass::Loopback));
-            if !here {
+            if let Some(host) = plaintext_remote(up) {
                 out.push(ConfigWarning {
                     field: format!("upstream \"{}\" url", up.id),
                     message: format!(
-                        "plain http:// to {host}, which is not this machine: what callers send it and what it answers cross the network unencrypted and unauthenticated; use https:// (portcullis check --strict refuses this)"
+                        "plain http:// to {host}, which is not this machine: what callers send it and what it answers cross the network unencrypted and unauthenticated; use https://, or say allow_plaintext = true on this upstream (portcullis check --strict refuses this; the untrusted preset refuses it at start)"
                     ),
                 });
             }
         }
         out
     }
+}
+
+/// The host of a plain `http://` upstream that is not this machine: any
+/// name or address but loopback (`127.0.0.0/8`, `::1`, `localhost` and
+/// its subdomains), as written; private and link-local addresses count as
+/// remote (a private network is shared with whoever else is on it). Names
+/// are not resolved: what one resolves to can change after the check. A
+/// stdio program is reached over a pipe, never a network.
+pub(super) fn plaintext_remote(up: &super::UpstreamRoute) -> Option<&str> {
+    if up.stdio.is_some() || up.tls.is_some() || up.url.scheme_str() != Some("http") {
+        return None;
+    }
+    let host = up.url.host().unwrap_or_default();
+    let here = matches!(classify_text(host), Some(HostClass::Loopback));
+    (!here).then_some(host)
 }
 
 impl GatewayConfig {

@@ -68,6 +68,11 @@ pub(super) async fn check(
     }
     let item = named_item(ctx);
     let contract = match (&item, rules.schema) {
+        // A tool held for a changed definition, which an approval rule
+        // asks the person about: the pins left it out of the caller's list,
+        // so it is not `not_listed`; the person decides (`approve`), the
+        // other rules still read its arguments.
+        _ if ctx.listing_held => None,
         (Some((kind, name)), schema) if schema != Setting::Off => {
             Some(listed(ctx, parts, authority, *kind, name).await?)
         }
@@ -362,6 +367,7 @@ fn asking(
         trace: ctx.trace.clone(),
         subject: ctx.subject.clone(),
         carried: false,
+        own: true,
     })
 }
 

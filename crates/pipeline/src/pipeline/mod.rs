@@ -74,6 +74,9 @@ pub(crate) struct Inbound {
     pub(crate) subject: Option<crate::credential::SubjectToken>,
     /// Made by the bridge from a client's request: never carried again.
     pub(crate) carried: bool,
+    /// The gateway's own request for the caller (its fetch of a list the
+    /// caller never asked for): not counted against the caller's limits.
+    pub(crate) own: bool,
 }
 
 /// The runtime services of one config generation, built from its settings.
@@ -295,6 +298,7 @@ impl Gateway {
             trace: trace.clone(),
             subject,
             carried: false,
+            own: false,
         };
         match endpoint {
             Endpoint::One(route) => self.through(route.clone(), Box::new(inbound)).await,
@@ -322,6 +326,7 @@ impl Gateway {
             trace,
             subject,
             carried,
+            own,
         } = *inbound;
         let name = route.name();
         // Boxed: the context is moved into every later phase's future; inline,
@@ -363,9 +368,11 @@ impl Gateway {
         access::permit(&ctx, &authority, parts.uri.path())?;
         ctx.listing_held =
             access::unchanged(&ctx).await.map_err(|r| within(r, &ctx))? == access::Held::Askable;
-        access::throttle_target(&ctx)
-            .await
-            .map_err(|r| within(r, &ctx))?;
+        if !own {
+            access::throttle_target(&ctx)
+                .await
+                .map_err(|r| within(r, &ctx))?;
+        }
         trace.phase(Phase::Access);
         let body = match answer::check(&mut ctx).await.map_err(|r| within(r, &ctx))? {
             Some(answer::Answered::Forward(answer)) => answer,

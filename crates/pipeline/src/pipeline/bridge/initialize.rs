@@ -103,6 +103,7 @@ async fn native(
         trace: ctx.trace.clone(),
         subject: ctx.subject.clone(),
         carried: true,
+        own: false,
     };
     let resp = through(ctx.gateway.clone(), ctx.route.clone(), inbound)
         .await

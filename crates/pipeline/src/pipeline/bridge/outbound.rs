@@ -168,6 +168,7 @@ impl Outbound {
             trace: self.trace.clone(),
             subject: self.subject.clone(),
             carried: true,
+            own: false,
         }
     }
 

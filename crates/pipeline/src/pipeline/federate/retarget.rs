@@ -97,6 +97,7 @@ impl Retarget {
             trace: inbound.trace.clone(),
             subject: inbound.subject.clone(),
             carried: inbound.carried,
+            own: inbound.own,
         })
     }
 

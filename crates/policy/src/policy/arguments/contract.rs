@@ -313,6 +313,13 @@ fn undeclared(schema: &Value, instance: &Value, at: &mut String, out: &mut Vec<P
     if out.len() >= MAX_PROBLEMS || OPEN_OR_COMPOSED.iter().any(|k| schema.contains_key(*k)) {
         return;
     }
+    // Below the arguments, an object that names no `properties` is a map
+    // whose keys are data (`{"cards": {"Alex": [...]}}`), as JSON Schema
+    // reads it; the arguments themselves are the tool's parameter list,
+    // whose names are the contract even when it declares none.
+    if !at.is_empty() && !schema.contains_key("properties") {
+        return;
+    }
     match instance {
         Value::Object(members) if is_object_schema(schema) => {
             let empty = Map::new();
@@ -515,7 +522,19 @@ mod tests {
                 "{open}"
             );
         }
-        // A schema with no properties declares none.
+        // Below the arguments, an object with no properties is a map.
+        let c = tool(json!({"type": "object", "properties": {
+            "cards": {"type": "object", "description": "cards by player"},
+            "by": {"type": "object", "properties": {}}
+        }}));
+        assert!(c
+            .problems(&json!({"cards": {"Alex": ["A of spades"], "Sam": []}}))
+            .is_empty());
+        assert_eq!(
+            keywords(&c, json!({"by": {"k": 1}})),
+            [("/by/k".to_owned(), "undeclared".to_owned())]
+        );
+        // The arguments with no properties declare none.
         assert_eq!(
             keywords(&tool(json!({"type": "object"})), json!({"p": "~/.ssh"})),
             [("/p".to_owned(), "undeclared".to_owned())]

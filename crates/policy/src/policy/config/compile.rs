@@ -123,6 +123,14 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         ]
     ))?;
     let approval = approval_rules(chain)?;
+    let plaintext_remote = setting!(choice(
+        chain,
+        transport.plaintext_remote,
+        &[
+            ("refuse", PlaintextRemote::Refuse),
+            ("warn", PlaintextRemote::Warn),
+        ]
+    ))?;
     Ok(Policy {
         name: own.name.clone(),
         mode,
@@ -145,6 +153,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         on_change,
         approval,
         arguments,
+        plaintext_remote,
     })
 }
 

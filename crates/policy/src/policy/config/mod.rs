@@ -232,6 +232,20 @@ pub struct Policy {
     pub approval: portcullis_approval::ApprovalRules,
     /// `[arguments]`: what a call sends a server.
     pub arguments: ArgumentPolicy,
+    /// `[transport] plaintext_remote`.
+    pub plaintext_remote: PlaintextRemote,
+}
+
+/// What a plain `http://` upstream on a host that is not this machine
+/// gets at config validation (`[transport] plaintext_remote`): what the
+/// gateway sends it and what it answers cross a network anyone on the way
+/// can read and alter, and nothing proves the server is the one meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaintextRemote {
+    /// The config is refused unless the upstream says `allow_plaintext = true`.
+    Refuse,
+    /// A `portcullis check` warning (`--strict` refuses it).
+    Warn,
 }
 
 impl Policy {

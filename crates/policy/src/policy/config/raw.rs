@@ -36,6 +36,16 @@ pub(super) struct RawPolicy {
     pub(super) approval: Vec<Spanned<portcullis_approval::RawApproval>>,
     #[serde(default)]
     pub(super) arguments: RawArguments,
+    #[serde(default)]
+    pub(super) transport: RawTransport,
+}
+
+/// `[transport]`: how an upstream under this policy may be reached.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTransport {
+    /// A plain `http://` upstream on a host that is not this machine.
+    pub(super) plaintext_remote: Option<Spanned<String>>,
 }
 
 /// `[arguments]`: what a call sends a server — checked against the
