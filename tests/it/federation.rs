@@ -930,6 +930,8 @@ async fn listening(tag: &'static str) -> ScriptedUpstream {
             steps.push(sse_event(&json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}).to_string()));
         }
         steps.push(sse_event(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {"from": tag}}}).to_string()));
+        // The listen's answer: this upstream's end of the subscription.
+        steps.push(sse_event(&json!({"jsonrpc": "2.0", "id": body["id"], "result": {"_meta": {"from": tag}}}).to_string()));
         steps.push(sse_end());
         steps
     })
@@ -980,6 +982,28 @@ async fn a_subscription_stream_is_every_upstreams_with_its_own_uris() {
             .count(),
         2
     );
+    // One subscription as the client asked it: acknowledged first and once,
+    // with what the upstreams agreed to together (URIs as the client knows
+    // them), and answered last and once.
+    let acks: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/subscriptions/acknowledged")
+        .collect();
+    assert_eq!(acks.len(), 1, "{text}");
+    assert_eq!(messages[0], *acks[0], "{text}");
+    let mut agreed: Vec<&str> = acks[0]["params"]["notifications"]["resourceSubscriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    agreed.sort();
+    assert_eq!(agreed, ["a+file:///y_z.md", "b+file:///x.md", "b+mem://q"]);
+    assert_eq!(acks[0]["params"]["notifications"]["toolsListChanged"], true);
+    let answers: Vec<&Value> = messages.iter().filter(|m| m.get("id").is_some()).collect();
+    assert_eq!(answers.len(), 1, "{text}");
+    assert_eq!(messages.last(), Some(answers[0]), "{text}");
+    assert_eq!(answers[0]["id"], "l1");
     let got = |up: &ScriptedUpstream| -> Value {
         let b: Value = serde_json::from_slice(&up.requests()[0].body).unwrap();
         b["params"]["notifications"]["resourceSubscriptions"].clone()
