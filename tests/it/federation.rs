@@ -931,6 +931,8 @@ async fn listening(tag: &'static str) -> ScriptedUpstream {
             steps.push(sse_event(&json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}).to_string()));
         }
         steps.push(sse_event(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {"from": tag}}}).to_string()));
+        // The listen's answer: this upstream's end of the subscription.
+        steps.push(sse_event(&json!({"jsonrpc": "2.0", "id": body["id"], "result": {"_meta": {"from": tag}}}).to_string()));
         steps.push(sse_end());
         steps
     })
@@ -981,6 +983,28 @@ async fn a_subscription_stream_is_every_upstreams_with_its_own_uris() {
             .count(),
         2
     );
+    // One subscription as the client asked it: acknowledged first and once,
+    // with what the upstreams agreed to together (URIs as the client knows
+    // them), and answered last and once.
+    let acks: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/subscriptions/acknowledged")
+        .collect();
+    assert_eq!(acks.len(), 1, "{text}");
+    assert_eq!(messages[0], *acks[0], "{text}");
+    let mut agreed: Vec<&str> = acks[0]["params"]["notifications"]["resourceSubscriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    agreed.sort();
+    assert_eq!(agreed, ["a+file:///y_z.md", "b+file:///x.md", "b+mem://q"]);
+    assert_eq!(acks[0]["params"]["notifications"]["toolsListChanged"], true);
+    let answers: Vec<&Value> = messages.iter().filter(|m| m.get("id").is_some()).collect();
+    assert_eq!(answers.len(), 1, "{text}");
+    assert_eq!(messages.last(), Some(answers[0]), "{text}");
+    assert_eq!(answers[0]["id"], "l1");
     let got = |up: &ScriptedUpstream| -> Value {
         let b: Value = serde_json::from_slice(&up.requests()[0].body).unwrap();
         b["params"]["notifications"]["resourceSubscriptions"].clone()
@@ -990,6 +1014,90 @@ async fn a_subscription_stream_is_every_upstreams_with_its_own_uris() {
     let v = json_of(listen(json!(["c+file:///x"])).send().await.unwrap()).await;
     assert_eq!(v["error"]["data"]["reason"], "unknown_name", "{v}");
     gw.shutdown().await;
+}
+
+/// An upstream that answers `subscriptions/listen` with one whole JSON
+/// answer (a method-not-found error, or the result that ends a listen)
+/// instead of a stream.
+async fn answering_whole(error: bool) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |req| {
+        let id: Value = serde_json::from_str(&id_of(req)).unwrap_or_default();
+        let body = match error {
+            true => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}),
+            false => json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete"}}),
+        };
+        vec![http_response("200 OK", "application/json", &body.to_string())]
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_upstream_answering_a_listen_whole_is_left_out_of_the_merged_stream() {
+    for error in [true, false] {
+        let (a, b) = (answering_whole(error).await, listening("b").await);
+        let gw = start_gateway(&federated_config(
+            &[("up-a", "a", &a.url()), ("up-b", "b", &b.url())],
+            "",
+        ))
+        .await;
+        let c = client();
+        let body = json!({"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen", "params": {"_meta": meta(),
+            "notifications": {"toolsListChanged": true}}});
+        let resp = post(&c, &url(&gw), "subscriptions/listen", None, body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let media = resp.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(media.starts_with("text/event-stream"), "{media}");
+        let text = resp.text().await.unwrap();
+        // Every line of the merged stream is an event-stream line; every
+        // event is b's, whole.
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            assert!(
+                ["data:", "id:", "event:", "retry:", ":"]
+                    .iter()
+                    .any(|p| line.starts_with(p)),
+                "not an event-stream line: {line:?} in {text}"
+            );
+        }
+        let froms: Vec<Value> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .filter(|m| m["method"] == "notifications/tools/list_changed")
+            .map(|m| m["params"]["_meta"]["from"].clone())
+            .collect();
+        assert_eq!(froms, [json!("b")], "{text}");
+        let m = metrics(&gw).await;
+        assert!(
+            m.lines().any(|l| l.starts_with("portcullis_federation_")
+                && l.contains("up-a")
+                && l.contains("subscriptions/listen")),
+            "a is counted as left out: {m}"
+        );
+        gw.shutdown().await;
+
+        // With no upstream streaming, the first whole answer is the route's.
+        let (a, b) = (answering_whole(error).await, answering_whole(error).await);
+        let gw = start_gateway(&federated_config(
+            &[("up-a", "a", &a.url()), ("up-b", "b", &b.url())],
+            "",
+        ))
+        .await;
+        let v = json_of(
+            post(&client(), &url(&gw), "subscriptions/listen", None, body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        match error {
+            true => assert_eq!(v["error"]["code"], -32601, "{v}"),
+            false => assert_eq!(v["result"]["resultType"], "complete", "{v}"),
+        }
+        gw.shutdown().await;
+    }
 }
 
 #[tokio::test]

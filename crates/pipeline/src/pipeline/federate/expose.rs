@@ -101,17 +101,29 @@ pub(super) fn tool_ui(tool: &mut serde_json::Map<String, Value>, prefix: &str) {
     expose_uri(meta.get_mut("ui/resourceUri"), prefix);
 }
 
-/// Whether a message's bytes may hold a `uri` member (a key written with
-/// escapes is still read: `\u` sends it to the parse).
+/// Whether a message's bytes may hold a `uri` member or a listen's
+/// subscribed resources (a key written with escapes is still read: `\u`
+/// sends it to the parse).
 fn may_name_a_uri(bytes: &[u8]) -> bool {
-    memchr::memmem::find(bytes, b"uri").is_some() || memchr::memmem::find(bytes, b"\\u").is_some()
+    memchr::memmem::find(bytes, b"uri").is_some()
+        || memchr::memmem::find(bytes, b"\\u").is_some()
+        || memchr::memmem::find(bytes, b"resourceSubscriptions").is_some()
 }
 
 /// Prefix every resource URI a client may use again; `true` when one was.
 fn expose_message(message: &mut Value, prefix: &str) -> bool {
     let mut changed = false;
-    if message.get("method").and_then(Value::as_str) == Some("notifications/resources/updated") {
-        changed |= expose_uri(message.pointer_mut("/params/uri"), prefix);
+    match message.get("method").and_then(Value::as_str) {
+        Some("notifications/resources/updated") => {
+            changed |= expose_uri(message.pointer_mut("/params/uri"), prefix);
+        }
+        // What a listen's upstream agreed to: the resources as subscribed.
+        Some("notifications/subscriptions/acknowledged") => {
+            for uri in each(message.pointer_mut("/params/notifications/resourceSubscriptions")) {
+                changed |= expose_uri(Some(uri), prefix);
+            }
+        }
+        _ => {}
     }
     let Some(result) = message.get_mut("result") else {
         return changed;

@@ -17,6 +17,7 @@ use super::super::route::Federated;
 use super::super::{Gateway, Inbound};
 use super::answers::cut_short;
 use super::expose;
+use super::listen_merge::ListenMerge;
 use super::member_of;
 use super::retarget::Retarget;
 use crate::model::{McpMethod, Reason, Refusal, TargetKind};
@@ -65,14 +66,21 @@ pub(super) async fn merged(
     let mut first_refusal = None;
     for (member, opened) in fed.members.iter().zip(opened) {
         match opened {
-            Ok(resp) if resp.status().is_success() => {
+            Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => {
                 let (parts, body) = resp.into_parts();
                 head.get_or_insert(parts);
                 streams.push(Some(body));
                 prefixes.push(member.prefix().unwrap_or_default().to_owned());
             }
+            // A whole answer instead of a stream (an error, or a listen
+            // the upstream ended at once) cannot be one of the merged
+            // stream's events: that upstream is left out, and its answer is
+            // the route's only when no upstream streams.
             Ok(resp) => {
-                let reason = Reason::UpstreamRefused.as_str();
+                let reason = match resp.status().is_success() {
+                    true => Reason::UpstreamBadResponse.as_str(),
+                    false => Reason::UpstreamRefused.as_str(),
+                };
                 cut_short(gateway, method, &member.upstream.settings, reason);
                 first_refusal.get_or_insert(Ok(resp));
             }
@@ -85,10 +93,13 @@ pub(super) async fn merged(
     }
     match (head, first_refusal) {
         (Some(parts), _) => {
+            let listen =
+                (method == McpMethod::SubscriptionsListen).then(|| ListenMerge::new(streams.len()));
             let merged = MergedEvents {
                 streams,
                 prefixes,
                 next: 0,
+                listen,
             };
             Ok(Response::from_parts(
                 parts,
@@ -105,6 +116,15 @@ pub(super) async fn merged(
             &fed.settings.name,
         )),
     }
+}
+
+/// Whether an upstream answered with an event stream.
+fn is_event_stream(resp: &Response<ProxyBody>) -> bool {
+    resp.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
 /// The resource URIs a `subscriptions/listen` names, split by upstream
@@ -134,17 +154,20 @@ fn subscriptions(fed: &Federated, inbound: &Inbound) -> Result<Option<Vec<Vec<St
 
 /// Several checked streams as one: whole events, taken in turn from
 /// whichever stream has one, until every stream has ended. A resource's
-/// update names the resource as the client knows it (with its prefix).
+/// update names the resource as the client knows it (with its prefix). A
+/// 2026-07-28 listen is acknowledged and answered once (`listen_merge.rs`).
 struct MergedEvents {
     streams: Vec<Option<ProxyBody>>,
     /// Each stream's upstream prefix.
     prefixes: Vec<String>,
     /// Where the next turn starts, so no stream starves the others.
     next: usize,
+    listen: Option<ListenMerge>,
 }
 
-impl EventSource for MergedEvents {
-    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+impl MergedEvents {
+    /// The next event of any stream, in turn; `Ready(None)` once all ended.
+    fn poll_any(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         let n = self.streams.len();
         for turn in 0..n {
             let i = (self.next + turn) % n;
@@ -155,13 +178,27 @@ impl EventSource for MergedEvents {
                 Poll::Ready(Some(Ok(frame))) => {
                     self.next = i + 1;
                     if let Ok(data) = frame.into_data() {
-                        return Poll::Ready(Some(expose::event(data, &self.prefixes[i])));
+                        let event = expose::event(data, &self.prefixes[i]);
+                        match self.listen.as_mut() {
+                            Some(listen) => listen.event(i, event),
+                            None => return Poll::Ready(Some(event)),
+                        }
                     }
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
                 Poll::Ready(Some(Err(never))) => match never {},
-                Poll::Ready(None) => self.streams[i] = None,
+                Poll::Ready(None) => {
+                    self.streams[i] = None;
+                    if let Some(listen) = self.listen.as_mut() {
+                        listen.ended(i);
+                        if self.streams.iter().all(Option::is_none) {
+                            listen.finish();
+                        }
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                }
                 Poll::Pending => {}
             }
         }
@@ -169,6 +206,15 @@ impl EventSource for MergedEvents {
             true => Poll::Ready(None),
             false => Poll::Pending,
         }
+    }
+}
+
+impl EventSource for MergedEvents {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Some(event) = self.listen.as_mut().and_then(ListenMerge::next) {
+            return Poll::Ready(Some(event));
+        }
+        self.poll_any(cx)
     }
 
     fn refused(&self) -> Option<Reason> {

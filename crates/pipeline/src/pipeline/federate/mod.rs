@@ -13,6 +13,7 @@ mod answers;
 mod describe;
 mod expose;
 mod listen;
+mod listen_merge;
 mod merge;
 mod retarget;
 
