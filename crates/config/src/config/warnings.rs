@@ -118,7 +118,8 @@ mod tests {
         let path = dir.path().join("c.toml");
         std::fs::write(
             &path,
-            format!("[[listener]]\naddress = \"127.0.0.1:0\"\n[[upstream]]\nid = \"u\"\nname = \"U\"\nurl = \"{url}\"\n[[route]]\npath = \"/mcp\"\nupstream = \"u\"\n"),
+            // trusted: plain http:// elsewhere is a warning there (untrusted refuses it).
+            format!("[[listener]]\naddress = \"127.0.0.1:0\"\n[[upstream]]\nid = \"u\"\nname = \"U\"\nurl = \"{url}\"\npolicy = \"trusted\"\n[[route]]\npath = \"/mcp\"\nupstream = \"u\"\n"),
         )
         .unwrap();
         GatewayConfig::load(&path).unwrap()

@@ -313,14 +313,13 @@ fn undeclared(schema: &Value, instance: &Value, at: &mut String, out: &mut Vec<P
     if out.len() >= MAX_PROBLEMS || OPEN_OR_COMPOSED.iter().any(|k| schema.contains_key(*k)) {
         return;
     }
-    // Below the arguments, an object that names no `properties` is a map
-    // whose keys are data (`{"cards": {"Alex": [...]}}`), as JSON Schema
-    // reads it; the arguments themselves are the tool's parameter list,
-    // whose names are the contract even when it declares none.
-    if !at.is_empty() && !schema.contains_key("properties") {
-        return;
-    }
     match instance {
+        // Below the arguments, an object that names no `properties` is a
+        // map whose keys are data (`{"cards": {"Alex": [...]}}`), as JSON
+        // Schema reads it; the arguments themselves are the tool's
+        // parameter list, whose names are the contract even when it
+        // declares none.
+        Value::Object(_) if !at.is_empty() && !schema.contains_key("properties") => {}
         Value::Object(members) if is_object_schema(schema) => {
             let empty = Map::new();
             let declared = schema
