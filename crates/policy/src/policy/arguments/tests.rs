@@ -232,6 +232,7 @@ fn results_keep_what_they_return_and_redact_credentials() {
         client: Default::default(),
         upstream_name: "Vault",
         upstream_host: "vault.example",
+        catalogue: None,
     };
     let key = format!("AKIA{}", "ABCDEFGHIJKLMNOP");
     let mut result = json!({"content": [{"type": "text", "text": format!("id={key}\nDB_PASSWORD=s3cr3t-Passw0rd")}],
