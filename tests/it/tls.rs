@@ -275,17 +275,33 @@ async fn an_upstream_whose_key_is_not_pinned_is_refused_before_anything_is_sent(
         )
     };
     // The key pinned (beside the next one, for rotation): delivered.
-    let gw = start_gateway(&gateway(vec![pin_of(&other.leaf_pem), pin_of(&upstream_pki.leaf_pem)])).await;
-    let v = json_of(call(&client(), &url(&gw), "p1", "get_room", json!({})).send().await.unwrap()).await;
+    let gw = start_gateway(&gateway(vec![
+        pin_of(&other.leaf_pem),
+        pin_of(&upstream_pki.leaf_pem),
+    ]))
+    .await;
+    let v = json_of(
+        call(&client(), &url(&gw), "p1", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(v["result"]["content"][0]["text"], "over tls", "{v}");
     gw.shutdown().await;
 
     // The same name and CA, another key: refused as an identity mismatch.
     let gw = start_gateway(&gateway(vec![pin_of(&other.leaf_pem)])).await;
-    let resp = call(&client(), &url(&gw), "p2", "get_room", json!({})).send().await.unwrap();
+    let resp = call(&client(), &url(&gw), "p2", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 502);
     let v = json_of(resp).await;
-    assert_eq!(v["error"]["data"]["reason"], "upstream_identity_mismatch", "{v}");
+    assert_eq!(
+        v["error"]["data"]["reason"], "upstream_identity_mismatch",
+        "{v}"
+    );
     let m = metrics(&gw).await;
     assert!(m.contains("outcome=\"upstream_identity_mismatch\""), "{m}");
     gw.shutdown().await;
@@ -301,15 +317,24 @@ fn check_rejects_a_pin_it_cannot_read() {
         ("[\"not a pin\"]".to_owned(), false),
         ("[]".to_owned(), false),
     ] {
-        let text = config_text("https://localhost:8443/mcp", &format!("tls_pins = {pins}"), "");
-        let parsed = portcullis::config::GatewayConfig::parse(&text, std::path::Path::new("pins.toml"));
+        let text = config_text(
+            "https://localhost:8443/mcp",
+            &format!("tls_pins = {pins}"),
+            "",
+        );
+        let parsed =
+            portcullis::config::GatewayConfig::parse(&text, std::path::Path::new("pins.toml"));
         match (parsed, ok) {
             (Ok(_), true) => {}
             (Err(e), false) => assert!(e.to_string().contains("tls_pins"), "{e}"),
             (other, _) => panic!("{pins}: {:?}", other.map(|_| ())),
         }
     }
-    let plain = config_text("http://127.0.0.1:8080/mcp", &format!("tls_pins = [\"{hex}\"]"), "");
+    let plain = config_text(
+        "http://127.0.0.1:8080/mcp",
+        &format!("tls_pins = [\"{hex}\"]"),
+        "",
+    );
     let e = portcullis::config::GatewayConfig::parse(&plain, std::path::Path::new("pins.toml"))
         .err()
         .expect("a pin on plain http is an error");

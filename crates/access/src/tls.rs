@@ -150,19 +150,20 @@ pub fn client_config(
             })?;
         }
     }
-    let builder =
-        rustls::ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
     if pins.is_empty() {
         return Ok(Arc::new(
             builder.with_root_certificates(roots).with_no_client_auth(),
         ));
     }
-    let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
-        .build()
-        .map_err(|e| TlsError::BadCa {
-            path: ca_file.map(|p| p.display().to_string()).unwrap_or_default(),
-            message: e.to_string(),
-        })?;
+    let inner =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|e| TlsError::BadCa {
+                path: ca_file.map(|p| p.display().to_string()).unwrap_or_default(),
+                message: e.to_string(),
+            })?;
     let verifier = crate::pins::PinnedVerifier {
         inner,
         pins: pins.to_vec(),

@@ -14,9 +14,9 @@ use super::problems::Problems;
 use super::raw::RawUpstream;
 use super::stdio::{http_only_keys, stdio, stdio_only_keys, StdioSettings};
 use crate::model::{ConfigError, Generation};
-use portcullis_access::pins::SpkiPin;
 use crate::mrtr::settings::SingleUse;
 use crate::policy::config::{Policy, PolicySet};
+use portcullis_access::pins::SpkiPin;
 
 /// One upstream MCP server and how to reach it.
 pub struct UpstreamRoute {
@@ -174,7 +174,11 @@ fn upstream_pins(
         return Ok(Vec::new());
     };
     if !https {
-        return Err(loc.at(list.span(), field("tls_pins"), "only applies to https:// upstreams"));
+        return Err(loc.at(
+            list.span(),
+            field("tls_pins"),
+            "only applies to https:// upstreams",
+        ));
     }
     if list.get_ref().is_empty() {
         return Err(loc.at(
@@ -186,7 +190,8 @@ fn upstream_pins(
     list.get_ref()
         .iter()
         .map(|p| {
-            SpkiPin::parse(p.get_ref()).map_err(|e| loc.at(p.span(), field("tls_pins"), e.to_string()))
+            SpkiPin::parse(p.get_ref())
+                .map_err(|e| loc.at(p.span(), field("tls_pins"), e.to_string()))
         })
         .collect()
 }
