@@ -21,7 +21,11 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 
 use crate::identify::{AuthFailure, PeerIdentity, Principal};
-use crate::pipeline::approve::pending::{Pending, Undecided, Verdict, PAGE_PATH};
+use crate::pipeline::approve::{
+    self,
+    pending::{Pending, Undecided, Verdict, PAGE_PATH},
+    RefusedDecision,
+};
 use crate::pipeline::Gateway;
 use crate::signed;
 
@@ -217,17 +221,22 @@ async fn decide(
     id: &str,
     gateway: &Gateway,
 ) -> Response<Full<Bytes>> {
-    let now = gateway.clock.now_millis();
-    let pending = match gateway.pending.get(id, now) {
-        Ok(p) => p,
-        Err(why) => return refused_decision(id, why),
+    // Who decides is known before what became of the approval: an
+    // unauthenticated request learns nothing about it, and every attempt
+    // on a known approval is recorded with who made it.
+    let Some(known) = gateway.pending.lookup(id) else {
+        return refused_decision(id, Undecided::NotFound);
     };
-    let viewer = match viewer(parts, body, &pending, gateway).await {
+    let viewer = match viewer(parts, body, &known, gateway).await {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => {
+            approve::refused_decision(gateway, &known, None, RefusedDecision::Unauthenticated);
+            return r;
+        }
     };
-    if !viewer.may_decide(&pending) {
-        tracing::warn!(rule = %pending.rule, who = %viewer.name(), "approval page: a decision by someone the rule does not name was refused");
+    let by = viewer.name();
+    if !viewer.may_decide(&known) {
+        approve::refused_decision(gateway, &known, Some(&by), RefusedDecision::NotApprover);
         return forbidden(&viewer);
     }
     let (csrf, decision) = form_fields(body);
@@ -242,7 +251,7 @@ async fn decide(
             )
         }
     };
-    let by = viewer.name();
+    let now = gateway.clock.now_millis();
     match gateway
         .pending
         .decide(id, csrf.as_deref().unwrap_or(""), verdict, &by, now)
@@ -255,7 +264,12 @@ async fn decide(
             };
             page(StatusCode::OK, "Decided", &format!("<p>{words}</p>"))
         }
-        Err(why) => refused_decision(id, why),
+        Err(why) => {
+            if let Some(recorded) = why.recorded_as() {
+                approve::refused_decision(gateway, &known, Some(&by), recorded);
+            }
+            undecided(why)
+        }
     }
 }
 
@@ -273,6 +287,7 @@ fn form_fields(body: &[u8]) -> (Option<String>, Option<String>) {
     (csrf, decision)
 }
 
+/// A decision for no approval this process knows.
 fn refused_decision(id: &str, why: Undecided) -> Response<Full<Bytes>> {
     // The id is the approval's; only its first characters are logged.
     let short: String = id.chars().take(6).collect();

@@ -200,6 +200,14 @@ async fn an_approver_approves_on_the_page_and_the_call_goes_on_unchanged() {
     // Alice cannot decide; a forged token decides nothing.
     assert_eq!(decide(&c, &link, ALICE, &csrf, "approve").await, 403);
     assert_eq!(decide(&c, &link, BOB, "forged", "approve").await, 403);
+    let anonymous = c
+        .post(&link)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&decision=approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
     assert!(
         calls(&up).is_empty(),
         "nothing went upstream before the decision"
@@ -223,10 +231,47 @@ async fn an_approver_approves_on_the_page_and_the_call_goes_on_unchanged() {
             "{m}"
         );
     }
+    // Each refused attempt is counted by why.
+    for why in ["not_approver", "token_mismatch", "unauthenticated"] {
+        assert!(
+            m.contains(&format!(
+                "portcullis_approval_decisions_refused_total{{rule=\"second\",upstream=\"test\",why=\"{why}\"}} 1"
+            )),
+            "{why}: {m}"
+        );
+    }
     gw.shutdown().await;
     // The trail: who asked (the event's principal), who decided, the rule,
     // the tool and the arguments' digest, never a value.
     let lines = std::fs::read_to_string(&trail).unwrap();
+    // Who tried to decide and was refused, and why (never the form's token).
+    let refused: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "approval_decision_refused")
+        .collect();
+    let tried: Vec<(&str, &str)> = refused
+        .iter()
+        .map(|e| {
+            assert_eq!(e["rule"], "second", "{e}");
+            assert_eq!(e["tool"], "cancel_booking", "{e}");
+            assert_eq!(e["principal"], "alice", "the caller whose call waits: {e}");
+            (
+                e["attempted_by"].as_str().unwrap_or("-"),
+                e["why"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        &tried[..3],
+        [
+            ("api_key:alice", "not_approver"),
+            ("api_key:bob", "token_mismatch"),
+            ("-", "unauthenticated")
+        ],
+        "{lines}"
+    );
+    assert!(!lines.contains(&csrf), "the form's token is not written");
     assert!(
         !lines.contains("B-1042"),
         "no argument value in the trail: {lines}"

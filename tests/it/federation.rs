@@ -991,6 +991,90 @@ async fn a_subscription_stream_is_every_upstreams_with_its_own_uris() {
     gw.shutdown().await;
 }
 
+/// An upstream that answers `subscriptions/listen` with one whole JSON
+/// answer (a method-not-found error, or the result that ends a listen)
+/// instead of a stream.
+async fn answering_whole(error: bool) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |req| {
+        let id: Value = serde_json::from_str(&id_of(req)).unwrap_or_default();
+        let body = match error {
+            true => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}),
+            false => json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete"}}),
+        };
+        vec![http_response("200 OK", "application/json", &body.to_string())]
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_upstream_answering_a_listen_whole_is_left_out_of_the_merged_stream() {
+    for error in [true, false] {
+        let (a, b) = (answering_whole(error).await, listening("b").await);
+        let gw = start_gateway(&federated_config(
+            &[("up-a", "a", &a.url()), ("up-b", "b", &b.url())],
+            "",
+        ))
+        .await;
+        let c = client();
+        let body = json!({"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen", "params": {"_meta": meta(),
+            "notifications": {"toolsListChanged": true}}});
+        let resp = post(&c, &url(&gw), "subscriptions/listen", None, body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let media = resp.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(media.starts_with("text/event-stream"), "{media}");
+        let text = resp.text().await.unwrap();
+        // Every line of the merged stream is an event-stream line; every
+        // event is b's, whole.
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            assert!(
+                ["data:", "id:", "event:", "retry:", ":"]
+                    .iter()
+                    .any(|p| line.starts_with(p)),
+                "not an event-stream line: {line:?} in {text}"
+            );
+        }
+        let froms: Vec<Value> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .filter(|m| m["method"] == "notifications/tools/list_changed")
+            .map(|m| m["params"]["_meta"]["from"].clone())
+            .collect();
+        assert_eq!(froms, [json!("b")], "{text}");
+        let m = metrics(&gw).await;
+        assert!(
+            m.lines().any(|l| l.starts_with("portcullis_federation_")
+                && l.contains("up-a")
+                && l.contains("subscriptions/listen")),
+            "a is counted as left out: {m}"
+        );
+        gw.shutdown().await;
+
+        // With no upstream streaming, the first whole answer is the route's.
+        let (a, b) = (answering_whole(error).await, answering_whole(error).await);
+        let gw = start_gateway(&federated_config(
+            &[("up-a", "a", &a.url()), ("up-b", "b", &b.url())],
+            "",
+        ))
+        .await;
+        let v = json_of(
+            post(&client(), &url(&gw), "subscriptions/listen", None, body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        match error {
+            true => assert_eq!(v["error"]["code"], -32601, "{v}"),
+            false => assert_eq!(v["result"]["resultType"], "complete", "{v}"),
+        }
+        gw.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn an_empty_prefix_exposes_names_as_they_are_and_never_shadows_a_prefix() {
     let tools = |names: &'static [&'static str]| {

@@ -59,6 +59,19 @@ portcullis_model::name_table! {
     }
 }
 
+portcullis_model::name_table! {
+    /// Why a decision sent to the approval page was not taken (audit
+    /// `approval_decision_refused` `why`, metric label): each is an attempt
+    /// a security team wants to see, whoever made it.
+    RefusedDecision {
+        Unauthenticated => "unauthenticated", "no credential of the call's route, or one that was refused (nor the operator's signature)";
+        NotApprover => "not_approver", "an authenticated principal the rule names neither by name nor by group";
+        TokenMismatch => "token_mismatch", "the form's token is not this approval's (a forged or copied form)";
+        Expired => "expired", "the approval's time had run out";
+        AlreadyDecided => "already_decided", "the approval had been decided already (a second decision, or a replayed one)";
+    }
+}
+
 /// One annotation criterion: a hint listed as true, or (`!readOnlyHint`)
 /// not listed as true.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -366,6 +366,16 @@ pub enum AuditEvent {
         /// How long an approval is kept: session | caller (absent: this call).
         remembered: Option<crate::approval::Remember>,
     },
+    /// A decision sent to the approval page and not taken: who tried
+    /// (`method:name`, `admin`, or absent when unauthenticated) and why.
+    /// The event's principal is the caller whose call waits.
+    ApprovalDecisionRefused {
+        rule: Name,
+        tool: Name,
+        arguments_digest: Name,
+        attempted_by: Option<Name>,
+        why: crate::approval::RefusedDecision,
+    },
     /// The operation is over.
     OperationEnd {
         outcome: OperationOutcome,
@@ -388,6 +398,7 @@ impl AuditEvent {
             AuditEvent::Forwarded { .. } => "forwarded",
             AuditEvent::ListingChanged { .. } => "listing_changed",
             AuditEvent::Approval { .. } => "approval",
+            AuditEvent::ApprovalDecisionRefused { .. } => "approval_decision_refused",
             AuditEvent::OperationEnd { .. } => "operation_end",
         }
     }
@@ -567,6 +578,23 @@ impl AuditEvent {
         }
     }
 
+    /// `approval_decision_refused`: a page decision not taken.
+    pub fn approval_decision_refused(
+        rule: &str,
+        tool: &str,
+        arguments_digest: &str,
+        attempted_by: Option<&str>,
+        why: crate::approval::RefusedDecision,
+    ) -> AuditEvent {
+        AuditEvent::ApprovalDecisionRefused {
+            rule: Name::new(rule),
+            tool: Name::new(tool),
+            arguments_digest: Name::new(arguments_digest),
+            attempted_by: attempted_by.map(Name::new),
+            why,
+        }
+    }
+
     /// Whether some list is longer than [`MAX_LIST_ITEMS`] and will be cut.
     pub(crate) fn truncated(&self) -> bool {
         let over = |n: usize| n > MAX_LIST_ITEMS;
@@ -597,6 +625,7 @@ impl AuditEvent {
             | AuditEvent::Refused { .. }
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
+            | AuditEvent::ApprovalDecisionRefused { .. }
             | AuditEvent::OperationEnd { .. } => false,
         }
     }

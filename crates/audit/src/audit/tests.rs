@@ -243,6 +243,13 @@ fn sample_events() -> Vec<AuditEvent> {
         Some("customer"),
         Some(crate::approval::Remember::Caller),
     ));
+    events.push(AuditEvent::approval_decision_refused(
+        "cancel",
+        "create_invoice",
+        "op-7Qm2",
+        Some("customer"),
+        crate::approval::RefusedDecision::TokenMismatch,
+    ));
     events
 }
 
@@ -446,10 +453,11 @@ fn no_event_can_carry_anything_but_names() {
             | AuditEvent::Forwarded { .. }
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
+            | AuditEvent::ApprovalDecisionRefused { .. }
             | AuditEvent::OperationEnd { .. } => seen.insert(e.name()),
         };
     }
-    assert_eq!(seen.len(), 9, "every variant is sampled: {seen:?}");
+    assert_eq!(seen.len(), 10, "every variant is sampled: {seen:?}");
 
     let names_given = [
         // keys, field names, hosts, rule and finding names
@@ -501,6 +509,7 @@ fn no_event_can_carry_anything_but_names() {
         // an approval's step and how long it is kept (names from their tables)
         "approved",
         "caller",
+        "token_mismatch",
     ];
     let allowed: BTreeSet<&str> = names_given.iter().chain(&fixed).copied().collect();
     let ts = "2026-07-28T09:14:03.120Z";

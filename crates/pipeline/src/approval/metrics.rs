@@ -1,14 +1,16 @@
 //! Approval questions, counted: by upstream, rule and what became of each
 //! (`Step`: asked, approved, declined, cancelled, expired, unavailable,
 //! remembered, fallback_allowed). Rule names are the operator's; tool names
-//! are not labels (their number is the upstream's to choose).
+//! are not labels (their number is the upstream's to choose). Decisions sent
+//! to the approval page and not taken are counted by why.
 
 use prometheus::{IntCounterVec, Opts};
 
-use super::Step;
+use super::{RefusedDecision, Step};
 
 pub(crate) struct ApprovalMetrics {
     steps: IntCounterVec,
+    refused: IntCounterVec,
 }
 
 impl ApprovalMetrics {
@@ -22,16 +24,29 @@ impl ApprovalMetrics {
             ),
             &["upstream", "rule", "step"],
         )?;
-        Ok(ApprovalMetrics { steps })
+        let refused = IntCounterVec::new(
+            Opts::new(
+                "portcullis_approval_decisions_refused_total",
+                "Decisions sent to the approval page and not taken, by upstream, rule and why (unauthenticated, not_approver, token_mismatch, expired, already_decided)",
+            ),
+            &["upstream", "rule", "why"],
+        )?;
+        Ok(ApprovalMetrics { steps, refused })
     }
 
-    pub(crate) fn collector(&self) -> Box<dyn prometheus::core::Collector> {
-        Box::new(self.steps.clone())
+    pub(crate) fn collectors(&self) -> [Box<dyn prometheus::core::Collector>; 2] {
+        [Box::new(self.steps.clone()), Box::new(self.refused.clone())]
     }
 
     pub(crate) fn step(&self, upstream: &str, rule: &str, step: Step) {
         self.steps
             .with_label_values(&[upstream, rule, step.as_str()])
+            .inc();
+    }
+
+    pub(crate) fn refused(&self, upstream: &str, rule: &str, why: RefusedDecision) {
+        self.refused
+            .with_label_values(&[upstream, rule, why.as_str()])
             .inc();
     }
 }

@@ -211,7 +211,9 @@ impl Metrics {
         let stdio = Arc::new(super::stdio::StdioMetrics::new(&registry)?);
         let credentials = CredentialMetrics::new(&registry)?;
         let approval = crate::approval::metrics::ApprovalMetrics::new()?;
-        registry.register(approval.collector())?;
+        for collector in approval.collectors() {
+            registry.register(collector)?;
+        }
         // process_* (memory, CPU, open file descriptors), read from /proc.
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),

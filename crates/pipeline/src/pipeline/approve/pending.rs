@@ -104,6 +104,10 @@ pub struct Pending {
     pub csrf: String,
     /// Unix milliseconds.
     pub expires_ms: u64,
+    /// The upstream's metric label, and the waiting call's audit context:
+    /// what an attempt on this approval is recorded under.
+    pub upstream: String,
+    pub audit: crate::audit::AuditContext,
 }
 
 struct Entry {
@@ -122,6 +126,20 @@ pub enum Undecided {
     AlreadyDecided,
     #[error("the form's token does not belong to this approval")]
     CsrfMismatch,
+}
+
+impl Undecided {
+    /// How a decision refused for this is recorded; `None` when there is
+    /// no approval to record it under.
+    pub fn recorded_as(self) -> Option<crate::approval::RefusedDecision> {
+        use crate::approval::RefusedDecision as R;
+        match self {
+            Undecided::NotFound => None,
+            Undecided::Expired => Some(R::Expired),
+            Undecided::AlreadyDecided => Some(R::AlreadyDecided),
+            Undecided::CsrfMismatch => Some(R::TokenMismatch),
+        }
+    }
 }
 
 /// The approvals waiting in this process, carried across reloads.
@@ -194,6 +212,12 @@ impl PendingApprovals {
             return Err(Undecided::AlreadyDecided);
         }
         Ok(entry.pending.clone())
+    }
+
+    /// The approval `id` whatever its state (to record an attempt on it).
+    pub fn lookup(&self, id: &str) -> Option<Arc<Pending>> {
+        let entries = self.entries.lock().ok()?;
+        entries.get(id).map(|e| e.pending.clone())
     }
 
     /// The approvals that can be decided now, the soonest to expire first.

@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 
 use super::pending::{Deciders, Outcome, Pending, Verdict, Waiter, PAGE_PATH};
 use super::steps::{record, Recorded, QUESTION_KEY};
-use crate::approval::{ApprovalRule, Step};
+use crate::approval::{ApprovalRule, RefusedDecision, Step};
+use crate::audit::AuditEvent;
 use crate::model::{Asked, Generation, Reason, Refusal};
 use crate::mrtr::approval::ApprovalQuestion;
 use crate::pipeline::body::ProxyBody;
@@ -155,6 +156,8 @@ fn pending(ctx: &RequestCtx, held: &Held<'_>, parts: &Parts, authority: &HeaderV
             .clock
             .now_millis()
             .saturating_add(u64::try_from(held.rule.timeout.as_millis()).unwrap_or(u64::MAX)),
+        upstream: route.upstream.label.to_string(),
+        audit: ctx.audit_context(),
     }
 }
 
@@ -302,6 +305,32 @@ fn expired(rule: &str) -> Refusal {
 fn unavailable(ctx: &RequestCtx, held: &Held<'_>, why: &str) -> Refusal {
     record_step(ctx, &held.about(), Step::Unavailable, None, None);
     Refusal::new(Reason::ApprovalUnavailable, why).with_data("rule", held.rule.name.clone().into())
+}
+
+/// A decision sent to the approval page and not taken: an audit event
+/// under the waiting call's context (its principal is the caller) and its
+/// count. `attempted_by`: who tried, when they were authenticated.
+pub fn refused_decision(
+    gateway: &crate::pipeline::Gateway,
+    pending: &Pending,
+    attempted_by: Option<&str>,
+    why: RefusedDecision,
+) {
+    gateway
+        .metrics
+        .approval
+        .refused(&pending.upstream, &pending.rule, why);
+    tracing::warn!(rule = %pending.rule, who = attempted_by.unwrap_or("unauthenticated"), why = why.as_str(), "approval page: a decision was refused");
+    if gateway.audit.enabled() {
+        let event = AuditEvent::approval_decision_refused(
+            &pending.rule,
+            &pending.tool,
+            &pending.digest,
+            attempted_by,
+            why,
+        );
+        gateway.audit.emit(&pending.audit, event);
+    }
 }
 
 /// An `approval` audit event and its count; `by`: the approver.

@@ -65,14 +65,21 @@ pub(super) async fn merged(
     let mut first_refusal = None;
     for (member, opened) in fed.members.iter().zip(opened) {
         match opened {
-            Ok(resp) if resp.status().is_success() => {
+            Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => {
                 let (parts, body) = resp.into_parts();
                 head.get_or_insert(parts);
                 streams.push(Some(body));
                 prefixes.push(member.prefix().unwrap_or_default().to_owned());
             }
+            // A whole answer instead of a stream (an error, or a listen
+            // the upstream ended at once) cannot be one of the merged
+            // stream's events: that upstream is left out, and its answer is
+            // the route's only when no upstream streams.
             Ok(resp) => {
-                let reason = Reason::UpstreamRefused.as_str();
+                let reason = match resp.status().is_success() {
+                    true => Reason::UpstreamBadResponse.as_str(),
+                    false => Reason::UpstreamRefused.as_str(),
+                };
                 cut_short(gateway, method, &member.upstream.settings, reason);
                 first_refusal.get_or_insert(Ok(resp));
             }
@@ -105,6 +112,15 @@ pub(super) async fn merged(
             &fed.settings.name,
         )),
     }
+}
+
+/// Whether an upstream answered with an event stream.
+fn is_event_stream(resp: &Response<ProxyBody>) -> bool {
+    resp.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
 /// The resource URIs a `subscriptions/listen` names, split by upstream

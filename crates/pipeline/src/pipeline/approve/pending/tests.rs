@@ -28,6 +28,8 @@ fn pending(expires_ms: u64) -> Pending {
         },
         csrf: "token-1".into(),
         expires_ms,
+        upstream: "files".into(),
+        audit: Default::default(),
     }
 }
 
