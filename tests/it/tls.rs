@@ -335,8 +335,10 @@ fn check_rejects_a_pin_it_cannot_read() {
         &format!("tls_pins = [\"{hex}\"]"),
         "",
     );
-    let e = portcullis::config::GatewayConfig::parse(&plain, std::path::Path::new("pins.toml"))
-        .err()
-        .expect("a pin on plain http is an error");
+    let Err(e) =
+        portcullis::config::GatewayConfig::parse(&plain, std::path::Path::new("pins.toml"))
+    else {
+        panic!("a pin on plain http is an error");
+    };
     assert!(e.to_string().contains("only applies to https"), "{e}");
 }
