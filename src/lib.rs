@@ -11,7 +11,7 @@
 //! here at the root so that `crate::policy` (and `portcullis::policy` for tests,
 //! benches and fuzz targets) resolve as before.
 
-pub use portcullis_access::{credential, identify, oauth, permit, throttle, tls};
+pub use portcullis_access::{credential, identify, oauth, permit, pins, throttle, tls};
 pub use portcullis_audit::audit;
 pub use portcullis_config::{config, watch};
 pub use portcullis_dataplane::{accept, headers, workers};

@@ -37,6 +37,7 @@ mod otlp;
 mod otlp_logs;
 mod policy;
 mod proxy;
+mod redirect_results;
 mod reload;
 mod reload_live;
 mod reload_metrics;

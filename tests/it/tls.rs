@@ -251,3 +251,94 @@ async fn mtls_client_certificates_identify_callers() {
     assert_eq!(up.requests().len(), 1);
     gw.shutdown().await;
 }
+
+/// The pin (`sha256/<base64>`) of a PEM certificate's key.
+fn pin_of(cert_pem: &str) -> String {
+    let der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap();
+    let pin = portcullis::pins::SpkiPin::of_certificate(&der).unwrap();
+    format!("sha256/{}", pin.to_base64())
+}
+
+#[tokio::test]
+async fn an_upstream_whose_key_is_not_pinned_is_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream_pki = pki();
+    let up = tls_upstream(&upstream_pki).await;
+    let ca = write(dir.path(), "upstream-ca.pem", &upstream_pki.ca_pem);
+    let other = pki();
+    let gateway = |pins: Vec<String>| {
+        let pins = serde_json::to_string(&pins).unwrap();
+        config_text(
+            &format!("https://localhost:{}/mcp", up.port()),
+            &format!("ca_file = \"{ca}\"\ntls_pins = {pins}"),
+            "",
+        )
+    };
+    // The key pinned (beside the next one, for rotation): delivered.
+    let gw = start_gateway(&gateway(vec![
+        pin_of(&other.leaf_pem),
+        pin_of(&upstream_pki.leaf_pem),
+    ]))
+    .await;
+    let v = json_of(
+        call(&client(), &url(&gw), "p1", "get_room", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(v["result"]["content"][0]["text"], "over tls", "{v}");
+    gw.shutdown().await;
+
+    // The same name and CA, another key: refused as an identity mismatch.
+    let gw = start_gateway(&gateway(vec![pin_of(&other.leaf_pem)])).await;
+    let resp = call(&client(), &url(&gw), "p2", "get_room", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 502);
+    let v = json_of(resp).await;
+    assert_eq!(
+        v["error"]["data"]["reason"], "upstream_identity_mismatch",
+        "{v}"
+    );
+    let m = metrics(&gw).await;
+    assert!(m.contains("outcome=\"upstream_identity_mismatch\""), "{m}");
+    gw.shutdown().await;
+}
+
+#[test]
+fn check_rejects_a_pin_it_cannot_read() {
+    let hex = "ab".repeat(32);
+    for (pins, ok) in [
+        (format!("[\"sha256/{}\"]", "A".repeat(43) + "="), true),
+        (format!("[\"{hex}\"]"), true),
+        ("[\"sha256/AAA=\"]".to_owned(), false),
+        ("[\"not a pin\"]".to_owned(), false),
+        ("[]".to_owned(), false),
+    ] {
+        let text = config_text(
+            "https://localhost:8443/mcp",
+            &format!("tls_pins = {pins}"),
+            "",
+        );
+        let parsed =
+            portcullis::config::GatewayConfig::parse(&text, std::path::Path::new("pins.toml"));
+        match (parsed, ok) {
+            (Ok(_), true) => {}
+            (Err(e), false) => assert!(e.to_string().contains("tls_pins"), "{e}"),
+            (other, _) => panic!("{pins}: {:?}", other.map(|_| ())),
+        }
+    }
+    let plain = config_text(
+        "http://127.0.0.1:8080/mcp",
+        &format!("tls_pins = [\"{hex}\"]"),
+        "",
+    );
+    let Err(e) =
+        portcullis::config::GatewayConfig::parse(&plain, std::path::Path::new("pins.toml"))
+    else {
+        panic!("a pin on plain http is an error");
+    };
+    assert!(e.to_string().contains("only applies to https"), "{e}");
+}

@@ -8,6 +8,7 @@ just as much but that is not the same certificate.
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import tempfile
 from pathlib import Path
@@ -41,6 +42,17 @@ class Certs:
                   "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))
         self._leaves[label] = (str(cert), str(key))
         return self._leaves[label]
+
+    def spki_pin(self, label: str) -> str:
+        """`sha256/<base64>` of the public key of `label`'s certificate (an
+        upstream's `tls_pins` entry), computed by the openssl CLI."""
+        cert, _ = self.leaf(label)
+        pub = subprocess.run(["openssl", "x509", "-in", cert, "-pubkey", "-noout"], check=True, capture_output=True).stdout
+        der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pub, check=True,
+                             capture_output=True).stdout
+        digest = subprocess.run(["openssl", "dgst", "-sha256", "-binary"], input=der, check=True,
+                                capture_output=True).stdout
+        return "sha256/" + base64.b64encode(digest).decode()
 
     def _run(self, *args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=self.dir)

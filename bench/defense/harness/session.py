@@ -40,10 +40,15 @@ def slug(name: str, taken: set[str]) -> str:
     return s
 
 
+# `upstream_*` reasons that are the gateway's decision about the server (its
+# identity), not a failure to reach it.
+UPSTREAM_VERDICTS = {"upstream_identity_mismatch"}
+
+
 class Session:
     def __init__(self, servers: list[ServerScript], policy: str = "untrusted", federated: bool | None = None,
                  tls: tuple[str, str] | None = None, ca_file: str | None = None, extra_config: str = "",
-                 client_headers: dict[str, str] | None = None):
+                 client_headers: dict[str, str] | None = None, upstream_extra: dict[str, Any] | None = None):
         self.up = Upstream(tls=tls)
         self.outcome = Outcome()
         self.federated = len(servers) > 1 if federated is None else federated
@@ -56,7 +61,7 @@ class Session:
             self.ids[script.name] = uid
             authority = f"localhost:{self.up.port}" if tls else None
             confs.append(UpstreamConf(id=uid, name=script.name, url=self.up.url(script.name, authority),
-                                      policy=policy, ca_file=ca_file))
+                                      policy=policy, ca_file=ca_file, extra=dict(upstream_extra or {})))
         self.scripts = {s.name: s for s in servers}
         route = RouteConf(ROUTE, [c.id for c in confs], name="bench" if self.federated else None)
         try:
@@ -78,7 +83,7 @@ class Session:
         reply = self.client.request(method, params)
         if rid := reply.headers.get("x-request-id"):
             self.request_ids.append(rid)
-        if reply.reason and reply.reason.startswith("upstream_"):
+        if reply.reason and reply.reason.startswith("upstream_") and reply.reason not in UPSTREAM_VERDICTS:
             # the gateway could not talk to the scripted server: the harness failed, not a policy
             raise HarnessError(f"{method}: {reply.reason}: {reply.error}\n{self.gw.log_text()[-2000:]}")
         if reply.reason:

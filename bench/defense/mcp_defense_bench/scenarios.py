@@ -17,7 +17,7 @@ the only thing that differs between the two runs is what the benchmark varies.
 | definition change | a server lists `before`; the client lists; the server now lists `after`; the client lists again and calls the tool |
 | multi-server registry | one server per entry behind a federated route; the client lists the merged tools |
 | tool-call sequence | one server per named server (federated when named), each listing the tools it is called with; the calls in order, `{{result_of_previous}}` replaced by the text the client got from the previous call; a refused call ends the sequence (the model has no result to pass on) |
-| server identity, change | a server over TLS (a certificate per fingerprint label, all signed by a CA the gateway trusts) is discovered and listed, then replaced on the same address by the `after` server, and discovered and listed again |
+| server identity, change | a server over TLS (a certificate per fingerprint label, all signed by a CA the gateway trusts; the upstream pinned to the `before` certificate's key with `tls_pins`) is discovered and listed, then replaced on the same address by the `after` server, and discovered and listed again |
 | server identity, verify; transport scenario | the endpoint is configured as an upstream: `portcullis check`, and whether `portcullis run` starts with it |
 | scenario with a request | the request is sent to the gateway with its `Host` and `Origin` (the fixture's port is the gateway's) |
 | scenario with an action | a server lists the action's tool; the client lists and calls it |
@@ -249,7 +249,10 @@ def identity_change(inp: Input) -> Outcome:
     label = lambda ident: str(ident.get("tlsFingerprint") or ident.get("endpoint") or "default")  # noqa: E731
     server = ServerScript("server", tools=[{"name": "status", "inputSchema": dict(OBJECT_SCHEMA)}],
                           server_info=identity_info(before))
-    s = Session([server], tls=c.leaf(label(before)), ca_file=str(c.ca_cert))
+    # The operator pinned the key the server had when it was configured
+    # (`tls_pins`): the identity the fixture calls pinned.
+    s = Session([server], tls=c.leaf(label(before)), ca_file=str(c.ca_cert),
+                upstream_extra={"tls_pins": [c.spki_pin(label(before))]})
     s.discover("server")
     s.list_tools()
     s.up.replace(tls=c.leaf(label(after)))

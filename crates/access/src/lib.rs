@@ -6,6 +6,7 @@ pub mod credential;
 pub mod identify;
 pub mod oauth;
 pub mod permit;
+pub mod pins;
 pub mod throttle;
 pub mod tls;
 

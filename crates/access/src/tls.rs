@@ -135,8 +135,12 @@ fn public_roots() -> &'static rustls::RootCertStore {
 }
 
 /// Client side for an https upstream: the webpki roots and the system's, plus
-/// an optional CA file of the operator's.
-pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+/// an optional CA file of the operator's; with `pins`, the upstream's key must
+/// also be one of them (`crate::pins`).
+pub fn client_config(
+    ca_file: Option<&Path>,
+    pins: &[crate::pins::SpkiPin],
+) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let mut roots = public_roots().clone();
     if let Some(path) = ca_file {
         for cert in load_certs(path)? {
@@ -146,11 +150,30 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>
             })?;
         }
     }
-    let config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
+    if pins.is_empty() {
+        return Ok(Arc::new(
+            builder.with_root_certificates(roots).with_no_client_auth(),
+        ));
+    }
+    let inner =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|e| TlsError::BadCa {
+                path: ca_file.map(|p| p.display().to_string()).unwrap_or_default(),
+                message: e.to_string(),
+            })?;
+    let verifier = crate::pins::PinnedVerifier {
+        inner,
+        pins: pins.to_vec(),
+    };
+    Ok(Arc::new(
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth(),
+    ))
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ fn subject(method: McpMethod) -> Subject<'static> {
         },
         upstream_name: "Bench",
         upstream_host: "bench.example:443",
+        catalogue: None,
     }
 }
 

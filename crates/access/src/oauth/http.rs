@@ -122,7 +122,7 @@ impl std::fmt::Debug for OAuthHttp {
 impl OAuthHttp {
     /// Public web roots (and those of the system).
     pub fn new() -> Result<OAuthHttp, crate::tls::TlsError> {
-        let tls = crate::tls::client_config(None)?;
+        let tls = crate::tls::client_config(None, &[])?;
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config((*tls).clone())
             .https_or_http() // plain http only reaches a loopback host (check_endpoint)

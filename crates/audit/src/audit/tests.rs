@@ -37,6 +37,7 @@ fn received_from_result(result: &str) -> AuditEvent {
         client,
         upstream_name: "Billing (ACME)",
         upstream_host: "billing.acme.example",
+        catalogue: None,
     };
     let (_, report) = inspect_result(&policy, &subject, result.as_bytes());
     AuditEvent::received(&report)

@@ -152,6 +152,8 @@ pub(super) struct RawUpstream {
     /// Confinement of the program (bubblewrap).
     pub(crate) sandbox: Option<Spanned<RawSandbox>>,
     pub(crate) ca_file: Option<Spanned<String>>,
+    /// SHA-256 pins of the upstream's public key (`portcullis_access::pins`).
+    pub(crate) tls_pins: Option<Spanned<Vec<Spanned<String>>>>,
     pub(crate) http2: Option<bool>,
     pub(crate) connect_timeout: Option<Spanned<String>>,
     pub(crate) response_timeout: Option<Spanned<String>>,

@@ -378,6 +378,9 @@ pub(super) fn http_only_keys(r: &RawUpstream) -> Vec<(&'static str, std::ops::Ra
     if let Some(c) = &r.ca_file {
         keys.push(("ca_file", c.span()));
     }
+    if let Some(c) = &r.tls_pins {
+        keys.push(("tls_pins", c.span()));
+    }
     if let Some(v) = &r.pool_max_idle_per_host {
         keys.push(("pool_max_idle_per_host", v.span()));
     }

@@ -16,6 +16,7 @@ use super::stdio::{http_only_keys, stdio, stdio_only_keys, StdioSettings};
 use crate::model::{ConfigError, Generation};
 use crate::mrtr::settings::SingleUse;
 use crate::policy::config::{PlaintextRemote, Policy, PolicySet};
+use portcullis_access::pins::SpkiPin;
 
 /// One upstream MCP server and how to reach it.
 pub struct UpstreamRoute {
@@ -131,8 +132,8 @@ fn transport_keys(
     }
 }
 
-/// The client TLS config of an https upstream (with its `ca_file`), and
-/// the digest of what it was built from.
+/// The client TLS config of an https upstream (with its `ca_file` and
+/// `tls_pins`), and the digest of what it was built from.
 fn upstream_tls(
     r: &RawUpstream,
     https: bool,
@@ -140,6 +141,11 @@ fn upstream_tls(
     loc: &Locator<'_>,
     base: &Path,
 ) -> Result<Option<(Arc<rustls::ClientConfig>, String)>, ConfigError> {
+    let pins = upstream_pins(r, https, field, loc)?;
+    let pinned = |digest: String| {
+        let keys: Vec<String> = pins.iter().map(|p| p.to_base64()).collect();
+        format!("{digest};pins={}", keys.join(","))
+    };
     match (&r.ca_file, https) {
         (Some(c), false) => Err(loc.at(
             c.span(),
@@ -147,16 +153,50 @@ fn upstream_tls(
             "only applies to https:// upstreams",
         )),
         (None, false) => Ok(None),
-        (None, true) => crate::tls::client_config(None)
-            .map(|c| Some((c, super::listener::files_digest(&[]))))
+        (None, true) => crate::tls::client_config(None, &pins)
+            .map(|c| Some((c, pinned(super::listener::files_digest(&[])))))
             .map_err(|e| loc.at(r.id.span(), field("url"), e.to_string())),
         (Some(c), true) => {
             let path = readable(c, &field("ca_file"), loc, base)?;
-            crate::tls::client_config(Some(&path))
-                .map(|c| Some((c, super::listener::files_digest(&[&path]))))
+            crate::tls::client_config(Some(&path), &pins)
+                .map(|c| Some((c, pinned(super::listener::files_digest(&[&path])))))
                 .map_err(|e| loc.at(c.span(), field("ca_file"), e.to_string()))
         }
     }
+}
+
+/// `tls_pins`: each a SHA-256 of the upstream key's SubjectPublicKeyInfo
+/// (`sha256/<base64>`, base64, or hex), an https upstream's only.
+fn upstream_pins(
+    r: &RawUpstream,
+    https: bool,
+    field: &dyn Fn(&str) -> String,
+    loc: &Locator<'_>,
+) -> Result<Vec<SpkiPin>, ConfigError> {
+    let Some(list) = &r.tls_pins else {
+        return Ok(Vec::new());
+    };
+    if !https {
+        return Err(loc.at(
+            list.span(),
+            field("tls_pins"),
+            "only applies to https:// upstreams",
+        ));
+    }
+    if list.get_ref().is_empty() {
+        return Err(loc.at(
+            list.span(),
+            field("tls_pins"),
+            "an empty list pins nothing: list the key's pins, or leave tls_pins out",
+        ));
+    }
+    list.get_ref()
+        .iter()
+        .map(|p| {
+            SpkiPin::parse(p.get_ref())
+                .map_err(|e| loc.at(p.span(), field("tls_pins"), e.to_string()))
+        })
+        .collect()
 }
 
 fn upstream_policy(

@@ -321,6 +321,12 @@ async fn unanswered(why: Option<Unanswered>, body: UpstreamBody) -> Refusal {
 /// Sort a client error into a reason a person and a dashboard can act on.
 fn classify(e: &SendError) -> Refusal {
     let e = match e {
+        SendError::Connect(detail) if portcullis_access::pins::is_pin_mismatch(&**detail) => {
+            return Refusal::new(
+                Reason::UpstreamIdentityMismatch,
+                "the upstream's certificate key is not one of its pinned keys (tls_pins); nothing was sent",
+            )
+        }
         SendError::Connect(detail) => {
             return Refusal::new(
                 Reason::UpstreamUnreachable,

@@ -96,6 +96,7 @@ reason_table! {
     GatewayTimeout => "gateway_timeout", -32015, GATEWAY_TIMEOUT, [], "no response head within `request_timeout`";
     InternalError => "internal_error", -32603, INTERNAL_SERVER_ERROR, [], "a bug in the gateway (a panic while handling the request); counted, the gateway keeps serving";
     UpstreamUnreachable => "upstream_unreachable", -32001, BAD_GATEWAY, [Upstream, Fails], "connect failed (refused, DNS, TLS)";
+    UpstreamIdentityMismatch => "upstream_identity_mismatch", -32001, BAD_GATEWAY, [Upstream, Fails], "the https upstream's certificate key is not one of its `tls_pins` (SHA-256 of the SubjectPublicKeyInfo): the handshake is refused before anything is sent, and the gateway logs and counts it like any upstream failure";
     UpstreamTimeout => "upstream_timeout", -32001, GATEWAY_TIMEOUT, [Upstream, Fails], "no response head / JSON body within `response_timeout`, or a stream silent past `stream_idle_timeout`";
     UpstreamBadResponse => "upstream_bad_response", -32001, BAD_GATEWAY, [Upstream, Fails], "not a JSON-RPC message (HTML error page: `data.upstreamStatus`), compressed, wrong content type, an event-stream line that is no field, stream ended without a response";
     UpstreamConnectionClosed => "upstream_connection_closed", -32001, BAD_GATEWAY, [Upstream, Fails], "the upstream closed the connection mid-answer";

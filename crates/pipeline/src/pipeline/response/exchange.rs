@@ -25,6 +25,7 @@ use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::policy::inspect::{inspect_notification, Report, Subject, TaskCarrier};
 use serde::de::IgnoredAny;
 
+mod catalogue;
 mod content;
 mod secrets;
 
@@ -135,6 +136,7 @@ impl Exchange {
             client: self.ctx.request.client,
             upstream_name: &up.name,
             upstream_host: &up.endpoint_host,
+            catalogue: Some(self),
         }
     }
 

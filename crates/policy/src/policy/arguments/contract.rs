@@ -27,6 +27,8 @@ enum Kind {
         compiled: OnceLock<Compiled>,
         /// The behaviour hints it was listed with (approval rules read them).
         hints: portcullis_approval::Annotations,
+        /// Listed as a secret store (`secret_store.rs`).
+        secret_store: bool,
     },
     Prompt {
         /// (name, required), as listed.
@@ -85,6 +87,7 @@ impl Contract {
                 schema,
                 compiled: OnceLock::new(),
                 hints,
+                secret_store: super::secret_store::lists_a_secret_store(item),
             },
         }
     }
@@ -95,6 +98,18 @@ impl Contract {
             Kind::Tool { hints, .. } => Some(*hints),
             _ => None,
         }
+    }
+
+    /// Whether the tool was listed as one whose job is to return secrets
+    /// (a vault, a password manager: `secret_store.rs`).
+    pub fn returns_secrets(&self) -> bool {
+        matches!(
+            &self.kind,
+            Kind::Tool {
+                secret_store: true,
+                ..
+            }
+        )
     }
 
     /// A listed prompt: its `arguments` (name, required).

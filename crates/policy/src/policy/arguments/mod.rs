@@ -33,6 +33,7 @@ mod flows;
 mod hosts;
 mod paths;
 mod results;
+mod secret_store;
 mod shell;
 
 #[cfg(test)]

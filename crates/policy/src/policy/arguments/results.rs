@@ -6,6 +6,9 @@
 //! before the model reads it, the result's provenance saying so. Whatever
 //! the setting, the gateway remembers a keyed fingerprint of it for the
 //! caller (`flows.rs`), so it cannot be sent on to another upstream.
+//! A tool listed as a secret store (`secret_store.rs`) returns secrets as
+//! its job: under `[content] secret_stores = "deliver"` what it returns is
+//! delivered as returned, without a verdict, and remembered all the same.
 
 use std::sync::LazyLock;
 
@@ -14,7 +17,7 @@ use serde_json::{json, Map, Value};
 
 use super::contract::pointer_join;
 use super::REDACTED;
-use crate::policy::config::{Mode, Policy, ResultSecrets as Setting};
+use crate::policy::config::{Mode, Policy, ResultSecrets as Setting, SecretStores};
 use crate::policy::inspect::{Action, Rule, Subject, Verdict, PROVENANCE_KEY};
 use crate::policy::secret_values::SecretValueScanner;
 
@@ -82,6 +85,15 @@ pub fn inspect_result_secrets(
     let setting = policy.result_secrets();
     let mut out = ResultSecrets::default();
     if setting == Setting::Off {
+        return out;
+    }
+    // A secret store's answer is what it was asked for: no finding (its
+    // fingerprint is kept all the same, `result_material`).
+    let asked_a_store = policy.content.secret_stores == SecretStores::Deliver
+        && subject
+            .catalogue
+            .is_some_and(|c| c.answers_from_secret_store());
+    if asked_a_store {
         return out;
     }
     let action = match (setting, policy.mode) {

@@ -232,6 +232,7 @@ fn results_keep_what_they_return_and_redact_credentials() {
         client: Default::default(),
         upstream_name: "Vault",
         upstream_host: "vault.example",
+        catalogue: None,
     };
     let key = format!("AKIA{}", "ABCDEFGHIJKLMNOP");
     let mut result = json!({"content": [{"type": "text", "text": format!("id={key}\nDB_PASSWORD=s3cr3t-Passw0rd")}],
@@ -256,4 +257,47 @@ fn results_keep_what_they_return_and_redact_credentials() {
         scanner(),
         r#"{"content":[{"type":"text","text":"sunny, 21 C"}]}"#
     ));
+}
+
+/// A catalogue whose called tool is (or is not) a secret store.
+struct Store(bool);
+
+impl crate::policy::inspect::Catalogue for Store {
+    fn lists_tool(&self, _tool: &str) -> Option<bool> {
+        None
+    }
+    fn answers_from_secret_store(&self) -> bool {
+        self.0
+    }
+}
+
+#[test]
+fn a_secret_store_returns_its_secret_unless_the_policy_says_redact() {
+    let key = format!("AKIA{}", "ABCDEFGHIJKLMNOP");
+    let redact_stores =
+        PolicySet::from_texts(&[("strict", "[content]\nsecret_stores = \"redact\"\n")])
+            .unwrap()
+            .get("strict")
+            .unwrap();
+    for (p, store, redacted) in [
+        (policy("untrusted"), true, false),
+        (policy("untrusted"), false, true),
+        (redact_stores, true, true),
+    ] {
+        let catalogue = Store(store);
+        let subject = crate::policy::inspect::Subject {
+            method: McpMethod::ToolsCall,
+            client: Default::default(),
+            upstream_name: "Vault",
+            upstream_host: "vault.example",
+            catalogue: Some(&catalogue),
+        };
+        let mut result = json!({"content": [{"type": "text", "text": key.clone()}]});
+        // Remembered either way: it cannot be sent on to another upstream.
+        assert!(result_material(&p, scanner(), &result).contains(&key));
+        let found = inspect_result_secrets(&p, &subject, scanner(), &mut result);
+        assert_eq!(found.changed, redacted, "store {store}");
+        assert_eq!(found.verdicts.is_empty(), !redacted, "store {store}");
+        assert_eq!(result["content"][0]["text"] == key.as_str(), !redacted);
+    }
 }

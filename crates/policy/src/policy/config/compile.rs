@@ -289,6 +289,14 @@ fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
             ("off", ResultSecrets::Off),
         ]
     ))?;
+    let secret_stores = setting!(choice(
+        chain,
+        content.secret_stores,
+        &[
+            ("deliver", SecretStores::Deliver),
+            ("redact", SecretStores::Redact),
+        ]
+    ))?;
     let allow_links = setting!(choice(
         chain,
         content.links,
@@ -301,6 +309,7 @@ fn content_policy(chain: &[&Source]) -> Result<ContentPolicy, ConfigError> {
     Ok(ContentPolicy {
         injection,
         secrets,
+        secret_stores,
         allow_links,
         allowed_hosts,
     })

@@ -88,6 +88,8 @@ pub(crate) struct ContentPolicy {
     pub(crate) injection: ContentInjection,
     /// Credentials in what a server returns (`[content] secrets`).
     pub(crate) secrets: ResultSecrets,
+    /// A secret a secret store was asked for (`[content] secret_stores`).
+    pub(crate) secret_stores: SecretStores,
     /// Links to hosts not allowed stay (images never do).
     pub(crate) allow_links: bool,
     /// Hosts images and links may point at besides the upstream's own
@@ -104,6 +106,20 @@ pub enum ResultSecrets {
     Redact,
     Flag,
     Off,
+}
+
+/// What becomes of a credential in the result of a tool listed as a
+/// secret store (a vault, a password manager, a key store: its name, title
+/// or description says it reads or returns secrets), called by name
+/// (`[content] secret_stores`): returning the secret it was asked for is its
+/// job. Either way its fingerprint is kept, so sending it on to another
+/// upstream is still `cross_upstream_flow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretStores {
+    /// Delivered as returned, without a verdict.
+    Deliver,
+    /// Treated like any result (`[content] secrets`).
+    Redact,
 }
 
 /// What one `[arguments]` rule does with what it finds.

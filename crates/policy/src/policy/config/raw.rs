@@ -81,6 +81,7 @@ pub(super) struct RawListing {
 pub(super) struct RawContent {
     pub(super) injection: Option<Spanned<String>>,
     pub(super) secrets: Option<Spanned<String>>,
+    pub(super) secret_stores: Option<Spanned<String>>,
     pub(super) links: Option<Spanned<String>>,
     pub(super) allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
 }

@@ -117,6 +117,9 @@ pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
                 || STEERING
                     .as_ref()
                     .is_none_or(|re| re.is_match(raw.as_bytes()))
+                || super::redirect::MAY_NAME_TOOL
+                    .as_ref()
+                    .is_none_or(|re| re.is_match(raw.as_bytes()))
         }
         _ => policy.injection.may_match_json(raw),
     }
@@ -235,6 +238,7 @@ impl Run<'_> {
             McpMethod::PromptsGet => self.prompt(map)?,
             McpMethod::CompletionComplete => self.completion(map)?,
             _ => {
+                self.error_result = map.get("isError") == Some(&Value::Bool(true));
                 for (member, value) in map.iter_mut() {
                     if member == "_meta" || member == "resultType" {
                         continue;
@@ -353,7 +357,9 @@ impl Run<'_> {
         self.monitor_only = monitor_only;
         scanned?;
         if setting == ContentInjection::Confident {
-            self.steering(key, text)?;
+            let error = self.error_result || key == "message" || key == "data";
+            self.steering(key, text, error)?;
+            self.redirect(key, text, error)?;
         }
         Ok(())
     }
@@ -361,14 +367,13 @@ impl Run<'_> {
     /// `[content] injection = "confident"`: text that steers the model by
     /// the listing rules' reading, refused where certain (see
     /// [`crate::policy::intent::Steering`]), recorded otherwise.
-    fn steering(&mut self, key: &str, text: &str) -> Checked<()> {
+    fn steering(&mut self, key: &str, text: &str, error: bool) -> Checked<()> {
         if STEERING
             .as_ref()
             .is_some_and(|re| !re.is_match(text.as_bytes()))
         {
             return Ok(());
         }
-        let error = key == "message" || key == "data";
         let Some(found) = self.policy.listing.intent.judge_data(text, error) else {
             return Ok(());
         };
@@ -489,6 +494,8 @@ fn text_of(slot: &Value) -> &str {
 
 #[cfg(test)]
 mod corpus_tests;
+#[cfg(test)]
+mod redirect_tests;
 #[cfg(test)]
 mod steering_tests;
 #[cfg(test)]

@@ -48,6 +48,7 @@ impl Run<'_> {
             names.extend(read.iter().flatten().flat_map(|(_, text)| tool_like(text)));
         }
         let findings = self.policy.listing.intent.judge_list(&listed, &names);
+        self.split_fragments(keys, read);
         for ((key, found), kept) in keys.iter().zip(&findings).zip(keep.iter_mut()) {
             if *kept {
                 *kept = self.act_on(key, found)?;

@@ -13,11 +13,13 @@ mod capability;
 mod content;
 mod deprecated;
 mod form;
+mod fragments;
 mod icons;
 pub(crate) mod intent;
 mod listing;
 mod notification;
 mod provenance;
+mod redirect;
 mod secret;
 mod server_info;
 mod shape;
@@ -39,6 +41,7 @@ use crate::policy::intent::Intent;
 
 pub use content::{inspect_content, inspect_error, may_need_content, trace_content};
 pub use provenance::{is_gateway_key, PROVENANCE_KEY};
+pub use redirect::Catalogue;
 pub use task::{CheckedTask, TaskCarrier};
 pub use verdict::{markdown_table as verdict_table, Action, Rule, Verdict};
 pub use whole::{list_members, may_carry_listing};
@@ -51,6 +54,9 @@ pub struct Subject<'a> {
     pub client: ClientCaps,
     pub upstream_name: &'a str,
     pub upstream_host: &'a str,
+    /// What the gateway delivered to this caller from this upstream, when
+    /// the pipeline can say (`redirect.rs`; `None`: nothing is known).
+    pub catalogue: Option<&'a dyn Catalogue>,
 }
 
 /// What the inspection found: read by the audit trail and the metrics, so
@@ -257,6 +263,9 @@ pub(crate) struct Run<'a> {
     /// Reading one listed item, whose budget is its own: running out
     /// removes the item instead of refusing the list (`listing.rs`).
     per_item: bool,
+    /// Reading a tool's result marked `isError`: an error's text, as a
+    /// JSON-RPC error's `message` is (`content.rs`).
+    error_result: bool,
 }
 
 fn refusal(
@@ -287,6 +296,7 @@ impl<'a> Run<'a> {
             text_left: policy.limits.max_text_bytes,
             over_budget: false,
             per_item: false,
+            error_result: false,
         }
     }
 

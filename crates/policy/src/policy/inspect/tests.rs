@@ -41,6 +41,7 @@ pub(super) fn subject(client: ClientCaps) -> Subject<'static> {
         client,
         upstream_name: "Rooms",
         upstream_host: "rooms.example:443",
+        catalogue: None,
     }
 }
 

@@ -78,6 +78,7 @@ mod tests {
             client: ClientCaps::default(),
             upstream_name: "Rooms",
             upstream_host: "rooms.example:443",
+            catalogue: None,
         }
     }
 

@@ -498,6 +498,26 @@ fn foreign_tools<'a>(
     })
 }
 
+/// Identifiers a text names as tools by its languages' phrases ("call x",
+/// "run the x tool", "x ツール"), whatever list they belong to: (byte
+/// offset, name). Data a server returns has no list of its own; which of
+/// these the upstream listed is the caller's question (`inspect::redirect`).
+pub(super) fn tools_named<'t>(vocab: &Vocab, raw: &'t str) -> Vec<(usize, &'t str)> {
+    let none = ListContext::new(&[], &[]);
+    foreign_tools(vocab, raw, &none, &[])
+        .map(|at| (at, identifier_at(raw, at)))
+        .collect()
+}
+
+/// The identifier that starts at `at` (as [`IDENT`] spells one).
+fn identifier_at(raw: &str, at: usize) -> &str {
+    let rest = raw.get(at..).unwrap_or_default();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '/' | '-')))
+        .unwrap_or(rest.len());
+    rest[..end].trim_end_matches(['.', ':', '/', '-'])
+}
+
 /// Does a `side` phrase end `before` (`TOOL_BEFORE`) or start `after`
 /// (`TOOL_AFTER`), within the clause the name is in?
 fn tool_context(vocab: &Vocab, window: &str, side: u8) -> bool {

@@ -371,6 +371,12 @@ pub(crate) struct Steering {
 }
 
 impl IntentDetector {
+    /// Identifiers `text` names as tools ("call x", "run the x tool"), as
+    /// the listing rules find them, with their byte offsets.
+    pub(crate) fn tools_named<'t>(&self, text: &'t str) -> Vec<(usize, &'t str)> {
+        evidence::tools_named(&self.vocab, text)
+    }
+
     /// Judge one string of data by the listing rules: the first finding
     /// that works against the user, with its certainty. Data is any text
     /// (a README quoting an install command, a page about injections), so

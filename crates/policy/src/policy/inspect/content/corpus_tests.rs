@@ -201,6 +201,7 @@ fn benign_content_passes_and_hostile_content_is_held() {
     let s = subject(all_caps());
     let s = Subject {
         upstream_host: "rooms.example",
+        catalogue: None,
         ..s
     };
     eprintln!("| preset | benign kind | results | rewritten | injection verdict |");
@@ -329,6 +330,7 @@ fn real_text_from_the_cargo_registry() {
     let p = policy("untrusted");
     let s = Subject {
         upstream_host: "rooms.example",
+        catalogue: None,
         ..subject(all_caps())
     };
     for (kind, mime) in [("README.md", "text/markdown"), ("*.rs", "text/x-rust")] {
