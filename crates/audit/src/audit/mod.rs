@@ -76,6 +76,7 @@
 mod config;
 mod drops;
 mod event;
+mod line;
 mod otlp;
 mod otlp_config;
 mod sink;
@@ -85,9 +86,10 @@ mod tests;
 
 pub use config::{AuditConfigError, AuditSettings, AuditTarget, FileSettings, RawAudit};
 pub use event::{
-    AnswerAction, AnswerSummary, AuditContext, AuditEvent, FieldRef, InputRequestSummary, Name,
-    OperationOutcome, RequestKind, TraceIds, Validation, MAX_LIST_ITEMS, MAX_NAME_CHARS,
+    AnswerAction, AnswerSummary, AuditEvent, FieldRef, InputRequestSummary, Name, OperationOutcome,
+    RequestKind, Validation, MAX_LIST_ITEMS, MAX_NAME_CHARS,
 };
+pub use line::{AuditContext, TraceIds};
 pub use otlp::OtlpLogsError;
 pub use otlp_config::{OtlpLogSettings, RawAuditOtlp, TracesCollector};
 pub use sink::AuditSink;

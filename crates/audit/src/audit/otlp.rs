@@ -36,7 +36,8 @@ use serde_json::Value;
 use crate::model::AuditLoss;
 
 use super::drops::Drops;
-use super::event::{AuditEvent, TraceIds};
+use super::event::AuditEvent;
+use super::line::TraceIds;
 use super::otlp_config::OtlpLogSettings;
 
 /// The instrumentation scope of the records.

@@ -37,7 +37,8 @@ use crate::model::{AuditLoss, AuditSinkKind, Health, HealthReport};
 
 use super::config::{AuditSettings, AuditTarget, FileSettings};
 use super::drops::Drops;
-use super::event::{timestamp, to_line, to_object, AuditContext, AuditEvent};
+use super::event::AuditEvent;
+use super::line::{timestamp, to_line, to_object, AuditContext};
 use super::otlp::{OtlpLogs, OtlpLogsError};
 
 /// Events queued between the request path and the writer. At a few hundred

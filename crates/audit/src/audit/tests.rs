@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::config::{DEFAULT_MAX_FILES, DEFAULT_MAX_FILE_BYTES};
-use super::event::to_line;
+use super::line::to_line;
 use super::sink::backup;
 use super::*;
 use crate::model::{

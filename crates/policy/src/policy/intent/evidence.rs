@@ -403,7 +403,19 @@ fn words(
     vocab
         .phrases
         .find(&n, |w| w.bytes().all(|b| b.is_ascii_digit()), &mut hits);
-    for h in hits {
+    // A word of a compound noun is the noun's: "access" in "access token",
+    // "secret access key" is no order to access anything.
+    let in_a_noun = |h: &crate::policy::detect::phrases::PhraseHit<'_, Concepts>| {
+        *h.value & vocab.nouns == 0
+            && hits.iter().any(|o| {
+                *o.value & vocab.nouns != 0
+                    && o.start <= h.start
+                    && h.end <= o.end
+                    && o.end - o.start > h.end - h.start
+            })
+    };
+    let absorbed: Vec<bool> = hits.iter().map(in_a_noun).collect();
+    for (h, _) in hits.into_iter().zip(absorbed).filter(|(_, a)| !a) {
         let mut concepts = *h.value;
         if concepts & vocab.negatable != 0 && negated(vocab, &n, h.start) {
             concepts &= !vocab.negatable;

@@ -200,6 +200,8 @@ pub(super) struct Vocab {
     pub(crate) rules: Vec<Rule>,
     pub(crate) negatable: Concepts,
     pub(crate) quotable: Concepts,
+    /// The concepts whose phrases are things ([`NOUN_CONCEPTS`]).
+    pub(crate) nouns: Concepts,
     pub(crate) names: Vec<String>,
 }
 
@@ -352,6 +354,10 @@ impl Vocab {
         )
         .map_err(|e| err("tool_before/tool_after", e))?;
         let lexicon = lexicon(&listed, words)?;
+        let nouns = listed
+            .iter()
+            .filter(|(_, _, noun)| *noun)
+            .fold(0, |m, (_, bit, _)| m | bit);
         Ok(Vocab {
             lexicon,
             phrases,
@@ -361,6 +367,7 @@ impl Vocab {
             rules,
             negatable,
             quotable,
+            nouns,
             names,
         })
     }
