@@ -9,6 +9,7 @@ mod approval;
 mod approval_page;
 mod approval_sessions;
 mod architecture;
+mod argument_contract;
 mod audit;
 mod audit_ids;
 mod book_examples;

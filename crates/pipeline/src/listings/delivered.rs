@@ -8,11 +8,11 @@
 //! A caller's catalogue knows, per kind, whether it holds the whole list
 //! (a first page without a next one, or the gateway's own fetch of every
 //! page) and when it was made. A call naming an item the catalogue lacks
-//! gets the gateway's own fetch of the list when the catalogue is not
-//! whole or older than [`FRESH`] (a stateless client that never listed,
-//! another replica's client, a server that added a tool), at most once per
-//! [`REFETCH_AFTER`] per caller and kind; only an item missing from a
-//! whole, fresh list is `not_listed`.
+//! gets the gateway's own fetch of the list (a stateless client that never
+//! listed, another replica's client, a server that added a tool since), at
+//! most once per [`REFETCH_AFTER`] per caller and kind; only an item
+//! missing from a whole list made or asked again less than that ago is
+//! `not_listed`.
 //!
 //! Per instance, in memory: at most [`MAX_CATALOGUES`] (upstream, caller)
 //! catalogues, the least recently used going first; a reload keeps them.
@@ -28,8 +28,6 @@ use crate::policy::arguments::Contract;
 
 /// The most (upstream, caller) catalogues kept.
 pub const MAX_CATALOGUES: usize = 10_000;
-/// How long a whole list is taken as the whole list.
-pub const FRESH: Duration = Duration::from_secs(600);
 /// The least time between two of the gateway's own fetches of one list
 /// for one caller.
 pub const REFETCH_AFTER: Duration = Duration::from_secs(5);
@@ -69,7 +67,8 @@ pub struct Item<'a> {
 /// What the catalogue says of an item.
 pub enum Found {
     Listed(Arc<Contract>),
-    /// Not in a whole list recorded less than [`FRESH`] ago.
+    /// Not in a whole list recorded (or asked again) less than
+    /// [`REFETCH_AFTER`] ago.
     NotListed,
     /// Not known: the list should be fetched (unless it was just now).
     Unknown {
@@ -151,11 +150,17 @@ impl Delivered {
         if let Some(contract) = c.items.get(&kind.field(name)) {
             return Found::Listed(contract.clone());
         }
-        if c.whole[k].is_some_and(|at| now.duration_since(at) < FRESH) {
+        // A miss in a whole list is asked of the upstream again (it may have
+        // added the item since), at most once per REFETCH_AFTER per caller
+        // and kind: only a list that recent says the item is not listed.
+        let recent =
+            |t: Option<Instant>| t.is_some_and(|at| now.duration_since(at) < REFETCH_AFTER);
+        if c.whole[k].is_some() && (recent(c.whole[k]) || recent(c.fetched[k])) {
             return Found::NotListed;
         }
-        let fetch = c.fetched[k].is_none_or(|at| now.duration_since(at) >= REFETCH_AFTER);
-        Found::Unknown { fetch }
+        Found::Unknown {
+            fetch: !recent(c.fetched[k]),
+        }
     }
 
     /// The lock one fetch of `upstream`'s lists for `caller` holds.
@@ -256,6 +261,44 @@ mod tests {
         d.record("u", "alice", &page, &[tool()]);
         assert!(matches!(
             d.find("u", "alice", tool(), "a"),
+            Found::NotListed
+        ));
+    }
+
+    #[test]
+    fn a_miss_in_an_older_whole_list_is_asked_again_once() {
+        let d = Delivered::default();
+        let def = json!({"name": "a", "inputSchema": {"type": "object"}});
+        let items = [Item {
+            kind: tool(),
+            name: "a",
+            digest: "d1",
+            definition: &def,
+        }];
+        d.record("u", "alice", &items, &[tool()]);
+        assert!(matches!(
+            d.find("u", "alice", tool(), "new"),
+            Found::NotListed
+        ));
+        // The list is older than REFETCH_AFTER: the server may have added
+        // `new` since, so the gateway asks again ...
+        let past = Instant::now()
+            .checked_sub(REFETCH_AFTER + Duration::from_secs(1))
+            .unwrap();
+        let key = ("u".to_owned(), "alice".to_owned());
+        d.catalogues.lock().unwrap().get_mut(&key).unwrap().whole[0] = Some(past);
+        assert!(matches!(
+            d.find("u", "alice", tool(), "new"),
+            Found::Unknown { fetch: true }
+        ));
+        assert!(matches!(
+            d.find("u", "alice", tool(), "a"),
+            Found::Listed(_)
+        ));
+        // ... once: after its own fetch, a list without it says not listed.
+        d.fetched("u", "alice", tool());
+        assert!(matches!(
+            d.find("u", "alice", tool(), "new"),
             Found::NotListed
         ));
     }
