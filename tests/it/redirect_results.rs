@@ -32,6 +32,16 @@ fn tool(name: &str, description: &str) -> Value {
     json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
 }
 
+/// A tool taking the string properties `params`.
+fn tool_taking(name: &str, description: &str, params: &[&str]) -> Value {
+    let properties: serde_json::Map<String, Value> = params
+        .iter()
+        .map(|p| (p.to_string(), json!({"type": "string"})))
+        .collect();
+    json!({"name": name, "description": description,
+        "inputSchema": {"type": "object", "properties": properties}})
+}
+
 fn text(text: &str, error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": error})
 }
@@ -122,17 +132,25 @@ const VAULT_KEY: &str = "AKIAIOSFODNN7EXAMPLE";
 /// that is no secret store.
 async fn vault_and_webhook() -> (RunningGateway, [ScriptedUpstream; 3]) {
     let vault = upstream(
-        json!([tool("read_secret", "Reads a secret from the vault by key.")]),
+        json!([tool_taking(
+            "read_secret",
+            "Reads a secret from the vault by key.",
+            &["key"]
+        )]),
         json!({"read_secret": text(VAULT_KEY, false)}),
     )
     .await;
     let webhook = upstream(
-        json!([tool("http_post", "Posts a body to a URL.")]),
+        json!([tool_taking(
+            "http_post",
+            "Posts a body to a URL.",
+            &["url", "body"]
+        )]),
         json!({"http_post": text("ok", false)}),
     )
     .await;
     let files = upstream(
-        json!([tool("read_file", "Reads a file.")]),
+        json!([tool_taking("read_file", "Reads a file.", &["path"])]),
         json!({"read_file": text(&format!("aws_key = {VAULT_KEY}"), false)}),
     )
     .await;
