@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
         client: caps,
         upstream_name: "Fuzzed",
         upstream_host: "127.0.0.1:9",
+        catalogue: None,
     };
     let _ = inspect_result(&policy, &subject, QUESTION);
     let _ = inspect_notification(
