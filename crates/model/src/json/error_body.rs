@@ -44,7 +44,10 @@ pub fn null_id() -> &'static RawValue {
 /// the request's id as written (`null` when unknown); `upstream` is the
 /// configured display name of the upstream the request was routed to, if any.
 pub fn error_body(id: Option<&str>, refusal: &Refusal, upstream: Option<&str>) -> Bytes {
+    // The request's id as it came, when a strict reader reads it back: a
+    // number no reader can hold (`1e0000000010000000020`) is echoed as null.
     let id = id
+        .filter(|text| super::strict::parse_value(text.as_bytes()).is_ok())
         .and_then(|text| serde_json::from_str::<&RawValue>(text).ok())
         .unwrap_or(null_id());
     error_answer(id, refusal, upstream)
@@ -89,6 +92,12 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_slice(&error_body(None, &refusal, None)).unwrap();
         assert!(v["id"].is_null());
+        // An id no strict reader can hold is not echoed: the body stays JSON.
+        for unreadable in ["1e0000000010000000020", "-1e999", "{", "\"a"] {
+            let body = error_body(Some(unreadable), &refusal, None);
+            let v = super::super::strict::parse_value(&body).expect("strict JSON");
+            assert!(v["id"].is_null(), "{unreadable}");
+        }
         assert!(v["error"]["data"].get("upstream").is_none());
     }
 }
