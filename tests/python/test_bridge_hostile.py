@@ -120,6 +120,9 @@ def on_stream_request(req: Request) -> list:
     return sse(json.dumps(push), json.dumps(done))
 
 
+# Tool names a header cannot carry as they are (the m26 upstream lists them; `quick` answers).
+ODD_TOOL_NAMES = ["réserver ☃", "tab\tname", "line\r\nX-Injected: 1"]
+
 M26_TOOLS: dict[str, Callable[[Request], list]] = {
     "ask_room": one_question(ROOM, "room"),
     "ask_nick": one_question(NICK, "nick"),
@@ -151,6 +154,9 @@ def m26(req: Request) -> list:
         return json_body(result(req, json.dumps(DISCOVER)))
     if method in ("prompts/list", "resources/list"):  # input_required where it may not be
         return input_required(req, {"room": ROOM})
+    if method == "tools/list":  # what it serves: the gateway holds calls to the list (schema on)
+        tools = [{"name": n, "inputSchema": {"type": "object"}} for n in [*M26_TOOLS, *ODD_TOOL_NAMES]]
+        return json_body(result(req, json.dumps({"resultType": "complete", "tools": tools})))
     if method == "tools/call":
         name = req.params.get("name")
         tool = M26_TOOLS.get(name) or (M26_TOOLS["quick"] if isinstance(name, str) else None)
@@ -787,12 +793,19 @@ async def test_a_client_ids_of_every_json_type(gw):
     assert [(r.status_code, r.json()["error"]["data"]["reason"]) for r in refused] == [(400, "invalid_request")] * 4
 
 
-@pytest.mark.parametrize("name", ["réserver ☃", "tab\tname", "line\r\nX-Injected: 1"])
+@pytest.mark.parametrize("name", ODD_TOOL_NAMES)
 async def test_a_a_non_ascii_tool_name_is_encoded_in_mcp_name(gw, upstream, name):
     with watching(upstream, "m26") as seen:
         async with httpx2.AsyncClient(timeout=20) as http:
             headers = await session(http, gw.url("m26"))
             resp = await http.post(gw.url("m26"), headers=headers, json=call(6, name))
+    # Under untrusted, a name outside the spec's characters is taken out of the list
+    # (invalid_name), so a call to it is refused as never listed and nothing reaches the
+    # upstream; where it is called, the header carries it encoded.
+    if "error" in resp.json():
+        assert resp.json()["error"]["data"]["reason"] == "not_listed", resp.text
+        assert not [r for r in seen if r.params.get("name") == name]
+        return
     assert resp.json()["result"]["content"][0]["text"] == "quick " + json.dumps(name), resp.text
     [sent] = [r for r in seen if r.params.get("name") == name]
     assert sent.headers["mcp-name"].startswith("=?base64?") and "x-injected" not in sent.headers, sent.headers
