@@ -237,7 +237,7 @@ def call(rid, name: str, args: dict, pending: dict) -> None:
 
 def tool_list() -> dict:
     return {"tools": [{"name": t, "description": f"Test tool {t}.",
-                       "inputSchema": {"type": "object"}} for t in TOOLS]}
+                       "inputSchema": {"type": "object", "additionalProperties": True}} for t in TOOLS]}
 
 
 def main() -> None:

@@ -230,7 +230,7 @@ def main():
             send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "2025-11-25",
                   "capabilities": {"tools": {}}, "serverInfo": {"name": "review", "version": "1"}}})
         elif method == "tools/list":
-            result = {"tools": [{"name": t, "inputSchema": {"type": "object"}} for t in TOOLS]}
+            result = {"tools": [{"name": t, "inputSchema": {"type": "object", "additionalProperties": True}} for t in TOOLS]}
             if GEN == "stateless":
                 result["resultType"] = "complete"
             send({"jsonrpc": "2.0", "id": rid, "result": result})
