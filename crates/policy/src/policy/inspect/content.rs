@@ -378,7 +378,22 @@ impl Run<'_> {
             return Ok(());
         };
         let detail = format!("{} ({})", found.finding.intent.as_str(), found.finding.cue);
-        if !found.confident {
+        let said = "sent data with text that steers the model";
+        let intent = found.finding.intent.as_str();
+        self.steered(key, detail, found.confident, said, intent)
+    }
+
+    /// A text that steers the model: refused as `prompt_injection` (with
+    /// its `intent`) where `confident`, recorded (monitor) otherwise.
+    pub(super) fn steered(
+        &mut self,
+        key: &str,
+        detail: String,
+        confident: bool,
+        said: &str,
+        intent: &'static str,
+    ) -> Checked<()> {
+        if !confident {
             self.note(
                 Rule::PromptInjection,
                 Action::Monitor,
@@ -388,10 +403,7 @@ impl Run<'_> {
             );
             return Ok(());
         }
-        let message = format!(
-            "{} sent data with text that steers the model ({detail})",
-            self.subject.upstream_name
-        );
+        let message = format!("{} {said} ({detail})", self.subject.upstream_name);
         self.violation(
             Reason::PromptInjection,
             Rule::PromptInjection,
@@ -399,7 +411,7 @@ impl Run<'_> {
             None,
             message,
         )
-        .map_err(|e| e.with_data("intent", found.finding.intent.as_str().into()))
+        .map_err(|e| e.with_data("intent", intent.into()))
     }
 
     /// `prompts/get`: the description and every message's text under the

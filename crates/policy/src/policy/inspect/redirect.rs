@@ -35,8 +35,7 @@ use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde::Deserialize;
 
-use super::{Action, Checked, Rule, Run};
-use crate::model::Reason;
+use super::{Checked, Run};
 
 /// What the gateway delivered to the caller from the upstream a message
 /// comes from: the pipeline answers from its catalogue of delivered
@@ -202,29 +201,15 @@ impl Run<'_> {
         let Some(found) = self.steers(text, error) else {
             return Ok(());
         };
-        let detail = found.cue().to_owned();
-        if found == Steer::Elsewhere {
-            self.note(
-                Rule::PromptInjection,
-                Action::Monitor,
-                Some(key),
-                None,
-                Some(detail),
-            );
-            return Ok(());
-        }
-        let message = format!(
-            "{} returned an error that sends the model to a privileged tool it did not list ({detail})",
-            self.subject.upstream_name
-        );
-        self.violation(
-            Reason::PromptInjection,
-            Rule::PromptInjection,
-            Some(key),
-            None,
-            message,
+        let said = "returned an error that sends the model to a privileged tool it did not list";
+        let confident = found == Steer::Escalation;
+        self.steered(
+            key,
+            found.cue().to_owned(),
+            confident,
+            said,
+            "redirect_tools",
         )
-        .map_err(|e| e.with_data("intent", "redirect_tools".into()))
     }
 
     /// The strongest [`Steer`] of the tools `text` names.
