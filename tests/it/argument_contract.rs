@@ -83,3 +83,45 @@ async fn a_call_is_held_to_the_listed_definition_fetched_once_over_every_page() 
     );
     gw.shutdown().await;
 }
+
+/// A completion completes one argument while the prompt's other arguments
+/// are still unwritten: a required one missing is no problem (the
+/// conformance suite's `completion-complete` names one of two required
+/// arguments); an argument the prompt does not declare is.
+#[tokio::test]
+async fn a_completion_is_checked_for_its_argument_name_only() {
+    use crate::federation::{meta, post};
+    let up = ScriptedUpstream::start(|req| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let result = match body["method"].as_str() {
+            Some("prompts/list") => json!({"prompts": [{"name": "plan_trip", "arguments": [
+                {"name": "city", "required": true}, {"name": "season", "required": true}]}]}),
+            _ => json!({"completion": {"values": ["spring", "summer"], "hasMore": false}}),
+        };
+        vec![http_response(
+            "200 OK",
+            "application/json",
+            &result_json(&id_of(req), result),
+        )]
+    })
+    .await;
+    let gw = start_gateway(&config_text(&up.url(), "", "")).await;
+    let c = client();
+    let complete = |name: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "completion/complete", "params": {"_meta": meta(),
+            "ref": {"type": "ref/prompt", "name": "plan_trip"}, "argument": {"name": name, "value": "s"}}});
+        post(&c, &url(&gw), "completion/complete", None, body)
+    };
+    let ok = json_of(complete("season").send().await.unwrap()).await;
+    assert_eq!(ok["result"]["completion"]["values"][0], "spring", "{ok}");
+    let v = json_of(complete("budget").send().await.unwrap()).await;
+    assert_eq!(v["error"]["data"]["reason"], "undeclared_argument", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("prompt"),
+        "{v}"
+    );
+    gw.shutdown().await;
+}

@@ -169,6 +169,25 @@ impl Contract {
         }
     }
 
+    /// The problems of a completion's argument (`{name: partial value}`):
+    /// only whether the prompt declares that name. A completion completes
+    /// one argument while others are still unwritten, so `required` does
+    /// not apply, and the value is a prefix, not yet a value.
+    pub fn completion_problems(&self, argument: &Value) -> Vec<Problem> {
+        let Some(given) = argument.as_object() else {
+            return Vec::new();
+        };
+        given
+            .keys()
+            .filter(|name| !self.declares_argument(name))
+            .map(|name| Problem {
+                path: pointer_join("", name),
+                keyword: "undeclared".to_owned(),
+                why: "is not an argument the prompt declares".to_owned(),
+            })
+            .collect()
+    }
+
     /// The problems of `arguments` (a tool's object, a prompt's map)
     /// against the definition, schema keywords first; undeclared
     /// properties are reported with keyword `undeclared`.
@@ -597,5 +616,10 @@ mod tests {
             ]
         );
         assert!(c.declares_argument("tone") && !c.declares_argument("extra"));
+        // A completion of one argument while a required other is unwritten.
+        assert!(c.completion_problems(&json!({"tone": "fr"})).is_empty());
+        let undeclared = c.completion_problems(&json!({"extra": "x"}));
+        assert_eq!(undeclared.len(), 1);
+        assert_eq!(undeclared[0].keyword, "undeclared");
     }
 }

@@ -270,10 +270,12 @@ impl<'a> ArgumentCheck<'a> {
         if setting == Setting::Off {
             return Ok(Some(contract));
         }
-        let problems = if arguments.is_null() && self.call.method == McpMethod::ToolsCall {
-            contract.problems(&Value::Object(Default::default()))
-        } else {
-            contract.problems(arguments)
+        let problems = match self.call.method {
+            McpMethod::CompletionComplete => contract.completion_problems(arguments),
+            McpMethod::ToolsCall if arguments.is_null() => {
+                contract.problems(&Value::Object(Default::default()))
+            }
+            _ => contract.problems(arguments),
         };
         if problems.is_empty() {
             self.pass(Rule::Arguments, "", "the listed definition");
@@ -314,7 +316,7 @@ impl<'a> ArgumentCheck<'a> {
             false => Reason::ArgumentsInvalid,
         };
         let what = match self.call.method {
-            McpMethod::PromptsGet => "prompt",
+            McpMethod::PromptsGet | McpMethod::CompletionComplete => "prompt",
             _ => "tool",
         };
         let at = display_path(&problem.path);
