@@ -390,6 +390,12 @@ impl Gateway {
         let body = arguments::check(&mut ctx, &parts, &authority, body)
             .await
             .map_err(|r| within(r, &ctx))?;
+        // The list the argument check fetched was this caller's first
+        // request to reach the upstream, and found it speaks only
+        // 2025-11-25: the call is carried as the bridge would have.
+        if !carried && bridge::learned_older(&ctx) {
+            return Box::pin(bridge::carry(ctx, parts, authority)).await;
+        }
         if approve::applies(&ctx) {
             // Boxed: only calls some approval rule could ask about wait here.
             let approve = Box::pin(approve::check(&mut ctx, &parts, &authority)).await;

@@ -67,6 +67,13 @@ pub(super) fn may_carry(ctx: &RequestCtx) -> bool {
     }
 }
 
+/// Whether a 2026-07-28 request that [`may_carry`] let through is now
+/// known to need carrying: a request the gateway made for it (the
+/// argument check's own list) found the upstream speaks only 2025-11-25.
+pub(super) fn learned_older(ctx: &RequestCtx) -> bool {
+    ctx.request.generation() == Generation::Stateless && legacy::applies(ctx)
+}
+
 /// Carry the request across (see [`may_carry`]).
 pub(super) async fn carry(
     ctx: Box<RequestCtx>,
