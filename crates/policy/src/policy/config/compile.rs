@@ -221,6 +221,11 @@ fn argument_policy(chain: &[&Source]) -> Result<ArgumentPolicy, ConfigError> {
         addresses: setting!(choice(chain, arguments.addresses, WITH_ASK))?,
         shell: setting!(choice(chain, arguments.shell, WITH_ASK))?,
         cross_upstream: setting!(choice(chain, arguments.cross_upstream, WITH_REDACT_ASK))?,
+        listed_credentials: setting!(choice(
+            chain,
+            arguments.listed_credentials,
+            ENFORCE_MONITOR_OFF
+        ))?,
         allowed_hosts,
         denied_hosts,
     })
