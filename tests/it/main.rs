@@ -45,6 +45,7 @@ mod reload_metrics;
 mod resumed;
 mod rmcp_e2e;
 mod runtime;
+mod scope_challenge;
 mod session_ends;
 mod sessions;
 mod stdio;

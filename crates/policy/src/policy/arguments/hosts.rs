@@ -19,7 +19,7 @@ use url::Url;
 
 use crate::policy::address::{classify, classify_text, HostClass};
 use crate::policy::config::ArgumentPolicy;
-use crate::policy::detect::fold_value;
+use crate::policy::detect::{fold_value, name_words};
 use crate::policy::url_rules::{HostPattern, UrlPolicy};
 
 /// What the address rule found: a class, or `denied`; and whether a
@@ -68,30 +68,6 @@ const HOST_WORDS: [&str; 7] = [
     "addr",
 ];
 
-/// A property's name as lower-case words: split at `_`, `-`, `.`,
-/// spaces and lower-to-upper case changes.
-fn words(key: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut current = String::new();
-    let mut previous_lower = false;
-    for c in key.chars() {
-        let boundary = matches!(c, '_' | '-' | ' ' | '.');
-        if boundary || (c.is_uppercase() && previous_lower) {
-            if !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-        }
-        previous_lower = c.is_lowercase() || c.is_ascii_digit();
-        if !boundary {
-            current.extend(c.to_lowercase());
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
 /// The last word of a name, with `ip address` and `host name` read as
 /// one.
 fn last_word(words: &[String]) -> Option<String> {
@@ -109,7 +85,7 @@ fn last_word(words: &[String]) -> Option<String> {
 
 /// Whether a property's name says its value is an address.
 pub(crate) fn is_address_name(key: &str) -> bool {
-    let words = words(key);
+    let words = name_words(key);
     let Some(last) = last_word(&words) else {
         return false;
     };
@@ -126,7 +102,7 @@ pub(crate) fn is_address_name(key: &str) -> bool {
 
 /// Whether a property's name says its value names one machine.
 fn is_host_name(key: &str) -> bool {
-    last_word(&words(key)).is_some_and(|w| HOST_WORDS.contains(&w.as_str()))
+    last_word(&name_words(key)).is_some_and(|w| HOST_WORDS.contains(&w.as_str()))
 }
 
 /// The first address in `value` the rule refuses; `key` is the name of the

@@ -131,6 +131,11 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
             ("warn", PlaintextRemote::Warn),
         ]
     ))?;
+    let excessive_scopes = setting!(choice(
+        chain,
+        authorization.excessive_scopes,
+        ENFORCE_MONITOR_OFF
+    ))?;
     Ok(Policy {
         name: own.name.clone(),
         mode,
@@ -154,6 +159,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         approval,
         arguments,
         plaintext_remote,
+        excessive_scopes,
     })
 }
 

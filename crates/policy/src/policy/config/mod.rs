@@ -254,6 +254,9 @@ pub struct Policy {
     pub arguments: ArgumentPolicy,
     /// `[transport] plaintext_remote`.
     pub plaintext_remote: PlaintextRemote,
+    /// `[authorization] excessive_scopes`: an upstream's scope challenge
+    /// asking a reading tool for scopes that write (`policy::scopes`).
+    pub excessive_scopes: Setting,
 }
 
 /// What a plain `http://` upstream on a host that is not this machine
