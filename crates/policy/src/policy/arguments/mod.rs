@@ -46,6 +46,7 @@ pub use contract::{Contract, Problem};
 pub use flows::{result_material, Material};
 pub use results::{inspect_result_secrets, may_hold_result_secrets, ResultSecrets};
 
+use super::address::HostClass;
 use super::config::{Mode, Policy, Setting};
 use super::inspect::{Action, Rule, Verdict};
 use super::secret_values::{Scanned, SecretValueScanner};
@@ -525,11 +526,24 @@ impl<'a> ArgumentCheck<'a> {
     }
 
     fn address(&mut self, text: &str, at: &str, key: Option<&str>) -> Result<(), Refusal> {
-        let Some(action) = self.action(self.policy.arguments.addresses) else {
+        let rules = &self.policy.arguments;
+        if rules.addresses == Setting::Off {
+            return Ok(());
+        }
+        let Some(found) = hosts::find(text, key, rules, &self.policy.url) else {
+            self.pass(Rule::Address, at, "addresses");
             return Ok(());
         };
-        let Some(found) = hosts::find(text, key, &self.policy.arguments, &self.policy.url) else {
-            self.pass(Rule::Address, at, "addresses");
+        // A name of the person's own network is theirs to name; the
+        // addresses every network has (loopback, metadata, link-local,
+        // private and reserved ranges) are what steered calls aim at.
+        let local_name = found.class == HostClass::LocalName.as_str();
+        let setting = match (local_name, rules.local_names) {
+            (true, Setting::Monitor) => Setting::Monitor,
+            (true, Setting::Off) => Setting::Off,
+            _ => rules.addresses,
+        };
+        let Some(action) = self.action(setting) else {
             return Ok(());
         };
         self.record(Rule::Address, action, at, Some(found.class.to_owned()));
