@@ -431,11 +431,19 @@ impl<'a> ArgumentCheck<'a> {
         if rules.secrets == Setting::Off {
             return Ok(None);
         }
-        let named = key.and_then(|k| self.named_secret(walk, k, text));
+        let field_kind = key.and_then(|k| self.property_kind(walk, k));
+        let named = field_kind.filter(|kind| value_fits(*kind, text));
         let url_password = hosts::has_url_password(text);
-        let asked = named.is_some()
-            && scanned.found.is_empty()
-            && !url_password
+        // What the listed tool asks for in a parameter named for it: a
+        // password, a token, a card number where the name says so (and
+        // nothing of another kind in the value).
+        let asked = field_kind.is_some_and(|kind| {
+            (named.is_some() || !scanned.found.is_empty())
+                && scanned
+                    .found
+                    .iter()
+                    .all(|f| f.kind.as_str() == kind.as_str())
+        }) && !url_password
             && key.is_some_and(|k| listing_asks_for(walk.contract, k, at));
         let setting = match (asked, rules.listed_credentials) {
             (true, Setting::Monitor) => Setting::Monitor,
@@ -480,8 +488,8 @@ impl<'a> ArgumentCheck<'a> {
     }
 
     /// The secret a property's name (and its listed description) says it
-    /// holds, when the value fits it.
-    fn named_secret(&self, walk: &Walk<'_>, key: &str, value: &str) -> Option<SecretKind> {
+    /// holds.
+    fn property_kind(&self, walk: &Walk<'_>, key: &str) -> Option<SecretKind> {
         let prop = walk
             .contract
             .and_then(Contract::schema)
@@ -491,11 +499,7 @@ impl<'a> ArgumentCheck<'a> {
             Some(p) => FieldText::of_property(key, p),
             None => FieldText::named(key),
         };
-        let kind = self.policy.secrets.property_kind(field)?;
-        if NAMED_ALWAYS.contains(&kind) {
-            return Some(kind);
-        }
-        (NAMED_IF_RANDOM.contains(&kind) && flows::looks_random(value)).then_some(kind)
+        self.policy.secrets.property_kind(field)
     }
 
     fn private_path(&mut self, text: &str, at: &str) -> Result<(), Refusal> {
@@ -671,6 +675,12 @@ fn display_path(path: &str) -> String {
         "" => "(the arguments)".to_owned(),
         p => format!("\"{}\"", printable_name(p)),
     }
+}
+
+/// Whether a value fits the secret its property names: always for a
+/// password, only when random-looking for a key or token.
+fn value_fits(kind: SecretKind, value: &str) -> bool {
+    NAMED_ALWAYS.contains(&kind) || (NAMED_IF_RANDOM.contains(&kind) && flows::looks_random(value))
 }
 
 /// Whether the listed definition declares `key` as one of the call's own

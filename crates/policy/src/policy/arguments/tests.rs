@@ -312,11 +312,13 @@ fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
     let login = Contract::tool(&json!({"name": "ticket_login", "inputSchema": {
         "type": "object", "properties": {"username": {"type": "string"}, "password": {"type": "string"},
         "access_token": {"type": "string", "description": "The session's token"},
+        "card_number": {"type": "string"},
         "note": {"type": "string"}, "options": {"type": "object"}}}}));
     let asked = [
         json!({"username": "mzhang", "password": "SecurePass123"}),
         json!({"access_token": "access_token_abc123"}),
         json!({"username": "u", "password": "12345"}),
+        json!({"card_number": "4012888888881881"}),
     ];
     for args in asked {
         let (r, report, sent) = run(&p, Listed::Item(&login), args.clone());
@@ -336,6 +338,9 @@ fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
         // Of a form the scanner knows by itself, in the declared field.
         json!({"password": format!("ghp_{}", "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5")}),
         json!({"note": format!("AKIA{}", "ABCDEFGHIJKLMNOP")}),
+        // A card number where the listing asks for a token.
+        json!({"access_token": "4012888888881881"}),
+        json!({"note": "4012888888881881"}),
     ];
     for args in refused {
         assert_eq!(
