@@ -426,9 +426,12 @@ mod tests {
 
     #[test]
     fn form_fields_are_read_decoded() {
-        let (csrf, decision) = form_fields(b"decision=approve&csrf=a%2Bb&other=x");
-        assert_eq!(csrf.as_deref(), Some("a+b"));
-        assert_eq!(decision.as_deref(), Some("approve"));
+        let form = form_fields(b"decision=approve&csrf=a%2Bb&other=x");
+        assert_eq!(form.csrf.as_deref(), Some("a+b"));
+        assert_eq!(form.decision.as_deref(), Some("approve"));
+        assert!(!form.remember);
+        assert!(form_fields(b"decision=approve&remember=1").remember);
+        assert!(!form_fields(b"decision=approve&remember=0").remember);
     }
 
     #[test]
