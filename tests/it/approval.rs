@@ -412,7 +412,7 @@ async fn asking_about_arguments(
     std::fs::write(
         policies.path().join("ask.toml"),
         format!(
-            "extends = \"untrusted\"\n[arguments]\nsecrets = \"ask\"\naddresses = \"ask\"\n{rule}"
+            "extends = \"untrusted\"\n[arguments]\nsecrets = \"ask\"\naddresses = \"ask\"\nlisted_credentials = \"enforce\"\n{rule}"
         ),
     )
     .unwrap();
@@ -421,8 +421,9 @@ async fn asking_about_arguments(
     (gw, policies)
 }
 
-/// `[arguments] secrets = "ask"`: a call whose arguments hold a secret is
-/// asked about (what was found and where, never the value); approved, it
+/// `[arguments] secrets = "ask"` (and `listed_credentials = "enforce"`: the
+/// listed tool's own `password` parameter is left to `secrets`): a call
+/// whose arguments hold a secret is asked about (what was found and where, never the value); approved, it
 /// goes upstream unchanged; a clean call is not asked about; declined,
 /// nothing is forwarded. With a rule naming the verdict, that rule asks.
 #[tokio::test]

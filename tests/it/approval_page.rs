@@ -626,7 +626,10 @@ async fn an_approver_may_remember_an_approval_the_rule_lets_be_remembered() {
         &stateless_call("a3", json!({"elicitation": {"url": {}}})),
     )
     .await;
-    assert_eq!(again["result"]["content"][0]["text"], "cancelled", "{again}");
+    assert_eq!(
+        again["result"]["content"][0]["text"], "cancelled",
+        "{again}"
+    );
     assert_eq!(calls(&up).len(), 3);
     gw.shutdown().await;
 }

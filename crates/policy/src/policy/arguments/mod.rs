@@ -29,12 +29,14 @@
 //! per listed definition, the tables once per process.
 
 mod contract;
+mod edit;
 mod flows;
 mod hosts;
 mod paths;
 mod results;
 mod secret_store;
 mod shell;
+mod words;
 
 #[cfg(test)]
 mod tests;
@@ -53,8 +55,10 @@ use super::secret_values::{Scanned, SecretValueScanner};
 use super::secrets::{FieldText, SecretKind};
 use crate::model::{printable_name, McpMethod, Reason, Refusal};
 use contract::pointer_join;
+use edit::{pointer_mut, redact, remove_at};
 use paths::PrivatePaths;
 use shell::ShellRules;
+use words::{address_words, describe_kind, display_path, refusal};
 
 /// What replaces a secret the policy redacts.
 pub const REDACTED: &str = "[redacted]";
@@ -662,21 +666,6 @@ struct Walk<'c> {
     strings: usize,
 }
 
-fn refusal(reason: Reason, message: String, rule: Rule, path: &str) -> Refusal {
-    Refusal::new(reason, message)
-        .with_data("rule", rule.as_str().into())
-        .with_data("path", path.into())
-}
-
-/// A pointer as a message shows it (`/url`; the arguments themselves:
-/// `(the arguments)`), with what a person cannot read taken out.
-fn display_path(path: &str) -> String {
-    match path {
-        "" => "(the arguments)".to_owned(),
-        p => format!("\"{}\"", printable_name(p)),
-    }
-}
-
 /// Whether a value fits the secret its property names: always for a
 /// password, only when random-looking for a key or token.
 fn value_fits(kind: SecretKind, value: &str) -> bool {
@@ -688,72 +677,4 @@ fn value_fits(kind: SecretKind, value: &str) -> bool {
 /// for, a login to the server's own service.
 fn listing_asks_for(contract: Option<&Contract>, key: &str, at: &str) -> bool {
     at == pointer_join("", key) && contract.is_some_and(|c| c.declares_argument(key))
-}
-
-fn describe_kind(kind: &str) -> String {
-    if let Some(k) = super::secret_values::SecretValueKind::from_name(kind) {
-        return k.describe().to_owned();
-    }
-    match kind {
-        "url_password" => "a password in a URL".to_owned(),
-        other => format!("a {}", other.replace('_', " ")),
-    }
-}
-
-fn address_words(class: &str) -> &'static str {
-    match class {
-        "metadata" => "a cloud metadata service",
-        "loopback" => "this machine (loopback)",
-        "private" => "a private network address",
-        "link_local" => "a link-local address",
-        "reserved" => "a reserved address",
-        "local_name" => "a name of the local network",
-        "ip_literal" => "a numeric IP address",
-        "denied" => "a host the policy denies",
-        _ => "an address the policy refuses",
-    }
-}
-
-/// `text` with what the scanner found replaced (the whole value when
-/// `whole`, or when it is not ASCII: the spans are in its folded form).
-fn redact(text: &str, scanned: &Scanned<'_>, whole: bool) -> String {
-    if whole || !text.is_ascii() || scanned.found.is_empty() {
-        return REDACTED.to_owned();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for f in &scanned.found {
-        out.push_str(&text[last..f.span.start]);
-        out.push_str(REDACTED);
-        last = f.span.end;
-    }
-    out.push_str(&text[last..]);
-    out
-}
-
-/// The value at a JSON pointer (RFC 6901) in `root`.
-fn pointer_mut<'v>(root: &'v mut Value, path: &str) -> Option<&'v mut Value> {
-    if path.is_empty() {
-        return Some(root);
-    }
-    root.pointer_mut(path)
-}
-
-/// Remove the member or element at `path`; whether there was one.
-fn remove_at(root: &mut Value, path: &str) -> bool {
-    let Some((parent, last)) = path.rsplit_once('/') else {
-        return false;
-    };
-    let name = last.replace("~1", "/").replace("~0", "~");
-    match pointer_mut(root, parent) {
-        Some(Value::Object(m)) => m.shift_remove(&name).is_some(),
-        Some(Value::Array(a)) => match name.parse::<usize>() {
-            Ok(i) if i < a.len() => {
-                a.remove(i);
-                true
-            }
-            _ => false,
-        },
-        _ => false,
-    }
 }
