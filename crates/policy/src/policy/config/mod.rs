@@ -295,10 +295,13 @@ impl std::fmt::Debug for Policy {
 }
 
 mod chain;
+#[macro_use]
 mod compile;
+mod controls;
 mod raw;
 
 pub use chain::PolicySet;
+pub use controls::{Control, ControlValue, Strength, Weakening, ANY};
 use chain::*;
 use compile::*;
 use raw::*;
