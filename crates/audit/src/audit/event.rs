@@ -355,6 +355,9 @@ pub enum AuditEvent {
         attempted_by: Option<Name>,
         why: crate::approval::RefusedDecision,
     },
+    /// A config weakened a security control (tied to no request; written
+    /// with [`super::AuditSink::emit_unbound`]).
+    ConfigWeakened(super::config_event::ConfigWeakened),
     /// The operation is over.
     OperationEnd {
         outcome: OperationOutcome,
@@ -378,6 +381,7 @@ impl AuditEvent {
             AuditEvent::ListingChanged { .. } => "listing_changed",
             AuditEvent::Approval { .. } => "approval",
             AuditEvent::ApprovalDecisionRefused { .. } => "approval_decision_refused",
+            AuditEvent::ConfigWeakened(_) => "config_weakened",
             AuditEvent::OperationEnd { .. } => "operation_end",
         }
     }
@@ -605,6 +609,7 @@ impl AuditEvent {
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
             | AuditEvent::ApprovalDecisionRefused { .. }
+            | AuditEvent::ConfigWeakened(_)
             | AuditEvent::OperationEnd { .. } => false,
         }
     }
