@@ -265,9 +265,9 @@ fn main() -> ExitCode {
                 strict,
                 baseline,
             } => match check(&config, log_format, strict) {
-                Ok(c) => baseline.map_or(ExitCode::SUCCESS, |b| {
-                    against_baseline(&c, &b, log_format)
-                }),
+                Ok(c) => {
+                    baseline.map_or(ExitCode::SUCCESS, |b| against_baseline(&c, &b, log_format))
+                }
                 Err(code) => code,
             },
             Command::Run { config, log_format } => match load(&config, log_format) {
@@ -401,7 +401,11 @@ fn against_baseline(
         Ok(b) => b,
         Err(errors) => {
             report(&errors, error_format(baseline, log_format));
-            eprintln!("{}: the baseline has {} problem(s)", baseline.display(), errors.len());
+            eprintln!(
+                "{}: the baseline has {} problem(s)",
+                baseline.display(),
+                errors.len()
+            );
             return ExitCode::from(2);
         }
     };

@@ -17,7 +17,9 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
 use crate::audit::ReloadOutcome::{Applied, Refused};
-use crate::config::{weakened, ConfigErrors, GatewayConfig, OnWeakened, RuntimeModel, SecurityControls};
+use crate::config::{
+    weakened, ConfigErrors, GatewayConfig, OnWeakened, RuntimeModel, SecurityControls,
+};
 use crate::connection::GatewayConnections;
 use crate::layers::LayerSettings;
 use crate::model::{system_clock, SharedClock};

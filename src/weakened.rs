@@ -113,7 +113,10 @@ pub fn print(found: &[Weakened], config: &GatewayConfig, baseline: &std::path::P
         let n = found.len();
         match n {
             0 => println!("{file}: weakens nothing of {}", baseline.display()),
-            _ => eprintln!("{file}: {n} security control(s) weakened against {}", baseline.display()),
+            _ => eprintln!(
+                "{file}: {n} security control(s) weakened against {}",
+                baseline.display()
+            ),
         }
     }
 }

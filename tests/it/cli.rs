@@ -161,9 +161,17 @@ fn check_against_a_baseline_names_each_weakened_control() {
     };
     let https = "url = \"https://api.internal/mcp\"\npolicy = \"p\"";
     let plain = "url = \"http://api.internal/mcp\"\nallow_plaintext = true\npolicy = \"p\"";
-    let reviewed = write("reviewed.toml", https, "[\"api.internal\", \"docs.internal\"]");
+    let reviewed = write(
+        "reviewed.toml",
+        https,
+        "[\"api.internal\", \"docs.internal\"]",
+    );
     let drifted = write("drifted.toml", plain, "[]");
-    let honest = write("honest.toml", https, "[\"docs.internal\", \"api.internal\"]");
+    let honest = write(
+        "honest.toml",
+        https,
+        "[\"docs.internal\", \"api.internal\"]",
+    );
     let check = |config: &std::path::Path, baseline: &std::path::Path| {
         Command::new(BIN)
             .args(["check", "--config"])
@@ -185,7 +193,12 @@ fn check_against_a_baseline_names_each_weakened_control() {
     }
     assert!(err.contains("3 security control(s) weakened"), "{err}");
     let out = check(&honest, &reviewed);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = check(&reviewed, &drifted);
     assert_eq!(out.status.code(), Some(0), "stronger than the baseline");
     let broken = dir.path().join("broken.toml");

@@ -51,7 +51,8 @@ impl Files {
     }
 }
 
-const REVIEWED_ARGS: &str = "shell = \"enforce\"\nallowed_hosts = [\"a.internal\", \"b.internal\"]\n";
+const REVIEWED_ARGS: &str =
+    "shell = \"enforce\"\nallowed_hosts = [\"a.internal\", \"b.internal\"]\n";
 const WEAKER_ARGS: &str = "shell = \"off\"\nallowed_hosts = [\"a.internal\", \"b.internal\"]\n";
 /// Reordered and strengthened: nothing weaker.
 const HONEST_ARGS: &str =
@@ -85,7 +86,9 @@ fn series(metrics: &str, name_and_labels: &str) -> f64 {
 fn weakened_series(metrics: &str, control: &str, upstream: &str) -> f64 {
     series(
         metrics,
-        &format!("portcullis_config_weakened_total{{control=\"{control}\",upstream=\"{upstream}\"}}"),
+        &format!(
+            "portcullis_config_weakened_total{{control=\"{control}\",upstream=\"{upstream}\"}}"
+        ),
     )
 }
 
@@ -124,7 +127,11 @@ async fn a_weakening_reload_is_applied_and_said_everywhere() {
 
     files.write("", "", WEAKER_ARGS);
     gw.reload().await.expect("applied by default");
-    assert_ne!(anonymous_status(&gw).await, 401, "the new config is in force");
+    assert_ne!(
+        anonymous_status(&gw).await,
+        401,
+        "the new config is in force"
+    );
     let m = metrics(&gw).await;
     assert_eq!(weakened_series(&m, "route.auth", "test"), 1.0, "{m}");
     assert_eq!(weakened_series(&m, "arguments.shell", "test"), 1.0, "{m}");
@@ -138,13 +145,19 @@ async fn a_weakening_reload_is_applied_and_said_everywhere() {
         .find(|l| l["control"] == "arguments.shell")
         .unwrap_or_else(|| panic!("{lines:?}"));
     assert_eq!(shell["upstream"]["id"], "test");
-    assert_eq!((&shell["from"], &shell["to"]), (&json!("enforce"), &json!("off")));
+    assert_eq!(
+        (&shell["from"], &shell["to"]),
+        (&json!("enforce"), &json!("off"))
+    );
     assert_eq!(shell["outcome"], "applied");
     let auth = lines.iter().find(|l| l["control"] == "route.auth").unwrap();
     assert_eq!(auth["route"], "/mcp");
     assert!(auth["upstream"].is_null(), "{auth}");
     assert_eq!(auth["to"], "[*]");
-    assert!(auth.get("request_id").is_none(), "tied to no request: {auth}");
+    assert!(
+        auth.get("request_id").is_none(),
+        "tied to no request: {auth}"
+    );
     gw.shutdown().await;
 }
 
@@ -167,8 +180,15 @@ async fn under_refuse_the_running_config_stays_and_says_why() {
         ["reload.on_weakened", "arguments.shell", "route.auth"],
         "{list}"
     );
-    assert!(list.to_string().contains("arguments.shell: enforce -> off"), "{list}");
-    assert_eq!(anonymous_status(&gw).await, 401, "the reviewed config is in force");
+    assert!(
+        list.to_string().contains("arguments.shell: enforce -> off"),
+        "{list}"
+    );
+    assert_eq!(
+        anonymous_status(&gw).await,
+        401,
+        "the reviewed config is in force"
+    );
     let m = metrics(&gw).await;
     assert_eq!(
         series(&m, "portcullis_config_reloads_total{result=\"refused\"}"),
@@ -187,7 +207,11 @@ async fn under_refuse_the_running_config_stays_and_says_why() {
     let m = metrics(&gw).await;
     assert_eq!(series(&m, "portcullis_config_stale"), 0.0);
     assert_eq!(weakened_series(&m, "arguments.allowed_hosts", "test"), 0.0);
-    assert_eq!(weakened_series(&m, "arguments.shell", "test"), 1.0, "unchanged");
+    assert_eq!(
+        weakened_series(&m, "arguments.shell", "test"),
+        1.0,
+        "unchanged"
+    );
     assert_eq!(anonymous_status(&gw).await, 401);
     gw.shutdown().await;
 }

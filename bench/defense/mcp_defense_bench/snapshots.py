@@ -80,19 +80,23 @@ def drift(inp: dict[str, Any], certs: Any, policies: Path) -> Outcome:
     s = Session([server], policy="snapshot", tls=certs.leaf("server") if secure else None,
                 ca_file=str(certs.ca_cert) if secure else None, extra_config=extra,
                 upstream_extra={} if secure else {"allow_plaintext": True})
-    s.list_tools()
-    (policies / "snapshot.toml").write_text(policy_text(current))
-    upstream_for(s, current, str(certs.ca_cert))
-    log = s.gw.reload(s.gw.upstreams, s.gw.routes, extra)
+    try:
+        s.list_tools()
+        (policies / "snapshot.toml").write_text(policy_text(current))
+        upstream_for(s, current, str(certs.ca_cert))
+        log = s.gw.reload(s.gw.upstreams, s.gw.routes, extra)
+    except BaseException:
+        s.close()
+        raise
     out = s.outcome
     for line in log.splitlines():
         if "config reload refused" in line:
             out.refused.append("reload refused: " + line.split("config reload refused", 1)[1][:200])
         elif "config reload failed" in line:
             out.notes.append("the reload failed: " + line[-200:])
-    for (name, labels), value in s.gw.metrics().items():
-        if name == "portcullis_config_weakened_total" and value > 0:
-            out.recorded.append(f"metric:config_weakened_total{{control={dict(labels).get('control')}}}")
+    weakened = [dict(labels).get("control") for (name, labels), value in s.gw.metrics().items()
+                if name == "portcullis_config_weakened_total" and value > 0]
+    out.recorded += [f"metric:config_weakened_total{{control={c}}}" for c in weakened]
     skipped = sorted((set(baseline) | set(current)) - TRANSLATED)
     if skipped:
         out.notes.append("not translated: " + ", ".join(skipped))

@@ -36,10 +36,12 @@ use tokio::sync::{mpsc, oneshot};
 use crate::model::{AuditLoss, AuditSinkKind, Health, HealthReport};
 
 use super::config::{AuditSettings, AuditTarget, FileSettings};
+use super::config_event::GatewayAbout;
 use super::drops::Drops;
 use super::event::AuditEvent;
-use super::config_event::GatewayAbout;
-use super::line::{timestamp, to_line, to_object, to_unbound_line, to_unbound_object, AuditContext};
+use super::line::{
+    timestamp, to_line, to_object, to_unbound_line, to_unbound_object, AuditContext,
+};
 use super::otlp::{OtlpLogs, OtlpLogsError};
 
 /// Events queued between the request path and the writer. At a few hundred

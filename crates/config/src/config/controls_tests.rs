@@ -18,7 +18,10 @@ const POLICY: &[(&str, &str)] = &[
         "arguments",
         "denied_hosts = [\"evil.example\", \"bad.example\"]",
     ),
-    ("url_mode", "allowed_hosts = [\"docs.example.com\", \"help.example.com\"]"),
+    (
+        "url_mode",
+        "allowed_hosts = [\"docs.example.com\", \"help.example.com\"]",
+    ),
     ("url_mode", "allow_ip_literals = false"),
     ("content", "secrets = \"flag\""),
     ("listing", "on_change = \"flag\""),
@@ -41,28 +44,52 @@ const fn v(key: &'static str, now: &'static str, weakens: Option<&'static str>) 
 
 const VARIANTS: &[Variant] = &[
     v("mode", "mode = \"monitor\"", Some("mode")),
-    v("arguments.secrets", "secrets = \"monitor\"", Some("arguments.secrets")),
-    v("arguments.secrets", "secrets = \"off\"", Some("arguments.secrets")),
+    v(
+        "arguments.secrets",
+        "secrets = \"monitor\"",
+        Some("arguments.secrets"),
+    ),
+    v(
+        "arguments.secrets",
+        "secrets = \"off\"",
+        Some("arguments.secrets"),
+    ),
     v("arguments.secrets", "secrets = \"enforce\"", None),
     // redact and ask both change the call: neither is weaker.
     v("arguments.secrets", "secrets = \"ask\"", None),
     v("shell", "shell = \"off\"", Some("arguments.shell")),
     v("shell", "shell = \"ask\"", None),
-    v("private_paths", "private_paths = \"monitor\"", Some("arguments.private_paths")),
+    v(
+        "private_paths",
+        "private_paths = \"monitor\"",
+        Some("arguments.private_paths"),
+    ),
     v("private_paths", "private_paths = \"enforce\"", None),
     v(
         "allowed_hosts = [\"a",
         "allowed_hosts = [\"a.internal\", \"b.internal\", \"*.internal\"]",
         Some("arguments.allowed_hosts"),
     ),
-    v("allowed_hosts = [\"a", "allowed_hosts = [\"b.internal\", \"a.internal\"]", None),
-    v("allowed_hosts = [\"a", "allowed_hosts = [\"a.internal\"]", None),
+    v(
+        "allowed_hosts = [\"a",
+        "allowed_hosts = [\"b.internal\", \"a.internal\"]",
+        None,
+    ),
+    v(
+        "allowed_hosts = [\"a",
+        "allowed_hosts = [\"a.internal\"]",
+        None,
+    ),
     v(
         "denied_hosts",
         "denied_hosts = [\"evil.example\"]",
         Some("arguments.denied_hosts"),
     ),
-    v("denied_hosts", "denied_hosts = [\"bad.example\", \"evil.example\"]", None),
+    v(
+        "denied_hosts",
+        "denied_hosts = [\"bad.example\", \"evil.example\"]",
+        None,
+    ),
     v(
         "denied_hosts",
         "denied_hosts = [\"bad.example\", \"evil.example\", \"worse.example\"]",
@@ -83,15 +110,27 @@ const VARIANTS: &[Variant] = &[
         "allowed_hosts = [\"help.example.com\", \"docs.example.com\"]",
         None,
     ),
-    v("allowed_hosts = [\"docs", "allowed_hosts = [\"docs.example.com\"]", None),
+    v(
+        "allowed_hosts = [\"docs",
+        "allowed_hosts = [\"docs.example.com\"]",
+        None,
+    ),
     v(
         "allow_ip_literals",
         "allow_ip_literals = true",
         Some("url_mode.allow_ip_literals"),
     ),
-    v("content.secrets", "secrets = \"off\"", Some("content.secrets")),
+    v(
+        "content.secrets",
+        "secrets = \"off\"",
+        Some("content.secrets"),
+    ),
     v("content.secrets", "secrets = \"redact\"", None),
-    v("on_change", "on_change = \"allow\"", Some("listing.on_change")),
+    v(
+        "on_change",
+        "on_change = \"allow\"",
+        Some("listing.on_change"),
+    ),
     v("on_change", "on_change = \"remove\"", None),
     v(
         "plaintext_remote",
@@ -162,7 +201,10 @@ fn load(parts: &Parts<'_>) -> GatewayConfig {
     std::fs::create_dir(&policies).unwrap();
     std::fs::write(policies.join("p.toml"), &parts.policy).unwrap();
     let hash = crate::identify::hash_key("pcl_test-key-0123456789abcdef");
-    let upstream = parts.upstream.replace("PIN_A", PIN_A).replace("PIN_B", PIN_B);
+    let upstream = parts
+        .upstream
+        .replace("PIN_A", PIN_A)
+        .replace("PIN_B", PIN_B);
     let text = format!(
         "{top}[[listener]]\naddress = \"127.0.0.1:0\"\n[policies]\ndir = \"policies\"\n\
          [[auth]]\nname = \"keys\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"{hash}\"\n\
@@ -230,13 +272,19 @@ fn a_weakening_says_what_it_was_and_what_it_is() {
         ..reviewed()
     };
     let found = changes(&reviewed(), &new);
-    assert_eq!((found[0].from.as_str(), found[0].to.as_str()), ("redact", "off"));
+    assert_eq!(
+        (found[0].from.as_str(), found[0].to.as_str()),
+        ("redact", "off")
+    );
     assert_eq!(
         found[0].to_string(),
         "upstream \"api\" arguments.secrets: redact -> off"
     );
     let any = Parts {
-        policy: policy_text(Some(("allowed_hosts = [\"docs", "allowed_hosts = []")), APPROVAL),
+        policy: policy_text(
+            Some(("allowed_hosts = [\"docs", "allowed_hosts = []")),
+            APPROVAL,
+        ),
         ..reviewed()
     };
     let found = changes(&reviewed(), &any);
@@ -253,7 +301,10 @@ fn an_approval_rule_removed_weakens_and_one_added_or_moved_does_not() {
         policy: policy_text(None, one),
         ..reviewed()
     };
-    assert_eq!(controls(&changes(&reviewed(), &removed)), [(api(), "approval")]);
+    assert_eq!(
+        controls(&changes(&reviewed(), &removed)),
+        [(api(), "approval")]
+    );
     assert_eq!(changes(&removed, &reviewed()), []);
     let swapped = "[[approval]]\nname = \"wipe\"\ntools = [\"wipe\"]\n[[approval]]\nname = \"pay\"\ntools = [\"pay\"]\n";
     let moved = Parts {
@@ -369,8 +420,16 @@ fn an_upstream_added_or_removed_weakens_no_other() {
         more: second,
         ..reviewed()
     };
-    assert_eq!(changes(&reviewed(), &with), [], "a new upstream is reviewed as new");
-    assert_eq!(changes(&with, &reviewed()), [], "a removed one takes its traffic");
+    assert_eq!(
+        changes(&reviewed(), &with),
+        [],
+        "a new upstream is reviewed as new"
+    );
+    assert_eq!(
+        changes(&with, &reviewed()),
+        [],
+        "a removed one takes its traffic"
+    );
 }
 
 #[test]

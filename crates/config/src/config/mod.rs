@@ -4,12 +4,12 @@
 //! path ever looks at a config string again.
 
 mod check;
+mod controls;
 mod limits;
 mod listener;
 mod locate;
 mod problems;
 mod raw;
-mod controls;
 mod read;
 mod reload;
 mod resource;
@@ -40,8 +40,8 @@ use problems::Problems;
 use raw::RawConfig;
 
 pub use crate::model::ConfigError;
-pub use limits::{InspectionLimits, Limits, LogConfig, LogFormat};
 pub use controls::{weakened, Scope, SecurityControls, Weakened};
+pub use limits::{InspectionLimits, Limits, LogConfig, LogFormat};
 pub use listener::{is_loopback_name, ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
 pub use reload::OnWeakened;

@@ -48,7 +48,10 @@ pub(super) fn on_weakened(raw: &RawReload, loc: &Locator<'_>) -> Result<OnWeaken
             loc.at(
                 written.span(),
                 "reload.on_weakened",
-                format!("\"{}\" is not one of \"apply\", \"refuse\"", written.get_ref()),
+                format!(
+                    "\"{}\" is not one of \"apply\", \"refuse\"",
+                    written.get_ref()
+                ),
             )
         })
 }

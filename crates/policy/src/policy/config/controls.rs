@@ -177,17 +177,29 @@ impl Policy {
             c(name!(mode), self.mode_value()),
             c(name!(secret_fields.action), action(self.secret_fields)),
             c(name!(url_mode.action), action(self.url_mode)),
-            c(name!(url_mode.allowed_hosts), url_allowed(&self.url.allowed_hosts)),
+            c(
+                name!(url_mode.allowed_hosts),
+                url_allowed(&self.url.allowed_hosts),
+            ),
             c(
                 name!(url_mode.denied_hosts),
                 ControlValue::holds(hosts(&self.url.denied_hosts)),
             ),
         ];
         let url_flags = [
-            (name!(url_mode.allow_http_localhost), self.url.allow_http_localhost),
-            (name!(url_mode.allow_ip_literals), self.url.allow_ip_literals),
+            (
+                name!(url_mode.allow_http_localhost),
+                self.url.allow_http_localhost,
+            ),
+            (
+                name!(url_mode.allow_ip_literals),
+                self.url.allow_ip_literals,
+            ),
             (name!(url_mode.allow_punycode), self.url.allow_punycode),
-            (name!(url_mode.allow_local_names), self.url.allow_local_names),
+            (
+                name!(url_mode.allow_local_names),
+                self.url.allow_local_names,
+            ),
         ];
         out.extend(url_flags.map(|(p, on)| c(p, ControlValue::on_is_weaker(on))));
         out.extend([
@@ -208,7 +220,10 @@ impl Policy {
             c(name!(listing.on_violation), self.listing_violation()),
             c(name!(listing.promotion), self.listing_promotion()),
             c(name!(listing.on_change), self.listing_change()),
-            c(name!(state.single_use), ControlValue::on_is_stronger(self.single_use)),
+            c(
+                name!(state.single_use),
+                ControlValue::on_is_stronger(self.single_use),
+            ),
             c(
                 name!(approval),
                 ControlValue::holds(self.approval.iter().map(|r| r.name.as_str())),

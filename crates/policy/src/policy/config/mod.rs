@@ -301,9 +301,9 @@ mod controls;
 mod raw;
 
 pub use chain::PolicySet;
-pub use controls::{Control, ControlValue, Strength, Weakening, ANY};
 use chain::*;
 use compile::*;
+pub use controls::{Control, ControlValue, Strength, Weakening, ANY};
 use raw::*;
 
 #[cfg(test)]
