@@ -447,7 +447,7 @@ fn the_config_paths_are_keys_of_the_files() {
         .iter()
         .map(|c| c.path)
         .collect();
-    for ((scope, path), _) in &table.table {
+    for (scope, path) in table.table.keys() {
         let in_policy = matches!(scope, Scope::Upstream(_)) && paths.contains(path);
         assert!(
             in_policy || crate::config::file_shape().at(path).is_some(),
