@@ -3,7 +3,7 @@
 //! `portcullis_config_weakened_total` counter, a `config_weakened` audit
 //! event; and, for `portcullis check --baseline`, the same list printed.
 
-use crate::audit::{AuditEvent, AuditSink, ConfigWeakened, GatewayAbout, Name, ReloadOutcome};
+use crate::audit::{AuditEvent, AuditSink, GatewayAbout, Name, ReloadOutcome};
 use crate::config::{weakened, GatewayConfig, SecurityControls, Weakened};
 use crate::pipeline::record::Metrics;
 
@@ -68,13 +68,13 @@ fn about(w: &Weakened, config: &GatewayConfig) -> GatewayAbout {
 }
 
 fn event(w: &Weakened, outcome: ReloadOutcome) -> AuditEvent {
-    AuditEvent::ConfigWeakened(ConfigWeakened {
+    AuditEvent::ConfigWeakened {
         control: Name::new(w.control),
         route: w.scope.route().map(Name::new),
         from: Name::new(&w.from),
         to: Name::new(&w.to),
         outcome,
-    })
+    }
 }
 
 /// The controls `config` holds less strongly than `reviewed`.

@@ -355,9 +355,19 @@ pub enum AuditEvent {
         attempted_by: Option<Name>,
         why: crate::approval::RefusedDecision,
     },
-    /// A config weakened a security control (tied to no request; written
-    /// with [`super::AuditSink::emit_unbound`]).
-    ConfigWeakened(super::config_event::ConfigWeakened),
+    /// `config_weakened`: a security control a new config holds less
+    /// strongly than the running one (tied to no request; written with
+    /// [`super::AuditSink::emit_unbound`]). Config paths, ids, setting
+    /// names, host patterns and rule names only: never a secret.
+    ConfigWeakened {
+        /// The control's config path (`arguments.secrets`, `upstream.url`).
+        control: Name,
+        /// The route (its path), for a route's control.
+        route: Option<Name>,
+        from: Name,
+        to: Name,
+        outcome: super::config_event::ReloadOutcome,
+    },
     /// The operation is over.
     OperationEnd {
         outcome: OperationOutcome,
@@ -381,7 +391,7 @@ impl AuditEvent {
             AuditEvent::ListingChanged { .. } => "listing_changed",
             AuditEvent::Approval { .. } => "approval",
             AuditEvent::ApprovalDecisionRefused { .. } => "approval_decision_refused",
-            AuditEvent::ConfigWeakened(_) => "config_weakened",
+            AuditEvent::ConfigWeakened { .. } => "config_weakened",
             AuditEvent::OperationEnd { .. } => "operation_end",
         }
     }
@@ -609,7 +619,7 @@ impl AuditEvent {
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
             | AuditEvent::ApprovalDecisionRefused { .. }
-            | AuditEvent::ConfigWeakened(_)
+            | AuditEvent::ConfigWeakened { .. }
             | AuditEvent::OperationEnd { .. } => false,
         }
     }

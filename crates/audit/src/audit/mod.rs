@@ -90,7 +90,7 @@ mod sink;
 mod tests;
 
 pub use config::{AuditConfigError, AuditSettings, AuditTarget, FileSettings, RawAudit};
-pub use config_event::{ConfigWeakened, GatewayAbout, ReloadOutcome};
+pub use config_event::{GatewayAbout, ReloadOutcome};
 pub use event::{
     AnswerAction, AnswerSummary, AuditEvent, FieldRef, InputRequestSummary, Name, OperationOutcome,
     RequestKind, Validation, MAX_LIST_ITEMS, MAX_NAME_CHARS,

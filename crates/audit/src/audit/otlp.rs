@@ -244,7 +244,7 @@ fn severity(event: &AuditEvent) -> (Severity, &'static str) {
     match event {
         AuditEvent::Refused { .. }
         | AuditEvent::ListingChanged { .. }
-        | AuditEvent::ConfigWeakened(_) => (Severity::Warn, "WARN"),
+        | AuditEvent::ConfigWeakened { .. } => (Severity::Warn, "WARN"),
         _ => (Severity::Info, "INFO"),
     }
 }

@@ -250,13 +250,13 @@ fn sample_events() -> Vec<AuditEvent> {
         Some("customer"),
         crate::approval::RefusedDecision::TokenMismatch,
     ));
-    events.push(AuditEvent::ConfigWeakened(ConfigWeakened {
+    events.push(AuditEvent::ConfigWeakened {
         control: Name::new("url_mode"),
         route: Some(Name::new("billing")),
         from: Name::new("strip"),
         to: Name::new("allow"),
         outcome: ReloadOutcome::Refused,
-    }));
+    });
     events
 }
 
@@ -265,13 +265,13 @@ fn sample_events() -> Vec<AuditEvent> {
 /// credentials; nothing that could forge a member.
 #[test]
 fn an_event_tied_to_no_request_has_its_own_envelope() {
-    let event = AuditEvent::ConfigWeakened(ConfigWeakened {
+    let event = AuditEvent::ConfigWeakened {
         control: Name::new("arguments.secrets"),
         route: None,
         from: Name::new("enforce"),
         to: Name::new("off\n{\"event\":\"x\"}"),
         outcome: ReloadOutcome::Applied,
-    });
+    };
     let about = GatewayAbout {
         upstream_id: Some("billing".into()),
         upstream_name: "Billing".into(),
@@ -500,7 +500,7 @@ fn no_event_can_carry_anything_but_names() {
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
             | AuditEvent::ApprovalDecisionRefused { .. }
-            | AuditEvent::ConfigWeakened(_)
+            | AuditEvent::ConfigWeakened { .. }
             | AuditEvent::OperationEnd { .. } => seen.insert(e.name()),
         };
     }
