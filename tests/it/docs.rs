@@ -20,24 +20,43 @@ fn book_between(page: &str, name: &str) -> String {
     text[start + open.len()..end].trim().to_owned()
 }
 
+/// The book's text between the markers equals `expected`; with
+/// `PORTCULLIS_BLESS=1` it is written there first (then read the diff).
+fn assert_book(page: &str, name: &str, expected: &str, source: &str) {
+    if std::env::var_os("PORTCULLIS_BLESS").is_some() {
+        let path = format!("{}/docs/src/{page}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let open = format!("<!-- {name}:start -->");
+        let close = format!("<!-- {name}:end -->");
+        if let (Some(start), Some(end)) = (text.find(&open), text.find(&close)) {
+            let blessed = format!(
+                "{}{open}\n{}\n{}",
+                &text[..start],
+                expected.trim(),
+                &text[end..]
+            );
+            std::fs::write(&path, blessed).unwrap_or_else(|e| panic!("{path}: {e}"));
+        }
+    }
+    assert_eq!(
+        book_between(page, name),
+        expected.trim(),
+        "docs/src/{page}'s {name} differ from {source}; paste this between the markers (or run with PORTCULLIS_BLESS=1):\n{expected}"
+    );
+}
+
 #[test]
 fn the_book_lists_every_verdict_rule_and_action_as_the_gateway_writes_them() {
     let expected = portcullis::policy::inspect::verdict_table();
-    assert_eq!(
-        book_between("reference/audit.md", "verdicts"),
-        expected.trim(),
-        "docs/src/reference/audit.md's verdict tables differ from crates/policy/src/policy/inspect/verdict.rs; paste this between the markers:\n{expected}"
-    );
+    let source = "crates/policy/src/policy/inspect/verdict.rs";
+    assert_book("reference/audit.md", "verdicts", &expected, source);
 }
 
 #[test]
 fn the_book_lists_every_reason_as_the_gateway_answers_it() {
     let expected = portcullis::model::reason_table();
-    assert_eq!(
-        book_between("reference/errors.md", "reasons"),
-        expected.trim(),
-        "docs/src/reference/errors.md's reason table differs from crates/model/src/model/reason.rs; paste this between the markers:\n{expected}"
-    );
+    let source = "crates/model/src/model/reason.rs";
+    assert_book("reference/errors.md", "reasons", &expected, source);
 }
 
 /// What a value of this shape is, in words.
@@ -118,11 +137,9 @@ fn key_reference() -> String {
 #[test]
 fn the_book_lists_every_config_key_as_the_gateway_reads_it() {
     let expected = key_reference();
-    assert_eq!(
-        book_between("reference/config.md", "keys"),
-        expected.trim(),
-        "docs/src/reference/config.md's key tables differ from the config file's types (crates/config/src/config/raw.rs and the section types it names); paste this between the markers:\n{expected}"
-    );
+    let source =
+        "the config file's types (crates/config/src/config/raw.rs and the section types it names)";
+    assert_book("reference/config.md", "keys", &expected, source);
 }
 
 /// The `event` names `AuditEvent::name` gives, read from its match arms (the

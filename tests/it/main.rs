@@ -46,6 +46,7 @@ mod reload_weakened;
 mod resumed;
 mod rmcp_e2e;
 mod runtime;
+mod scope_challenge;
 mod session_ends;
 mod sessions;
 mod stdio;

@@ -152,6 +152,7 @@ reason_table! {
     NotListed => "not_listed", -32602, OK, [], "a `tools/call` or `prompts/get` (or a completion's reference) naming an item the gateway never listed to this caller on this upstream, once it fetched the list itself (`data.kind`; `[arguments] schema`)";
     ArgumentsInvalid => "arguments_invalid", -32602, OK, [], "arguments outside the definition the gateway listed: the tool's `inputSchema` (a missing required property, a wrong type, a value outside `enum`, `const`, bounds, `pattern` or `format`) or a prompt's arguments (`data.path`, `data.keyword`; never the value)";
     UndeclaredArgument => "undeclared_argument", -32602, OK, [], "an argument property the listed schema does not declare (`data.path`; `[arguments] undeclared`)";
+    ExcessiveScope => "excessive_scope", -32008, FORBIDDEN, [], "the upstream answered 401 or 403 asking, for a tool that only reads (`readOnlyHint`, or a reading verb first in its name), for OAuth scopes that write, delete, send or administer (`[authorization] excessive_scopes`): its `WWW-Authenticate` challenge is not passed on, so the client does not ask the person for them (`data.scopes`: how many were asked, `data.excessive`: how many of them grant more than reading; never the token)";
     SecretInArguments => "secret_in_arguments", -32602, OK, [], "an argument value that is a credential: a token with a known prefix, a private key, a JWT, a card number, a password where the property says so, a high-entropy value in a credential-named property (`data.path`, `data.kind`; never the value)";
     PrivatePathInArguments => "private_path_in_arguments", -32602, OK, [], "an argument naming a private file in any spelling (`~/.ssh`, cloud and kube credentials, `.env`, browser profiles, keychains, `/etc/shadow`, …: `data.path`, `data.pathClass`)";
     AddressNotAllowed => "address_not_allowed", -32602, OK, [], "an argument URL or host that is loopback, private, link-local, cloud metadata, reserved, a local name, an IP literal or a denied host, in any spelling (`data.path`, `data.addressClass`)";
@@ -230,6 +231,11 @@ pub struct Refusal {
     /// The HTTP status when it is not the reason's own (an upstream's 4xx
     /// passed on as `upstream_refused`).
     pub(crate) status: Option<StatusCode>,
+    /// The upstream's own `WWW-Authenticate` challenge, answered with its
+    /// 401 or 403 where the route forwards the client's `Authorization`
+    /// (the client signs in, or steps up, at the upstream's server).
+    /// (Boxed: rare, and every `Result<_, Refusal>` carries its size.)
+    pub(crate) challenge: Option<Box<http::HeaderValue>>,
 }
 
 impl Refusal {
@@ -239,7 +245,19 @@ impl Refusal {
             message: message.into(),
             extra: None,
             status: None,
+            challenge: None,
         }
+    }
+
+    pub fn with_challenge(mut self, challenge: http::HeaderValue) -> Self {
+        self.challenge = Some(Box::new(challenge));
+        self
+    }
+
+    /// The `WWW-Authenticate` this refusal is answered with, when it
+    /// passes the upstream's on.
+    pub fn challenge(&self) -> Option<&http::HeaderValue> {
+        self.challenge.as_deref()
     }
 
     pub fn with_status(mut self, status: StatusCode) -> Self {

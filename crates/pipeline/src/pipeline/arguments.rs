@@ -414,21 +414,8 @@ async fn crossing(
 
 /// Count and audit the verdicts (names, classes and paths; never a value).
 fn record(ctx: &RequestCtx, report: &ArgumentReport) {
-    if report.verdicts.is_empty() {
-        return;
-    }
-    let as_report = Report {
+    ctx.record_verdicts(&Report {
         verdicts: report.verdicts.clone(),
         ..Report::default()
-    };
-    let upstream = &ctx.route.upstream.settings.id;
-    let metrics = &ctx.gateway.metrics;
-    metrics.record_text_verdicts(upstream, ctx.request.generation(), &as_report);
-    let sink = &ctx.gateway.audit;
-    if sink.enabled() {
-        let at = ctx.audit_context();
-        for event in crate::audit::AuditEvent::verdicts(&as_report) {
-            sink.emit(&at, event);
-        }
-    }
+    });
 }

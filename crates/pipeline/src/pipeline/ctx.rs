@@ -147,6 +147,25 @@ impl RequestCtx {
         }
     }
 
+    /// Count and audit what a request-side rule decided (the arguments,
+    /// an upstream's authorization challenge) as the answer side's
+    /// verdicts are.
+    pub(crate) fn record_verdicts(&self, report: &crate::policy::inspect::Report) {
+        if report.verdicts.is_empty() {
+            return;
+        }
+        let upstream = &self.route.upstream.settings.id;
+        let metrics = &self.gateway.metrics;
+        metrics.record_text_verdicts(upstream, self.request.generation(), report);
+        let sink = &self.gateway.audit;
+        if sink.enabled() {
+            let at = self.audit_context();
+            for event in crate::audit::AuditEvent::verdicts(report) {
+                sink.emit(&at, event);
+            }
+        }
+    }
+
     /// The JSON-RPC id's text, `null` when there is none.
     pub fn id(&self) -> Option<&str> {
         self.request.id()

@@ -19,7 +19,8 @@ pub struct Refused {
     /// The JSON-RPC id's text.
     pub id: Option<String>,
     pub refusal: Refusal,
-    pub(crate) upstream: Option<String>,
+    /// (A boxed `str`: every `Result<_, Refused>` carries its size.)
+    pub(crate) upstream: Option<Box<str>>,
     /// The body's method, when the body could be read that far.
     pub(crate) method: Option<McpMethod>,
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
@@ -42,7 +43,7 @@ impl Refused {
         Refused {
             id: id.map(str::to_owned),
             refusal,
-            upstream: Some(upstream.to_owned()),
+            upstream: Some(upstream.into()),
             method: None,
             headers: Vec::new(),
         }
@@ -66,7 +67,7 @@ impl Refused {
             self.id = id.map(str::to_owned);
         }
         if self.upstream.is_none() {
-            self.upstream = Some(upstream.to_owned());
+            self.upstream = Some(upstream.into());
         }
         self
     }
@@ -121,6 +122,10 @@ pub(crate) fn error_response(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    if let Some(challenge) = refusal.challenge() {
+        resp.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge.clone());
+    }
     if resp.status() == StatusCode::METHOD_NOT_ALLOWED && refusal.reason == Reason::MethodNotAllowed
     {
         resp.headers_mut()

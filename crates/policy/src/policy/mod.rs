@@ -12,6 +12,7 @@ pub(crate) mod injection;
 pub mod inspect;
 pub(crate) mod intent;
 pub mod sanitize;
+pub mod scopes;
 pub(crate) mod secrets;
 /// The one scanner of values for secrets: what a person typed into a form
 /// (MRTR answers), what a call's arguments send, what a result returns.

@@ -3,6 +3,7 @@
 //! event stream is judged and forwarded event by event ([`stream`]). An
 //! upstream's own refusal (4xx) keeps its status and meaning.
 
+mod challenge;
 mod contracts;
 pub mod disposition;
 pub mod exchange;
@@ -94,6 +95,9 @@ pub(crate) async fn check(
     let forward_auth = ctx.route.upstream.settings.forward_authorization;
     let upstream_session = head.headers.remove(&MCP_SESSION_ID);
     to_client(&mut head.headers, status, forward_auth);
+    if let Some(refused) = challenge::asks_too_much(&ctx, status, &head.headers) {
+        return Err(refused);
+    }
     if ctx.request.method == McpMethod::Initialize && status.is_success() {
         let minted = session::mint(&ctx, upstream_session.as_ref()).ok_or_else(|| {
             Refusal::new(
@@ -132,9 +136,11 @@ pub(crate) async fn check(
         return Ok(build(status, head.headers, ProxyBody::empty()));
     }
     let what = what.unwrap_or_else(|| " with an event stream".to_owned());
-    Err(with_upstream_headers(
-        upstream_status_refusal(status, &what),
+    Err(upstream_refused(
+        &exchange.ctx,
+        status,
         &head.headers,
+        &what,
     ))
 }
 
@@ -161,10 +167,7 @@ async fn json(
             // An upstream's refusal in JSON-RPC (its own error for this
             // request, or for one it could not read) passes with its status.
             _ if !status.is_success() => {
-                return Err(with_upstream_headers(
-                    upstream_status_refusal(status, ""),
-                    &headers,
-                ))
+                return Err(upstream_refused(&exchange.ctx, status, &headers, ""))
             }
             Disposition::FinalRewritten(new) => (new, false),
             Disposition::Ask(new) => (new, true),
@@ -229,7 +232,19 @@ async fn ended(
 }
 
 /// Headers of an upstream refusal that keep their meaning for the client.
-fn with_upstream_headers(refusal: Refusal, headers: &HeaderMap) -> Refusal {
+/// The upstream's own refusal, with what its head says the client may do
+/// next: when to retry, where to sign in (`challenge.rs`).
+fn upstream_refused(
+    ctx: &RequestCtx,
+    status: StatusCode,
+    headers: &HeaderMap,
+    what: &str,
+) -> Refusal {
+    let refusal = with_retry_after(upstream_status_refusal(status, what), headers);
+    challenge::passed_on(ctx, status, headers, refusal)
+}
+
+fn with_retry_after(refusal: Refusal, headers: &HeaderMap) -> Refusal {
     let retry_after = headers
         .get(header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())

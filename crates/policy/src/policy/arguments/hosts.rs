@@ -19,7 +19,7 @@ use url::Url;
 
 use crate::policy::address::{classify, classify_text, HostClass};
 use crate::policy::config::ArgumentPolicy;
-use crate::policy::detect::fold_value;
+use crate::policy::detect::{fold_value, name_words};
 use crate::policy::url_rules::{HostPattern, UrlPolicy};
 
 /// What the address rule found: a class, or `denied`; and whether a
@@ -29,9 +29,11 @@ pub(crate) struct Found {
     pub(crate) class: &'static str,
 }
 
-/// Property names (lower case, `_` and `-` removed) whose values are
-/// addresses, as a whole name or its end.
-const ADDRESS_NAMES: [&str; 13] = [
+/// Words that, as the last word of a property's name, say its value is
+/// an address (`server_ip`, `callbackUrl`, `db-host`). Whole words only:
+/// `relationship` ends in "ip" and `observer` in "server", but name
+/// neither.
+const ADDRESS_WORDS: [&str; 14] = [
     "url",
     "uri",
     "host",
@@ -45,18 +47,62 @@ const ADDRESS_NAMES: [&str; 13] = [
     "webhook",
     "callback",
     "proxy",
+    "baseurl",
 ];
+
+/// Of those, the ones also read at the end of a name written run
+/// together in lower case (`imageurl`, `redirecturi`, `dbhostname`), when
+/// at least three letters come before them (`curl` is no URL).
+const RUN_TOGETHER: [&str; 6] = ["url", "uri", "hostname", "endpoint", "webhook", "ipaddress"];
+
+/// Words of a name that say its value is the name of one machine, where
+/// a single label (`intranet`) is one of the local network. In an `url`
+/// or a `callback` a bare word is no address (`handleButtonClick`).
+const HOST_WORDS: [&str; 7] = [
+    "host",
+    "hostname",
+    "server",
+    "domain",
+    "ip",
+    "ipaddress",
+    "addr",
+];
+
+/// The last word of a name, with `ip address` and `host name` read as
+/// one.
+fn last_word(words: &[String]) -> Option<String> {
+    let last = words.last()?;
+    match (
+        words.len().checked_sub(2).map(|i| words[i].as_str()),
+        last.as_str(),
+    ) {
+        (Some("ip"), "address") => Some("ipaddress".to_owned()),
+        (Some("host"), "name") => Some("hostname".to_owned()),
+        (Some("base"), "url") => Some("baseurl".to_owned()),
+        _ => Some(last.clone()),
+    }
+}
 
 /// Whether a property's name says its value is an address.
 pub(crate) fn is_address_name(key: &str) -> bool {
-    let folded: String = key
-        .chars()
-        .filter(|c| !matches!(c, '_' | '-' | ' ' | '.'))
-        .flat_map(char::to_lowercase)
-        .collect();
-    ADDRESS_NAMES.iter().any(|n| folded.ends_with(n))
-        && !folded.ends_with("emailaddr")
-        && folded != "description"
+    let words = name_words(key);
+    let Some(last) = last_word(&words) else {
+        return false;
+    };
+    if ADDRESS_WORDS.contains(&last.as_str()) {
+        return true;
+    }
+    let folded = words.concat();
+    RUN_TOGETHER.iter().any(|w| {
+        folded
+            .strip_suffix(w)
+            .is_some_and(|before| before.is_empty() || before.len() >= 3)
+    })
+}
+
+/// Whether a property's name says its value names one machine.
+fn is_host_name(key: &str) -> bool {
+    last_word(&name_words(key)).is_some_and(|w| HOST_WORDS.contains(&w.as_str()))
 }
 
 /// The first address in `value` the rule refuses; `key` is the name of the
@@ -86,6 +132,13 @@ pub(crate) fn find(
     }
     if addressed && !text.contains("://") {
         let bare = text.trim();
+        // A single word is a machine of the local network only where the
+        // name says the value is a machine's name (or it is `localhost`).
+        let one_label = !bare.contains(['.', ':', '[', '/', '\\', '@']);
+        let machine = key.is_some_and(is_host_name) || bare.eq_ignore_ascii_case("localhost");
+        if one_label && !machine {
+            return None;
+        }
         if !bare.is_empty() && !bare.contains(char::is_whitespace) {
             let end = bare.find(['/', '?', '#']).unwrap_or(bare.len());
             let whatwg_end = bare.find(['/', '?', '#', '\\']).unwrap_or(bare.len());
@@ -267,6 +320,7 @@ mod tests {
             addresses: Setting::Enforce,
             shell: Setting::Enforce,
             cross_upstream: Setting::Enforce,
+            listed_credentials: Setting::Enforce,
             allowed_hosts: vec![HostPattern::parse("*.corp.example.com").unwrap()],
             denied_hosts: vec![HostPattern::parse("evil.example").unwrap()],
         }
@@ -343,6 +397,66 @@ mod tests {
         assert_eq!(class("169.254.169.254", Some("note")), None);
         assert_eq!(class("alice@example.com", Some("email_address")), None);
         assert_eq!(class("12 Main Street", Some("address")), None);
+    }
+
+    #[test]
+    fn a_name_is_an_address_name_by_its_words() {
+        for key in [
+            "url",
+            "imageUrl",
+            "image_url",
+            "imageurl",
+            "redirect_uri",
+            "server_ip",
+            "clientIP",
+            "ip_address",
+            "IpAddress",
+            "db-host",
+            "dbHostName",
+            "endpoint",
+            "webhook",
+            "callbackUrl",
+            "proxy",
+            "baseURL",
+            "mail server",
+        ] {
+            assert!(is_address_name(key), "{key}");
+        }
+        for key in [
+            "relationship",
+            "ownership",
+            "zip",
+            "tip",
+            "observer",
+            "ghost",
+            "curl",
+            "description",
+            "email_address",
+            "address",
+            "partner_name",
+            "hostility",
+            "urlencoded_body",
+        ] {
+            assert!(!is_address_name(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn a_single_word_is_a_local_machine_only_where_a_machine_is_named() {
+        assert_eq!(class("intranet", Some("host")), Some("local_name"));
+        assert_eq!(class("printer", Some("server")), Some("local_name"));
+        assert_eq!(class("localhost", Some("url")), Some("loopback"));
+        assert_eq!(class("localhost", Some("callback")), Some("loopback"));
+        // A function's name, a bare word where a URL is asked.
+        assert_eq!(class("handleButtonClick", Some("callback")), None);
+        assert_eq!(class("home", Some("url")), None);
+        // Still an address where it has the shape of one.
+        assert_eq!(
+            class("jenkins.internal/job", Some("callback")),
+            Some("local_name")
+        );
+        assert_eq!(class("10.0.0.5", Some("webhook")), Some("private"));
+        assert_eq!(class("intranet:8080", Some("endpoint")), Some("local_name"));
     }
 
     #[test]

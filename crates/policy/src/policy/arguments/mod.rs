@@ -426,11 +426,24 @@ impl<'a> ArgumentCheck<'a> {
         at: &str,
         key: Option<&str>,
     ) -> Result<Option<String>, Refusal> {
-        let Some(action) = self.action(self.policy.arguments.secrets) else {
+        let rules = &self.policy.arguments;
+        if rules.secrets == Setting::Off {
             return Ok(None);
-        };
+        }
         let named = key.and_then(|k| self.named_secret(walk, k, text));
         let url_password = hosts::has_url_password(text);
+        let asked = named.is_some()
+            && scanned.found.is_empty()
+            && !url_password
+            && key.is_some_and(|k| listing_asks_for(walk.contract, k, at));
+        let setting = match (asked, rules.listed_credentials) {
+            (true, Setting::Monitor) => Setting::Monitor,
+            (true, Setting::Off) => Setting::Off,
+            _ => rules.secrets,
+        };
+        let Some(action) = self.action(setting) else {
+            return Ok(None);
+        };
         let kinds: Vec<&'static str> = scanned
             .found
             .iter()
@@ -644,6 +657,13 @@ fn display_path(path: &str) -> String {
         "" => "(the arguments)".to_owned(),
         p => format!("\"{}\"", printable_name(p)),
     }
+}
+
+/// Whether the listed definition declares `key` as one of the call's own
+/// parameters (`at` is `/key`): a credential there is what the tool asks
+/// for, a login to the server's own service.
+fn listing_asks_for(contract: Option<&Contract>, key: &str, at: &str) -> bool {
+    at == pointer_join("", key) && contract.is_some_and(|c| c.declares_argument(key))
 }
 
 fn describe_kind(kind: &str) -> String {

@@ -62,21 +62,7 @@ static WORDS: LazyLock<Words> = LazyLock::new(|| {
 /// The name's parts as words: `readSecret`, `read_secret`, `vault-read` →
 /// "read secret", "vault read".
 fn name_words(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    let mut prev_lower = false;
-    for c in name.chars() {
-        if !c.is_alphanumeric() {
-            out.push(' ');
-            prev_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && prev_lower {
-            out.push(' ');
-        }
-        prev_lower = c.is_lowercase() || c.is_ascii_digit();
-        out.extend(c.to_lowercase());
-    }
-    out
+    crate::policy::detect::name_words(name).join(" ")
 }
 
 /// Whether a listed tool says it reads or returns secrets.

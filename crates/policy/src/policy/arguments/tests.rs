@@ -301,3 +301,73 @@ fn a_secret_store_returns_its_secret_unless_the_policy_says_redact() {
         assert_eq!(result["content"][0]["text"] == key.as_str(), !redacted);
     }
 }
+
+/// A credential the listed tool declares a parameter for (a login) is
+/// recorded and delivered under `untrusted`; the same value anywhere the
+/// listing does not ask for it, a credential the scanner knows by its
+/// form, or `listed_credentials = "enforce"`, is refused.
+#[test]
+fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
+    let p = listed_untrusted();
+    let login = Contract::tool(&json!({"name": "ticket_login", "inputSchema": {
+        "type": "object", "properties": {"username": {"type": "string"}, "password": {"type": "string"},
+        "access_token": {"type": "string", "description": "The session's token"},
+        "note": {"type": "string"}, "options": {"type": "object"}}}}));
+    let asked = [
+        json!({"username": "mzhang", "password": "SecurePass123"}),
+        json!({"access_token": "access_token_abc123"}),
+        json!({"username": "u", "password": "12345"}),
+    ];
+    for args in asked {
+        let (r, report, sent) = run(&p, Listed::Item(&login), args.clone());
+        assert!(r.is_ok(), "{args}: {r:?}");
+        assert_eq!(sent, args, "delivered as sent");
+        assert!(
+            report
+                .verdicts
+                .iter()
+                .any(|v| v.rule == Rule::ArgumentSecret && v.action == Action::Monitor),
+            "recorded: {args}"
+        );
+    }
+    let refused = [
+        // Not where the listing asks: nested, or a property it does not declare as one.
+        json!({"options": {"password": "SecurePass123"}}),
+        // Of a form the scanner knows by itself, in the declared field.
+        json!({"password": format!("ghp_{}", "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5")}),
+        json!({"note": format!("AKIA{}", "ABCDEFGHIJKLMNOP")}),
+    ];
+    for args in refused {
+        assert_eq!(
+            reason(&p, Listed::Item(&login), args.clone()).map(|r| r.0),
+            Some("secret_in_arguments"),
+            "{args}"
+        );
+    }
+    // Without the listing, nothing says the tool asks for it.
+    assert_eq!(
+        reason(
+            &policy("untrusted"),
+            Listed::Unchecked,
+            json!({"password": "SecurePass123"})
+        )
+        .map(|r| r.0),
+        Some("secret_in_arguments")
+    );
+    let strict = PolicySet::from_texts(&[(
+        "strict",
+        "[arguments]\nschema = \"enforce\"\nlisted_credentials = \"enforce\"\n",
+    )])
+    .unwrap()
+    .get("strict")
+    .unwrap();
+    assert_eq!(
+        reason(
+            &strict,
+            Listed::Item(&login),
+            json!({"password": "SecurePass123"})
+        )
+        .map(|r| r.0),
+        Some("secret_in_arguments")
+    );
+}

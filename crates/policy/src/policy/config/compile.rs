@@ -131,6 +131,11 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
             ("warn", PlaintextRemote::Warn),
         ]
     ))?;
+    let excessive_scopes = setting!(choice(
+        chain,
+        authorization.excessive_scopes,
+        ENFORCE_MONITOR_OFF
+    ))?;
     Ok(Policy {
         name: own.name.clone(),
         mode,
@@ -154,6 +159,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         approval,
         arguments,
         plaintext_remote,
+        excessive_scopes,
     })
 }
 
@@ -221,6 +227,11 @@ fn argument_policy(chain: &[&Source]) -> Result<ArgumentPolicy, ConfigError> {
         addresses: setting!(choice(chain, arguments.addresses, WITH_ASK))?,
         shell: setting!(choice(chain, arguments.shell, WITH_ASK))?,
         cross_upstream: setting!(choice(chain, arguments.cross_upstream, WITH_REDACT_ASK))?,
+        listed_credentials: setting!(choice(
+            chain,
+            arguments.listed_credentials,
+            ENFORCE_MONITOR_OFF
+        ))?,
         allowed_hosts,
         denied_hosts,
     })

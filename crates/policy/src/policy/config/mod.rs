@@ -166,6 +166,10 @@ pub struct ArgumentPolicy {
     pub shell: Setting,
     /// A value another upstream returned to this caller.
     pub cross_upstream: Setting,
+    /// A credential in a property the listed tool declares for one (the
+    /// server's own login), not one of a form the scanner knows: `enforce`
+    /// leaves it to `secrets`; `monitor` records and delivers it.
+    pub listed_credentials: Setting,
     /// Hosts URLs in arguments may name although they lead inside.
     pub(crate) allowed_hosts: Vec<HostPattern>,
     /// Hosts URLs in arguments never name (besides `[url_mode] denied_hosts`).
@@ -250,6 +254,9 @@ pub struct Policy {
     pub arguments: ArgumentPolicy,
     /// `[transport] plaintext_remote`.
     pub plaintext_remote: PlaintextRemote,
+    /// `[authorization] excessive_scopes`: an upstream's scope challenge
+    /// asking a reading tool for scopes that write (`policy::scopes`).
+    pub excessive_scopes: Setting,
 }
 
 /// What a plain `http://` upstream on a host that is not this machine

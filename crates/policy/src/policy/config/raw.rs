@@ -38,6 +38,16 @@ pub(super) struct RawPolicy {
     pub(super) arguments: RawArguments,
     #[serde(default)]
     pub(super) transport: RawTransport,
+    #[serde(default)]
+    pub(super) authorization: RawAuthorization,
+}
+
+/// `[authorization]`: what an upstream may ask the client to authorize.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAuthorization {
+    /// A scope challenge asking a reading tool for scopes that write.
+    pub(super) excessive_scopes: Option<Spanned<String>>,
 }
 
 /// `[transport]`: how an upstream under this policy may be reached.
@@ -60,6 +70,7 @@ pub(super) struct RawArguments {
     pub(super) addresses: Option<Spanned<String>>,
     pub(super) shell: Option<Spanned<String>>,
     pub(super) cross_upstream: Option<Spanned<String>>,
+    pub(super) listed_credentials: Option<Spanned<String>>,
     pub(super) allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) denied_hosts: Option<Spanned<Vec<Spanned<String>>>>,
 }

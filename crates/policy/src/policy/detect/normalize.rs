@@ -768,3 +768,47 @@ mod tests {
         }
     }
 }
+
+/// The words of a name, lowercase: split at every character that is not
+/// a letter or digit and where lower case turns upper (`getAwsProfile`,
+/// `ssh_hosts`, `calendar.write`, `Mail.Send`, `~/.aws/credentials`).
+pub(crate) fn name_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        let boundary = !c.is_alphanumeric() || (c.is_uppercase() && previous_lower);
+        if boundary && !current.is_empty() {
+            words.push(std::mem::take(&mut current));
+        }
+        if c.is_alphanumeric() {
+            current.extend(c.to_lowercase());
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    words
+}
+
+#[cfg(test)]
+mod name_word_tests {
+    use super::name_words;
+
+    #[test]
+    fn a_name_splits_at_separators_and_case_changes() {
+        for (name, want) in [
+            ("getAwsProfile", vec!["get", "aws", "profile"]),
+            ("ssh_hosts", vec!["ssh", "hosts"]),
+            ("~/.aws/credentials", vec!["aws", "credentials"]),
+            ("Mail.Send", vec!["mail", "send"]),
+            ("db-host name", vec!["db", "host", "name"]),
+            ("IPAddress", vec!["ipaddress"]),
+            ("v2Api", vec!["v2", "api"]),
+            ("", vec![]),
+        ] {
+            assert_eq!(name_words(name), want, "{name}");
+        }
+    }
+}

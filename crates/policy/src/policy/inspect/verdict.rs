@@ -30,6 +30,7 @@ portcullis_model::name_table! {
         Shell => "shell", "shell syntax aimed at execution in an argument (`detail`: the construct)";
         CrossUpstreamFlow => "cross_upstream_flow", "a secret or private value another upstream returned to this caller, sent in an argument (`detail`: that upstream's id)";
         ResultSecret => "result_secret", "a credential in what a server returns (`detail`: its kind)";
+        ExcessiveScope => "excessive_scope", "an upstream's OAuth scope challenge asking a tool that only reads for scopes that write, delete, send or administer (`detail`: how many of the scopes asked)";
         ServerIdentity => "server_identity", "what a server says about itself against what the gateway pinned (`detail`: the part)";
     }
 }

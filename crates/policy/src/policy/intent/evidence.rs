@@ -341,23 +341,9 @@ struct Subject<'a> {
 /// path: `ssh_hosts` → ssh, hosts; `~/.aws/credentials` → aws, credentials;
 /// `getAwsProfile` → get, aws, profile.
 fn name_words(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in text.chars() {
-        let boundary = !c.is_alphanumeric() || (c.is_uppercase() && prev_lower);
-        if boundary && !cur.is_empty() {
-            words.push(std::mem::take(&mut cur));
-        }
-        if c.is_alphanumeric() {
-            cur.extend(c.to_lowercase());
-        }
-        prev_lower = c.is_lowercase();
-    }
-    if !cur.is_empty() {
-        words.push(cur);
-    }
-    words.into_iter().filter(|w| w.chars().count() >= 3)
+    crate::policy::detect::name_words(text)
+        .into_iter()
+        .filter(|w| w.chars().count() >= 3)
 }
 
 /// A name folded to lowercase letters and digits.
