@@ -26,6 +26,8 @@ const POLICY: &[(&str, &str)] = &[
     ("content", "secrets = \"flag\""),
     ("listing", "on_change = \"flag\""),
     ("transport", "plaintext_remote = \"refuse\""),
+    ("arguments", "listed_credentials = \"enforce\""),
+    ("authorization", "excessive_scopes = \"enforce\""),
 ];
 
 const APPROVAL: &str = "[[approval]]\nname = \"pay\"\ntools = [\"pay\"]\n[[approval]]\nname = \"wipe\"\ntools = [\"wipe\"]\n";
@@ -43,6 +45,21 @@ const fn v(key: &'static str, now: &'static str, weakens: Option<&'static str>) 
 }
 
 const VARIANTS: &[Variant] = &[
+    v(
+        "listed_credentials",
+        "listed_credentials = \"monitor\"",
+        Some("arguments.listed_credentials"),
+    ),
+    v(
+        "excessive_scopes",
+        "excessive_scopes = \"off\"",
+        Some("authorization.excessive_scopes"),
+    ),
+    v(
+        "excessive_scopes",
+        "excessive_scopes = \"monitor\"",
+        Some("authorization.excessive_scopes"),
+    ),
     v("mode", "mode = \"monitor\"", Some("mode")),
     v(
         "arguments.secrets",

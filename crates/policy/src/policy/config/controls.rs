@@ -160,6 +160,45 @@ fn hosts(list: &[HostPattern]) -> impl Iterator<Item = &str> {
     list.iter().map(HostPattern::as_str)
 }
 
+/// `[arguments]`, taken apart whole like the policy.
+fn argument_controls(a: &ArgumentPolicy) -> Vec<Control> {
+    let ArgumentPolicy {
+        schema,
+        undeclared,
+        secrets,
+        private_paths,
+        addresses,
+        shell,
+        cross_upstream,
+        listed_credentials,
+        allowed_hosts,
+        denied_hosts,
+    } = a;
+    let c = |path: &'static str, value: ControlValue| Control { path, value };
+    let settings = [
+        (name!(arguments.schema), schema),
+        (name!(arguments.undeclared), undeclared),
+        (name!(arguments.secrets), secrets),
+        (name!(arguments.private_paths), private_paths),
+        (name!(arguments.addresses), addresses),
+        (name!(arguments.shell), shell),
+        (name!(arguments.cross_upstream), cross_upstream),
+        (name!(arguments.listed_credentials), listed_credentials),
+    ];
+    let mut out: Vec<Control> = settings.map(|(p, s)| c(p, setting(*s))).into();
+    out.extend([
+        c(
+            name!(arguments.allowed_hosts),
+            ControlValue::allows(hosts(allowed_hosts)),
+        ),
+        c(
+            name!(arguments.denied_hosts),
+            ControlValue::holds(hosts(denied_hosts)),
+        ),
+    ]);
+    out
+}
+
 /// `[url_mode] allowed_hosts`: an empty list is any host.
 fn url_allowed(list: &[HostPattern]) -> ControlValue {
     match list.is_empty() {
@@ -169,157 +208,167 @@ fn url_allowed(list: &[HostPattern]) -> ControlValue {
 }
 
 impl Policy {
-    /// Every security control of this policy, in one fixed order.
+    /// Every security control of this policy, in one fixed order. The
+    /// policy is taken apart whole: a setting added to it is a compile
+    /// error here until it is placed in the table or said not to be a
+    /// control.
     pub fn controls(&self) -> Vec<Control> {
+        let Policy {
+            name: _,
+            mode,
+            // Sizes and budgets: how much is read, not what is let through.
+            limits: _,
+            sampling_max_tokens: _,
+            sampling_max_messages: _,
+            html: _,
+            secrets: _,
+            injection: _,
+            icons: _,
+            secret_fields,
+            url_mode,
+            url,
+            sampling,
+            roots,
+            sampling_include_context,
+            content,
+            listing,
+            single_use,
+            on_change,
+            approval,
+            arguments,
+            plaintext_remote,
+            excessive_scopes,
+        } = self;
         let c = |path: &'static str, value: ControlValue| Control { path, value };
-        let a = &self.arguments;
         let mut out = vec![
-            c(name!(mode), self.mode_value()),
-            c(name!(secret_fields.action), action(self.secret_fields)),
-            c(name!(url_mode.action), action(self.url_mode)),
+            c(name!(mode), mode_value(*mode)),
+            c(name!(secret_fields.action), action(*secret_fields)),
+            c(name!(url_mode.action), action(*url_mode)),
             c(
                 name!(url_mode.allowed_hosts),
-                url_allowed(&self.url.allowed_hosts),
+                url_allowed(&url.allowed_hosts),
             ),
             c(
                 name!(url_mode.denied_hosts),
-                ControlValue::holds(hosts(&self.url.denied_hosts)),
+                ControlValue::holds(hosts(&url.denied_hosts)),
             ),
         ];
         let url_flags = [
             (
                 name!(url_mode.allow_http_localhost),
-                self.url.allow_http_localhost,
+                url.allow_http_localhost,
             ),
-            (
-                name!(url_mode.allow_ip_literals),
-                self.url.allow_ip_literals,
-            ),
-            (name!(url_mode.allow_punycode), self.url.allow_punycode),
-            (
-                name!(url_mode.allow_local_names),
-                self.url.allow_local_names,
-            ),
+            (name!(url_mode.allow_ip_literals), url.allow_ip_literals),
+            (name!(url_mode.allow_punycode), url.allow_punycode),
+            (name!(url_mode.allow_local_names), url.allow_local_names),
         ];
         out.extend(url_flags.map(|(p, on)| c(p, ControlValue::on_is_weaker(on))));
         out.extend([
-            c(name!(deprecated.sampling), action(self.sampling)),
-            c(name!(deprecated.roots), action(self.roots)),
+            c(name!(deprecated.sampling), action(*sampling)),
+            c(name!(deprecated.roots), action(*roots)),
             c(
                 name!(deprecated.sampling_include_context),
-                action(self.sampling_include_context),
+                action(*sampling_include_context),
             ),
-            c(name!(content.injection), self.content_injection()),
-            c(name!(content.secrets), self.content_secrets()),
-            c(name!(content.secret_stores), self.secret_stores()),
-            c(name!(content.links), self.links()),
+            c(name!(content.injection), content_injection(content)),
+            c(name!(content.secrets), content_secrets(content)),
+            c(name!(content.secret_stores), secret_stores(content)),
+            c(name!(content.links), links(content)),
             c(
                 name!(content.allowed_hosts),
-                ControlValue::allows(hosts(&self.content.allowed_hosts)),
+                ControlValue::allows(hosts(&content.allowed_hosts)),
             ),
-            c(name!(listing.on_violation), self.listing_violation()),
-            c(name!(listing.promotion), self.listing_promotion()),
-            c(name!(listing.on_change), self.listing_change()),
+            c(name!(listing.on_violation), listing_violation(listing)),
+            c(name!(listing.promotion), listing_promotion(listing)),
+            c(name!(listing.on_change), listing_change(*on_change)),
             c(
                 name!(state.single_use),
-                ControlValue::on_is_stronger(self.single_use),
+                ControlValue::on_is_stronger(*single_use),
             ),
             c(
                 name!(approval),
-                ControlValue::holds(self.approval.iter().map(|r| r.name.as_str())),
-            ),
-            c(name!(transport.plaintext_remote), self.plaintext()),
-        ]);
-        let arguments = [
-            (name!(arguments.schema), a.schema),
-            (name!(arguments.undeclared), a.undeclared),
-            (name!(arguments.secrets), a.secrets),
-            (name!(arguments.private_paths), a.private_paths),
-            (name!(arguments.addresses), a.addresses),
-            (name!(arguments.shell), a.shell),
-            (name!(arguments.cross_upstream), a.cross_upstream),
-        ];
-        out.extend(arguments.map(|(p, s)| c(p, setting(s))));
-        out.extend([
-            c(
-                name!(arguments.allowed_hosts),
-                ControlValue::allows(hosts(&a.allowed_hosts)),
+                ControlValue::holds(approval.iter().map(|r| r.name.as_str())),
             ),
             c(
-                name!(arguments.denied_hosts),
-                ControlValue::holds(hosts(&a.denied_hosts)),
+                name!(transport.plaintext_remote),
+                plaintext(*plaintext_remote),
+            ),
+            c(
+                name!(authorization.excessive_scopes),
+                setting(*excessive_scopes),
             ),
         ]);
+        out.extend(argument_controls(arguments));
         out
     }
+}
 
-    fn mode_value(&self) -> ControlValue {
-        match self.mode {
-            Mode::Enforce => ControlValue::level(Strength::Enforce, "enforce"),
-            Mode::Monitor => ControlValue::level(Strength::Monitor, "monitor"),
-        }
+fn mode_value(mode: Mode) -> ControlValue {
+    match mode {
+        Mode::Enforce => ControlValue::level(Strength::Enforce, "enforce"),
+        Mode::Monitor => ControlValue::level(Strength::Monitor, "monitor"),
     }
+}
 
-    fn content_injection(&self) -> ControlValue {
-        let (strength, shown) = match self.content.injection {
-            ContentInjection::Enforce => (Strength::Enforce, "enforce"),
-            ContentInjection::Confident => (Strength::Mitigate, "confident"),
-            ContentInjection::Monitor => (Strength::Monitor, "monitor"),
-            ContentInjection::Off => (Strength::Off, "off"),
-        };
-        ControlValue::level(strength, shown)
+fn content_injection(content: &ContentPolicy) -> ControlValue {
+    let (strength, shown) = match content.injection {
+        ContentInjection::Enforce => (Strength::Enforce, "enforce"),
+        ContentInjection::Confident => (Strength::Mitigate, "confident"),
+        ContentInjection::Monitor => (Strength::Monitor, "monitor"),
+        ContentInjection::Off => (Strength::Off, "off"),
+    };
+    ControlValue::level(strength, shown)
+}
+
+fn content_secrets(content: &ContentPolicy) -> ControlValue {
+    match content.secrets {
+        ResultSecrets::Redact => ControlValue::level(Strength::Mitigate, "redact"),
+        ResultSecrets::Flag => ControlValue::level(Strength::Monitor, "flag"),
+        ResultSecrets::Off => ControlValue::level(Strength::Off, "off"),
     }
+}
 
-    fn content_secrets(&self) -> ControlValue {
-        match self.content.secrets {
-            ResultSecrets::Redact => ControlValue::level(Strength::Mitigate, "redact"),
-            ResultSecrets::Flag => ControlValue::level(Strength::Monitor, "flag"),
-            ResultSecrets::Off => ControlValue::level(Strength::Off, "off"),
-        }
+fn secret_stores(content: &ContentPolicy) -> ControlValue {
+    match content.secret_stores {
+        SecretStores::Redact => ControlValue::level(Strength::Mitigate, "redact"),
+        SecretStores::Deliver => ControlValue::level(Strength::Off, "deliver"),
     }
+}
 
-    fn secret_stores(&self) -> ControlValue {
-        match self.content.secret_stores {
-            SecretStores::Redact => ControlValue::level(Strength::Mitigate, "redact"),
-            SecretStores::Deliver => ControlValue::level(Strength::Off, "deliver"),
-        }
+fn listing_violation(listing: &ListingPolicy) -> ControlValue {
+    match listing.on_violation {
+        ListingAction::Refuse => ControlValue::level(Strength::Enforce, "refuse"),
+        ListingAction::Remove => ControlValue::level(Strength::Mitigate, "remove"),
+        ListingAction::Flag => ControlValue::level(Strength::Monitor, "flag"),
     }
+}
 
-    fn listing_violation(&self) -> ControlValue {
-        match self.listing.on_violation {
-            ListingAction::Refuse => ControlValue::level(Strength::Enforce, "refuse"),
-            ListingAction::Remove => ControlValue::level(Strength::Mitigate, "remove"),
-            ListingAction::Flag => ControlValue::level(Strength::Monitor, "flag"),
-        }
+fn listing_promotion(listing: &ListingPolicy) -> ControlValue {
+    match listing.promotion {
+        PromotionAction::Remove => ControlValue::level(Strength::Mitigate, "remove"),
+        PromotionAction::Flag => ControlValue::level(Strength::Monitor, "flag"),
+        PromotionAction::Off => ControlValue::level(Strength::Off, "off"),
     }
+}
 
-    fn listing_promotion(&self) -> ControlValue {
-        match self.listing.promotion {
-            PromotionAction::Remove => ControlValue::level(Strength::Mitigate, "remove"),
-            PromotionAction::Flag => ControlValue::level(Strength::Monitor, "flag"),
-            PromotionAction::Off => ControlValue::level(Strength::Off, "off"),
-        }
+fn listing_change(on_change: OnChange) -> ControlValue {
+    match on_change {
+        OnChange::Remove => ControlValue::level(Strength::Mitigate, "remove"),
+        OnChange::Flag => ControlValue::level(Strength::Monitor, "flag"),
+        OnChange::Allow => ControlValue::level(Strength::Off, "allow"),
     }
+}
 
-    fn listing_change(&self) -> ControlValue {
-        match self.on_change {
-            OnChange::Remove => ControlValue::level(Strength::Mitigate, "remove"),
-            OnChange::Flag => ControlValue::level(Strength::Monitor, "flag"),
-            OnChange::Allow => ControlValue::level(Strength::Off, "allow"),
-        }
+fn links(content: &ContentPolicy) -> ControlValue {
+    match content.allow_links {
+        true => ControlValue::level(Strength::Off, "allow"),
+        false => ControlValue::level(Strength::Mitigate, "check"),
     }
+}
 
-    fn links(&self) -> ControlValue {
-        match self.content.allow_links {
-            true => ControlValue::level(Strength::Off, "allow"),
-            false => ControlValue::level(Strength::Mitigate, "check"),
-        }
-    }
-
-    fn plaintext(&self) -> ControlValue {
-        match self.plaintext_remote {
-            PlaintextRemote::Refuse => ControlValue::level(Strength::Enforce, "refuse"),
-            PlaintextRemote::Warn => ControlValue::level(Strength::Monitor, "warn"),
-        }
+fn plaintext(plaintext_remote: PlaintextRemote) -> ControlValue {
+    match plaintext_remote {
+        PlaintextRemote::Refuse => ControlValue::level(Strength::Enforce, "refuse"),
+        PlaintextRemote::Warn => ControlValue::level(Strength::Monitor, "warn"),
     }
 }
