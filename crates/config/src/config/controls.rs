@@ -228,7 +228,20 @@ fn route(r: &RouteConfig, c: &GatewayConfig) -> Vec<(&'static str, ControlValue)
         TaskMode::Refuse => ControlValue::level(Strength::Enforce, TaskMode::Refuse.as_str()),
         TaskMode::Police => ControlValue::level(Strength::Mitigate, TaskMode::Police.as_str()),
     };
+    let permissions = &r.permissions;
+    let allowed: Vec<String> = permissions.allow.iter().map(|p| p.written()).collect();
+    let denied: Vec<String> = permissions.deny.iter().map(|p| p.written()).collect();
+    // No allow rule lets every call through (the deny rules aside).
+    let allow = match allowed.is_empty() {
+        true => ControlValue::allows([ANY]),
+        false => ControlValue::allows(allowed.iter().map(String::as_str)),
+    };
     vec![
+        (key!(route.allow), allow),
+        (
+            key!(route.deny),
+            ControlValue::holds(denied.iter().map(String::as_str)),
+        ),
         (
             key!(route.auth),
             ControlValue::allows(schemes.iter().map(String::as_str).chain(anyone)),

@@ -411,6 +411,58 @@ fn a_routes_authentication_removed_or_widened_is_named() {
 }
 
 #[test]
+fn a_routes_permissions_widened_are_named() {
+    let route = || Scope::Route("/mcp".into());
+    let rules = "auth = [\"keys\"]\n[[route.allow]]\ntools = [\"get_*\"]\n[[route.deny]]\nprincipals = [\"mallory\"]\ntools = [\"*\"]\n[[route.deny]]\ntools = [\"delete_*\"]\n";
+    let rules_reviewed = Parts {
+        route: rules,
+        ..reviewed()
+    };
+    let variants: &[(&str, Option<&str>)] = &[
+        // unchanged
+        ("[[route.allow]]\ntools = [\"get_*\"]\n", None),
+        // another allow rule, or a wider one, lets more through
+        (
+            "[[route.allow]]\ntools = [\"get_*\"]\n[[route.allow]]\ntools = [\"set_*\"]\n",
+            Some("route.allow"),
+        ),
+        (
+            "[[route.allow]]\ntools = [\"get_*\", \"set_*\"]\n",
+            Some("route.allow"),
+        ),
+        // every allow rule gone: anything goes
+        ("", Some("route.allow")),
+    ];
+    let deny = "[[route.deny]]\nprincipals = [\"mallory\"]\ntools = [\"*\"]\n[[route.deny]]\ntools = [\"delete_*\"]\n";
+    for (allow, weakens) in variants {
+        let text = format!("auth = [\"keys\"]\n{allow}{deny}");
+        let new = Parts {
+            route: &text,
+            ..reviewed()
+        };
+        let found = controls(&changes(&rules_reviewed, &new));
+        let want: Vec<_> = weakens.iter().map(|c| (route(), *c)).collect();
+        assert_eq!(found, want, "{allow}");
+    }
+    let one_deny = "auth = [\"keys\"]\n[[route.allow]]\ntools = [\"get_*\"]\n[[route.deny]]\ntools = [\"delete_*\"]\n";
+    let fewer = Parts {
+        route: one_deny,
+        ..reviewed()
+    };
+    assert_eq!(
+        controls(&changes(&rules_reviewed, &fewer)),
+        [(route(), "route.deny")]
+    );
+    assert_eq!(changes(&fewer, &rules_reviewed), [], "a deny rule added");
+    let reordered = "auth = [\"keys\"]\n[[route.allow]]\ntools = [\"get_*\"]\n[[route.deny]]\ntools = [\"delete_*\"]\n[[route.deny]]\nprincipals = [\"mallory\"]\ntools = [\"*\"]\n";
+    let moved = Parts {
+        route: reordered,
+        ..reviewed()
+    };
+    assert_eq!(changes(&rules_reviewed, &moved), []);
+}
+
+#[test]
 fn the_gateways_own_controls_weakened_are_named() {
     let refuse = Parts {
         top: "[reload]\non_weakened = \"refuse\"\n[security]\nallowed_origins = [\"https://app.example\"]\n",
