@@ -45,6 +45,7 @@ pub fn report(
             control = w.control,
             upstream = %upstream,
             route = w.scope.route().unwrap_or_default(),
+            listener = w.scope.listener().unwrap_or_default(),
             from = %w.from,
             to = %w.to,
             reload = applied,
@@ -71,6 +72,7 @@ fn event(w: &Weakened, outcome: ReloadOutcome) -> AuditEvent {
     AuditEvent::ConfigWeakened {
         control: Name::new(w.control),
         route: w.scope.route().map(Name::new),
+        listener: w.scope.listener().map(Name::new),
         from: Name::new(&w.from),
         to: Name::new(&w.to),
         outcome,
@@ -101,6 +103,7 @@ pub fn print(found: &[Weakened], config: &GatewayConfig, baseline: &std::path::P
                     "control": w.control,
                     "upstream": w.scope.upstream_label(config),
                     "route": w.scope.route(),
+                    "listener": w.scope.listener(),
                     "from": w.from,
                     "to": w.to,
                     "message": "weakens a security control of the baseline",

@@ -364,6 +364,9 @@ pub enum AuditEvent {
         control: Name,
         /// The route (its path), for a route's control.
         route: Option<Name>,
+        /// The listener (its name), for a listener's control.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        listener: Option<Name>,
         from: Name,
         to: Name,
         outcome: super::config_event::ReloadOutcome,

@@ -35,7 +35,7 @@
 //!   upstream's own requestState was put back).
 //! * `config_weakened` (tied to no request: its envelope is `ts`, `event`
 //!   and `upstream`, `null` for a route's or the gateway's own control):
-//!   `control` (the config path), `route`, `from`, `to`, `outcome`
+//!   `control` (the config path), `route`, `listener`, `from`, `to`, `outcome`
 //!   (applied | refused).
 //! * `operation_end`: `outcome` (complete | refused | declined | cancelled |
 //!   expired | round_limit | error), `rounds`, `duration_ms`, `reason`.

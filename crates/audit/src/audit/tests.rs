@@ -253,6 +253,7 @@ fn sample_events() -> Vec<AuditEvent> {
     events.push(AuditEvent::ConfigWeakened {
         control: Name::new("url_mode"),
         route: Some(Name::new("billing")),
+        listener: None,
         from: Name::new("strip"),
         to: Name::new("allow"),
         outcome: ReloadOutcome::Refused,
@@ -268,6 +269,7 @@ fn an_event_tied_to_no_request_has_its_own_envelope() {
     let event = AuditEvent::ConfigWeakened {
         control: Name::new("arguments.secrets"),
         route: None,
+        listener: None,
         from: Name::new("enforce"),
         to: Name::new("off\n{\"event\":\"x\"}"),
         outcome: ReloadOutcome::Applied,

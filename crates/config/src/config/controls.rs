@@ -30,6 +30,9 @@ macro_rules! key {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {
     Gateway,
+    /// A `[[listener]]`, by its name (its settings take effect at the next
+    /// restart).
+    Listener(String),
     /// An `[[upstream]]`, by its id.
     Upstream(String),
     /// A `[[route]]`, by its path.
@@ -42,7 +45,7 @@ impl Scope {
     /// for the gateway's own controls.
     pub fn upstream_label(&self, config: &GatewayConfig) -> String {
         match self {
-            Scope::Gateway => String::new(),
+            Scope::Gateway | Scope::Listener(_) => String::new(),
             Scope::Upstream(id) => id.clone(),
             Scope::Route(path) => config.routes.get(path).map_or_else(String::new, |r| {
                 let ids: Vec<&str> = r.upstreams.iter().map(|u| u.id.as_str()).collect();
@@ -54,6 +57,13 @@ impl Scope {
     pub fn route(&self) -> Option<&str> {
         match self {
             Scope::Route(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    pub fn listener(&self) -> Option<&str> {
+        match self {
+            Scope::Listener(name) => Some(name),
             _ => None,
         }
     }
@@ -86,6 +96,7 @@ impl std::fmt::Display for Weakened {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.scope {
             Scope::Gateway => write!(f, "{}", self.control)?,
+            Scope::Listener(name) => write!(f, "listener \"{name}\" {}", self.control)?,
             Scope::Upstream(id) => write!(f, "upstream \"{id}\" {}", self.control)?,
             Scope::Route(path) => write!(f, "route \"{path}\" {}", self.control)?,
         }
@@ -98,6 +109,13 @@ impl SecurityControls {
         let mut table = BTreeMap::new();
         for (path, value) in gateway(config) {
             table.insert((Scope::Gateway, path), value);
+        }
+        for l in &config.listeners {
+            let tls = match l.tls {
+                Some(_) => ControlValue::level(Strength::Enforce, "on"),
+                None => ControlValue::level(Strength::Off, "off"),
+            };
+            table.insert((Scope::Listener(l.name.clone()), key!(listener.tls)), tls);
         }
         for u in &config.upstreams {
             for (path, value) in upstream(u) {

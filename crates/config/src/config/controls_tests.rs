@@ -483,6 +483,37 @@ fn the_gateways_own_controls_weakened_are_named() {
 }
 
 #[test]
+fn a_listener_that_drops_tls_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert, key) = (dir.path().join("gw.pem"), dir.path().join("gw.key"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.key_pair.serialize_pem()).unwrap();
+    let tls = format!(
+        "[[listener]]\nname = \"public\"\naddress = \"127.0.0.1:0\"\n[listener.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    let plain = "[[listener]]\nname = \"public\"\naddress = \"127.0.0.1:0\"\n";
+    let rest = "[[upstream]]\nid = \"u\"\nname = \"U\"\nurl = \"http://127.0.0.1:9/mcp\"\n[[route]]\npath = \"/mcp\"\nupstream = \"u\"\n";
+    let load = |listener: &str| {
+        let path = dir.path().join("gw.toml");
+        std::fs::write(&path, format!("{listener}{rest}")).unwrap();
+        SecurityControls::of(&GatewayConfig::load(&path).unwrap_or_else(|e| panic!("{e}")))
+    };
+    let found = weakened(&load(&tls), &load(plain));
+    assert_eq!(
+        controls(&found),
+        [(Scope::Listener("public".into()), "listener.tls")]
+    );
+    assert_eq!(
+        found[0].to_string(),
+        "listener \"public\" listener.tls: on -> off"
+    );
+    assert_eq!(weakened(&load(plain), &load(&tls)), []);
+}
+
+#[test]
 fn an_upstream_added_or_removed_weakens_no_other() {
     let second = "[[upstream]]\nid = \"docs\"\nname = \"Docs\"\nurl = \"http://127.0.0.1:9/mcp\"\npolicy = \"trusted\"\n[[route]]\npath = \"/docs\"\nupstream = \"docs\"\n";
     let with = Parts {
