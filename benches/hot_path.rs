@@ -272,8 +272,58 @@ fn approve_phase(c: &mut Criterion) {
     g.finish();
 }
 
+/// The request-side argument checks of `untrusted` on a small `tools/call`
+/// (the listed schema compiled once, as the gateway keeps it per listing),
+/// and on one whose arguments carry a URL and a paragraph of text.
+fn argument_checks(c: &mut Criterion) {
+    use portcullis::model::McpMethod;
+    use portcullis::policy::arguments::{ArgumentCheck, Call, Contract, Listed};
+    use portcullis::policy::config::PolicySet;
+    use portcullis::policy::secret_values::SecretValueScanner;
+    let policy = PolicySet::load(None).unwrap().get("untrusted").unwrap();
+    let scanner = SecretValueScanner::builtin();
+    let call = || Call {
+        method: McpMethod::ToolsCall,
+        upstream_name: "Bench",
+    };
+    let mut g = c.benchmark_group("arguments");
+    let cases = [
+        (
+            "small_tools_call",
+            json!({"name": "get_room", "inputSchema": {"type": "object",
+                "properties": {"room_id": {"type": "string"}}, "required": ["room_id"]}}),
+            json!({"room_id": "atrium"}),
+        ),
+        (
+            "url_and_paragraph",
+            json!({"name": "post_note", "inputSchema": {"type": "object", "properties": {
+                "url": {"type": "string", "format": "uri"}, "title": {"type": "string"},
+                "body": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}}}),
+            json!({"url": "https://notes.example.com/api/v1/notes?team=platform", "title": "Weekly sync",
+                "body": "We agreed to move the release to Thursday, to review the migration plan with the data team, and to keep the old endpoint for two more weeks while clients upgrade.",
+                "tags": ["release", "migration", "platform"]}),
+        ),
+    ];
+    for (name, listed, args) in cases {
+        let tool = Contract::tool(&listed);
+        tool.compile();
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut sent = args.clone();
+                let mut check = ArgumentCheck::new(&policy, call(), &scanner);
+                let ok = check
+                    .check(Listed::Item(&tool), black_box(&mut sent))
+                    .is_ok();
+                (ok, check.finish())
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    argument_checks,
     request_check,
     response_check,
     sse_framing,

@@ -53,6 +53,9 @@ class ServerScript:
     result_for: ResultFor | None = None  # overrides `results` when set
     server_info: dict[str, Any] = field(default_factory=lambda: {"name": "scripted", "version": "1.0.0"})
     instructions: str | None = None
+    # A call of one of these tools is answered with this HTTP status and these
+    # headers (a 403 with a `WWW-Authenticate` challenge) and a JSON-RPC error.
+    http_refusals: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)  # each result as sent, by arrival
     tagged: dict[str, Received] = field(default_factory=dict)  # by the client's x-bench-call header
@@ -134,6 +137,12 @@ class _Handler(BaseHTTPRequestHandler):
         if "id" not in message:
             self._plain(202, b"")
             return
+        refusal = script.http_refusals.get(str(params.get("name"))) if message["method"] == "tools/call" else None
+        if refusal is not None:
+            status, headers = refusal
+            error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32001, "message": "refused"}}
+            self._json(status, error, headers)
+            return
         result = script.answer(message["method"], params)
         if result is None:
             reply = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}}
@@ -143,9 +152,11 @@ class _Handler(BaseHTTPRequestHandler):
             reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
         self._json(200, reply)
 
-    def _json(self, status: int, message: dict[str, Any]) -> None:
+    def _json(self, status: int, message: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(message, ensure_ascii=False).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()

@@ -21,8 +21,9 @@ the only thing that differs between the two runs is what the benchmark varies.
 | server identity, verify; transport scenario | the endpoint is configured as an upstream: `portcullis check`, and whether `portcullis run` starts with it |
 | scenario with a request | the request is sent to the gateway with its `Host` and `Origin` (the fixture's port is the gateway's) |
 | scenario with an action | a server lists the action's tool; the client lists and calls it |
+| capability grant | a server lists the tool; the route forwards the client's `Authorization` (the server does its own authorization); the client lists and calls the tool, and the server answers 403 with `WWW-Authenticate: Bearer error="insufficient_scope", scope="<the requested scopes>"`, the challenge that makes a client ask the person for them |
 | config snapshot diff | the gateway's own config: it starts on the `baseline` snapshot, the file is rewritten from the `current` one and reloaded (snapshots.py) |
-| consent prompt, capability grant, registry entry or resolution | not traffic a gateway carries: reported as not seen |
+| consent prompt, registry entry or resolution | not traffic a gateway carries: reported as not seen |
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ OBJECT_SCHEMA = {"type": "object"}
 
 NOT_RUNTIME = {
     "consent-prompt": "a host's consent dialog, which no MCP message carries",
-    "capability-grant": "a grant of OAuth scopes by a host, which no MCP message carries",
     "malicious-registry-entry": "an MCP registry entry, read when a server is installed, not in traffic",
     "benign-registry-entry": "an MCP registry entry, read when a server is installed, not in traffic",
     "registry-resolution": "a registry's artifact resolution, done when a server is installed, not in traffic",
@@ -350,6 +350,21 @@ def scenario_action(action: dict[str, Any], case: Case, inp: Input) -> Outcome:
     return s.finish()
 
 
+def capability_grant(inp: Input, case: Case) -> Outcome:
+    tool = listed(inp["tool"])
+    scopes = " ".join(str(s) for s in inp.get("requestedScopes") or [])
+    challenge = f'Bearer error="insufficient_scope", scope="{scopes}"'
+    server = ServerScript("server", tools=[tool], http_refusals={tool["name"]: (403, {"www-authenticate": challenge})})
+    s = Session([server], upstream_extra={"forward_authorization": True},
+                client_headers={"authorization": "Bearer a-token-with-fewer-scopes"})
+    s.list_tools()
+    reply = s.call("server", tool["name"], schema_args.arguments(tool["inputSchema"]))
+    if not reply.reason and reply.headers.get("www-authenticate") != challenge:
+        # The client could not follow the server's own challenge: the gateway changed the answer.
+        s.outcome.changed.append("tools/call: the server's WWW-Authenticate challenge did not reach the client")
+    return s.finish()
+
+
 HANDLERS: dict[str, Callable[[Input, Case], Outcome]] = {
     "malicious-tool-definition": tool_definition,
     "benign-tool-definition": tool_definition,
@@ -362,6 +377,7 @@ HANDLERS: dict[str, Callable[[Input, Case], Outcome]] = {
     "server-identity": server_identity,
     "scenario": scenario,
     "config-snapshot-diff": config_snapshot_diff,
+    "capability-grant": capability_grant,
 }
 
 

@@ -312,11 +312,9 @@ test('the SDK client discovers the gateway, registers, signs in and calls a tool
   await client.close();
 });
 
-// KNOWN FAILURE (2026-12-06, found while landing issues 34-38; not yet bisected): the SDK's
-// step-up after the gateway's 403 insufficient_scope does not happen (the 403 reaches the
-// test as an SdkHttpError). Kept as a todo so the run reports it without failing; the
-// raw 403 and challenge assertions below are part of the same test.
-test('a scope an allow rule needs is asked for with 403 insufficient_scope, and step-up succeeds', { todo: 'step-up regression under investigation' }, async () => {
+// The step-up: the challenge travels with the refusal itself (it was once carried beside
+// it and lost where a phase passed the refusal on alone; the SDK then saw a bare 403).
+test('a scope an allow rule needs is asked for with 403 insufficient_scope, and step-up succeeds', async () => {
   const url = gw.at('/mcp/te');
   const { client, transport, provider } = await signedIn(url);
   const before = provider.authorizations.length;

@@ -27,6 +27,7 @@ const POLICY: &[(&str, &str)] = &[
     ("listing", "on_change = \"flag\""),
     ("transport", "plaintext_remote = \"refuse\""),
     ("arguments", "listed_credentials = \"enforce\""),
+    ("arguments", "local_names = \"enforce\""),
     ("authorization", "excessive_scopes = \"enforce\""),
 ];
 
@@ -45,6 +46,11 @@ const fn v(key: &'static str, now: &'static str, weakens: Option<&'static str>) 
 }
 
 const VARIANTS: &[Variant] = &[
+    v(
+        "local_names",
+        "local_names = \"off\"",
+        Some("arguments.local_names"),
+    ),
     v(
         "listed_credentials",
         "listed_credentials = \"monitor\"",

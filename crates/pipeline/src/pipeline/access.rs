@@ -4,7 +4,7 @@
 //! definition: rug pulls). Each is one function, called once, in that order.
 
 use http::request::Parts;
-use http::{header, HeaderValue};
+use http::HeaderValue;
 
 use super::ctx::RequestCtx;
 use super::refuse::Refused;
@@ -61,7 +61,11 @@ pub(crate) async fn identify(
         Some(p) => p.challenge(&failure),
         None => failure.www_authenticate(None),
     };
-    Err(Refused::new(refusal, None, route.name()).with_header(header::WWW_AUTHENTICATE, challenge))
+    Err(Refused::new(
+        refusal.with_challenge(challenge),
+        None,
+        route.name(),
+    ))
 }
 
 /// Throttle: one unit of the limit of `scope` for `key`; a refusal is
@@ -186,7 +190,9 @@ pub(crate) fn permit(ctx: &RequestCtx, authority: &HeaderValue, path: &str) -> R
         principal: Box::new(who.clone()),
         needed,
     };
-    Err(refused(refusal).with_header(header::WWW_AUTHENTICATE, protected.challenge(&failure)))
+    Err(refused(
+        refusal.with_challenge(protected.challenge(&failure)),
+    ))
 }
 
 /// Whether the item a request names is held for a changed definition.

@@ -321,6 +321,7 @@ mod tests {
             shell: Setting::Enforce,
             cross_upstream: Setting::Enforce,
             listed_credentials: Setting::Enforce,
+            local_names: Setting::Enforce,
             allowed_hosts: vec![HostPattern::parse("*.corp.example.com").unwrap()],
             denied_hosts: vec![HostPattern::parse("evil.example").unwrap()],
         }

@@ -46,6 +46,7 @@ pub use contract::{Contract, Problem};
 pub use flows::{result_material, Material};
 pub use results::{inspect_result_secrets, may_hold_result_secrets, ResultSecrets};
 
+use super::address::HostClass;
 use super::config::{Mode, Policy, Setting};
 use super::inspect::{Action, Rule, Verdict};
 use super::secret_values::{Scanned, SecretValueScanner};
@@ -430,11 +431,19 @@ impl<'a> ArgumentCheck<'a> {
         if rules.secrets == Setting::Off {
             return Ok(None);
         }
-        let named = key.and_then(|k| self.named_secret(walk, k, text));
+        let field_kind = key.and_then(|k| self.property_kind(walk, k));
+        let named = field_kind.filter(|kind| value_fits(*kind, text));
         let url_password = hosts::has_url_password(text);
-        let asked = named.is_some()
-            && scanned.found.is_empty()
-            && !url_password
+        // What the listed tool asks for in a parameter named for it: a
+        // password, a token, a card number where the name says so (and
+        // nothing of another kind in the value).
+        let asked = field_kind.is_some_and(|kind| {
+            (named.is_some() || !scanned.found.is_empty())
+                && scanned
+                    .found
+                    .iter()
+                    .all(|f| f.kind.as_str() == kind.as_str())
+        }) && !url_password
             && key.is_some_and(|k| listing_asks_for(walk.contract, k, at));
         let setting = match (asked, rules.listed_credentials) {
             (true, Setting::Monitor) => Setting::Monitor,
@@ -479,8 +488,8 @@ impl<'a> ArgumentCheck<'a> {
     }
 
     /// The secret a property's name (and its listed description) says it
-    /// holds, when the value fits it.
-    fn named_secret(&self, walk: &Walk<'_>, key: &str, value: &str) -> Option<SecretKind> {
+    /// holds.
+    fn property_kind(&self, walk: &Walk<'_>, key: &str) -> Option<SecretKind> {
         let prop = walk
             .contract
             .and_then(Contract::schema)
@@ -490,11 +499,7 @@ impl<'a> ArgumentCheck<'a> {
             Some(p) => FieldText::of_property(key, p),
             None => FieldText::named(key),
         };
-        let kind = self.policy.secrets.property_kind(field)?;
-        if NAMED_ALWAYS.contains(&kind) {
-            return Some(kind);
-        }
-        (NAMED_IF_RANDOM.contains(&kind) && flows::looks_random(value)).then_some(kind)
+        self.policy.secrets.property_kind(field)
     }
 
     fn private_path(&mut self, text: &str, at: &str) -> Result<(), Refusal> {
@@ -525,11 +530,24 @@ impl<'a> ArgumentCheck<'a> {
     }
 
     fn address(&mut self, text: &str, at: &str, key: Option<&str>) -> Result<(), Refusal> {
-        let Some(action) = self.action(self.policy.arguments.addresses) else {
+        let rules = &self.policy.arguments;
+        if rules.addresses == Setting::Off {
+            return Ok(());
+        }
+        let Some(found) = hosts::find(text, key, rules, &self.policy.url) else {
+            self.pass(Rule::Address, at, "addresses");
             return Ok(());
         };
-        let Some(found) = hosts::find(text, key, &self.policy.arguments, &self.policy.url) else {
-            self.pass(Rule::Address, at, "addresses");
+        // A name of the person's own network is theirs to name; the
+        // addresses every network has (loopback, metadata, link-local,
+        // private and reserved ranges) are what steered calls aim at.
+        let local_name = found.class == HostClass::LocalName.as_str();
+        let setting = match (local_name, rules.local_names) {
+            (true, Setting::Monitor) => Setting::Monitor,
+            (true, Setting::Off) => Setting::Off,
+            _ => rules.addresses,
+        };
+        let Some(action) = self.action(setting) else {
             return Ok(());
         };
         self.record(Rule::Address, action, at, Some(found.class.to_owned()));
@@ -657,6 +675,12 @@ fn display_path(path: &str) -> String {
         "" => "(the arguments)".to_owned(),
         p => format!("\"{}\"", printable_name(p)),
     }
+}
+
+/// Whether a value fits the secret its property names: always for a
+/// password, only when random-looking for a key or token.
+fn value_fits(kind: SecretKind, value: &str) -> bool {
+    NAMED_ALWAYS.contains(&kind) || (NAMED_IF_RANDOM.contains(&kind) && flows::looks_random(value))
 }
 
 /// Whether the listed definition declares `key` as one of the call's own

@@ -312,11 +312,13 @@ fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
     let login = Contract::tool(&json!({"name": "ticket_login", "inputSchema": {
         "type": "object", "properties": {"username": {"type": "string"}, "password": {"type": "string"},
         "access_token": {"type": "string", "description": "The session's token"},
+        "card_number": {"type": "string"},
         "note": {"type": "string"}, "options": {"type": "object"}}}}));
     let asked = [
         json!({"username": "mzhang", "password": "SecurePass123"}),
         json!({"access_token": "access_token_abc123"}),
         json!({"username": "u", "password": "12345"}),
+        json!({"card_number": "4012888888881881"}),
     ];
     for args in asked {
         let (r, report, sent) = run(&p, Listed::Item(&login), args.clone());
@@ -336,6 +338,9 @@ fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
         // Of a form the scanner knows by itself, in the declared field.
         json!({"password": format!("ghp_{}", "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5")}),
         json!({"note": format!("AKIA{}", "ABCDEFGHIJKLMNOP")}),
+        // A card number where the listing asks for a token.
+        json!({"access_token": "4012888888881881"}),
+        json!({"note": "4012888888881881"}),
     ];
     for args in refused {
         assert_eq!(
@@ -369,5 +374,69 @@ fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
         )
         .map(|r| r.0),
         Some("secret_in_arguments")
+    );
+}
+
+/// Under `untrusted` a name of the person's own network is sent (recorded
+/// under `monitor`); the addresses every network has are refused, by name
+/// or number.
+#[test]
+fn a_name_of_ones_own_network_is_recorded_the_well_known_addresses_refused() {
+    let p = policy("untrusted");
+    let recording = PolicySet::from_texts(&[(
+        "recording",
+        "extends = \"untrusted\"\n[arguments]\nlocal_names = \"monitor\"\n",
+    )])
+    .unwrap()
+    .get("recording")
+    .unwrap();
+    for url in [
+        "https://api.internal/notes",
+        "https://wiki.corp/page",
+        "http://nas.lan:8080/share",
+    ] {
+        let (r, report, sent) = run(&p, Listed::Unchecked, json!({"url": url}));
+        assert!(r.is_ok() && report.verdicts.is_empty(), "{url}: {r:?}");
+        assert_eq!(sent["url"], url);
+        let (r, report, sent) = run(&recording, Listed::Unchecked, json!({"url": url}));
+        assert!(r.is_ok(), "{url}: {r:?}");
+        assert_eq!(sent["url"], url);
+        assert!(
+            report
+                .verdicts
+                .iter()
+                .any(|v| v.rule == Rule::Address && v.action == Action::Monitor),
+            "recorded: {url}"
+        );
+    }
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://metadata.google.internal/computeMetadata/v1/",
+        "http://localhost:8080/admin",
+        "http://10.0.0.5/",
+        "http://[::1]/",
+        "http://192.168.1.1/",
+    ] {
+        assert_eq!(
+            reason(&p, Listed::Unchecked, json!({"url": url})).map(|r| r.0),
+            Some("address_not_allowed"),
+            "{url}"
+        );
+    }
+    let strict = PolicySet::from_texts(&[(
+        "strict",
+        "extends = \"untrusted\"\n[arguments]\nlocal_names = \"enforce\"\n",
+    )])
+    .unwrap()
+    .get("strict")
+    .unwrap();
+    assert_eq!(
+        reason(
+            &strict,
+            Listed::Unchecked,
+            json!({"url": "https://api.internal/notes"})
+        )
+        .map(|r| r.0),
+        Some("address_not_allowed")
     );
 }

@@ -232,6 +232,7 @@ fn argument_policy(chain: &[&Source]) -> Result<ArgumentPolicy, ConfigError> {
             arguments.listed_credentials,
             ENFORCE_MONITOR_OFF
         ))?,
+        local_names: setting!(choice(chain, arguments.local_names, ENFORCE_MONITOR_OFF))?,
         allowed_hosts,
         denied_hosts,
     })

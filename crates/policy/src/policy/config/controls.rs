@@ -171,6 +171,7 @@ fn argument_controls(a: &ArgumentPolicy) -> Vec<Control> {
         shell,
         cross_upstream,
         listed_credentials,
+        local_names,
         allowed_hosts,
         denied_hosts,
     } = a;
@@ -184,6 +185,7 @@ fn argument_controls(a: &ArgumentPolicy) -> Vec<Control> {
         (name!(arguments.shell), shell),
         (name!(arguments.cross_upstream), cross_upstream),
         (name!(arguments.listed_credentials), listed_credentials),
+        (name!(arguments.local_names), local_names),
     ];
     let mut out: Vec<Control> = settings.map(|(p, s)| c(p, setting(*s))).into();
     out.extend([

@@ -170,6 +170,10 @@ pub struct ArgumentPolicy {
     /// server's own login), not one of a form the scanner knows: `enforce`
     /// leaves it to `secrets`; `monitor` records and delivers it.
     pub listed_credentials: Setting,
+    /// A URL or host in an argument naming the person's own network
+    /// (`*.internal`, `*.corp`, a single label): `enforce` leaves it to
+    /// `addresses`; `monitor` records and sends it.
+    pub local_names: Setting,
     /// Hosts URLs in arguments may name although they lead inside.
     pub(crate) allowed_hosts: Vec<HostPattern>,
     /// Hosts URLs in arguments never name (besides `[url_mode] denied_hosts`).

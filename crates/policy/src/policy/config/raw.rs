@@ -71,6 +71,7 @@ pub(super) struct RawArguments {
     pub(super) shell: Option<Spanned<String>>,
     pub(super) cross_upstream: Option<Spanned<String>>,
     pub(super) listed_credentials: Option<Spanned<String>>,
+    pub(super) local_names: Option<Spanned<String>>,
     pub(super) allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) denied_hosts: Option<Spanned<Vec<Spanned<String>>>>,
 }
