@@ -18,7 +18,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::accept::{self, BoundListener};
 use crate::audit::ReloadOutcome::{Applied, Refused};
 use crate::config::{
-    weakened, ConfigErrors, GatewayConfig, OnWeakened, RuntimeModel, SecurityControls,
+    weakened, ConfigErrors, GatewayConfig, OnWeakened, RuntimeModel, SecurityControls, Weakened,
 };
 use crate::connection::GatewayConnections;
 use crate::layers::LayerSettings;
@@ -88,6 +88,21 @@ pub struct RunningGateway {
     /// The trace exporter, when `[tracing]` is configured (fixed at start).
     telemetry: Option<Arc<Telemetry>>,
 }
+
+/// What a reload read off the runtime's workers: the next generation's
+/// config, the stamps of its files, what it keeps of the running one, the
+/// controls it weakens and the running generation; or, refused, the
+/// weakened controls and the stamps of the running config's files now.
+type Loaded = Result<
+    (
+        GatewayConfig,
+        FileWatch,
+        Carried,
+        Vec<Weakened>,
+        Arc<Gateway>,
+    ),
+    (crate::weakened::WeakenedControls, FileWatch),
+>;
 
 /// The admin listener's stop switch and task.
 type AdminTask = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
@@ -329,7 +344,7 @@ impl RunningGateway {
         let metrics = self.metrics.clone();
         // Off the workers: reading the files, and what the next generation
         // keeps of the running one (a changed audit file is opened here).
-        let (config, stamps, carried, weakened, running) = tokio::task::spawn_blocking(move || {
+        let loaded = tokio::task::spawn_blocking(move || -> Result<Loaded, ReloadError> {
             let mut c = GatewayConfig::load(&path)?;
             let weakened = weakened(
                 &SecurityControls::of(&running.config),
@@ -341,14 +356,25 @@ impl RunningGateway {
                 let (config, audit) = (&*running.config, &running.audit);
                 crate::weakened::report(&weakened, config, &metrics, audit, Refused);
                 let list = crate::weakened::WeakenedControls(weakened);
-                return Err(ReloadError::Weakened(list));
+                return Ok(Err((list, FileWatch::of(config))));
             }
             let stamps = FileWatch::of(&c);
             let carried = Carried::from_previous(&running, &mut c);
-            Ok((c, stamps, carried, weakened, running))
+            Ok(Ok((c, stamps, carried, weakened, running)))
         })
         .await
         .map_err(|_| ReloadError::Loader)??;
+        let (config, stamps, carried, weakened, running) = match loaded {
+            Ok(next) => next,
+            Err((list, seen)) => {
+                // The watcher does not try the refused files again (and
+                // count them again) until one of them changes again.
+                if let Ok(mut files) = self.files.lock() {
+                    *files = seen;
+                }
+                return Err(ReloadError::Weakened(list));
+            }
+        };
         let restart = config.restart_only_changes(&self.started);
         if !restart.is_empty() {
             tracing::warn!(
