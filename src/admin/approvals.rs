@@ -2,7 +2,8 @@
 //! or `fallback = "approvers"`): `GET /approvals` lists the calls waiting
 //! for the approver who asks, `GET /approvals/ID` shows one, and
 //! `POST /approvals/ID` decides it (`csrf` and `decision` =
-//! `approve`/`decline`, form-encoded). Every page is written by the gateway
+//! `approve`/`decline`, form-encoded; `remember`, where the rule lets an
+//! approval be remembered, keeps it as a person's own would be). Every page is written by the gateway
 //! alone — the approval form's words, every value HTML-escaped.
 //!
 //! Who may see and decide an approval: a principal the schemes of the
@@ -196,11 +197,22 @@ async fn show(parts: &http::request::Parts, id: &str, gateway: &Gateway) -> Resp
     }
     let action = format!("{PAGE_PATH}/{}", escape(id));
     let csrf = escape(&pending.csrf);
-    let button = |decision: &str, label: &str| {
+    let button = |decision: &str, label: &str, extra: &str| {
         format!(
-            "<form method=\"post\" action=\"{action}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"decision\" value=\"{decision}\"><button type=\"submit\">{label}</button></form>"
+            "<form method=\"post\" action=\"{action}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"decision\" value=\"{decision}\">{extra}<button type=\"submit\">{label}</button></form>"
         )
     };
+    // Where the rule lets an approval be remembered, the approver may.
+    let remember = pending
+        .remember
+        .as_deref()
+        .map(|how| {
+            format!(
+                "<label><input type=\"checkbox\" name=\"remember\" value=\"1\"> Remember this approval {}</label> ",
+                escape(how)
+            )
+        })
+        .unwrap_or_default();
     let body = format!(
         "<dl><dt>Server</dt><dd>{}</dd><dt>Tool</dt><dd>{}</dd><dt>Asked by</dt><dd>{}</dd><dt>Rule</dt><dd>{} ({})</dd></dl><pre>{}</pre>{}{}",
         escape(&pending.server),
@@ -209,8 +221,8 @@ async fn show(parts: &http::request::Parts, id: &str, gateway: &Gateway) -> Resp
         escape(&pending.rule),
         escape(&pending.because),
         escape(&pending.message),
-        button("approve", "Approve"),
-        button("decline", "Decline"),
+        button("approve", "Approve", &remember),
+        button("decline", "Decline", ""),
     );
     page(StatusCode::OK, "A call waits for your approval", &body)
 }
@@ -239,8 +251,8 @@ async fn decide(
         approve::refused_decision(gateway, &known, Some(&by), RefusedDecision::NotApprover);
         return forbidden(&viewer);
     }
-    let (csrf, decision) = form_fields(body);
-    let verdict = match decision.as_deref() {
+    let form = form_fields(body);
+    let verdict = match form.decision.as_deref() {
         Some("approve") => Verdict::Approved,
         Some("decline") => Verdict::Declined,
         _ => {
@@ -252,10 +264,14 @@ async fn decide(
         }
     };
     let now = gateway.clock.now_millis();
-    match gateway
-        .pending
-        .decide(id, csrf.as_deref().unwrap_or(""), verdict, &by, now)
-    {
+    match gateway.pending.decide(
+        id,
+        form.csrf.as_deref().unwrap_or(""),
+        verdict,
+        form.remember,
+        &by,
+        now,
+    ) {
         Ok(p) => {
             tracing::info!(rule = %p.rule, by = %by, verdict = verdict.as_str(), "approval decided on the page");
             let words = match verdict {
@@ -273,18 +289,29 @@ async fn decide(
     }
 }
 
-/// The `csrf` and `decision` of a form-encoded body.
-fn form_fields(body: &[u8]) -> (Option<String>, Option<String>) {
-    let mut csrf = None;
-    let mut decision = None;
+/// The fields of a decision's form-encoded body.
+struct DecisionForm {
+    csrf: Option<String>,
+    decision: Option<String>,
+    /// The approver ticked "remember".
+    remember: bool,
+}
+
+fn form_fields(body: &[u8]) -> DecisionForm {
+    let mut form = DecisionForm {
+        csrf: None,
+        decision: None,
+        remember: false,
+    };
     for (k, v) in url::form_urlencoded::parse(body) {
         match &*k {
-            "csrf" => csrf = Some(v.into_owned()),
-            "decision" => decision = Some(v.into_owned()),
+            "csrf" => form.csrf = Some(v.into_owned()),
+            "decision" => form.decision = Some(v.into_owned()),
+            "remember" => form.remember = !v.is_empty() && v != "0",
             _ => {}
         }
     }
-    (csrf, decision)
+    form
 }
 
 /// A decision for no approval this process knows.
@@ -399,9 +426,12 @@ mod tests {
 
     #[test]
     fn form_fields_are_read_decoded() {
-        let (csrf, decision) = form_fields(b"decision=approve&csrf=a%2Bb&other=x");
-        assert_eq!(csrf.as_deref(), Some("a+b"));
-        assert_eq!(decision.as_deref(), Some("approve"));
+        let form = form_fields(b"decision=approve&csrf=a%2Bb&other=x");
+        assert_eq!(form.csrf.as_deref(), Some("a+b"));
+        assert_eq!(form.decision.as_deref(), Some("approve"));
+        assert!(!form.remember);
+        assert!(form_fields(b"decision=approve&remember=1").remember);
+        assert!(!form_fields(b"decision=approve&remember=0").remember);
     }
 
     #[test]

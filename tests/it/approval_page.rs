@@ -578,3 +578,55 @@ async fn the_operator_decides_with_a_signed_request() {
     assert_eq!(calls(&up).len(), 1);
     gw.shutdown().await;
 }
+
+/// A rule that lets approvals be remembered offers the approver a
+/// "remember" box; ticked, the approval is kept as the caller's own would
+/// be: the same caller's next call of the tool goes on without a page. An
+/// approval given without the box is not kept.
+#[tokio::test]
+async fn an_approver_may_remember_an_approval_the_rule_lets_be_remembered() {
+    let up = rooms().await;
+    let rule = format!("{SECOND}\nremember = \"caller\"\nremember_for = \"1h\"");
+    let gw = start_gateway(&keyed(&up, &rule)).await;
+    let (c, g) = (client(), url(&gw));
+    let approve = |remember: bool| {
+        let (c, g) = (c.clone(), g.clone());
+        async move {
+            let (link, state) = linked(&c, &g).await;
+            let waiting = retry(&c, &g, &state);
+            let (status, html) = page(&c, &link, Some(BOB)).await;
+            assert_eq!(status, 200, "{html}");
+            assert!(html.contains("name=\"remember\""), "offered: {html}");
+            let body = format!(
+                "csrf={}&decision=approve{}",
+                csrf_of(&html),
+                if remember { "&remember=1" } else { "" }
+            );
+            let decided = c
+                .post(&link)
+                .bearer_auth(BOB)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(decided.status(), 200);
+            let done = waiting.await.unwrap();
+            assert_eq!(done["result"]["content"][0]["text"], "cancelled", "{done}");
+        }
+    };
+    // Not ticked: the next call is asked about again.
+    approve(false).await;
+    approve(true).await;
+    assert_eq!(calls(&up).len(), 2);
+    // Remembered: forwarded at once, no question.
+    let again = send(
+        &c,
+        &g,
+        &stateless_call("a3", json!({"elicitation": {"url": {}}})),
+    )
+    .await;
+    assert_eq!(again["result"]["content"][0]["text"], "cancelled", "{again}");
+    assert_eq!(calls(&up).len(), 3);
+    gw.shutdown().await;
+}

@@ -48,7 +48,13 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     Waiting,
-    Decided { verdict: Verdict, by: Arc<str> },
+    Decided {
+        verdict: Verdict,
+        by: Arc<str>,
+        /// The approver ticked "remember" (offered where the rule lets an
+        /// approval be remembered).
+        remember: bool,
+    },
 }
 
 /// Who may decide: the rule's `approvers` (principal globs) and
@@ -102,6 +108,9 @@ pub struct Pending {
     pub deciders: Deciders,
     /// The token a decision must carry (bound to this approval alone).
     pub csrf: String,
+    /// The rule lets an approval be remembered: the page offers it, and
+    /// says for how long.
+    pub remember: Option<String>,
     /// Unix milliseconds.
     pub expires_ms: u64,
     /// The upstream's metric label, and the waiting call's audit context:
@@ -240,6 +249,7 @@ impl PendingApprovals {
         id: &str,
         csrf: &str,
         verdict: Verdict,
+        remember: bool,
         by: &str,
         now_ms: u64,
     ) -> Result<Arc<Pending>, Undecided> {
@@ -254,6 +264,7 @@ impl PendingApprovals {
         let decided = State::Decided {
             verdict,
             by: Arc::from(by),
+            remember: remember && entry.pending.remember.is_some(),
         };
         // Single use: only a waiting approval takes a decision.
         let mut taken = false;
@@ -310,7 +321,11 @@ pub struct Waiter {
 /// What became of the approval a call waited for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Decided { verdict: Verdict, by: Arc<str> },
+    Decided {
+        verdict: Verdict,
+        by: Arc<str>,
+        remember: bool,
+    },
     Expired,
 }
 
@@ -341,8 +356,17 @@ impl Waiter {
         let left = std::time::Duration::from_millis(pending.expires_ms.saturating_sub(now_ms));
         let decided = async {
             loop {
-                if let State::Decided { verdict, by } = state.borrow_and_update().clone() {
-                    return Outcome::Decided { verdict, by };
+                if let State::Decided {
+                    verdict,
+                    by,
+                    remember,
+                } = state.borrow_and_update().clone()
+                {
+                    return Outcome::Decided {
+                        verdict,
+                        by,
+                        remember,
+                    };
                 }
                 if state.changed().await.is_err() {
                     return Outcome::Expired;

@@ -176,7 +176,7 @@ async fn carry(
                 let done = Bytes::from(serde_json::to_vec(&done).unwrap_or_default());
                 let _ = tx.send(Out::Message(done)).await;
             }
-            return match settled(&ctx, &about, outcome) {
+            return match settled(&ctx, &about, outcome).await {
                 Ok(()) => forward(ctx, parts, authority, body, tx).await,
                 Err(refusal) => fail(&ctx, tx, &refusal).await,
             };

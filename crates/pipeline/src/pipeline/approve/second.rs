@@ -21,7 +21,7 @@ use http::{HeaderValue, Response};
 use serde_json::{json, Value};
 
 use super::pending::{Deciders, Outcome, Pending, Verdict, Waiter, PAGE_PATH};
-use super::steps::{record, Recorded, QUESTION_KEY};
+use super::steps::{keep, record, Recorded, QUESTION_KEY};
 use crate::approval::{ApprovalRule, RefusedDecision, Step};
 use crate::audit::AuditEvent;
 use crate::model::{Asked, Generation, Reason, Refusal};
@@ -110,7 +110,7 @@ pub(super) async fn hold(
     if !link {
         record_step(ctx, &held.about(), Step::Asked, None, None);
         let outcome = waiter.decision(gateway.clock.now_millis()).await;
-        settled(ctx, &held.about(), outcome)?;
+        settled(ctx, &held.about(), outcome).await?;
         return Ok(OnPage::Forward);
     }
     let params = link_params(held, &url);
@@ -151,6 +151,7 @@ fn pending(ctx: &RequestCtx, held: &Held<'_>, parts: &Parts, authority: &HeaderV
             resource,
         },
         csrf: super::pending::new_token(),
+        remember: remember_offer(held.rule),
         expires_ms: ctx
             .gateway
             .clock
@@ -259,11 +260,28 @@ pub(super) async fn await_retry(
         ));
     }
     let outcome = waiter.decision(gateway.clock.now_millis()).await;
-    settled(ctx, about, outcome)
+    settled(ctx, about, outcome).await
 }
 
-/// The approver's decision (or its absence), recorded and acted on.
-pub(super) fn settled(
+/// What the page says an approval is remembered for, when the rule lets
+/// it be (a first-use rule remembers every approval by itself).
+fn remember_offer(rule: &ApprovalRule) -> Option<String> {
+    let how = rule.remembered()?;
+    if rule.first_use {
+        return None;
+    }
+    Some(match how {
+        crate::approval::Remember::Session => "for this session".to_owned(),
+        _ => format!(
+            "for {} s, for this caller and tool",
+            rule.remember_for.as_secs()
+        ),
+    })
+}
+
+/// The approver's decision (or its absence), recorded and acted on; an
+/// approval the approver asked to remember is kept as a person's is.
+pub(super) async fn settled(
     ctx: &RequestCtx,
     about: &About<'_>,
     outcome: Outcome,
@@ -272,13 +290,27 @@ pub(super) fn settled(
         Outcome::Decided {
             verdict: Verdict::Approved,
             by,
+            remember,
         } => {
-            record_step(ctx, about, Step::Approved, Some(&by), None);
+            let kept = keep(ctx, about.rule, remember).await;
+            record(
+                ctx,
+                &Recorded {
+                    step: Step::Approved,
+                    rule: about.rule,
+                    tool: about.tool,
+                    because: about.because,
+                    decided_by: Some(&by),
+                    remembered: kept,
+                    at: None,
+                },
+            );
             Ok(())
         }
         Outcome::Decided {
             verdict: Verdict::Declined,
             by,
+            ..
         } => {
             record_step(ctx, about, Step::Declined, Some(&by), None);
             Err(Refusal::new(

@@ -27,6 +27,7 @@ fn pending(expires_ms: u64) -> Pending {
             resource: None,
         },
         csrf: "token-1".into(),
+        remember: None,
         expires_ms,
         upstream: "files".into(),
         audit: Default::default(),
@@ -62,16 +63,16 @@ async fn a_decision_is_taken_once_with_the_approvals_own_token() {
     let id = waiter.id().to_owned();
     assert_eq!(
         store
-            .decide(&id, "forged", Verdict::Approved, "bob", 1)
+            .decide(&id, "forged", Verdict::Approved, false, "bob", 1)
             .err(),
         Some(Undecided::CsrfMismatch)
     );
     assert!(store
-        .decide(&id, "token-1", Verdict::Approved, "bob", 1)
+        .decide(&id, "token-1", Verdict::Approved, false, "bob", 1)
         .is_ok());
     assert_eq!(
         store
-            .decide(&id, "token-1", Verdict::Declined, "bob", 2)
+            .decide(&id, "token-1", Verdict::Declined, false, "bob", 2)
             .err(),
         Some(Undecided::AlreadyDecided)
     );
@@ -80,7 +81,8 @@ async fn a_decision_is_taken_once_with_the_approvals_own_token() {
         outcome,
         Outcome::Decided {
             verdict: Verdict::Approved,
-            by: Arc::from("bob")
+            by: Arc::from("bob"),
+            remember: false,
         }
     );
     drop(waiter);
@@ -95,7 +97,7 @@ async fn an_expired_approval_takes_no_decision_and_its_call_hears_so() {
     let id = waiter.id().to_owned();
     assert_eq!(
         store
-            .decide(&id, "token-1", Verdict::Approved, "bob", 50)
+            .decide(&id, "token-1", Verdict::Approved, false, "bob", 50)
             .err(),
         Some(Undecided::Expired)
     );
