@@ -28,3 +28,4 @@ pub mod healthcheck;
 pub mod listings_command;
 pub mod server;
 pub mod signed;
+pub mod weakened;

@@ -57,6 +57,10 @@ enum Command {
         /// upstream off this machine).
         #[arg(long)]
         strict: bool,
+        /// A reviewed config to hold this one against: print every
+        /// security control this one weakens, exit 1 if any.
+        #[arg(long, value_name = "FILE")]
+        baseline: Option<PathBuf>,
     },
     /// Dry-run the policy on one message: every rule's verdict, what the client
     /// would receive; exit 0 if it would be delivered, 1 if refused, 2 on usage errors.
@@ -259,7 +263,13 @@ fn main() -> ExitCode {
                 config,
                 log_format,
                 strict,
-            } => check(&config, log_format, strict),
+                baseline,
+            } => match check(&config, log_format, strict) {
+                Ok(c) => {
+                    baseline.map_or(ExitCode::SUCCESS, |b| against_baseline(&c, &b, log_format))
+                }
+                Err(code) => code,
+            },
             Command::Run { config, log_format } => match load(&config, log_format) {
                 Ok(mut c) => {
                     if let Some(f) = log_format {
@@ -340,7 +350,11 @@ fn keygen(id: &str) -> ExitCode {
     }
 }
 
-fn check(path: &Path, log_format: Option<LogFormatArg>, strict: bool) -> ExitCode {
+fn check(
+    path: &Path,
+    log_format: Option<LogFormatArg>,
+    strict: bool,
+) -> Result<GatewayConfig, ExitCode> {
     let loaded = GatewayConfig::load(path).map_err(|errors| {
         let format = error_format(path, log_format);
         report(&errors, format);
@@ -361,7 +375,7 @@ fn check(path: &Path, log_format: Option<LogFormatArg>, strict: bool) -> ExitCod
                     path.display(),
                     warnings.len()
                 );
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             }
             println!(
                 "{}: ok ({} listener(s), {} upstream(s), {} route(s))",
@@ -370,9 +384,37 @@ fn check(path: &Path, log_format: Option<LogFormatArg>, strict: bool) -> ExitCod
                 c.upstreams.len(),
                 c.routes.len()
             );
-            ExitCode::SUCCESS
+            Ok(c)
         }
-        Err(code) => code,
+        Err(code) => Err(code),
+    }
+}
+
+/// `check --baseline`: the controls `config` weakens against the reviewed
+/// file (exit 1 if any; 2 if the baseline itself has problems).
+fn against_baseline(
+    config: &GatewayConfig,
+    baseline: &Path,
+    log_format: Option<LogFormatArg>,
+) -> ExitCode {
+    let reviewed = match GatewayConfig::load(baseline) {
+        Ok(b) => b,
+        Err(errors) => {
+            report(&errors, error_format(baseline, log_format));
+            eprintln!(
+                "{}: the baseline has {} problem(s)",
+                baseline.display(),
+                errors.len()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let json = error_format(&config.source, log_format) == LogFormat::Json;
+    let found = portcullis::weakened::against(&reviewed, config);
+    portcullis::weakened::print(&found, config, baseline, json);
+    match found.is_empty() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(1),
     }
 }
 

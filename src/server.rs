@@ -16,7 +16,10 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{self, BoundListener};
-use crate::config::{ConfigErrors, GatewayConfig, RuntimeModel};
+use crate::audit::ReloadOutcome::{Applied, Refused};
+use crate::config::{
+    weakened, ConfigErrors, GatewayConfig, OnWeakened, RuntimeModel, SecurityControls, Weakened,
+};
 use crate::connection::GatewayConnections;
 use crate::layers::LayerSettings;
 use crate::model::{system_clock, SharedClock};
@@ -54,6 +57,10 @@ pub enum ReloadError {
     NoSource,
     #[error("the config loader stopped unexpectedly")]
     Loader,
+    /// `[reload] on_weakened = "refuse"` and the new config weakens
+    /// these controls: the running config stays.
+    #[error("{0}")]
+    Weakened(crate::weakened::WeakenedControls),
 }
 
 /// A started gateway. Dropping it does not stop it; call [`RunningGateway::shutdown`].
@@ -81,6 +88,21 @@ pub struct RunningGateway {
     /// The trace exporter, when `[tracing]` is configured (fixed at start).
     telemetry: Option<Arc<Telemetry>>,
 }
+
+/// What a reload read off the runtime's workers: the next generation's
+/// config, the stamps of its files, what it keeps of the running one, the
+/// controls it weakens and the running generation; or, refused, the
+/// weakened controls and the stamps of the running config's files now.
+type Loaded = Result<
+    (
+        GatewayConfig,
+        FileWatch,
+        Carried,
+        Vec<Weakened>,
+        Arc<Gateway>,
+    ),
+    (crate::weakened::WeakenedControls, FileWatch),
+>;
 
 /// The admin listener's stop switch and task.
 type AdminTask = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
@@ -289,9 +311,15 @@ impl RunningGateway {
     pub async fn reload(&self) -> Result<(), ReloadError> {
         let _one = self.reloading.lock().await;
         let result = self.try_reload().await;
-        self.metrics.config_loaded(result.is_ok());
+        match &result {
+            Err(ReloadError::Weakened(_)) => self.metrics.config_refused(),
+            _ => self.metrics.config_loaded(result.is_ok()),
+        }
         match &result {
             Ok(()) => tracing::info!("config reloaded"),
+            Err(e @ ReloadError::Weakened(_)) => {
+                tracing::error!("config reload refused, keeping the running config: {e}")
+            }
             // One event per problem, each with its place in the file.
             Err(ReloadError::Config(problems)) => {
                 for p in problems {
@@ -313,17 +341,40 @@ impl RunningGateway {
     async fn try_reload(&self) -> Result<(), ReloadError> {
         let path = self.source.clone().ok_or(ReloadError::NoSource)?;
         let running = self.current.load_full();
+        let metrics = self.metrics.clone();
         // Off the workers: reading the files, and what the next generation
         // keeps of the running one (a changed audit file is opened here).
-        let (config, stamps, carried) = tokio::task::spawn_blocking(move || {
-            GatewayConfig::load(&path).map(|mut c| {
-                let stamps = FileWatch::of(&c);
-                let carried = Carried::from_previous(&running, &mut c);
-                (c, stamps, carried)
-            })
+        let loaded = tokio::task::spawn_blocking(move || -> Result<Loaded, ReloadError> {
+            let mut c = GatewayConfig::load(&path)?;
+            let weakened = weakened(
+                &SecurityControls::of(&running.config),
+                &SecurityControls::of(&c),
+            );
+            // The running config's own setting decides: a file cannot
+            // switch the refusal off in the edit that weakens.
+            if running.config.on_weakened == OnWeakened::Refuse && !weakened.is_empty() {
+                let (config, audit) = (&*running.config, &running.audit);
+                crate::weakened::report(&weakened, config, &metrics, audit, Refused);
+                let list = crate::weakened::WeakenedControls(weakened);
+                return Ok(Err((list, FileWatch::of(config))));
+            }
+            let stamps = FileWatch::of(&c);
+            let carried = Carried::from_previous(&running, &mut c);
+            Ok(Ok((c, stamps, carried, weakened, running)))
         })
         .await
         .map_err(|_| ReloadError::Loader)??;
+        let (config, stamps, carried, weakened, running) = match loaded {
+            Ok(next) => next,
+            Err((list, seen)) => {
+                // The watcher does not try the refused files again (and
+                // count them again) until one of them changes again.
+                if let Ok(mut files) = self.files.lock() {
+                    *files = seen;
+                }
+                return Err(ReloadError::Weakened(list));
+            }
+        };
         let restart = config.restart_only_changes(&self.started);
         if !restart.is_empty() {
             tracing::warn!(
@@ -339,6 +390,7 @@ impl RunningGateway {
         let throttle = gateway.throttle.clone();
         tokio::spawn(async move { throttle.start().await });
         self.current.store(Arc::new(gateway));
+        crate::weakened::report(&weakened, &config, &self.metrics, &running.audit, Applied);
         self.metrics.config_restart_required(!restart.is_empty());
         if let Ok(mut files) = self.files.lock() {
             *files = stamps;

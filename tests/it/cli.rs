@@ -137,6 +137,75 @@ fn check_names_file_line_and_field() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read"));
 }
 
+/// `check --baseline`: what a CI review of a config change runs. Each
+/// weakened control on its own line, exit 1; an honest change (reordered,
+/// strengthened) exit 0; a broken baseline exit 2.
+#[test]
+fn check_against_a_baseline_names_each_weakened_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, upstream: &str, hosts: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("[[listener]]\naddress = \"127.0.0.1:0\"\n[[upstream]]\nid = \"api\"\nname = \"API\"\n{upstream}\n[[route]]\npath = \"/mcp\"\nupstream = \"api\"\n[policies]\ndir = \"{name}.d\"\n"),
+        )
+        .unwrap();
+        let policies = dir.path().join(format!("{name}.d"));
+        std::fs::create_dir_all(&policies).unwrap();
+        std::fs::write(
+            policies.join("p.toml"),
+            format!("[url_mode]\nallowed_hosts = {hosts}\n"),
+        )
+        .unwrap();
+        path
+    };
+    let https = "url = \"https://api.internal/mcp\"\npolicy = \"p\"";
+    let plain = "url = \"http://api.internal/mcp\"\nallow_plaintext = true\npolicy = \"p\"";
+    let reviewed = write(
+        "reviewed.toml",
+        https,
+        "[\"api.internal\", \"docs.internal\"]",
+    );
+    let drifted = write("drifted.toml", plain, "[]");
+    let honest = write(
+        "honest.toml",
+        https,
+        "[\"docs.internal\", \"api.internal\"]",
+    );
+    let check = |config: &std::path::Path, baseline: &std::path::Path| {
+        Command::new(BIN)
+            .args(["check", "--config"])
+            .arg(config)
+            .arg("--baseline")
+            .arg(baseline)
+            .output()
+            .unwrap()
+    };
+    let out = check(&drifted, &reviewed);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for line in [
+        "upstream \"api\" upstream.url: https -> http",
+        "upstream \"api\" upstream.allow_plaintext: false -> true",
+        "upstream \"api\" url_mode.allowed_hosts: [api.internal, docs.internal] -> [*]",
+    ] {
+        assert!(err.contains(line), "{line} in\n{err}");
+    }
+    assert!(err.contains("3 security control(s) weakened"), "{err}");
+    let out = check(&honest, &reviewed);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = check(&reviewed, &drifted);
+    assert_eq!(out.status.code(), Some(0), "stronger than the baseline");
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "[[listener]]\nadress = 1\n").unwrap();
+    assert_eq!(check(&reviewed, &broken).status.code(), Some(2));
+}
+
 #[tokio::test]
 async fn sigterm_drains_in_flight_requests_then_exits_cleanly() {
     let dir = tempfile::tempdir().unwrap();

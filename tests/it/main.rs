@@ -42,6 +42,7 @@ mod redirect_results;
 mod reload;
 mod reload_live;
 mod reload_metrics;
+mod reload_weakened;
 mod resumed;
 mod rmcp_e2e;
 mod runtime;

@@ -7,7 +7,8 @@ a clean input through the real gateway comes back as "nothing" (the harness
 does not take the gateway's own additions — provenance, federated prefixes,
 `resultType` — for a change), and what the gateway is known to do today
 (remove a poisoned listed tool, hold a changed definition, refuse a foreign
-Origin, record an injection in a result) is read as enforced or detected.
+Origin, record an injection in a result, say a reload weakened a control) is read as
+enforced or detected, and an honest config change (strengthened, reordered) as nothing.
 """
 
 from __future__ import annotations
@@ -113,3 +114,29 @@ def test_the_same_server_identity_is_nothing():
 def test_inputs_that_are_not_traffic_are_not_seen():
     verdict = assess({"type": "consent-prompt", "prompt": {"capability": "filesystem.write", "scope": "always"}})
     assert not verdict["detect"] and verdict["signal"].startswith("not seen at run time"), verdict
+
+
+def snapshot_diff(baseline: dict, current: dict) -> dict:
+    return assess({"type": "config-snapshot-diff", "baseline": baseline, "current": current})
+
+
+def test_a_config_drift_that_weakens_is_detected_by_the_reload():
+    verdict = snapshot_diff({"tls": "required", "allowedHosts": ["billing.corp", "docs.corp"]},
+                            {"tls": "disabled", "allowedHosts": ["billing.corp", "docs.corp"]})
+    assert verdict["detect"] and not verdict["enforce"], verdict
+    assert "config_weakened_total{control=upstream.url}" in verdict["signal"], verdict
+    assert "audit:config_weakened/applied" in verdict["signal"], verdict
+    widened = snapshot_diff({"allowedHosts": ["billing.corp"]}, {"allowedHosts": ["billing.corp", "cdn.example.net"]})
+    assert widened["detect"], widened
+    assert "control=arguments.allowed_hosts" in widened["signal"], widened
+
+
+def test_a_config_drift_that_strengthens_or_reorders_is_nothing():
+    honest = [
+        ({"tls": "optional", "allowedHosts": ["a.corp", "b.corp"]}, {"tls": "required", "allowedHosts": ["b.corp"]}),
+        ({"tls": "required", "allowedHosts": ["a.corp", "b.corp"]}, {"tls": "required", "allowedHosts": ["b.corp", "a.corp"]}),
+        ({"tls": "required", "allowedHosts": ["a.corp"]}, {"tls": "required", "allowedHosts": ["a.corp"]}),
+    ]
+    for baseline, current in honest:
+        verdict = snapshot_diff(baseline, current)
+        assert verdict == {"detect": False, "enforce": False, "signal": "nothing"}, (baseline, current, verdict)

@@ -28,6 +28,7 @@ STOP_TIMEOUT_S = 10.0
 
 _ADMIN = re.compile(r"\badmin listening\b.*?\baddr=(\S+)")
 _LISTENER = re.compile(r"\blistening\b.*?\baddr=(\S+)")
+_RELOADED = re.compile(r"config reloaded|config reload (refused|failed)")
 
 
 class GatewayError(RuntimeError):
@@ -120,6 +121,7 @@ class Gateway:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.audit_path = self.dir / "audit.jsonl"
         self.config_path = self.dir / "gateway.toml"
+        self.upstreams, self.routes, self.extra_config = upstreams, routes, extra_config
         self.config_path.write_text(config_text(upstreams, routes, self.audit_path, extra_config))
         self.log_path = self.dir / "gateway.log"
         self._log = self.log_path.open("wb")
@@ -180,6 +182,24 @@ class Gateway:
                 pass
             time.sleep(0.02)
         raise GatewayError(f"portcullis run not ready in {READY_TIMEOUT_S:.0f}s:\n{self.log_text()[-3000:]}")
+
+    def reload(self, upstreams: list[UpstreamConf], routes: list[RouteConf], extra_config: str) -> str:
+        """Rewrite the config file and reload it as an operator does (SIGHUP);
+        the log lines the reload wrote, up to its outcome (`config reloaded`,
+        `config reload refused`, `config reload failed`)."""
+        self.upstreams, self.routes, self.extra_config = upstreams, routes, extra_config
+        self.config_path.write_text(config_text(upstreams, routes, self.audit_path, extra_config))
+        start = len(self.log_text())
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            written = self.log_text()[start:]
+            if _RELOADED.search(written):
+                return written
+            if self.proc.poll() is not None:
+                raise GatewayError(f"portcullis run exited ({self.proc.returncode}):\n{self.log_text()[-3000:]}")
+            time.sleep(0.02)
+        raise GatewayError(f"no reload outcome in the log in {READY_TIMEOUT_S:.0f}s:\n{self.log_text()[-3000:]}")
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Every sample of the admin listener's Prometheus text, by name and labels."""

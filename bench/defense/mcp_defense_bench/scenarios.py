@@ -22,7 +22,8 @@ the only thing that differs between the two runs is what the benchmark varies.
 | scenario with a request | the request is sent to the gateway with its `Host` and `Origin` (the fixture's port is the gateway's) |
 | scenario with an action | a server lists the action's tool; the client lists and calls it |
 | capability grant | a server lists the tool; the route forwards the client's `Authorization` (the server does its own authorization); the client lists and calls the tool, and the server answers 403 with `WWW-Authenticate: Bearer error="insufficient_scope", scope="<the requested scopes>"`, the challenge that makes a client ask the person for them |
-| config snapshot, consent prompt, registry entry or resolution | not traffic a gateway carries: reported as not seen |
+| config snapshot diff | the gateway's own config: it starts on the `baseline` snapshot, the file is rewritten from the `current` one and reloaded (snapshots.py) |
+| consent prompt, registry entry or resolution | not traffic a gateway carries: reported as not seen |
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from harness.observe import Outcome  # noqa: E402
 from harness.session import Session, result_text  # noqa: E402
 from harness.upstream import NEUTRAL_RESULT, ServerScript  # noqa: E402
 
+import snapshots  # noqa: E402
+
 Input = dict[str, Any]
 Case = dict[str, Any]  # {"fixture": …, "benignControl": …}: both inputs of one test case
 PLACEHOLDER = re.compile(r"\{\{\s*result_of_previous\s*\}\}")
@@ -49,7 +52,6 @@ URL_IN_TEXT = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s)\"'<>]+", re.I)
 OBJECT_SCHEMA = {"type": "object"}
 
 NOT_RUNTIME = {
-    "config-snapshot-diff": "a server's configuration snapshots, which no MCP message carries",
     "consent-prompt": "a host's consent dialog, which no MCP message carries",
     "malicious-registry-entry": "an MCP registry entry, read when a server is installed, not in traffic",
     "benign-registry-entry": "an MCP registry entry, read when a server is installed, not in traffic",
@@ -294,6 +296,10 @@ def first_line(text: str, keep: Callable[[str], bool]) -> str:
     return text.strip().splitlines()[-1][:200] if text.strip() else ""
 
 
+def config_snapshot_diff(inp: Input, case: Case) -> Outcome:
+    return snapshots.config_snapshot_diff(inp, certs())
+
+
 def scenario(inp: Input, case: Case) -> Outcome:
     if isinstance(inp.get("request"), dict):
         return scenario_request(inp["request"])
@@ -370,6 +376,7 @@ HANDLERS: dict[str, Callable[[Input, Case], Outcome]] = {
     "tool-call-sequence": tool_call_sequence,
     "server-identity": server_identity,
     "scenario": scenario,
+    "config-snapshot-diff": config_snapshot_diff,
     "capability-grant": capability_grant,
 }
 

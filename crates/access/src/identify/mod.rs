@@ -505,11 +505,16 @@ impl AuthSchemes {
         self.schemes.iter().map(|s| s.name.as_str()).collect()
     }
 
+    /// A scheme's configured name.
+    pub fn name(&self, id: SchemeId) -> Option<&str> {
+        self.schemes.get(id.0 as usize).map(|s| s.name.as_str())
+    }
+
     /// What kind of credential a scheme accepts (e.g. to check that a route
     /// using an `mtls` scheme is served by a listener that asks for client
-    /// certificates).
-    #[cfg(test)]
-    pub(crate) fn method(&self, id: SchemeId) -> Option<AuthMethod> {
+    /// certificates; what a route's authentication is, compared across
+    /// reloads).
+    pub fn method(&self, id: SchemeId) -> Option<AuthMethod> {
         self.schemes.get(id.0 as usize).map(|s| match s.kind {
             Kind::ApiKey(_) => AuthMethod::ApiKey,
             Kind::Jwt(_) => AuthMethod::Jwt,

@@ -26,6 +26,9 @@ pub struct PermissionRule {
     scopes: Vec<String>,
     /// A condition on the call (`when`, CEL) the rule covers only while it holds.
     when: Option<Arc<When>>,
+    /// The lists as written (`tools=[book_*] groups=[staff]`), what two
+    /// configs compare a rule by.
+    lists: String,
 }
 
 /// Which way a rule's condition falls when it cannot be judged: a deny
@@ -53,7 +56,21 @@ impl PermissionRule {
         prompts: &[&str],
         resources: &[&str],
     ) -> Result<Self, globset::Error> {
+        let named = [
+            ("principals", principals),
+            ("groups", groups),
+            ("tools", tools),
+            ("prompts", prompts),
+            ("resources", resources),
+        ];
+        let lists = named
+            .iter()
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(name, l)| format!("{name}=[{}]", l.join(", ")))
+            .collect::<Vec<_>>()
+            .join(" ");
         Ok(PermissionRule {
+            lists,
             any_principal: principals.is_empty() && groups.is_empty(),
             principals: glob_set(principals)?,
             groups: glob_set(groups)?,
@@ -63,6 +80,19 @@ impl PermissionRule {
             scopes: Vec::new(),
             when: None,
         })
+    }
+
+    /// The rule as written: its lists, scopes and condition (names and
+    /// globs of the config; what a reload compares a rule by).
+    pub fn written(&self) -> String {
+        let mut out = self.lists.clone();
+        if !self.scopes.is_empty() {
+            out.push_str(&format!(" scopes=[{}]", self.scopes.join(", ")));
+        }
+        if let Some(w) = &self.when {
+            out.push_str(&format!(" when={}", w.source()));
+        }
+        out
     }
 
     /// The rule covers a call only while `when` holds.

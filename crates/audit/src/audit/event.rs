@@ -355,6 +355,22 @@ pub enum AuditEvent {
         attempted_by: Option<Name>,
         why: crate::approval::RefusedDecision,
     },
+    /// `config_weakened`: a security control a new config holds less
+    /// strongly than the running one (tied to no request; written with
+    /// [`super::AuditSink::emit_unbound`]). Config paths, ids, setting
+    /// names, host patterns and rule names only: never a secret.
+    ConfigWeakened {
+        /// The control's config path (`arguments.secrets`, `upstream.url`).
+        control: Name,
+        /// The route (its path), for a route's control.
+        route: Option<Name>,
+        /// The listener (its name), for a listener's control.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        listener: Option<Name>,
+        from: Name,
+        to: Name,
+        outcome: super::config_event::ReloadOutcome,
+    },
     /// The operation is over.
     OperationEnd {
         outcome: OperationOutcome,
@@ -378,6 +394,7 @@ impl AuditEvent {
             AuditEvent::ListingChanged { .. } => "listing_changed",
             AuditEvent::Approval { .. } => "approval",
             AuditEvent::ApprovalDecisionRefused { .. } => "approval_decision_refused",
+            AuditEvent::ConfigWeakened { .. } => "config_weakened",
             AuditEvent::OperationEnd { .. } => "operation_end",
         }
     }
@@ -605,6 +622,7 @@ impl AuditEvent {
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
             | AuditEvent::ApprovalDecisionRefused { .. }
+            | AuditEvent::ConfigWeakened { .. }
             | AuditEvent::OperationEnd { .. } => false,
         }
     }

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 
 use serde::{Serialize, Serializer};
 
+use super::config_event::GatewayAbout;
 use super::event::{clean, AuditEvent};
 
 /// An upstream endpoint as configured, without `user:password@`, query or
@@ -168,4 +169,49 @@ fn line<'a>(ts: &'a str, ctx: &'a AuditContext, event: &'a AuditEvent) -> Line<'
         body: event,
         truncated: event.truncated(),
     }
+}
+
+/// The line of an event tied to no request: the time, the event's name,
+/// the upstream it is about (or `null`), then the event's own members.
+#[derive(Serialize)]
+struct UnboundLine<'a> {
+    ts: &'a str,
+    event: &'static str,
+    upstream: Option<Upstream<'a>>,
+    #[serde(flatten)]
+    body: &'a AuditEvent,
+}
+
+fn unbound<'a>(ts: &'a str, about: &'a GatewayAbout, event: &'a AuditEvent) -> UnboundLine<'a> {
+    UnboundLine {
+        ts,
+        event: event.name(),
+        upstream: about.upstream_id.as_deref().map(|id| Upstream {
+            id: Clean(id),
+            name: Clean(&about.upstream_name),
+            endpoint: Endpoint(&about.upstream_endpoint),
+        }),
+        body: event,
+    }
+}
+
+/// An event tied to no request as its JSON line, newline included.
+pub(crate) fn to_unbound_line(
+    ts: &str,
+    about: &GatewayAbout,
+    event: &AuditEvent,
+) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(256);
+    serde_json::to_writer(&mut out, &unbound(ts, about, event))?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// An event tied to no request as the JSON object its line holds.
+pub(crate) fn to_unbound_object(
+    ts: &str,
+    about: &GatewayAbout,
+    event: &AuditEvent,
+) -> serde_json::Result<serde_json::Value> {
+    serde_json::to_value(unbound(ts, about, event))
 }

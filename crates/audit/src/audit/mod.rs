@@ -33,6 +33,10 @@
 //!   `dropped_keys`, `dropped_content_keys`.
 //! * `forwarded`: `keys` forwarded upstream, `upstream_state` (whether the
 //!   upstream's own requestState was put back).
+//! * `config_weakened` (tied to no request: its envelope is `ts`, `event`
+//!   and `upstream`, `null` for a route's or the gateway's own control):
+//!   `control` (the config path), `route`, `listener`, `from`, `to`, `outcome`
+//!   (applied | refused).
 //! * `operation_end`: `outcome` (complete | refused | declined | cancelled |
 //!   expired | round_limit | error), `rounds`, `duration_ms`, `reason`.
 //!
@@ -74,6 +78,7 @@
 //! before the process exits so that nothing queued is lost.
 
 mod config;
+mod config_event;
 mod drops;
 mod event;
 mod line;
@@ -85,6 +90,7 @@ mod sink;
 mod tests;
 
 pub use config::{AuditConfigError, AuditSettings, AuditTarget, FileSettings, RawAudit};
+pub use config_event::{GatewayAbout, ReloadOutcome};
 pub use event::{
     AnswerAction, AnswerSummary, AuditEvent, FieldRef, InputRequestSummary, Name, OperationOutcome,
     RequestKind, Validation, MAX_LIST_ITEMS, MAX_NAME_CHARS,

@@ -242,7 +242,9 @@ impl Drop for OtlpLogs {
 /// warned about; every other step is information.
 fn severity(event: &AuditEvent) -> (Severity, &'static str) {
     match event {
-        AuditEvent::Refused { .. } | AuditEvent::ListingChanged { .. } => (Severity::Warn, "WARN"),
+        AuditEvent::Refused { .. }
+        | AuditEvent::ListingChanged { .. }
+        | AuditEvent::ConfigWeakened { .. } => (Severity::Warn, "WARN"),
         _ => (Severity::Info, "INFO"),
     }
 }

@@ -36,9 +36,12 @@ use tokio::sync::{mpsc, oneshot};
 use crate::model::{AuditLoss, AuditSinkKind, Health, HealthReport};
 
 use super::config::{AuditSettings, AuditTarget, FileSettings};
+use super::config_event::GatewayAbout;
 use super::drops::Drops;
 use super::event::AuditEvent;
-use super::line::{timestamp, to_line, to_object, AuditContext};
+use super::line::{
+    timestamp, to_line, to_object, to_unbound_line, to_unbound_object, AuditContext,
+};
 use super::otlp::{OtlpLogs, OtlpLogsError};
 
 /// Events queued between the request path and the writer. At a few hundred
@@ -243,7 +246,27 @@ impl AuditSink {
         }
     }
 
+    /// Record one event tied to no request (a reload's), with its own
+    /// envelope; queued like any other.
+    pub fn emit_unbound(&self, about: &GatewayAbout, event: AuditEvent) {
+        let otlp = self.inner.otlp.get();
+        if self.inner.tx.is_none() && otlp.is_none() {
+            return;
+        }
+        let at = SystemTime::now();
+        let ts = timestamp(at);
+        self.queue_line(|| to_unbound_line(&ts, about, &event));
+        if let Some(otlp) = otlp {
+            otlp.emit(at, &event, None, || to_unbound_object(&ts, about, &event));
+        }
+    }
+
     fn write_line(&self, ts: &str, ctx: &AuditContext, event: &AuditEvent) {
+        self.queue_line(|| to_line(ts, ctx, event));
+    }
+
+    /// Queue one line, serialised only when there is room for it.
+    fn queue_line(&self, line: impl FnOnce() -> serde_json::Result<Vec<u8>>) {
         let Some(tx) = &self.inner.tx else { return };
         if self.inner.autostart && !self.inner.started.load(Ordering::Acquire) {
             // The error is logged by the writer's file handling; emitting
@@ -254,7 +277,7 @@ impl AuditSink {
             self.inner.dropped.note(1, AuditLoss::QueueFull);
             return;
         }
-        let Ok(line) = to_line(ts, ctx, event) else {
+        let Ok(line) = line() else {
             self.inner.dropped.note(1, AuditLoss::Unencodable);
             return;
         };

@@ -250,7 +250,55 @@ fn sample_events() -> Vec<AuditEvent> {
         Some("customer"),
         crate::approval::RefusedDecision::TokenMismatch,
     ));
+    events.push(AuditEvent::ConfigWeakened {
+        control: Name::new("url_mode"),
+        route: Some(Name::new("billing")),
+        listener: None,
+        from: Name::new("strip"),
+        to: Name::new("allow"),
+        outcome: ReloadOutcome::Refused,
+    });
     events
+}
+
+/// An event tied to no request has its own envelope: no request id,
+/// principal or method; the upstream as configured, its endpoint without
+/// credentials; nothing that could forge a member.
+#[test]
+fn an_event_tied_to_no_request_has_its_own_envelope() {
+    let event = AuditEvent::ConfigWeakened {
+        control: Name::new("arguments.secrets"),
+        route: None,
+        listener: None,
+        from: Name::new("enforce"),
+        to: Name::new("off\n{\"event\":\"x\"}"),
+        outcome: ReloadOutcome::Applied,
+    };
+    let about = GatewayAbout {
+        upstream_id: Some("billing".into()),
+        upstream_name: "Billing".into(),
+        upstream_endpoint: "https://user:pa55@billing.example/mcp?key=abc".into(),
+    };
+    let ts = "2026-07-28T09:14:03.120Z";
+    let line = super::line::to_unbound_line(ts, &about, &event).unwrap();
+    let text = String::from_utf8(line).unwrap();
+    assert_eq!(text.matches('\n').count(), 1, "{text}");
+    assert!(
+        !text.contains("pa55") && !text.contains("key=abc"),
+        "{text}"
+    );
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["event"], "config_weakened");
+    assert_eq!(v["upstream"]["endpoint"], "https://billing.example/mcp");
+    assert_eq!(v["control"], "arguments.secrets");
+    assert_eq!(v["outcome"], "applied");
+    assert!(
+        v.get("request_id").is_none() && v.get("principal").is_none(),
+        "{v}"
+    );
+    let gateway = super::line::to_unbound_line(ts, &GatewayAbout::default(), &event).unwrap();
+    let v: Value = serde_json::from_slice(&gateway).unwrap();
+    assert!(v["upstream"].is_null(), "{v}");
 }
 
 fn file_sink(dir: &Path, max_file_bytes: u64, max_files: u32) -> (AuditSink, PathBuf) {
@@ -454,10 +502,11 @@ fn no_event_can_carry_anything_but_names() {
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
             | AuditEvent::ApprovalDecisionRefused { .. }
+            | AuditEvent::ConfigWeakened { .. }
             | AuditEvent::OperationEnd { .. } => seen.insert(e.name()),
         };
     }
-    assert_eq!(seen.len(), 10, "every variant is sampled: {seen:?}");
+    assert_eq!(seen.len(), 11, "every variant is sampled: {seen:?}");
 
     let names_given = [
         // keys, field names, hosts, rule and finding names
@@ -510,6 +559,8 @@ fn no_event_can_carry_anything_but_names() {
         "approved",
         "caller",
         "token_mismatch",
+        // a reload's outcome
+        "refused",
     ];
     let allowed: BTreeSet<&str> = names_given.iter().chain(&fixed).copied().collect();
     let ts = "2026-07-28T09:14:03.120Z";

@@ -4,12 +4,14 @@
 //! path ever looks at a config string again.
 
 mod check;
+mod controls;
 mod limits;
 mod listener;
 mod locate;
 mod problems;
 mod raw;
 mod read;
+mod reload;
 mod resource;
 mod restart;
 mod route;
@@ -38,9 +40,11 @@ use problems::Problems;
 use raw::RawConfig;
 
 pub use crate::model::ConfigError;
+pub use controls::{weakened, Scope, SecurityControls, Weakened};
 pub use limits::{InspectionLimits, Limits, LogConfig, LogFormat};
 pub use listener::{is_loopback_name, ListenerConfig, ServerName, ServerNames};
 pub use problems::ConfigErrors;
+pub use reload::OnWeakened;
 pub use resource::{Metadata as ResourceMetadata, ProtectedResource, METADATA_PATH};
 pub use route::{FederationSettings, RouteConfig, TaskMode, FEDERATION_NAME};
 pub use runtime::RuntimeModel;
@@ -90,6 +94,8 @@ pub struct GatewayConfig {
     pub audit: AuditSettings,
     /// OpenTelemetry traces; `None` (no `[tracing]` section) is off.
     pub tracing: Option<traces::TraceSettings>,
+    /// `[reload] on_weakened`.
+    pub on_weakened: OnWeakened,
 }
 
 impl GatewayConfig {
@@ -213,6 +219,7 @@ fn validate(
     );
     let log = p.take(limits::log_config(&raw.log, loc));
     let runtime = p.take(runtime::runtime(&raw.runtime, loc));
+    let on_weakened = p.take(reload::on_weakened(&raw.reload, loc));
     let state = limits::state_config(&raw.state, loc, base, p);
     let policies = p.take(policies(&raw, loc, base));
     let upstreams = upstream::upstreams(&raw.upstream, loc, base, policies.as_ref(), p);
@@ -264,6 +271,7 @@ fn validate(
         watched_files: watched_files(&raw, base),
         audit: audit?,
         tracing: tracing?,
+        on_weakened: on_weakened?,
     })
 }
 

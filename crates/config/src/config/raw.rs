@@ -19,6 +19,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(crate) runtime: super::runtime::RawRuntime,
     #[serde(default)]
+    pub(crate) reload: super::reload::RawReload,
+    #[serde(default)]
     pub(crate) log: RawLog,
     pub(crate) policies: Option<RawPolicies>,
     #[serde(default)]

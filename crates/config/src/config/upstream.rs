@@ -30,6 +30,8 @@ pub struct UpstreamRoute {
     /// What `tls` was built from (the CA file's path and bytes, or the
     /// built-in roots), comparable across reloads; `None` for plain http.
     pub tls_digest: Option<String>,
+    /// `tls_pins`, each as base64 of the key's SHA-256 (empty: not pinned).
+    pub tls_pins: Vec<String>,
     pub http2: bool,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
@@ -196,6 +198,17 @@ fn upstream_pins(
             SpkiPin::parse(p.get_ref())
                 .map_err(|e| loc.at(p.span(), field("tls_pins"), e.to_string()))
         })
+        .collect()
+}
+
+/// The pins as [`upstream_pins`] read them (already checked there), for
+/// holding one generation's against another's.
+fn written_pins(r: &RawUpstream) -> Vec<String> {
+    let list = r.tls_pins.as_ref().map(Spanned::get_ref);
+    list.into_iter()
+        .flatten()
+        .filter_map(|p| SpkiPin::parse(p.get_ref()).ok())
+        .map(|p| p.to_base64())
         .collect()
 }
 
@@ -371,6 +384,7 @@ pub(super) fn upstreams(
             name,
             url,
             tls_digest: tls.as_ref().map(|(_, d)| d.clone()),
+            tls_pins: written_pins(r),
             tls: tls.map(|(c, _)| c),
             http2: r.http2.unwrap_or(false),
             connect_timeout,

@@ -187,7 +187,7 @@ impl Metrics {
             "portcullis_config_last_reload_success_timestamp_seconds",
             "Unix time of the last successful config load",
         )?;
-        for r in ["success", "failure"] {
+        for r in ["success", "failure", "refused"] {
             let _ = config_reloads.with_label_values(&[r]);
         }
         registry.register(Box::new(state_refusals.clone()))?;
@@ -322,6 +322,22 @@ impl Metrics {
         self.reload_state.stale.set(i64::from(!success));
     }
 
+    /// A security control a reload found weakened (`upstream`: the
+    /// configured id, empty for the gateway's own; `control`: a config path).
+    pub fn config_weakened(&self, upstream: &str, control: &str) {
+        self.reload_state
+            .weakened
+            .with_label_values(&[upstream, control])
+            .inc();
+    }
+
+    /// A reload refused for weakening controls (`[reload] on_weakened =
+    /// "refuse"`): the running config stays, and is not the file's.
+    pub fn config_refused(&self) {
+        self.config_reloads.with_label_values(&["refused"]).inc();
+        self.reload_state.stale.set(1);
+    }
+
     /// A reload whose config differs from the running process in settings
     /// that need a restart (`changed` empty: it no longer does).
     pub fn config_restart_required(&self, changed: bool) {
@@ -425,6 +441,7 @@ struct ReloadMetrics {
     last_failure: prometheus::Gauge,
     restart_required: IntGauge,
     restart_required_total: prometheus::IntCounter,
+    weakened: IntCounterVec,
 }
 
 impl ReloadMetrics {
@@ -446,11 +463,19 @@ impl ReloadMetrics {
                 "portcullis_config_restart_required_total",
                 "Reloads that changed settings which need a restart",
             )?,
+            weakened: IntCounterVec::new(
+                Opts::new(
+                    "portcullis_config_weakened_total",
+                    "Security controls a reload found weakened, by upstream and config path (applied or refused)",
+                ),
+                &["upstream", "control"],
+            )?,
         };
         registry.register(Box::new(m.stale.clone()))?;
         registry.register(Box::new(m.last_failure.clone()))?;
         registry.register(Box::new(m.restart_required.clone()))?;
         registry.register(Box::new(m.restart_required_total.clone()))?;
+        registry.register(Box::new(m.weakened.clone()))?;
         Ok(m)
     }
 }

@@ -7,7 +7,7 @@ use super::*;
 use crate::model::Shape;
 
 /// The serde shape of a policy file, read once from [`RawPolicy`].
-static SHAPE: LazyLock<Shape> = LazyLock::new(Shape::of::<RawPolicy>);
+pub(super) static SHAPE: LazyLock<Shape> = LazyLock::new(Shape::of::<RawPolicy>);
 
 /// A setting's config path, written as the field path of [`RawPolicy`]
 /// (`limits.max_result_bytes`) and never typed again as text; debug builds

@@ -306,12 +306,15 @@ impl std::fmt::Debug for Policy {
 }
 
 mod chain;
+#[macro_use]
 mod compile;
+mod controls;
 mod raw;
 
 pub use chain::PolicySet;
 use chain::*;
 use compile::*;
+pub use controls::{Control, ControlValue, Strength, Weakening, ANY};
 use raw::*;
 
 #[cfg(test)]
