@@ -146,10 +146,15 @@ fn csrf_of(html: &str) -> String {
 }
 
 async fn decide(c: &reqwest::Client, link: &str, key: &str, csrf: &str, decision: &str) -> u16 {
+    decide_form(c, link, key, &format!("csrf={csrf}&decision={decision}")).await
+}
+
+/// A decision's form, as written.
+async fn decide_form(c: &reqwest::Client, link: &str, key: &str, form: &str) -> u16 {
     c.post(link)
         .bearer_auth(key)
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}&decision={decision}"))
+        .body(form.to_owned())
         .send()
         .await
         .unwrap()
@@ -597,20 +602,12 @@ async fn an_approver_may_remember_an_approval_the_rule_lets_be_remembered() {
             let (status, html) = page(&c, &link, Some(BOB)).await;
             assert_eq!(status, 200, "{html}");
             assert!(html.contains("name=\"remember\""), "offered: {html}");
-            let body = format!(
+            let form = format!(
                 "csrf={}&decision=approve{}",
                 csrf_of(&html),
                 if remember { "&remember=1" } else { "" }
             );
-            let decided = c
-                .post(&link)
-                .bearer_auth(BOB)
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(decided.status(), 200);
+            assert_eq!(decide_form(&c, &link, BOB, &form).await, 200);
             let done = waiting.await.unwrap();
             assert_eq!(done["result"]["content"][0]["text"], "cancelled", "{done}");
         }

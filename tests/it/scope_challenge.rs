@@ -27,7 +27,15 @@ async fn challenging_upstream() -> ScriptedUpstream {
             return vec![http_response("200 OK", "application/json", &result_json(&id_of(req), tools))];
         }
         let args = &body["params"]["arguments"];
-        let challenge = if args["challenge"] == "enough" { ENOUGH } else { TOO_MUCH };
+        let challenge = match args["challenge"].as_str() {
+            Some("enough") => ENOUGH.to_owned(),
+            // A second `scope` in the same challenge; two challenges.
+            Some("twice") => r#"Bearer scope="calendar.read", scope="mail.send""#.to_owned(),
+            Some("two") => format!("Basic realm=\"cal\"\r\nwww-authenticate: {ENOUGH}"),
+            // A byte outside UTF-8 (written as `LATIN1` here, 0xFF on the wire).
+            Some("latin") => r#"Bearer realm="calLATIN1", scope="mail.send""#.to_owned(),
+            _ => TOO_MUCH.to_owned(),
+        };
         let (kind, text) = match args["body"].as_str() {
             Some("json") => (
                 "application/json",
@@ -35,13 +43,17 @@ async fn challenging_upstream() -> ScriptedUpstream {
             ),
             _ => ("text/plain", "insufficient scope".to_owned()),
         };
-        vec![Step::Write(
-            format!(
-                "HTTP/1.1 403 Forbidden\r\ncontent-type: {kind}\r\nwww-authenticate: {challenge}\r\ncontent-length: {}\r\n\r\n{text}",
-                text.len()
-            )
-            .into_bytes(),
-        )]
+        let head = format!(
+            "HTTP/1.1 403 Forbidden\r\ncontent-type: {kind}\r\nwww-authenticate: {challenge}\r\ncontent-length: {}\r\n\r\n{text}",
+            text.len()
+        );
+        let (before, after) = head.split_once("LATIN1").unwrap_or((&head, ""));
+        let mut bytes = before.as_bytes().to_vec();
+        if before.len() < head.len() {
+            bytes.push(0xFF);
+            bytes.extend_from_slice(after.as_bytes());
+        }
+        vec![Step::Write(bytes)]
     })
     .await
 }
@@ -106,6 +118,33 @@ async fn a_reading_tool_asking_to_write_is_refused_and_other_challenges_pass() {
             assert_ne!(v["error"]["data"]["reason"], "excessive_scope", "{v}");
         }
     }
+    // Every `scope` of the challenge is read, whatever its bytes; every
+    // challenge reaches the client.
+    for asks in ["twice", "latin"] {
+        let (_, challenge, v) = send(&gw, "get_calendar", asks, "plain").await;
+        assert_eq!(
+            v["error"]["data"]["reason"], "excessive_scope",
+            "{asks}: {v}"
+        );
+        assert_eq!(challenge, None, "{asks}");
+    }
+    let resp = call(
+        &client(),
+        &url(&gw),
+        "\"s2\"",
+        "get_calendar",
+        json!({"challenge": "two", "body": "plain"}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let all: Vec<_> = resp
+        .headers()
+        .get_all("www-authenticate")
+        .iter()
+        .map(|v| v.to_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(all, ["Basic realm=\"cal\"", ENOUGH], "both challenges");
     let m = metrics(&gw).await;
     assert!(
         m.lines()

@@ -7,7 +7,10 @@
 //! Controls are compared where they exist on both sides. An upstream or a
 //! route that is new has nothing to weaken (it is reviewed as new config);
 //! one that is gone takes its traffic with it (a route's path then answers
-//! 404), so neither is a weakening of another.
+//! 404), so neither is a weakening of another. A renamed one is the same
+//! one: an upstream whose id changed while its endpoint did not, a route
+//! whose path changed while the endpoints it serves did not, is compared
+//! with what it was.
 
 use std::collections::BTreeMap;
 
@@ -80,6 +83,9 @@ impl Scope {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SecurityControls {
     table: BTreeMap<(Scope, &'static str), ControlValue>,
+    /// What an upstream or a route is whatever it is called: an
+    /// upstream's endpoint, the endpoints a route serves.
+    identity: BTreeMap<Scope, String>,
 }
 
 /// One control a new config weakened.
@@ -107,6 +113,7 @@ impl std::fmt::Display for Weakened {
 impl SecurityControls {
     pub fn of(config: &GatewayConfig) -> SecurityControls {
         let mut table = BTreeMap::new();
+        let mut identity = BTreeMap::new();
         for (path, value) in gateway(config) {
             table.insert((Scope::Gateway, path), value);
         }
@@ -118,16 +125,20 @@ impl SecurityControls {
             table.insert((Scope::Listener(l.name.clone()), key!(listener.tls)), tls);
         }
         for u in &config.upstreams {
+            identity.insert(Scope::Upstream(u.id.clone()), u.url.to_string());
             for (path, value) in upstream(u) {
                 table.insert((Scope::Upstream(u.id.clone()), path), value);
             }
         }
         for (path, r) in &config.routes {
+            let mut served: Vec<String> = r.upstreams.iter().map(|u| u.url.to_string()).collect();
+            served.sort();
+            identity.insert(Scope::Route(path.clone()), served.join(" "));
             for (key, value) in route(r, config) {
                 table.insert((Scope::Route(path.clone()), key), value);
             }
         }
-        SecurityControls { table }
+        SecurityControls { table, identity }
     }
 
     pub fn len(&self) -> usize {
@@ -143,9 +154,11 @@ impl SecurityControls {
 /// order (gateway, upstreams by id, routes by path). Strengthening,
 /// reordering and controls on one side only say nothing.
 pub fn weakened(old: &SecurityControls, new: &SecurityControls) -> Vec<Weakened> {
+    let renamed = renamed(old, new);
     old.table
         .iter()
         .filter_map(|((scope, control), was)| {
+            let scope = renamed.get(scope).unwrap_or(scope);
             let now = new.table.get(&(scope.clone(), *control))?;
             let w = was.weakened_to(now)?;
             Some(Weakened {
@@ -156,6 +169,31 @@ pub fn weakened(old: &SecurityControls, new: &SecurityControls) -> Vec<Weakened>
             })
         })
         .collect()
+}
+
+/// The upstreams and routes of `old` that `new` has under another name:
+/// gone by their name, and the one new name of the same kind that is what
+/// they were (the same endpoint; the same endpoints served).
+fn renamed(old: &SecurityControls, new: &SecurityControls) -> BTreeMap<Scope, Scope> {
+    let same_kind = |a: &Scope, b: &Scope| {
+        matches!(
+            (a, b),
+            (Scope::Upstream(_), Scope::Upstream(_)) | (Scope::Route(_), Scope::Route(_))
+        )
+    };
+    let mut out = BTreeMap::new();
+    for (gone, what) in &old.identity {
+        if new.identity.contains_key(gone) {
+            continue;
+        }
+        let mut candidates = new.identity.iter().filter(|(scope, is)| {
+            same_kind(gone, scope) && *is == what && !old.identity.contains_key(*scope)
+        });
+        if let (Some((scope, _)), None) = (candidates.next(), candidates.next()) {
+            out.insert(gone.clone(), scope.clone());
+        }
+    }
+    out
 }
 
 fn gateway(c: &GatewayConfig) -> Vec<(&'static str, ControlValue)> {

@@ -206,6 +206,8 @@ struct Parts<'a> {
     route: &'a str,
     top: &'a str,
     more: &'a str,
+    /// The upstream's id and the route's path.
+    names: (&'a str, &'a str),
 }
 
 fn reviewed() -> Parts<'static> {
@@ -215,6 +217,7 @@ fn reviewed() -> Parts<'static> {
         route: ROUTE,
         top: "",
         more: "",
+        names: ("api", "/mcp"),
     }
 }
 
@@ -231,8 +234,10 @@ fn load(parts: &Parts<'_>) -> GatewayConfig {
     let text = format!(
         "{top}[[listener]]\naddress = \"127.0.0.1:0\"\n[policies]\ndir = \"policies\"\n\
          [[auth]]\nname = \"keys\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"{hash}\"\n\
-         [[upstream]]\nid = \"api\"\nname = \"API\"\npolicy = \"p\"\n{upstream}\
-         [[route]]\npath = \"/mcp\"\nupstream = \"api\"\n{route}{more}",
+         [[upstream]]\nid = \"{id}\"\nname = \"API\"\npolicy = \"p\"\n{upstream}\
+         [[route]]\npath = \"{path}\"\nupstream = \"{id}\"\n{route}{more}",
+        id = parts.names.0,
+        path = parts.names.1,
         top = parts.top,
         route = parts.route,
         more = parts.more,
@@ -535,6 +540,33 @@ fn an_upstream_added_or_removed_weakens_no_other() {
         changes(&with, &reviewed()),
         [],
         "a removed one takes its traffic"
+    );
+}
+
+/// A new id or path does not make a weakened upstream or route new: the
+/// same endpoint (the same endpoints served) is the same one.
+#[test]
+fn a_renamed_upstream_or_route_is_compared_with_what_it_was() {
+    let renamed = |policy: Option<(&str, &str)>, route: &'static str| Parts {
+        policy: policy_text(policy, APPROVAL),
+        route,
+        names: ("api2", "/mcp2"),
+        ..reviewed()
+    };
+    assert_eq!(
+        changes(&reviewed(), &renamed(None, ROUTE)),
+        [],
+        "renamed alone"
+    );
+    assert_eq!(
+        controls(&changes(
+            &reviewed(),
+            &renamed(Some(("arguments.secrets", "secrets = \"off\"")), "")
+        )),
+        [
+            (Scope::Upstream("api2".into()), "arguments.secrets"),
+            (Scope::Route("/mcp2".into()), "route.auth"),
+        ]
     );
 }
 

@@ -234,9 +234,13 @@ pub struct Refusal {
     /// The upstream's own `WWW-Authenticate` challenge, answered with its
     /// 401 or 403 where the route forwards the client's `Authorization`
     /// (the client signs in, or steps up, at the upstream's server).
-    /// (Boxed: rare, and every `Result<_, Refusal>` carries its size.)
-    pub(crate) challenge: Option<Box<http::HeaderValue>>,
+    /// (One pointer: rare, and every `Result<_, Refusal>` carries its size.)
+    pub(crate) challenge: Option<Box<Challenges>>,
 }
+
+/// The `WWW-Authenticate` challenges a refusal answers with, in order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Challenges(Vec<http::HeaderValue>);
 
 impl Refusal {
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
@@ -249,15 +253,19 @@ impl Refusal {
         }
     }
 
+    /// One more `WWW-Authenticate` challenge to answer with (an upstream
+    /// may send several: `Basic`, then `Bearer`).
     pub fn with_challenge(mut self, challenge: http::HeaderValue) -> Self {
-        self.challenge = Some(Box::new(challenge));
+        self.challenge
+            .get_or_insert_with(Default::default)
+            .0
+            .push(challenge);
         self
     }
 
-    /// The `WWW-Authenticate` this refusal is answered with, when it
-    /// passes the upstream's on.
-    pub fn challenge(&self) -> Option<&http::HeaderValue> {
-        self.challenge.as_deref()
+    /// The `WWW-Authenticate` challenges this refusal is answered with.
+    pub fn challenges(&self) -> &[http::HeaderValue] {
+        self.challenge.as_deref().map_or(&[], |c| c.0.as_slice())
     }
 
     pub fn with_status(mut self, status: StatusCode) -> Self {

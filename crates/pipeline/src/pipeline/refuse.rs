@@ -122,9 +122,9 @@ pub(crate) fn error_response(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if let Some(challenge) = refusal.challenge() {
+    for challenge in refusal.challenges() {
         resp.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, challenge.clone());
+            .append(header::WWW_AUTHENTICATE, challenge.clone());
     }
     if resp.status() == StatusCode::METHOD_NOT_ALLOWED && refusal.reason == Reason::MethodNotAllowed
     {

@@ -97,6 +97,9 @@ fn classify_name(name: &str) -> HostClass {
     if name == "localhost" || name.ends_with(".localhost") {
         return HostClass::Loopback;
     }
+    if let Some((_, class)) = inside_names().iter().find(|(p, _)| p.matches(&name)) {
+        return *class;
+    }
     if let Some(embedded) = embedded_address(&name) {
         let class = classify_ip(embedded);
         if class.is_inside() {
@@ -242,6 +245,26 @@ pub(crate) fn is_local_name(ascii_host: &str) -> bool {
     leads_inside(ascii_host) || nowhere_names().iter().any(|p| p.matches(ascii_host))
 }
 
+/// Names of this machine and its platform (`data/arguments/inside-names.txt`),
+/// with the class of what they stand for.
+fn inside_names() -> &'static [(HostPattern, HostClass)] {
+    static LIST: OnceLock<Vec<(HostPattern, HostClass)>> = OnceLock::new();
+    LIST.get_or_init(|| {
+        lines(data_file!("arguments/inside-names.txt"))
+            .filter_map(|line| {
+                let mut parts = line.split_whitespace();
+                let pattern = HostPattern::parse(parts.next()?).ok()?;
+                let class = match parts.next()? {
+                    "loopback" => HostClass::Loopback,
+                    "private" => HostClass::Private,
+                    _ => return None,
+                };
+                Some((pattern, class))
+            })
+            .collect()
+    })
+}
+
 struct Metadata {
     names: Vec<HostPattern>,
     addresses: Vec<IpAddr>,
@@ -342,6 +365,15 @@ mod tests {
             ("intranet", HostClass::LocalName),
             ("git.corp", HostClass::LocalName),
             ("nas.local", HostClass::LocalName),
+            // This machine and its platform by the names every system gives
+            // them: never the organization's own names.
+            ("localhost.localdomain", HostClass::Loopback),
+            ("LOCALHOST6.", HostClass::Loopback),
+            ("ip6-loopback", HostClass::Loopback),
+            ("app.localtest.me", HostClass::Loopback),
+            ("host.docker.internal", HostClass::Private),
+            ("host.containers.internal", HostClass::Private),
+            ("kubernetes", HostClass::Private),
             ("8.8.8.8", HostClass::IpLiteral),
             ("[2606:4700::1111]", HostClass::IpLiteral),
             ("example.com", HostClass::Public),

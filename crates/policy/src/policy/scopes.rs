@@ -27,34 +27,49 @@ struct WordsFile {
 static WORDS: LazyLock<WordsFile> =
     LazyLock::new(|| toml::from_str(data_file!("scopes/words.toml")).unwrap_or_default());
 
-/// The `scope` parameter of a `WWW-Authenticate` challenge (RFC 6750
-/// §3): a quoted string or a token, found by its name among the
-/// challenge's parameters (never inside another parameter's value).
-pub fn challenge_scope(challenge: &str) -> Option<String> {
-    let mut rest = challenge.trim_start();
-    // The scheme comes first (`Bearer`); the parameters follow it.
-    let scheme_end = rest.find(char::is_whitespace)?;
-    rest = &rest[scheme_end..];
-    loop {
+/// Every `scope` parameter of a `WWW-Authenticate` header (RFC 6750 §3):
+/// quoted strings or tokens, found by name among the parameters of each
+/// challenge in it (never inside another parameter's value). A challenge
+/// that names `scope` twice gives both: a client may follow either.
+pub fn challenge_scopes(header: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = header.trim_start();
+    while !rest.is_empty() {
         rest = rest.trim_start_matches(|c: char| c == ',' || c.is_whitespace());
-        if rest.is_empty() {
-            return None;
-        }
-        let eq = rest.find('=')?;
-        let name = rest[..eq].trim();
-        rest = rest[eq + 1..].trim_start();
-        let (value, after) = if let Some(quoted) = rest.strip_prefix('"') {
-            let (value, after) = quoted_string(quoted)?;
-            (value, after)
+        // A scheme or a token68 (no `=` before the next space or comma),
+        // or a parameter `name=value`.
+        let word_end = rest
+            .find(|c: char| c == ',' || c == '=' || c.is_whitespace())
+            .unwrap_or(rest.len());
+        if rest[word_end..].trim_start().starts_with('=') && word_end > 0 {
+            let name = &rest[..word_end];
+            let after_eq = rest[word_end..].trim_start()[1..].trim_start();
+            let (value, after) = match after_eq.strip_prefix('"') {
+                Some(quoted) => match quoted_string(quoted) {
+                    Some(v) => v,
+                    None => return found,
+                },
+                None => {
+                    let end = after_eq
+                        .find(|c: char| c == ',' || c.is_whitespace())
+                        .unwrap_or(after_eq.len());
+                    (
+                        after_eq[..end].trim_end_matches('=').to_owned(),
+                        &after_eq[end..],
+                    )
+                }
+            };
+            if name.eq_ignore_ascii_case("scope") {
+                found.push(value);
+            }
+            rest = after;
         } else {
-            let end = rest.find(',').unwrap_or(rest.len());
-            (rest[..end].trim().to_owned(), &rest[end..])
-        };
-        if name.eq_ignore_ascii_case("scope") {
-            return Some(value);
+            rest = &rest[word_end..];
+            // A token68 may end in `=` padding.
+            rest = rest.trim_start_matches('=');
         }
-        rest = after;
     }
+    found
 }
 
 /// A quoted string's value (backslash escapes undone) and what follows
@@ -166,18 +181,30 @@ mod tests {
         for (challenge, want) in [
             (
                 r#"Bearer error="insufficient_scope", scope="calendar.read calendar.write", resource_metadata="https://x/.well-known/oauth-protected-resource""#,
-                Some("calendar.read calendar.write"),
+                vec!["calendar.read calendar.write"],
             ),
-            (r#"Bearer scope=files.read"#, Some("files.read")),
+            (r#"Bearer scope=files.read"#, vec!["files.read"]),
             (
                 r#"Bearer realm="a, scope=\"x\"", error="insufficient_scope", Scope="mail.send""#,
-                Some("mail.send"),
+                vec!["mail.send"],
             ),
-            (r#"Bearer error="invalid_token""#, None),
-            (r#"Bearer realm="unterminated"#, None),
-            ("Bearer", None),
+            // Twice in one challenge; a second challenge in the same header.
+            (
+                r#"Bearer scope="calendar.read", scope="mail.send""#,
+                vec!["calendar.read", "mail.send"],
+            ),
+            (
+                r#"Basic realm="x", Bearer error="insufficient_scope", scope="repo:write""#,
+                vec!["repo:write"],
+            ),
+            (r#"Negotiate abc123==, Bearer scope="admin""#, vec!["admin"]),
+            (r#"Bearer error_description="scope=admin please""#, vec![]),
+            (r#"Bearer error="invalid_token""#, vec![]),
+            (r#"Bearer realm="unterminated"#, vec![]),
+            ("Bearer", vec![]),
+            ("", vec![]),
         ] {
-            assert_eq!(challenge_scope(challenge).as_deref(), want, "{challenge}");
+            assert_eq!(challenge_scopes(challenge), want, "{challenge}");
         }
     }
 

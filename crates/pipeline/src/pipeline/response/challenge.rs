@@ -30,10 +30,13 @@ pub(super) fn passed_on(
     headers: &HeaderMap,
     refusal: Refusal,
 ) -> Refusal {
-    match headers.get(header::WWW_AUTHENTICATE) {
-        Some(challenge) if followable(ctx, status) => refusal.with_challenge(challenge.clone()),
-        _ => refusal,
+    if !followable(ctx, status) {
+        return refusal;
     }
+    headers
+        .get_all(header::WWW_AUTHENTICATE)
+        .iter()
+        .fold(refusal, |r, challenge| r.with_challenge(challenge.clone()))
 }
 
 /// The gateway's refusal instead of the upstream's answer, when its
@@ -47,9 +50,18 @@ pub(super) fn asks_too_much(
     if !followable(ctx, status) || ctx.request.method != McpMethod::ToolsCall {
         return None;
     }
-    let challenge = headers.get(header::WWW_AUTHENTICATE)?.to_str().ok()?;
+    // Every challenge and every `scope` in it, read whatever its bytes
+    // (a byte outside UTF-8 must not make it pass unread).
+    let scope = headers
+        .get_all(header::WWW_AUTHENTICATE)
+        .iter()
+        .flat_map(|v| scopes::challenge_scopes(&String::from_utf8_lossy(v.as_bytes())))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if scope.is_empty() {
+        return None;
+    }
     let tool = ctx.request.target.as_deref()?;
-    let scope = scopes::challenge_scope(challenge)?;
     let policy = &ctx.route.upstream.settings.policy;
     let judged = scopes::judge(policy, ctx.upstream_name(), tool, hints(ctx, tool), &scope)?;
     ctx.record_verdicts(&Report {

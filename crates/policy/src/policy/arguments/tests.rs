@@ -9,12 +9,17 @@ fn policy(name: &str) -> std::sync::Arc<Policy> {
     PolicySet::load(None).unwrap().get(name).unwrap()
 }
 
-/// `untrusted` with the listing as the contract (off in the preset itself).
+/// A policy file of that text, read as the gateway reads one.
+fn policy_file(name: &str, text: &str) -> std::sync::Arc<Policy> {
+    PolicySet::from_texts(&[(name, text)])
+        .unwrap()
+        .get(name)
+        .unwrap()
+}
+
+/// `untrusted` with the listing as the contract.
 fn listed_untrusted() -> std::sync::Arc<Policy> {
-    PolicySet::from_texts(&[("listed", "[arguments]\nschema = \"enforce\"\n")])
-        .unwrap()
-        .get("listed")
-        .unwrap()
+    policy_file("listed", "[arguments]\nschema = \"enforce\"\n")
 }
 
 fn scanner() -> &'static SecretValueScanner {
@@ -173,13 +178,7 @@ fn the_listing_is_the_contract() {
 
 #[test]
 fn redact_and_remove_rewrite_the_arguments() {
-    let p = PolicySet::from_texts(&[(
-        "r",
-        "[arguments]\nschema = \"enforce\"\nsecrets = \"redact\"\nundeclared = \"remove\"\ncross_upstream = \"redact\"\n",
-    )])
-    .unwrap()
-    .get("r")
-    .unwrap();
+    let p = policy_file("r", "[arguments]\nschema = \"enforce\"\nsecrets = \"redact\"\nundeclared = \"remove\"\ncross_upstream = \"redact\"\n");
     let tool = Contract::tool(&json!({"name": "post", "inputSchema": {
         "type": "object", "properties": {"body": {"type": "string"}, "to": {"type": "string"}}}}));
     let key = format!("AKIA{}", "ABCDEFGHIJKLMNOP");
@@ -274,11 +273,7 @@ impl crate::policy::inspect::Catalogue for Store {
 #[test]
 fn a_secret_store_returns_its_secret_unless_the_policy_says_redact() {
     let key = format!("AKIA{}", "ABCDEFGHIJKLMNOP");
-    let redact_stores =
-        PolicySet::from_texts(&[("strict", "[content]\nsecret_stores = \"redact\"\n")])
-            .unwrap()
-            .get("strict")
-            .unwrap();
+    let redact_stores = policy_file("strict", "[content]\nsecret_stores = \"redact\"\n");
     for (p, store, redacted) in [
         (policy("untrusted"), true, false),
         (policy("untrusted"), false, true),
@@ -359,13 +354,10 @@ fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
         .map(|r| r.0),
         Some("secret_in_arguments")
     );
-    let strict = PolicySet::from_texts(&[(
+    let strict = policy_file(
         "strict",
         "[arguments]\nschema = \"enforce\"\nlisted_credentials = \"enforce\"\n",
-    )])
-    .unwrap()
-    .get("strict")
-    .unwrap();
+    );
     assert_eq!(
         reason(
             &strict,
@@ -383,13 +375,10 @@ fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
 #[test]
 fn a_name_of_ones_own_network_is_recorded_the_well_known_addresses_refused() {
     let p = policy("untrusted");
-    let recording = PolicySet::from_texts(&[(
+    let recording = policy_file(
         "recording",
         "extends = \"untrusted\"\n[arguments]\nlocal_names = \"monitor\"\n",
-    )])
-    .unwrap()
-    .get("recording")
-    .unwrap();
+    );
     for url in [
         "https://api.internal/notes",
         "https://wiki.corp/page",
@@ -416,6 +405,12 @@ fn a_name_of_ones_own_network_is_recorded_the_well_known_addresses_refused() {
         "http://10.0.0.5/",
         "http://[::1]/",
         "http://192.168.1.1/",
+        // This machine and its platform by the names every system gives them.
+        "http://localhost.localdomain/",
+        "http://ip6-localhost:8080/",
+        "http://host.docker.internal:2375/containers/json",
+        "https://kubernetes/api/v1/secrets",
+        "http://app.localtest.me/",
     ] {
         assert_eq!(
             reason(&p, Listed::Unchecked, json!({"url": url})).map(|r| r.0),
@@ -423,13 +418,10 @@ fn a_name_of_ones_own_network_is_recorded_the_well_known_addresses_refused() {
             "{url}"
         );
     }
-    let strict = PolicySet::from_texts(&[(
+    let strict = policy_file(
         "strict",
         "extends = \"untrusted\"\n[arguments]\nlocal_names = \"enforce\"\n",
-    )])
-    .unwrap()
-    .get("strict")
-    .unwrap();
+    );
     assert_eq!(
         reason(
             &strict,
