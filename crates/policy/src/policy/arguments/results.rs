@@ -16,7 +16,6 @@ use aho_corasick::AhoCorasick;
 use serde_json::{json, Map, Value};
 
 use super::contract::pointer_join;
-use super::REDACTED;
 use crate::policy::config::{Mode, Policy, ResultSecrets as Setting, SecretStores};
 use crate::policy::inspect::{Action, Rule, Subject, Verdict, PROVENANCE_KEY};
 use crate::policy::secret_values::SecretValueScanner;
@@ -132,19 +131,7 @@ fn walk(
                 });
             }
             if action == Action::Redact {
-                let redacted = if text.is_ascii() {
-                    let mut s = String::with_capacity(text.len());
-                    let mut last = 0;
-                    for f in &scanned.found {
-                        s.push_str(&text[last..f.span.start]);
-                        s.push_str(REDACTED);
-                        last = f.span.end;
-                    }
-                    s.push_str(&text[last..]);
-                    s
-                } else {
-                    REDACTED.to_owned()
-                };
+                let redacted = super::edit::redact(text, &scanned, false);
                 drop(scanned);
                 *text = redacted;
                 out.changed = true;
