@@ -22,6 +22,6 @@ pub mod when;
 pub use raw::RawApproval;
 pub use rule::{
     ApprovalRule, ApprovalRules, Approver, ArgumentCheck, Because, Circumstances, Fallback,
-    HintMatch, RefusedDecision, Remember, Step, ToolNames, ARGUMENTS_RULE,
+    HintMatch, RefusedDecision, RefusedSignIn, Remember, Step, ToolNames, ARGUMENTS_RULE,
 };
 pub use when::{Annotations, CallerFacts, Facts, Hint, Variable, When, WhenError, WhenFailed};

@@ -72,6 +72,20 @@ portcullis_model::name_table! {
     }
 }
 
+portcullis_model::name_table! {
+    /// Why a sign-in to the approval page was refused (audit
+    /// `approval_sign_in_refused` `why`, metric label). A session cookie
+    /// that is refused counts here too: it is a sign-in that did not hold.
+    RefusedSignIn {
+        CredentialMissing => "credential_missing", "the sign-in form came without a credential";
+        CredentialRefused => "credential_refused", "the credential was refused by the schemes of the approval's route (or the admin signature was)";
+        NotApprover => "not_approver", "a valid credential of a principal the approval's rule names neither by name nor by group";
+        TokenMismatch => "token_mismatch", "the sign-in or sign-out form's token is not the browser's own (a forged or cross-site form)";
+        SessionTampered => "session_tampered", "a session cookie that does not open: altered, forged, or sealed with a `[state]` key no longer held";
+        SessionExpired => "session_expired", "a session cookie past its end (`[admin] session_lifetime`)";
+    }
+}
+
 /// One annotation criterion: a hint listed as true, or (`!readOnlyHint`)
 /// not listed as true.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

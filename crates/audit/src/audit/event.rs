@@ -355,6 +355,18 @@ pub enum AuditEvent {
         attempted_by: Option<Name>,
         why: crate::approval::RefusedDecision,
     },
+    /// A sign-in to the approval page refused, or a session cookie that
+    /// did not hold, for an approval: who tried (`method:name`, `admin`,
+    /// or absent when unknown) and why. Never the credential, the cookie
+    /// or the form's token. The event's principal is the caller whose
+    /// call waits.
+    ApprovalSignInRefused {
+        rule: Name,
+        tool: Name,
+        arguments_digest: Name,
+        attempted_by: Option<Name>,
+        why: crate::approval::RefusedSignIn,
+    },
     /// `config_weakened`: a security control a new config holds less
     /// strongly than the running one (tied to no request; written with
     /// [`super::AuditSink::emit_unbound`]). Config paths, ids, setting
@@ -394,6 +406,7 @@ impl AuditEvent {
             AuditEvent::ListingChanged { .. } => "listing_changed",
             AuditEvent::Approval { .. } => "approval",
             AuditEvent::ApprovalDecisionRefused { .. } => "approval_decision_refused",
+            AuditEvent::ApprovalSignInRefused { .. } => "approval_sign_in_refused",
             AuditEvent::ConfigWeakened { .. } => "config_weakened",
             AuditEvent::OperationEnd { .. } => "operation_end",
         }
@@ -591,6 +604,23 @@ impl AuditEvent {
         }
     }
 
+    /// `approval_sign_in_refused`: a sign-in to the approval page refused.
+    pub fn approval_sign_in_refused(
+        rule: &str,
+        tool: &str,
+        arguments_digest: &str,
+        attempted_by: Option<&str>,
+        why: crate::approval::RefusedSignIn,
+    ) -> AuditEvent {
+        AuditEvent::ApprovalSignInRefused {
+            rule: Name::new(rule),
+            tool: Name::new(tool),
+            arguments_digest: Name::new(arguments_digest),
+            attempted_by: attempted_by.map(Name::new),
+            why,
+        }
+    }
+
     /// Whether some list is longer than [`MAX_LIST_ITEMS`] and will be cut.
     pub(crate) fn truncated(&self) -> bool {
         let over = |n: usize| n > MAX_LIST_ITEMS;
@@ -622,6 +652,7 @@ impl AuditEvent {
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
             | AuditEvent::ApprovalDecisionRefused { .. }
+            | AuditEvent::ApprovalSignInRefused { .. }
             | AuditEvent::ConfigWeakened { .. }
             | AuditEvent::OperationEnd { .. } => false,
         }

@@ -250,6 +250,13 @@ fn sample_events() -> Vec<AuditEvent> {
         Some("customer"),
         crate::approval::RefusedDecision::TokenMismatch,
     ));
+    events.push(AuditEvent::approval_sign_in_refused(
+        "cancel",
+        "create_invoice",
+        "op-7Qm2",
+        None,
+        crate::approval::RefusedSignIn::SessionExpired,
+    ));
     events.push(AuditEvent::ConfigWeakened {
         control: Name::new("url_mode"),
         route: Some(Name::new("billing")),
@@ -502,11 +509,12 @@ fn no_event_can_carry_anything_but_names() {
             | AuditEvent::ListingChanged { .. }
             | AuditEvent::Approval { .. }
             | AuditEvent::ApprovalDecisionRefused { .. }
+            | AuditEvent::ApprovalSignInRefused { .. }
             | AuditEvent::ConfigWeakened { .. }
             | AuditEvent::OperationEnd { .. } => seen.insert(e.name()),
         };
     }
-    assert_eq!(seen.len(), 11, "every variant is sampled: {seen:?}");
+    assert_eq!(seen.len(), 12, "every variant is sampled: {seen:?}");
 
     let names_given = [
         // keys, field names, hosts, rule and finding names
@@ -559,6 +567,7 @@ fn no_event_can_carry_anything_but_names() {
         "approved",
         "caller",
         "token_mismatch",
+        "session_expired",
         // a reload's outcome
         "refused",
     ];

@@ -71,6 +71,9 @@ pub struct GatewayConfig {
     /// (`[admin] approval_url`: scheme, host, port and a path prefix, no
     /// trailing `/`); `None`: at the admin listener's own address.
     pub approval_url: Option<String>,
+    /// How long an approver's sign-in to the approval page lasts (`[admin]
+    /// session_lifetime`, default 8 hours): the session cookie's lifetime.
+    pub approval_session: Duration,
     pub limits: Limits,
     /// Origins allowed besides the gateway's own (normalised: lower case,
     /// no trailing slash).
@@ -186,6 +189,27 @@ fn approval_url(raw: &RawConfig, loc: &Locator<'_>) -> Result<Option<String>, Co
     Ok(Some(url.as_str().trim_end_matches('/').to_owned()))
 }
 
+/// An approver's sign-in lasts a working day unless `[admin]
+/// session_lifetime` says otherwise (at most a week: a session cannot be
+/// revoked before it ends, only by changing the `[state]` keys).
+fn approval_session(raw: &RawConfig, loc: &Locator<'_>) -> Result<Duration, ConfigError> {
+    const WORKING_DAY: Duration = Duration::from_secs(8 * 3600);
+    const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
+    let written = raw
+        .admin
+        .as_ref()
+        .and_then(|a| a.get_ref().session_lifetime.clone());
+    let lifetime = loc.duration(&written, "admin.session_lifetime", WORKING_DAY)?;
+    match (lifetime > WEEK, &written) {
+        (true, Some(w)) => Err(loc.at(
+            w.span(),
+            "admin.session_lifetime",
+            "at most 7 days (a sign-in cannot be revoked before it ends)",
+        )),
+        _ => Ok(lifetime),
+    }
+}
+
 /// Every section, each checked even when another failed; the config only
 /// when all are good (`p` holds the problems otherwise).
 fn validate(
@@ -199,6 +223,7 @@ fn validate(
     let listeners = listener::listeners(&raw.listener, loc, base, p);
     let admin = p.take(admin_address(&raw, &listeners, loc));
     let approval_url = p.take(approval_url(&raw, loc));
+    let approval_session = p.take(approval_session(&raw, loc));
     let allowed_origins = p.take(listener::allowed_origins(&raw.security, loc));
     let thirty = Duration::from_secs(30);
     let drain_timeout = p.or(
@@ -257,6 +282,7 @@ fn validate(
         listeners,
         admin: admin?,
         approval_url: approval_url?,
+        approval_session: approval_session?,
         limits,
         allowed_origins: allowed_origins?,
         drain_timeout,
@@ -443,6 +469,28 @@ upstream = "rooms"
         ] {
             let e = only(&with(bad));
             assert!(e.to_string().contains("admin.approval_url"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_approvers_sign_in_lasts_a_working_day_unless_told() {
+        let with = |d: &str| {
+            format!("{GOOD}\n[admin]\naddress = \"127.0.0.1:0\"\nsession_lifetime = \"{d}\"\n")
+        };
+        assert_eq!(
+            parse(GOOD).unwrap().approval_session,
+            Duration::from_secs(8 * 3600)
+        );
+        assert_eq!(
+            parse(&with("30m")).unwrap().approval_session,
+            Duration::from_secs(1800)
+        );
+        for bad in ["0s", "8 weeks", "soon"] {
+            let e = only(&with(bad));
+            assert!(
+                e.to_string().contains("admin.session_lifetime"),
+                "{bad}: {e}"
+            );
         }
     }
 

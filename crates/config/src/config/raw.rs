@@ -62,6 +62,8 @@ pub(super) struct RawServerTls {
 pub(super) struct RawAdmin {
     pub(crate) address: Spanned<String>,
     pub(crate) approval_url: Option<Spanned<String>>,
+    /// How long an approver's sign-in to the approval page lasts.
+    pub(crate) session_lifetime: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

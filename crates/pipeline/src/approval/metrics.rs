@@ -6,11 +6,12 @@
 
 use prometheus::{IntCounterVec, Opts};
 
-use super::{RefusedDecision, Step};
+use super::{RefusedDecision, RefusedSignIn, Step};
 
 pub(crate) struct ApprovalMetrics {
     steps: IntCounterVec,
     refused: IntCounterVec,
+    sign_ins_refused: IntCounterVec,
 }
 
 impl ApprovalMetrics {
@@ -31,11 +32,32 @@ impl ApprovalMetrics {
             ),
             &["upstream", "rule", "why"],
         )?;
-        Ok(ApprovalMetrics { steps, refused })
+        let sign_ins_refused = IntCounterVec::new(
+            Opts::new(
+                "portcullis_approval_sign_ins_refused_total",
+                "Sign-ins to the approval page refused, and session cookies that did not hold, by upstream, rule and why (credential_missing, credential_refused, not_approver, token_mismatch, session_tampered, session_expired)",
+            ),
+            &["upstream", "rule", "why"],
+        )?;
+        Ok(ApprovalMetrics {
+            steps,
+            refused,
+            sign_ins_refused,
+        })
     }
 
-    pub(crate) fn collectors(&self) -> [Box<dyn prometheus::core::Collector>; 2] {
-        [Box::new(self.steps.clone()), Box::new(self.refused.clone())]
+    pub(crate) fn collectors(&self) -> [Box<dyn prometheus::core::Collector>; 3] {
+        [
+            Box::new(self.steps.clone()),
+            Box::new(self.refused.clone()),
+            Box::new(self.sign_ins_refused.clone()),
+        ]
+    }
+
+    pub(crate) fn sign_in_refused(&self, upstream: &str, rule: &str, why: RefusedSignIn) {
+        self.sign_ins_refused
+            .with_label_values(&[upstream, rule, why.as_str()])
+            .inc();
     }
 
     pub(crate) fn step(&self, upstream: &str, rule: &str, step: Step) {

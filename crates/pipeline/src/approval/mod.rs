@@ -13,5 +13,5 @@ pub(crate) mod metrics;
 pub(crate) use portcullis_approval::{raw, RawApproval};
 pub(crate) use portcullis_approval::{
     Annotations, ApprovalRule, ApprovalRules, Approver, ArgumentCheck, Because, CallerFacts,
-    Circumstances, Facts, Fallback, RefusedDecision, Remember, Step, Variable,
+    Circumstances, Facts, Fallback, RefusedDecision, RefusedSignIn, Remember, Step, Variable,
 };

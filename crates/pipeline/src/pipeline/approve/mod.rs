@@ -15,10 +15,10 @@ mod steps;
 pub(crate) use ask::held_listing_approved;
 pub use ask::{applies, check, Approve, Called};
 pub use pending::PendingApprovals;
-pub use portcullis_approval::RefusedDecision;
+pub use portcullis_approval::{RefusedDecision, RefusedSignIn};
 pub use push::Question;
 pub(crate) use push::Waiting;
-pub use second::refused_decision;
+pub use second::{refused_decision, refused_sign_in};
 
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
 

@@ -295,7 +295,7 @@ impl PendingApprovals {
 }
 
 /// Compared in constant time: the token is a secret of the page.
-fn same_token(a: &str, b: &str) -> bool {
+pub fn same_token(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())

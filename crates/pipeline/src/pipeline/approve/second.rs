@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use super::pending::{Deciders, Outcome, Pending, Verdict, Waiter, PAGE_PATH};
 use super::steps::{keep, record, Recorded, QUESTION_KEY};
-use crate::approval::{ApprovalRule, RefusedDecision, Step};
+use crate::approval::{ApprovalRule, RefusedDecision, RefusedSignIn, Step};
 use crate::audit::AuditEvent;
 use crate::model::{Asked, Generation, Reason, Refusal};
 use crate::mrtr::approval::ApprovalQuestion;
@@ -355,6 +355,32 @@ pub fn refused_decision(
     tracing::warn!(rule = %pending.rule, who = attempted_by.unwrap_or("unauthenticated"), why = why.as_str(), "approval page: a decision was refused");
     if gateway.audit.enabled() {
         let event = AuditEvent::approval_decision_refused(
+            &pending.rule,
+            &pending.tool,
+            &pending.digest,
+            attempted_by,
+            why,
+        );
+        gateway.audit.emit(&pending.audit, event);
+    }
+}
+
+/// A sign-in to the approval page refused (or a session cookie that did
+/// not hold) for `pending`: an audit event under the waiting call's
+/// context and its count, like a refused decision.
+pub fn refused_sign_in(
+    gateway: &crate::pipeline::Gateway,
+    pending: &Pending,
+    attempted_by: Option<&str>,
+    why: RefusedSignIn,
+) {
+    gateway
+        .metrics
+        .approval
+        .sign_in_refused(&pending.upstream, &pending.rule, why);
+    tracing::warn!(rule = %pending.rule, who = attempted_by.unwrap_or("unknown"), why = why.as_str(), "approval page: a sign-in was refused");
+    if gateway.audit.enabled() {
+        let event = AuditEvent::approval_sign_in_refused(
             &pending.rule,
             &pending.tool,
             &pending.digest,

@@ -4,7 +4,7 @@
 //! `POST /approvals/ID` decides it (`csrf` and `decision` =
 //! `approve`/`decline`, form-encoded; `remember`, where the rule lets an
 //! approval be remembered, keeps it as a person's own would be). Every page is written by the gateway
-//! alone — the approval form's words, every value HTML-escaped.
+//! alone — the approval form's words, every value HTML-escaped (`page.rs`).
 //!
 //! Who may see and decide an approval: a principal the schemes of the
 //! route the call came on authenticate (a bearer token for its resource on
@@ -13,48 +13,36 @@
 //! or the operator, with a request signed with the gateway's `[state]`
 //! keys (`Authorization: Portcullis-Admin`, `signed.rs`), who may decide
 //! any. The caller is an approver only when the rule names them too.
-//! A decision is taken once; a second one, one for an expired approval, or
-//! one whose `csrf` is not the approval's own is refused.
+//! The credential comes with every request, or once: a browser signs in
+//! with the page's form (`sign_in.rs`) and is given a session cookie
+//! (`session.rs`). A decision is taken once; a second one, one for an
+//! expired approval, or one whose `csrf` is not the approval's own is
+//! refused — with a cookie as without.
+
+mod page;
+mod session;
+mod sign_in;
 
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 
-use crate::identify::{AuthFailure, PeerIdentity, Principal};
+use crate::identify::{AuthFailure, PeerIdentity};
 use crate::pipeline::approve::{
     self,
     pending::{Pending, Undecided, Verdict, PAGE_PATH},
-    RefusedDecision,
+    RefusedDecision, RefusedSignIn,
 };
 use crate::pipeline::Gateway;
 use crate::signed;
+use page::{escape, forbidden, page, undecided};
+use session::{Broken, Jar, Session, Viewer};
 
-/// The largest decision body read.
-const MAX_BODY: usize = 1024;
+/// The largest body read (a pasted access token fits).
+const MAX_BODY: usize = 16 << 10;
 
-/// Who asks for the page.
-enum Viewer {
-    /// The operator (a request signed with the `[state]` keys).
-    Operator,
-    Principal(Principal),
-}
-
-impl Viewer {
-    fn name(&self) -> String {
-        match self {
-            Viewer::Operator => "admin".to_owned(),
-            Viewer::Principal(p) => format!("{}:{}", p.method, p.name),
-        }
-    }
-
-    fn may_decide(&self, pending: &Pending) -> bool {
-        match self {
-            Viewer::Operator => true,
-            Viewer::Principal(p) => pending.deciders.admits(p),
-        }
-    }
-}
+const NEEDS_CREDENTIAL: &str = "This page needs a credential: sign in with an API key or access token of the call's route, or send it (or the operator's signed request) in the Authorization header.";
 
 /// Whether `path` is the approval page's.
 pub(super) fn is_page(path: &str) -> bool {
@@ -76,14 +64,19 @@ pub(super) async fn answer(req: Request<Incoming>, gateway: &Gateway) -> Respons
             )
         }
     };
-    let id = parts
-        .uri
-        .path()
+    let path = parts.uri.path();
+    let id = path
         .strip_prefix(PAGE_PATH)
         .and_then(|r| r.strip_prefix('/'))
         .filter(|id| !id.is_empty());
     match (&parts.method, id) {
         (&Method::GET, None) => list(&parts, gateway).await,
+        (&Method::POST, _) if path == page::SIGN_IN_PATH => {
+            sign_in::sign_in(&parts, &bytes, gateway).await
+        }
+        (&Method::POST, _) if path == page::SIGN_OUT_PATH => {
+            sign_in::sign_out(&parts, &bytes, gateway)
+        }
         (&Method::GET, Some(id)) => show(&parts, id, gateway).await,
         (&Method::POST, Some(id)) => decide(&parts, &bytes, id, gateway).await,
         _ => {
@@ -123,25 +116,126 @@ fn operator(
     )
 }
 
-/// Who asks about `pending`: the operator, or a principal of its route's schemes.
+/// Who asks, and the session they asked with (for its sign-out form).
+struct Seen {
+    viewer: Viewer,
+    session: Option<Session>,
+}
+
+/// Why nobody is seen: the page to answer with, and a session cookie that
+/// did not hold (to be recorded where the approval is known).
+struct Unseen {
+    response: Response<Full<Bytes>>,
+    broken: Option<(RefusedSignIn, Option<String>)>,
+}
+
+/// Who asks about `pending` (`id`): the operator, a principal of its
+/// route's schemes (from the Authorization header or any header those
+/// schemes read), or the approver the session cookie names.
 async fn viewer(
     parts: &http::request::Parts,
     body: &[u8],
+    id: Option<&str>,
     pending: &Pending,
     gateway: &Gateway,
-) -> Result<Viewer, Response<Full<Bytes>>> {
+) -> Result<Seen, Unseen> {
+    let plain = |response| Unseen {
+        response,
+        broken: None,
+    };
     if let Some(signed) = operator(parts, gateway, body) {
-        return signed.map_err(|()| unauthenticated("The admin signature was refused."));
+        return match signed {
+            Ok(viewer) => Ok(Seen {
+                viewer,
+                session: None,
+            }),
+            Err(()) => Err(plain(page::unauthenticated(
+                "The admin signature was refused.",
+                None,
+            ))),
+        };
     }
+    let jar = Jar::of(gateway);
+    let now = gateway.clock.now_millis();
+    let by_header = parts.headers.contains_key(header::AUTHORIZATION);
+    match jar.session(&parts.headers, now).filter(|_| !by_header) {
+        Some(Ok(session)) => match session.who.viewer_for(&pending.deciders) {
+            Some(viewer) => Ok(Seen {
+                viewer,
+                session: Some(session),
+            }),
+            None => Err(plain(sign_in::needed(
+                gateway,
+                "You are signed in with a credential this call's route does not take: sign in with one of its own.",
+                id,
+                false,
+            ))),
+        },
+        Some(Err((broken, who))) => {
+            let why = match broken {
+                Broken::Tampered => RefusedSignIn::SessionTampered,
+                Broken::Expired => RefusedSignIn::SessionExpired,
+            };
+            let words = match broken {
+                Broken::Tampered => "The sign-in cookie was refused: sign in again.",
+                Broken::Expired => "Your sign-in has ended: sign in again.",
+            };
+            Err(Unseen {
+                response: sign_in::needed(gateway, words, id, true),
+                broken: Some((why, who.map(|w| w.name(&pending.deciders)))),
+            })
+        }
+        None => by_credential(parts, id, pending, gateway).await,
+    }
+}
+
+/// A principal of the route's schemes, from the request's own headers.
+async fn by_credential(
+    parts: &http::request::Parts,
+    id: Option<&str>,
+    pending: &Pending,
+    gateway: &Gateway,
+) -> Result<Seen, Unseen> {
     let d = &pending.deciders;
     d.auth
-        .authenticate(&d.schemes, false, &parts.headers, &PeerIdentity::default(), d.resource.as_deref())
+        .authenticate(
+            &d.schemes,
+            false,
+            &parts.headers,
+            &PeerIdentity::default(),
+            d.resource.as_deref(),
+        )
         .await
-        .map(Viewer::Principal)
-        .map_err(|failure| match failure {
-            AuthFailure::Missing => unauthenticated("This page needs a credential: a bearer token of the route's sign-in, or the operator's signed request."),
-            _ => unauthenticated("The credential was refused."),
+        .map(|p| Seen {
+            viewer: Viewer::Principal(p),
+            session: None,
         })
+        .map_err(|failure| Unseen {
+            response: match failure {
+                AuthFailure::Missing => sign_in::needed(gateway, NEEDS_CREDENTIAL, id, false),
+                _ => page::unauthenticated("The credential was refused.", None),
+            },
+            broken: None,
+        })
+}
+
+/// Who asks about `pending`, a session cookie that did not hold recorded.
+async fn viewer_recorded(
+    parts: &http::request::Parts,
+    body: &[u8],
+    id: &str,
+    pending: &Pending,
+    gateway: &Gateway,
+) -> Result<Seen, Unseen> {
+    let seen = viewer(parts, body, Some(id), pending, gateway).await;
+    if let Err(Unseen {
+        broken: Some((why, who)),
+        ..
+    }) = &seen
+    {
+        approve::refused_sign_in(gateway, pending, who.as_deref(), *why);
+    }
+    seen
 }
 
 async fn list(parts: &http::request::Parts, gateway: &Gateway) -> Response<Full<Bytes>> {
@@ -149,16 +243,24 @@ async fn list(parts: &http::request::Parts, gateway: &Gateway) -> Response<Full<
     let waiting = gateway.pending.waiting(now);
     let operator = operator(parts, gateway, b"");
     if matches!(operator, Some(Err(()))) {
-        return unauthenticated("The admin signature was refused.");
+        return page::unauthenticated("The admin signature was refused.", None);
     }
     let mut rows = String::new();
     let mut anyone = operator.is_some();
+    let mut session = None;
+    let mut refused = None;
     for (id, pending) in &waiting {
         let viewer = match &operator {
             Some(_) => Viewer::Operator,
-            None => match viewer(parts, b"", pending, gateway).await {
-                Ok(v) => v,
-                Err(_) => continue,
+            None => match viewer(parts, b"", None, pending, gateway).await {
+                Ok(seen) => {
+                    session = session.or(seen.session);
+                    seen.viewer
+                }
+                Err(unseen) => {
+                    refused.get_or_insert(unseen.response);
+                    continue;
+                }
             },
         };
         anyone = true;
@@ -174,13 +276,27 @@ async fn list(parts: &http::request::Parts, gateway: &Gateway) -> Response<Full<
         }
     }
     if !anyone && !waiting.is_empty() {
-        return unauthenticated("This page needs a credential: a bearer token of the route's sign-in, or the operator's signed request.");
+        return refused.unwrap_or_else(|| sign_in::needed(gateway, NEEDS_CREDENTIAL, None, false));
     }
     let body = match rows.is_empty() {
         true => "<p>No call waits for your approval.</p>".to_owned(),
         false => format!("<ul>{rows}</ul>"),
     };
-    page(StatusCode::OK, "Calls waiting for approval", &body)
+    let signed_in = session
+        .map(|s| page::sign_out_form(&session_name(&s), &s.csrf))
+        .unwrap_or_default();
+    page(
+        StatusCode::OK,
+        "Calls waiting for approval",
+        &format!("{signed_in}{body}"),
+    )
+}
+
+fn session_name(s: &Session) -> String {
+    match &s.who {
+        session::Who::Operator => "admin".to_owned(),
+        session::Who::Principal { name, .. } => name.clone(),
+    }
 }
 
 async fn show(parts: &http::request::Parts, id: &str, gateway: &Gateway) -> Response<Full<Bytes>> {
@@ -188,12 +304,12 @@ async fn show(parts: &http::request::Parts, id: &str, gateway: &Gateway) -> Resp
         Ok(p) => p,
         Err(why) => return undecided(why),
     };
-    let viewer = match viewer(parts, b"", &pending, gateway).await {
+    let seen = match viewer_recorded(parts, b"", id, &pending, gateway).await {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(unseen) => return unseen.response,
     };
-    if !viewer.may_decide(&pending) {
-        return forbidden(&viewer);
+    if !seen.viewer.may_decide(&pending) {
+        return forbidden(&seen.viewer.name());
     }
     let action = format!("{PAGE_PATH}/{}", escape(id));
     let csrf = escape(&pending.csrf);
@@ -213,8 +329,12 @@ async fn show(parts: &http::request::Parts, id: &str, gateway: &Gateway) -> Resp
             )
         })
         .unwrap_or_default();
+    let signed_in = seen
+        .session
+        .map(|s| page::sign_out_form(&seen.viewer.name(), &s.csrf))
+        .unwrap_or_default();
     let body = format!(
-        "<dl><dt>Server</dt><dd>{}</dd><dt>Tool</dt><dd>{}</dd><dt>Asked by</dt><dd>{}</dd><dt>Rule</dt><dd>{} ({})</dd></dl><pre>{}</pre>{}{}",
+        "{signed_in}<dl><dt>Server</dt><dd>{}</dd><dt>Tool</dt><dd>{}</dd><dt>Asked by</dt><dd>{}</dd><dt>Rule</dt><dd>{} ({})</dd></dl><pre>{}</pre>{}{}",
         escape(&pending.server),
         escape(&pending.tool),
         escape(&pending.caller),
@@ -239,17 +359,17 @@ async fn decide(
     let Some(known) = gateway.pending.lookup(id) else {
         return refused_decision(id, Undecided::NotFound);
     };
-    let viewer = match viewer(parts, body, &known, gateway).await {
-        Ok(v) => v,
-        Err(r) => {
+    let viewer = match viewer_recorded(parts, body, id, &known, gateway).await {
+        Ok(seen) => seen.viewer,
+        Err(unseen) => {
             approve::refused_decision(gateway, &known, None, RefusedDecision::Unauthenticated);
-            return r;
+            return unseen.response;
         }
     };
     let by = viewer.name();
     if !viewer.may_decide(&known) {
         approve::refused_decision(gateway, &known, Some(&by), RefusedDecision::NotApprover);
-        return forbidden(&viewer);
+        return forbidden(&by);
     }
     let form = form_fields(body);
     let verdict = match form.decision.as_deref() {
@@ -322,107 +442,9 @@ fn refused_decision(id: &str, why: Undecided) -> Response<Full<Bytes>> {
     undecided(why)
 }
 
-fn undecided(why: Undecided) -> Response<Full<Bytes>> {
-    let status = match why {
-        Undecided::NotFound => StatusCode::NOT_FOUND,
-        Undecided::Expired => StatusCode::GONE,
-        Undecided::AlreadyDecided => StatusCode::CONFLICT,
-        Undecided::CsrfMismatch => StatusCode::FORBIDDEN,
-    };
-    page(
-        status,
-        "Not decided",
-        &format!("<p>{}.</p>", escape(&capitalised(&why.to_string()))),
-    )
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map(|f| f.to_uppercase().chain(c).collect())
-        .unwrap_or_default()
-}
-
-fn forbidden(viewer: &Viewer) -> Response<Full<Bytes>> {
-    page(
-        StatusCode::FORBIDDEN,
-        "Not an approver",
-        &format!(
-            "<p>{} is not an approver of this call's rule.</p>",
-            escape(&viewer.name())
-        ),
-    )
-}
-
-fn unauthenticated(why: &str) -> Response<Full<Bytes>> {
-    let mut r = page(
-        StatusCode::UNAUTHORIZED,
-        "Sign-in needed",
-        &format!("<p>{}</p>", escape(why)),
-    );
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    r
-}
-
-/// A page of the gateway's own: nothing is loaded from elsewhere, no
-/// script runs, no other site may frame it or post to it.
-fn page(status: StatusCode, title: &str, body: &str) -> Response<Full<Bytes>> {
-    let html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t} — Portcullis</title></head><body><h1>{t}</h1>{body}</body></html>\n",
-        t = escape(title)
-    );
-    let mut r = super::text(status, "text/html; charset=utf-8", html);
-    secure(r.headers_mut());
-    r
-}
-
-fn secure(h: &mut HeaderMap) {
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-}
-
-/// Text as HTML text or an attribute value.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escaping_leaves_no_markup() {
-        assert_eq!(
-            escape("<script>\"a\" & 'b'</script>"),
-            "&lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/script&gt;"
-        );
-    }
 
     #[test]
     fn form_fields_are_read_decoded() {
