@@ -12,16 +12,16 @@ use serde_json::{json, Value};
 use crate::common::legacy_post as post;
 use crate::common::*;
 
-const KEY: &str = "dev.portcullis/approval";
-const ALICE: &str = "pcl_alice-test-key-0123456789abcdef";
-const BOB: &str = "pcl_bob-test-key-0123456789abcdef";
-const CAROL: &str = "pcl_carol-test-key-0123456789abcdef";
+pub(crate) const KEY: &str = "dev.portcullis/approval";
+pub(crate) const ALICE: &str = "pcl_alice-test-key-0123456789abcdef";
+pub(crate) const BOB: &str = "pcl_bob-test-key-0123456789abcdef";
+pub(crate) const CAROL: &str = "pcl_carol-test-key-0123456789abcdef";
 
 const SECOND: &str = "name = \"second\"\ntools = [\"cancel_booking\"]\napprover = \"approvers\"\napprovers = [\"bob\"]\napprover_groups = [\"security\"]\ntimeout = \"20s\"";
 
 /// Answers every call with the params it got; lists `cancel_booking` as
 /// destructive. Speaks both generations (a session at `initialize`).
-async fn rooms() -> ScriptedUpstream {
+pub(crate) async fn rooms() -> ScriptedUpstream {
     ScriptedUpstream::start(|req| {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let id = id_of(req);
@@ -54,7 +54,7 @@ async fn rooms() -> ScriptedUpstream {
     .await
 }
 
-fn calls(up: &ScriptedUpstream) -> Vec<Value> {
+pub(crate) fn calls(up: &ScriptedUpstream) -> Vec<Value> {
     up.requests()
         .iter()
         .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
@@ -64,7 +64,7 @@ fn calls(up: &ScriptedUpstream) -> Vec<Value> {
 
 /// Three API-key principals: alice calls, bob is named, carol is in the
 /// `security` group.
-fn keyed(up: &ScriptedUpstream, rule: &str) -> String {
+pub(crate) fn keyed(up: &ScriptedUpstream, rule: &str) -> String {
     let hash = portcullis::identify::hash_key;
     let auth = format!(
         "[[auth]]\nname = \"keys\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"{}\"\n[[auth.key]]\nprincipal = \"bob\"\nhash = \"{}\"\n[[auth.key]]\nprincipal = \"carol\"\ngroups = [\"security\"]\nhash = \"{}\"\n",
@@ -81,7 +81,7 @@ fn keyed(up: &ScriptedUpstream, rule: &str) -> String {
 }
 
 /// A 2026-07-28 call from a client with the given capabilities.
-fn stateless_call(id: &str, caps: Value) -> Value {
+pub(crate) fn stateless_call(id: &str, caps: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
         "_meta": {"io.modelcontextprotocol/protocolVersion": VERSION,
                   "io.modelcontextprotocol/clientCapabilities": caps},
@@ -89,7 +89,7 @@ fn stateless_call(id: &str, caps: Value) -> Value {
         "arguments": {"booking": "<b>B-1042</b>", "notify": true}}})
 }
 
-async fn send(c: &reqwest::Client, gw: &str, body: &Value) -> Value {
+pub(crate) async fn send(c: &reqwest::Client, gw: &str, body: &Value) -> Value {
     let req = call(c, gw, "x", "cancel_booking", json!({}))
         .bearer_auth(ALICE)
         .body(body.to_string());
@@ -97,7 +97,7 @@ async fn send(c: &reqwest::Client, gw: &str, body: &Value) -> Value {
 }
 
 /// The call, asked about with the page's link: the link and the state.
-async fn linked(c: &reqwest::Client, gw: &str) -> (String, String) {
+pub(crate) async fn linked(c: &reqwest::Client, gw: &str) -> (String, String) {
     let asked = send(
         c,
         gw,
@@ -120,7 +120,7 @@ async fn linked(c: &reqwest::Client, gw: &str) -> (String, String) {
 }
 
 /// The retry after the caller accepted the link: it waits for the approver.
-fn retry(c: &reqwest::Client, gw: &str, state: &str) -> tokio::task::JoinHandle<Value> {
+pub(crate) fn retry(c: &reqwest::Client, gw: &str, state: &str) -> tokio::task::JoinHandle<Value> {
     let mut body = stateless_call("a2", json!({"elicitation": {"url": {}}}));
     body["params"]["requestState"] = json!(state);
     body["params"]["inputResponses"] = json!({ KEY: {"action": "accept"} });
@@ -137,7 +137,7 @@ async fn page(c: &reqwest::Client, link: &str, key: Option<&str>) -> (u16, Strin
     (resp.status().as_u16(), resp.text().await.unwrap())
 }
 
-fn csrf_of(html: &str) -> String {
+pub(crate) fn csrf_of(html: &str) -> String {
     let at = html
         .find("name=\"csrf\" value=\"")
         .expect("the form's token")

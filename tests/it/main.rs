@@ -8,6 +8,7 @@ mod access_log;
 mod approval;
 mod approval_page;
 mod approval_sessions;
+mod approval_sign_in;
 mod architecture;
 mod argument_contract;
 mod audit;
