@@ -517,3 +517,58 @@ async fn a_sign_in_form_needs_this_browsers_token_and_returns_only_to_the_page()
     waiting.abort();
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_sign_in_holds_only_on_routes_of_the_scheme_that_checked_it() {
+    const PARTNER_BOB: &str = "pcl_partner-bob-key-0123456789abcdef";
+    let up = rooms().await;
+    let hash = portcullis::identify::hash_key;
+    // Another scheme with a principal of the same name: another person.
+    let partners = format!(
+        "[[auth]]\nname = \"partners\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"{}\"\n[[auth.key]]\nprincipal = \"bob\"\nhash = \"{}\"\n",
+        hash(ALICE),
+        hash(PARTNER_BOB),
+    );
+    let route = format!(
+        "\n[[route]]\npath = \"/partners\"\nupstream = \"test\"\nauth = [\"partners\"]\n[[route.approval]]\n{BOB_ONLY}\n"
+    );
+    let text = format!("{partners}\n{}{route}", keyed(&up, BOB_ONLY));
+    let gw = start_gateway(&text).await;
+    let c = client();
+    let ours = url(&gw);
+    let theirs = ours.replace("/mcp", "/partners");
+    let admin = gw.admin_addr.unwrap().to_string();
+    let (link_ours, state_ours) = linked(&c, &ours).await;
+    let (link_theirs, state_theirs) = linked(&c, &theirs).await;
+    let waiting = [
+        retry(&c, &ours, &state_ours),
+        retry(&c, &theirs, &state_theirs),
+    ];
+    let mut partner = Browser::default();
+    assert_eq!(
+        partner
+            .sign_in(&admin, &link_theirs, PARTNER_BOB)
+            .await
+            .status,
+        303
+    );
+    assert_eq!(partner.get(&link_theirs).await.status, 200);
+    let elsewhere = partner.get(&link_ours).await;
+    assert_eq!(
+        elsewhere.status, 401,
+        "the partners' bob is not the keys' bob: {}",
+        elsewhere.html
+    );
+    assert_eq!(
+        partner
+            .post(&link_ours, "csrf=x&decision=approve")
+            .await
+            .status,
+        401
+    );
+    assert!(calls(&up).is_empty());
+    for w in waiting {
+        w.abort();
+    }
+    gw.shutdown().await;
+}
