@@ -119,7 +119,7 @@ impl RequestCtx {
     pub fn binding(&self) -> Binding<'_> {
         let p = &self.principal;
         Binding {
-            principal: (!p.is_anonymous()).then(|| (p.method.as_str(), p.name.as_ref())),
+            principal: (!p.is_anonymous()).then(|| (p.scheme.as_ref(), p.name.as_ref())),
             upstream: &self.route.upstream.settings.id,
             method: self.request.method,
             target: self.request.target.as_deref(),
