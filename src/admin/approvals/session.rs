@@ -115,6 +115,7 @@ impl Who {
                     name: Arc::from(name.as_str()),
                     groups: Arc::from(groups.clone()),
                     method: deciders.auth.method(id)?,
+                    scheme: Arc::from(scheme.as_str()),
                     grant: None,
                 }))
             }

@@ -189,17 +189,8 @@ async fn check(deciders: &approve::pending::Deciders, credential: &str) -> Optio
         .await
         .ok()?;
     // The scheme that took it: the session is good on routes that list it.
-    for id in &deciders.schemes {
-        if let Ok(p) = auth
-            .authenticate(std::slice::from_ref(id), false, &headers, &peer, resource)
-            .await
-        {
-            if p == principal {
-                return Who::principal(deciders, *id, &principal);
-            }
-        }
-    }
-    None
+    let id = auth.lookup(&principal.scheme)?;
+    Who::principal(deciders, id, &principal)
 }
 
 /// `POST /approvals/sign-out`: the session's own token ends it.
