@@ -35,6 +35,8 @@ use crate::pipeline::Gateway;
 mod approvals;
 mod listings;
 
+pub use approvals::{operator_sign_in_token, OPERATOR_TOKEN_LIFETIME};
+
 pub(crate) fn text(
     status: StatusCode,
     content_type: &'static str,

@@ -21,6 +21,7 @@ pub use portcullis_pipeline::{connection, layers, listings, pipeline, telemetry}
 pub use portcullis_policy::policy;
 
 pub mod admin;
+pub mod approval_token;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod explain;

@@ -108,7 +108,7 @@ struct Admin {
 }
 
 /// The `[state]` keys of a config file, read as the gateway reads them.
-fn keys_of(config: &std::path::Path) -> Result<StateKeys, String> {
+pub(crate) fn keys_of(config: &std::path::Path) -> Result<StateKeys, String> {
     let text = std::fs::read_to_string(config)
         .map_err(|e| format!("cannot read {}: {e}", config.display()))?;
     let table: toml::Table = text

@@ -110,6 +110,13 @@ enum Command {
     /// What a running gateway pinned of each upstream's lists, and the
     /// operator's acceptance of a changed definition (rug pulls).
     Listings(portcullis::listings_command::ListingsArgs),
+    /// A token the operator pastes into the approval page's sign-in form
+    /// (made with the config's [state] keys; good for five minutes).
+    ApprovalToken {
+        /// The gateway's config file (its [state] keys_file or keys_env).
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// (internal) The supervisor of one stdio program: see dataplane::stdio::supervise.
     #[command(hide = true)]
     StdioSupervise {
@@ -295,6 +302,7 @@ fn main() -> ExitCode {
             #[cfg(feature = "demo")]
             Command::DemoUpstream { listen } => demo_upstream(listen).await,
             Command::Keygen { id } => keygen(&id),
+            Command::ApprovalToken { config } => portcullis::approval_token::run(&config),
             Command::HashKey { generate } => hash_key(generate),
             Command::Listings(args) => {
                 let admin = match (args.admin, &args.config) {

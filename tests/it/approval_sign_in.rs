@@ -572,3 +572,76 @@ async fn a_sign_in_holds_only_on_routes_of_the_scheme_that_checked_it() {
     }
     gw.shutdown().await;
 }
+
+/// The operator signs in with a token `portcullis approval-token` made
+/// with the gateway's `[state]` keys; one made with other keys, or a
+/// sealed value of another purpose, signs nobody in.
+#[tokio::test]
+async fn the_operator_signs_in_with_a_token_of_the_state_keys() {
+    let up = rooms().await;
+    let dir = tempfile::tempdir().unwrap();
+    let keys_path = dir.path().join("keys");
+    std::fs::write(&keys_path, portcullis::mrtr::seal::new_key_line("k1")).unwrap();
+    let text = format!(
+        "{}\n[state]\nkeys_file = \"{}\"\n",
+        keyed(&up, CAROL_ONLY),
+        keys_path.display()
+    );
+    let config = dir.path().join("gw.toml");
+    std::fs::write(&config, &text).unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let other_keys = other_dir.path().join("keys");
+    std::fs::write(&other_keys, portcullis::mrtr::seal::new_key_line("k1")).unwrap();
+    let other_config = other_dir.path().join("gw.toml");
+    std::fs::write(
+        &other_config,
+        format!("[state]\nkeys_file = \"{}\"\n", other_keys.display()),
+    )
+    .unwrap();
+    let token_of = |config: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["approval-token", "--config"])
+            .arg(config)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let gw = start_gateway(&text).await;
+    let (c, g) = (client(), url(&gw));
+    let admin = gw.admin_addr.unwrap().to_string();
+    let (link, state) = linked(&c, &g).await;
+    let waiting = retry(&c, &g, &state);
+    let mut stranger = Browser::default();
+    let refused = stranger
+        .sign_in(&admin, &link, &token_of(&other_config))
+        .await;
+    assert_eq!(refused.status, 401, "{}", refused.html);
+    // A session cookie's value is no operator token either.
+    let mut bob = Browser::default();
+    let list = format!("http://{admin}/approvals");
+    let asked = bob.get(&list).await;
+    bob.post(
+        &format!("http://{admin}/approvals/sign-in"),
+        &format!("csrf={}&credential={BOB}", csrf_of(&asked.html)),
+    )
+    .await;
+    let sealed = bob.jar["portcullis-approver"].clone();
+    let mut replayer = Browser::default();
+    assert_eq!(replayer.sign_in(&admin, &link, &sealed).await.status, 401);
+    let mut operator = Browser::default();
+    let signed = operator.sign_in(&admin, &link, &token_of(&config)).await;
+    assert_eq!(signed.status, 303, "{}", signed.html);
+    let shown = operator.get(&link).await;
+    assert_eq!(shown.status, 200, "{}", shown.html);
+    let decided = operator
+        .post(
+            &link,
+            &format!("csrf={}&decision=approve", decision_token(&shown.html)),
+        )
+        .await;
+    assert_eq!(decided.status, 200, "{}", decided.html);
+    let done = waiting.await.unwrap();
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    gw.shutdown().await;
+}

@@ -37,6 +37,7 @@ use crate::pipeline::approve::{
 use crate::pipeline::Gateway;
 use crate::signed;
 use page::{escape, forbidden, page, undecided};
+pub use session::{operator_sign_in_token, OPERATOR_TOKEN_LIFETIME};
 use session::{Broken, Jar, Session, Viewer};
 
 /// The largest body read (a pasted access token fits).

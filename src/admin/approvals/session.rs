@@ -26,6 +26,10 @@ use crate::pipeline::Gateway;
 /// The prefixes of the sealed cookie values (their AEAD associated data).
 const SESSION_PREFIX: &str = "pcas1.";
 const SIGN_IN_PREFIX: &str = "pcai1.";
+/// The prefix of the operator's sign-in token (`portcullis approval-token`).
+pub(super) const OPERATOR_PREFIX: &str = "pcao1.";
+/// How long an operator's sign-in token may be pasted after it was made.
+pub const OPERATOR_TOKEN_LIFETIME: Duration = Duration::from_secs(300);
 /// The cookies' names; over TLS with the `__Host-` prefix (Secure, Path=/,
 /// no Domain: no other host nor path can set or shadow them).
 const SESSION_NAME: &str = "portcullis-approver";
@@ -71,6 +75,23 @@ pub(super) enum Broken {
 struct SignIn {
     csrf: String,
     expires_ms: u64,
+}
+
+/// What the operator's sign-in token holds: only its end. It is sealed
+/// with the `[state]` keys, so only who holds them can make one.
+#[derive(Serialize, Deserialize)]
+struct OperatorToken {
+    expires_ms: u64,
+}
+
+/// A token the operator pastes into the sign-in form to sign in as the
+/// operator, made with the gateway's `[state]` keys (never the keys
+/// themselves); it can be pasted for [`OPERATOR_TOKEN_LIFETIME`].
+pub fn operator_sign_in_token(keys: &StateKeys, now_ms: u64) -> Option<String> {
+    let token = OperatorToken {
+        expires_ms: now_ms.saturating_add(millis(OPERATOR_TOKEN_LIFETIME)),
+    };
+    keys.seal_as(OPERATOR_PREFIX, &token)
 }
 
 /// Who asks for the page.
@@ -248,6 +269,13 @@ impl<'a> Jar<'a> {
             .is_some_and(|f| f.expires_ms > now_ms && same_token(&f.csrf, csrf))
     }
 
+    /// Whether `token` is an operator's sign-in token of these keys, in time.
+    pub fn operator_token_holds(&self, token: &str, now_ms: u64) -> bool {
+        self.keys
+            .open_as::<OperatorToken>(OPERATOR_PREFIX, token)
+            .is_ok_and(|t| t.expires_ms > now_ms)
+    }
+
     /// The Set-Cookie value that removes the sign-in form's cookie.
     pub fn sign_in_done(&self) -> Option<HeaderValue> {
         self.set(SIGN_IN_NAME, String::new(), Duration::ZERO)
@@ -256,4 +284,31 @@ impl<'a> Jar<'a> {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jar(keys: &StateKeys) -> Jar<'_> {
+        Jar {
+            keys,
+            tls: false,
+            lifetime: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn an_operator_token_holds_for_its_lifetime_under_its_keys_only() {
+        let keys = StateKeys::parse(&crate::mrtr::seal::new_key_line("k1")).unwrap();
+        let other = StateKeys::parse(&crate::mrtr::seal::new_key_line("k1")).unwrap();
+        let token = operator_sign_in_token(&keys, 1_000).unwrap();
+        assert!(jar(&keys).operator_token_holds(&token, 1_000));
+        assert!(!jar(&keys).operator_token_holds(&token, 1_000 + 300_000));
+        assert!(!jar(&other).operator_token_holds(&token, 1_000));
+        // A session sealed by the same keys is no operator token.
+        let session = jar(&keys).start(Who::Operator, 1_000).unwrap();
+        let value = session.to_str().unwrap().split(['=', ';']).nth(1).unwrap();
+        assert!(!jar(&keys).operator_token_holds(value, 1_000));
+    }
 }

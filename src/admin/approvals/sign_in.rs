@@ -4,6 +4,8 @@
 //! approval signed in for). It is checked exactly as the Authorization
 //! header would be (`Bearer`, by the route's schemes, for its resource),
 //! never logged, echoed or kept: the session cookie says who signed in.
+//! The operator pastes a short-lived token that `portcullis approval-token`
+//! makes with the `[state]` keys (never the keys themselves).
 //! `POST /approvals/sign-out` (`csrf`: the session's) ends the session.
 //!
 //! A refused sign-in for a known approval is recorded like a refused
@@ -15,7 +17,7 @@ use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 
 use super::page::{self, escape, page, page_path};
-use super::session::{Jar, Who};
+use super::session::{self, Jar, Who};
 use crate::identify::PeerIdentity;
 use crate::pipeline::approve::pending::{same_token, Pending, Undecided};
 use crate::pipeline::approve::{self, RefusedSignIn};
@@ -111,6 +113,14 @@ pub(super) async fn sign_in(
             approval,
             false,
         );
+    }
+    if form.credential.starts_with(session::OPERATOR_PREFIX) {
+        if !jar.operator_token_holds(&form.credential, now) {
+            refuse(None, RefusedSignIn::CredentialRefused);
+            return needed(gateway, "The operator's token was refused (made with other keys, or more than 5 minutes ago).", approval, false);
+        }
+        tracing::info!(who = "admin", "approval page: the operator signed in");
+        return signed_in(gateway, &jar, Who::Operator, approval, now);
     }
     let candidates: Vec<std::sync::Arc<Pending>> = match &pending {
         Some(p) => vec![p.clone()],
