@@ -132,8 +132,21 @@ pub(super) async fn sign_in(
             .collect(),
     };
     let mut found = None;
+    let mut tried: Vec<Tried<'_>> = Vec::new();
     for p in &candidates {
-        if let Some(who) = check(&p.deciders, &form.credential).await {
+        // One check per route's schemes and resource, however many calls wait.
+        let d = &p.deciders;
+        // (Scheme ids are of their config generation: its schemes are part of it.)
+        let route = (
+            std::sync::Arc::as_ptr(&d.auth) as usize,
+            d.schemes.as_slice(),
+            d.resource.as_deref(),
+        );
+        if tried.contains(&route) {
+            continue;
+        }
+        tried.push(route);
+        if let Some(who) = check(d, &form.credential).await {
             found = Some((who, p));
             break;
         }
@@ -151,6 +164,10 @@ pub(super) async fn sign_in(
     tracing::info!(who = %name, "approval page: an approver signed in");
     signed_in(gateway, &jar, who, approval, now)
 }
+
+/// A route's schemes (of their config generation, by its address) and
+/// resource, checked.
+type Tried<'a> = (usize, &'a [crate::identify::SchemeId], Option<&'a str>);
 
 /// 303 to the approval (or the list) with the session cookie.
 fn signed_in(
