@@ -9,7 +9,7 @@
 //! with the `X-Portcullis-Admin` header and a JSON body, and never with an
 //! `Origin`: `portcullis listings accept --config FILE` on the gateway's
 //! host (or in its pod), nobody else. And the approval page
-//! (`approvals.rs`), where an approver decides a call an `[[approval]]`
+//! (`approvals/`), where an approver decides a call an `[[approval]]`
 //! rule holds for them.
 
 use std::convert::Infallible;

@@ -2,7 +2,7 @@
 //! (`approver = "approvers"`, or `fallback = "approvers"`): each is one
 //! call held by the approve phase, known by an id from the system's CSPRNG
 //! and decided once, on the gateway's approval page (served by the admin
-//! listener, `src/admin/approvals.rs`). What the page shows was written
+//! listener, `src/admin/approvals/`). What the page shows was written
 //! when the call was asked about — the gateway's own words and the
 //! arguments as the approval form shows them (names, values shortened,
 //! secrets masked) — and nothing else of the call is kept.
