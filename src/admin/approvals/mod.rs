@@ -19,6 +19,7 @@
 //! expired approval, or one whose `csrf` is not the approval's own is
 //! refused — with a cookie as without.
 
+mod oauth;
 mod page;
 mod session;
 mod sign_in;
@@ -78,6 +79,7 @@ pub(super) async fn answer(req: Request<Incoming>, gateway: &Gateway) -> Respons
         (&Method::POST, _) if path == page::SIGN_OUT_PATH => {
             sign_in::sign_out(&parts, &bytes, gateway)
         }
+        (&Method::GET, _) if path == oauth::CALLBACK_PATH => oauth::callback(&parts, gateway).await,
         (&Method::GET, Some(id)) => show(&parts, id, gateway).await,
         (&Method::POST, Some(id)) => decide(&parts, &bytes, id, gateway).await,
         _ => {
@@ -128,6 +130,8 @@ struct Seen {
 struct Unseen {
     response: Response<Full<Bytes>>,
     broken: Option<(RefusedSignIn, Option<String>)>,
+    /// No credential at all came (a browser may be sent to sign in).
+    missing: bool,
 }
 
 /// Who asks about `pending` (`id`): the operator, a principal of its
@@ -143,6 +147,7 @@ async fn viewer(
     let plain = |response| Unseen {
         response,
         broken: None,
+        missing: false,
     };
     if let Some(signed) = operator(parts, gateway, body) {
         return match signed {
@@ -184,6 +189,7 @@ async fn viewer(
             Err(Unseen {
                 response: sign_in::needed(gateway, words, id, true),
                 broken: Some((why, who.map(|w| w.name(&pending.deciders)))),
+                missing: false,
             })
         }
         None => by_credential(parts, id, pending, gateway).await,
@@ -212,6 +218,7 @@ async fn by_credential(
             session: None,
         })
         .map_err(|failure| Unseen {
+            missing: failure == AuthFailure::Missing,
             response: match failure {
                 AuthFailure::Missing => sign_in::needed(gateway, NEEDS_CREDENTIAL, id, false),
                 _ => page::unauthenticated("The credential was refused.", None),
@@ -293,6 +300,15 @@ async fn list(parts: &http::request::Parts, gateway: &Gateway) -> Response<Full<
     )
 }
 
+/// A browser's navigation (`Accept: text/html`), not a tool's request.
+fn wants_html(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/html"))
+}
+
 fn session_name(s: &Session) -> String {
     match &s.who {
         session::Who::Operator => "admin".to_owned(),
@@ -307,6 +323,14 @@ async fn show(parts: &http::request::Parts, id: &str, gateway: &Gateway) -> Resp
     };
     let seen = match viewer_recorded(parts, b"", id, &pending, gateway).await {
         Ok(v) => v,
+        // A browser without a credential signs in at the route's issuer
+        // when the route has a sign-in client there.
+        Err(unseen) if unseen.missing && wants_html(&parts.headers) => {
+            match oauth::start(gateway, &pending, id).await {
+                Some(redirect) => return redirect,
+                None => return unseen.response,
+            }
+        }
         Err(unseen) => return unseen.response,
     };
     if !seen.viewer.may_decide(&pending) {

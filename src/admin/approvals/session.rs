@@ -173,6 +173,10 @@ pub(super) struct Jar<'a> {
 }
 
 impl<'a> Jar<'a> {
+    pub fn keys(&self) -> &StateKeys {
+        self.keys
+    }
+
     pub fn of(gateway: &'a Gateway) -> Jar<'a> {
         let config = &gateway.config;
         Jar {
@@ -192,7 +196,12 @@ impl<'a> Jar<'a> {
         }
     }
 
-    fn set(&self, name: &'static str, value: String, max_age: Duration) -> Option<HeaderValue> {
+    pub(super) fn set(
+        &self,
+        name: &'static str,
+        value: String,
+        max_age: Duration,
+    ) -> Option<HeaderValue> {
         let c = Cookie::build((self.name(name), value))
             .path("/")
             .http_only(true)
@@ -206,7 +215,7 @@ impl<'a> Jar<'a> {
     }
 
     /// The value of our cookie `name` in the request, if it sent exactly one.
-    fn read<'h>(&self, headers: &'h HeaderMap, name: &'static str) -> Option<&'h str> {
+    pub(super) fn read<'h>(&self, headers: &'h HeaderMap, name: &'static str) -> Option<&'h str> {
         let wanted = self.name(name);
         let mut found = headers
             .get_all(header::COOKIE)

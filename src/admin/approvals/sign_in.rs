@@ -170,7 +170,7 @@ pub(super) async fn sign_in(
 type Tried<'a> = (usize, &'a [crate::identify::SchemeId], Option<&'a str>);
 
 /// 303 to the approval (or the list) with the session cookie.
-fn signed_in(
+pub(super) fn signed_in(
     gateway: &Gateway,
     jar: &Jar<'_>,
     who: Who,
@@ -203,7 +203,7 @@ fn signed_in(
 
 /// Who `credential` is to the route of `deciders`, checked as its
 /// Authorization header would be; and the scheme that took it.
-async fn check(deciders: &approve::pending::Deciders, credential: &str) -> Option<Who> {
+pub(super) async fn check(deciders: &approve::pending::Deciders, credential: &str) -> Option<Who> {
     let mut value = HeaderValue::from_str(&format!("Bearer {credential}")).ok()?;
     value.set_sensitive(true);
     let mut headers = HeaderMap::new();

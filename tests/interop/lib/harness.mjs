@@ -160,14 +160,14 @@ export async function keygen(id = 'k1') {
  * /mcp/<id>. `stateKeys` (from keygen) go to the process through `[state] keys_env`,
  * so two gateways with the same keys can serve one operation.
  */
-export async function startGateway(upstreams, { stateKeys, extraToml = '' } = {}) {
+export async function startGateway(upstreams, { stateKeys, extraToml = '', adminAddress = '127.0.0.1:0' } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'portcullis-interop-gw-'));
   const lines = [
     '[[listener]]',
     'address = "127.0.0.1:0"',
     '',
     '[admin]',
-    'address = "127.0.0.1:0"',
+    `address = "${adminAddress}"`,
     '',
     '[state]',
     `max_rounds = ${GATEWAY_MAX_ROUNDS}`,

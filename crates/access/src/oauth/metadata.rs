@@ -16,6 +16,10 @@ pub struct IssuerMetadata {
     pub jwks_uri: Option<Endpoint>,
     pub token_endpoint: Option<Endpoint>,
     pub introspection_endpoint: Option<Endpoint>,
+    /// Where a browser signs in (the approval page's sign-in, code flow).
+    pub authorization_endpoint: Option<Endpoint>,
+    /// `code_challenge_methods_supported` (RFC 8414 §2).
+    pub code_challenge_methods: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -24,6 +28,9 @@ struct Document {
     jwks_uri: Option<String>,
     token_endpoint: Option<String>,
     introspection_endpoint: Option<String>,
+    authorization_endpoint: Option<String>,
+    #[serde(default)]
+    code_challenge_methods_supported: Vec<String>,
 }
 
 /// Where the metadata of `issuer` may be, in the order they are tried.
@@ -90,6 +97,11 @@ fn parse(url: &Uri, body: &[u8], issuer: &str) -> Result<IssuerMetadata, OAuthHt
             doc.introspection_endpoint,
             "introspection_endpoint is not an https URL",
         )?,
+        authorization_endpoint: endpoint(
+            doc.authorization_endpoint,
+            "authorization_endpoint is not an https URL",
+        )?,
+        code_challenge_methods: doc.code_challenge_methods_supported,
         issuer: doc.issuer,
     })
 }

@@ -17,6 +17,7 @@ mod restart;
 mod route;
 mod runtime;
 mod sandbox;
+mod sign_in;
 mod stdio;
 mod traces;
 mod upstream;
@@ -49,6 +50,7 @@ pub use resource::{Metadata as ResourceMetadata, ProtectedResource, METADATA_PAT
 pub use route::{FederationSettings, RouteConfig, TaskMode, FEDERATION_NAME};
 pub use runtime::RuntimeModel;
 pub use sandbox::{CgroupMode, RunAs, Sandbox, ETC_ALLOWED, OVERFLOW_ID, SYSTEM_READ_ONLY};
+pub use sign_in::ApprovalSignIn;
 pub use stdio::{ProcessLimits, StdioSettings, INHERITED_VARIABLES};
 pub use traces::TraceSettings;
 pub use upstream::UpstreamRoute;
@@ -74,6 +76,8 @@ pub struct GatewayConfig {
     /// How long an approver's sign-in to the approval page lasts (`[admin]
     /// session_lifetime`, default 8 hours): the session cookie's lifetime.
     pub approval_session: Duration,
+    /// `[[admin.sign_in]]`: OAuth clients of the approval page, by scheme.
+    pub approval_sign_in: Vec<ApprovalSignIn>,
     pub limits: Limits,
     /// Origins allowed besides the gateway's own (normalised: lower case,
     /// no trailing slash).
@@ -250,6 +254,9 @@ fn validate(
     let upstreams = upstream::upstreams(&raw.upstream, loc, base, policies.as_ref(), p);
     keys_kept_from_programs(&raw, &upstreams, loc, base, p);
     let auth = p.take(AuthSchemes::build(&raw.auth, base).map_err(|e| loc.settings(e)));
+    let approval_sign_in = auth
+        .as_ref()
+        .and_then(|auth| p.take(sign_in::sign_ins(&raw, auth, loc, base)));
     let throttle =
         p.take(crate::throttle::validate(raw.rate_limits.as_ref()).map_err(|e| loc.settings(e)));
     let targets = route::RouteTargets {
@@ -283,6 +290,7 @@ fn validate(
         admin: admin?,
         approval_url: approval_url?,
         approval_session: approval_session?,
+        approval_sign_in: approval_sign_in?,
         limits,
         allowed_origins: allowed_origins?,
         drain_timeout,

@@ -64,6 +64,20 @@ pub(super) struct RawAdmin {
     pub(crate) approval_url: Option<Spanned<String>>,
     /// How long an approver's sign-in to the approval page lasts.
     pub(crate) session_lifetime: Option<Spanned<String>>,
+    /// The approval page's OAuth clients: a browser signs in at the issuer
+    /// of a route's `oauth` scheme (authorization code flow, PKCE).
+    #[serde(default)]
+    pub(crate) sign_in: Vec<Spanned<RawAdminSignIn>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdminSignIn {
+    /// The `oauth` `[[auth]]` scheme whose issuer the approver signs in at.
+    pub(crate) scheme: Spanned<String>,
+    pub(crate) client_id: Spanned<String>,
+    pub(crate) client_secret_file: Option<Spanned<String>>,
+    pub(crate) client_secret_env: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
