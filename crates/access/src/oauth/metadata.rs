@@ -137,6 +137,13 @@ mod tests {
         let ok = br#"{"issuer":"https://idp","jwks_uri":"https://idp/jwks","token_endpoint":"https://idp/token"}"#;
         let m = parse(&url, ok, "https://idp").unwrap();
         assert_eq!(m.jwks_uri.unwrap().path(), "/jwks");
+        assert!(m.authorization_endpoint.is_none() && m.code_challenge_methods.is_empty());
+        let browser = br#"{"issuer":"https://idp","authorization_endpoint":"https://idp/auth","code_challenge_methods_supported":["S256"]}"#;
+        let m = parse(&url, browser, "https://idp").unwrap();
+        assert_eq!(m.authorization_endpoint.unwrap().path(), "/auth");
+        assert_eq!(m.code_challenge_methods, ["S256"]);
+        let plain_auth = br#"{"issuer":"https://idp","authorization_endpoint":"http://evil/auth"}"#;
+        assert!(parse(&url, plain_auth, "https://idp").is_err());
         assert!(m.introspection_endpoint.is_none());
         assert!(parse(&url, ok, "https://idp/other").is_err());
         let plain = br#"{"issuer":"https://idp","jwks_uri":"http://evil/jwks"}"#;

@@ -503,6 +503,44 @@ upstream = "rooms"
     }
 
     #[test]
+    fn a_sign_in_client_names_an_oauth_scheme_and_brings_its_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        let schemes = "[[auth]]\nname = \"corp\"\ntype = \"oauth\"\nissuer = \"https://idp.example.com\"\n[[auth]]\nname = \"keys\"\ntype = \"api_key\"\n";
+        let with = |client: &str| {
+            format!("{schemes}{GOOD}\n[admin]\naddress = \"127.0.0.1:0\"\n[[admin.sign_in]]\n{client}\n")
+        };
+        let good = format!(
+            "scheme = \"corp\"\nclient_id = \"approvals\"\nclient_secret_file = \"{}\"",
+            secret.display()
+        );
+        let c = parse(&with(&good)).unwrap();
+        assert_eq!(c.approval_sign_in.len(), 1);
+        assert_eq!(c.approval_sign_in[0].issuer, "https://idp.example.com");
+        assert_eq!(c.approval_sign_in[0].client.id, "approvals");
+        for (bad, field) in [
+            (good.replace("\"corp\"", "\"keys\""), "admin.sign_in.scheme"),
+            (
+                good.replace("\"corp\"", "\"nobody\""),
+                "admin.sign_in.scheme",
+            ),
+            (
+                good.replace("client_secret_file", "# no secret:"),
+                "admin.sign_in.client_secret",
+            ),
+            (
+                good.replace("\"approvals\"", "\"\""),
+                "admin.sign_in.client_id",
+            ),
+        ] {
+            let e = only(&with(&bad));
+            assert!(e.to_string().contains(field), "{bad}: {e}");
+            assert!(!e.to_string().contains("s3cret"), "{e}");
+        }
+    }
+
+    #[test]
     fn a_good_config_becomes_typed_values() {
         let c = parse(GOOD).unwrap();
         assert_eq!(c.listeners.len(), 1);
