@@ -132,7 +132,7 @@ pub(super) async fn start(
         }
     }
     let jar = Jar::of(gateway);
-    let cookie = jar.set(
+    let cookie = jar.set_lax(
         FLOW_NAME,
         jar.keys().seal_as(FLOW_PREFIX, &flow)?,
         FLOW_WINDOW,
@@ -178,7 +178,7 @@ pub(super) async fn callback(
 ) -> Response<Full<Bytes>> {
     let jar = Jar::of(gateway);
     let mut r = redeem(parts, gateway, &jar).await;
-    if let Some(done) = jar.set(FLOW_NAME, String::new(), Duration::ZERO) {
+    if let Some(done) = jar.set_lax(FLOW_NAME, String::new(), Duration::ZERO) {
         r.headers_mut().append(header::SET_COOKIE, done);
     }
     r
@@ -285,7 +285,7 @@ async fn redeem(
         return page::forbidden(&name);
     }
     tracing::info!(who = %name, "approval page: an approver signed in at the route's issuer");
-    sign_in::signed_in(gateway, jar, who, Some(&flow.approval), now)
+    sign_in::landed(gateway, jar, who, Some(&flow.approval), now, true)
 }
 
 /// The access token for the code (authorization code grant, RFC 6749

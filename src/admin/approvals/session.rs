@@ -202,10 +202,31 @@ impl<'a> Jar<'a> {
         value: String,
         max_age: Duration,
     ) -> Option<HeaderValue> {
+        self.set_as(name, value, max_age, SameSite::Strict)
+    }
+
+    /// A cookie that must come back on a top-level navigation from another
+    /// site (the issuer's redirect to the callback): `SameSite=Lax`.
+    pub(super) fn set_lax(
+        &self,
+        name: &'static str,
+        value: String,
+        max_age: Duration,
+    ) -> Option<HeaderValue> {
+        self.set_as(name, value, max_age, SameSite::Lax)
+    }
+
+    fn set_as(
+        &self,
+        name: &'static str,
+        value: String,
+        max_age: Duration,
+        same_site: SameSite,
+    ) -> Option<HeaderValue> {
         let c = Cookie::build((self.name(name), value))
             .path("/")
             .http_only(true)
-            .same_site(SameSite::Strict)
+            .same_site(same_site)
             .secure(self.tls)
             .max_age(cookie::time::Duration::seconds(
                 i64::try_from(max_age.as_secs()).unwrap_or(i64::MAX),

@@ -177,6 +177,22 @@ pub(super) fn signed_in(
     approval: Option<&str>,
     now: u64,
 ) -> Response<Full<Bytes>> {
+    landed(gateway, jar, who, approval, now, false)
+}
+
+/// Signed in: the session cookie, and the way back to the approval (or
+/// the list). `from_other_site`: the browser came from the issuer's
+/// redirect, and a redirect chain that began on another site does not
+/// carry `SameSite=Strict` cookies, so the page sends the browser on
+/// itself (a refresh from this site's own page).
+pub(super) fn landed(
+    gateway: &Gateway,
+    jar: &Jar<'_>,
+    who: Who,
+    approval: Option<&str>,
+    now: u64,
+    from_other_site: bool,
+) -> Response<Full<Bytes>> {
     let Some(cookie) = jar.start(who, now) else {
         return page(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -184,19 +200,25 @@ pub(super) fn signed_in(
             "<p>The gateway holds no key to seal a session with.</p>",
         );
     };
-    let to = page_path(gateway.config.approval_url.as_deref(), approval);
-    let mut r = page(
-        StatusCode::SEE_OTHER,
-        "Signed in",
-        &format!("<p><a href=\"{0}\">{0}</a></p>", escape(&to)),
-    );
+    let to = escape(&page_path(gateway.config.approval_url.as_deref(), approval));
+    let link = format!("<p><a href=\"{to}\">{to}</a></p>");
+    let mut r = match from_other_site {
+        false => page(StatusCode::SEE_OTHER, "Signed in", &link),
+        true => page(
+            StatusCode::OK,
+            "Signed in",
+            &format!("<meta http-equiv=\"refresh\" content=\"0;url={to}\">{link}"),
+        ),
+    };
     let h = r.headers_mut();
     h.append(header::SET_COOKIE, cookie);
     if let Some(done) = jar.sign_in_done() {
         h.append(header::SET_COOKIE, done);
     }
-    if let Ok(location) = HeaderValue::from_str(&to) {
-        h.insert(header::LOCATION, location);
+    if !from_other_site {
+        if let Ok(location) = HeaderValue::from_str(&to) {
+            h.insert(header::LOCATION, location);
+        }
     }
     r
 }

@@ -166,6 +166,10 @@ test('a browser signs in at the route\'s issuer (code flow, PKCE) and decides wi
   assert.equal(start.searchParams.get('resource'), route);
   assert.equal(start.searchParams.get('redirect_uri'), `${admin}/approvals/callback`);
   assert.ok(jar.has('portcullis-oauth'), 'the flow is bound to this browser');
+  const flowCookie = opened.headers.getSetCookie().find((c) => c.startsWith('portcullis-oauth='));
+  // It must come back on the issuer's (cross-site, top-level) redirect: Lax, not Strict.
+  assert.match(flowCookie, /SameSite=Lax/);
+  assert.match(flowCookie, /HttpOnly/);
   assert.ok(!opened.headers.getSetCookie().join(';').includes(start.searchParams.get('state')), 'the state is sealed');
 
   const back = await as.authorize(start);
@@ -176,10 +180,17 @@ test('a browser signs in at the route\'s issuer (code flow, PKCE) and decides wi
   const forged = new URLSearchParams(back);
   forged.set('state', 'forged');
   assert.equal((await browse(new Map(jar), `${admin}/approvals/callback?${forged}`)).status, 403);
+  const metrics = await (await fetch(`${admin}/metrics`)).text();
+  assert.match(metrics, /portcullis_approval_sign_ins_refused_total\{rule="second",upstream="demo",why="token_mismatch"\} 1/);
 
   const signed = await browse(jar, callback);
-  assert.equal(signed.status, 303, await signed.text());
-  assert.equal(signed.headers.get('location'), `/approvals/${id}`, 'back to the approval, a path of the page');
+  const landing = await signed.text();
+  // Back to the approval from the gateway's own page (a redirect chain that began at the
+  // issuer would not carry the SameSite=Strict session cookie), to a path of the page only.
+  assert.equal(signed.status, 200, landing);
+  assert.equal(signed.headers.get('location'), null);
+  assert.equal(landing.match(/http-equiv="refresh" content="0;url=([^"]+)"/)[1], `/approvals/${id}`);
+  assert.match(signed.headers.getSetCookie().find((c) => c.startsWith('portcullis-approver=')), /SameSite=Strict/);
   assert.ok(jar.has('portcullis-approver'));
   assert.ok(!jar.has('portcullis-oauth'), 'the flow\'s cookie is used up');
   // The same code again (a replayed callback) signs nobody in.
