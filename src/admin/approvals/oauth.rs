@@ -11,8 +11,9 @@
 //! scopes), and signs the approver in like the form does. It returns only
 //! to the approval the flow was started for, never to a URL of the request.
 
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -68,9 +69,31 @@ fn redirect_uri(gateway: &Gateway) -> Option<String> {
     Some(format!("{base}{CALLBACK_PATH}"))
 }
 
+/// How long an issuer's metadata is used before it is read again.
+const METADATA_TTL: Duration = Duration::from_secs(300);
+
+/// The issuer's metadata, read at most once per [`METADATA_TTL`]: a
+/// browser without a credential cannot make the gateway ask the issuer
+/// at every request.
 async fn metadata(client: &ApprovalSignIn) -> Option<IssuerMetadata> {
+    type Cache = Mutex<HashMap<String, (IssuerMetadata, Instant)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Cache::default);
+    let fresh = cache.lock().ok().and_then(|c| {
+        c.get(&client.issuer)
+            .filter(|(_, at)| at.elapsed() < METADATA_TTL)
+            .map(|(m, _)| m.clone())
+    });
+    if fresh.is_some() {
+        return fresh;
+    }
     match discover(http()?, &client.issuer).await {
-        Ok(m) => Some(m),
+        Ok(m) => {
+            if let Ok(mut c) = cache.lock() {
+                c.insert(client.issuer.clone(), (m.clone(), Instant::now()));
+            }
+            Some(m)
+        }
         Err(e) => {
             tracing::warn!(scheme = %client.scheme, error = %e, "approval page: the issuer's metadata cannot be read");
             None
