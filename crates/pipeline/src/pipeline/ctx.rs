@@ -192,6 +192,7 @@ pub(crate) fn audit_context(
         upstream_name: up.name.clone(),
         upstream_endpoint: up.url.to_string(),
         principal: principal.name.to_string(),
+        auth_scheme: (!principal.is_anonymous()).then(|| principal.scheme.to_string()),
         client: principal.grant.as_ref().and_then(|g| g.client_id.clone()),
         method: request.method.as_str().to_owned(),
         target: request.target.clone(),
