@@ -270,8 +270,8 @@ async fn an_approver_approves_on_the_page_and_the_call_goes_on_unchanged() {
     assert_eq!(
         &tried[..3],
         [
-            ("api_key:alice", "not_approver"),
-            ("api_key:bob", "token_mismatch"),
+            ("keys:alice", "not_approver"),
+            ("keys:bob", "token_mismatch"),
             ("-", "unauthenticated")
         ],
         "{lines}"
@@ -286,7 +286,7 @@ async fn an_approver_approves_on_the_page_and_the_call_goes_on_unchanged() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .find(|e| e["event"] == "approval" && e["step"] == "approved")
         .unwrap_or_else(|| panic!("an approved step: {lines}"));
-    assert_eq!(approved["decided_by"], "api_key:bob", "{approved}");
+    assert_eq!(approved["decided_by"], "keys:bob", "{approved}");
     assert_eq!(approved["rule"], "second", "{approved}");
     assert_eq!(approved["tool"], "cancel_booking", "{approved}");
     assert!(

@@ -201,7 +201,7 @@ async fn an_approver_signs_in_once_and_decides_with_the_cookie() {
         .into_iter()
         .find(|e| e["step"] == "approved")
         .expect("an approved step");
-    assert_eq!(approved["decided_by"], "api_key:bob", "{approved}");
+    assert_eq!(approved["decided_by"], "keys:bob", "{approved}");
     let trail_text = std::fs::read_to_string(&trail).unwrap();
     assert!(!trail_text.contains(BOB), "the key is never written");
 }
@@ -307,7 +307,7 @@ async fn an_expired_session_is_refused_with_who_it_was() {
     let refused = events(&trail, "approval_sign_in_refused");
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0]["why"], "session_expired");
-    assert_eq!(refused[0]["attempted_by"], "api_key:bob");
+    assert_eq!(refused[0]["attempted_by"], "keys:bob");
 }
 
 #[tokio::test]
@@ -391,7 +391,7 @@ async fn a_cookie_of_one_approver_decides_nothing_for_a_rule_naming_another() {
     assert_eq!(
         sign_ins,
         [
-            ("api_key:bob".to_owned(), "not_approver".to_owned()),
+            ("keys:bob".to_owned(), "not_approver".to_owned()),
             ("-".to_owned(), "credential_refused".to_owned())
         ]
     );
@@ -399,7 +399,7 @@ async fn a_cookie_of_one_approver_decides_nothing_for_a_rule_naming_another() {
     assert!(
         decisions
             .iter()
-            .any(|e| e["attempted_by"] == "api_key:bob" && e["why"] == "not_approver"),
+            .any(|e| e["attempted_by"] == "keys:bob" && e["why"] == "not_approver"),
         "{decisions:?}"
     );
     let _ = ALICE;

@@ -105,7 +105,7 @@ impl Viewer {
     pub fn name(&self) -> String {
         match self {
             Viewer::Operator => "admin".to_owned(),
-            Viewer::Principal(p) => format!("{}:{}", p.method, p.name),
+            Viewer::Principal(p) => p.key(),
         }
     }
 
@@ -143,7 +143,7 @@ impl Who {
         }
     }
 
-    /// `method:name` as audit events write it (`admin` for the operator).
+    /// `scheme:name` as audit events write it (`admin` for the operator).
     pub fn name(&self, deciders: &Deciders) -> String {
         match self.viewer_for(deciders) {
             Some(v) => v.name(),

@@ -346,7 +346,7 @@ pub enum AuditEvent {
         remembered: Option<crate::approval::Remember>,
     },
     /// A decision sent to the approval page and not taken: who tried
-    /// (`method:name`, `admin`, or absent when unauthenticated) and why.
+    /// (`scheme:name`, `admin`, or absent when unauthenticated) and why.
     /// The event's principal is the caller whose call waits.
     ApprovalDecisionRefused {
         rule: Name,
@@ -356,7 +356,7 @@ pub enum AuditEvent {
         why: crate::approval::RefusedDecision,
     },
     /// A sign-in to the approval page refused, or a session cookie that
-    /// did not hold, for an approval: who tried (`method:name`, `admin`,
+    /// did not hold, for an approval: who tried (`scheme:name`, `admin`,
     /// or absent when unknown) and why. Never the credential, the cookie
     /// or the form's token. The event's principal is the caller whose
     /// call waits.
