@@ -15,13 +15,15 @@
 
 pub(crate) use portcullis_model::model;
 
+pub mod decision;
 pub mod raw;
 pub mod rule;
 pub mod when;
 
+pub use decision::{Undecided, Verdict};
 pub use raw::RawApproval;
 pub use rule::{
-    ApprovalRule, ApprovalRules, Approver, ArgumentCheck, Because, Circumstances, Fallback,
+    ApprovalRule, ApprovalRules, Approver, ApproversWritten, ArgumentCheck, Because, Circumstances, Fallback,
     HintMatch, RefusedDecision, Remember, Step, ToolNames, ARGUMENTS_RULE,
 };
 pub use when::{Annotations, CallerFacts, Facts, Hint, Variable, When, WhenError, WhenFailed};

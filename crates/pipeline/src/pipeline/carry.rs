@@ -69,8 +69,10 @@ impl Carried {
         let audit = open_audit(config);
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
         let bridge: Arc<BridgeCalls> = Default::default();
+        let pending: Arc<super::approve::PendingApprovals> = Default::default();
+        pending.name_ids_with(&bridge.instance);
         Carried {
-            relay: relay(config, &bridge, None),
+            relay: relay(config, &bridge, &pending, None),
             metrics,
             approvals: approvals(config, &replay, &clock),
             flows: Arc::new(FlowStore::new(replay.clone(), DEFAULT_TTL)),
@@ -81,7 +83,7 @@ impl Carried {
             throttle: Throttle::new(&config.throttle),
             pools: Pools::new(),
             bridge,
-            pending: Default::default(),
+            pending,
         }
     }
 
@@ -136,7 +138,7 @@ impl Carried {
             throttle,
             pools: old.routes.pools().clone(),
             bridge: old.bridge.clone(),
-            relay: relay(config, &old.bridge, old.relay.as_ref()),
+            relay: relay(config, &old.bridge, &old.pending, old.relay.as_ref()),
             pending: old.pending.clone(),
             approvals,
         }
@@ -161,6 +163,7 @@ pub(super) fn approvals(
 fn relay(
     config: &GatewayConfig,
     bridge: &Arc<BridgeCalls>,
+    pending: &Arc<super::approve::PendingApprovals>,
     old: Option<&Arc<Relay>>,
 ) -> Option<Arc<Relay>> {
     let ReplayBackend::Redis(url) = &config.state.replay else {
@@ -168,7 +171,10 @@ fn relay(
     };
     match old {
         Some(old) if old.serves(url) => Some(old.clone()),
-        _ => Some(Relay::new(url, &bridge.instance, relayed::holder(bridge))),
+        _ => {
+            let holder = super::approve::holder(relayed::holder(bridge), pending);
+            Some(Relay::new(url, &bridge.instance, holder))
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::model::{Reason, Refusal};
+use portcullis_approval::{Undecided, Verdict};
 
 /// A message as sealed: with the time (unix seconds) after which the
 /// replica it is for drops it (a message replayed from Redis later).
@@ -64,6 +65,16 @@ pub(crate) enum Hand {
         session: String,
         client_id: Option<Value>,
     },
+    /// An approver's decision, taken on another replica's approval page,
+    /// for the approval `id` held here (checked here: its token, once).
+    Decide {
+        id: String,
+        csrf: String,
+        verdict: Verdict,
+        remember: bool,
+        /// The approver, as recorded.
+        by: String,
+    },
 }
 
 impl Hand {
@@ -73,6 +84,7 @@ impl Hand {
             Hand::Answer { .. } => HandKind::Answer,
             Hand::Retry { .. } => HandKind::Retry,
             Hand::Cancel { .. } => HandKind::Cancel,
+            Hand::Decide { .. } => HandKind::Decision,
         }
     }
 }
@@ -82,6 +94,7 @@ pub(crate) enum HandKind {
     Answer,
     Retry,
     Cancel,
+    Decision,
 }
 
 impl HandKind {
@@ -90,6 +103,7 @@ impl HandKind {
             HandKind::Answer => "answer",
             HandKind::Retry => "retry",
             HandKind::Cancel => "cancel",
+            HandKind::Decision => "decision",
         }
     }
 }
@@ -106,6 +120,8 @@ pub(crate) enum Reply {
     /// `input_required` question or the call's result), addressed to the
     /// call's first id (the replica that received the retry readdresses it).
     Answered { message: Value },
+    /// A decision the holder did not take, and why.
+    Undecided { why: Undecided },
     /// A retry's refusal, as the holder decided it.
     Refused {
         reason: String,
