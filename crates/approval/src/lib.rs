@@ -23,7 +23,7 @@ pub mod when;
 pub use decision::{Undecided, Verdict};
 pub use raw::RawApproval;
 pub use rule::{
-    ApprovalRule, ApprovalRules, Approver, ApproversWritten, ArgumentCheck, Because, Circumstances, Fallback,
-    HintMatch, RefusedDecision, Remember, Step, ToolNames, ARGUMENTS_RULE,
+    ApprovalRule, ApprovalRules, Approver, ApproversWritten, ArgumentCheck, Because, Circumstances,
+    Fallback, HintMatch, RefusedDecision, Remember, Step, ToolNames, ARGUMENTS_RULE,
 };
 pub use when::{Annotations, CallerFacts, Facts, Hint, Variable, When, WhenError, WhenFailed};

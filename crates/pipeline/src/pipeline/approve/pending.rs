@@ -11,7 +11,8 @@
 //! decision, until its expiry, or until the call it holds went away (the
 //! waiting call's [`Waiter`] removes it). It lives in this gateway
 //! process; behind replicas sharing Redis its page facts are told to the
-//! others ([`super::shared`]), whose pages show it and hand a decision here.
+//! others (the approve phase's `shared` module), whose pages show it and hand
+//! a decision here.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

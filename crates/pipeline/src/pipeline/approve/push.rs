@@ -69,7 +69,10 @@ enum Decision {
     Gone,
     /// The approver decided on the approval page (or nobody did in time);
     /// `answered`: the caller's client had answered the link by then.
-    Page { outcome: Outcome, answered: bool },
+    Page {
+        outcome: Outcome,
+        answered: bool,
+    },
 }
 
 /// Push the question and answer with the call's event stream; a task waits

@@ -77,7 +77,11 @@ struct Audited {
 impl Facts {
     pub(super) fn of(p: &Pending, approvers: &ApproversWritten) -> Facts {
         let d = &p.deciders;
-        let schemes = d.schemes.iter().filter_map(|s| d.auth.name(*s)).map(str::to_owned);
+        let schemes = d
+            .schemes
+            .iter()
+            .filter_map(|s| d.auth.name(*s))
+            .map(str::to_owned);
         Facts {
             rule: p.rule.clone(),
             because: p.because.clone(),
@@ -222,9 +226,21 @@ impl Gateway {
 
     /// Decide the approval `id`, once: here, or handed to the replica that
     /// holds it.
-    pub async fn decide_approval(&self, id: &str, decision: Decision<'_>, now_ms: u64) -> Result<(), Undecided> {
+    pub async fn decide_approval(
+        &self,
+        id: &str,
+        decision: Decision<'_>,
+        now_ms: u64,
+    ) -> Result<(), Undecided> {
         if self.pending.holds(id) || self.relay.is_none() {
-            let decided = self.pending.decide(id, decision.csrf, decision.verdict, decision.remember, decision.by, now_ms);
+            let decided = self.pending.decide(
+                id,
+                decision.csrf,
+                decision.verdict,
+                decision.remember,
+                decision.by,
+                now_ms,
+            );
             if decided.is_ok() {
                 forget(self, id);
             }
@@ -239,7 +255,10 @@ impl Gateway {
             Err(_) => "refused",
         };
         self.metrics.bridge.handoff("decision", label);
-        if matches!(outcome, Ok(()) | Err(Undecided::NotFound | Undecided::HolderGone)) {
+        if matches!(
+            outcome,
+            Ok(()) | Err(Undecided::NotFound | Undecided::HolderGone)
+        ) {
             forget(self, id);
         }
         outcome

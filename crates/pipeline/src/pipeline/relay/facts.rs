@@ -39,7 +39,10 @@ impl Relay {
     }
 
     /// The value kept under `key`, when there is one this cluster sealed.
-    pub(crate) async fn fact<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, RelayError> {
+    pub(crate) async fn fact<T: DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, RelayError> {
         let keys = self.keys.load_full().ok_or(RelayError::Unavailable)?;
         let stored: Option<String> = self.query(redis::cmd("GET").arg(key).to_owned()).await?;
         Ok(stored.and_then(|s| keys.keys.open_as(FACT_PREFIX, &s).ok()))
