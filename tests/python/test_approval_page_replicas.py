@@ -5,9 +5,11 @@ the approval is listed and shown there (its facts kept in Redis by A), and the d
 taken there is handed to A through the relay, where the call waits and goes on. The
 caller is the official MCP Python SDK (mcp 2.3.0) in both generations.
 
-When A dies while the call waits, B's page still shows the approval until it expires,
-but a decision is refused at once (410: the gateway holding the call is gone), and the
-approval is no longer listed.
+A 2026-07-28 caller's retry may reach B (round robin): B waits for the decision on A
+through the relay, then forwards the call itself. When A dies while the call waits, the
+retry reaching B is refused `call_holder_gone` at once; B's page still shows the approval
+until it expires, but a decision is refused at once (410: the gateway holding the call is
+gone), and the approval is no longer listed.
 """
 
 from __future__ import annotations
@@ -200,17 +202,52 @@ META = {
 }
 
 
+def tools_call(**extra) -> dict:
+    params = {"name": "cancel_booking", "arguments": CANCEL, "_meta": META, **extra}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+
+@pytest.mark.parametrize("decision, outcome", [("approve", "result"), ("decline", "approval_declined")])
+async def test_a_retry_reaching_another_replica_waits_for_the_decision_there(pair, decision, outcome):
+    """Round robin: the call asked on A, the caller's retry on B while nobody has decided
+    yet; the approver decides on A's page; B, waiting on A through the relay, goes on."""
+    async with httpx2.AsyncClient(timeout=30) as http:
+        asked = (await http.post(pair.a.base + "/second", headers=HEADERS, json=tools_call())).json()["result"]
+        link = asked["inputRequests"][KEY]["params"]["url"]
+        retry = tools_call(requestState=asked["requestState"], inputResponses={KEY: {"action": "accept"}})
+        answers: list[httpx2.Response] = []
+
+        async def retry_on_b() -> None:
+            answers.append(await http.post(pair.b.base + "/second", headers=HEADERS, json=retry))
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(retry_on_b)
+                await anyio.sleep(0.5)
+                assert answers == [], "the retry waits for the decision"
+                decided = await decide(http, on(pair.a, link), decision)
+                assert decided.status_code == 200, decided.text
+    [answer] = answers
+    body = answer.json()
+    if outcome == "result":
+        assert "Cancelled the booking of nook" in body["result"]["content"][0]["text"], body
+    else:
+        assert body["error"]["data"]["reason"] == outcome, body
+
+
 async def test_a_decision_for_a_dead_replicas_call_is_refused_at_once(pair):
     """Last: it kills replica A."""
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "cancel_booking", "arguments": CANCEL, "_meta": META}}
     async with httpx2.AsyncClient(timeout=10) as http:
-        asked = (await http.post(pair.a.base + "/second", headers=HEADERS, json=call)).json()["result"]
+        asked = (await http.post(pair.a.base + "/second", headers=HEADERS, json=tools_call())).json()["result"]
         link = asked["inputRequests"][KEY]["params"]["url"]
         here = on(pair.b, link)
         shown = await http.get(here, headers=BOB_AUTH)
         assert shown.status_code == 200, shown.text
         pair.a.kill()
+        retry = tools_call(requestState=asked["requestState"], inputResponses={KEY: {"action": "accept"}})
+        with anyio.fail_after(PROMPTLY_S):
+            lost = await http.post(pair.b.base + "/second", headers=HEADERS, json=retry)
+        assert lost.json()["error"]["data"]["reason"] == "call_holder_gone", lost.text
         with anyio.fail_after(PROMPTLY_S):
             refused = await decide(http, here, "approve")
         assert refused.status_code == 410, refused.text

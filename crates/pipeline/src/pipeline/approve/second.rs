@@ -21,7 +21,7 @@ use http::{HeaderValue, Response};
 use serde_json::{json, Value};
 
 use super::pending::{Deciders, Outcome, Pending, Verdict, Waiter, PAGE_PATH};
-use super::shared::{publish, Facts};
+use super::shared::{await_elsewhere, publish, Facts};
 use super::steps::{keep, record, Recorded, QUESTION_KEY};
 use crate::approval::{ApprovalRule, RefusedDecision, Step};
 use crate::audit::AuditEvent;
@@ -247,6 +247,10 @@ pub(super) async fn await_retry(
 ) -> Result<(), Refusal> {
     let gateway = ctx.gateway.clone();
     let Some(waiter) = gateway.pending.waiter(id) else {
+        // Behind replicas, the approval may wait on the one that asked.
+        if let Some(outcome) = await_elsewhere(ctx, id).await {
+            return settled(ctx, about, outcome?).await;
+        }
         record_step(ctx, about, Step::Expired, None, None);
         return Err(Refusal::new(
             Reason::ApprovalExpired,

@@ -26,9 +26,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::pending::{Deciders, Pending, PendingApprovals, Undecided, Verdict};
+use super::pending::{Deciders, Outcome, Pending, PendingApprovals, Undecided, Verdict};
 use crate::approval::ApproversWritten;
 use crate::audit::AuditContext;
+use crate::model::{Clock, Reason, Refusal};
+use crate::pipeline::ctx::RequestCtx;
 use crate::pipeline::relay::{holder_of, Hand, Holder, Relay, RelayError, Reply};
 use crate::pipeline::Gateway;
 
@@ -311,26 +313,127 @@ struct Approvals {
 #[async_trait::async_trait]
 impl Holder for Approvals {
     async fn take(&self, hand: Hand) -> Reply {
-        use crate::model::Clock;
-        let Hand::Decide {
-            id,
-            csrf,
-            verdict,
-            remember,
-            by,
-        } = hand
-        else {
-            return self.calls.take(hand).await;
-        };
         let Some(pending) = self.pending.upgrade() else {
-            return Reply::Undecided {
-                why: Undecided::NotFound,
-            };
+            return Reply::NotWaiting;
         };
-        let now = self.clock.now_millis();
-        match pending.decide(&id, &csrf, verdict, remember, &by, now) {
-            Ok(_) => Reply::Delivered,
-            Err(why) => Reply::Undecided { why },
+        match hand {
+            Hand::Decide {
+                id,
+                csrf,
+                verdict,
+                remember,
+                by,
+            } => {
+                let now = self.clock.now_millis();
+                match pending.decide(&id, &csrf, verdict, remember, &by, now) {
+                    Ok(_) => Reply::Delivered,
+                    Err(why) => Reply::Undecided { why },
+                }
+            }
+            Hand::AwaitDecision {
+                id,
+                principal,
+                digest,
+            } => {
+                self.await_decision(&pending, &id, &principal, &digest)
+                    .await
+            }
+            other => self.calls.take(other).await,
         }
+    }
+}
+
+impl Approvals {
+    /// The decision on the approval `id` held here, for the retry of its
+    /// call that reached another replica (the same caller, arguments).
+    async fn await_decision(
+        &self,
+        pending: &Arc<PendingApprovals>,
+        id: &str,
+        principal: &str,
+        digest: &str,
+    ) -> Reply {
+        let Some(waiter) = pending.waiter(id) else {
+            return Reply::NotWaiting;
+        };
+        let bound = waiter
+            .pending()
+            .is_some_and(|p| p.caller_key == principal && p.digest == digest);
+        if !bound {
+            // Not this call's: the approval stays for the call it is.
+            waiter.release();
+            return Reply::refused(Refusal::new(
+                Reason::StateInvalid,
+                "the approval belongs to another call",
+            ));
+        }
+        match waiter.decision(self.clock.now_millis()).await {
+            Outcome::Decided {
+                verdict,
+                by,
+                remember,
+            } => Reply::Decided {
+                verdict: Some(verdict),
+                by: by.to_string(),
+                remember,
+            },
+            Outcome::Expired => Reply::Decided {
+                verdict: None,
+                by: String::new(),
+                remember: false,
+            },
+        }
+    }
+}
+
+/// A 2026-07-28 retry for an approval another replica holds: the outcome,
+/// waited for there; `None` when no replica holds it.
+pub(super) async fn await_elsewhere(
+    ctx: &RequestCtx,
+    id: &str,
+) -> Option<Result<Outcome, Refusal>> {
+    let gateway = &ctx.gateway;
+    let relay = gateway.relay.as_ref()?;
+    if gateway.pending.holds(id) {
+        return None;
+    }
+    let holder = holder_of(id)?;
+    let facts: Option<Facts> = relay.fact(&key(id)).await.ok().flatten();
+    let now = gateway.clock.now_millis();
+    let left = facts.map_or(Duration::ZERO, |f| {
+        Duration::from_millis(f.expires_ms.saturating_sub(now))
+    });
+    let hand = Hand::AwaitDecision {
+        id: id.to_owned(),
+        principal: ctx.binding().principal_key(),
+        digest: ctx.request.digest().to_owned(),
+    };
+    let outcome = relay.hand(holder, hand, left + DECISION_WAIT).await;
+    let label = match &outcome {
+        Ok(Reply::Decided { .. }) => "answered",
+        Ok(Reply::NotWaiting) => "not_waiting",
+        Ok(_) => "refused",
+        Err(e) => e.as_str(),
+    };
+    gateway.metrics.bridge.handoff("decision", label);
+    match outcome {
+        Ok(Reply::Decided {
+            verdict: Some(verdict),
+            by,
+            remember,
+        }) => Some(Ok(Outcome::Decided {
+            verdict,
+            by: Arc::from(by),
+            remember,
+        })),
+        Ok(Reply::Decided { verdict: None, .. }) => Some(Ok(Outcome::Expired)),
+        Ok(Reply::Refused {
+            reason,
+            message,
+            extra,
+            status,
+        }) => Some(Err(Reply::to_refusal(&reason, message, extra, status))),
+        Ok(_) => None,
+        Err(e) => Some(Err(e.refusal())),
     }
 }

@@ -60,7 +60,7 @@ impl Holder for Calls {
                 Reply::Delivered
             }
             // The approvals' holder takes decisions before they come here.
-            Hand::Decide { .. } => Reply::NotWaiting,
+            Hand::Decide { .. } | Hand::AwaitDecision { .. } => Reply::NotWaiting,
         }
     }
 }

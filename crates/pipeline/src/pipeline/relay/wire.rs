@@ -75,6 +75,17 @@ pub(crate) enum Hand {
         /// The approver, as recorded.
         by: String,
     },
+    /// A 2026-07-28 caller's retry of a call held for an approver on the
+    /// replica holding the approval `id`: the holder replies once the
+    /// approver decided (or the approval expired), and the call goes on
+    /// from the replica the retry reached.
+    AwaitDecision {
+        id: String,
+        /// The caller the retry came from (its principal key), and the
+        /// arguments' digest: the approval's own are checked against them.
+        principal: String,
+        digest: String,
+    },
 }
 
 impl Hand {
@@ -84,7 +95,7 @@ impl Hand {
             Hand::Answer { .. } => HandKind::Answer,
             Hand::Retry { .. } => HandKind::Retry,
             Hand::Cancel { .. } => HandKind::Cancel,
-            Hand::Decide { .. } => HandKind::Decision,
+            Hand::Decide { .. } | Hand::AwaitDecision { .. } => HandKind::Decision,
         }
     }
 }
@@ -122,6 +133,12 @@ pub(crate) enum Reply {
     Answered { message: Value },
     /// A decision the holder did not take, and why.
     Undecided { why: Undecided },
+    /// What the approver decided (`None`: nobody did before the expiry).
+    Decided {
+        verdict: Option<Verdict>,
+        by: String,
+        remember: bool,
+    },
     /// A retry's refusal, as the holder decided it.
     Refused {
         reason: String,
