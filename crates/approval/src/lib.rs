@@ -9,6 +9,8 @@
 //! - [`rule`]: [`ApprovalRule`], [`ApprovalRules`] (first match wins),
 //!   [`Because`], and the name tables [`ArgumentCheck`], [`Remember`],
 //!   [`Approver`], [`Fallback`].
+//! - [`decision`]: an approver's [`Verdict`] on the approval page, and why
+//!   one was not taken ([`Undecided`]).
 //! - [`raw`]: [`RawApproval`] as written in a policy file or a route, and
 //!   [`compile`](raw::compile) / [`merge`](raw::merge) /
 //!   [`condition`](raw::condition), which pin every problem to its span.
