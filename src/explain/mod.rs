@@ -57,9 +57,10 @@ pub struct ExplainArgs {
         value_name = "LIST"
     )]
     pub caps: Vec<Capability>,
-    /// For a retry: check it as this caller (METHOD:NAME, e.g. api_key:alice);
-    /// by default, the caller the state was issued to.
-    #[arg(long, value_name = "METHOD:NAME")]
+    /// For a retry: check it as this caller (SCHEME:NAME: the auth scheme's
+    /// configured name and the principal, e.g. keys:alice); by default, the
+    /// caller the state was issued to.
+    #[arg(long, value_name = "SCHEME:NAME")]
     pub principal: Option<String>,
     /// For a call: the upstream's list result (tools/list, prompts/list,
     /// resources/templates/list; or a response carrying one) it is checked

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::answer::refusal_out;
 use super::{Check, ExplainArgs, Explanation, UpstreamOut, UsageError};
 use crate::audit::InputRequestSummary;
-use crate::identify::{AuthMethod, Principal};
+use crate::identify::{AuthSchemes, Principal};
 use crate::model::{Reason, Refusal};
 use crate::mrtr::seal::SealedState;
 use crate::pipeline::ctx::RequestCtx;
@@ -108,27 +108,24 @@ fn state_out(s: &SealedState, now_secs: u64) -> StateOut {
     }
 }
 
-/// `METHOD:NAME` (as sealed states bind callers) as a principal.
-fn principal(text: &str) -> Result<Principal, UsageError> {
+/// `SCHEME:NAME` (as sealed states bind callers: the configured auth
+/// scheme that accepted the caller, and its name) as a principal.
+fn principal(text: &str, schemes: &AuthSchemes) -> Result<Principal, UsageError> {
     if text == "anonymous" {
         return Ok(Principal::anonymous());
     }
-    let (method, name) = text.split_once(':').unwrap_or(("", text));
-    let method = match method {
-        "api_key" => AuthMethod::ApiKey,
-        "jwt" => AuthMethod::Jwt,
-        "mtls" => AuthMethod::Mtls,
-        "oauth" => AuthMethod::OAuth,
-        _ => {
-            return Err(UsageError::Message(format!(
-                "--principal {text}: write METHOD:NAME with METHOD one of api_key, jwt, oauth, mtls (or anonymous)"
-            )))
-        }
-    };
+    let (scheme, name) = text.split_once(':').unwrap_or(("", text));
+    let method = schemes.lookup(scheme).and_then(|id| schemes.method(id)).ok_or_else(|| {
+        UsageError::Message(format!(
+            "--principal {text}: write SCHEME:NAME with SCHEME one of this config's auth schemes ({}), or anonymous",
+            schemes.names().join(", ")
+        ))
+    })?;
     Ok(Principal {
         name: Arc::from(name),
         groups: Arc::from(Vec::<String>::new()),
         method,
+        scheme: Arc::from(scheme),
         grant: None,
     })
 }
@@ -278,8 +275,8 @@ pub(super) async fn explain(
         .and_then(|t| gateway.mrtr.settings.keys.open(t).ok());
     let state = opened.as_ref().map(|s| state_out(s, now));
     let as_caller = match (&args.principal, &state) {
-        (Some(p), _) => principal(p)?,
-        (None, Some(s)) => principal(&s.issued_to)?,
+        (Some(p), _) => principal(p, &gateway.config.auth)?,
+        (None, Some(s)) => principal(&s.issued_to, &gateway.config.auth)?,
         (None, None) => Principal::anonymous(),
     };
     let not_a_string = request.request_state_not_string;

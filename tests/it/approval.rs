@@ -307,6 +307,51 @@ async fn an_approval_is_bound_to_the_caller_asked_and_remembered_for_them_only()
     gw.shutdown().await;
 }
 
+/// Two auth schemes that each know an `alice` (two key lists: staff and
+/// contractors); her second key is BOB's value.
+fn two_alices(up: &ScriptedUpstream, rule: &str) -> String {
+    let hash = portcullis::identify::hash_key;
+    let auth = format!(
+        "[[auth]]\nname = \"staff\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"{}\"\n\
+         [[auth]]\nname = \"contractors\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"alice\"\nhash = \"{}\"\n",
+        hash(ALICE),
+        hash(BOB)
+    );
+    let text = gateway_config(up, rule, "");
+    let text = text.replace(
+        "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\n",
+        "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\nauth = [\"staff\", \"contractors\"]\n",
+    );
+    format!("{auth}\n{text}")
+}
+
+/// The same name under two schemes is two callers: neither's approval,
+/// sealed state or remembered decision is the other's.
+#[tokio::test]
+async fn two_schemes_principals_of_one_name_are_two_callers() {
+    let up = rooms(false).await;
+    let rule = format!("{CANCEL_RULE}\nremember = \"caller\"\nremember_for = \"1h\"");
+    let gw = start_gateway(&two_alices(&up, &rule)).await;
+    let c = client();
+    let g = url(&gw);
+    let state = state_of(&ask(&c, &g, Some(ALICE)).await);
+    let ticked = answer("accept", Some(json!({"approve": true, "remember": true})));
+    let (_, v) = answer_with(&c, &g, Some(BOB), args(), &state, ticked.clone()).await;
+    assert_eq!(
+        v["error"]["data"]["reason"], "state_principal_mismatch",
+        "{v}"
+    );
+    assert!(calls(&up).is_empty());
+    let (status, v) = answer_with(&c, &g, Some(ALICE), args(), &state, ticked).await;
+    assert_eq!(status, 200, "{v}");
+    let again = ask(&c, &g, Some(ALICE)).await;
+    assert_eq!(again["result"]["resultType"], "complete", "{again}");
+    let other = ask(&c, &g, Some(BOB)).await;
+    assert_eq!(other["result"]["resultType"], "input_required", "{other}");
+    assert_eq!(calls(&up).len(), 2);
+    gw.shutdown().await;
+}
+
 #[tokio::test]
 async fn an_approval_not_given_in_time_is_refused_as_expired() {
     let up = rooms(false).await;

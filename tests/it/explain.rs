@@ -24,6 +24,8 @@ fn config(dir: &Path, policy: &str, policies: &[(&str, &str)]) -> PathBuf {
     }
     let text = format!(
         "[[listener]]\naddress = \"127.0.0.1:0\"\n[state]\nkeys_file = \"keys\"\n[policies]\ndir = \"policies\"\n\
+         [[auth]]\nname = \"keys\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"bob\"\n\
+         hash = \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"\n\
          [[upstream]]\nid = \"rooms\"\nname = \"Room booking\"\nurl = \"http://127.0.0.1:9/mcp\"\npolicy = \"{policy}\"\n\
          [[route]]\npath = \"/mcp/rooms\"\nupstream = \"rooms\"\n"
     );
@@ -301,9 +303,19 @@ fn a_retry_is_opened_with_the_configs_keys_and_checked() {
     let other = json_of(&explain(
         &cfg,
         &retry(dir.path(), "o.json", &state, "nook"),
-        &["--json", "--principal", "api_key:bob"],
+        &["--json", "--principal", "keys:bob"],
     ));
     assert_eq!(other["refusal"]["reason"], "state_principal_mismatch");
+
+    // A caller is named by its auth scheme, not by how it authenticated.
+    let unknown = explain(
+        &cfg,
+        &retry(dir.path(), "u.json", &state, "nook"),
+        &["--json", "--principal", "api_key:bob"],
+    );
+    assert_eq!(unknown.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(err.contains("SCHEME:NAME") && err.contains("keys"), "{err}");
 }
 
 #[test]

@@ -179,7 +179,7 @@ impl TokenSource {
         match self.grant {
             GrantKind::ClientCredentials => Some(String::new()),
             GrantKind::TokenExchange => {
-                subject.map(|s| format!("{}\u{0}{}", principal.name, s.digest()))
+                subject.map(|s| format!("{}\u{0}{}", principal.key(), s.digest()))
             }
         }
     }

@@ -181,6 +181,7 @@ impl ApiKeyScheme {
                 name: Arc::from(principal.as_str()),
                 groups: Arc::from(groups),
                 method: AuthMethod::ApiKey,
+                scheme: Arc::default(),
                 grant: None,
             };
             if keys.insert(hash, p).is_some() {

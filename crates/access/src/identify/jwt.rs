@@ -535,6 +535,7 @@ impl JwtScheme {
             name: Arc::from(name),
             groups: Arc::from(groups),
             method,
+            scheme: Arc::default(),
             grant,
         })
     }

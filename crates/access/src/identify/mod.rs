@@ -85,6 +85,10 @@ pub struct Principal {
     pub name: Arc<str>,
     pub groups: Arc<[String]>,
     pub method: AuthMethod,
+    /// The configured auth scheme that accepted the credential ("" for the
+    /// anonymous caller). Part of who the caller is: two schemes (two key
+    /// lists, two issuers) may each know an `alice`, and they are not one.
+    pub scheme: Arc<str>,
     /// What an OAuth access token granted; `None` for other methods.
     pub grant: Option<Arc<Grant>>,
 }
@@ -103,6 +107,7 @@ static ANONYMOUS: LazyLock<Principal> = LazyLock::new(|| Principal {
     name: Arc::from("anonymous"),
     groups: Arc::from(Vec::<String>::new()),
     method: AuthMethod::Anonymous,
+    scheme: Arc::from(""),
     grant: None,
 });
 
@@ -121,6 +126,23 @@ impl Principal {
     /// Whether the caller's token carries every scope of `needed`.
     pub fn has_scopes(&self, needed: &[String]) -> bool {
         needed.iter().all(|s| self.scopes().contains(s))
+    }
+
+    /// Who the caller is wherever state is bound to a caller (sealed
+    /// states, sessions, remembered approvals, rate limits): `scheme:name`,
+    /// or `anonymous`. Qualified by the scheme, not the method, so that
+    /// principals of two schemes never share what is bound to either.
+    pub fn key(&self) -> String {
+        match self.is_anonymous() {
+            true => "anonymous".to_owned(),
+            false => format!("{}:{}", self.scheme, self.name),
+        }
+    }
+
+    /// The principal as `scheme` accepted it.
+    fn accepted_by(mut self, scheme: &Arc<str>) -> Principal {
+        self.scheme = scheme.clone();
+        self
     }
 
     /// Decided by the method, not the name: a JWT whose `sub` is
@@ -394,7 +416,7 @@ impl Kind {
 
 #[derive(Debug)]
 struct Scheme {
-    name: String,
+    name: Arc<str>,
     kind: Kind,
 }
 
@@ -480,7 +502,7 @@ impl AuthSchemes {
             let id = SchemeId(u32::try_from(out.schemes.len()).expect("fewer than 2^32 schemes"));
             out.by_name.insert(name.clone(), id);
             out.schemes.push(Scheme {
-                name: name.clone(),
+                name: Arc::from(name.as_str()),
                 kind,
             });
         }
@@ -502,12 +524,12 @@ impl AuthSchemes {
 
     /// Scheme names in config order.
     pub fn names(&self) -> Vec<&str> {
-        self.schemes.iter().map(|s| s.name.as_str()).collect()
+        self.schemes.iter().map(|s| &*s.name).collect()
     }
 
     /// A scheme's configured name.
     pub fn name(&self, id: SchemeId) -> Option<&str> {
-        self.schemes.get(id.0 as usize).map(|s| s.name.as_str())
+        self.schemes.get(id.0 as usize).map(|s| &*s.name)
     }
 
     /// What kind of credential a scheme accepts (e.g. to check that a route
@@ -557,27 +579,27 @@ impl AuthSchemes {
             };
             match attempt {
                 Attempt::Absent => {}
-                Attempt::Accepted(p) => return Ok(p),
+                Attempt::Accepted(p) => return Ok(p.accepted_by(&scheme.name)),
                 Attempt::Insufficient(p, needed) => {
                     return Err(AuthFailure::InsufficientScope {
-                        principal: Box::new(p),
+                        principal: Box::new(p.accepted_by(&scheme.name)),
                         needed,
                     })
                 }
                 Attempt::Unavailable => {
                     return Err(AuthFailure::Unavailable {
-                        scheme: scheme.name.clone(),
+                        scheme: scheme.name.to_string(),
                     })
                 }
                 Attempt::Introspect(_) => {
                     debug_assert!(false, "introspection is done by introspect_unless_key");
                     return Err(AuthFailure::Unavailable {
-                        scheme: scheme.name.clone(),
+                        scheme: scheme.name.to_string(),
                     });
                 }
                 Attempt::Rejected(why) => {
                     return Err(AuthFailure::Invalid {
-                        scheme: scheme.name.clone(),
+                        scheme: scheme.name.to_string(),
                         why,
                     })
                 }
@@ -588,7 +610,7 @@ impl AuthSchemes {
         }
         if let Some((scheme, why)) = declined {
             return Err(AuthFailure::Invalid {
-                scheme: scheme.name.clone(),
+                scheme: scheme.name.to_string(),
                 why,
             });
         }
@@ -694,7 +716,7 @@ impl AuthSchemes {
         for s in &self.schemes {
             if let Some(j) = s.kind.jwt() {
                 if let Err(url) = j.wait_for_keys(started).await {
-                    missing.push((s.name.clone(), url));
+                    missing.push((s.name.to_string(), url));
                 }
             }
         }
@@ -835,6 +857,9 @@ hash = "{}"
             )
             .unwrap();
         assert_eq!(&*p.name, "carol");
+        assert_eq!(&*p.scheme, "hdr");
+        assert_eq!(p.key(), "hdr:carol");
+        assert_eq!(Principal::anonymous().key(), "anonymous");
 
         // A key is only valid in its own scheme.
         let e = s

@@ -101,6 +101,7 @@ impl MtlsScheme {
                 name: Arc::from(name),
                 groups: Arc::from(Vec::<String>::new()),
                 method: AuthMethod::Mtls,
+                scheme: Arc::default(),
                 grant: None,
             }),
             Some(_) => Attempt::Rejected("unusable principal in certificate"),

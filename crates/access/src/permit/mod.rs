@@ -310,6 +310,7 @@ mod tests {
                 .collect::<Vec<_>>()
                 .into(),
             method: AuthMethod::ApiKey,
+            scheme: Arc::from("keys"),
             grant: None,
         }
     }

@@ -45,6 +45,9 @@ pub struct AuditContext {
     pub upstream_endpoint: String,
     /// The principal's name, or `anonymous`.
     pub principal: String,
+    /// The configured auth scheme that accepted the principal (`None` for
+    /// an anonymous caller): two schemes may each know an `alice`.
+    pub auth_scheme: Option<String>,
     /// The OAuth client the caller signed in with (`client_id` or `azp` of
     /// its access token), when it has one.
     pub client: Option<String>,
@@ -112,6 +115,8 @@ struct Line<'a> {
     upstream: Upstream<'a>,
     principal: Clean<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    auth_scheme: Option<Clean<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     client: Option<Clean<'a>>,
     method: Clean<'a>,
     target: Option<Clean<'a>>,
@@ -161,6 +166,7 @@ fn line<'a>(ts: &'a str, ctx: &'a AuditContext, event: &'a AuditEvent) -> Line<'
             endpoint: Endpoint(&ctx.upstream_endpoint),
         },
         principal: Clean(&ctx.principal),
+        auth_scheme: ctx.auth_scheme.as_deref().map(Clean),
         client: ctx.client.as_deref().map(Clean),
         method: Clean(&ctx.method),
         target: ctx.target.as_deref().map(Clean),

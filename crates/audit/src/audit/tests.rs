@@ -55,6 +55,7 @@ fn ctx() -> AuditContext {
         upstream_name: "Billing (ACME)".into(),
         upstream_endpoint: "https://billing.acme.example/mcp".into(),
         principal: "alice".into(),
+        auth_scheme: Some("keys".into()),
         client: None,
         method: "tools/call".into(),
         target: Some("create_invoice".into()),
@@ -321,13 +322,14 @@ fn read_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-const ENVELOPE: [&str; 10] = [
+const ENVELOPE: [&str; 11] = [
     "ts",
     "event",
     "operation",
     "request_id",
     "upstream",
     "principal",
+    "auth_scheme",
     "method",
     "target",
     "round",
@@ -379,7 +381,7 @@ async fn every_event_is_one_json_line_with_the_envelope_and_its_shape() {
     for (line, event) in lines.iter().zip(&events) {
         let obj = line.as_object().unwrap();
         let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
-        assert_eq!(&keys[..10], &ENVELOPE, "envelope first, in order");
+        assert_eq!(&keys[..11], &ENVELOPE, "envelope first, in order");
         assert!(
             is_rfc3339_millis_utc(line["ts"].as_str().unwrap()),
             "{}",
@@ -392,6 +394,7 @@ async fn every_event_is_one_json_line_with_the_envelope_and_its_shape() {
             json!({"id": "billing", "name": "Billing (ACME)", "endpoint": "https://billing.acme.example/mcp"})
         );
         assert_eq!(line["principal"], "alice");
+        assert_eq!(line["auth_scheme"], "keys");
         assert_eq!(line["method"], "tools/call");
         assert_eq!(line["target"], "create_invoice");
         assert_eq!(line["round"], 1);
@@ -532,6 +535,7 @@ fn no_event_can_carry_anything_but_names() {
         "Billing (ACME)",
         "https://billing.acme.example/mcp",
         "alice",
+        "keys",
         "tools/call",
         "create_invoice",
     ];

@@ -123,12 +123,12 @@ pub(crate) fn longest_wait(response: Duration, start: Duration) -> Duration {
     response + start * 2
 }
 
-/// Tell the face whom a request is for: the caller (as a digest of how it
-/// authenticated and its name) and the route's roots. Replaces whatever a
+/// Tell the face whom a request is for: the caller (as a digest of the
+/// auth scheme that accepted it and its name) and the route's roots. Replaces whatever a
 /// client sent under these names.
 pub fn stamp(headers: &mut HeaderMap, principal: &Principal, roots: &[String]) {
     let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
-    digest.update(principal.method.as_str().as_bytes());
+    digest.update(principal.scheme.as_bytes());
     digest.update(b"\0");
     digest.update(principal.name.as_bytes());
     let hex: String = digest.finish().as_ref()[..16]

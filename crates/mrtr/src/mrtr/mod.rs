@@ -73,7 +73,8 @@ impl MrtrShared {
 /// Who is asking about what: the binding a sealed state is checked against.
 #[derive(Debug, Clone, Copy)]
 pub struct Binding<'a> {
-    /// How the principal authenticated, and its name (`None`: anonymous).
+    /// The auth scheme that accepted the principal, and its name (`None`:
+    /// anonymous). The scheme, not the method: two schemes' `alice` differ.
     pub principal: Option<(&'a str, &'a str)>,
     pub upstream: &'a str,
     pub method: McpMethod,

@@ -29,7 +29,7 @@ pub struct SealedState {
     /// The upstream's own requestState, byte for byte (absent when it sent none).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub upstream_state: Option<String>,
-    /// `method:name` of the principal (`anonymous` when none).
+    /// `scheme:name` of the principal (`anonymous` when none).
     pub principal: String,
     pub upstream: String,
     pub method: String,

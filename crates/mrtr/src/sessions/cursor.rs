@@ -25,7 +25,7 @@ pub struct FederatedCursor {
     pub v: u8,
     /// The federated route's path.
     pub route: String,
-    /// `method:name` of the principal (`anonymous` when none).
+    /// `scheme:name` of the principal (`anonymous` when none).
     pub principal: String,
     /// The list method.
     pub method: String,

@@ -67,7 +67,7 @@ pub struct SessionState {
     /// The upstream's own `Mcp-Session-Id`, when it issued one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub upstream_session: Option<String>,
-    /// `method:name` of the principal (`anonymous` when none).
+    /// `scheme:name` of the principal (`anonymous` when none).
     pub principal: String,
     pub upstream: String,
     /// The protocol version the client asked for at `initialize`.

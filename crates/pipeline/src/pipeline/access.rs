@@ -112,14 +112,14 @@ pub(crate) fn retry_after(refusal: &Refusal) -> Option<HeaderValue> {
 /// The limits that apply once the target is known.
 pub(crate) async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
     let gateway = &ctx.gateway;
-    let principal = ctx.principal.name.as_ref();
+    let (scheme, principal) = (&*ctx.principal.scheme, &*ctx.principal.name);
     let upstream = ctx.route.upstream.settings.id.as_str();
     let label = &ctx.route.upstream.label;
     throttle(
         gateway,
         label,
         Scope::PrincipalUpstream,
-        &[principal, upstream],
+        &[scheme, principal, upstream],
     )
     .await?;
     let kind = ctx.request.method.target().and_then(|t| t.kind);
@@ -128,7 +128,7 @@ pub(crate) async fn throttle_target(ctx: &RequestCtx) -> Result<(), Refusal> {
             gateway,
             label,
             Scope::PrincipalTool,
-            &[principal, upstream, tool],
+            &[scheme, principal, upstream, tool],
         )
         .await?;
     }

@@ -119,7 +119,7 @@ impl RequestCtx {
     pub fn binding(&self) -> Binding<'_> {
         let p = &self.principal;
         Binding {
-            principal: (!p.is_anonymous()).then(|| (p.method.as_str(), p.name.as_ref())),
+            principal: (!p.is_anonymous()).then(|| (p.scheme.as_ref(), p.name.as_ref())),
             upstream: &self.route.upstream.settings.id,
             method: self.request.method,
             target: self.request.target.as_deref(),
@@ -192,6 +192,7 @@ pub(crate) fn audit_context(
         upstream_name: up.name.clone(),
         upstream_endpoint: up.url.to_string(),
         principal: principal.name.to_string(),
+        auth_scheme: (!principal.is_anonymous()).then(|| principal.scheme.to_string()),
         client: principal.grant.as_ref().and_then(|g| g.client_id.clone()),
         method: request.method.as_str().to_owned(),
         target: request.target.clone(),

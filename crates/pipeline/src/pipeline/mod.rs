@@ -268,7 +268,7 @@ impl Gateway {
             self,
             record_label(endpoint),
             Scope::Principal,
-            &[&principal.name],
+            &[&principal.scheme, &principal.name],
         )
         .await
         .map_err(|r| with_retry_after(at(r)))?;

@@ -65,7 +65,7 @@ pub(super) fn remembered_for<'a>(
         Remember::Call => return None,
         Remember::Session => Scope::Session(ctx.session.as_ref()?.state.nonce.as_str()),
         Remember::Caller if ctx.principal.is_anonymous() => return None,
-        Remember::Caller => Scope::Caller(ctx.principal.method.as_str(), &ctx.principal.name),
+        Remember::Caller => Scope::Caller(&ctx.principal.scheme, &ctx.principal.name),
     };
     Some(Remembered {
         rule: &rule.name,

@@ -172,13 +172,9 @@ fn pending(
         .collect()
 }
 
-/// `method:name` of the caller, as sealed states name it.
+/// The caller, as sealed states name it.
 fn principal_key(inbound: &Inbound) -> String {
-    let p = &inbound.principal;
-    match p.is_anonymous() {
-        true => "anonymous".to_owned(),
-        false => format!("{}:{}", p.method.as_str(), p.name),
-    }
+    inbound.principal.key()
 }
 
 /// How long and how widely a merged answer may be cached (2026-07-28): the

@@ -22,6 +22,7 @@ pub(super) type Gate = Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send>>
 /// (`input_required_rounds`).
 struct QuestionToken {
     gateway: Arc<Gateway>,
+    scheme: Arc<str>,
     principal: Arc<str>,
     upstream: Arc<str>,
 }
@@ -32,7 +33,7 @@ impl QuestionToken {
         let scope = Scope::InputRequiredRounds;
         match gateway
             .throttle
-            .check_parts(scope, &[&self.principal])
+            .check_parts(scope, &[&self.scheme, &self.principal])
             .await
         {
             Ok(Ok(())) => Ok(()),
@@ -58,6 +59,7 @@ impl Exchange {
         let ctx = &self.ctx;
         self.questions_budgeted().then(|| QuestionToken {
             gateway: ctx.gateway.clone(),
+            scheme: ctx.principal.scheme.clone(),
             principal: ctx.principal.name.clone(),
             upstream: ctx.route.upstream.label.clone(),
         })

@@ -43,6 +43,7 @@ fn principal(name: &str, groups: &[&str], method: AuthMethod) -> Principal {
             .collect::<Vec<_>>()
             .into(),
         method,
+        scheme: Arc::from("people"),
         grant: None,
     }
 }
