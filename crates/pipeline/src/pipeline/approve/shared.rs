@@ -72,6 +72,7 @@ struct Audited {
     upstream_id: String,
     upstream_name: String,
     principal: String,
+    auth_scheme: Option<String>,
     method: String,
     target: Option<String>,
 }
@@ -105,6 +106,7 @@ impl Facts {
                 upstream_id: p.audit.upstream_id.clone(),
                 upstream_name: p.audit.upstream_name.clone(),
                 principal: p.audit.principal.clone(),
+                auth_scheme: p.audit.auth_scheme.clone(),
                 method: p.audit.method.clone(),
                 target: p.audit.target.clone(),
             },
@@ -142,6 +144,7 @@ impl Facts {
                 upstream_id: self.audit.upstream_id,
                 upstream_name: self.audit.upstream_name,
                 principal: self.audit.principal,
+                auth_scheme: self.audit.auth_scheme,
                 method: self.audit.method,
                 target: self.audit.target,
                 ..AuditContext::default()
