@@ -71,8 +71,10 @@ impl Carried {
         let bridge: Arc<BridgeCalls> = Default::default();
         let pending: Arc<super::approve::PendingApprovals> = Default::default();
         pending.name_ids_with(&bridge.instance);
+        let relay = relay(config, &bridge, &pending, None);
+        pending.share_through(relay.as_ref());
         Carried {
-            relay: relay(config, &bridge, &pending, None),
+            relay,
             metrics,
             approvals: approvals(config, &replay, &clock),
             flows: Arc::new(FlowStore::new(replay.clone(), DEFAULT_TTL)),
@@ -128,6 +130,8 @@ impl Carried {
         } else {
             Throttle::keeping(&config.throttle, &old.throttle, &old.config.throttle)
         };
+        let relay = relay(config, &old.bridge, &old.pending, old.relay.as_ref());
+        old.pending.share_through(relay.as_ref());
         Carried {
             metrics: old.metrics.clone(),
             flows,
@@ -138,7 +142,7 @@ impl Carried {
             throttle,
             pools: old.routes.pools().clone(),
             bridge: old.bridge.clone(),
-            relay: relay(config, &old.bridge, &old.pending, old.relay.as_ref()),
+            relay,
             pending: old.pending.clone(),
             approvals,
         }

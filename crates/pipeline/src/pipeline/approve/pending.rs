@@ -18,11 +18,13 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use arc_swap::ArcSwapOption;
 use globset::GlobSet;
 use tokio::sync::watch;
 
 use crate::identify::{AuthSchemes, Principal, SchemeId};
 use crate::mrtr::seal::new_operation_id;
+use crate::pipeline::relay::Relay;
 pub use portcullis_approval::{Undecided, Verdict};
 
 /// Where the approval page is served.
@@ -119,7 +121,18 @@ pub struct PendingApprovals {
     /// The instance id every approval's id starts with (as a bridged
     /// call's does): which replica holds it, for another replica's page.
     instance: OnceLock<String>,
+    /// Behind replicas sharing Redis, where each approval's page facts are
+    /// kept for the others (the current config generation's relay).
+    relay: ArcSwapOption<Relay>,
 }
+
+/// Where the page facts of the approval `id` are kept for other replicas.
+pub(crate) fn facts_key(id: &str) -> String {
+    format!("{FACTS_PREFIX}{id}")
+}
+
+/// What the keys of approvals' page facts start with.
+pub(crate) const FACTS_PREFIX: &str = "portcullis:approval:";
 
 impl PendingApprovals {
     /// The admin listener is at `addr`: the page's links point there unless
@@ -135,6 +148,27 @@ impl PendingApprovals {
             return Some(base.trim_end_matches('/').to_owned());
         }
         self.admin.get().map(|a| format!("http://{a}"))
+    }
+
+    /// Keep page facts for other replicas through `relay` (each config
+    /// generation's; none without a shared Redis).
+    pub(crate) fn share_through(&self, relay: Option<&Arc<Relay>>) {
+        self.relay.store(relay.cloned());
+    }
+
+    /// Forget the page facts of `id` (decided, or its call gone), in the
+    /// background; an expiry removes them anyway.
+    pub(crate) fn forget(&self, id: &str) {
+        let Some(relay) = self.relay.load_full() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let key = facts_key(id);
+        runtime.spawn(async move {
+            let _ = relay.drop_fact(&key).await;
+        });
     }
 
     /// Name every approval's id after the instance `instance` (once).
@@ -270,6 +304,7 @@ impl PendingApprovals {
         if let Ok(mut entries) = self.entries.lock() {
             entries.remove(id);
         }
+        self.forget(id);
     }
 }
 

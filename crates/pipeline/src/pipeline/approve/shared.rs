@@ -26,7 +26,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::pending::{Deciders, Outcome, Pending, PendingApprovals, Undecided, Verdict};
+use super::pending::{
+    facts_key as key, Deciders, Outcome, Pending, PendingApprovals, Undecided, Verdict,
+    FACTS_PREFIX as KEY_PREFIX,
+};
 use crate::approval::ApproversWritten;
 use crate::audit::AuditContext;
 use crate::model::{Clock, Reason, Refusal};
@@ -34,14 +37,8 @@ use crate::pipeline::ctx::RequestCtx;
 use crate::pipeline::relay::{holder_of, Hand, Holder, Relay, RelayError, Reply};
 use crate::pipeline::Gateway;
 
-/// Where an approval's facts are kept.
-const KEY_PREFIX: &str = "portcullis:approval:";
 /// How long a page on another replica waits for the holder's word.
 const DECISION_WAIT: Duration = Duration::from_secs(5);
-
-fn key(id: &str) -> String {
-    format!("{KEY_PREFIX}{id}")
-}
 
 /// A pending approval as another replica's page needs it.
 #[derive(Serialize, Deserialize)]
@@ -169,15 +166,8 @@ pub(super) async fn publish(gateway: &Gateway, id: &str, facts: &Facts) {
     }
 }
 
-/// Forget the facts of `id` (decided, or its call gone), in the background.
 fn forget(gateway: &Gateway, id: &str) {
-    let Some(relay) = gateway.relay.clone() else {
-        return;
-    };
-    let key = key(id);
-    tokio::spawn(async move {
-        let _ = relay.drop_fact(&key).await;
-    });
+    gateway.pending.forget(id);
 }
 
 /// Another replica's approval `id`, from its facts.
