@@ -17,9 +17,9 @@
 //! The facts are what the page shows (the gateway's words, the arguments as
 //! the approval form shows them: shortened, secrets masked) and what
 //! another replica needs to authenticate an approver: the rule's approver
-//! globs as written and the route's scheme names. An approval whose call
-//! went away without a decision stays listed until its expiry; a decision
-//! on it is refused as not found, and its facts are dropped then.
+//! globs as written and the route's scheme names. They go when the holder
+//! lets the approval go (`PendingApprovals::forget`), or at their expiry
+//! when the holder died; a decision then is refused, and they go too.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
