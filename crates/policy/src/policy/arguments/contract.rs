@@ -14,6 +14,8 @@ use jsonschema::error::ValidationErrorKind;
 use jsonschema::{PatternOptions, Validator};
 use serde_json::{Map, Value};
 
+use super::declared::Declared;
+
 /// What one listed item promises about the calls it takes.
 #[derive(Debug)]
 pub struct Contract {
@@ -43,6 +45,8 @@ struct Compiled {
     /// pattern neither regex engine reads, a reference out of the schema):
     /// then only the undeclared-properties rule reads it.
     validator: Option<Validator>,
+    /// What the undeclared-members rule reads of the schema.
+    declared: Declared,
 }
 
 impl std::fmt::Debug for Compiled {
@@ -66,7 +70,7 @@ pub struct Problem {
 
 /// The most problems one check reports (the first is refused; the rest
 /// are recorded when monitoring).
-const MAX_PROBLEMS: usize = 8;
+pub(super) const MAX_PROBLEMS: usize = 8;
 
 /// The backtracking budget of a schema `pattern` that needs the
 /// backtracking engine (lookaround): a server writes the pattern, so its
@@ -198,7 +202,7 @@ impl Contract {
             } => {
                 let compiled = compiled.get_or_init(|| Compiled::of(schema));
                 let mut out = compiled.schema_problems(arguments);
-                undeclared(schema, arguments, &mut String::new(), &mut out);
+                compiled.declared.undeclared(arguments, &mut out);
                 out
             }
             Kind::Prompt {
@@ -226,7 +230,10 @@ impl Compiled {
                 .build(schema)
                 .ok()
         });
-        Compiled { validator }
+        Compiled {
+            validator,
+            declared: Declared::of(schema),
+        }
     }
 
     fn schema_problems(&self, arguments: &Value) -> Vec<Problem> {
@@ -316,88 +323,21 @@ fn printable(word: &str) -> String {
 
 /// `at` with one more pointer segment (`~` and `/` escaped, RFC 6901).
 pub(crate) fn pointer_join(at: &str, segment: &str) -> String {
-    let escaped = segment.replace('~', "~0").replace('/', "~1");
-    format!("{at}/{escaped}")
+    let mut out = String::with_capacity(at.len() + segment.len() + 1);
+    out.push_str(at);
+    push_segment(&mut out, segment);
+    out
 }
 
-/// The keywords with which a schema says which members an object may have
-/// other than its `properties`, or composes its shape from other schemas:
-/// where one is present, undeclared members are the validator's to judge.
-const OPEN_OR_COMPOSED: [&str; 11] = [
-    "additionalProperties",
-    "patternProperties",
-    "unevaluatedProperties",
-    "allOf",
-    "anyOf",
-    "oneOf",
-    "$ref",
-    "$dynamicRef",
-    "if",
-    "dependentSchemas",
-    "dependencies",
-];
-
-/// Members of `instance` that an object schema does not declare (it names
-/// its `properties`, or none, and nothing else opens or composes it), at
-/// any depth the schema describes plainly.
-fn undeclared(schema: &Value, instance: &Value, at: &mut String, out: &mut Vec<Problem>) {
-    let Value::Object(schema) = schema else {
-        return;
-    };
-    if out.len() >= MAX_PROBLEMS || OPEN_OR_COMPOSED.iter().any(|k| schema.contains_key(*k)) {
-        return;
-    }
-    match instance {
-        // Below the arguments, an object that names no `properties` is a
-        // map whose keys are data (`{"cards": {"Alex": [...]}}`), as JSON
-        // Schema reads it; the arguments themselves are the tool's
-        // parameter list, whose names are the contract even when it
-        // declares none.
-        Value::Object(_) if !at.is_empty() && !schema.contains_key("properties") => {}
-        Value::Object(members) if is_object_schema(schema) => {
-            let empty = Map::new();
-            let declared = schema
-                .get("properties")
-                .and_then(Value::as_object)
-                .unwrap_or(&empty);
-            for (name, value) in members {
-                let len = at.len();
-                at.push_str(&pointer_join("", name));
-                match declared.get(name) {
-                    Some(sub) => undeclared(sub, value, at, out),
-                    None if out.len() < MAX_PROBLEMS => out.push(Problem {
-                        path: at.clone(),
-                        keyword: "undeclared".to_owned(),
-                        why: "is not a property the tool declares".to_owned(),
-                    }),
-                    None => {}
-                }
-                at.truncate(len);
-            }
+/// One more pointer segment on `at`, in place (`~` and `/` escaped).
+pub(crate) fn push_segment(at: &mut String, segment: &str) {
+    at.push('/');
+    for c in segment.chars() {
+        match c {
+            '~' => at.push_str("~0"),
+            '/' => at.push_str("~1"),
+            c => at.push(c),
         }
-        Value::Array(items) => {
-            let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) else {
-                return;
-            };
-            for (i, item) in items.iter().enumerate() {
-                let len = at.len();
-                at.push_str(&format!("/{i}"));
-                undeclared(item_schema, item, at, out);
-                at.truncate(len);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A schema that describes an object: `type` is (or includes) `object`,
-/// or it names `properties` without a type.
-fn is_object_schema(schema: &Map<String, Value>) -> bool {
-    match schema.get("type") {
-        Some(Value::String(t)) => t == "object",
-        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
-        None => schema.contains_key("properties"),
-        _ => false,
     }
 }
 

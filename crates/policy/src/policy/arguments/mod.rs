@@ -29,6 +29,7 @@
 //! per listed definition, the tables once per process.
 
 mod contract;
+mod declared;
 mod edit;
 mod flows;
 mod hosts;
@@ -40,6 +41,8 @@ mod words;
 
 #[cfg(test)]
 mod tests;
+
+use std::fmt::Write as _;
 
 use portcullis_approval::ArgumentCheck as ApprovalCheck;
 use serde_json::Value;
@@ -360,8 +363,7 @@ impl<'a> ArgumentCheck<'a> {
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
                     let len = at.len();
-                    at.push('/');
-                    at.push_str(&i.to_string());
+                    let _ = write!(at, "/{i}");
                     let r = self.walk(walk, item, at, key, param);
                     at.truncate(len);
                     r?;
@@ -371,7 +373,7 @@ impl<'a> ArgumentCheck<'a> {
             Value::Object(members) => {
                 for (name, item) in members.iter_mut() {
                     let len = at.len();
-                    at.push_str(&pointer_join("", name));
+                    contract::push_segment(at, name);
                     let top = param.or(Some(name.as_str()));
                     let r = self.walk(walk, item, at, Some(name), top);
                     at.truncate(len);
@@ -581,6 +583,12 @@ impl<'a> ArgumentCheck<'a> {
             return Ok(());
         };
         let rules = ShellRules::builtin();
+        // Most values hold no shell character at all: the parameter's
+        // name and description are read only for those that might.
+        if !shell::may_hold_shell(text) {
+            self.pass(Rule::Shell, at, "shell syntax");
+            return Ok(());
+        }
         let command = param.is_some_and(|p| {
             let description = walk
                 .contract

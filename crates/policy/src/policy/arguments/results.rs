@@ -10,12 +10,13 @@
 //! its job: under `[content] secret_stores = "deliver"` what it returns is
 //! delivered as returned, without a verdict, and remembered all the same.
 
+use std::fmt::Write as _;
 use std::sync::LazyLock;
 
 use aho_corasick::AhoCorasick;
 use serde_json::{json, Map, Value};
 
-use super::contract::pointer_join;
+use super::contract::push_segment;
 use crate::policy::config::{Mode, Policy, ResultSecrets as Setting, SecretStores};
 use crate::policy::inspect::{Action, Rule, Subject, Verdict, PROVENANCE_KEY};
 use crate::policy::secret_values::SecretValueScanner;
@@ -140,7 +141,7 @@ fn walk(
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
                 let len = at.len();
-                at.push_str(&format!("/{i}"));
+                let _ = write!(at, "/{i}");
                 walk(scanner, action, item, at, out);
                 at.truncate(len);
             }
@@ -155,7 +156,7 @@ fn walk(
                     continue;
                 }
                 let len = at.len();
-                at.push_str(&pointer_join("", k));
+                push_segment(at, k);
                 walk(scanner, action, v, at, out);
                 at.truncate(len);
             }

@@ -211,7 +211,7 @@ fn takes_arguments(after: &str) -> bool {
 
 /// Cheap test first: a metacharacter a construct needs, or a flag (an
 /// encoded command has no metacharacter).
-fn may_hold_shell(value: &str) -> bool {
+pub(super) fn may_hold_shell(value: &str) -> bool {
     let b = value.as_bytes();
     !value.is_ascii()
         || b.iter()
