@@ -11,7 +11,8 @@ use toml::Spanned;
 
 use crate::model::SettingsError;
 use crate::rule::{
-    ApprovalRule, ApprovalRules, Approver, ArgumentCheck, Fallback, HintMatch, Remember,
+    ApprovalRule, ApprovalRules, Approver, ApproversWritten, ArgumentCheck, Fallback, HintMatch,
+    Remember,
 };
 pub use crate::rule::{DEFAULT_REMEMBER_FOR, DEFAULT_TIMEOUT};
 use crate::when::{Hint, Variable, When};
@@ -252,6 +253,14 @@ fn rule(
         approver,
         approvers,
         approver_groups,
+        approvers_written: ApproversWritten {
+            names: r.approvers.iter().map(|g| g.get_ref().clone()).collect(),
+            groups: r
+                .approver_groups
+                .iter()
+                .map(|g| g.get_ref().clone())
+                .collect(),
+        },
         fallback,
         timeout,
         reason,

@@ -138,11 +138,40 @@ pub struct ApprovalRule {
     /// Principals (globs) and groups who may decide on the approval page.
     pub approvers: Option<GlobSet>,
     pub approver_groups: Option<GlobSet>,
+    /// The same two lists as written: what another replica builds the same
+    /// sets from when its page shows an approval held here.
+    pub approvers_written: ApproversWritten,
     pub fallback: Fallback,
     /// How long the question waits for its answer.
     pub timeout: Duration,
     /// A sentence from the operator shown with the question.
     pub reason: Option<String>,
+}
+
+/// A rule's `approvers` and `approver_groups` globs as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ApproversWritten {
+    pub names: Vec<String>,
+    pub groups: Vec<String>,
+}
+
+impl ApproversWritten {
+    /// The two sets, built again (`None` for an empty list, or one that no
+    /// longer builds).
+    pub fn build(&self) -> (Option<GlobSet>, Option<GlobSet>) {
+        (set_of(&self.names), set_of(&self.groups))
+    }
+}
+
+fn set_of(globs: &[String]) -> Option<GlobSet> {
+    if globs.is_empty() {
+        return None;
+    }
+    let mut b = globset::GlobSetBuilder::new();
+    for g in globs {
+        b.add(globset::Glob::new(g).ok()?);
+    }
+    b.build().ok()
 }
 
 /// The tools a rule names: names written without glob characters are
@@ -222,6 +251,7 @@ static FOR_ARGUMENTS: std::sync::LazyLock<ApprovalRule> =
         approver: Approver::Caller,
         approvers: None,
         approver_groups: None,
+        approvers_written: ApproversWritten::default(),
         fallback: Fallback::Refuse,
         timeout: DEFAULT_TIMEOUT,
         reason: None,

@@ -248,7 +248,7 @@ async fn viewer_recorded(
 
 async fn list(parts: &http::request::Parts, gateway: &Gateway) -> Response<Full<Bytes>> {
     let now = gateway.clock.now_millis();
-    let waiting = gateway.pending.waiting(now);
+    let waiting = gateway.approvals_waiting(now).await;
     let operator = operator(parts, gateway, b"");
     if matches!(operator, Some(Err(()))) {
         return page::unauthenticated("The admin signature was refused.", None);
@@ -317,7 +317,7 @@ fn session_name(s: &Session) -> String {
 }
 
 async fn show(parts: &http::request::Parts, id: &str, gateway: &Gateway) -> Response<Full<Bytes>> {
-    let pending = match gateway.pending.get(id, gateway.clock.now_millis()) {
+    let pending = match gateway.approval(id, gateway.clock.now_millis()).await {
         Ok(p) => p,
         Err(why) => return undecided(why),
     };
@@ -381,7 +381,7 @@ async fn decide(
     // Who decides is known before what became of the approval: an
     // unauthenticated request learns nothing about it, and every attempt
     // on a known approval is recorded with who made it.
-    let Some(known) = gateway.pending.lookup(id) else {
+    let Some(known) = gateway.approval_known(id).await else {
         return refused_decision(id, Undecided::NotFound);
     };
     let viewer = match viewer_recorded(parts, body, id, &known, gateway).await {
@@ -409,16 +409,15 @@ async fn decide(
         }
     };
     let now = gateway.clock.now_millis();
-    match gateway.pending.decide(
-        id,
-        form.csrf.as_deref().unwrap_or(""),
+    let decision = approve::Decision {
+        csrf: form.csrf.as_deref().unwrap_or(""),
         verdict,
-        form.remember,
-        &by,
-        now,
-    ) {
-        Ok(p) => {
-            tracing::info!(rule = %p.rule, by = %by, verdict = verdict.as_str(), "approval decided on the page");
+        remember: form.remember,
+        by: &by,
+    };
+    match gateway.decide_approval(id, decision, now).await {
+        Ok(()) => {
+            tracing::info!(rule = %known.rule, by = %by, verdict = verdict.as_str(), "approval decided on the page");
             let words = match verdict {
                 Verdict::Approved => "Approved: the call goes on to the server.",
                 Verdict::Declined => "Declined: the call is refused; nothing was forwarded.",

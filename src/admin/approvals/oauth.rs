@@ -225,7 +225,7 @@ async fn redeem(
         );
         return page(StatusCode::BAD_REQUEST, "Not signed in", "<p>This sign-in was not started in this browser, or took too long: open the approval's link again.</p>");
     };
-    let Some(pending) = gateway.pending.lookup(&flow.approval) else {
+    let Some(pending) = gateway.approval_known(&flow.approval).await else {
         return page::undecided(crate::pipeline::approve::pending::Undecided::NotFound);
     };
     let refuse = |why: RefusedSignIn, status: StatusCode, words: &str| {

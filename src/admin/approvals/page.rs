@@ -90,6 +90,8 @@ pub(super) fn undecided(why: Undecided) -> Response<Full<Bytes>> {
         Undecided::Expired => StatusCode::GONE,
         Undecided::AlreadyDecided => StatusCode::CONFLICT,
         Undecided::CsrfMismatch => StatusCode::FORBIDDEN,
+        Undecided::HolderGone => StatusCode::GONE,
+        Undecided::Unreachable => StatusCode::SERVICE_UNAVAILABLE,
     };
     page(
         status,

@@ -77,7 +77,7 @@ pub(super) async fn sign_in(
     let now = gateway.clock.now_millis();
     let jar = Jar::of(gateway);
     let pending = match &form.approval {
-        Some(id) => match gateway.pending.lookup(id) {
+        Some(id) => match gateway.approval_known(id).await {
             Some(p) => Some(p),
             None => return page::undecided(Undecided::NotFound),
         },

@@ -13,9 +13,10 @@ const FORM_AND_URL = { elicitation: { form: {}, url: {} } };
  * TypeScript SDK v2 client in `auto` negotiation mode (server/discover first, the
  * 2025-11-25 initialize handshake only when the server is not a 2026-07-28 one), or
  * `negotiation: 'legacy'` (initialize only: a 2025-11-25 session).
- * `answer(params)` answers each elicitation/create; `asked` lists every question.
+ * `answer(params)` answers each elicitation/create; `asked` lists every question;
+ * `headers` go with every request (a caller's credentials).
  */
-export async function connectV2(url, answer, { capabilities = FORM_AND_URL, maxRounds, negotiation = 'auto' } = {}) {
+export async function connectV2(url, answer, { capabilities = FORM_AND_URL, maxRounds, negotiation = 'auto', headers } = {}) {
   const { fetch, wire } = recordingFetch();
   const asked = [];
   const client = new ClientV2(
@@ -26,13 +27,13 @@ export async function connectV2(url, answer, { capabilities = FORM_AND_URL, maxR
     asked.push(request.params);
     return answer(request.params);
   });
-  const transport = new TransportV2(new URL(url), { fetch });
+  const transport = new TransportV2(new URL(url), { fetch, ...(headers ? { requestInit: { headers } } : {}) });
   await client.connect(transport);
   return { client, transport, wire, asked, close: () => client.close() };
 }
 
 /** TypeScript SDK 1.x client: 2025-11-25 only (initialize, session, pushed elicitation). */
-export async function connectV1(url, answer, { capabilities = FORM_AND_URL, continueAt } = {}) {
+export async function connectV1(url, answer, { capabilities = FORM_AND_URL, continueAt, headers } = {}) {
   const { fetch, wire } = recordingFetch({ continueAt });
   const asked = [];
   const client = new ClientV1({ name: 'portcullis-interop-ts-v1-client', version: '1.0.0' }, { capabilities });
@@ -40,7 +41,7 @@ export async function connectV1(url, answer, { capabilities = FORM_AND_URL, cont
     asked.push(request.params);
     return answer(request.params);
   });
-  const transport = new TransportV1(new URL(url), { fetch });
+  const transport = new TransportV1(new URL(url), { fetch, ...(headers ? { requestInit: { headers } } : {}) });
   await client.connect(transport);
   return { client, transport, wire, asked, close: () => client.close() };
 }

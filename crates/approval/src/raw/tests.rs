@@ -251,3 +251,33 @@ fn a_bad_condition_points_at_its_character_in_the_file() {
         .unwrap_err();
     assert!(m.starts_with("\"tool"), "{m}");
 }
+
+#[test]
+fn approvers_as_written_build_the_same_sets_on_another_replica() {
+    let r = rules("[[approval]]\ntools = [\"x\"]\napprover = \"approvers\"\napprovers = [\"ops-*\", \"alice\"]\napprover_groups = [\"security\"]\n").unwrap();
+    let rule = r.iter().next().unwrap();
+    let written = &rule.approvers_written;
+    assert_eq!(written.names, ["ops-*", "alice"]);
+    assert_eq!(written.groups, ["security"]);
+    // Sent to another replica as JSON and built there again.
+    let there: ApproversWritten =
+        serde_json::from_value(serde_json::to_value(written).unwrap()).unwrap();
+    let (names, groups) = there.build();
+    let (names, groups) = (names.unwrap(), groups.unwrap());
+    for who in ["ops-1", "alice", "bob", "ops"] {
+        let here = rule.approvers.as_ref().unwrap().is_match(who);
+        assert_eq!(names.is_match(who), here, "{who}");
+    }
+    assert!(groups.is_match("security") && !groups.is_match("sec"));
+    // No list, no set: nobody decides by it.
+    let (none, no_groups) = ApproversWritten::default().build();
+    assert!(none.is_none() && no_groups.is_none());
+    let broken = ApproversWritten {
+        names: vec!["[".into()],
+        groups: Vec::new(),
+    };
+    assert!(
+        broken.build().0.is_none(),
+        "a glob that no longer builds admits nobody"
+    );
+}

@@ -12,6 +12,7 @@ pub(crate) mod metrics;
 #[cfg(test)]
 pub(crate) use portcullis_approval::{raw, RawApproval};
 pub(crate) use portcullis_approval::{
-    Annotations, ApprovalRule, ApprovalRules, Approver, ArgumentCheck, Because, CallerFacts,
-    Circumstances, Facts, Fallback, RefusedDecision, RefusedSignIn, Remember, Step, Variable,
+    Annotations, ApprovalRule, ApprovalRules, Approver, ApproversWritten, ArgumentCheck, Because,
+    CallerFacts, Circumstances, Facts, Fallback, RefusedDecision, RefusedSignIn, Remember, Step,
+    Variable,
 };

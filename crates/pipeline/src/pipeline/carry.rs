@@ -69,8 +69,12 @@ impl Carried {
         let audit = open_audit(config);
         let replay = Arc::new(ReplayStore::new(&config.state.replay));
         let bridge: Arc<BridgeCalls> = Default::default();
+        let pending: Arc<super::approve::PendingApprovals> = Default::default();
+        pending.name_ids_with(&bridge.instance);
+        let relay = relay(config, &bridge, &pending, None);
+        pending.share_through(relay.as_ref());
         Carried {
-            relay: relay(config, &bridge, None),
+            relay,
             metrics,
             approvals: approvals(config, &replay, &clock),
             flows: Arc::new(FlowStore::new(replay.clone(), DEFAULT_TTL)),
@@ -81,7 +85,7 @@ impl Carried {
             throttle: Throttle::new(&config.throttle),
             pools: Pools::new(),
             bridge,
-            pending: Default::default(),
+            pending,
         }
     }
 
@@ -126,6 +130,8 @@ impl Carried {
         } else {
             Throttle::keeping(&config.throttle, &old.throttle, &old.config.throttle)
         };
+        let relay = relay(config, &old.bridge, &old.pending, old.relay.as_ref());
+        old.pending.share_through(relay.as_ref());
         Carried {
             metrics: old.metrics.clone(),
             flows,
@@ -136,7 +142,7 @@ impl Carried {
             throttle,
             pools: old.routes.pools().clone(),
             bridge: old.bridge.clone(),
-            relay: relay(config, &old.bridge, old.relay.as_ref()),
+            relay,
             pending: old.pending.clone(),
             approvals,
         }
@@ -161,6 +167,7 @@ pub(super) fn approvals(
 fn relay(
     config: &GatewayConfig,
     bridge: &Arc<BridgeCalls>,
+    pending: &Arc<super::approve::PendingApprovals>,
     old: Option<&Arc<Relay>>,
 ) -> Option<Arc<Relay>> {
     let ReplayBackend::Redis(url) = &config.state.replay else {
@@ -168,7 +175,10 @@ fn relay(
     };
     match old {
         Some(old) if old.serves(url) => Some(old.clone()),
-        _ => Some(Relay::new(url, &bridge.instance, relayed::holder(bridge))),
+        _ => {
+            let holder = super::approve::holder(relayed::holder(bridge), pending);
+            Some(Relay::new(url, &bridge.instance, holder))
+        }
     }
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod ask;
 pub mod pending;
 pub(crate) mod push;
 mod second;
+mod shared;
 mod steps;
 
 pub(crate) use ask::held_listing_approved;
@@ -19,6 +20,8 @@ pub use portcullis_approval::{RefusedDecision, RefusedSignIn};
 pub use push::Question;
 pub(crate) use push::Waiting;
 pub use second::{refused_decision, refused_sign_in};
+pub(crate) use shared::holder;
+pub use shared::Decision;
 
 use crate::approval::{ApprovalRule, ApprovalRules, Because, Circumstances, Facts};
 

@@ -10,39 +10,27 @@
 //! An approval lives until it is decided and its call has read the
 //! decision, until its expiry, or until the call it holds went away (the
 //! waiting call's [`Waiter`] removes it). It lives in this gateway
-//! process: a call whose retry reaches another replica finds no approval
-//! there and is refused.
+//! process; behind replicas sharing Redis its page facts are told to the
+//! others (the approve phase's `shared` module), whose pages show it and hand
+//! a decision here.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use arc_swap::ArcSwapOption;
 use globset::GlobSet;
 use tokio::sync::watch;
 
 use crate::identify::{AuthSchemes, Principal, SchemeId};
 use crate::mrtr::seal::new_operation_id;
+use crate::pipeline::relay::Relay;
+pub use portcullis_approval::{Undecided, Verdict};
 
 /// Where the approval page is served.
 pub const PAGE_PATH: &str = "/approvals";
 /// At most this many approvals wait at once (each holds a call).
 const MAX_PENDING: usize = 10_000;
-
-/// What the approver decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Approved,
-    Declined,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Approved => "approved",
-            Verdict::Declined => "declined",
-        }
-    }
-}
 
 /// An approval's state, as its call waits on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,40 +112,27 @@ struct Entry {
     state: watch::Sender<State>,
 }
 
-/// Why an approval could not be decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Undecided {
-    #[error("no such approval waits (it was decided, expired, or its call went away)")]
-    NotFound,
-    #[error("the approval has expired")]
-    Expired,
-    #[error("the approval was already decided")]
-    AlreadyDecided,
-    #[error("the form's token does not belong to this approval")]
-    CsrfMismatch,
-}
-
-impl Undecided {
-    /// How a decision refused for this is recorded; `None` when there is
-    /// no approval to record it under.
-    pub fn recorded_as(self) -> Option<crate::approval::RefusedDecision> {
-        use crate::approval::RefusedDecision as R;
-        match self {
-            Undecided::NotFound => None,
-            Undecided::Expired => Some(R::Expired),
-            Undecided::AlreadyDecided => Some(R::AlreadyDecided),
-            Undecided::CsrfMismatch => Some(R::TokenMismatch),
-        }
-    }
-}
-
 /// The approvals waiting in this process, carried across reloads.
 #[derive(Default)]
 pub struct PendingApprovals {
     entries: Mutex<HashMap<String, Entry>>,
     /// The admin listener's bound address (set once it listens).
     admin: OnceLock<SocketAddr>,
+    /// The instance id every approval's id starts with (as a bridged
+    /// call's does): which replica holds it, for another replica's page.
+    instance: OnceLock<String>,
+    /// Behind replicas sharing Redis, where each approval's page facts are
+    /// kept for the others (the current config generation's relay).
+    relay: ArcSwapOption<Relay>,
 }
+
+/// Where the page facts of the approval `id` are kept for other replicas.
+pub(crate) fn facts_key(id: &str) -> String {
+    format!("{FACTS_PREFIX}{id}")
+}
+
+/// What the keys of approvals' page facts start with.
+pub(crate) const FACTS_PREFIX: &str = "portcullis:approval:";
 
 impl PendingApprovals {
     /// The admin listener is at `addr`: the page's links point there unless
@@ -175,10 +150,48 @@ impl PendingApprovals {
         self.admin.get().map(|a| format!("http://{a}"))
     }
 
+    /// Keep page facts for other replicas through `relay` (each config
+    /// generation's; none without a shared Redis).
+    pub(crate) fn share_through(&self, relay: Option<&Arc<Relay>>) {
+        self.relay.store(relay.cloned());
+    }
+
+    /// Forget the page facts of `id` (decided, or its call gone), in the
+    /// background; an expiry removes them anyway.
+    pub(crate) fn forget(&self, id: &str) {
+        let Some(relay) = self.relay.load_full() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let key = facts_key(id);
+        runtime.spawn(async move {
+            let _ = relay.drop_fact(&key).await;
+        });
+    }
+
+    /// Name every approval's id after the instance `instance` (once).
+    pub(crate) fn name_ids_with(&self, instance: &str) {
+        let _ = self.instance.set(instance.to_owned());
+    }
+
+    /// Whether the approval `id` is held by this instance (or by nobody
+    /// another replica could reach: an id named after no instance).
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        match (crate::pipeline::relay::holder_of(id), self.instance.get()) {
+            (Some(holder), Some(me)) => holder == me,
+            _ => true,
+        }
+    }
+
     /// Hold a call for an approver: its id and a handle to wait with.
     /// `None` when too many approvals wait already.
     pub fn open(self: &Arc<Self>, pending: Pending, now_ms: u64) -> Option<Waiter> {
-        let id = new_operation_id();
+        let id = match self.instance.get() {
+            Some(instance) => format!("{instance}.{}", new_operation_id()),
+            None => new_operation_id(),
+        };
         let (state, _) = watch::channel(State::Waiting);
         let mut entries = self.entries.lock().ok()?;
         entries.retain(|_, e| e.pending.expires_ms > now_ms);
@@ -291,6 +304,7 @@ impl PendingApprovals {
         if let Ok(mut entries) = self.entries.lock() {
             entries.remove(id);
         }
+        self.forget(id);
     }
 }
 

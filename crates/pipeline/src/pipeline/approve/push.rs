@@ -67,8 +67,12 @@ enum Decision {
     Expired,
     /// The client cancelled the call or went away: nothing more is said.
     Gone,
-    /// The approver decided on the approval page (or nobody did in time).
-    Page(Outcome),
+    /// The approver decided on the approval page (or nobody did in time);
+    /// `answered`: the caller's client had answered the link by then.
+    Page {
+        outcome: Outcome,
+        answered: bool,
+    },
 }
 
 /// Push the question and answer with the call's event stream; a task waits
@@ -149,9 +153,17 @@ async fn carry(
             on_page(waiter, now, &mut events, tx).await
         }
     };
-    // The call waits no more: a late answer is refused `call_not_waiting`.
     let operation = registration.id.clone();
-    drop(registration);
+    match decision {
+        // The approver decided before the caller's client answered the
+        // link (it answers once the person is done with the page): that
+        // answer is still to come, and is taken when it does.
+        Decision::Page {
+            answered: false, ..
+        } => await_link_answer(registration, events, q.timeout),
+        // The call waits no more: a late answer is refused `call_not_waiting`.
+        _ => drop(registration),
+    }
     let Waiting {
         mut ctx,
         parts,
@@ -165,7 +177,7 @@ async fn carry(
         rounds: 1,
     }));
     let (step, refusal) = match decision {
-        Decision::Page(outcome) => {
+        Decision::Page { outcome, .. } => {
             let about = About {
                 rule: &q.rule,
                 tool: &q.tool,
@@ -205,6 +217,21 @@ async fn carry(
     fail(&ctx, tx, &refusal).await
 }
 
+/// The caller's answer to the link, after the approver decided: taken
+/// (and dropped: it only says the person was shown the link) until the
+/// question's own timeout, so the client's answer is not refused
+/// `call_not_waiting` for coming after the decision it led to.
+fn await_link_answer(
+    registration: Registration,
+    mut events: mpsc::UnboundedReceiver<CallEvent>,
+    timeout: Duration,
+) {
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(timeout, events.recv()).await;
+        drop(registration);
+    });
+}
+
 /// The approver's decision on the page; the caller's answer to the link
 /// only withdraws the call (declined or cancelled) or lets it wait on.
 async fn on_page(
@@ -218,7 +245,7 @@ async fn on_page(
     let mut answered = false;
     loop {
         tokio::select! {
-            outcome = &mut decided => return Decision::Page(outcome),
+            outcome = &mut decided => return Decision::Page { outcome, answered },
             event = events.recv(), if !answered => match link_answer(event) {
                 // Accepted: the caller opened (or was shown) the link.
                 None => answered = true,

@@ -21,6 +21,7 @@ use http::{HeaderValue, Response};
 use serde_json::{json, Value};
 
 use super::pending::{Deciders, Outcome, Pending, Verdict, Waiter, PAGE_PATH};
+use super::shared::{await_elsewhere, publish, Facts};
 use super::steps::{keep, record, Recorded, QUESTION_KEY};
 use crate::approval::{ApprovalRule, RefusedDecision, RefusedSignIn, Step};
 use crate::audit::AuditEvent;
@@ -95,16 +96,21 @@ pub(super) async fn hold(
         ));
     };
     let now_ms = gateway.clock.now_millis();
-    let Some(waiter) = gateway
-        .pending
-        .open(pending(ctx, held, parts, authority), now_ms)
-    else {
+    let pending = pending(ctx, held, parts, authority);
+    let facts = gateway
+        .relay
+        .is_some()
+        .then(|| Facts::of(&pending, &held.rule.approvers_written));
+    let Some(waiter) = gateway.pending.open(pending, now_ms) else {
         return Err(unavailable(
             ctx,
             held,
             "too many calls wait for an approver; nothing was forwarded; try again later",
         ));
     };
+    if let Some(facts) = &facts {
+        publish(&gateway, waiter.id(), facts).await;
+    }
     let url = format!("{base}{PAGE_PATH}/{}", waiter.id());
     tracing::info!(upstream = %ctx.route.upstream.settings.id, rule = %held.rule.name, page = %url, "approval waits for an approver");
     if !link {
@@ -241,6 +247,10 @@ pub(super) async fn await_retry(
 ) -> Result<(), Refusal> {
     let gateway = ctx.gateway.clone();
     let Some(waiter) = gateway.pending.waiter(id) else {
+        // Behind replicas, the approval may wait on the one that asked.
+        if let Some(outcome) = await_elsewhere(ctx, id).await {
+            return settled(ctx, about, outcome?).await;
+        }
         record_step(ctx, about, Step::Expired, None, None);
         return Err(Refusal::new(
             Reason::ApprovalExpired,

@@ -102,7 +102,9 @@ pub(crate) async fn retry(
             extra,
             status,
         } => Err(Reply::to_refusal(&reason, message, extra, status)),
-        Reply::Delivered | Reply::NotWaiting => Err(not_waiting()),
+        Reply::Delivered | Reply::NotWaiting | Reply::Undecided { .. } | Reply::Decided { .. } => {
+            Err(not_waiting())
+        }
     }
 }
 
@@ -132,7 +134,8 @@ async fn counted(
         Ok(Reply::Delivered) => "delivered",
         Ok(Reply::Answered { .. }) => "answered",
         Ok(Reply::NotWaiting) => "not_waiting",
-        Ok(Reply::Refused { .. }) => "refused",
+        Ok(Reply::Refused { .. } | Reply::Undecided { .. }) => "refused",
+        Ok(Reply::Decided { .. }) => "answered",
         Err(e) => e.as_str(),
     };
     ctx.gateway.metrics.bridge.handoff(kind.as_str(), label);

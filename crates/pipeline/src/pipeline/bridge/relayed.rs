@@ -59,6 +59,8 @@ impl Holder for Calls {
                 calls.end_session(&session);
                 Reply::Delivered
             }
+            // The approvals' holder takes decisions before they come here.
+            Hand::Decide { .. } | Hand::AwaitDecision { .. } => Reply::NotWaiting,
         }
     }
 }

@@ -59,7 +59,7 @@ impl BridgeMetrics {
         let handoffs = IntCounterVec::new(
             Opts::new(
                 "portcullis_relay_handoffs_total",
-                "Answers (kind answer: to a question pushed on a 2025-11-25 call's stream) and retries (kind retry: of a call carried in a 2025-11-25 upstream session) this replica received for a call another replica holds and handed to it through Redis, by kind and outcome (delivered, answered, not_waiting, refused, holder_gone, timed_out, store_unavailable)",
+                "Answers (kind answer: to a question pushed on a 2025-11-25 call's stream), retries (kind retry: of a call carried in a 2025-11-25 upstream session) and approval page decisions (kind decision: a decision, or a 2026-07-28 retry waiting for one) this replica received for a call another replica holds and handed to it through Redis, by kind and outcome (delivered, answered, not_waiting, refused, holder_gone, timed_out, store_unavailable)",
             ),
             &["kind", "outcome"],
         )?;

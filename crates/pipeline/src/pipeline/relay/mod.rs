@@ -21,6 +21,7 @@
 //! Nothing crosses when the single-use store is this instance's memory:
 //! there is then no relay (a single replica behaves as before).
 
+mod facts;
 mod wire;
 
 pub(crate) use wire::{Hand, HandKind, Reply};

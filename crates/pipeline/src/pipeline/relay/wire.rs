@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::model::{Reason, Refusal};
+use portcullis_approval::{Undecided, Verdict};
 
 /// A message as sealed: with the time (unix seconds) after which the
 /// replica it is for drops it (a message replayed from Redis later).
@@ -64,6 +65,27 @@ pub(crate) enum Hand {
         session: String,
         client_id: Option<Value>,
     },
+    /// An approver's decision, taken on another replica's approval page,
+    /// for the approval `id` held here (checked here: its token, once).
+    Decide {
+        id: String,
+        csrf: String,
+        verdict: Verdict,
+        remember: bool,
+        /// The approver, as recorded.
+        by: String,
+    },
+    /// A 2026-07-28 caller's retry of a call held for an approver on the
+    /// replica holding the approval `id`: the holder replies once the
+    /// approver decided (or the approval expired), and the call goes on
+    /// from the replica the retry reached.
+    AwaitDecision {
+        id: String,
+        /// The caller the retry came from (its principal key), and the
+        /// arguments' digest: the approval's own are checked against them.
+        principal: String,
+        digest: String,
+    },
 }
 
 impl Hand {
@@ -73,6 +95,7 @@ impl Hand {
             Hand::Answer { .. } => HandKind::Answer,
             Hand::Retry { .. } => HandKind::Retry,
             Hand::Cancel { .. } => HandKind::Cancel,
+            Hand::Decide { .. } | Hand::AwaitDecision { .. } => HandKind::Decision,
         }
     }
 }
@@ -82,6 +105,7 @@ pub(crate) enum HandKind {
     Answer,
     Retry,
     Cancel,
+    Decision,
 }
 
 impl HandKind {
@@ -90,6 +114,7 @@ impl HandKind {
             HandKind::Answer => "answer",
             HandKind::Retry => "retry",
             HandKind::Cancel => "cancel",
+            HandKind::Decision => "decision",
         }
     }
 }
@@ -106,6 +131,14 @@ pub(crate) enum Reply {
     /// `input_required` question or the call's result), addressed to the
     /// call's first id (the replica that received the retry readdresses it).
     Answered { message: Value },
+    /// A decision the holder did not take, and why.
+    Undecided { why: Undecided },
+    /// What the approver decided (`None`: nobody did before the expiry).
+    Decided {
+        verdict: Option<Verdict>,
+        by: String,
+        remember: bool,
+    },
     /// A retry's refusal, as the holder decided it.
     Refused {
         reason: String,
