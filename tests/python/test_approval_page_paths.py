@@ -14,6 +14,11 @@ approver (a second HTTP client with an API key the rule names) decides on the pa
 the caller opens the link, or the caller declines or cancels the question itself and
 nobody is asked. Approved, the call reaches its server under its own name; declined by
 either, the gateway refuses it with `approval_declined` and the server never sees it.
+
+The same paths (bridged to the 1.x-only server, federated, stdio) also carry the rule
+that asks the caller itself: the client gets the gateway's form question in its own
+generation and approves (the call goes on), or declines, cancels or leaves `approve`
+unticked (refused `approval_declined`).
 """
 
 from __future__ import annotations
@@ -109,6 +114,31 @@ path = "/stdio"
 upstream = "local"
 auth = ["keys"]
 {rule("stdio-pair", "echo")}
+[[route]]
+path = "/v1only-asks"
+upstream = "v1"
+auth = ["keys"]
+{asks("v1-asks", "echo")}
+[[route]]
+path = "/team-asks"
+upstreams = ["py", "rooms"]
+auth = ["keys"]
+{asks("team-asks", "echo")}
+[[route]]
+path = "/stdio-asks"
+upstream = "local"
+auth = ["keys"]
+{asks("stdio-asks", "echo")}
+"""
+
+
+def asks(name: str, tool: str) -> str:
+    """A rule under which the gateway asks the caller itself (a form question)."""
+    return f"""
+[[route.approval]]
+name = "{name}"
+tools = ["{tool}"]
+timeout = "30s"
 """
 
 
@@ -243,3 +273,63 @@ async def test_the_caller_declining_the_link_is_refused_and_nothing_waits(paths,
     assert refused.error.data["rule"] == PATHS[path][3]
     assert len(caller.links) == 1
     assert await waiting(paths) == [], "the approval went with the call"
+
+
+# The same paths with the gateway asking the caller itself (a form question, no page).
+ASKS = {
+    "v1only": ("/v1only-asks", "echo", ECHO, "v1-asks", ECHO["text"], [MODERN, "legacy"]),
+    "federated": ("/team-asks", "py_echo", ECHO, "team-asks", ECHO["text"], [MODERN, "legacy"]),
+    "stdio": ("/stdio-asks", "echo", ECHO, "stdio-asks", ECHO["text"], [MODERN, "legacy"]),
+}
+ASK_CASES = [(path, era) for path, spec in ASKS.items() for era in spec[5]]
+
+
+class Answering:
+    """The caller answering the gateway's own form question: `action`, and when it
+    accepts, whether it ticks `approve`."""
+
+    def __init__(self, action: str, approve: bool = True) -> None:
+        self.action, self.approve = action, approve
+        self.questions: list[types.ElicitRequestFormParams] = []
+
+    async def __call__(self, context, params):
+        assert isinstance(params, types.ElicitRequestFormParams), params
+        self.questions.append(params)
+        content = {"approve": self.approve} if self.action == "accept" else None
+        return types.ElicitResult(action=self.action, content=content)
+
+
+async def call_asking(gw, path: str, era: str, caller: Answering) -> Any:
+    route, tool, arguments, *_ = ASKS[path]
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {ALICE}"})
+    async with http:
+        transport = streamable_http_client(gw.at(route), http_client=http)
+        async with Client(transport, mode=era, elicitation_callback=caller) as c:
+            try:
+                return await c.call_tool(tool, arguments)
+            except MCPError as refused:
+                return refused
+
+
+@pytest.mark.parametrize("path, era", ASK_CASES)
+async def test_the_caller_approves_the_gateways_own_question_on_every_path(paths, path, era):
+    caller = Answering("accept")
+    result = await call_asking(paths, path, era, caller)
+    assert isinstance(result, types.CallToolResult), result
+    assert not result.is_error, text_of(result)
+    assert ASKS[path][4] in text_of(result)
+    if path == "v1only":
+        assert paths.v1_calls()[-1] == "echo", "the call reached the server under its own name"
+    [question] = caller.questions
+    assert question.requested_schema["required"] == ["approve"], question
+
+
+@pytest.mark.parametrize("action, approve", [("accept", False), ("decline", True), ("cancel", True)])
+@pytest.mark.parametrize("path, era", ASK_CASES)
+async def test_the_caller_not_approving_on_every_path_is_refused(paths, path, era, action, approve):
+    before = paths.v1_calls()
+    refused = await call_asking(paths, path, era, Answering(action, approve))
+    assert paths.v1_calls() == before, "the server never saw the call"
+    assert isinstance(refused, MCPError), refused
+    assert refused.error.data["reason"] == "approval_declined", refused.error
+    assert refused.error.data["rule"] == ASKS[path][3]
