@@ -147,8 +147,9 @@ fn fits_kind(kind: &FieldKind, v: &Value) -> Result<(), String> {
 
 static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
     // RFC 6531 mailbox without quoted local parts or address literals:
-    // dot-atom local part (atext or non-ASCII), a domain of labels.
-    Regex::new(r"^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]|[^\x00-\x7f])+(?:\.(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]|[^\x00-\x7f])+)*@(?:[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?\.)+[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?$").unwrap()
+    // dot-atom local part (atext or non-ASCII), a domain of labels (a letter
+    // or digit first: a combining mark cannot begin a label).
+    Regex::new(r"^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]|[^\x00-\x7f])+(?:\.(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]|[^\x00-\x7f])+)*@(?:[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}-]*[\p{L}\p{M}\p{N}])?\.)+[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}-]*[\p{L}\p{M}\p{N}])?$").unwrap()
 });
 static URI: LazyLock<Regex> = LazyLock::new(|| {
     // RFC 3986 URI: a scheme, then only unreserved, reserved or

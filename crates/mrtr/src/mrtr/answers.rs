@@ -495,13 +495,46 @@ fn is_email(s: &str) -> bool {
     if !local_ok || domain.len() > 253 || !domain.contains('.') {
         return false;
     }
-    domain.split('.').all(|label| {
-        !label.is_empty()
-            && label.chars().count() <= 63
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-            && label.chars().all(|c| c.is_alphanumeric() || c == '-')
-    })
+    domain.split('.').all(is_domain_label)
+}
+
+/// A domain label of a mailbox (RFC 5890, 5891): letters, marks, digits and
+/// hyphens, at most 63 characters, beginning with a letter or a digit (a
+/// combining mark cannot begin a label) and not ending with a hyphen. Told
+/// by general category: `char::is_alphanumeric` also admits symbols such
+/// as circled letters, and marks only where they count as alphabetic.
+fn is_domain_label(label: &str) -> bool {
+    let mut chars = label.chars();
+    let first = chars.next().map(label_char);
+    let last = label.chars().next_back();
+    matches!(first, Some(LabelChar::LetterOrDigit))
+        && last != Some('-')
+        && label.chars().count() <= 63
+        && chars.all(|c| label_char(c) != LabelChar::Other)
+}
+
+#[derive(PartialEq)]
+enum LabelChar {
+    LetterOrDigit,
+    MarkOrHyphen,
+    Other,
+}
+
+fn label_char(c: char) -> LabelChar {
+    use unicode_general_category::{get_general_category, GeneralCategory as Gc};
+    match get_general_category(c) {
+        Gc::UppercaseLetter
+        | Gc::LowercaseLetter
+        | Gc::TitlecaseLetter
+        | Gc::ModifierLetter
+        | Gc::OtherLetter
+        | Gc::DecimalNumber
+        | Gc::LetterNumber
+        | Gc::OtherNumber => LabelChar::LetterOrDigit,
+        Gc::NonspacingMark | Gc::SpacingMark | Gc::EnclosingMark => LabelChar::MarkOrHyphen,
+        _ if c == '-' => LabelChar::MarkOrHyphen,
+        _ => LabelChar::Other,
+    }
 }
 
 fn is_uri(s: &str) -> bool {
@@ -798,6 +831,12 @@ mod tests {
             (&email, json!("octocat@-github.com"), false),
             (&email, json!(".octocat@github.com"), false),
             (&email, json!("octocat"), false),
+            // Found by the `answers` fuzz target: a combining mark cannot
+            // begin a domain label; marks inside one are fine (Hindi).
+            (&email, json!("++a@m1.\u{6e4}"), false),
+            (&email, json!("user@\u{939}\u{93f}\u{928}\u{94d}\u{926}\u{940}.example"), true),
+            (&email, json!("user@\u{24d0}bc.example"), false),
+            (&email, json!("user@github.com-"), false),
             // uri
             (&uri, json!("https://example.com/a?b=c"), true),
             (&uri, json!("mailto:octocat@github.com"), true),
