@@ -630,3 +630,33 @@ async fn an_approver_may_remember_an_approval_the_rule_lets_be_remembered() {
     assert_eq!(calls(&up).len(), 3);
     gw.shutdown().await;
 }
+
+/// Nobody decides their own call on the page, even where the rule names
+/// them; `scheme:name` names one scheme's principal (carol is `keys:carol`,
+/// not the `other:carol` the rule names).
+#[tokio::test]
+async fn nobody_decides_their_own_call_and_an_approver_may_be_named_with_a_scheme() {
+    const NAMES: &str = "name = \"second\"\ntools = [\"cancel_booking\"]\napprover = \"approvers\"\napprovers = [\"alice\", \"keys:bob\", \"other:carol\"]\ntimeout = \"20s\"";
+    let up = rooms().await;
+    let gw = start_gateway(&keyed(&up, NAMES)).await;
+    let c = client();
+    let g = url(&gw);
+    let (link, state) = linked(&c, &g).await;
+    let waiting = retry(&c, &g, &state);
+    let (status, html) = page(&c, &link, Some(BOB)).await;
+    assert_eq!(status, 200, "keys:bob is named: {html}");
+    let csrf = csrf_of(&html);
+    assert_eq!(page(&c, &link, Some(ALICE)).await.0, 403, "the caller");
+    assert_eq!(decide(&c, &link, ALICE, &csrf, "approve").await, 403);
+    assert_eq!(
+        page(&c, &link, Some(CAROL)).await.0,
+        403,
+        "another scheme's carol"
+    );
+    assert!(calls(&up).is_empty());
+    assert_eq!(decide(&c, &link, BOB, &csrf, "approve").await, 200);
+    let done = waiting.await.unwrap();
+    assert!(done.get("result").is_some(), "{done}");
+    assert_eq!(calls(&up).len(), 1);
+    gw.shutdown().await;
+}

@@ -112,7 +112,7 @@ impl Viewer {
     pub fn may_decide(&self, pending: &Pending) -> bool {
         match self {
             Viewer::Operator => true,
-            Viewer::Principal(p) => pending.deciders.admits(p),
+            Viewer::Principal(p) => pending.may_be_decided_by(p),
         }
     }
 }

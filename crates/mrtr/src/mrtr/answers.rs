@@ -834,7 +834,11 @@ mod tests {
             // Found by the `answers` fuzz target: a combining mark cannot
             // begin a domain label; marks inside one are fine (Hindi).
             (&email, json!("++a@m1.\u{6e4}"), false),
-            (&email, json!("user@\u{939}\u{93f}\u{928}\u{94d}\u{926}\u{940}.example"), true),
+            (
+                &email,
+                json!("user@\u{939}\u{93f}\u{928}\u{94d}\u{926}\u{940}.example"),
+                true,
+            ),
             (&email, json!("user@\u{24d0}bc.example"), false),
             (&email, json!("user@github.com-"), false),
             // uri

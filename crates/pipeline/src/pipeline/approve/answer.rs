@@ -99,8 +99,9 @@ pub(super) fn recorded(
     at: Option<(&str, u32)>,
 ) {
     let tool = ctx.request.target.as_deref().unwrap_or("");
+    let caller = ctx.principal.key();
     let decided_by = matches!(step, Step::Approved | Step::Declined | Step::Cancelled)
-        .then(|| ctx.principal.name.as_ref());
+        .then_some(caller.as_str());
     record(
         ctx,
         &Recorded {

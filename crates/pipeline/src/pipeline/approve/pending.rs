@@ -61,7 +61,8 @@ pub struct Deciders {
 
 impl Deciders {
     /// Whether `who` is one of the rule's approvers (an anonymous
-    /// principal never is).
+    /// principal never is). An `approvers` glob names a principal by name
+    /// (of any of the route's schemes) or as `scheme:name` (of that one).
     pub fn admits(&self, who: &Principal) -> bool {
         if who.is_anonymous() {
             return false;
@@ -69,7 +70,7 @@ impl Deciders {
         let by_name = self
             .approvers
             .as_ref()
-            .is_some_and(|g| g.is_match(&*who.name));
+            .is_some_and(|g| g.is_match(&*who.name) || g.is_match(who.key()));
         let by_group = self
             .approver_groups
             .as_ref()
@@ -88,7 +89,7 @@ pub struct Pending {
     /// The approval form's message: the gateway's words, values shortened
     /// and secrets masked.
     pub message: String,
-    /// Who asked: the caller's principal name and method.
+    /// Who asked: the caller as `scheme:name`.
     pub caller: String,
     /// The binding the call's answer is checked against (caller, arguments).
     pub caller_key: String,
@@ -133,6 +134,15 @@ pub(crate) fn facts_key(id: &str) -> String {
 
 /// What the keys of approvals' page facts start with.
 pub(crate) const FACTS_PREFIX: &str = "portcullis:approval:";
+
+impl Pending {
+    /// Whether `who` may decide this call: one of the rule's approvers, and
+    /// not the caller (the page is for a second person; whoever the rule
+    /// names, nobody approves their own call there).
+    pub fn may_be_decided_by(&self, who: &Principal) -> bool {
+        who.key() != self.caller_key && self.deciders.admits(who)
+    }
+}
 
 impl PendingApprovals {
     /// The admin listener is at `addr`: the page's links point there unless

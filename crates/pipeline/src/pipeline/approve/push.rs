@@ -347,8 +347,9 @@ async fn fail(ctx: &RequestCtx, tx: &mpsc::Sender<Out>, refusal: &Refusal) -> Op
 }
 
 fn steps(ctx: &RequestCtx, q: &Question, step: Step, remembered: Option<Remember>) {
+    let caller = ctx.principal.key();
     let decided_by = matches!(step, Step::Approved | Step::Declined | Step::Cancelled)
-        .then(|| ctx.principal.name.as_ref());
+        .then_some(caller.as_str());
     record(
         ctx,
         &Recorded {

@@ -108,7 +108,7 @@ pub(super) async fn hold(
             "too many calls wait for an approver; nothing was forwarded; try again later",
         ));
     };
-    if let Some(facts) = &facts {
+    if let Some(facts) = facts {
         publish(&gateway, waiter.id(), facts).await;
     }
     let url = format!("{base}{PAGE_PATH}/{}", waiter.id());
@@ -136,10 +136,7 @@ pub(super) async fn hold(
 fn pending(ctx: &RequestCtx, held: &Held<'_>, parts: &Parts, authority: &HeaderValue) -> Pending {
     let route = &ctx.route;
     let resource = Protected::of(route, &ctx.peer, authority, parts.uri.path()).map(|p| p.resource);
-    let caller = match ctx.principal.is_anonymous() {
-        true => "anonymous".to_owned(),
-        false => format!("{} ({})", ctx.principal.name, ctx.principal.method),
-    };
+    let caller = ctx.principal.key();
     Pending {
         rule: held.rule.name.clone(),
         because: held.because.clone(),

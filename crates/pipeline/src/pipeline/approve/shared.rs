@@ -43,6 +43,9 @@ const DECISION_WAIT: Duration = Duration::from_secs(5);
 /// A pending approval as another replica's page needs it.
 #[derive(Serialize, Deserialize)]
 pub(super) struct Facts {
+    /// The approval these facts are of: a record copied under another
+    /// approval's key is refused (the key is not sealed, the facts are).
+    id: String,
     rule: String,
     because: String,
     tool: String,
@@ -83,6 +86,7 @@ impl Facts {
             .filter_map(|s| d.auth.name(*s))
             .map(str::to_owned);
         Facts {
+            id: String::new(),
             rule: p.rule.clone(),
             because: p.because.clone(),
             tool: p.tool.clone(),
@@ -152,13 +156,14 @@ impl Facts {
 
 /// Tell the other replicas about the approval `id` this one holds (a
 /// failure is logged: the approval is then decided on this replica's page).
-pub(super) async fn publish(gateway: &Gateway, id: &str, facts: &Facts) {
+pub(super) async fn publish(gateway: &Gateway, id: &str, mut facts: Facts) {
     let Some(relay) = &gateway.relay else { return };
+    facts.id = id.to_owned();
     // Listening before the link is out: a decision may come from another replica.
     gateway.relay_listen().await;
     let left = facts.expires_ms.saturating_sub(gateway.clock.now_millis());
     if relay
-        .put_fact(&key(id), facts, Duration::from_millis(left))
+        .put_fact(&key(id), &facts, Duration::from_millis(left))
         .await
         .is_err()
     {
@@ -177,7 +182,7 @@ async fn remote(gateway: &Gateway, id: &str) -> Option<Pending> {
         return None;
     }
     let facts: Facts = relay.fact(&key(id)).await.ok()??;
-    Some(facts.pending(gateway))
+    (facts.id == id).then(|| facts.pending(gateway))
 }
 
 impl Gateway {
