@@ -645,3 +645,39 @@ async fn the_operator_signs_in_with_a_token_of_the_state_keys() {
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     gw.shutdown().await;
 }
+
+/// A sign-in lasts only while the config still accepts who it names: bob's
+/// key given to someone else on a reload ends his session at his next
+/// request, not when the cookie expires.
+#[tokio::test]
+async fn a_session_ends_when_a_reload_no_longer_accepts_who_it_names() {
+    let up = rooms().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    let text = keyed(&up, BOB_ONLY);
+    std::fs::write(&path, &text).unwrap();
+    install_crypto();
+    let config = portcullis::config::GatewayConfig::load(&path).unwrap();
+    let gw = portcullis::server::RunningGateway::start(config)
+        .await
+        .unwrap();
+    let (c, g) = (client(), url(&gw));
+    let admin = gw.admin_addr.unwrap().to_string();
+    let (link, state) = linked(&c, &g).await;
+    let waiting = retry(&c, &g, &state);
+    let mut bob = Browser::default();
+    assert_eq!(bob.sign_in(&admin, &link, BOB).await.status, 303);
+    assert_eq!(bob.get(&link).await.status, 200);
+    let renamed = text.replacen("principal = \"bob\"", "principal = \"robert\"", 1);
+    assert_ne!(renamed, text);
+    std::fs::write(&path, renamed).unwrap();
+    gw.reload().await.unwrap();
+    let after = bob.get(&link).await;
+    assert_eq!(after.status, 401, "{}", after.html);
+    assert!(after.html.contains("no longer holds"), "{}", after.html);
+    let shown = bob.get(&link).await;
+    assert_eq!(shown.status, 401);
+    assert!(calls(&up).is_empty());
+    waiting.abort();
+    gw.shutdown().await;
+}

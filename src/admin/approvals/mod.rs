@@ -164,7 +164,14 @@ async fn viewer(
     let jar = Jar::of(gateway);
     let now = gateway.clock.now_millis();
     let by_header = parts.headers.contains_key(header::AUTHORIZATION);
-    match jar.session(&parts.headers, now).filter(|_| !by_header) {
+    let session = jar.session(&parts.headers, now).filter(|_| !by_header);
+    let session = match session {
+        Some(Ok(s)) if !s.who.still_known(&gateway.config.auth) => {
+            Some(Err((Broken::Revoked, Some(s.who))))
+        }
+        other => other,
+    };
+    match session {
         Some(Ok(session)) => match session.who.viewer_for(&pending.deciders) {
             Some(viewer) => Ok(Seen {
                 viewer,
@@ -180,11 +187,12 @@ async fn viewer(
         Some(Err((broken, who))) => {
             let why = match broken {
                 Broken::Tampered => RefusedSignIn::SessionTampered,
-                Broken::Expired => RefusedSignIn::SessionExpired,
+                Broken::Expired | Broken::Revoked => RefusedSignIn::SessionExpired,
             };
             let words = match broken {
                 Broken::Tampered => "The sign-in cookie was refused: sign in again.",
                 Broken::Expired => "Your sign-in has ended: sign in again.",
+                Broken::Revoked => "Your sign-in no longer holds (the gateway's configuration changed): sign in again.",
             };
             Err(Unseen {
                 response: sign_in::needed(gateway, words, id, true),
@@ -248,11 +256,19 @@ async fn viewer_recorded(
 
 async fn list(parts: &http::request::Parts, gateway: &Gateway) -> Response<Full<Bytes>> {
     let now = gateway.clock.now_millis();
-    let waiting = gateway.approvals_waiting(now).await;
     let operator = operator(parts, gateway, b"");
     if matches!(operator, Some(Err(()))) {
         return page::unauthenticated("The admin signature was refused.", None);
     }
+    // Nothing is read (from this replica or the shared store) for a
+    // request that carries no credential at all.
+    let presented = operator.is_some()
+        || parts.headers.contains_key(header::AUTHORIZATION)
+        || Jar::of(gateway).has_session(&parts.headers);
+    if !presented {
+        return sign_in::needed(gateway, NEEDS_CREDENTIAL, None, false);
+    }
+    let waiting = gateway.approvals_waiting(now).await;
     let mut rows = String::new();
     let mut anyone = operator.is_some();
     let mut session = None;

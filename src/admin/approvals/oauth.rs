@@ -247,6 +247,23 @@ async fn redeem(
             "The sign-in's state is not this browser's.",
         );
     }
+    // One callback per flow: a copied flow cookie replayed with made-up
+    // codes would make the gateway call the token endpoint each time.
+    let first = gateway
+        .mrtr
+        .replay
+        .consume_once(
+            &format!("approval-sign-in:{}", flow.state),
+            flow.expires_ms / 1000 + 1,
+        )
+        .await;
+    if !matches!(first, Ok(true)) {
+        return refuse(
+            RefusedSignIn::TokenMismatch,
+            StatusCode::FORBIDDEN,
+            "This sign-in was already used: open the approval's link again.",
+        );
+    }
     let Some(client) = gateway
         .config
         .approval_sign_in

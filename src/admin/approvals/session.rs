@@ -18,7 +18,7 @@ use cookie::{Cookie, SameSite};
 use http::{header, HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use crate::identify::{Principal, SchemeId};
+use crate::identify::{AuthSchemes, Principal, SchemeId};
 use crate::mrtr::seal::StateKeys;
 use crate::pipeline::approve::pending::{new_token, same_token, Deciders, Pending};
 use crate::pipeline::Gateway;
@@ -68,6 +68,9 @@ pub(super) enum Broken {
     Tampered,
     /// Past its end; the name of who it was.
     Expired,
+    /// Who it names is no longer accepted by the current config (a key
+    /// removed, a scheme gone).
+    Revoked,
 }
 
 /// What a sign-in form's cookie holds: the form's token and its end.
@@ -140,6 +143,20 @@ impl Who {
                     grant: None,
                 }))
             }
+        }
+    }
+
+    /// Whether the gateway's current config still knows who this is: a
+    /// key removed from an API-key scheme ends its sessions at the next
+    /// request, not when the cookie expires.
+    pub fn still_known(&self, auth: &AuthSchemes) -> bool {
+        match self {
+            Who::Operator => true,
+            Who::Principal {
+                scheme,
+                name,
+                groups,
+            } => auth.still_names(scheme, name, groups),
         }
     }
 
@@ -260,6 +277,11 @@ impl<'a> Jar<'a> {
         };
         let sealed = self.keys.seal_as(SESSION_PREFIX, &session)?;
         self.set(SESSION_NAME, sealed, self.lifetime)
+    }
+
+    /// Whether the request carries a session cookie (not yet opened).
+    pub fn has_session(&self, headers: &HeaderMap) -> bool {
+        self.read(headers, SESSION_NAME).is_some()
     }
 
     /// The session the request's cookie holds; `None` without one.

@@ -1,13 +1,14 @@
 // The approval page's sign-in at a real authorization server (oidc-provider): a browser
 // that opens an approval's link on an OAuth protected route without a credential is sent
 // to the issuer with the authorization code flow (PKCE S256, the route's resource, a state
-// bound to the browser); the issuer signs alice in; the gateway redeems the code as a
+// bound to the browser); an agent (API key) calls, the issuer signs alice in; the gateway redeems the code as a
 // confidential client registered at the issuer, checks the token as the route checks
 // bearer tokens, and signs her in with a session cookie she then decides with. Real HTTP
 // over loopback throughout; the browser is a plain fetch that keeps cookies by hand.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,8 @@ let as;
 let demo;
 let gw;
 let admin;
+/** The caller: an agent with an API key (nobody decides their own call on the page). */
+const AGENT_KEY = 'pcl_agent-sign-in-key-0123456789abcdef';
 
 /** A free loopback port (the redirect URI is registered before the gateway starts). */
 const freePort = () =>
@@ -53,6 +56,13 @@ before(async () => {
   writeFileSync(secretFile, `${client.client_secret}\n`);
   const toml = [
     '[[auth]]',
+    'name = "agents"',
+    'type = "api_key"',
+    '[[auth.key]]',
+    'principal = "build-bot"',
+    `hash = "sha256:${createHash('sha256').update(AGENT_KEY).digest('hex')}"`,
+    '',
+    '[[auth]]',
     'name = "corp"',
     'type = "oauth"',
     `issuer = "${as.issuer}"`,
@@ -72,7 +82,7 @@ before(async () => {
     '[[route]]',
     'path = "/mcp/demo"',
     'upstream = "demo"',
-    'auth = ["corp"]',
+    'auth = ["corp", "agents"]',
     '[[route.approval]]',
     'name = "second"',
     'tools = ["cancel_booking"]',
@@ -142,7 +152,7 @@ const csrfOf = (html) => html.match(/name="decision" value="approve"/) && html.m
 
 test('a browser signs in at the route\'s issuer (code flow, PKCE) and decides with its cookie', async () => {
   const route = gw.at('/mcp/demo');
-  const { access_token: token } = await as.userToken(route, 'mcp:tools');
+  const token = AGENT_KEY;
   const asked = await callCancel(route, token);
   const question = asked.result.inputRequests['dev.portcullis/approval'];
   assert.equal(question.params.mode, 'url', JSON.stringify(asked));
@@ -183,6 +193,7 @@ test('a browser signs in at the route\'s issuer (code flow, PKCE) and decides wi
   const metrics = await (await fetch(`${admin}/metrics`)).text();
   assert.match(metrics, /portcullis_approval_sign_ins_refused_total\{rule="second",upstream="demo",why="token_mismatch"\} 1/);
 
+  const copied = new Map(jar);
   const signed = await browse(jar, callback);
   const landing = await signed.text();
   // Back to the approval from the gateway's own page (a redirect chain that began at the
@@ -195,6 +206,14 @@ test('a browser signs in at the route\'s issuer (code flow, PKCE) and decides wi
   assert.ok(!jar.has('portcullis-oauth'), 'the flow\'s cookie is used up');
   // The same code again (a replayed callback) signs nobody in.
   assert.notEqual((await browse(new Map(), callback)).status, 303);
+  // A copy of the flow's cookie replayed with made-up codes is refused before the gateway
+  // asks the token endpoint: one callback per flow.
+  for (const code of ['made-up-1', 'made-up-2']) {
+    const replayed = new URLSearchParams(back);
+    replayed.set('code', code);
+    const again = await browse(new Map(copied), `${admin}/approvals/callback?${replayed}`);
+    assert.equal(again.status, 403, await again.text());
+  }
 
   const shown = await browse(jar, link);
   const html = await shown.text();

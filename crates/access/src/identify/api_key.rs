@@ -195,6 +195,13 @@ impl ApiKeyScheme {
         Ok(ApiKeyScheme { location, keys })
     }
 
+    /// Whether a key of this scheme still names `name` with `groups`.
+    pub(crate) fn names(&self, name: &str, groups: &[String]) -> bool {
+        self.keys
+            .values()
+            .any(|p| &*p.name == name && *p.groups == *groups)
+    }
+
     pub(crate) fn attempt(&self, headers: &HeaderMap) -> Attempt {
         match &self.location {
             KeyLocation::Bearer => match bearer(headers) {

@@ -545,6 +545,23 @@ impl AuthSchemes {
         })
     }
 
+    /// Whether the scheme named `scheme` may still accept `name` with
+    /// `groups` (a sign-in remembered from an earlier config): an API-key
+    /// scheme must still hold a key for them; the other types cannot be
+    /// asked without a credential, and a scheme that is gone names nobody.
+    pub fn still_names(&self, scheme: &str, name: &str, groups: &[String]) -> bool {
+        let Some(s) = self
+            .lookup(scheme)
+            .and_then(|id| self.schemes.get(id.0 as usize))
+        else {
+            return false;
+        };
+        match &s.kind {
+            Kind::ApiKey(keys) => keys.names(name, groups),
+            _ => true,
+        }
+    }
+
     /// Tries `schemes` in order; see the module documentation for which one
     /// decides. With no credential for any of them: the anonymous principal
     /// when `allow_anonymous`, else [`AuthFailure::Missing`]. `resource`:
@@ -857,6 +874,13 @@ hash = "{}"
             )
             .unwrap();
         assert_eq!(&*p.name, "carol");
+        assert!(s.still_names("hdr", "carol", &["ci".to_string()]));
+        assert!(!s.still_names("hdr", "carol", &[]), "other groups");
+        assert!(
+            !s.still_names("keys", "carol", &["ci".to_string()]),
+            "another scheme"
+        );
+        assert!(!s.still_names("gone", "carol", &["ci".to_string()]));
         assert_eq!(&*p.scheme, "hdr");
         assert_eq!(p.key(), "hdr:carol");
         assert_eq!(Principal::anonymous().key(), "anonymous");

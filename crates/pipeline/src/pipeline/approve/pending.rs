@@ -31,6 +31,10 @@ pub use portcullis_approval::{Undecided, Verdict};
 pub const PAGE_PATH: &str = "/approvals";
 /// At most this many approvals wait at once (each holds a call).
 const MAX_PENDING: usize = 10_000;
+/// The most approvals one caller may have waiting on one instance: a
+/// caller who never retries cannot take every slot (nor fill the
+/// approvers' list).
+const MAX_PENDING_PER_CALLER: usize = 32;
 
 /// An approval's state, as its call waits on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,7 +209,11 @@ impl PendingApprovals {
         let (state, _) = watch::channel(State::Waiting);
         let mut entries = self.entries.lock().ok()?;
         entries.retain(|_, e| e.pending.expires_ms > now_ms);
-        if entries.len() >= MAX_PENDING {
+        let callers = entries
+            .values()
+            .filter(|e| e.pending.caller_key == pending.caller_key)
+            .count();
+        if entries.len() >= MAX_PENDING || callers >= MAX_PENDING_PER_CALLER {
             return None;
         }
         entries.insert(

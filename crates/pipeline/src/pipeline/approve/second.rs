@@ -105,7 +105,7 @@ pub(super) async fn hold(
         return Err(unavailable(
             ctx,
             held,
-            "too many calls wait for an approver; nothing was forwarded; try again later",
+            "too many calls wait for an approver (this caller's, or in all); nothing was forwarded; try again later",
         ));
     };
     if let Some(facts) = facts {

@@ -119,3 +119,26 @@ fn a_released_approval_outlives_its_handle_and_a_held_one_does_not() {
     assert_ne!(a.id(), b.id());
     assert!(a.id().len() >= 22);
 }
+
+#[test]
+fn one_caller_cannot_take_every_slot() {
+    let store = Arc::new(PendingApprovals::default());
+    let held: Vec<Waiter> = (0..MAX_PENDING_PER_CALLER)
+        .map(|_| {
+            store
+                .open(pending(60_000), 0)
+                .expect("within the caller's share")
+        })
+        .collect();
+    assert!(store.open(pending(60_000), 0).is_none(), "over the share");
+    let other = Pending {
+        caller_key: "jwt:carol".into(),
+        ..pending(60_000)
+    };
+    assert!(store.open(other, 0).is_some(), "another caller still asks");
+    drop(held);
+    assert!(
+        store.open(pending(60_000), 0).is_some(),
+        "freed with the calls"
+    );
+}
