@@ -583,22 +583,18 @@ impl<'a> ArgumentCheck<'a> {
             return Ok(());
         };
         let rules = ShellRules::builtin();
-        // Most values hold no shell character at all: the parameter's
-        // name and description are read only for those that might.
-        if !shell::may_hold_shell(text) {
-            self.pass(Rule::Shell, at, "shell syntax");
-            return Ok(());
-        }
-        let command = param.is_some_and(|p| {
-            let description = walk
-                .contract
-                .and_then(Contract::schema)
-                .and_then(|s| s.get("properties"))
-                .and_then(|ps| ps.get(p))
-                .and_then(|d| d.get("description"))
-                .and_then(Value::as_str);
-            rules.is_command_parameter(p, description)
-        });
+        let command = || {
+            param.is_some_and(|p| {
+                let description = walk
+                    .contract
+                    .and_then(Contract::schema)
+                    .and_then(|s| s.get("properties"))
+                    .and_then(|ps| ps.get(p))
+                    .and_then(|d| d.get("description"))
+                    .and_then(Value::as_str);
+                rules.is_command_parameter(p, description)
+            })
+        };
         let Some(construct) = rules.find(text, command, param) else {
             self.pass(Rule::Shell, at, "shell syntax");
             return Ok(());
