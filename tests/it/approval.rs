@@ -259,10 +259,15 @@ fn keyed(up: &ScriptedUpstream, rule: &str) -> String {
         hash(ALICE),
         hash(BOB)
     );
+    with_auth(up, rule, &auth, "[\"keys\"]")
+}
+
+/// The gateway's config with `auth` tables, its route taking `schemes`.
+fn with_auth(up: &ScriptedUpstream, rule: &str, auth: &str, schemes: &str) -> String {
     let text = gateway_config(up, rule, "");
     let text = text.replace(
         "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\n",
-        "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\nauth = [\"keys\"]\n",
+        &format!("[[route]]\npath = \"/mcp\"\nupstream = \"test\"\nauth = {schemes}\n"),
     );
     format!("{auth}\n{text}")
 }
@@ -317,12 +322,7 @@ fn two_alices(up: &ScriptedUpstream, rule: &str) -> String {
         hash(ALICE),
         hash(BOB)
     );
-    let text = gateway_config(up, rule, "");
-    let text = text.replace(
-        "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\n",
-        "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\nauth = [\"staff\", \"contractors\"]\n",
-    );
-    format!("{auth}\n{text}")
+    with_auth(up, rule, &auth, "[\"staff\", \"contractors\"]")
 }
 
 /// The same name under two schemes is two callers: neither's approval,
