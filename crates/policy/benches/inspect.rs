@@ -15,7 +15,7 @@ use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion
 use portcullis_model::model::{ClientCaps, McpMethod};
 use portcullis_policy::policy::config::{Policy, PolicySet};
 use portcullis_policy::policy::inspect::{
-    inspect_content, inspect_whole_result, may_need_content, Subject,
+    inspect_content, inspect_whole_result, may_need_content, RawScan, Subject,
 };
 use serde_json::{json, Value};
 
@@ -62,7 +62,7 @@ const SMALL: [(&str, &str); 3] = [
 /// The content check of one result as the gateway runs it: the scan, then
 /// the parse and the rules when the scan asks for them.
 fn check_content(policy: &Policy, subject: &Subject<'_>, raw: &str) -> bool {
-    if !may_need_content(policy, raw) {
+    if !may_need_content(policy, &RawScan::of(raw)) {
         return false;
     }
     let Ok(mut value) = serde_json::from_str::<Value>(raw) else {

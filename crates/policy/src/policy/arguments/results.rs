@@ -10,15 +10,12 @@
 //! its job: under `[content] secret_stores = "deliver"` what it returns is
 //! delivered as returned, without a verdict, and remembered all the same.
 
-use std::fmt::Write as _;
-use std::sync::LazyLock;
-
-use aho_corasick::AhoCorasick;
 use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
 
 use super::contract::push_segment;
 use crate::policy::config::{Mode, Policy, ResultSecrets as Setting, SecretStores};
-use crate::policy::inspect::{Action, Rule, Subject, Verdict, PROVENANCE_KEY};
+use crate::policy::inspect::{Action, RawScan, Rule, Subject, Verdict, PROVENANCE_KEY};
 use crate::policy::secret_values::SecretValueScanner;
 
 /// What the result check found and did.
@@ -29,50 +26,23 @@ pub struct ResultSecrets {
     pub changed: bool,
 }
 
-/// Words a credential-named member or assignment is written with, in raw
-/// JSON of any case (the cheap test before a parse).
-const CREDENTIAL_WORDS: [&[u8]; 9] = [
-    b"pass",
-    b"pwd",
-    b"secret",
-    b"token",
-    b"key",
-    b"credential",
-    b"auth",
-    b"private",
-    b"seed",
-];
-
 /// Whether a raw result may hold what the check or the caller's memory
-/// reads: a pattern of the scanner, a credential word, an escape that can
-/// spell either, or text the scanner reads folded (not ASCII).
-pub fn may_hold_result_secrets(policy: &Policy, scanner: &SecretValueScanner, raw: &str) -> bool {
+/// reads: a pattern of the scanner, a credential word (`pass`, `token`,
+/// `key`, … in any case), an escape that can spell either, or text the
+/// scanner reads folded (not ASCII). The words and the escape are read
+/// from the one scan of the raw JSON (`inspect/prescan.rs`).
+pub fn may_hold_result_secrets(
+    policy: &Policy,
+    scanner: &SecretValueScanner,
+    raw: &RawScan<'_>,
+) -> bool {
     if policy.result_secrets() == Setting::Off
         && policy.arguments.cross_upstream == crate::policy::config::Setting::Off
     {
         return false;
     }
-    if !raw.is_ascii() || ESCAPE.find(raw.as_bytes()).is_some() {
-        return true;
-    }
-    CREDENTIAL_NAMED
-        .as_ref()
-        .is_none_or(|words| words.is_match(raw))
-        || scanner.may_match(raw)
+    raw.non_ascii() || raw.unicode_escape() || raw.credential_word() || scanner.may_match(raw.raw())
 }
-
-/// A `\u` escape in raw JSON (it can spell any character).
-static ESCAPE: LazyLock<memchr::memmem::Finder<'static>> =
-    LazyLock::new(|| memchr::memmem::Finder::new(b"\\u"));
-
-/// [`CREDENTIAL_WORDS`] in any case, in one pass over the raw JSON. `None`
-/// (the automaton could not be built) reads every result.
-static CREDENTIAL_NAMED: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .build(CREDENTIAL_WORDS)
-        .ok()
-});
 
 /// Find, record and (per `[content] secrets`) redact the credentials in a
 /// parsed result, in place; its `_meta` provenance names what was done.

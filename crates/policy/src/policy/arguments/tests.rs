@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::policy::config::PolicySet;
+use crate::policy::inspect::RawScan;
 
 fn policy(name: &str) -> std::sync::Arc<Policy> {
     PolicySet::load(None).unwrap().get(name).unwrap()
@@ -237,7 +238,7 @@ fn results_keep_what_they_return_and_redact_credentials() {
     let mut result = json!({"content": [{"type": "text", "text": format!("id={key}\nDB_PASSWORD=s3cr3t-Passw0rd")}],
         "structuredContent": {"client_secret": "x9-long-secret-value"}});
     let raw = result.to_string();
-    assert!(may_hold_result_secrets(&p, scanner(), &raw));
+    assert!(may_hold_result_secrets(&p, scanner(), &RawScan::of(&raw)));
     let material = result_material(&p, scanner(), &result);
     for want in [key.as_str(), "s3cr3t-Passw0rd", "x9-long-secret-value"] {
         assert!(material.iter().any(|m| m == want), "{want}: {material:?}");
@@ -254,8 +255,35 @@ fn results_keep_what_they_return_and_redact_credentials() {
     assert!(!may_hold_result_secrets(
         &p,
         scanner(),
-        r#"{"content":[{"type":"text","text":"sunny, 21 C"}]}"#
+        &RawScan::of(r#"{"content":[{"type":"text","text":"sunny, 21 C"}]}"#)
     ));
+}
+
+/// The byte test before the parse reads the raw JSON as written: a
+/// credential spelled through an escape (no pattern, no credential word
+/// in the bytes) or disguised with full-width letters still sends the
+/// result to the check, which finds it in the decoded text.
+#[test]
+fn a_credential_spelled_through_an_escape_is_still_read() {
+    let p = policy("untrusted");
+    let subject = crate::policy::inspect::Subject {
+        method: McpMethod::ToolsCall,
+        client: Default::default(),
+        upstream_name: "Vault",
+        upstream_host: "vault.example",
+        catalogue: None,
+    };
+    let escaped = r#"{"content":[{"type":"text","text":"id=AKI\u0041ABCDEFGHIJKLMNOP"}]}"#;
+    let full_width = "{\"structuredContent\":{\"ｐａｓｓｗｏｒｄ\":\"x9-long-secret-value\"}}";
+    for raw in [escaped, full_width] {
+        assert!(
+            may_hold_result_secrets(&p, scanner(), &RawScan::of(raw)),
+            "{raw}"
+        );
+    }
+    let mut result: Value = serde_json::from_str(escaped).unwrap();
+    let found = inspect_result_secrets(&p, &subject, scanner(), &mut result);
+    assert_eq!(found.verdicts[0].detail.as_deref(), Some("aws_access_key"));
 }
 
 /// A catalogue whose called tool is (or is not) a secret store.

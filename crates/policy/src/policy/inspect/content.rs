@@ -31,7 +31,7 @@ use regex::bytes::Regex;
 use serde_json::{Map, Value};
 
 use super::{Action, Rule};
-use super::{Checked, Report, Run, Subject, Verdict};
+use super::{Checked, RawScan, Report, Run, Subject, Verdict};
 use crate::model::{McpMethod, Reason};
 use crate::policy::config::{ContentInjection, Policy};
 use crate::policy::injection::TextContext;
@@ -99,25 +99,16 @@ pub fn inspect_error(
 /// image, a link or an element needs, the names `serverInfo` and
 /// `portcullis` in any case, and whatever the injection rules might match
 /// send it to the parse.
-pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
-    if !raw.is_ascii() || has_escaped_control(raw.as_bytes()) {
+pub fn may_need_content(policy: &Policy, scan: &RawScan<'_>) -> bool {
+    if scan.non_ascii() || scan.escaped_control() || scan.reserved_word() || scan.markup() {
         return true;
     }
-    if RESERVED
-        .as_ref()
-        .is_none_or(|re| re.is_match(raw.as_bytes()))
-        || needs_markup_read(raw)
-    {
-        return true;
-    }
+    let raw = scan.raw();
     match policy.content.injection {
         ContentInjection::Off => false,
         ContentInjection::Confident => {
             policy.injection.may_match_json(raw)
-                || STEERING
-                    .as_ref()
-                    .is_none_or(|re| re.is_match(raw.as_bytes()))
-                || super::redirect::MAY_NAME_TOOL
+                || CONFIDENT_CUES
                     .as_ref()
                     .is_none_or(|re| re.is_match(raw.as_bytes()))
         }
@@ -130,34 +121,23 @@ pub fn may_need_content(policy: &Policy, raw: &str) -> bool {
 /// order to ignore, a long base64 run, a call spelled out (`run_shell(`).
 /// Only a string that has one is read by the intent detector, so data
 /// without them costs this scan alone.
-static STEERING: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"(?i-u)system\s*[:\]>]|\[\s*(?:system|inst)\s*\]|<\s*/?\s*(?:system|important|admin)\b|<\|",
-        r"|you are now|admin mode|developer mode|disregard|new instructions",
-        r"|ignore (?:all |any |the |your )?(?:previous|prior|above|earlier)",
-        r"|[A-Za-z0-9+/]{40,}|\b[a-z]+_[a-z_]+\s*\(",
-    ))
-    .ok()
+static STEERING: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(STEERING_CUES).ok());
+
+/// The pattern of [`STEERING`].
+const STEERING_CUES: &str = concat!(
+    r"(?i-u)system\s*[:\]>]|\[\s*(?:system|inst)\s*\]|<\s*/?\s*(?:system|important|admin)\b|<\|",
+    r"|you are now|admin mode|developer mode|disregard|new instructions",
+    r"|ignore (?:all |any |the |your )?(?:previous|prior|above|earlier)",
+    r"|[A-Za-z0-9+/]{40,}|\b[a-z]+_[a-z_]+\s*\(",
+);
+
+/// [`STEERING`] or [`super::redirect::MAY_NAME_TOOL`], as one regex: the
+/// raw JSON test of `confident` reads the bytes once for both (each keeps
+/// its flags inside its group).
+static CONFIDENT_CUES: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    let either = format!("(?:{STEERING_CUES})|(?:{})", super::redirect::NAMES_TOOL);
+    Regex::new(&either).ok()
 });
-
-/// A `\u` escape (it can spell any character) or one of the escapes of a
-/// control character the data rules remove or change (`\r`, `\b`, `\f`).
-fn has_escaped_control(raw: &[u8]) -> bool {
-    memchr::memchr_iter(b'\\', raw)
-        .any(|i| matches!(raw.get(i + 1), Some(b'u' | b'r' | b'b' | b'f')))
-}
-
-/// The words a key the gateway reads in `_meta` holds as written (its own
-/// namespace, `provenance.rs`; the server identity, `server_info.rs`).
-static RESERVED: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new("(?i-u)portcullis|serverinfo").ok());
-
-/// `<`, `](`, `]:` (a `\/` escape is only a slash).
-fn needs_markup_read(raw: &str) -> bool {
-    let b = raw.as_bytes();
-    memchr::memchr(b'<', b).is_some()
-        || memchr::memchr_iter(b']', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b':')))
-}
 
 /// The text of a prompt (its description, every message's text) for the
 /// intent detector.

@@ -18,6 +18,7 @@ mod icons;
 pub(crate) mod intent;
 mod listing;
 mod notification;
+mod prescan;
 mod provenance;
 mod redirect;
 mod secret;
@@ -40,6 +41,7 @@ use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
 use crate::policy::intent::Intent;
 
 pub use content::{inspect_content, inspect_error, may_need_content, trace_content};
+pub use prescan::RawScan;
 pub use provenance::{is_gateway_key, PROVENANCE_KEY};
 pub use redirect::Catalogue;
 pub use task::{CheckedTask, TaskCarrier};

@@ -107,14 +107,15 @@ static CALLED: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// backticked name with parts ("call `getUser`", "`list-files`"), or a
 /// camelCase name spelled as a call. Prose with hyphenated words alone is
 /// not read.
-pub(crate) static MAY_NAME_TOOL: LazyLock<Option<regex::bytes::Regex>> = LazyLock::new(|| {
-    regex::bytes::Regex::new(concat!(
-        r"(?-u)[A-Za-z][\s'(\\\x22]{1,3}[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+",
-        r"|[A-Za-z]\s+`[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+|[A-Z][A-Za-z0-9]*)+`",
-        r"|\b[a-z]+[A-Z][A-Za-z0-9]*\s*\(",
-    ))
-    .ok()
-});
+static MAY_NAME_TOOL: LazyLock<Option<regex::bytes::Regex>> =
+    LazyLock::new(|| regex::bytes::Regex::new(NAMES_TOOL).ok());
+
+/// The pattern of [`MAY_NAME_TOOL`].
+pub(super) const NAMES_TOOL: &str = concat!(
+    r"(?-u)[A-Za-z][\s'(\\\x22]{1,3}[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+",
+    r"|[A-Za-z]\s+`[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+|[A-Z][A-Za-z0-9]*)+`",
+    r"|\b[a-z]+[A-Z][A-Za-z0-9]*\s*\(",
+);
 
 /// The parts of a tool's name, lowercased: `run_shell` → run, shell;
 /// `deployProd` → deploy, prod.

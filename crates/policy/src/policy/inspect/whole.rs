@@ -9,29 +9,17 @@
 //! `listing.rs`), and the `_meta` server identity (`server_info.rs`), with
 //! one text budget for all of them.
 
-use std::sync::LazyLock;
-
-use aho_corasick::AhoCorasick;
 use serde_json::Value;
 
-use super::{Checked, Run};
+use super::{Checked, RawScan, Run};
 use crate::model::McpMethod;
 
 /// Whether a result's bytes may name a list member (`tools`, `prompts`,
-/// `resources`, `resourceTemplates`), as written or through an escape:
-/// one pass over the raw JSON.
-pub fn may_carry_listing(raw: &str) -> bool {
-    LISTING_WORDS
-        .as_ref()
-        .is_none_or(|words| words.is_match(raw))
+/// `resources`, `resourceTemplates`), as written or through an escape
+/// (read from the one scan of the raw JSON, `prescan.rs`).
+pub fn may_carry_listing(raw: &RawScan<'_>) -> bool {
+    raw.may_name_list_member()
 }
-
-/// The list members' names and the `\u` escape. `None` (the automaton
-/// could not be built) reads every result.
-static LISTING_WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    let words: Vec<&str> = std::iter::once("\\u").chain(list_members()).collect();
-    AhoCorasick::new(words).ok()
-});
 
 /// The members of a result that hold a list of items a client offers the
 /// model, from the method table.

@@ -10,11 +10,11 @@ use serde_json::Value;
 use super::super::disposition::{Disposition, Held};
 use super::Exchange;
 use crate::policy::arguments::{inspect_result_secrets, may_hold_result_secrets, result_material};
-use crate::policy::inspect::Report;
+use crate::policy::inspect::{RawScan, Report};
 
 impl Exchange {
     /// Whether the raw result may hold what these rules read.
-    pub(super) fn may_hold_secrets(&self, raw: &str) -> bool {
+    pub(super) fn may_hold_secrets(&self, raw: &RawScan<'_>) -> bool {
         let policy = &self.ctx.route.upstream.settings.policy;
         may_hold_result_secrets(policy, &self.ctx.gateway.mrtr.scanner, raw)
     }

@@ -244,7 +244,10 @@ fn benign_content_passes_and_hostile_content_is_held() {
             let (mut n, mut held) = (0, 0);
             for (_, t, gone) in hostile().into_iter().filter(|(c, _, _)| c == class) {
                 for (method, result) in carriers(&t) {
-                    assert!(may_need_content(p, &result.to_string()), "{t:?}");
+                    assert!(
+                        may_need_content(p, &RawScan::of(&result.to_string())),
+                        "{t:?}"
+                    );
                     let mut v = result.clone();
                     let (out, report) = inspect_content(p, &s, method, &mut v);
                     n += 1;
