@@ -8,6 +8,7 @@
 //! keyword, never the value: the `jsonschema` error's own text quotes the
 //! instance, so it is never shown.
 
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use jsonschema::error::ValidationErrorKind;
@@ -15,6 +16,7 @@ use jsonschema::{PatternOptions, Validator};
 use serde_json::{Map, Value};
 
 use super::declared::Declared;
+use crate::policy::secrets::{FieldText, SecretFieldDetector, SecretKind};
 
 /// What one listed item promises about the calls it takes.
 #[derive(Debug)]
@@ -27,6 +29,9 @@ enum Kind {
     Tool {
         schema: Value,
         compiled: OnceLock<Compiled>,
+        /// The secret each listed property says it holds, read at the
+        /// first call (not per call).
+        kinds: OnceLock<PropertyKinds>,
         /// The behaviour hints it was listed with (approval rules read them).
         hints: portcullis_approval::Annotations,
         /// Listed as a secret store (`secret_store.rs`).
@@ -47,6 +52,37 @@ struct Compiled {
     validator: Option<Validator>,
     /// What the undeclared-members rule reads of the schema.
     declared: Declared,
+}
+
+/// What the field detector says each property of a tool's schema holds,
+/// by its name and schema (its title, description, …).
+#[derive(Debug)]
+struct PropertyKinds {
+    /// The detector that read them ([`SecretFieldDetector::id`]).
+    detector: u64,
+    by_name: BTreeMap<String, Option<SecretKind>>,
+}
+
+impl PropertyKinds {
+    fn of(schema: &Value, detector: &SecretFieldDetector) -> Self {
+        let by_name = properties(schema)
+            .into_iter()
+            .flatten()
+            .map(|(name, prop)| {
+                let kind = detector.property_kind(FieldText::of_property(name, prop));
+                (name.clone(), kind)
+            })
+            .collect();
+        PropertyKinds {
+            detector: detector.id(),
+            by_name,
+        }
+    }
+}
+
+/// A schema's `properties`, when an object.
+fn properties(schema: &Value) -> Option<&Map<String, Value>> {
+    schema.get("properties").and_then(Value::as_object)
 }
 
 impl std::fmt::Debug for Compiled {
@@ -90,6 +126,7 @@ impl Contract {
             kind: Kind::Tool {
                 schema,
                 compiled: OnceLock::new(),
+                kinds: OnceLock::new(),
                 hints,
                 secret_store: super::secret_store::lists_a_secret_store(item),
             },
@@ -148,6 +185,31 @@ impl Contract {
         match &self.kind {
             Kind::Tool { schema, .. } => Some(schema),
             _ => None,
+        }
+    }
+
+    /// The secret a member named `key` says it holds, by `detector`: by
+    /// the listed property of that name (its name and schema), or by the
+    /// name alone. A tool's properties are read once, at the first call
+    /// (again per call only under another detector, after a reload).
+    pub(crate) fn property_kind(
+        &self,
+        key: &str,
+        detector: &SecretFieldDetector,
+    ) -> Option<SecretKind> {
+        let Kind::Tool { schema, kinds, .. } = &self.kind else {
+            return detector.property_kind(FieldText::named(key));
+        };
+        let cached = kinds.get_or_init(|| PropertyKinds::of(schema, detector));
+        if cached.detector == detector.id() {
+            return match cached.by_name.get(key) {
+                Some(kind) => *kind,
+                None => detector.property_kind(FieldText::named(key)),
+            };
+        }
+        match properties(schema).and_then(|p| p.get(key)) {
+            Some(prop) => detector.property_kind(FieldText::of_property(key, prop)),
+            None => detector.property_kind(FieldText::named(key)),
         }
     }
 

@@ -496,16 +496,11 @@ impl<'a> ArgumentCheck<'a> {
     /// The secret a property's name (and its listed description) says it
     /// holds.
     fn property_kind(&self, walk: &Walk<'_>, key: &str) -> Option<SecretKind> {
-        let prop = walk
-            .contract
-            .and_then(Contract::schema)
-            .and_then(|s| s.get("properties"))
-            .and_then(|p| p.get(key));
-        let field = match prop {
-            Some(p) => FieldText::of_property(key, p),
-            None => FieldText::named(key),
-        };
-        self.policy.secrets.property_kind(field)
+        let detector = &self.policy.secrets;
+        match walk.contract {
+            Some(contract) => contract.property_kind(key, detector),
+            None => detector.property_kind(FieldText::named(key)),
+        }
     }
 
     fn private_path(&mut self, text: &str, at: &str) -> Result<(), Refusal> {

@@ -259,7 +259,13 @@ pub(crate) struct SecretFieldDetector {
     extra: Option<(RegexSet, Vec<SecretKind>)>,
     /// Normalised property names (and request keys) that are never flagged.
     allow: HashSet<String>,
+    /// Which detector this is, for answers cached beside a listing
+    /// (`arguments/contract.rs`): unique per build, shared by a clone.
+    id: u64,
 }
+
+/// The next [`SecretFieldDetector::id`].
+static NEXT_DETECTOR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl SecretFieldDetector {
     /// The shipped terms plus operator rules.
@@ -295,6 +301,7 @@ impl SecretFieldDetector {
             tables,
             extra: compile_extra(extra)?,
             allow,
+            id: NEXT_DETECTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -336,6 +343,11 @@ impl SecretFieldDetector {
             .pop()
             .flatten()
             .map(|m| m.kind)
+    }
+
+    /// Which detector this is: two with the same id answer alike.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     fn extra_match(&self, n: &Normalised) -> Option<SecretKind> {
