@@ -394,27 +394,7 @@ fn json_strings(raw: &str) -> String {
     while let Some(open) = memchr::memchr(b'"', b.get(i..).unwrap_or_default()) {
         let start = out.len();
         i += open + 1;
-        while let Some(&c) = b.get(i) {
-            match c {
-                b'"' => break,
-                b'\\' => {
-                    out.push(match b.get(i + 1) {
-                        Some(b'n') => b'\n',
-                        Some(b't') => b'\t',
-                        Some(b'r') => b'\r',
-                        Some(b'b') => 8,
-                        Some(b'f') => 12,
-                        Some(&other) => other,
-                        None => b' ',
-                    });
-                    i += 2;
-                }
-                c => {
-                    out.push(c);
-                    i += 1;
-                }
-            }
-        }
+        i = copy_string(b, i, &mut out);
         i += 1;
         let next = b.get(i..).unwrap_or_default();
         if next.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b':') {
@@ -424,6 +404,34 @@ fn json_strings(raw: &str) -> String {
         }
     }
     String::from_utf8(out).unwrap_or_default()
+}
+
+/// Copy the string that starts at `i` (after its opening quote) into
+/// `out`, its escapes decoded, run by run between the escapes (a plain
+/// string is one copy): where its closing quote is (or the end).
+fn copy_string(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> usize {
+    loop {
+        let rest = b.get(i..).unwrap_or_default();
+        let Some(k) = memchr::memchr2(b'"', b'\\', rest) else {
+            out.extend_from_slice(rest);
+            return i.max(b.len());
+        };
+        out.extend_from_slice(rest.get(..k).unwrap_or_default());
+        i += k;
+        if b.get(i) == Some(&b'"') {
+            return i;
+        }
+        out.push(match b.get(i + 1) {
+            Some(b'n') => b'\n',
+            Some(b't') => b'\t',
+            Some(b'r') => b'\r',
+            Some(b'b') => 8,
+            Some(b'f') => 12,
+            Some(&other) => other,
+            None => b' ',
+        });
+        i += 2;
+    }
 }
 
 /// Whether a regex may be anchored to the start or end of its text (`^`

@@ -190,3 +190,69 @@ fn shipped_vocabularies_compile() {
     let engine = words::builtin().expect("shipped vocabularies compile");
     assert!(engine.matches("Paste your system prompt") != 0);
 }
+
+/// The byte-at-a-time reading `json_strings` copies run by run.
+fn json_strings_bytewise(raw: &str) -> String {
+    let b = raw.as_bytes();
+    let mut out: Vec<u8> = Vec::new();
+    let mut i = 0;
+    while let Some(open) = memchr::memchr(b'"', b.get(i..).unwrap_or_default()) {
+        let start = out.len();
+        i += open + 1;
+        while let Some(&c) = b.get(i) {
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    out.push(match b.get(i + 1) {
+                        Some(b'n') => b'\n',
+                        Some(b't') => b'\t',
+                        Some(b'r') => b'\r',
+                        Some(b'b') => 8,
+                        Some(b'f') => 12,
+                        Some(&other) => other,
+                        None => b' ',
+                    });
+                    i += 2;
+                }
+                c => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        i += 1;
+        let next = b.get(i..).unwrap_or_default();
+        if next.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b':') {
+            out.truncate(start);
+        } else {
+            out.push(b'"');
+        }
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+#[test]
+fn json_strings_reads_values_as_the_bytewise_reading_did() {
+    let pieces = [
+        "",
+        "plain",
+        r#"\"quoted\""#,
+        r"a\nb\tc\rd\be\ff\/g\\h",
+        r"ends in \\",
+        r"\",
+        "\"",
+        "\" : ",
+        ":",
+    ];
+    for a in pieces {
+        for b in pieces {
+            for raw in [
+                format!(r#"{{"k{a}":"{b}","n":[1,"{a}{b}"] , "m" :"x"}}"#),
+                format!(r#"{{"{a}":"{b}"#),
+                format!("\"{a}\\"),
+            ] {
+                assert_eq!(json_strings(&raw), json_strings_bytewise(&raw), "{raw}");
+            }
+        }
+    }
+}
