@@ -397,6 +397,33 @@ fn a_credential_the_listing_asks_for_is_recorded_not_refused() {
     );
 }
 
+/// What a listed property says it holds is read once per tool and kept
+/// with the field detector that read it: the same listing under another
+/// policy (here one that never flags `password`) is read by that policy.
+#[test]
+fn a_propertys_kind_is_read_by_the_policy_that_checks_the_call() {
+    let first = listed_untrusted();
+    let allowing = policy_file(
+        "allowing",
+        "[arguments]\nschema = \"enforce\"\n[secret_fields]\nallow_names = [\"password\"]\n",
+    );
+    let login = Contract::tool(&json!({"name": "login", "inputSchema": {
+        "type": "object", "properties": {"password": {"type": "string"}}}}));
+    let args = json!({"password": "SecurePass123"});
+    let flagged = |p: &Policy| {
+        let (r, report, _) = run(p, Listed::Item(&login), args.clone());
+        assert!(r.is_ok(), "{r:?}");
+        report
+            .verdicts
+            .iter()
+            .any(|v| v.rule == Rule::ArgumentSecret)
+    };
+    for _ in 0..2 {
+        assert!(flagged(&first));
+        assert!(!flagged(&allowing));
+    }
+}
+
 /// Under `untrusted` a name of the person's own network is sent (recorded
 /// under `monitor`); the addresses every network has are refused, by name
 /// or number.
