@@ -64,8 +64,19 @@ impl ItemKind {
 
     /// The store's field for an item of this kind named `name`.
     pub(crate) fn field(self, name: &str) -> String {
-        format!("{}:{name}", self.kind)
+        field(self.kind, name)
     }
+}
+
+/// The store's field for an item of kind `kind` (`tool`, …) named `name`:
+/// `kind:name`. Joined by hand: a call looks its item up by it, and
+/// `format!` costs several times as much.
+pub(crate) fn field(kind: &str, name: &str) -> String {
+    let mut field = String::with_capacity(kind.len() + 1 + name.len());
+    field.push_str(kind);
+    field.push(':');
+    field.push_str(name);
+    field
 }
 
 /// A store field split into its kind and the item's name.

@@ -244,7 +244,7 @@ pub(crate) async fn unchanged(ctx: &RequestCtx) -> Result<Held, Refusal> {
     let (Some(kind), Some(target)) = (kind, &ctx.request.target) else {
         return Ok(Held::No);
     };
-    let field = format!("{}:{target}", kind.as_str());
+    let field = crate::listings::digest::field(kind.as_str(), target);
     let upstream = &ctx.route.upstream.settings.id;
     let store = &ctx.gateway.listings;
     let held = match store.memory() {
