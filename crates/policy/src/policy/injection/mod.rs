@@ -391,11 +391,9 @@ fn json_strings(raw: &str) -> String {
     let b = raw.as_bytes();
     let mut out: Vec<u8> = Vec::with_capacity(b.len() / 2);
     let mut i = 0;
-    while let Some(open) = memchr::memchr(b'"', b.get(i..).unwrap_or_default()) {
+    while let Some(open) = b.get(i..).and_then(|r| r.iter().position(|&c| c == b'"')) {
         let start = out.len();
-        i += open + 1;
-        i = copy_string(b, i, &mut out);
-        i += 1;
+        i = copy_string(b, i + open + 1, &mut out) + 1;
         let next = b.get(i..).unwrap_or_default();
         if next.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b':') {
             out.truncate(start);
@@ -408,17 +406,17 @@ fn json_strings(raw: &str) -> String {
 
 /// Copy the string that starts at `i` (after its opening quote) into
 /// `out`, its escapes decoded, run by run between the escapes (a plain
-/// string is one copy): where its closing quote is (or the end).
+/// string is one copy): where its closing quote is (or the end). The
+/// strings of a message are short, so a plain loop finds the ends (a
+/// vector search costs more to start than it saves).
 fn copy_string(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> usize {
     loop {
-        let rest = b.get(i..).unwrap_or_default();
-        let Some(k) = memchr::memchr2(b'"', b'\\', rest) else {
-            out.extend_from_slice(rest);
-            return i.max(b.len());
-        };
-        out.extend_from_slice(rest.get(..k).unwrap_or_default());
-        i += k;
-        if b.get(i) == Some(&b'"') {
+        let run = i;
+        while b.get(i).is_some_and(|&c| c != b'"' && c != b'\\') {
+            i += 1;
+        }
+        out.extend_from_slice(b.get(run..i).unwrap_or_default());
+        if b.get(i) != Some(&b'\\') {
             return i;
         }
         out.push(match b.get(i + 1) {
