@@ -223,10 +223,7 @@ where
     if super::depth::exceeds(bytes, MAX_DEPTH) {
         return Err(JsonError::at(JsonErrorKind::TooDeep, 1, 1));
     }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let out = seed.deserialize(&mut de).map_err(|e| failure.error(&e))?;
-    de.end().map_err(|e| failure.error(&e))?;
-    Ok(out)
+    drive(bytes, failure, seed)
 }
 
 /// Run `seed` over the envelope of a message: no depth pre-check, because
@@ -238,7 +235,33 @@ pub fn run_envelope<'de, S, T>(bytes: &'de [u8], failure: &Failure, seed: S) -> 
 where
     S: DeserializeSeed<'de, Value = T>,
 {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    drive(bytes, failure, seed)
+}
+
+/// Run `seed` over `bytes` with serde's deserializer. Text that is UTF-8
+/// (every message but a broken one) is checked as such once, whole, and
+/// read as text: read as bytes, serde checks every string again as it
+/// reads it. Bytes that are not UTF-8 are read as bytes, so they fail
+/// where and as they always did.
+fn drive<'de, S, T>(bytes: &'de [u8], failure: &Failure, seed: S) -> Result<T, JsonError>
+where
+    S: DeserializeSeed<'de, Value = T>,
+{
+    match std::str::from_utf8(bytes) {
+        Ok(text) => read(serde_json::Deserializer::from_str(text), failure, seed),
+        Err(_) => read(serde_json::Deserializer::from_slice(bytes), failure, seed),
+    }
+}
+
+fn read<'de, R, S, T>(
+    mut de: serde_json::Deserializer<R>,
+    failure: &Failure,
+    seed: S,
+) -> Result<T, JsonError>
+where
+    R: serde_json::de::Read<'de>,
+    S: DeserializeSeed<'de, Value = T>,
+{
     let out = seed.deserialize(&mut de).map_err(|e| failure.error(&e))?;
     de.end().map_err(|e| failure.error(&e))?;
     Ok(out)
@@ -379,6 +402,40 @@ mod tests {
         assert!(validate(b"{} {}").is_err());
         assert_eq!(validate(b"  ").unwrap_err().kind, JsonErrorKind::Empty);
         assert!(validate(br#"{"a":"\ud83d\ude00"}"#).is_ok());
+    }
+
+    /// Reading UTF-8 text as text answers as reading it as bytes did:
+    /// the same value, or the same error at the same place.
+    #[test]
+    fn text_read_as_text_answers_as_bytes_did() {
+        let inputs: [&[u8]; 12] = [
+            br#"{"a":[1,{"b":"x\n\u00e9"}],"c":null}"#,
+            br#"{"a":1,"a":2}"#,
+            br#"{"a":"\ud800"}"#,
+            b"{\"a\":\"caf\xc3\xa9\"}",
+            b"{\"a\":\"\x01\"}",
+            b"{\"a\":1,}",
+            b"[1,2] x",
+            b"{\"a\":tru}",
+            b"\"\xff\"",
+            b"{\"\xc3\":1}",
+            b"{\"a\":\"ok\"} \xff",
+            b"  {\"a\":\n\"b\" ",
+        ];
+        for bytes in inputs {
+            let failure = Failure::default();
+            let as_bytes = read(
+                serde_json::Deserializer::from_slice(bytes),
+                &failure,
+                Build(&failure),
+            );
+            assert_eq!(
+                parse_value(bytes),
+                as_bytes,
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
     }
 
     #[test]
