@@ -67,10 +67,11 @@ fn normal_host(host: &str) -> String {
 /// `localhost`, `127.0.0.1` or `[::1]`, in any case, with or without the
 /// one trailing dot: the names of the loopback default.
 pub fn is_loopback_name(host: &str) -> bool {
-    matches!(
-        normal_host(host).as_str(),
-        "localhost" | "127.0.0.1" | "[::1]"
-    )
+    // As `normal_host` reads it, without its copy (every request asks).
+    let host = host.strip_suffix('.').unwrap_or(host);
+    ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .any(|name| host.eq_ignore_ascii_case(name))
 }
 
 impl ServerNames {
@@ -84,7 +85,6 @@ impl ServerNames {
         if a.as_str().contains('@') {
             return false;
         }
-        let host = normal_host(a.host());
         let port = a.port_u16();
         match self {
             ServerNames::Any => true,
@@ -92,9 +92,12 @@ impl ServerNames {
                 is_loopback_name(a.host())
                     && port.map_or(matches!(local_port, 80 | 443), |p| p == local_port)
             }
-            ServerNames::Names(names) => names
-                .iter()
-                .any(|n| n.host == host && n.port.is_none_or(|p| Some(p) == port)),
+            ServerNames::Names(names) => {
+                let host = normal_host(a.host());
+                names
+                    .iter()
+                    .any(|n| n.host == host && n.port.is_none_or(|p| Some(p) == port))
+            }
         }
     }
 }
