@@ -35,12 +35,10 @@
 //!    A reading is taken only when it yields a known word, so ordinary words
 //!    (`keyboard`, `spinner`, `2fa`) stay as they are.
 
-pub(crate) mod any_of;
 pub(crate) mod lexicon;
 pub(crate) mod normalize;
 pub(crate) mod phrases;
 
-pub(crate) use any_of::AnyOf;
 pub(crate) use lexicon::{common_words, Lexicon, Splitting};
 pub use normalize::fold_value;
 pub(crate) use normalize::{name_words, Normalised};

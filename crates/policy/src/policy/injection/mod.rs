@@ -55,8 +55,6 @@ use std::sync::Arc;
 
 use regex::{Regex, RegexSet};
 
-use crate::policy::detect::AnyOf;
-
 pub(crate) use words::VocabularyError;
 
 /// The injection vocabularies by language (code, TOML text), which the
@@ -245,8 +243,6 @@ pub(crate) fn builtin_rules(action: RuleAction) -> Result<Vec<InjectionRule>, In
 pub(crate) struct InjectionRules {
     rules: Vec<InjectionRule>,
     set: RegexSet,
-    /// The set's question "any match?" as one regex.
-    any: AnyOf,
     /// The rule of each regex in `set`.
     set_owner: Vec<(usize, bool)>,
     engine: Option<Arc<WordEngine>>,
@@ -306,7 +302,6 @@ impl InjectionRules {
         let anchored = patterns.iter().any(|p| may_anchor(p));
         Ok(InjectionRules {
             anchored,
-            any: AnyOf::new(patterns.iter().copied()),
             set: RegexSet::new(patterns)?,
             set_owner,
             rules,
@@ -336,7 +331,7 @@ impl InjectionRules {
         if self.engine.as_ref().is_some_and(|e| e.may_match(&text)) {
             return true;
         }
-        !self.set.is_empty() && (self.anchored || self.any.is_match(&self.set, &text))
+        !self.set.is_empty() && (self.anchored || self.set.is_match(&text))
     }
 
     /// The rules that match `text`, blocking ones first.
@@ -354,7 +349,7 @@ impl InjectionRules {
             (Some(engine), false) => engine.matches(text),
             _ => 0,
         };
-        let regex_hit = !self.set.is_empty() && self.any.is_match(&self.set, text);
+        let regex_hit = !self.set.is_empty() && self.set.is_match(text);
         if entries == 0 && !regex_hit {
             return Vec::new();
         }

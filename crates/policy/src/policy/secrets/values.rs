@@ -64,7 +64,7 @@
 
 use regex::{Regex, RegexSet};
 
-use crate::policy::detect::{fold_value, AnyOf};
+use crate::policy::detect::fold_value;
 
 /// A kind of secret the scanner recognises. `as_str` is stable (metrics,
 /// audit records, refusal data); add kinds, never rename.
@@ -296,8 +296,6 @@ const RULES: &[Rule] = &[
 /// and share (it is `Send + Sync`).
 pub struct SecretValueScanner {
     set: RegexSet,
-    /// The set's question "any match?" as one regex.
-    any: AnyOf,
     regexes: Vec<Regex>,
 }
 
@@ -318,15 +316,14 @@ impl SecretValueScanner {
             .iter()
             .map(|r| Regex::new(r.pattern).expect("built-in secret pattern compiles"))
             .collect();
-        let any = AnyOf::new(RULES.iter().map(|r| r.pattern));
-        SecretValueScanner { set, any, regexes }
+        SecretValueScanner { set, regexes }
     }
 
     /// Whether raw text (a message's JSON, say) may hold a secret the
     /// scanner finds: one pass of the pattern set, no verification. A
     /// `false` is final for ASCII text without escapes.
     pub fn may_match(&self, raw: &str) -> bool {
-        self.any.is_match(&self.set, raw)
+        self.set.is_match(raw)
     }
 
     /// The kind of the first secret-looking substring of `value`, if any.
