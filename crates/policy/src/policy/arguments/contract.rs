@@ -16,6 +16,7 @@ use jsonschema::{PatternOptions, Validator};
 use serde_json::{Map, Value};
 
 use super::declared::Declared;
+use super::hosts::is_address_name;
 use crate::policy::secrets::{FieldText, SecretFieldDetector, SecretKind};
 
 /// What one listed item promises about the calls it takes.
@@ -32,6 +33,9 @@ enum Kind {
         /// The secret each listed property says it holds, read at the
         /// first call (not per call).
         kinds: OnceLock<PropertyKinds>,
+        /// Whether each listed property's name says it holds an address
+        /// (`hosts.rs`), read at the first call.
+        address_names: OnceLock<BTreeMap<String, bool>>,
         /// The behaviour hints it was listed with (approval rules read them).
         hints: portcullis_approval::Annotations,
         /// Listed as a secret store (`secret_store.rs`).
@@ -127,6 +131,7 @@ impl Contract {
                 schema,
                 compiled: OnceLock::new(),
                 kinds: OnceLock::new(),
+                address_names: OnceLock::new(),
                 hints,
                 secret_store: super::secret_store::lists_a_secret_store(item),
             },
@@ -210,6 +215,31 @@ impl Contract {
         match properties(schema).and_then(|p| p.get(key)) {
             Some(prop) => detector.property_kind(FieldText::of_property(key, prop)),
             None => detector.property_kind(FieldText::named(key)),
+        }
+    }
+
+    /// Whether a member named `key` holds an address by its name
+    /// ([`is_address_name`]): a tool's properties are read once, at the
+    /// first call.
+    pub(crate) fn names_address(&self, key: &str) -> bool {
+        let Kind::Tool {
+            schema,
+            address_names,
+            ..
+        } = &self.kind
+        else {
+            return is_address_name(key);
+        };
+        let names = address_names.get_or_init(|| {
+            properties(schema)
+                .into_iter()
+                .flatten()
+                .map(|(name, _)| (name.clone(), is_address_name(name)))
+                .collect()
+        });
+        match names.get(key) {
+            Some(addressed) => *addressed,
+            None => is_address_name(key),
         }
     }
 

@@ -106,14 +106,16 @@ fn is_host_name(key: &str) -> bool {
 }
 
 /// The first address in `value` the rule refuses; `key` is the name of the
-/// property that holds it.
+/// property that holds it, `addressed` whether that name says it holds an
+/// address ([`is_address_name`], which a listed tool's properties answer
+/// once: `contract.rs`).
 pub(crate) fn find(
     value: &str,
     key: Option<&str>,
+    addressed: bool,
     rules: &ArgumentPolicy,
     url: &UrlPolicy,
 ) -> Option<Found> {
-    let addressed = key.is_some_and(is_address_name);
     if !addressed && !value.contains("://") && value.is_ascii() {
         return None;
     }
@@ -328,7 +330,8 @@ mod tests {
     }
 
     fn class(value: &str, key: Option<&str>) -> Option<&'static str> {
-        find(value, key, &rules(), &UrlPolicy::strict()).map(|f| f.class)
+        let addressed = key.is_some_and(is_address_name);
+        find(value, key, addressed, &rules(), &UrlPolicy::strict()).map(|f| f.class)
     }
 
     #[test]

@@ -418,7 +418,7 @@ impl<'a> ArgumentCheck<'a> {
             }
         }
         self.private_path(text, at)?;
-        self.address(text, at, key)?;
+        self.address(walk, text, at, key)?;
         self.shell(walk, text, at, param)
     }
 
@@ -530,12 +530,22 @@ impl<'a> ArgumentCheck<'a> {
         .with_data("pathClass", class.into()))
     }
 
-    fn address(&mut self, text: &str, at: &str, key: Option<&str>) -> Result<(), Refusal> {
+    fn address(
+        &mut self,
+        walk: &Walk<'_>,
+        text: &str,
+        at: &str,
+        key: Option<&str>,
+    ) -> Result<(), Refusal> {
         let rules = &self.policy.arguments;
         if rules.addresses == Setting::Off {
             return Ok(());
         }
-        let Some(found) = hosts::find(text, key, rules, &self.policy.url) else {
+        let addressed = key.is_some_and(|k| match walk.contract {
+            Some(contract) => contract.names_address(k),
+            None => hosts::is_address_name(k),
+        });
+        let Some(found) = hosts::find(text, key, addressed, rules, &self.policy.url) else {
             self.pass(Rule::Address, at, "addresses");
             return Ok(());
         };

@@ -424,6 +424,26 @@ fn a_propertys_kind_is_read_by_the_policy_that_checks_the_call() {
     }
 }
 
+/// A bare address counts where the property's name says it holds one: a
+/// listed tool's names are read once, and every call still gets the answer
+/// (`host` refused, `note` sent, at the first call and after).
+#[test]
+fn a_listed_propertys_name_still_decides_a_bare_address() {
+    let p = listed_untrusted();
+    let tool = Contract::tool(&json!({"name": "ping", "inputSchema": {
+        "type": "object", "properties": {"host": {"type": "string"}, "note": {"type": "string"}}}}));
+    for _ in 0..2 {
+        assert_eq!(
+            reason(&p, Listed::Item(&tool), json!({"host": "169.254.169.254"})),
+            Some(("address_not_allowed", "/host".to_owned()))
+        );
+        assert_eq!(
+            reason(&p, Listed::Item(&tool), json!({"note": "169.254.169.254"})),
+            None
+        );
+    }
+}
+
 /// Under `untrusted` a name of the person's own network is sent (recorded
 /// under `monitor`); the addresses every network has are refused, by name
 /// or number.
