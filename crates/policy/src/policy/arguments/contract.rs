@@ -30,12 +30,8 @@ enum Kind {
     Tool {
         schema: Value,
         compiled: OnceLock<Compiled>,
-        /// The secret each listed property says it holds, read at the
-        /// first call (not per call).
-        kinds: OnceLock<PropertyKinds>,
-        /// Whether each listed property's name says it holds an address
-        /// (`hosts.rs`), read at the first call.
-        address_names: OnceLock<BTreeMap<String, bool>>,
+        /// What the rules read of each listed property, at the first call.
+        read: Box<PropertiesRead>,
         /// The behaviour hints it was listed with (approval rules read them).
         hints: portcullis_approval::Annotations,
         /// Listed as a secret store (`secret_store.rs`).
@@ -56,6 +52,16 @@ struct Compiled {
     validator: Option<Validator>,
     /// What the undeclared-members rule reads of the schema.
     declared: Declared,
+}
+
+/// What the argument rules read of a tool's properties, once (not per
+/// call): boxed, so an unread listing costs one pointer.
+#[derive(Debug, Default)]
+struct PropertiesRead {
+    /// The secret each property says it holds.
+    kinds: OnceLock<PropertyKinds>,
+    /// Whether each property's name says it holds an address (`hosts.rs`).
+    address_names: OnceLock<BTreeMap<String, bool>>,
 }
 
 /// What the field detector says each property of a tool's schema holds,
@@ -130,8 +136,7 @@ impl Contract {
             kind: Kind::Tool {
                 schema,
                 compiled: OnceLock::new(),
-                kinds: OnceLock::new(),
-                address_names: OnceLock::new(),
+                read: Box::default(),
                 hints,
                 secret_store: super::secret_store::lists_a_secret_store(item),
             },
@@ -202,10 +207,12 @@ impl Contract {
         key: &str,
         detector: &SecretFieldDetector,
     ) -> Option<SecretKind> {
-        let Kind::Tool { schema, kinds, .. } = &self.kind else {
+        let Kind::Tool { schema, read, .. } = &self.kind else {
             return detector.property_kind(FieldText::named(key));
         };
-        let cached = kinds.get_or_init(|| PropertyKinds::of(schema, detector));
+        let cached = read
+            .kinds
+            .get_or_init(|| PropertyKinds::of(schema, detector));
         if cached.detector == detector.id() {
             return match cached.by_name.get(key) {
                 Some(kind) => *kind,
@@ -222,15 +229,10 @@ impl Contract {
     /// ([`is_address_name`]): a tool's properties are read once, at the
     /// first call.
     pub(crate) fn names_address(&self, key: &str) -> bool {
-        let Kind::Tool {
-            schema,
-            address_names,
-            ..
-        } = &self.kind
-        else {
+        let Kind::Tool { schema, read, .. } = &self.kind else {
             return is_address_name(key);
         };
-        let names = address_names.get_or_init(|| {
+        let names = read.address_names.get_or_init(|| {
             properties(schema)
                 .into_iter()
                 .flatten()
