@@ -458,3 +458,83 @@ async fn the_rounds_limit_also_holds_questions_inside_event_streams() {
     assert_eq!(second["id"], "e2");
     gw.shutdown().await;
 }
+
+/// Two key lists that each know an `alice`, and a third whose principal is
+/// literally named `keys:alice`, all on /mcp; `route_extra` holds the rules.
+fn three_schemes_config(upstream: &str, route_extra: &str) -> String {
+    const CAROL: &str = "pcl_carol-test-key-0123456789abcdef";
+    let base = config_text(upstream, "", "");
+    let list = |name: &str, principal: &str, key: &str| {
+        format!(
+            "[[auth]]\nname = \"{name}\"\ntype = \"api_key\"\n[[auth.key]]\nprincipal = \"{principal}\"\nhash = \"{}\"\n",
+            hash(key)
+        )
+    };
+    let auth = [
+        list("keys", "alice", ALICE),
+        list("partner", "alice", BOB),
+        list("guests", "keys:alice", CAROL),
+    ]
+    .concat();
+    let with_route = base.replace(
+        "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\n",
+        &format!(
+            "[[route]]\npath = \"/mcp\"\nupstream = \"test\"\nauth = [\"keys\", \"partner\", \"guests\"]\n{route_extra}\n"
+        ),
+    );
+    format!("{auth}\n{with_route}")
+}
+
+/// A permission rule names a principal by name (any scheme) or as
+/// `scheme:name` (that scheme's only); a colon inside another scheme's
+/// principal name is not a scheme.
+#[tokio::test]
+async fn a_permission_rule_may_name_one_schemes_principal() {
+    const CAROL: &str = "pcl_carol-test-key-0123456789abcdef";
+    let up = ScriptedUpstream::start(ok_result).await;
+    let rules = "[[route.deny]]\nprincipals = [\"partner:alice\"]\ntools = [\"book_*\"]\n[[route.allow]]\nprincipals = [\"keys:alice\"]\ntools = [\"*\"]\n[[route.allow]]\nprincipals = [\"alice\"]\ntools = [\"get_*\", \"book_*\"]\n";
+    let gw = start_gateway(&three_schemes_config(&up.url(), rules)).await;
+    let c = client();
+    let status = |key: &'static str, tool: &'static str| {
+        let req = call(&c, &url(&gw), "q", tool, json!({})).bearer_auth(key);
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status(ALICE, "book_room").await, 200, "keys:alice");
+    assert_eq!(
+        status(ALICE, "delete_room").await,
+        200,
+        "keys:alice may call anything"
+    );
+    assert_eq!(
+        status(BOB, "get_room").await,
+        200,
+        "partner's alice is an alice"
+    );
+    assert_eq!(
+        status(BOB, "book_room").await,
+        403,
+        "partner:alice is denied booking"
+    );
+    assert_eq!(
+        status(BOB, "delete_room").await,
+        403,
+        "only keys:alice may delete"
+    );
+    // guests' principal named `keys:alice` is neither `keys:alice` nor `alice`.
+    assert_eq!(status(CAROL, "get_room").await, 403);
+    gw.shutdown().await;
+
+    // A rule naming a scheme its route does not take is a config error.
+    let text = three_schemes_config(&up.url(), rules).replace(
+        "auth = [\"keys\", \"partner\", \"guests\"]",
+        "auth = [\"keys\", \"guests\"]",
+    );
+    let err = portcullis::config::GatewayConfig::parse(&text, std::path::Path::new("g.toml"))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("route[0].deny.principals") && err.contains("\"partner\""),
+        "{err}"
+    );
+}

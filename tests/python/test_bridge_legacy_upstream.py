@@ -498,12 +498,14 @@ async def test_list_tools_in_2026_shape(bridge, v1, route):
     assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0, result
     assert result["cacheScope"] in ("private", "public"), result
     assert FLOWS <= {t["name"] for t in result["tools"]}
+    # An earlier anonymous call's session may be ended (DELETE) while this one runs.
+    posted = [r for r in seen if r["http"] != "DELETE"]
     if route == KEYED:
         # The identified caller's session is reused: one request upstream.
-        assert [(r["method"], r["session"], r["version"]) for r in seen] == [("tools/list", True, LEGACY)], seen
+        assert [(r["method"], r["session"], r["version"]) for r in posted] == [("tools/list", True, LEGACY)], seen
     else:
         # An anonymous caller's request in a session of its own, ended after it.
-        assert [(r["method"], r["session"], r["version"]) for r in seen[:3]] == [
+        assert [(r["method"], r["session"], r["version"]) for r in posted[:3]] == [
             ("initialize", False, LEGACY), ("notifications/initialized", True, LEGACY), ("tools/list", True, LEGACY)
         ], seen
         sid = session_of(seen, "tools/list")

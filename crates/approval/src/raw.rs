@@ -251,7 +251,6 @@ fn rule(
         remember,
         remember_for,
         approver,
-        approvers,
         approver_groups,
         approvers_written: ApproversWritten {
             names: r.approvers.iter().map(|g| g.get_ref().clone()).collect(),

@@ -135,11 +135,12 @@ pub struct ApprovalRule {
     /// How long a decision remembered for the caller holds.
     pub remember_for: Duration,
     pub approver: Approver,
-    /// Principals (globs) and groups who may decide on the approval page.
-    pub approvers: Option<GlobSet>,
+    /// Groups (globs) who may decide on the approval page.
     pub approver_groups: Option<GlobSet>,
-    /// The same two lists as written: what another replica builds the same
-    /// sets from when its page shows an approval held here.
+    /// The principals and groups who may decide, as written: the
+    /// principals are matched with the config's auth schemes at hand (a
+    /// `scheme:name` glob), and another replica builds the same sets from
+    /// them when its page shows an approval held here.
     pub approvers_written: ApproversWritten,
     pub fallback: Fallback,
     /// How long the question waits for its answer.
@@ -156,10 +157,10 @@ pub struct ApproversWritten {
 }
 
 impl ApproversWritten {
-    /// The two sets, built again (`None` for an empty list, or one that no
-    /// longer builds).
-    pub fn build(&self) -> (Option<GlobSet>, Option<GlobSet>) {
-        (set_of(&self.names), set_of(&self.groups))
+    /// The groups' set, built again (`None` for an empty list, or one that
+    /// no longer builds).
+    pub fn groups(&self) -> Option<GlobSet> {
+        set_of(&self.groups)
     }
 }
 
@@ -249,7 +250,6 @@ static FOR_ARGUMENTS: std::sync::LazyLock<ApprovalRule> =
         remember: Remember::Call,
         remember_for: DEFAULT_REMEMBER_FOR,
         approver: Approver::Caller,
-        approvers: None,
         approver_groups: None,
         approvers_written: ApproversWritten::default(),
         fallback: Fallback::Refuse,

@@ -21,6 +21,7 @@
 
 mod api_key;
 mod config;
+mod globs;
 mod jwt;
 mod mtls;
 mod oauth;
@@ -36,6 +37,7 @@ pub use api_key::{generate_key, hash_key};
 pub use config::RawAuthScheme;
 pub(crate) use config::{secret_from, AuthConfigError};
 pub use config::{valid_scope, OneOrMany};
+pub use globs::PrincipalGlobs;
 
 use api_key::ApiKeyScheme;
 use jwt::JwtScheme;

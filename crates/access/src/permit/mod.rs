@@ -8,7 +8,7 @@ use std::sync::Arc;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use portcullis_approval::{Facts, When};
 
-use crate::identify::Principal;
+use crate::identify::{Principal, PrincipalGlobs};
 use serde_json::Value;
 
 use crate::model::{McpMethod, TargetKind};
@@ -16,7 +16,7 @@ use crate::model::{McpMethod, TargetKind};
 /// One allow or deny rule.
 #[derive(Debug, Clone)]
 pub struct PermissionRule {
-    principals: GlobSet,
+    principals: PrincipalGlobs,
     groups: GlobSet,
     any_principal: bool,
     tools: GlobSet,
@@ -49,12 +49,15 @@ pub(crate) fn glob_set(patterns: &[&str]) -> Result<GlobSet, globset::Error> {
 }
 
 impl PermissionRule {
+    /// `schemes`: the config's auth scheme names, what a `scheme:name`
+    /// glob in `principals` may be qualified by ([`PrincipalGlobs`]).
     pub fn new(
         principals: &[&str],
         groups: &[&str],
         tools: &[&str],
         prompts: &[&str],
         resources: &[&str],
+        schemes: &[&str],
     ) -> Result<Self, globset::Error> {
         let named = [
             ("principals", principals),
@@ -72,7 +75,7 @@ impl PermissionRule {
         Ok(PermissionRule {
             lists,
             any_principal: principals.is_empty() && groups.is_empty(),
-            principals: glob_set(principals)?,
+            principals: PrincipalGlobs::new(principals, schemes)?,
             groups: glob_set(groups)?,
             tools: glob_set(tools)?,
             prompts: glob_set(prompts)?,
@@ -132,7 +135,7 @@ impl PermissionRule {
     /// The caller is one the rule names (its scopes aside).
     fn names_caller(&self, who: &Principal) -> bool {
         self.any_principal
-            || self.principals.is_match(who.name.as_ref())
+            || self.principals.names(who)
             || who.groups.iter().any(|g| self.groups.is_match(g))
     }
 
@@ -319,10 +322,13 @@ mod tests {
     fn allow_lists_restrict_and_deny_wins() {
         let p = Permissions {
             allow: vec![
-                PermissionRule::new(&[], &["staff"], &["book_*", "get_room"], &["*"], &[]).unwrap(),
-                PermissionRule::new(&["admin"], &[], &["*"], &[], &["file:///*"]).unwrap(),
+                PermissionRule::new(&[], &["staff"], &["book_*", "get_room"], &["*"], &[], &[])
+                    .unwrap(),
+                PermissionRule::new(&["admin"], &[], &["*"], &[], &["file:///*"], &[]).unwrap(),
             ],
-            deny: vec![PermissionRule::new(&[], &["contractors"], &["book_*"], &[], &[]).unwrap()],
+            deny: vec![
+                PermissionRule::new(&[], &["contractors"], &["book_*"], &[], &[], &[]).unwrap(),
+            ],
         };
         let staff = who("bob", &["staff"]);
         assert!(p.permits(&staff, TargetKind::Tool, "book_room"));
@@ -351,12 +357,12 @@ mod tests {
         use crate::identify::Grant;
         let p = Permissions {
             allow: vec![
-                PermissionRule::new(&[], &[], &["admin_*"], &[], &[])
+                PermissionRule::new(&[], &[], &["admin_*"], &[], &[], &[])
                     .unwrap()
                     .with_scopes(vec!["mcp:admin".into()]),
-                PermissionRule::new(&[], &[], &["get_*"], &[], &[]).unwrap(),
+                PermissionRule::new(&[], &[], &["get_*"], &[], &[], &[]).unwrap(),
             ],
-            deny: vec![PermissionRule::new(&["mallory"], &[], &["*"], &[], &[]).unwrap()],
+            deny: vec![PermissionRule::new(&["mallory"], &[], &["*"], &[], &[], &[]).unwrap()],
         };
         let with = |name: &str, scopes: &[&str]| Principal {
             grant: Some(Arc::new(Grant {
@@ -403,10 +409,10 @@ mod tests {
         let when =
             |src: &str| When::compile(src, portcullis_approval::when::PERMIT_VARIABLES).unwrap();
         let p = Permissions {
-            allow: vec![PermissionRule::new(&[], &[], &["book_*"], &[], &[])
+            allow: vec![PermissionRule::new(&[], &[], &["book_*"], &[], &[], &[])
                 .unwrap()
                 .with_when(when("arguments.nights <= 14"))],
-            deny: vec![PermissionRule::new(&[], &[], &["*"], &[], &[])
+            deny: vec![PermissionRule::new(&[], &[], &["*"], &[], &[], &[])
                 .unwrap()
                 .with_when(when(
                     "caller.principal == 'mallory' || arguments.room == 'vault'",
@@ -453,7 +459,7 @@ mod tests {
     #[test]
     fn lists_are_filtered() {
         let p = Permissions {
-            allow: vec![PermissionRule::new(&[], &[], &["get_*"], &[], &[]).unwrap()],
+            allow: vec![PermissionRule::new(&[], &[], &["get_*"], &[], &[], &[]).unwrap()],
             deny: vec![],
         };
         let who = Principal::anonymous();

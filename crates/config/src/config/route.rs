@@ -134,12 +134,25 @@ pub(super) fn routes(
             .unwrap_or_default();
         // Without schemes a route is anonymous; with them, anonymous only when asked for.
         let allow_anonymous = r.allow_anonymous.unwrap_or(schemes.is_empty());
+        let names = SchemeNames {
+            all: targets.auth.map(AuthSchemes::names).unwrap_or_default(),
+            route: schemes
+                .iter()
+                .filter_map(|id| targets.auth.and_then(|a| a.name(*id)))
+                .collect(),
+        };
         let allow = p.take(permission_rules(
             &r.allow,
             &format!("route[{i}].allow"),
+            &names,
             loc,
         ));
-        let deny = p.take(permission_rules(&r.deny, &format!("route[{i}].deny"), loc));
+        let deny = p.take(permission_rules(
+            &r.deny,
+            &format!("route[{i}].deny"),
+            &names,
+            loc,
+        ));
         let generations = p
             .take(generations(
                 &r.generations,
@@ -416,9 +429,25 @@ fn route_auth(
     schemes
 }
 
+/// The auth scheme names a `scheme:name` principal glob may use: any of
+/// the config's is read as one, and it must be one of the route's.
+struct SchemeNames<'a> {
+    all: Vec<&'a str>,
+    route: Vec<&'a str>,
+}
+
+impl SchemeNames<'_> {
+    /// The scheme a principal glob is qualified by that the route does not take.
+    fn foreign<'p>(&self, glob: &'p str) -> Option<&'p str> {
+        let (scheme, _) = glob.split_once(':')?;
+        (self.all.contains(&scheme) && !self.route.contains(&scheme)).then_some(scheme)
+    }
+}
+
 fn permission_rules(
     raw: &[Spanned<RawPermission>],
     field: &str,
+    schemes: &SchemeNames<'_>,
     loc: &Locator<'_>,
 ) -> Result<Vec<PermissionRule>, ConfigError> {
     let mut out = Vec::with_capacity(raw.len());
@@ -442,12 +471,28 @@ fn permission_rules(
                 "a scope is printable ASCII without spaces, quotes or backslashes",
             ));
         }
+        if let Some((glob, scheme)) = r
+            .principals
+            .iter()
+            .find_map(|g| schemes.foreign(g.get_ref()).map(|s| (g, s)))
+        {
+            return Err(loc.at(
+                glob.span(),
+                format!("{field}.principals"),
+                format!(
+                    "\"{}\" names a principal of the scheme \"{scheme}\", which this route does not take (its auth: {})",
+                    glob.get_ref(),
+                    schemes.route.join(", ")
+                ),
+            ));
+        }
         let built = PermissionRule::new(
             &strs(&r.principals),
             &strs(&r.groups),
             &strs(&r.tools),
             &strs(&r.prompts),
             &strs(&r.resources),
+            &schemes.all,
         )
         .map_err(|e| loc.at(rule.span(), field, format!("bad glob: {e}")))?
         .with_scopes(scopes);

@@ -22,7 +22,7 @@ use arc_swap::ArcSwapOption;
 use globset::GlobSet;
 use tokio::sync::watch;
 
-use crate::identify::{AuthSchemes, Principal, SchemeId};
+use crate::identify::{AuthSchemes, Principal, PrincipalGlobs, SchemeId};
 use crate::mrtr::seal::new_operation_id;
 use crate::pipeline::relay::Relay;
 pub use portcullis_approval::{Undecided, Verdict};
@@ -54,7 +54,7 @@ pub enum State {
 /// came on (a token for its resource when it is an OAuth protected one).
 #[derive(Clone)]
 pub struct Deciders {
-    pub approvers: Option<GlobSet>,
+    pub approvers: Option<PrincipalGlobs>,
     pub approver_groups: Option<GlobSet>,
     /// The schemes of the config generation the call started under, and
     /// those of its route.
@@ -64,6 +64,16 @@ pub struct Deciders {
 }
 
 impl Deciders {
+    /// The rule's `approvers` as written, matched with the config's auth
+    /// schemes (`None`: no list, or one that no longer builds).
+    pub fn approvers(written: &[String], auth: &AuthSchemes) -> Option<PrincipalGlobs> {
+        if written.is_empty() {
+            return None;
+        }
+        let globs: Vec<&str> = written.iter().map(String::as_str).collect();
+        PrincipalGlobs::new(&globs, &auth.names()).ok()
+    }
+
     /// Whether `who` is one of the rule's approvers (an anonymous
     /// principal never is). An `approvers` glob names a principal by name
     /// (of any of the route's schemes) or as `scheme:name` (of that one).
@@ -71,10 +81,7 @@ impl Deciders {
         if who.is_anonymous() {
             return false;
         }
-        let by_name = self
-            .approvers
-            .as_ref()
-            .is_some_and(|g| g.is_match(&*who.name) || g.is_match(who.key()));
+        let by_name = self.approvers.as_ref().is_some_and(|g| g.names(who));
         let by_group = self
             .approver_groups
             .as_ref()

@@ -147,7 +147,10 @@ fn pending(ctx: &RequestCtx, held: &Held<'_>, parts: &Parts, authority: &HeaderV
         caller_key: ctx.binding().principal_key(),
         digest: ctx.request.digest().to_owned(),
         deciders: Deciders {
-            approvers: held.rule.approvers.clone(),
+            approvers: Deciders::approvers(
+                &held.rule.approvers_written.names,
+                &ctx.gateway.config.auth,
+            ),
             approver_groups: held.rule.approver_groups.clone(),
             auth: ctx.gateway.config.auth.clone(),
             schemes: route.config.auth.clone(),

@@ -118,7 +118,8 @@ impl Facts {
     /// replica's sign-in schemes.
     fn pending(self, gateway: &Gateway) -> Pending {
         let auth = gateway.config.auth.clone();
-        let (approvers, approver_groups) = self.approvers.build();
+        let approvers = Deciders::approvers(&self.approvers.names, &auth);
+        let approver_groups = self.approvers.groups();
         let schemes = self.schemes.iter().filter_map(|n| auth.lookup(n)).collect();
         Pending {
             rule: self.rule,

@@ -20,7 +20,7 @@ fn pending(expires_ms: u64) -> Pending {
         caller_key: "jwt:alice".into(),
         digest: "d".into(),
         deciders: Deciders {
-            approvers: glob("bob*"),
+            approvers: PrincipalGlobs::new(&["bob*"], &[]).ok(),
             approver_groups: glob("security"),
             auth: Arc::new(AuthSchemes::default()),
             schemes: Vec::new(),
