@@ -480,9 +480,12 @@ fn permission_rules(
                 glob.span(),
                 format!("{field}.principals"),
                 format!(
-                    "\"{}\" names a principal of the scheme \"{scheme}\", which this route does not take (its auth: {})",
+                    "\"{}\" names a principal of the scheme \"{scheme}\", which this route does not take ({})",
                     glob.get_ref(),
-                    schemes.route.join(", ")
+                    match schemes.route.is_empty() {
+                        true => "it takes no auth scheme".to_owned(),
+                        false => format!("its auth: {}", schemes.route.join(", ")),
+                    }
                 ),
             ));
         }
