@@ -224,16 +224,23 @@ fn a_value_another_upstream_returned_is_refused() {
     assert_eq!(e.data("origin").and_then(Value::as_str), Some("vault"));
 }
 
-#[test]
-fn results_keep_what_they_return_and_redact_credentials() {
-    let p = policy("untrusted");
-    let subject = crate::policy::inspect::Subject {
+/// A `tools/call` result of the upstream "Vault", with its catalogue if any.
+fn vault<'a>(
+    catalogue: Option<&'a dyn crate::policy::inspect::Catalogue>,
+) -> crate::policy::inspect::Subject<'a> {
+    crate::policy::inspect::Subject {
         method: McpMethod::ToolsCall,
         client: Default::default(),
         upstream_name: "Vault",
         upstream_host: "vault.example",
-        catalogue: None,
-    };
+        catalogue,
+    }
+}
+
+#[test]
+fn results_keep_what_they_return_and_redact_credentials() {
+    let p = policy("untrusted");
+    let subject = vault(None);
     let key = format!("AKIA{}", "ABCDEFGHIJKLMNOP");
     let mut result = json!({"content": [{"type": "text", "text": format!("id={key}\nDB_PASSWORD=s3cr3t-Passw0rd")}],
         "structuredContent": {"client_secret": "x9-long-secret-value"}});
@@ -266,13 +273,7 @@ fn results_keep_what_they_return_and_redact_credentials() {
 #[test]
 fn a_credential_spelled_through_an_escape_is_still_read() {
     let p = policy("untrusted");
-    let subject = crate::policy::inspect::Subject {
-        method: McpMethod::ToolsCall,
-        client: Default::default(),
-        upstream_name: "Vault",
-        upstream_host: "vault.example",
-        catalogue: None,
-    };
+    let subject = vault(None);
     let escaped = r#"{"content":[{"type":"text","text":"id=AKI\u0041ABCDEFGHIJKLMNOP"}]}"#;
     let full_width = "{\"structuredContent\":{\"ｐａｓｓｗｏｒｄ\":\"x9-long-secret-value\"}}";
     for raw in [escaped, full_width] {
@@ -308,13 +309,7 @@ fn a_secret_store_returns_its_secret_unless_the_policy_says_redact() {
         (redact_stores, true, true),
     ] {
         let catalogue = Store(store);
-        let subject = crate::policy::inspect::Subject {
-            method: McpMethod::ToolsCall,
-            client: Default::default(),
-            upstream_name: "Vault",
-            upstream_host: "vault.example",
-            catalogue: Some(&catalogue),
-        };
+        let subject = vault(Some(&catalogue));
         let mut result = json!({"content": [{"type": "text", "text": key.clone()}]});
         // Remembered either way: it cannot be sent on to another upstream.
         assert!(result_material(&p, scanner(), &result).contains(&key));
