@@ -52,17 +52,18 @@ pub(crate) fn text(
 /// The running gateway, whose listing store the listings routes read.
 pub type Current = Arc<ArcSwap<Gateway>>;
 
-/// `/readyz` is 200 when the server says it serves (not draining) and the
-/// first JWKS key sets are in (or their `jwks_ready_timeout` is over).
-fn ready(metrics: &Metrics, keys: &AtomicBool) -> bool {
-    metrics.is_ready() && keys.load(Ordering::Acquire)
+/// `/readyz` is 200 when the server says it serves (not draining) and it
+/// is warm: the first JWKS key sets are in (or their `jwks_ready_timeout`
+/// is over) and every `eager` stdio program's first start is over.
+fn ready(metrics: &Metrics, warm: &AtomicBool) -> bool {
+    metrics.is_ready() && warm.load(Ordering::Acquire)
 }
 
 async fn route(
     req: Request<Incoming>,
     peer: SocketAddr,
     metrics: &Metrics,
-    keys: &AtomicBool,
+    warm: &AtomicBool,
     current: Option<&Current>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path();
@@ -78,7 +79,7 @@ async fn route(
             None => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
         };
     }
-    answer(&req, metrics, ready(metrics, keys))
+    answer(&req, metrics, ready(metrics, warm))
 }
 
 fn answer(req: &Request<Incoming>, metrics: &Metrics, ready: bool) -> Response<Full<Bytes>> {
@@ -105,12 +106,12 @@ fn answer(req: &Request<Incoming>, metrics: &Metrics, ready: bool) -> Response<F
     }
 }
 
-/// Serve the admin routes until `shutdown`. `keys` is set once the first
-/// JWKS key sets are in (see [`ready`]).
+/// Serve the admin routes until `shutdown`. `warm` is set once the first
+/// JWKS key sets are in and the eager programs started (see [`ready`]).
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
-    keys: Arc<AtomicBool>,
+    warm: Arc<AtomicBool>,
     current: Option<Current>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -120,15 +121,15 @@ pub async fn serve(
             r = listener.accept() => match r { Ok(s) => s, Err(_) => continue },
         };
         let metrics = metrics.clone();
-        let keys = keys.clone();
+        let warm = warm.clone();
         let current = current.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let metrics = metrics.clone();
-                let keys = keys.clone();
+                let warm = warm.clone();
                 let current = current.clone();
                 async move {
-                    let r = route(req, peer, &metrics, &keys, current.as_ref()).await;
+                    let r = route(req, peer, &metrics, &warm, current.as_ref()).await;
                     Ok::<_, Infallible>(r)
                 }
             });

@@ -172,7 +172,7 @@ impl RunningGateway {
         config
             .auth
             .spawn_refresh(|issuer| metrics.jwks_fetch_failed(issuer));
-        let keys_ready = wait_for_keys(config.auth.clone());
+        let warm = wait_until_warm(config.auth.clone(), gateway.warming());
         metrics.config_loaded(true);
         let current = Arc::new(ArcSwap::from_pointee(gateway));
         let (tx, rx) = watch::channel(false);
@@ -233,7 +233,7 @@ impl RunningGateway {
                 let task = tokio::spawn(crate::admin::serve(
                     listener,
                     metrics.clone(),
-                    keys_ready.clone(),
+                    warm.clone(),
                     Some(current.clone()),
                     admin_rx,
                 ));
@@ -517,23 +517,32 @@ fn per_core_sockets(
 }
 
 /// Set once every `jwks_url` scheme has its first key set, or its
-/// `jwks_ready_timeout` is over (each URL still without one is logged):
-/// until then `/readyz` answers 503, so no JWT caller is sent here to be
-/// refused for want of keys.
-fn wait_for_keys(auth: Arc<crate::identify::AuthSchemes>) -> Arc<AtomicBool> {
-    let ready = Arc::new(AtomicBool::new(!auth.fetches_keys()));
+/// `jwks_ready_timeout` is over (each URL still without one is logged), and
+/// every `eager` stdio program's first start is over: until then `/readyz`
+/// answers 503, so no JWT caller is sent here to be refused for want of
+/// keys, and no caller waits for a program the gateway starts anyway.
+fn wait_until_warm(
+    auth: Arc<crate::identify::AuthSchemes>,
+    upstreams: Option<impl std::future::Future<Output = ()> + Send + 'static>,
+) -> Arc<AtomicBool> {
+    let ready = Arc::new(AtomicBool::new(!auth.fetches_keys() && upstreams.is_none()));
     if ready.load(Ordering::Acquire) {
         return ready;
     }
     let flag = ready.clone();
     let started = std::time::Instant::now();
     tokio::spawn(async move {
-        for (scheme, url) in auth.wait_for_keys(started).await {
-            tracing::error!(
-                auth_scheme = %scheme,
-                %url,
-                "no JWKS key set fetched from {url} within jwks_ready_timeout; ready anyway: this scheme's callers are refused until a fetch succeeds"
-            );
+        if auth.fetches_keys() {
+            for (scheme, url) in auth.wait_for_keys(started).await {
+                tracing::error!(
+                    auth_scheme = %scheme,
+                    %url,
+                    "no JWKS key set fetched from {url} within jwks_ready_timeout; ready anyway: this scheme's callers are refused until a fetch succeeds"
+                );
+            }
+        }
+        if let Some(upstreams) = upstreams {
+            upstreams.await;
         }
         flag.store(true, Ordering::Release);
     });

@@ -370,23 +370,36 @@ async fn a_reload_keeps_an_unchanged_program_and_replaces_a_changed_one() {
     gw.shutdown().await;
 }
 
+/// `/readyz` once it answers 200 (the gateway answers 503 until warm).
+async fn ready(gw: &RunningGateway) {
+    let at = format!(
+        "http://{}/readyz",
+        gw.admin_addr.expect("an admin listener")
+    );
+    let answered = async {
+        while client().get(&at).send().await.ok().map(|r| r.status())
+            != Some(reqwest::StatusCode::OK)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), answered)
+        .await
+        .expect("ready within 10 s");
+}
+
 #[tokio::test]
 async fn an_eager_program_starts_with_the_gateway_and_an_idle_one_stops() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let gw = start_in(d, &config(d, "eager = true\nidle_timeout = \"1s\"", "")).await;
-    let started = async {
-        loop {
-            let m = metrics(&gw).await;
-            if m.contains("portcullis_stdio_processes{upstream=\"local\"} 1") {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), started)
-        .await
-        .expect("started before any request");
+    // Ready only once the eager start is over: its process is there.
+    ready(&gw).await;
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains("portcullis_stdio_processes{upstream=\"local\"} 1"),
+        "{m}"
+    );
     let pid = pid_of(&ask(&gw).await);
     // Eager keeps one: idle past its timeout, it is still there.
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -404,6 +417,34 @@ async fn an_eager_program_starts_with_the_gateway_and_an_idle_one_stops() {
         Value::Null,
         "and one starts again on use"
     );
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_eager_program_starts_when_its_generation_is_configured() {
+    // No probe to start it: the eager start starts one of its own.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let extra = "eager = true\ngenerations = [\"2026-07-28\"]";
+    let gw = start_in(d, &config(d, extra, "")).await;
+    ready(&gw).await;
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains("portcullis_stdio_processes{upstream=\"local\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("portcullis_stdio_starts_total{upstream=\"local\"} 1"),
+        "{m}"
+    );
+    // The first caller gets that process, not a second one.
+    let pid = pid_of(&ask(&gw).await);
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains("portcullis_stdio_starts_total{upstream=\"local\"} 1"),
+        "{m}"
+    );
+    assert!(alive(pid));
     gw.shutdown().await;
 }
 

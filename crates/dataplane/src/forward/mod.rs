@@ -149,6 +149,20 @@ impl Pool {
         &self.settings
     }
 
+    /// Its upstream is still warming: a stdio program's eager start is
+    /// not over yet.
+    pub fn warming(&self) -> bool {
+        self.stdio().is_some_and(|program| !program.is_warm())
+    }
+
+    /// Resolves once its upstream is warm: a stdio program's eager start
+    /// is over; an HTTP upstream at once (nothing is dialled ahead).
+    pub async fn warmed(&self) {
+        if let Some(program) = self.stdio() {
+            program.warmed().await;
+        }
+    }
+
     /// The stdio program's processes behind this pool, if it is one.
     pub fn stdio(&self) -> Option<&Arc<StdioUpstream>> {
         match &self.client {

@@ -87,6 +87,10 @@ pub struct StdioUpstream {
     turns: Arc<Semaphore>,
     /// What holds of its limits was logged.
     limits_said: AtomicBool,
+    /// `true` once the eager start is over (at once when not eager):
+    /// `/readyz` waits for it, as a load balancer's first caller should
+    /// not be the one who waits for the program to start.
+    warmed: tokio::sync::watch::Sender<bool>,
 }
 
 /// A start in progress, counted against `max_processes` until it is a
@@ -150,6 +154,7 @@ impl StdioUpstream {
             });
         }
         let max_processes = settings.max_processes;
+        let eager = settings.eager;
         let upstream = Arc::new(StdioUpstream {
             label: Arc::from(label),
             settings,
@@ -166,6 +171,7 @@ impl StdioUpstream {
             starting: AtomicUsize::new(0),
             turns: Arc::new(Semaphore::new(max_processes)),
             limits_said: AtomicBool::new(false),
+            warmed: tokio::sync::watch::Sender::new(!eager),
         });
         tokio::spawn(tend(Arc::downgrade(&upstream)));
         upstream
@@ -188,17 +194,56 @@ impl StdioUpstream {
     }
 
     /// Start one process now (`eager = true`), so the first caller does not
-    /// wait for the program to start.
+    /// wait for the program to start; [`Self::warmed`] resolves when that
+    /// start is over, started or not.
     pub(crate) fn start_eagerly(self: &Arc<Self>) {
         if !self.settings.eager {
             return;
         }
         let upstream = self.clone();
         tokio::spawn(async move {
-            if let Err(e) = upstream.generation().await {
+            if let Err(e) = upstream.start_one_idle().await {
                 tracing::warn!(upstream = %upstream.label, "stdio program not started eagerly: {e}");
             }
+            upstream.warmed.send_replace(true);
         });
+    }
+
+    /// The eager start is over (or it is not eager).
+    pub fn is_warm(&self) -> bool {
+        *self.warmed.borrow()
+    }
+
+    /// Resolves once the eager start is over (at once when not eager).
+    pub async fn warmed(&self) {
+        let mut over = self.warmed.subscribe();
+        // The sender lives as long as `self`: `wait_for` cannot fail here.
+        let _ = over.wait_for(|done| *done).await;
+    }
+
+    /// One idle process nobody owns yet: the probe's, when the generation
+    /// had to be found, or one started for it when it was configured.
+    async fn start_one_idle(self: &Arc<Self>) -> Result<(), Unavailable> {
+        self.generation().await?;
+        {
+            let workers = lock(&self.workers);
+            let busy = workers.len() + self.starting.load(Ordering::Acquire);
+            if busy > 0 {
+                return Ok(());
+            }
+            self.starting.fetch_add(1, Ordering::AcqRel);
+        }
+        let _starting = Starting(self);
+        let process = self.spawn_one().await?;
+        lock(&self.workers).push(Worker {
+            process,
+            owner: None,
+            initialized: None,
+            leased: false,
+            last_used: Instant::now(),
+        });
+        self.freed.notify_waiters();
+        Ok(())
     }
 
     /// The generation the program speaks, starting one process to find

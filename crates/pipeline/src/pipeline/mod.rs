@@ -147,6 +147,19 @@ impl Gateway {
         }
     }
 
+    /// What resolves once every upstream is warm (each `eager` stdio
+    /// program's first start is over), what `/readyz` waits for at start;
+    /// `None` when none is still warming.
+    pub fn warming(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let pools: Vec<_> = (self.routes.pools().values())
+            .filter(|p| p.warming())
+            .cloned()
+            .collect();
+        (!pools.is_empty()).then(|| async move {
+            futures_util::future::join_all(pools.iter().map(|p| p.warmed())).await;
+        })
+    }
+
     /// A gateway for `config` that serves no listener: its phases run on
     /// messages handed to them (benchmarks, fuzzing, `portcullis explain`).
     pub fn offline(config: GatewayConfig) -> Result<Arc<Gateway>, rustls::Error> {
