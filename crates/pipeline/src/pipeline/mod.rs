@@ -155,7 +155,7 @@ impl Gateway {
             .filter(|p| p.warming())
             .cloned()
             .collect();
-        (!pools.is_empty()).then(|| async move {
+        (!pools.is_empty()).then_some(async move {
             futures_util::future::join_all(pools.iter().map(|p| p.warmed())).await;
         })
     }
