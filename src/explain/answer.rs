@@ -91,14 +91,9 @@ impl Incoming {
         if loose.get("method").is_some() && loose.get("id").is_some() && answers {
             return Ok(Incoming::Retry(bytes.to_vec()));
         }
-        let sends = [
-            "tools/call",
-            "prompts/get",
-            "resources/read",
-            "completion/complete",
-        ];
         let method = loose.get("method").and_then(Value::as_str);
-        if loose.get("id").is_some() && method.is_some_and(|m| sends.contains(&m)) {
+        let sends = method.is_some_and(|m| McpMethod::parse(m).sends_arguments());
+        if loose.get("id").is_some() && sends {
             return Ok(Incoming::Call(bytes.to_vec()));
         }
         if loose.get("resultType").is_some() {

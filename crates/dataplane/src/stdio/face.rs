@@ -20,12 +20,13 @@ use hyper::body::Incoming;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify};
 
-use super::frame::{self, Envelope};
+use super::frame::{self, method_of, Envelope};
 use super::pool::{Lease, Owner, StdioUpstream, Unavailable, SESSION_VERSIONS};
 use super::process::{Process, ProgramFailed};
 use super::{Unanswered, OWNER, ROOTS, UNANSWERED};
 use crate::headers::MCP_SESSION_ID;
 use crate::model::Generation;
+use crate::model::McpMethod;
 
 /// Serve one request of the forward phase.
 pub(super) async fn serve(
@@ -150,7 +151,7 @@ async fn initialize(
     let Ok(peek) = serde_json::from_slice::<Envelope<'_>>(body) else {
         return rpc_error(StatusCode::BAD_REQUEST, "not a JSON-RPC message");
     };
-    let (Some(id), Some("initialize")) = (peek.id, peek.method.as_deref()) else {
+    let (Some(id), McpMethod::Initialize) = (peek.id, method_of(&peek)) else {
         return rpc_error(
             StatusCode::BAD_REQUEST,
             "an Mcp-Session-Id header is required",
@@ -226,22 +227,22 @@ async fn session_post(
         return rpc_error(StatusCode::BAD_REQUEST, "not a JSON-RPC message");
     };
     let process = session.lease.process.clone();
-    match (peek.method.as_deref(), peek.id) {
-        (Some("ping"), Some(id)) => json_response(Bytes::from(format!(
+    match (method_of(&peek), peek.id) {
+        (McpMethod::Ping, Some(id)) => json_response(Bytes::from(format!(
             r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
             id.get()
         ))),
-        (Some(_), Some(id)) => {
+        (_, Some(id)) if peek.method.is_some() => {
             let id = id.get().to_owned();
             let slot = session.slot.clone().lock_owned().await;
             let cancel = session.calling(&id);
             call(process, body, id, Held::Slot(slot), Some(cancel), within).await
         }
         // The gateway initialized the program itself; the roots are the route's.
-        (Some("notifications/initialized" | "notifications/roots/list_changed"), None) => {
+        (McpMethod::Initialized | McpMethod::RootsListChanged, None) => {
             status(StatusCode::ACCEPTED)
         }
-        (Some("notifications/cancelled"), None) => {
+        (McpMethod::Cancelled, None) => {
             let target = peek
                 .params
                 .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())

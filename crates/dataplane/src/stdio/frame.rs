@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::model::McpMethod;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -136,6 +137,15 @@ pub(super) struct Envelope<'a> {
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
+}
+
+/// The envelope's method, from the one method table (`Other` when it has
+/// none: a response).
+pub(super) fn method_of(envelope: &Envelope<'_>) -> McpMethod {
+    envelope
+        .method
+        .as_deref()
+        .map_or(McpMethod::Other, McpMethod::parse)
 }
 
 /// What a line from the program is.

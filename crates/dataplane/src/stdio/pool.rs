@@ -17,6 +17,7 @@ use super::process::{Exit, Process};
 use super::spawn::spawn;
 use crate::config::{CgroupMode, StdioSettings};
 use crate::model::Generation;
+use crate::model::McpMethod;
 
 /// The protocol versions of the sessions generation a program may answer
 /// `initialize` with, newest first.
@@ -499,7 +500,7 @@ impl StdioUpstream {
     /// Ask `server/discover`; an error, silence or a version list without
     /// 2026-07-28 means the older generation.
     async fn probe(&self, process: &Process) -> Generation {
-        let discover = json!({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": {
+        let discover = json!({"jsonrpc": "2.0", "id": 0, "method": McpMethod::ServerDiscover.as_str(), "params": {"_meta": {
             "io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
             "io.modelcontextprotocol/clientInfo": client_info(),
             "io.modelcontextprotocol/clientCapabilities": {}}}});
@@ -535,7 +536,7 @@ impl StdioUpstream {
                 caps.insert("roots".into(), json!({"listChanged": false}));
             }
         }
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": McpMethod::Initialize.as_str(), "params": {
             "protocolVersion": SESSION_VERSIONS[0], "capabilities": caps, "clientInfo": client_info()}});
         let failed = |why: String| {
             process.kill();
@@ -564,7 +565,11 @@ impl StdioUpstream {
             )));
         }
         process
-            .send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec())
+            .send(
+                json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()})
+                    .to_string()
+                    .into_bytes(),
+            )
             .await
             .map_err(|e| failed(e.to_string()))?;
         serde_json::to_vec(result)

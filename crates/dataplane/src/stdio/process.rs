@@ -21,6 +21,7 @@ use super::cgroup::ProgramCgroup;
 use super::frame::{self, FromProgram, Line, LineFault};
 use super::metrics::StdioMetrics;
 use super::spawn::{signal_group, Spawned, Supervisor};
+use crate::model::McpMethod;
 
 /// Why a request to the program got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -402,7 +403,7 @@ impl Drop for Abandon<'_> {
         *lock(&shared.call) = None;
         remember(&shared.abandoned, self.id);
         shared.owe(self.id, self.process.stop_timeout);
-        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        let cancel = json!({"jsonrpc": "2.0", "method": McpMethod::Cancelled.as_str(),
             "params": {"requestId": self.id, "reason": "the client went away"}});
         self.process
             .stdin
@@ -550,9 +551,9 @@ async fn read_stdout(stdout: ChildStdout, max_line: usize, stdin: Arc<Stdin>, sh
 /// A request the gateway answers itself: `roots/list` from the route's
 /// configured roots (never the client's), and `ping`.
 fn answered_here(method: &str, id: &str, shared: &Shared) -> Option<Vec<u8>> {
-    let result = match method {
-        "ping" => json!({}),
-        "roots/list" => {
+    let result = match McpMethod::parse(method) {
+        McpMethod::Ping => json!({}),
+        McpMethod::RootsList => {
             let roots = lock(&shared.roots).clone();
             let roots: Vec<Value> = roots.iter().map(|uri| json!({"uri": uri})).collect();
             json!({ "roots": roots })

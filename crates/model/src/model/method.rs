@@ -129,6 +129,18 @@ impl McpMethod {
         })
     }
 
+    /// A client request whose arguments the argument rules read (the
+    /// tool's, the prompt's, the resource's URI, a completion's).
+    pub const fn sends_arguments(self) -> bool {
+        matches!(
+            self,
+            McpMethod::ToolsCall
+                | McpMethod::PromptsGet
+                | McpMethod::ResourcesRead
+                | McpMethod::CompletionComplete
+        )
+    }
+
     /// The methods a 2026-07-28 server may answer with `input_required`.
     pub const fn allows_input_required(self) -> bool {
         matches!(

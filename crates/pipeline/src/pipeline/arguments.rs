@@ -43,13 +43,7 @@ pub(super) async fn check(
     body: Bytes,
 ) -> Result<Bytes, Refusal> {
     let method = ctx.request.method;
-    let sends = matches!(
-        method,
-        McpMethod::ToolsCall
-            | McpMethod::PromptsGet
-            | McpMethod::ResourcesRead
-            | McpMethod::CompletionComplete
-    );
+    let sends = method.sends_arguments();
     let policy = ctx.route.upstream.settings.policy.clone();
     let rules = &policy.arguments;
     let all_off = [

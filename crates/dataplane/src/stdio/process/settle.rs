@@ -25,6 +25,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::{lock, remember, Process, Shared};
+use crate::model::McpMethod;
 use crate::stdio::frame;
 
 /// How long a pooled program has to answer the settling `ping`.
@@ -165,7 +166,7 @@ impl Process {
         let (tx, rx) = oneshot::channel();
         lock(&shared.pending).insert(id, tx);
         *lock(&shared.call) = None;
-        let ping = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+        let ping = json!({"jsonrpc": "2.0", "id": id, "method": McpMethod::Ping.as_str()});
         let written = self
             .stdin
             .write(&frame::one_line(ping.to_string().into_bytes()))

@@ -386,7 +386,7 @@ impl Question<'_> {
         let result = json!({
             "resultType": "input_required",
             "inputRequests": {
-                QUESTION_KEY: { "method": "elicitation/create", "params": self.form(ctx) },
+                QUESTION_KEY: { "method": McpMethod::ElicitationCreate.as_str(), "params": self.form(ctx) },
             },
             "requestState": token,
         });

@@ -23,7 +23,7 @@ use super::second::{settled, About};
 use super::steps::{keep, record, Recorded, QUESTION_KEY};
 use crate::approval::form::{APPROVE_FIELD, REMEMBER_FIELD};
 use crate::approval::{Remember, Step};
-use crate::model::{Asked, Reason, Refusal};
+use crate::model::{Asked, McpMethod, Reason, Refusal};
 use crate::pipeline::body::ProxyBody;
 
 use crate::pipeline::bridge::calls::{CallEvent, Registration};
@@ -97,7 +97,7 @@ pub(crate) fn start(waiting: Waiting, q: Question) -> Result<Response<ProxyBody>
         session,
         principal: ctx.binding().principal_key(),
         upstream: ctx.route.upstream.settings.id.clone(),
-        method: "elicitation/create".to_owned(),
+        method: McpMethod::ElicitationCreate.as_str().to_owned(),
         asked: Some(q.asked.clone()),
         operation: registration.id.clone(),
         round: 1,
@@ -116,8 +116,7 @@ pub(crate) fn start(waiting: Waiting, q: Question) -> Result<Response<ProxyBody>
         // 2025-11-25 names a URL-mode question; its completion is announced.
         p.insert("elicitationId".into(), waiter.id().into());
     }
-    let message =
-        json!({"jsonrpc": "2.0", "id": token, "method": "elicitation/create", "params": params});
+    let message = json!({"jsonrpc": "2.0", "id": token, "method": McpMethod::ElicitationCreate.as_str(), "params": params});
     let message = Bytes::from(serde_json::to_vec(&message).unwrap_or_default());
     steps(ctx, &q, Step::Asked, None);
     let (tx, resp) = event_stream();
@@ -184,7 +183,7 @@ async fn carry(
                 because: &q.because,
             };
             if let (Some(waiter), Outcome::Decided { .. }) = (&q.page, &outcome) {
-                let done = json!({"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": waiter.id()}});
+                let done = json!({"jsonrpc": "2.0", "method": McpMethod::ElicitationComplete.as_str(), "params": {"elicitationId": waiter.id()}});
                 let done = Bytes::from(serde_json::to_vec(&done).unwrap_or_default());
                 let _ = tx.send(Out::Message(done)).await;
             }

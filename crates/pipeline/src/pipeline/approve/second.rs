@@ -25,7 +25,7 @@ use super::shared::{await_elsewhere, publish, Facts};
 use super::steps::{keep, record, Recorded, QUESTION_KEY};
 use crate::approval::{ApprovalRule, RefusedDecision, RefusedSignIn, Step};
 use crate::audit::AuditEvent;
-use crate::model::{Asked, Generation, Reason, Refusal};
+use crate::model::{Asked, Generation, McpMethod, Reason, Refusal};
 use crate::mrtr::approval::ApprovalQuestion;
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::ctx::RequestCtx;
@@ -227,7 +227,7 @@ fn linked_stateless(
     let result = json!({
         "resultType": "input_required",
         "inputRequests": {
-            QUESTION_KEY: { "method": "elicitation/create", "params": params },
+            QUESTION_KEY: { "method": McpMethod::ElicitationCreate.as_str(), "params": params },
         },
         "requestState": token,
     });

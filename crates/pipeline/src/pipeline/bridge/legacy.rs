@@ -161,7 +161,7 @@ impl<'a> Bridge<'a> {
     async fn open_session(&self) -> Result<Opened, Refused> {
         let ctx = self.ctx;
         let version = HeaderValue::from_static(ProtocolVersion::V2025_11_25.as_str());
-        let init = json!({"jsonrpc": "2.0", "id": "portcullis-init", "method": "initialize",
+        let init = json!({"jsonrpc": "2.0", "id": "portcullis-init", "method": McpMethod::Initialize.as_str(),
             "params": {"protocolVersion": ProtocolVersion::V2025_11_25.as_str(),
                 "capabilities": ctx.request.client.to_value(),
                 "clientInfo": {"name": "portcullis", "version": env!("CARGO_PKG_VERSION")}}});
@@ -197,7 +197,7 @@ impl<'a> Bridge<'a> {
             })
             .and_then(|v| HeaderValue::from_str(v).ok())
             .unwrap_or(version);
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let initialized = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});
         let inbound = self
             .outbound
             .in_session(initialized, Some(&token), &agreed)
@@ -430,7 +430,7 @@ impl<'a> Bridge<'a> {
                 self.ended(answered, round, OperationOutcome::Complete);
                 self.finish(&opened).await;
                 let mut result = result.clone();
-                to_stateless(&mut result, ctx.request.method.as_str());
+                to_stateless(&mut result, ctx.request.method);
                 return Ok(json_response(message(ctx.id(), "result", &result), None));
             }
             if let Some(error) = m.get("error") {
@@ -439,9 +439,11 @@ impl<'a> Bridge<'a> {
                 return Ok(json_response(message(ctx.id(), "error", error), None));
             }
             // A ping asks nothing of a person: the gateway answers it.
-            if let (Some(push), Some("ping")) =
-                (m.get("id"), m.get("method").and_then(Value::as_str))
-            {
+            let method = m
+                .get("method")
+                .and_then(Value::as_str)
+                .map(McpMethod::parse);
+            if let (Some(push), Some(McpMethod::Ping)) = (m.get("id"), method) {
                 let pong = json!({"jsonrpc": "2.0", "id": push, "result": {}});
                 self.send(&pong, &opened).await?;
                 continue;

@@ -20,7 +20,7 @@ use crate::headers::{
     MCP_SESSION_ID,
 };
 use crate::identify::Principal;
-use crate::model::{ClientCaps, Generation, ProtocolVersion, Reason, Refusal};
+use crate::model::{ClientCaps, Generation, McpMethod, ProtocolVersion, Reason, Refusal};
 use crate::telemetry::RequestTrace;
 
 /// Where the version and capabilities of a 2026-07-28 request are written.
@@ -233,21 +233,14 @@ pub(super) fn to_sessions(result: &mut Value) {
     }
 }
 
-/// The list methods, whose 2026-07-28 results say how long they may be
-/// cached (`ttlMs`, `cacheScope`; required there).
-const CACHED: [&str; 4] = [
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-];
-
 /// A 2025-11-25 result of `method` as a 2026-07-28 client reads it: complete,
-/// and a list not to be cached (the upstream said nothing of it).
-pub(super) fn to_stateless(result: &mut Value, method: &str) {
+/// and a list not to be cached (the upstream said nothing of it). The list
+/// methods' 2026-07-28 results say how long they may be cached (`ttlMs`,
+/// `cacheScope`; required there).
+pub(super) fn to_stateless(result: &mut Value, method: McpMethod) {
     if let Value::Object(r) = result {
         r.entry("resultType").or_insert_with(|| "complete".into());
-        if CACHED.contains(&method) {
+        if method.catalogue().is_some() {
             r.entry("ttlMs").or_insert_with(|| 0.into());
             r.entry("cacheScope").or_insert_with(|| "private".into());
         }

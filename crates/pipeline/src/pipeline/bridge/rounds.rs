@@ -344,7 +344,7 @@ impl Call {
         why: &str,
     ) {
         for (_, token) in waiting.values() {
-            let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            let note = json!({"jsonrpc": "2.0", "method": McpMethod::Cancelled.as_str(),
                               "params": {"requestId": token, "reason": why}});
             let _ = tx.send(Out::Message(Bytes::from(note.to_string()))).await;
         }

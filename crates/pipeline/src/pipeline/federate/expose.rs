@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::super::body::{EventSource, ProxyBody};
 use super::super::sse::{event_with_id, SseFramer};
-use crate::model::{expose, Reason, TargetKind};
+use crate::model::{expose, McpMethod, Reason, TargetKind};
 
 /// The checked answer with its resource URIs under `prefix`.
 pub(super) async fn answer(resp: Response<ProxyBody>, prefix: &str) -> Response<ProxyBody> {
@@ -113,12 +113,13 @@ fn may_name_a_uri(bytes: &[u8]) -> bool {
 /// Prefix every resource URI a client may use again; `true` when one was.
 fn expose_message(message: &mut Value, prefix: &str) -> bool {
     let mut changed = false;
-    match message.get("method").and_then(Value::as_str) {
-        Some("notifications/resources/updated") => {
+    let method = message.get("method").and_then(Value::as_str);
+    match method.map(McpMethod::parse) {
+        Some(McpMethod::ResourcesUpdated) => {
             changed |= expose_uri(message.pointer_mut("/params/uri"), prefix);
         }
         // What a listen's upstream agreed to: the resources as subscribed.
-        Some("notifications/subscriptions/acknowledged") => {
+        Some(McpMethod::SubscriptionsAcknowledged) => {
             for uri in each(message.pointer_mut("/params/notifications/resourceSubscriptions")) {
                 changed |= expose_uri(Some(uri), prefix);
             }

@@ -13,13 +13,15 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use crate::model::McpMethod;
+
 use super::super::sse::{event_with_id, SseFramer};
 
 /// Events held while acknowledgements are awaited; past this the
 /// acknowledgement is delivered with what has been agreed so far.
 const MAX_HELD: usize = 256;
 
-const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+const ACKNOWLEDGED: &str = McpMethod::SubscriptionsAcknowledged.as_str();
 
 /// What one event of a member's stream is, for the merge.
 enum Kind {

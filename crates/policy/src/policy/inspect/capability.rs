@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::{Action, Rule};
 use super::{Checked, Run};
-use crate::model::{printable_name, Reason, Refusal};
+use crate::model::{printable_name, McpMethod, Reason, Refusal};
 
 impl Run<'_> {
     pub(super) fn check_capabilities(&mut self, requests: &Map<String, Value>) -> Checked<()> {
@@ -18,8 +18,8 @@ impl Run<'_> {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let params = request.get("params");
-            match method {
-                "elicitation/create" => match params
+            match McpMethod::parse(method) {
+                McpMethod::ElicitationCreate => match params
                     .and_then(|p| p.get("mode"))
                     .and_then(Value::as_str)
                     .unwrap_or("form")
@@ -39,7 +39,7 @@ impl Run<'_> {
                         return Err(self.malformed(Some(key), message));
                     }
                 },
-                "sampling/createMessage" => {
+                McpMethod::SamplingCreateMessage => {
                     let context = params
                         .and_then(|p| p.get("includeContext"))
                         .and_then(Value::as_str)
@@ -53,10 +53,12 @@ impl Run<'_> {
                         needed.insert("sampling".into(), sampling);
                     }
                 }
-                "roots/list" if !caps.roots => drop(needed.insert("roots".into(), json!({}))),
-                "roots/list" => {}
-                other => {
-                    let message = format!("input request method \"{}\" is not elicitation/create, sampling/createMessage or roots/list", printable_name(other));
+                McpMethod::RootsList if !caps.roots => {
+                    drop(needed.insert("roots".into(), json!({})))
+                }
+                McpMethod::RootsList => {}
+                _ => {
+                    let message = format!("input request method \"{}\" is not elicitation/create, sampling/createMessage or roots/list", printable_name(method));
                     return Err(self.invalid(
                         Reason::UnknownInputRequestMethod,
                         Rule::Protocol,

@@ -6,15 +6,16 @@ use serde_json::{Map, Value};
 
 use super::Rule;
 use super::{Checked, Run};
-use crate::model::{printable_name, Asked, Reason};
+use crate::model::{printable_name, Asked, McpMethod, Reason};
 use crate::policy::config::Action;
 use crate::policy::injection::TextContext;
 
 impl Run<'_> {
-    fn deprecated_kind(&mut self, key: &str, method: &str) -> Checked<()> {
+    fn deprecated_kind(&mut self, key: &str, method: McpMethod) -> Checked<()> {
         let message = format!(
-            "{} sent a {method} request, a deprecated kind this policy blocks",
-            self.subject.upstream_name
+            "{} sent a {} request, a deprecated kind this policy blocks",
+            self.subject.upstream_name,
+            method.as_str()
         );
         self.violation(
             Reason::DeprecatedRequestKind,
@@ -27,7 +28,7 @@ impl Run<'_> {
 
     pub(super) fn check_sampling(&mut self, key: &str, params: &Map<String, Value>) -> Checked<()> {
         if self.policy.sampling == Action::Block {
-            self.deprecated_kind(key, "sampling/createMessage")?;
+            self.deprecated_kind(key, McpMethod::SamplingCreateMessage)?;
         } else {
             self.pass(
                 Rule::Deprecated,
@@ -99,7 +100,7 @@ impl Run<'_> {
 
     pub(super) fn check_roots(&mut self, key: &str) -> Checked<()> {
         if self.policy.roots == Action::Block {
-            self.deprecated_kind(key, "roots/list")?;
+            self.deprecated_kind(key, McpMethod::RootsList)?;
         } else {
             self.pass(
                 Rule::Deprecated,
