@@ -330,22 +330,26 @@ async fn call(
         Some(first) = said.recv() => {
             let (tx, rx) = mpsc::channel::<Item>(64);
             tokio::spawn(async move {
-                let _held = held;
                 loop {
                     tokio::select! {
                         answer = &mut asked => {
                             let _ = tx.send(Item::Done(answer)).await;
-                            return;
+                            break;
                         }
                         Some(m) = said.recv() => {
                             if tx.send(Item::Related(m)).await.is_err() {
-                                return;
+                                break;
                             }
                         }
-                        () = tx.closed() => return,
-                        () = &mut cancelled => return,
+                        () = tx.closed() => break,
+                        () = &mut cancelled => break,
                     }
                 }
+                // A request given up is abandoned (the program told) while
+                // its process is still held: only then may the next caller
+                // have the process.
+                drop(asked);
+                drop(held);
             });
             events(Some(first), rx, Some(id))
         }

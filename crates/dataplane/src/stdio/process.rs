@@ -319,10 +319,11 @@ impl Process {
         self.settle().await;
         let (tx, rx) = oneshot::channel();
         lock(&self.shared.pending).insert(id, tx);
-        *lock(&self.shared.call) = related;
+        *lock(&self.shared.call) = related.clone();
         let mut guard = Abandon {
             process: self,
             id,
+            related,
             done: false,
         };
         if let Err(e) = self.stdin.write(&line).await {
@@ -332,7 +333,7 @@ impl Process {
         }
         let answer = rx.await.unwrap_or(Err(ProgramFailed::Exited));
         guard.done = true;
-        *lock(&self.shared.call) = None;
+        self.shared.end_call(guard.related.as_ref());
         self.shared.answered.store(true, Ordering::Release);
         answer
     }
@@ -390,6 +391,8 @@ impl Drop for Process {
 struct Abandon<'a> {
     process: &'a Process,
     id: u64,
+    /// Where its related messages went (the call's, while it is the call).
+    related: Option<mpsc::Sender<Bytes>>,
     done: bool,
 }
 
@@ -400,7 +403,7 @@ impl Drop for Abandon<'_> {
         }
         let shared = &self.process.shared;
         lock(&shared.pending).remove(&self.id);
-        *lock(&shared.call) = None;
+        shared.end_call(self.related.as_ref());
         remember(&shared.abandoned, self.id);
         shared.owe(self.id, self.process.stop_timeout);
         let cancel = json!({"jsonrpc": "2.0", "method": McpMethod::Cancelled.as_str(),
@@ -463,6 +466,17 @@ impl Shared {
         }
         *lock(&self.call) = None;
         *lock(&self.listener) = None;
+    }
+
+    /// The call whose related messages went to `ours` is over. Another
+    /// call's are left alone: a request given up is dropped after its
+    /// process may already serve the next caller, and clearing that
+    /// caller's stream would lose what the program says to it.
+    fn end_call(&self, ours: Option<&mpsc::Sender<Bytes>>) {
+        let mut call = lock(&self.call);
+        if matches!((call.as_ref(), ours), (Some(c), Some(o)) if c.same_channel(o)) {
+            *call = None;
+        }
     }
 
     /// Where a message that is not a response goes.
