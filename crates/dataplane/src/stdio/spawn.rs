@@ -213,12 +213,16 @@ impl ChildSetup {
                 libc::c_uint::MAX,
                 CLOSE_RANGE_CLOEXEC,
             );
+            // Joined while the gateway's user, before any switch; and before
+            // the fixed numbers are taken: a cgroup's `cgroup.procs` opened
+            // as descriptor 3 or 4 would otherwise be replaced by the report
+            // pipe, the join written into the report (the start then reads
+            // as failed) and the program left outside its cgroup.
+            cgroup::join(&self.cgroups)?;
             check(libc::dup2(self.report, REPORT_FD))?;
             if let Some(binary) = self.binary {
                 check(libc::dup2(binary, BINARY_FD))?;
             }
-            // Joined while the gateway's user, before any switch.
-            cgroup::join(&self.cgroups)?;
             let set = |resource, value: u64| {
                 let limit = libc::rlimit {
                     rlim_cur: value,
