@@ -446,8 +446,22 @@ mod tests {
     #[test]
     fn plain_authority_agrees_with_the_full_parse() {
         let hosts = [
-            "", "localhost", "LocalHost.", "localhost..", "127.0.0.1", "[::1]", "mcp.example.com",
-            "MCP.Example.COM.", "a-b.c", "-", ".", "x_y", "é.com", "a b", "u@localhost", "%41",
+            "",
+            "localhost",
+            "LocalHost.",
+            "localhost..",
+            "127.0.0.1",
+            "[::1]",
+            "mcp.example.com",
+            "MCP.Example.COM.",
+            "a-b.c",
+            "-",
+            ".",
+            "x_y",
+            "é.com",
+            "a b",
+            "u@localhost",
+            "%41",
         ];
         let ports = [
             "", ":", ":8080", ":80", ":443", ":0", ":08080", ":65535", ":65536", ":123456",
