@@ -268,22 +268,21 @@ mod tests {
 
     #[test]
     fn the_checked_authority_is_the_one_sent() {
-        let rules = |names| HeadRules {
-            server_names: names,
+        let none = HashSet::new();
+        let rules = HeadRules {
+            server_names: &ServerNames::Loopback,
             generations: &[Generation::Stateless],
-            allowed_origins: &HashSet::new(),
+            allowed_origins: &none,
             local_port: 8080,
             loopback: true,
             tls: false,
         };
         let host = parts("POST", &[JSON, ("host", "LocalHost.:8080")]);
-        let got = check_host(&host, &rules(&ServerNames::Loopback)).unwrap();
-        assert_eq!(got, "LocalHost.:8080");
+        assert_eq!(check_host(&host, &rules).unwrap(), "LocalHost.:8080");
         // HTTP/2: the `:authority` is read, not a `Host` beside it.
         let mut h2 = parts("POST", &[JSON, ("host", "other.example:8080")]);
         h2.uri = "https://localhost:8080/mcp".parse().unwrap();
-        let got = check_host(&h2, &rules(&ServerNames::Loopback)).unwrap();
-        assert_eq!(got, "localhost:8080");
+        assert_eq!(check_host(&h2, &rules).unwrap(), "localhost:8080");
     }
 
     #[test]
