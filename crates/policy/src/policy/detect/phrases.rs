@@ -284,7 +284,8 @@ fn disguised(b: &[u8]) -> bool {
         let class = CLASSES[c as usize];
         // A leet byte after a letter or a letter after a leet byte: the
         // previous byte's LETTER bit moved onto LEET, and its LEET onto LETTER.
-        if ((prev << 1) | (prev >> 1)) & class & (LETTER | LEET) != 0 {
+        let kind = prev & (LETTER | LEET);
+        if ((kind << 1) | (kind >> 1)) & class & (LETTER | LEET) != 0 {
             return true;
         }
         if class & ALNUM != 0 {
