@@ -79,27 +79,61 @@ impl ServerNames {
     /// `:authority`) is one this listener serves; `local_port` is the port
     /// the connection came in on.
     pub fn allows(&self, authority: &str, local_port: u16) -> bool {
-        let Ok(a) = authority.parse::<Authority>() else {
-            return false;
-        };
-        if a.as_str().contains('@') {
-            return false;
-        }
-        let port = a.port_u16();
-        match self {
-            ServerNames::Any => true,
-            ServerNames::Loopback => {
-                is_loopback_name(a.host())
-                    && port.map_or(matches!(local_port, 80 | 443), |p| p == local_port)
-            }
-            ServerNames::Names(names) => {
-                let host = normal_host(a.host());
-                names
-                    .iter()
-                    .any(|n| n.host == host && n.port.is_none_or(|p| Some(p) == port))
+        match plain_authority(authority) {
+            Some((host, port)) => self.serves(host, port, local_port),
+            None => {
+                let Ok(a) = authority.parse::<Authority>() else {
+                    return false;
+                };
+                !a.as_str().contains('@') && self.serves(a.host(), a.port_u16(), local_port)
             }
         }
     }
+
+    /// Whether this listener serves `host` (as written) with `port`.
+    fn serves(&self, host: &str, port: Option<u16>, local_port: u16) -> bool {
+        match self {
+            ServerNames::Any => true,
+            ServerNames::Loopback => {
+                is_loopback_name(host)
+                    && port.map_or(matches!(local_port, 80 | 443), |p| p == local_port)
+            }
+            ServerNames::Names(names) => {
+                // `normal_host` of `host` compared without its copy: the
+                // listed names are normal already, so a byte comparison in
+                // any ASCII case is the same test.
+                let host = host.strip_suffix('.').unwrap_or(host);
+                names.iter().any(|n| {
+                    n.host.eq_ignore_ascii_case(host) && n.port.is_none_or(|p| Some(p) == port)
+                })
+            }
+        }
+    }
+}
+
+/// The host and port of the usual authority (`name` or `name:port`, the
+/// name of ASCII letters, digits, dots and hyphens, the port of one to five
+/// digits that fit in a `u16`), read without building an `Authority` (which
+/// copies it: every request asks). `None` for anything else, which the full
+/// parse reads; on what this reads, the two agree
+/// (`plain_authority_agrees_with_the_full_parse`).
+fn plain_authority(authority: &str) -> Option<(&str, Option<u16>)> {
+    let (host, port) = match authority.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    };
+    let name_byte = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-');
+    if host.is_empty() || !host.bytes().all(|b| name_byte(&b)) {
+        return None;
+    }
+    let port = match port {
+        None => None,
+        Some(p) if (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(p.parse::<u16>().ok()?)
+        }
+        Some(_) => return None,
+    };
+    Some((host, port))
 }
 
 fn server_names(
@@ -398,6 +432,60 @@ mod tests {
             &loc,
         )
         .unwrap()
+    }
+
+    /// The verdict as the full parse gives it (what `allows` did for every
+    /// request before the plain reading): the oracle.
+    fn allows_by_parse(n: &ServerNames, authority: &str, local_port: u16) -> bool {
+        let Ok(a) = authority.parse::<Authority>() else {
+            return false;
+        };
+        !a.as_str().contains('@') && n.serves(a.host(), a.port_u16(), local_port)
+    }
+
+    #[test]
+    fn plain_authority_agrees_with_the_full_parse() {
+        let hosts = [
+            "",
+            "localhost",
+            "LocalHost.",
+            "localhost..",
+            "127.0.0.1",
+            "[::1]",
+            "mcp.example.com",
+            "MCP.Example.COM.",
+            "a-b.c",
+            "-",
+            ".",
+            "x_y",
+            "é.com",
+            "a b",
+            "u@localhost",
+            "%41",
+        ];
+        let ports = [
+            "", ":", ":8080", ":80", ":443", ":0", ":08080", ":65535", ":65536", ":123456",
+            ":8080:1", ":x", ":+80", ":-1", ": 80", "/", "?q", "#f",
+        ];
+        let lists = [
+            ServerNames::Any,
+            ServerNames::Loopback,
+            names(&["mcp.example.com", "localhost:8080", "LocalHost.:443"]),
+        ];
+        for host in hosts {
+            for port in ports {
+                let authority = format!("{host}{port}");
+                for n in &lists {
+                    for local in [80, 443, 8080] {
+                        assert_eq!(
+                            n.allows(&authority, local),
+                            allows_by_parse(n, &authority, local),
+                            "{authority:?} {n:?} {local}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -39,6 +39,16 @@ fn authority(parts: &Parts) -> Option<&str> {
         .or_else(|| parts.headers.get(header::HOST)?.to_str().ok())
 }
 
+/// `authority` (read by [`authority`]) as a header value: the `Host`
+/// header's own when it was read from there (a shared copy of the same
+/// bytes, where building one copies them: every request asks).
+fn authority_value(parts: &Parts, authority: &str) -> Option<HeaderValue> {
+    match parts.headers.get(header::HOST) {
+        Some(host) if parts.uri.authority().is_none() => Some(host.clone()),
+        _ => HeaderValue::from_str(authority).ok(),
+    }
+}
+
 /// The HTTP methods a route serves, for `Allow`.
 pub(crate) fn allowed_methods(generations: &[Generation]) -> &'static str {
     if generations.contains(&Generation::Sessions) {
@@ -82,7 +92,7 @@ pub(crate) fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<HeaderV
     let hosts = parts.headers.get_all(header::HOST).iter().count();
     let checked = authority(parts)
         .filter(|a| hosts <= 1 && rules.server_names.allows(a, rules.local_port))
-        .and_then(|a| HeaderValue::from_str(a).ok());
+        .and_then(|a| authority_value(parts, a));
     checked.ok_or_else(|| {
         Refusal::new(
             Reason::HostNotAllowed,
@@ -254,6 +264,25 @@ mod tests {
             Some(Reason::OriginNotAllowed)
         );
         assert_eq!(reason(&from("null"), &none), Some(Reason::OriginNotAllowed));
+    }
+
+    #[test]
+    fn the_checked_authority_is_the_one_sent() {
+        let none = HashSet::new();
+        let rules = HeadRules {
+            server_names: &ServerNames::Loopback,
+            generations: &[Generation::Stateless],
+            allowed_origins: &none,
+            local_port: 8080,
+            loopback: true,
+            tls: false,
+        };
+        let host = parts("POST", &[JSON, ("host", "LocalHost.:8080")]);
+        assert_eq!(check_host(&host, &rules).unwrap(), "LocalHost.:8080");
+        // HTTP/2: the `:authority` is read, not a `Host` beside it.
+        let mut h2 = parts("POST", &[JSON, ("host", "other.example:8080")]);
+        h2.uri = "https://localhost:8080/mcp".parse().unwrap();
+        assert_eq!(check_host(&h2, &rules).unwrap(), "localhost:8080");
     }
 
     #[test]

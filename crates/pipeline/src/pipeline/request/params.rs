@@ -57,8 +57,8 @@ pub(super) fn read<'a>(
     sent: &[&str],
 ) -> Result<ParamsView<'a>, JsonError> {
     let failure = Failure::default();
-    crate::json::strict::run(
-        params.get().as_bytes(),
+    crate::json::strict::run_text(
+        params.get(),
         &failure,
         ParamsSeed {
             failure: &failure,

@@ -281,7 +281,7 @@ impl Exchange {
         }
         // The common case in one pass: a valid result and its type. On a
         // failure the two steps run apart, so the refusal is the one they give.
-        let result_type = match json::strict::validate_with_member(bytes, "resultType") {
+        let result_type = match json::strict::validate_with_member(result.get(), "resultType") {
             Ok(t) => t,
             Err(_) => match checked_in_two_steps(bytes) {
                 Ok(t) => t,

@@ -247,23 +247,51 @@ impl<T> PhraseSet<T> {
     }
 }
 
+/// A byte's classes as [`disguised`] reads them, one bit each.
+const LETTER: u8 = 1;
+/// A digit or `$ @ ! |`: what a letter may be written as.
+const LEET: u8 = 2;
+const ALNUM: u8 = 4;
+
+/// [`LETTER`], [`LEET`] and [`ALNUM`] of every byte: one load per byte
+/// where the tests took a dozen comparisons (the raw-text test reads every
+/// string of every result).
+static CLASSES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        if c.is_ascii_alphabetic() {
+            table[i] = LETTER | ALNUM;
+        } else if c.is_ascii_digit() {
+            table[i] = LEET | ALNUM;
+        } else if matches!(c, b'$' | b'@' | b'!' | b'|') {
+            table[i] = LEET;
+        }
+        i += 1;
+    }
+    table
+};
+
 /// ASCII text that normalisation could change by more than case and
 /// splitting: a digit or `$ @ ! |` next to a letter, or three single letters
 /// in a row (`S-Y-S-T-E-M`).
 fn disguised(b: &[u8]) -> bool {
-    let (mut prev_letter, mut prev_leet) = (false, false);
+    let mut prev = 0u8;
     // Letters and digits since the last separator; single-letter runs in a row.
     let (mut run, mut singles) = (0usize, 0u32);
     for &c in b {
-        let letter = c.is_ascii_alphabetic();
-        let leet = c.is_ascii_digit() || matches!(c, b'$' | b'@' | b'!' | b'|');
-        if (leet && prev_letter) || (letter && prev_leet) {
+        let class = CLASSES[c as usize];
+        // A leet byte after a letter or a letter after a leet byte: the
+        // previous byte's LETTER bit moved onto LEET, and its LEET onto LETTER.
+        let kind = prev & (LETTER | LEET);
+        if ((kind << 1) | (kind >> 1)) & class & (LETTER | LEET) != 0 {
             return true;
         }
-        if c.is_ascii_alphanumeric() {
+        if class & ALNUM != 0 {
             run += 1;
         } else {
-            if run == 1 && prev_letter {
+            if run == 1 && prev & LETTER != 0 {
                 singles += 1;
                 if singles >= 3 {
                     return true;
@@ -273,10 +301,9 @@ fn disguised(b: &[u8]) -> bool {
             }
             run = 0;
         }
-        prev_letter = letter;
-        prev_leet = leet;
+        prev = class;
     }
-    run == 1 && prev_letter && singles >= 2
+    run == 1 && prev & LETTER != 0 && singles >= 2
 }
 
 /// The match ends a word, or only digits follow to the end of it
@@ -397,6 +424,64 @@ mod tests {
             ("a b", false),
         ] {
             assert_eq!(s.may_match(text), may, "{text}");
+        }
+    }
+
+    /// [`disguised`] as it read each byte before the class table (the oracle).
+    fn disguised_bytewise(b: &[u8]) -> bool {
+        let (mut prev_letter, mut prev_leet) = (false, false);
+        let (mut run, mut singles) = (0usize, 0u32);
+        for &c in b {
+            let letter = c.is_ascii_alphabetic();
+            let leet = c.is_ascii_digit() || matches!(c, b'$' | b'@' | b'!' | b'|');
+            if (leet && prev_letter) || (letter && prev_leet) {
+                return true;
+            }
+            if c.is_ascii_alphanumeric() {
+                run += 1;
+            } else {
+                if run == 1 && prev_letter {
+                    singles += 1;
+                    if singles >= 3 {
+                        return true;
+                    }
+                } else if run > 0 {
+                    singles = 0;
+                }
+                run = 0;
+            }
+            prev_letter = letter;
+            prev_leet = leet;
+        }
+        run == 1 && prev_letter && singles >= 2
+    }
+
+    #[test]
+    fn the_class_table_reads_as_the_byte_tests_did() {
+        let pieces = [
+            "", "a", "A", "ab", "7", "77", "$", "@", "!", "|", " ", "-", ".", "\"", "_", "é",
+        ];
+        let mut texts: Vec<Vec<u8>> = Vec::new();
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    for d in ["", " x", "x ", "-y-", "9"] {
+                        texts.push(format!("{a}{b}{c}{d}").into_bytes());
+                        texts.push(format!("{a} {b} {c}{d}").into_bytes());
+                    }
+                }
+            }
+        }
+        texts.extend(
+            (0..=255u8).flat_map(|x| [vec![x], vec![b'a', x], vec![x, b'a'], vec![b'1', x]]),
+        );
+        for t in &texts {
+            assert_eq!(
+                disguised(t),
+                disguised_bytewise(t),
+                "{:?}",
+                String::from_utf8_lossy(t)
+            );
         }
     }
 
