@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::Rule;
 use super::{Checked, Run};
-use crate::model::{RequestKind, RequestShape};
+use crate::model::{McpMethod, RequestKind, RequestShape};
 
 impl Run<'_> {
     pub(super) fn check_request_state(&mut self, obj: &Map<String, Value>) -> Checked<()> {
@@ -85,8 +85,8 @@ pub(super) fn shapes(requests: &Map<String, Value>) -> Vec<RequestShape> {
 fn shape(key: &str, request: &Value) -> RequestShape {
     let method = request.get("method").and_then(Value::as_str);
     let params = request.get("params");
-    let (kind, fields, url_host) = match method {
-        Some("elicitation/create") => {
+    let (kind, fields, url_host) = match method.map(McpMethod::parse) {
+        Some(McpMethod::ElicitationCreate) => {
             match params.and_then(|p| p.get("mode")).and_then(Value::as_str) {
                 Some("url") => {
                     let host = params
@@ -107,8 +107,8 @@ fn shape(key: &str, request: &Value) -> RequestShape {
                 }
             }
         }
-        Some("sampling/createMessage") => (RequestKind::Sampling, None, None),
-        Some("roots/list") => (RequestKind::Roots, None, None),
+        Some(McpMethod::SamplingCreateMessage) => (RequestKind::Sampling, None, None),
+        Some(McpMethod::RootsList) => (RequestKind::Roots, None, None),
         _ => (RequestKind::Unknown, None, None),
     };
     RequestShape {
