@@ -347,8 +347,8 @@ fn explain_one() {
     let ctx = super::evidence::ListContext::new(&names, &listed);
     let ev = super::evidence::Evidence::gather(&d.vocab, &listed[i], &ctx, i);
     for h in &ev.hits {
-        let concepts: Vec<&str> = (0..64)
-            .filter(|b| h.concepts & (1u64 << b) != 0)
+        let concepts: Vec<&str> = (0..super::vocab::Concepts::BITS as usize)
+            .filter(|b| h.concepts & (1 << b) != 0)
             .filter_map(|b| d.vocab.names.get(b).map(String::as_str))
             .collect();
         println!("unit {} clause {}: {concepts:?}", h.unit, h.clause);

@@ -139,6 +139,20 @@ impl Evidence {
             })
             .flat_map(|l| name_words(l.text))
             .collect();
+        // A parameter that takes an API credential (`api_key`, `token`)
+        // makes an API key the text asks for that parameter's value (not a
+        // private key or a password: `api_credential`).
+        let field_bit = vocab.bit("credential_field");
+        let held = match vocab.patterns.iter().any(|(bit, re)| {
+            *bit == field_bit
+                && item.iter().any(|l| {
+                    matches!(l.place, Place::PropertyName | Place::ArgumentName)
+                        && re.is_match(l.text)
+                })
+        }) {
+            true => vocab.bit("api_credential"),
+            false => 0,
+        };
         // Strings of `required` (and other schema values) that name one of
         // the item's parameters.
         let values: HashSet<&str> = item
@@ -168,6 +182,10 @@ impl Evidence {
                 let subject_words = Subject {
                     words: subject,
                     private,
+                    held: match prose {
+                        true => held,
+                        false => 0,
+                    },
                     bit: subject_bit,
                 };
                 words(vocab, raw, splitting, unit, &subject_words, &mut ev.hits);
@@ -334,6 +352,9 @@ impl Evidence {
 struct Subject<'a> {
     words: &'a HashSet<String>,
     private: Concepts,
+    /// A kind of private thing a parameter of the item takes by design:
+    /// a hit of it is no longer private.
+    held: Concepts,
     bit: Concepts,
 }
 
@@ -405,6 +426,9 @@ fn words(
         let mut concepts = *h.value;
         if concepts & vocab.negatable != 0 && negated(vocab, &n, h.start) {
             concepts &= !vocab.negatable;
+        }
+        if concepts & subject.held != 0 {
+            concepts = (concepts & !subject.private) | subject.bit;
         }
         if concepts & subject.private != 0
             && !subject.words.is_empty()

@@ -67,6 +67,8 @@ mod meaning_tests;
 mod shadow_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod variant_tests;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
@@ -74,7 +76,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use evidence::{Evidence, ListContext};
 pub(crate) use vocab::IntentError;
-use vocab::Vocab;
+use vocab::{Concepts, Vocab};
 
 /// Items whose evidence is kept.
 pub(crate) const ITEM_CACHE: usize = 16_384;
@@ -185,14 +187,14 @@ pub(crate) struct IntentDetector {
     /// Rules whose groups may be split across two items.
     split_rules: Vec<usize>,
     /// Concepts by which an item hands the model another item's text.
-    continuation: u64,
+    continuation: Concepts,
     /// Concepts that address the model with a claim to steer it: a fake
     /// role tag, an authority marker, an override, an injected task.
-    markers: u64,
+    markers: Concepts,
     /// A marker only together: a verb that sets something aside ("ignore",
     /// "skip", "override") and the model's instructions. Alone the verb is
     /// a manual's ("skip this step", "pass `override=True`").
-    set_aside: [u64; 2],
+    set_aside: [Concepts; 2],
 }
 
 impl std::fmt::Debug for IntentDetector {

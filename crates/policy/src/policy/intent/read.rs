@@ -1,6 +1,7 @@
 //! The readings of one listed text: the text as sent, and what it says once
 //! decoded for reading — HTML entities and percent-escapes decoded, base64
-//! runs decoded, words hyphenated letter by letter joined (`ex-fil-trate`),
+//! runs decoded, words hyphenated letter by letter or at a syllable joined
+//! (`ex-fil-trate`, `ig-nore`),
 //! and the text as a person sees it: invisible characters gone and each word
 //! in one script (`se\u{200B}nd_еmail` with a Cyrillic `е` reads
 //! `send_email`), so that what the regular expressions look for — a tool's
@@ -25,8 +26,10 @@ const MAX_DEPTH: usize = 2;
 static BASE64_RUN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_-]{16,}={0,2}").expect("constant regex"));
 static HYPHENATED: LazyLock<Regex> = LazyLock::new(|| {
-    // Three or more pieces ("ex-fil-trate"), or two single letters ("d-o").
-    Regex::new(r"\b(?:\p{L}{1,6}(?:[-‐‑·.]\p{L}{1,6}){2,}|\p{L}[-‐‑·]\p{L})\b")
+    // Three or more pieces ("ex-fil-trate"), or two short ones ("ig-nore",
+    // "pre-vious": a word cut at a syllable). A joined honest word
+    // ("read-only" read as "readonly") adds a reading and takes none away.
+    Regex::new(r"\b(?:\p{L}{1,6}(?:[-‐‑·.]\p{L}{1,6}){2,}|\p{L}{1,8}[-‐‑·]\p{L}{1,8})\b")
         .expect("constant regex")
 });
 
@@ -223,9 +226,15 @@ fn base64_text(run: &str) -> Option<String> {
         base64::engine::general_purpose::STANDARD_NO_PAD,
         base64::engine::general_purpose::URL_SAFE_NO_PAD,
     ];
-    for e in engines {
-        // Runs cut at an odd length still decode their whole groups.
-        let usable = &trimmed[..trimmed.len() - trimmed.len() % 4];
+    // Unpadded text ends in a group of two or three characters (one or two
+    // bytes: the end of the sentence); a run cut inside a group decodes
+    // its whole groups.
+    let whole = &trimmed[..trimmed.len() - trimmed.len() % 4];
+    let tries = engines
+        .iter()
+        .flat_map(|e| [(e, trimmed), (e, whole)])
+        .filter(|(_, t)| t.len() % 4 != 1);
+    for (e, usable) in tries {
         let Ok(bytes) = e.decode(usable) else {
             continue;
         };
@@ -315,8 +324,8 @@ fn percent_decode(text: &str) -> String {
         .into_owned()
 }
 
-/// Three or more short letter groups joined by hyphens or dots
-/// (`ex-fil-trate`, `i.g.n.o.r.e`) written as one word.
+/// Short letter groups joined by hyphens (or, three or more, by dots:
+/// `ex-fil-trate`, `ig-nore`, `i.g.n.o.r.e`) written as one word.
 fn join_hyphenated(text: &str) -> Option<String> {
     if !HYPHENATED.is_match(text) {
         return None;

@@ -165,7 +165,7 @@ struct InjectionLang {
 }
 
 /// A concept set: bit per concept.
-pub(super) type Concepts = u64;
+pub(super) type Concepts = u128;
 
 /// One rule, compiled.
 #[derive(Debug, Clone)]
@@ -224,8 +224,8 @@ impl Vocab {
                     names.len() - 1
                 }
             };
-            if i >= 64 {
-                return Err(err("intent", "more than 64 concepts"));
+            if i >= Concepts::BITS as usize {
+                return Err(err("intent", "more concepts than a concept set holds"));
             }
             Ok(1 << i)
         };
