@@ -67,6 +67,11 @@ async fn start_in(dir: &Path, text: &str) -> RunningGateway {
     RunningGateway::start(config).await.expect("gateway starts")
 }
 
+/// The metric `name` of the upstream `local` reads 1.
+fn one(metrics: &str, name: &str) -> bool {
+    metrics.contains(&format!("{name}{{upstream=\"local\"}} 1"))
+}
+
 /// What the program says of itself.
 async fn ask(gw: &RunningGateway) -> Value {
     let resp = call(&client(), &url(gw), "c1", "who", json!({}))
@@ -325,14 +330,8 @@ async fn a_program_is_started_on_first_use_and_answers_under_the_clients_ids() {
         "one pooled process serves both"
     );
     let m = metrics(&gw).await;
-    assert!(
-        m.contains("portcullis_stdio_starts_total{upstream=\"local\"} 1"),
-        "{m}"
-    );
-    assert!(
-        m.contains("portcullis_stdio_processes{upstream=\"local\"} 1"),
-        "{m}"
-    );
+    assert!(one(&m, "portcullis_stdio_starts_total"), "{m}");
+    assert!(one(&m, "portcullis_stdio_processes"), "{m}");
     gw.shutdown().await;
     assert!(
         gone_within(pid_of(&first), Duration::from_secs(3)).await,
@@ -396,10 +395,7 @@ async fn an_eager_program_starts_with_the_gateway_and_an_idle_one_stops() {
     // Ready only once the eager start is over: its process is there.
     ready(&gw).await;
     let m = metrics(&gw).await;
-    assert!(
-        m.contains("portcullis_stdio_processes{upstream=\"local\"} 1"),
-        "{m}"
-    );
+    assert!(one(&m, "portcullis_stdio_processes"), "{m}");
     let pid = pid_of(&ask(&gw).await);
     // Eager keeps one: idle past its timeout, it is still there.
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -429,21 +425,12 @@ async fn an_eager_program_starts_when_its_generation_is_configured() {
     let gw = start_in(d, &config(d, extra, "")).await;
     ready(&gw).await;
     let m = metrics(&gw).await;
-    assert!(
-        m.contains("portcullis_stdio_processes{upstream=\"local\"} 1"),
-        "{m}"
-    );
-    assert!(
-        m.contains("portcullis_stdio_starts_total{upstream=\"local\"} 1"),
-        "{m}"
-    );
+    assert!(one(&m, "portcullis_stdio_processes"), "{m}");
+    assert!(one(&m, "portcullis_stdio_starts_total"), "{m}");
     // The first caller gets that process, not a second one.
     let pid = pid_of(&ask(&gw).await);
     let m = metrics(&gw).await;
-    assert!(
-        m.contains("portcullis_stdio_starts_total{upstream=\"local\"} 1"),
-        "{m}"
-    );
+    assert!(one(&m, "portcullis_stdio_starts_total"), "{m}");
     assert!(alive(pid));
     gw.shutdown().await;
 }

@@ -206,15 +206,24 @@ mod tests {
         b.body(()).unwrap().into_parts().0
     }
 
-    fn reason(p: &Parts, origins: &HashSet<String>) -> Option<Reason> {
-        let rules = HeadRules {
-            server_names: &ServerNames::Loopback,
+    /// A plain-HTTP listener on port 8080 serving `server_names`.
+    fn rules<'a>(
+        server_names: &'a ServerNames,
+        origins: &'a HashSet<String>,
+        loopback: bool,
+    ) -> HeadRules<'a> {
+        HeadRules {
+            server_names,
             generations: &[Generation::Stateless],
             allowed_origins: origins,
             local_port: 8080,
-            loopback: true,
+            loopback,
             tls: false,
-        };
+        }
+    }
+
+    fn reason(p: &Parts, origins: &HashSet<String>) -> Option<Reason> {
+        let rules = rules(&ServerNames::Loopback, origins, true);
         check(p, &rules).err().map(|r| r.reason)
     }
 
@@ -269,14 +278,7 @@ mod tests {
     #[test]
     fn the_checked_authority_is_the_one_sent() {
         let none = HashSet::new();
-        let rules = HeadRules {
-            server_names: &ServerNames::Loopback,
-            generations: &[Generation::Stateless],
-            allowed_origins: &none,
-            local_port: 8080,
-            loopback: true,
-            tls: false,
-        };
+        let rules = rules(&ServerNames::Loopback, &none, true);
         let host = parts("POST", &[JSON, ("host", "LocalHost.:8080")]);
         assert_eq!(check_host(&host, &rules).unwrap(), "LocalHost.:8080");
         // HTTP/2: the `:authority` is read, not a `Host` beside it.
@@ -290,15 +292,9 @@ mod tests {
         let none = HashSet::new();
         let check_with = |host: &str, origin: &str, loopback: bool| {
             let p = parts("POST", &[JSON, ("host", host), ("origin", origin)]);
-            let rules = HeadRules {
-                server_names: &ServerNames::Any,
-                generations: &[Generation::Stateless],
-                allowed_origins: &none,
-                local_port: 8080,
-                loopback,
-                tls: false,
-            };
-            check(&p, &rules).err().map(|r| r.reason)
+            check(&p, &rules(&ServerNames::Any, &none, loopback))
+                .err()
+                .map(|r| r.reason)
         };
         for host in [
             "evil.example:8080",
@@ -362,18 +358,7 @@ mod tests {
         }
         // The wildcard itself still serves any Host without an Origin.
         let p = parts("POST", &[JSON, ("host", "evil.example")]);
-        let head = check(
-            &p,
-            &HeadRules {
-                server_names: &ServerNames::Any,
-                generations: &[Generation::Stateless],
-                allowed_origins: &none,
-                local_port: 8080,
-                loopback: true,
-                tls: false,
-            },
-        )
-        .unwrap();
+        let head = check(&p, &rules(&ServerNames::Any, &none, true)).unwrap();
         assert_eq!(head.authority, "evil.example");
     }
 }

@@ -134,25 +134,21 @@ fn tool(s: &Seed, description: &str) -> Value {
     })
 }
 
+/// `text` with each character of `escapes` written as its escape.
+fn escaped(text: &str, escapes: &[(char, &str)]) -> String {
+    text.chars()
+        .map(|c| match escapes.iter().find(|(e, _)| *e == c) {
+            Some((_, escape)) => (*escape).to_owned(),
+            None => c.to_string(),
+        })
+        .collect()
+}
+
 /// The sentence as sent: plain, and disguised the ways a reading undoes.
 fn encodings(text: &str) -> Vec<(&'static str, String)> {
     let b64 = base64::engine::general_purpose::STANDARD.encode(text);
-    let percent: String = text
-        .chars()
-        .map(|c| match c {
-            ' ' => "%20".to_owned(),
-            '~' => "%7E".to_owned(),
-            c => c.to_string(),
-        })
-        .collect();
-    let entities: String = text
-        .chars()
-        .map(|c| match c {
-            ' ' => "&#32;".to_owned(),
-            '.' => "&#46;".to_owned(),
-            c => c.to_string(),
-        })
-        .collect();
+    let percent = escaped(text, &[(' ', "%20"), ('~', "%7E")]);
+    let entities = escaped(text, &[(' ', "&#32;"), ('.', "&#46;")]);
     // A zero-width space after each word's first letter.
     let invisible = text
         .split(' ')
