@@ -20,7 +20,7 @@ use hyper::body::Incoming;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify};
 
-use super::frame::{self, method_of, Envelope};
+use super::frame::{self, Envelope};
 use super::pool::{Lease, Owner, StdioUpstream, Unavailable, SESSION_VERSIONS};
 use super::process::{Process, ProgramFailed};
 use super::{Unanswered, OWNER, ROOTS, UNANSWERED};
@@ -151,7 +151,7 @@ async fn initialize(
     let Ok(peek) = serde_json::from_slice::<Envelope<'_>>(body) else {
         return rpc_error(StatusCode::BAD_REQUEST, "not a JSON-RPC message");
     };
-    let (Some(id), McpMethod::Initialize) = (peek.id, method_of(&peek)) else {
+    let (Some(id), McpMethod::Initialize) = (peek.id, peek.mcp_method()) else {
         return rpc_error(
             StatusCode::BAD_REQUEST,
             "an Mcp-Session-Id header is required",
@@ -227,7 +227,7 @@ async fn session_post(
         return rpc_error(StatusCode::BAD_REQUEST, "not a JSON-RPC message");
     };
     let process = session.lease.process.clone();
-    match (method_of(&peek), peek.id) {
+    match (peek.mcp_method(), peek.id) {
         (McpMethod::Ping, Some(id)) => json_response(Bytes::from(format!(
             r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
             id.get()

@@ -139,13 +139,14 @@ pub(super) struct Envelope<'a> {
     error: Option<&'a RawValue>,
 }
 
-/// The envelope's method, from the one method table (`Other` when it has
-/// none: a response).
-pub(super) fn method_of(envelope: &Envelope<'_>) -> McpMethod {
-    envelope
-        .method
-        .as_deref()
-        .map_or(McpMethod::Other, McpMethod::parse)
+impl Envelope<'_> {
+    /// Its method, from the one method table (`Other` when it has none: a
+    /// response).
+    pub(super) fn mcp_method(&self) -> McpMethod {
+        self.method
+            .as_deref()
+            .map_or(McpMethod::Other, McpMethod::parse)
+    }
 }
 
 /// What a line from the program is.

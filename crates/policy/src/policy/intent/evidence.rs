@@ -143,15 +143,17 @@ impl Evidence {
         // makes an API key the text asks for that parameter's value (not a
         // private key or a password: `api_credential`).
         let field_bit = vocab.bit("credential_field");
-        let held = match vocab.patterns.iter().any(|(bit, re)| {
+        let takes_a_key = vocab.patterns.iter().any(|(bit, re)| {
             *bit == field_bit
                 && item.iter().any(|l| {
                     matches!(l.place, Place::PropertyName | Place::ArgumentName)
                         && re.is_match(l.text)
                 })
-        }) {
-            true => vocab.bit("api_credential"),
-            false => 0,
+        });
+        let held = if takes_a_key {
+            vocab.bit("api_credential")
+        } else {
+            0
         };
         // Strings of `required` (and other schema values) that name one of
         // the item's parameters.
@@ -182,10 +184,7 @@ impl Evidence {
                 let subject_words = Subject {
                     words: subject,
                     private,
-                    held: match prose {
-                        true => held,
-                        false => 0,
-                    },
+                    held: if prose { held } else { 0 },
                     bit: subject_bit,
                 };
                 words(vocab, raw, splitting, unit, &subject_words, &mut ev.hits);

@@ -230,10 +230,14 @@ fn base64_text(run: &str) -> Option<String> {
     // bytes: the end of the sentence); a run cut inside a group decodes
     // its whole groups.
     let whole = &trimmed[..trimmed.len() - trimmed.len() % 4];
+    let cuts: &[&str] = match trimmed.len() % 4 {
+        0 => &[trimmed],
+        1 => &[whole],
+        _ => &[trimmed, whole],
+    };
     let tries = engines
         .iter()
-        .flat_map(|e| [(e, trimmed), (e, whole)])
-        .filter(|(_, t)| t.len() % 4 != 1);
+        .flat_map(|e| cuts.iter().map(move |t| (e, *t)));
     for (e, usable) in tries {
         let Ok(bytes) = e.decode(usable) else {
             continue;
