@@ -9,14 +9,15 @@
 //! 3.6 MB), and a generated list of the same shape always.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 use portcullis_model::model::{ClientCaps, McpMethod};
 use portcullis_policy::policy::config::{Policy, PolicySet};
 use portcullis_policy::policy::inspect::{
-    inspect_content, inspect_whole_result, may_need_content, RawScan, Subject,
+    inspect_content, inspect_whole_result, may_need_content, scan_raw, Subject,
 };
+use portcullis_policy::policy::secret_values::SecretValueScanner;
 use serde_json::{json, Value};
 
 fn policy(name: &str) -> Arc<Policy> {
@@ -62,7 +63,8 @@ const SMALL: [(&str, &str); 3] = [
 /// The content check of one result as the gateway runs it: the scan, then
 /// the parse and the rules when the scan asks for them.
 fn check_content(policy: &Policy, subject: &Subject<'_>, raw: &str) -> bool {
-    if !may_need_content(policy, &RawScan::of(raw)) {
+    static SCANNER: LazyLock<SecretValueScanner> = LazyLock::new(SecretValueScanner::builtin);
+    if !may_need_content(policy, &scan_raw(policy, &SCANNER, raw)) {
         return false;
     }
     let Ok(mut value) = serde_json::from_str::<Value>(raw) else {

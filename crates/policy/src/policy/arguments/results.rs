@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use super::contract::push_segment;
 use crate::policy::config::{Mode, Policy, ResultSecrets as Setting, SecretStores};
-use crate::policy::inspect::{Action, RawScan, Rule, Subject, Verdict, PROVENANCE_KEY};
+use crate::policy::inspect::{Action, Cue, RawScan, Rule, Subject, Verdict, PROVENANCE_KEY};
 use crate::policy::secret_values::SecretValueScanner;
 
 /// What the result check found and did.
@@ -36,12 +36,15 @@ pub fn may_hold_result_secrets(
     scanner: &SecretValueScanner,
     raw: &RawScan<'_>,
 ) -> bool {
-    if policy.result_secrets() == Setting::Off
-        && policy.arguments.cross_upstream == crate::policy::config::Setting::Off
-    {
+    if !policy.reads_result_secrets() {
         return false;
     }
-    raw.non_ascii() || raw.unicode_escape() || raw.credential_word() || scanner.may_match(raw.raw())
+    raw.non_ascii()
+        || raw.unicode_escape()
+        || raw.credential_word()
+        || raw
+            .cue(Cue::Secret)
+            .unwrap_or_else(|| scanner.may_match(raw.raw()))
 }
 
 /// Find, record and (per `[content] secrets`) redact the credentials in a

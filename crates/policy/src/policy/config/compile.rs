@@ -152,6 +152,7 @@ pub(super) fn compile(chain: &[&Source]) -> Result<Policy, ConfigError> {
         sampling_max_tokens,
         sampling_max_messages,
         injection,
+        raw_cues: std::sync::OnceLock::new(),
         content,
         listing,
         single_use,

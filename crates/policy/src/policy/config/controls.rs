@@ -225,6 +225,8 @@ impl Policy {
             html: _,
             secrets: _,
             injection: _,
+            // A cache of the injection rules' regexes, built from them.
+            raw_cues: _,
             icons: _,
             secret_fields,
             url_mode,

@@ -7,11 +7,12 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::detect::CueSet;
 use super::icon_rules::{IconAction, IconPolicy};
 use super::injection::{builtin_rules, word_lists, InjectionRule, InjectionRules, RuleAction};
 use super::intent::IntentDetector;
@@ -244,6 +245,9 @@ pub struct Policy {
     /// The most messages a sampling request may carry.
     pub(crate) sampling_max_messages: usize,
     pub(crate) injection: InjectionRules,
+    /// The byte tests of a response's raw JSON as one pass, built on first
+    /// use (`inspect::content::scan_raw`).
+    pub(crate) raw_cues: OnceLock<Option<CueSet>>,
     pub(crate) content: ContentPolicy,
     pub(crate) listing: ListingPolicy,
     /// Every sealed state of an upstream under this policy is answered once.
@@ -279,6 +283,13 @@ impl Policy {
     /// `[content] secrets`.
     pub fn result_secrets(&self) -> ResultSecrets {
         self.content.secrets
+    }
+
+    /// Whether results are read for credentials at all: to redact them
+    /// (`[content] secrets`), or to remember them for the cross-upstream
+    /// check (`[arguments] cross_upstream`).
+    pub fn reads_result_secrets(&self) -> bool {
+        self.content.secrets != ResultSecrets::Off || self.arguments.cross_upstream != Setting::Off
     }
 
     /// The kind of secret a field of this name asks for, by the policy's

@@ -35,11 +35,13 @@
 //!    A reading is taken only when it yields a known word, so ordinary words
 //!    (`keyboard`, `spinner`, `2fa`) stay as they are.
 
+pub(crate) mod cues;
 pub(crate) mod lexicon;
 pub(crate) mod normalize;
 pub(crate) mod phrases;
 
+pub(crate) use cues::CueSet;
 pub(crate) use lexicon::{common_words, Lexicon, Splitting};
 pub use normalize::fold_value;
 pub(crate) use normalize::{name_words, Normalised};
-pub(crate) use phrases::{parse_phrase, PhraseSet};
+pub(crate) use phrases::{parse_phrase, PhraseSet, DISGUISED};

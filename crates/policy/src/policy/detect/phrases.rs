@@ -88,6 +88,8 @@ pub(crate) struct PhraseSet<T> {
     /// One word of every all-ASCII phrase, searched in raw text (see
     /// [`PhraseSet::may_match`]).
     anchors: Option<AhoCorasick>,
+    /// The words of `anchors`, for a caller that tests them in its own pass.
+    anchor_words: Vec<String>,
 }
 
 impl<T: Clone> PhraseSet<T> {
@@ -155,6 +157,7 @@ impl<T: Clone> PhraseSet<T> {
             .collect();
         anchors.sort_unstable();
         anchors.dedup();
+        let anchor_words: Vec<String> = anchors.iter().map(|w| w.to_string()).collect();
         let anchors = match anchors.is_empty() {
             true => None,
             // A DFA: the test runs on every text, and the anchors are few.
@@ -171,6 +174,7 @@ impl<T: Clone> PhraseSet<T> {
             patterns,
             duplicates: Vec::new(),
             anchors,
+            anchor_words,
         })
     }
 }
@@ -193,6 +197,14 @@ impl<T> PhraseSet<T> {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.patterns.len()
+    }
+
+    /// The anchor words [`Self::may_match`] looks for (any case), for a
+    /// caller that folds the test into a pass of its own: with
+    /// [`disguised`] false on the same text, `may_match` is whether one
+    /// of them occurs.
+    pub(crate) fn anchor_words(&self) -> &[String] {
+        &self.anchor_words
     }
 
     /// Could any phrase be found in `raw` once it is normalised? A quick,
@@ -273,10 +285,18 @@ static CLASSES: [u8; 256] = {
     table
 };
 
+/// [`disguised`] as a regex over bytes, for a caller that folds the test
+/// into a pass of its own: a letter next to a digit or `$ @ ! |`, or three
+/// runs of one letter in a row between other characters.
+pub(crate) const DISGUISED: &str = concat!(
+    r"(?-u)[A-Za-z][0-9$@!|]|[0-9$@!|][A-Za-z]",
+    r"|(?:^|[^A-Za-z0-9])[A-Za-z][^A-Za-z0-9]+[A-Za-z][^A-Za-z0-9]+[A-Za-z](?:[^A-Za-z0-9]|$)",
+);
+
 /// ASCII text that normalisation could change by more than case and
 /// splitting: a digit or `$ @ ! |` next to a letter, or three single letters
 /// in a row (`S-Y-S-T-E-M`).
-fn disguised(b: &[u8]) -> bool {
+pub(crate) fn disguised(b: &[u8]) -> bool {
     let mut prev = 0u8;
     // Letters and digits since the last separator; single-letter runs in a row.
     let (mut run, mut singles) = (0usize, 0u32);
@@ -424,6 +444,30 @@ mod tests {
             ("a b", false),
         ] {
             assert_eq!(s.may_match(text), may, "{text}");
+        }
+    }
+
+    /// [`DISGUISED`] finds what [`disguised`] finds, in every text of up to
+    /// six bytes over letters, digits, leet and separators.
+    #[test]
+    fn the_disguise_regex_reads_as_the_scan() {
+        let re = regex::bytes::Regex::new(DISGUISED).unwrap();
+        let alphabet = b"aZ1$ -";
+        let mut text = Vec::new();
+        for len in 0..=6u32 {
+            for mut n in 0..alphabet.len().pow(len) {
+                text.clear();
+                for _ in 0..len {
+                    text.push(alphabet[n % alphabet.len()]);
+                    n /= alphabet.len();
+                }
+                assert_eq!(
+                    re.is_match(&text),
+                    disguised(&text),
+                    "{:?}",
+                    String::from_utf8_lossy(&text)
+                );
+            }
         }
     }
 

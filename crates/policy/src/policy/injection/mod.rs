@@ -334,6 +334,44 @@ impl InjectionRules {
         !self.set.is_empty() && (self.anchored || self.set.is_match(&text))
     }
 
+    /// [`Self::may_match_json`] as one regex to run over the raw JSON
+    /// itself, for JSON whose strings are written as they read (ASCII, no
+    /// backslash) and not [`crate::policy::detect::disguised`]. Each string
+    /// sits there between quotes as in the joined strings, so whatever
+    /// matches inside one string matches there too; a match must end in a
+    /// string that is a value (its closing quote not followed by `:`), so
+    /// the member names every result has (`content`, `text`) add nothing.
+    /// `Some("")` when no rule can match; `None` when a regex may be
+    /// anchored to the start or end of the text (the raw JSON has other
+    /// ends).
+    pub(crate) fn raw_json_cue(&self) -> Option<String> {
+        if self.rules.is_empty() {
+            return Some(String::new());
+        }
+        if self.anchored {
+            return None;
+        }
+        let mut any: Vec<String> = self
+            .set
+            .patterns()
+            .iter()
+            .map(|p| format!("(?:{p})"))
+            .collect();
+        let words: Vec<String> = self
+            .engine
+            .iter()
+            .flat_map(|e| e.anchor_words())
+            .map(|w| regex::escape(w))
+            .collect();
+        if !words.is_empty() {
+            any.push(format!("(?i-u:{})", words.join("|")));
+        }
+        if any.is_empty() {
+            return Some(String::new());
+        }
+        Some(format!(r#"(?:{})[^"]*"\s*(?:[^:\s]|$)"#, any.join("|")))
+    }
+
     /// The rules that match `text`, blocking ones first.
     #[cfg(test)]
     pub(crate) fn scan(&self, text: &str) -> Vec<InjectionHit> {

@@ -201,6 +201,11 @@ impl WordEngine {
         })
     }
 
+    /// The words [`Self::may_match`] looks for in plain ASCII text.
+    pub(crate) fn anchor_words(&self) -> &[String] {
+        self.phrases.anchor_words()
+    }
+
     /// Whether [`Self::matches`] could find anything in `text` (the
     /// conservative raw-text test it starts with).
     pub(crate) fn may_match(&self, text: &str) -> bool {

@@ -30,13 +30,16 @@ use std::sync::LazyLock;
 use regex::bytes::Regex;
 use serde_json::{Map, Value};
 
+use super::prescan::{disguise_cues, word_cues, Cue};
 use super::{Action, Rule};
 use super::{Checked, RawScan, Report, Run, Subject, Verdict};
 use crate::model::{McpMethod, Reason};
 use crate::policy::config::{ContentInjection, Policy};
+use crate::policy::detect::CueSet;
 use crate::policy::injection::TextContext;
 use crate::policy::intent::Place;
 use crate::policy::sanitize::{data_needs_work, has_hidden_characters, DataPolicy};
+use crate::policy::secret_values::SecretValueScanner;
 
 /// Inspect a result that is neither a question, a list nor the server's
 /// description of itself (a tool's result, a resource's contents, a
@@ -104,16 +107,57 @@ pub fn may_need_content(policy: &Policy, scan: &RawScan<'_>) -> bool {
         return true;
     }
     let raw = scan.raw();
+    let injection = || {
+        scan.cue(Cue::Injection)
+            .unwrap_or_else(|| policy.injection.may_match_json(raw))
+    };
     match policy.content.injection {
         ContentInjection::Off => false,
         ContentInjection::Confident => {
-            policy.injection.may_match_json(raw)
-                || CONFIDENT_CUES
-                    .as_ref()
-                    .is_none_or(|re| re.is_match(raw.as_bytes()))
+            injection()
+                || scan.cue(Cue::Confident).unwrap_or_else(|| {
+                    CONFIDENT_CUES
+                        .as_ref()
+                        .is_none_or(|re| re.is_match(raw.as_bytes()))
+                })
         }
-        _ => policy.injection.may_match_json(raw),
+        _ => injection(),
     }
+}
+
+/// Scan a result's or an error's raw JSON once for every test the
+/// response checks make before they decide to parse it: the word
+/// classes, and in the same pass the policy's injection rules, the
+/// confident cues and `scanner`'s table (the cue set is built on the
+/// policy's first use, and kept).
+pub fn scan_raw<'a>(policy: &Policy, scanner: &SecretValueScanner, raw: &'a str) -> RawScan<'a> {
+    match policy.raw_cues.get_or_init(|| raw_cues(policy, scanner)) {
+        Some(set) => RawScan::with_cues(raw, set),
+        None => RawScan::of(raw),
+    }
+}
+
+/// The cue set of `policy`: only the tests its settings make.
+fn raw_cues(policy: &Policy, scanner: &SecretValueScanner) -> Option<CueSet> {
+    let mut groups = vec![(Cue::Words.bit(), word_cues())];
+    if policy.reads_result_secrets() {
+        groups.push((Cue::Secret.bit(), scanner.patterns().to_vec()));
+    }
+    if policy.content.injection == ContentInjection::Confident {
+        groups.push((Cue::Confident.bit(), vec![confident_cues()]));
+    }
+    let mut always = 0;
+    if policy.content.injection != ContentInjection::Off {
+        match policy.injection.raw_json_cue() {
+            Some(cue) if cue.is_empty() => {}
+            Some(cue) => {
+                groups.push((Cue::Injection.bit(), vec![cue]));
+                groups.push((Cue::Disguised.bit(), disguise_cues()));
+            }
+            None => always = Cue::InjectionUndecided.bit(),
+        }
+    }
+    CueSet::build(groups, always)
 }
 
 /// What text that steers the model with certainty needs, cheaply found in
@@ -134,10 +178,13 @@ const STEERING_CUES: &str = concat!(
 /// [`STEERING`] or [`super::redirect::MAY_NAME_TOOL`], as one regex: the
 /// raw JSON test of `confident` reads the bytes once for both (each keeps
 /// its flags inside its group).
-static CONFIDENT_CUES: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    let either = format!("(?:{STEERING_CUES})|(?:{})", super::redirect::NAMES_TOOL);
-    Regex::new(&either).ok()
-});
+static CONFIDENT_CUES: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(&confident_cues()).ok());
+
+/// The pattern of [`CONFIDENT_CUES`].
+fn confident_cues() -> String {
+    format!("(?:{STEERING_CUES})|(?:{})", super::redirect::NAMES_TOOL)
+}
 
 /// The text of a prompt (its description, every message's text) for the
 /// intent detector.

@@ -3,16 +3,21 @@
 //! list members' names (`whole.rs`), the credential words
 //! (`arguments/results.rs`), the gateway's reserved `_meta` words, the
 //! escapes and the markup the data rules act on (`content.rs`). Each test
-//! used to be its own scan of the same bytes; a plain result now costs one
-//! automaton pass and one ASCII check, and every test reads its answer
+//! used to be its own scan of the same bytes; every test reads its answer
 //! from [`RawScan`]. The answers are the same as each test's own scan: a
 //! case-sensitive word counts only where it is written exactly.
+//!
+//! With a policy's [`CueSet`] (`content::scan_raw`), the same pass also
+//! runs the secret table, the confident cues and the policy's injection
+//! rules over the raw JSON ([`Cue`]): a plain result costs one regex pass,
+//! an ASCII check, a search for a backslash and the disguise scan.
 
 use std::sync::LazyLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use super::whole::list_members;
+use crate::policy::detect::{CueSet, DISGUISED};
 
 /// What a message's raw JSON holds, as far as the byte tests ask.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +26,56 @@ pub struct RawScan<'a> {
     non_ascii: bool,
     /// The [`Class`]es found, one bit each.
     found: u8,
+    /// The [`Cue`]s found, one bit each, when the scan had a policy's
+    /// [`CueSet`] (`content::scan_raw`); `None`: each test makes its own
+    /// pass.
+    cues: Option<u8>,
+}
+
+/// A test of the response checks folded into the scan's one pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cue {
+    /// Any of the [`Class`] words: the word classes are worth finding.
+    Words = 0,
+    /// A secret the scanner's table may find (`arguments/results.rs`).
+    Secret = 1,
+    /// What text that steers the model with certainty needs
+    /// (`content.rs`, `[content] injection = "confident"`).
+    Confident = 2,
+    /// What a policy's injection rules may match in one of the strings.
+    Injection = 3,
+    /// The injection cue cannot be read off the raw JSON: its strings are
+    /// not written as they read, or they look disguised, or a rule is
+    /// anchored to the ends of its text.
+    InjectionUndecided = 4,
+    /// A letter next to a digit or `$ @ ! |`, or a word spelled out letter
+    /// by letter: normalising may change more than case (the injection
+    /// cue is then undecided).
+    Disguised = 5,
+}
+
+impl Cue {
+    pub(crate) const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// The regexes of the [`Cue::Disguised`] group.
+pub(crate) fn disguise_cues() -> Vec<String> {
+    vec![DISGUISED.to_string()]
+}
+
+/// The regexes of the [`Cue::Words`] group: the words, any case.
+pub(crate) fn word_cues() -> Vec<String> {
+    match WORDS.as_ref() {
+        Some(words) => words
+            .of
+            .iter()
+            .map(|(w, ..)| format!("(?i-u){}", regex::escape(w)))
+            .collect(),
+        // No automaton: every class is reported, so the group must match.
+        None => vec![String::new()],
+    }
 }
 
 /// A class of the words the tests look for.
@@ -107,6 +162,47 @@ impl<'a> RawScan<'a> {
             raw,
             non_ascii: !raw.is_ascii(),
             found,
+            cues: None,
+        }
+    }
+
+    /// Scan `raw` once with a policy's cue set: one automaton pass answers
+    /// every test of a plain result.
+    pub(crate) fn with_cues(raw: &'a str, set: &CueSet) -> Self {
+        let non_ascii = !raw.is_ascii();
+        let mut cues = set.found(raw.as_bytes());
+        let found = match (cues & Cue::Words.bit() != 0, WORDS.as_ref()) {
+            (false, _) => 0,
+            (true, Some(words)) => words.classes_found(raw),
+            (true, None) => ALL,
+        };
+        let undecided = Cue::Injection.bit() | Cue::InjectionUndecided.bit();
+        if cues & undecided == 0
+            && (non_ascii
+                || cues & Cue::Disguised.bit() != 0
+                || memchr::memchr(b'\\', raw.as_bytes()).is_some())
+        {
+            cues |= Cue::InjectionUndecided.bit();
+        }
+        RawScan {
+            raw,
+            non_ascii,
+            found,
+            cues: Some(cues),
+        }
+    }
+
+    /// What the scan's one pass says of `cue`: `None` when it had no cue
+    /// set, or cannot say (the injection cue of text not written as it
+    /// reads, or where a regex matched: the strings are read to be sure).
+    pub fn cue(&self, cue: Cue) -> Option<bool> {
+        let cues = self.cues?;
+        match cue {
+            Cue::Injection => {
+                let unsure = Cue::Injection.bit() | Cue::InjectionUndecided.bit();
+                (cues & unsure == 0).then_some(false)
+            }
+            _ => Some(cues & cue.bit() != 0),
         }
     }
 
@@ -166,6 +262,11 @@ impl Words {
         if !self.any.is_match(raw.as_bytes()) {
             return 0;
         }
+        self.classes_found(raw)
+    }
+
+    /// The classes of every word in `raw`, known to hold one.
+    fn classes_found(&self, raw: &str) -> u8 {
         let mut found = 0u8;
         for m in self.automaton.find_overlapping_iter(raw) {
             let Some(&(word, class, exact)) = self.of.get(m.pattern().as_usize()) else {

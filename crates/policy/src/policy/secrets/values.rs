@@ -319,6 +319,12 @@ impl SecretValueScanner {
         SecretValueScanner { set, regexes }
     }
 
+    /// The regexes [`Self::may_match`] runs, for a caller that folds the
+    /// test into a pass of its own.
+    pub fn patterns(&self) -> &[String] {
+        self.set.patterns()
+    }
+
     /// Whether raw text (a message's JSON, say) may hold a secret the
     /// scanner finds: one pass of the pattern set, no verification. A
     /// `false` is final for ASCII text without escapes.

@@ -3,7 +3,8 @@
 //! prompt, completions, any other result, and an error's message and
 //! data — through `policy::inspect::content`. Most of it has nothing those
 //! rules act on, and is delivered as it came after one byte scan
-//! ([`RawScan`], read by [`may_need_content`] and the others); the rest is parsed once and read.
+//! ([`scan_raw`], read by [`may_need_content`] and the others); the rest is
+//! parsed once and read.
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -14,7 +15,7 @@ use super::{read_failure, reencode_failed, response_bytes, Disposition, Exchange
 use crate::json;
 use crate::model::Refusal;
 use crate::policy::inspect::{
-    inspect_content, inspect_error, list_members, may_carry_listing, may_need_content, RawScan,
+    inspect_content, inspect_error, list_members, may_carry_listing, may_need_content, scan_raw,
     Report,
 };
 
@@ -27,7 +28,7 @@ impl Exchange {
         result: &RawValue,
     ) -> Disposition {
         let policy = &self.ctx.route.upstream.settings.policy;
-        let scan = RawScan::of(result.get());
+        let scan = scan_raw(policy, &self.ctx.gateway.mrtr.scanner, result.get());
         let listing = may_carry_listing(&scan);
         let secrets = self.may_hold_secrets(&scan);
         if !listing && !secrets && !may_need_content(policy, &scan) {
@@ -65,7 +66,8 @@ impl Exchange {
     /// data when the byte scan says they may need it.
     pub(super) fn content_error(&self, id: Option<&RawValue>, error: &RawValue) -> Disposition {
         let policy = &self.ctx.route.upstream.settings.policy;
-        if !may_need_content(policy, &RawScan::of(error.get())) {
+        let scan = scan_raw(policy, &self.ctx.gateway.mrtr.scanner, error.get());
+        if !may_need_content(policy, &scan) {
             return Disposition::Final;
         }
         let mut value = match json::parse_value(error.get().as_bytes()) {

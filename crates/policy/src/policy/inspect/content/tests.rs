@@ -8,6 +8,7 @@ use super::super::tests::{all_caps, custom, policy, subject};
 use super::super::*;
 use crate::json;
 use crate::model::Reason;
+use crate::policy::arguments::may_hold_result_secrets;
 
 /// `inspect_content` on the untrusted preset (or `p`), for `method`.
 fn content_with(p: &Policy, method: McpMethod, result: &mut Value) -> (Checked<bool>, Report) {
@@ -618,6 +619,114 @@ fn the_byte_scan_never_skips_what_the_rules_would_act_on() {
     );
 }
 
+/// Every string of our own tool-poisoning cases (`tests/attacks/cases.toml`):
+/// injection text in many wordings, languages and encodings.
+fn case_strings() -> Vec<String> {
+    fn strings(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+            Value::Object(m) => m.iter().for_each(|(k, v)| {
+                out.push(k.clone());
+                strings(v, out);
+            }),
+            _ => {}
+        }
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/attacks/cases.toml"
+    );
+    let text = std::fs::read_to_string(path).expect("tests/attacks/cases.toml is ours");
+    let cases: toml::Value = toml::from_str(&text).expect("cases.toml parses");
+    let mut out = Vec::new();
+    for case in cases["case"].as_array().into_iter().flatten() {
+        if let Some(item) = case.get("item").and_then(|i| i.as_str()) {
+            strings(
+                &serde_json::from_str(item).expect("an item is JSON"),
+                &mut out,
+            );
+        }
+    }
+    out
+}
+
+/// The one-pass scan ([`scan_raw`]: the word classes, the secret table, the
+/// confident cues and the injection rules over the raw JSON at once) answers
+/// the listing and secret tests as their own scans do, and needs the parse
+/// no more often than they do; where it lets a result through that they
+/// would have parsed, the rules find nothing in it.
+#[test]
+fn the_one_pass_scan_lets_through_only_what_the_rules_leave_alone() {
+    let scanner = crate::policy::secret_values::SecretValueScanner::builtin();
+    let policies = [
+        policy("untrusted"),
+        policy("trusted"),
+        custom("[content]\ninjection = \"off\"\n"),
+        custom("[content]\ninjection = \"confident\"\n"),
+        custom("[content]\ninjection = \"enforce\"\nsecrets = \"redact\"\n"),
+        custom("[[injection.rule]]\nname = \"mine\"\npattern = \"^Room\"\naction = \"flag\"\n"),
+        custom("[[injection.rule]]\nname = \"mine\"\npattern = \"(?i)open the\\\\s+vault\"\naction = \"flag\"\n"),
+    ];
+    let cases = case_strings();
+    assert!(cases.len() > 300, "the cases give {} strings", cases.len());
+    let mut texts: Vec<String> = Vec::new();
+    for a in PIECES {
+        for b in PIECES {
+            texts.push(format!(
+                r#"{{"content":[{{"type":"text","text":"{a}"}}],"structuredContent":{{"k":"{b}","n":[1,"{a}"]}}}}"#
+            ));
+        }
+    }
+    for (i, c) in cases.iter().enumerate() {
+        let (a, b) = (c, &cases[(i * 7 + 3) % cases.len()]);
+        texts.push(
+            json!({"content": [{"type": "text", "text": a}], "structuredContent": {b: a}})
+                .to_string(),
+        );
+        texts.push(
+            json!({"content": [{"type": "text", "text": "Open the vault"}], "x9": [a, "q"]})
+                .to_string(),
+        );
+    }
+    let (mut passed, mut spared) = (0, 0);
+    for p in &policies {
+        for raw in &texts {
+            let (old, new) = (RawScan::of(raw), scan_raw(p, &scanner, raw));
+            assert_eq!(may_carry_listing(&new), may_carry_listing(&old), "{raw}");
+            assert_eq!(
+                may_hold_result_secrets(p, &scanner, &new),
+                may_hold_result_secrets(p, &scanner, &old),
+                "{raw}"
+            );
+            let (was, is) = (may_need_content(p, &old), may_need_content(p, &new));
+            assert!(
+                was || !is,
+                "the one pass parses what the scans did not: {raw}"
+            );
+            if is {
+                continue;
+            }
+            passed += 1;
+            if was {
+                spared += 1;
+                let mut v = json::parse_value(raw.as_bytes()).unwrap();
+                let (out, report) = content_with(p, McpMethod::ToolsCall, &mut v);
+                assert!(
+                    matches!(out, Ok(false)) && report.verdicts.is_empty(),
+                    "let through, but the rules act: {raw} {:?}",
+                    report.verdicts
+                );
+            }
+        }
+    }
+    assert!(
+        passed > 100,
+        "the one pass lets plain results through: {passed}"
+    );
+    eprintln!("{passed} results let through, {spared} of them parsed by the separate scans");
+}
+
 /// A plain structured result (the benchmark's) passes unparsed.
 #[test]
 fn a_plain_structured_result_is_not_parsed() {
@@ -631,6 +740,10 @@ fn a_plain_structured_result_is_not_parsed() {
         let p = policy(name);
         assert!(!p.injection.may_match_json(&raw), "{name}: injection");
         assert!(!may_need_content(&p, &RawScan::of(&raw)), "{name}");
+        let scanner = crate::policy::secret_values::SecretValueScanner::builtin();
+        let scan = scan_raw(&p, &scanner, &raw);
+        assert_eq!(scan.cue(Cue::Injection), Some(false), "{name}: one pass");
+        assert!(!may_need_content(&p, &scan), "{name}: one pass");
     }
 }
 
