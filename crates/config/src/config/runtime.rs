@@ -14,18 +14,19 @@ pub(super) struct RawRuntime {
 }
 
 /// How connections are spread over threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuntimeModel {
     /// One multi-threaded runtime whose workers steal each other's tasks
     /// (`TOKIO_WORKER_THREADS` of them, default one per CPU).
-    #[default]
     Shared,
-    /// `workers` threads, each with a single-threaded runtime and its own
-    /// `SO_REUSEPORT` socket on every listener (the kernel spreads new
-    /// connections over them), and its own idle upstream connections: a
-    /// connection and all its requests stay on one thread (nginx's and
-    /// pingora's model). Admin, reloads and background work stay on the
-    /// shared runtime.
+    /// The default: `workers` threads (default one per CPU), each with a
+    /// single-threaded runtime and its own `SO_REUSEPORT` socket on every
+    /// listener (the kernel spreads new connections over them), and its own
+    /// idle upstream connections: a connection and all its requests stay on
+    /// one thread (nginx's and pingora's model). Admin, reloads and
+    /// background work stay on the shared runtime. It is the default
+    /// because it served more requests per CPU than `Shared` at two
+    /// workers (`bench/load.sh`, docs/src/dev/performance.md).
     PerCore { workers: usize },
 }
 
@@ -47,14 +48,14 @@ impl RuntimeModel {
 pub(super) fn runtime(raw: &RawRuntime, loc: &Locator<'_>) -> Result<RuntimeModel, ConfigError> {
     let model = raw.model.as_ref().map(|m| (m.get_ref().as_str(), m.span()));
     match (model, &raw.workers) {
-        (None | Some(("shared", _)), None) => Ok(RuntimeModel::Shared),
-        (None | Some(("shared", _)), Some(w)) => Err(loc.at(
+        (Some(("shared", _)), None) => Ok(RuntimeModel::Shared),
+        (Some(("shared", _)), Some(w)) => Err(loc.at(
             w.span(),
             "runtime.workers",
             "workers applies to model = \"per_core\"; the shared runtime's size is \
              TOKIO_WORKER_THREADS (default: one per CPU)",
         )),
-        (Some(("per_core", _)), workers) => {
+        (None | Some(("per_core", _)), workers) => {
             let cpus = std::thread::available_parallelism().map_or(1, usize::from);
             let workers = match workers {
                 None => cpus,
@@ -97,7 +98,14 @@ mod tests {
 
     #[test]
     fn the_model_and_its_workers_are_checked() {
-        assert_eq!(parse("").unwrap().runtime, RuntimeModel::Shared);
+        assert!(matches!(
+            parse("").unwrap().runtime,
+            RuntimeModel::PerCore { workers: 1.. }
+        ));
+        assert_eq!(
+            parse("workers = 2").unwrap().runtime,
+            RuntimeModel::PerCore { workers: 2 }
+        );
         assert_eq!(
             parse("model = \"shared\"").unwrap().runtime,
             RuntimeModel::Shared
@@ -119,7 +127,10 @@ mod tests {
                 "model = \"per_core\"\nworkers = 0",
                 "is not between 1 and 1024",
             ),
-            ("workers = 2", "applies to model = \"per_core\""),
+            (
+                "model = \"shared\"\nworkers = 2",
+                "applies to model = \"per_core\"",
+            ),
             ("speed = 3", "speed"),
         ] {
             let err = parse(bad).unwrap_err();

@@ -67,6 +67,9 @@ struct Restarts {
 /// One stdio upstream's processes. Shared by the upstreams and routes
 /// built alike, and kept across reloads while its settings are unchanged.
 pub struct StdioUpstream {
+    /// The runtime it was made on (the shared one): its programs' pipes
+    /// and tasks live there ([`Self::spawn_one`]).
+    runtime: tokio::runtime::Handle,
     pub(super) label: Arc<str>,
     pub(super) settings: Arc<StdioSettings>,
     pub(super) max_line: usize,
@@ -157,6 +160,7 @@ impl StdioUpstream {
         let max_processes = settings.max_processes;
         let eager = settings.eager;
         let upstream = Arc::new(StdioUpstream {
+            runtime: tokio::runtime::Handle::current(),
             label: Arc::from(label),
             settings,
             max_line,
@@ -174,7 +178,7 @@ impl StdioUpstream {
             limits_said: AtomicBool::new(false),
             warmed: tokio::sync::watch::Sender::new(!eager),
         });
-        tokio::spawn(tend(Arc::downgrade(&upstream)));
+        upstream.runtime.spawn(tend(Arc::downgrade(&upstream)));
         upstream
     }
 
@@ -202,7 +206,7 @@ impl StdioUpstream {
             return;
         }
         let upstream = self.clone();
-        tokio::spawn(async move {
+        self.runtime.spawn(async move {
             if let Err(e) = upstream.start_one_idle().await {
                 tracing::warn!(upstream = %upstream.label, "stdio program not started eagerly: {e}");
             }
@@ -403,8 +407,21 @@ impl StdioUpstream {
         })
     }
 
-    /// Start one process and wait for its start report.
-    async fn spawn_one(&self) -> Result<Arc<Process>, Unavailable> {
+    /// Start one process and wait for its start report, on the runtime
+    /// this upstream was made on (the shared one): the program's pipes and
+    /// tasks are registered there, not with the per-core worker that asked,
+    /// whose runtime stops before the programs do.
+    async fn spawn_one(self: &Arc<Self>) -> Result<Arc<Process>, Unavailable> {
+        let upstream = self.clone();
+        let started = self
+            .runtime
+            .spawn(async move { upstream.spawn_here().await });
+        started
+            .await
+            .unwrap_or_else(|e| Err(Unavailable::Start(format!("the start did not finish: {e}"))))
+    }
+
+    async fn spawn_here(&self) -> Result<Arc<Process>, Unavailable> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(Unavailable::Start("the gateway is stopping".into()));
         }
@@ -429,7 +446,7 @@ impl StdioUpstream {
             self.metrics.clone(),
         )
         .ok_or_else(|| Unavailable::Start("its pipes could not be opened".into()))?;
-        tokio::spawn(watch_exit(
+        self.runtime.spawn(watch_exit(
             process.gone_signal(),
             self.restarts.clone(),
             self.label.clone(),

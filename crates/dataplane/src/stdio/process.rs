@@ -42,6 +42,9 @@ const ABANDONED_KEPT: usize = 256;
 /// What is shared between a process's handle and its tasks.
 struct Shared {
     upstream: Arc<str>,
+    /// The runtime its pipes are registered with and its tasks run on
+    /// (the shared one: a per-core worker's runtime may stop first).
+    runtime: tokio::runtime::Handle,
     /// The supervisor's pid: its process group is the program's.
     /// The supervisor (its pid is the program's process group).
     supervisor: Supervisor,
@@ -120,7 +123,7 @@ impl Stdin {
         if self.draining.swap(true, Ordering::AcqRel) {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(runtime) = self.shared.runtime_left() else {
             self.draining.store(false, Ordering::Release);
             return;
         };
@@ -182,6 +185,7 @@ impl Process {
         let (exited, _) = watch::channel(Exit::Running);
         let shared = Arc::new(Shared {
             upstream,
+            runtime: tokio::runtime::Handle::current(),
             supervisor: Supervisor::hold(pid),
             pid: AtomicU32::new(pid),
             pending: Mutex::default(),
@@ -207,9 +211,10 @@ impl Process {
             later: Mutex::default(),
             draining: AtomicBool::new(false),
         });
-        tokio::spawn(read_stdout(stdout, max_line, stdin.clone(), shared.clone()));
-        tokio::spawn(read_stderr(stderr, shared.clone()));
-        tokio::spawn(wait_exit(child, cgroup, shared.clone()));
+        let runtime = &shared.runtime;
+        runtime.spawn(read_stdout(stdout, max_line, stdin.clone(), shared.clone()));
+        runtime.spawn(read_stderr(stderr, shared.clone()));
+        runtime.spawn(wait_exit(child, cgroup, shared.clone()));
         Some(Process {
             shared,
             stdin,
@@ -356,7 +361,7 @@ impl Process {
             return;
         }
         self.shared.stopping.store(true, Ordering::Release);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(runtime) = self.shared.runtime_left() else {
             // No runtime left to wait in (the gateway is exiting).
             self.shared.kill_now();
             return;
@@ -428,12 +433,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// The process's runtime, to spawn on, unless this runs where no
+    /// runtime is left (the gateway is exiting: nothing spawned would run).
+    fn runtime_left(&self) -> Option<&tokio::runtime::Handle> {
+        tokio::runtime::Handle::try_current()
+            .is_ok()
+            .then_some(&self.runtime)
+    }
+
     /// Everything of the program killed now: its supervisor kills every
     /// process below it (those that left the group too); should the
     /// supervisor not be gone soon after, its group is killed from here.
     fn kill_now(self: &Arc<Self>) {
         self.supervisor.signal(libc::SIGUSR1);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(runtime) = self.runtime_left() else {
             self.supervisor.signal_group(libc::SIGKILL);
             return;
         };

@@ -118,6 +118,11 @@ impl Gateway {
         carried.listings.report_to(&health);
         carried.audit.report_to(&health);
         let mrtr = MrtrShared::new(config.state.clone(), carried.replay, carried.clock.clone());
+        // Each policy's one-pass byte tests are compiled here, off the
+        // request path, not on the first response that needs them.
+        for upstream in &config.upstreams {
+            crate::policy::inspect::scan_raw(&upstream.policy, &mrtr.scanner, "");
+        }
         if let Some(relay) = &carried.relay {
             relay.seal_with(&config.state);
         }

@@ -43,7 +43,7 @@ impl Shared {
     /// `id` was given up: watch the program for a while (see the module).
     pub(super) fn owe(self: &Arc<Self>, id: u64, grace: Duration) {
         lock(&self.overdue).insert(id);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(runtime) = self.runtime_left() else {
             return;
         };
         let shared = self.clone();
