@@ -43,5 +43,5 @@ pub(crate) mod phrases;
 pub(crate) use cues::CueSet;
 pub(crate) use lexicon::{common_words, Lexicon, Splitting};
 pub use normalize::fold_value;
-pub(crate) use normalize::{name_words, Normalised};
+pub(crate) use normalize::{is_cjk, name_words, Normalised};
 pub(crate) use phrases::{parse_phrase, PhraseSet, DISGUISED};

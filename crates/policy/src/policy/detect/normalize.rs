@@ -191,7 +191,9 @@ fn classify(c: char) -> Class {
     }
 }
 
-fn is_cjk(c: char) -> bool {
+/// A letter of a script written without spaces between words (Han, kana,
+/// Hangul).
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x3005 | 0x3040..=0x309F | 0x30A0..=0x30FA | 0x30FC..=0x30FF | 0x31F0..=0x31FF
         | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F

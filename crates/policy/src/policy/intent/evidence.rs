@@ -40,6 +40,8 @@ pub(super) struct Evidence {
     pub(crate) hits: Vec<Hit>,
     /// Every concept found anywhere in the item.
     pub(crate) all: Concepts,
+    /// The concepts found in the item's name and its parameters' names.
+    pub(crate) named: Concepts,
     /// Indices (into the list) of the items whose names this item's prose
     /// mentions.
     pub(crate) mentions: Vec<usize>,
@@ -241,6 +243,9 @@ impl Evidence {
                         }),
                 );
                 drop_quoted(vocab, raw, quote_bit, &mut ev.hits[first..]);
+                if !prose {
+                    ev.named |= ev.hits[first..].iter().fold(0, |m, h| m | h.concepts);
+                }
                 let place_bit = match listed.place {
                     Place::SchemaValue => value_bit,
                     Place::PropertyName | Place::ArgumentName => argument_bit | name_bit,
@@ -271,6 +276,7 @@ impl Evidence {
         Evidence {
             hits,
             all,
+            named: self.named,
             mentions: Vec::new(),
         }
     }
@@ -281,6 +287,9 @@ impl Evidence {
     /// A clause with one of the rule's `unless` concepts is not read.
     pub(crate) fn fires(&self, rule: &Rule) -> bool {
         if rule.item_any != 0 && self.all & rule.item_any == 0 {
+            return false;
+        }
+        if self.named & rule.unless_named != 0 {
             return false;
         }
         if rule.all.iter().chain(&rule.also).any(|g| self.all & g == 0) {
@@ -341,7 +350,8 @@ impl Evidence {
             return false;
         }
         let all = self.all | other.all;
-        (rule.item_any == 0 || all & rule.item_any != 0)
+        (self.named | other.named) & rule.unless_named == 0
+            && (rule.item_any == 0 || all & rule.item_any != 0)
             && rule.all.iter().chain(&rule.also).all(|g| all & g != 0)
     }
 }

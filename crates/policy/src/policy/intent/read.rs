@@ -15,6 +15,7 @@ use base64::Engine as _;
 use regex::Regex;
 
 use crate::model::{is_joining, Invisible};
+use crate::policy::detect::is_cjk;
 
 /// Base64 runs shorter than this are identifiers, hashes or words.
 const MIN_BASE64: usize = 16;
@@ -250,7 +251,10 @@ fn base64_text(run: &str) -> Option<String> {
             .filter(|c| !c.is_control() || c.is_whitespace())
             .count();
         let spaces = s.chars().filter(|c| c.is_whitespace()).count();
-        if printable * 10 >= s.chars().count() * 9 && spaces > 0 {
+        // Chinese and Japanese sentences have no spaces: mostly letters of
+        // such a script is text too.
+        let spaceless = s.chars().filter(|&c| is_cjk(c)).count() * 2 >= s.chars().count();
+        if printable * 10 >= s.chars().count() * 9 && (spaces > 0 || spaceless) {
             return Some(s);
         }
     }

@@ -115,6 +115,8 @@ struct RawRule {
     #[serde(default)]
     unless: Vec<String>,
     #[serde(default)]
+    unless_named: Vec<String>,
+    #[serde(default)]
     split: bool,
 }
 
@@ -182,6 +184,10 @@ pub(super) struct Rule {
     /// Concepts that keep the rule from reading the clause they are in ("for
     /// example", an address at a documentation domain).
     pub(crate) unless: Concepts,
+    /// Concepts that, in the item's name or a parameter's name, keep the
+    /// rule from firing at all: what the item is for (a tool named
+    /// `ask_llm` takes the conversation by design).
+    pub(crate) unless_named: Concepts,
     /// May fire on two items read together (one names the other).
     pub(crate) split: bool,
 }
@@ -327,6 +333,7 @@ impl Vocab {
                     .map(|g| set_of(g))
                     .collect::<Result<Vec<_>, _>>()?,
                 unless: set_of(&r.unless)?,
+                unless_named: set_of(&r.unless_named)?,
                 split: r.split,
             });
         }
