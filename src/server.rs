@@ -73,6 +73,8 @@ pub struct RunningGateway {
     shutdown: watch::Sender<bool>,
     /// The accept loops; taken by the one drain that waits for them.
     tasks: tokio::sync::Mutex<JoinSet<()>>,
+    /// The per-core workers' threads (none in the shared model).
+    worker_threads: Vec<std::thread::JoinHandle<()>>,
     /// The admin listener outlives the drain so probes can watch it.
     admin: std::sync::Mutex<Option<AdminTask>>,
     metrics: Arc<Metrics>,
@@ -251,6 +253,7 @@ impl RunningGateway {
             shutdown: rx,
             drain: config.drain_timeout,
         };
+        let mut worker_threads = Vec::new();
         match config.runtime {
             RuntimeModel::Shared => {
                 for (b, addr) in bound.into_iter().zip(&addrs) {
@@ -269,8 +272,10 @@ impl RunningGateway {
             RuntimeModel::PerCore { workers } => {
                 let sockets = per_core_sockets(bound, &addrs, &adopted, workers)?;
                 for (i, sockets) in sockets.into_iter().enumerate() {
-                    let stopped = crate::workers::spawn(i + 1, sockets, serving.clone())
+                    let worker = crate::workers::spawn(i + 1, sockets, serving.clone())
                         .map_err(StartError::Worker)?;
+                    worker_threads.push(worker.thread);
+                    let stopped = worker.stopped;
                     tasks.spawn(async move {
                         let _ = stopped.await;
                     });
@@ -285,6 +290,7 @@ impl RunningGateway {
             source,
             shutdown: tx,
             tasks: tokio::sync::Mutex::new(tasks),
+            worker_threads,
             admin: std::sync::Mutex::new(admin),
             metrics,
             files,
@@ -292,6 +298,14 @@ impl RunningGateway {
             started: config,
             telemetry,
         })
+    }
+
+    /// How many of its per-core worker threads are still running.
+    pub fn workers_running(&self) -> usize {
+        self.worker_threads
+            .iter()
+            .filter(|t| !t.is_finished())
+            .count()
     }
 
     /// The config in force now.

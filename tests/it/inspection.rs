@@ -106,7 +106,10 @@ async fn a_large_answer_is_inspected_off_the_runtime_thread() {
         let up = answering_with(list.clone(), carrier).await;
         let mut stalls = Vec::new();
         for inline in ["inline_inspection_bytes = 16777216", ""] {
-            let extra = format!("[limits]\n{inline}\n");
+            // The shared runtime: the gateway's requests run on this test's
+            // thread, where the ticker sees a stall (a per-core worker is a
+            // thread of its own).
+            let extra = format!("[limits]\n{inline}\n[runtime]\nmodel = \"shared\"\n");
             let gw = start_gateway(&config_text(&up.url(), "", &extra)).await;
             // Warm: the connection to the upstream and the first request's costs.
             let _ = list_tools(&gw).await.bytes().await;

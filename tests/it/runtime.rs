@@ -26,10 +26,11 @@ async fn per_core_workers_serve_every_connection_and_stop_with_the_gateway() {
         "",
         "[runtime]\nmodel = \"per_core\"\nworkers = 3\n",
     );
-    let gw = start_gateway(&text).await;
+    let gw = std::sync::Arc::new(start_gateway(&text).await);
+    assert_eq!(gw.workers_running(), 3);
     // A thread names itself once it first runs (the standard library sets
     // its name from inside): on a loaded machine that may be a moment after
-    // the gateway started it.
+    // the gateway started it. Other tests' gateways have workers too.
     let mut names = worker_threads();
     for _ in 0..100 {
         if names.len() >= 3 {
@@ -76,17 +77,47 @@ async fn per_core_workers_serve_every_connection_and_stop_with_the_gateway() {
         up.connections()
     );
     assert!(up.connections() >= 1);
-    gw.shutdown().await;
+    gw.clone().shutdown_shared().await;
     for _ in 0..50 {
-        if worker_threads().is_empty() {
+        if gw.workers_running() == 0 {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     panic!(
-        "workers still running after the drain: {:?}",
-        worker_threads()
+        "{} workers still running after the drain",
+        gw.workers_running()
     );
+}
+
+/// A stdio program started from a per-core worker lives on the shared
+/// runtime: the worker's runtime stops in the drain, before the programs
+/// are stopped, and the drain still ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_program_started_from_a_worker_stops_with_the_gateway() {
+    let up = answering_ok().await;
+    let text = UPSTREAM_KIND
+        .scope(UpstreamKind::Stdio, async {
+            config_text(
+                &up.url(),
+                "",
+                "[runtime]\nmodel = \"per_core\"\nworkers = 2\n",
+            )
+        })
+        .await;
+    let gw = std::sync::Arc::new(start_gateway(&text).await);
+    let resp = call(&client(), &url(&gw), "w1", "echo", serde_json::json!({}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(resp.status(), 200);
+    let drained = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        gw.clone().shutdown_shared(),
+    )
+    .await;
+    assert!(drained.is_ok(), "the drain did not end");
+    assert_eq!(up.requests().len(), 1);
 }
 
 #[tokio::test]

@@ -50,25 +50,31 @@ pub fn reuse_port(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     socket.listen(4096)?.into_std()
 }
 
+/// A started worker: its thread, and what resolves when it has drained.
+pub struct Worker {
+    pub thread: std::thread::JoinHandle<()>,
+    pub stopped: oneshot::Receiver<()>,
+}
+
 /// Start worker `index` (1-based: the shared runtime's pool slot is 0) on
-/// its sockets; the receiver resolves when it has drained and stopped.
+/// its sockets.
 pub fn spawn<C: Connections>(
     index: usize,
     sockets: Vec<WorkerSocket>,
     serving: Serving<C>,
-) -> std::io::Result<oneshot::Receiver<()>> {
+) -> std::io::Result<Worker> {
     let (done, stopped) = oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name(format!("portcullis-worker-{index}"))
         .spawn(move || {
             pool::set_worker(index);
             runtime.block_on(serve(sockets, serving));
             let _ = done.send(());
         })?;
-    Ok(stopped)
+    Ok(Worker { thread, stopped })
 }
 
 async fn serve<C: Connections>(sockets: Vec<WorkerSocket>, s: Serving<C>) {
