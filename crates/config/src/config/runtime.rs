@@ -14,19 +14,18 @@ pub(super) struct RawRuntime {
 }
 
 /// How connections are spread over threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RuntimeModel {
     /// One multi-threaded runtime whose workers steal each other's tasks
     /// (`TOKIO_WORKER_THREADS` of them, default one per CPU).
+    #[default]
     Shared,
-    /// The default: `workers` threads (default one per CPU), each with a
-    /// single-threaded runtime and its own `SO_REUSEPORT` socket on every
-    /// listener (the kernel spreads new connections over them), and its own
-    /// idle upstream connections: a connection and all its requests stay on
-    /// one thread (nginx's and pingora's model). Admin, reloads and
-    /// background work stay on the shared runtime. It is the default
-    /// because it served more requests per CPU than `Shared` at two
-    /// workers (`bench/load.sh`, docs/src/dev/performance.md).
+    /// `workers` threads, each with a single-threaded runtime and its own
+    /// `SO_REUSEPORT` socket on every listener (the kernel spreads new
+    /// connections over them), and its own idle upstream connections: a
+    /// connection and all its requests stay on one thread (nginx's and
+    /// pingora's model). Admin, reloads and background work stay on the
+    /// shared runtime.
     PerCore { workers: usize },
 }
 
@@ -48,14 +47,14 @@ impl RuntimeModel {
 pub(super) fn runtime(raw: &RawRuntime, loc: &Locator<'_>) -> Result<RuntimeModel, ConfigError> {
     let model = raw.model.as_ref().map(|m| (m.get_ref().as_str(), m.span()));
     match (model, &raw.workers) {
-        (Some(("shared", _)), None) => Ok(RuntimeModel::Shared),
-        (Some(("shared", _)), Some(w)) => Err(loc.at(
+        (None | Some(("shared", _)), None) => Ok(RuntimeModel::Shared),
+        (None | Some(("shared", _)), Some(w)) => Err(loc.at(
             w.span(),
             "runtime.workers",
             "workers applies to model = \"per_core\"; the shared runtime's size is \
              TOKIO_WORKER_THREADS (default: one per CPU)",
         )),
-        (None | Some(("per_core", _)), workers) => {
+        (Some(("per_core", _)), workers) => {
             let cpus = std::thread::available_parallelism().map_or(1, usize::from);
             let workers = match workers {
                 None => cpus,
@@ -98,14 +97,7 @@ mod tests {
 
     #[test]
     fn the_model_and_its_workers_are_checked() {
-        assert!(matches!(
-            parse("").unwrap().runtime,
-            RuntimeModel::PerCore { workers: 1.. }
-        ));
-        assert_eq!(
-            parse("workers = 2").unwrap().runtime,
-            RuntimeModel::PerCore { workers: 2 }
-        );
+        assert_eq!(parse("").unwrap().runtime, RuntimeModel::Shared);
         assert_eq!(
             parse("model = \"shared\"").unwrap().runtime,
             RuntimeModel::Shared
@@ -127,10 +119,7 @@ mod tests {
                 "model = \"per_core\"\nworkers = 0",
                 "is not between 1 and 1024",
             ),
-            (
-                "model = \"shared\"\nworkers = 2",
-                "applies to model = \"per_core\"",
-            ),
+            ("workers = 2", "applies to model = \"per_core\""),
             ("speed = 3", "speed"),
         ] {
             let err = parse(bad).unwrap_err();
