@@ -121,7 +121,7 @@ impl Gateway {
         // Each policy's one-pass byte tests are compiled here, off the
         // request path, not on the first response that needs them.
         for upstream in &config.upstreams {
-            crate::policy::inspect::scan_raw(&upstream.policy, &mrtr.scanner, "");
+            crate::policy::inspect::prepare_raw_scan(&upstream.policy, &mrtr.scanner);
         }
         if let Some(relay) = &carried.relay {
             relay.seal_with(&config.state);

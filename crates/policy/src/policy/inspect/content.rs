@@ -131,10 +131,23 @@ pub fn may_need_content(policy: &Policy, scan: &RawScan<'_>) -> bool {
 /// confident cues and `scanner`'s table (the cue set is built on the
 /// policy's first use, and kept).
 pub fn scan_raw<'a>(policy: &Policy, scanner: &SecretValueScanner, raw: &'a str) -> RawScan<'a> {
-    match policy.raw_cues.get_or_init(|| raw_cues(policy, scanner)) {
+    match cue_set(policy, scanner) {
         Some(set) => RawScan::with_cues(raw, set),
         None => RawScan::of(raw),
     }
+}
+
+/// Compile the cue set [`scan_raw`] reads for `policy` now, if it was not
+/// yet (the gateway does it when it is built, off the request path).
+pub fn prepare_raw_scan(policy: &Policy, scanner: &SecretValueScanner) {
+    cue_set(policy, scanner);
+}
+
+fn cue_set<'p>(policy: &'p Policy, scanner: &SecretValueScanner) -> Option<&'p CueSet> {
+    policy
+        .raw_cues
+        .get_or_init(|| raw_cues(policy, scanner))
+        .as_ref()
 }
 
 /// The cue set of `policy`: only the tests its settings make.

@@ -40,7 +40,9 @@ use crate::json;
 use crate::model::{Asked, ClientCaps, McpMethod, Reason, Refusal, RequestShape};
 use crate::policy::intent::Intent;
 
-pub use content::{inspect_content, inspect_error, may_need_content, scan_raw, trace_content};
+pub use content::{
+    inspect_content, inspect_error, may_need_content, prepare_raw_scan, scan_raw, trace_content,
+};
 pub use prescan::{Cue, RawScan};
 pub use provenance::{is_gateway_key, PROVENANCE_KEY};
 pub use redirect::Catalogue;
