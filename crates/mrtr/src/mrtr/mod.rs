@@ -4,6 +4,7 @@
 //! who, where, what, when, how often, and that the answers fit the questions.
 
 pub mod answers;
+mod canonical;
 pub mod approval;
 pub mod flows;
 pub mod mint;
@@ -107,13 +108,27 @@ impl SealedState {
 /// members that change between rounds (`_meta`, `inputResponses`,
 /// `requestState`).
 pub fn params_digest(params: &Map<String, Value>) -> String {
-    let salient: Map<String, Value> = params
+    let salient = params
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "_meta" | "inputResponses" | "requestState"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let canonical = serde_jcs::to_vec(&salient).unwrap_or_default();
-    URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, &canonical).as_ref())
+        .filter(|(k, _)| !matches!(k.as_str(), "_meta" | "inputResponses" | "requestState"));
+    let mut hash = Sha256Writer(ring::digest::Context::new(&ring::digest::SHA256));
+    // Writing fails only on a non-finite number, which no parsed value holds.
+    let _ = canonical::write_object(salient, &mut hash);
+    URL_SAFE_NO_PAD.encode(hash.0.finish().as_ref())
+}
+
+/// The canonical bytes go straight into the hash, not into a buffer first.
+struct Sha256Writer(ring::digest::Context);
+
+impl std::io::Write for Sha256Writer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The digest a task's sealed state binds: its task id, as

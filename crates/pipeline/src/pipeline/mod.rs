@@ -118,8 +118,10 @@ impl Gateway {
         carried.listings.report_to(&health);
         carried.audit.report_to(&health);
         let mrtr = MrtrShared::new(config.state.clone(), carried.replay, carried.clock.clone());
-        // Each policy's one-pass byte tests are compiled here, off the
-        // request path, not on the first response that needs them.
+        // The shipped tables and each policy's one-pass byte tests are
+        // compiled here, off the request path, not on the first message
+        // that needs them.
+        crate::policy::warm();
         for upstream in &config.upstreams {
             crate::policy::inspect::prepare_raw_scan(&upstream.policy, &mrtr.scanner);
         }

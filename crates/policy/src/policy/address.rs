@@ -391,3 +391,11 @@ mod tests {
         }
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    network_names();
+    nowhere_names();
+    inside_names();
+    metadata();
+}

@@ -226,3 +226,8 @@ pub(crate) fn looks_random(value: &str) -> bool {
     let classes = usize::from(upper) + usize::from(lower) + usize::from(digit);
     classes >= 2 && digit && shannon_entropy(v) >= 3.5
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&ASSIGNMENT);
+}

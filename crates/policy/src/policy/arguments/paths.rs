@@ -438,3 +438,8 @@ mod tests {
         }
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    PrivatePaths::builtin();
+}

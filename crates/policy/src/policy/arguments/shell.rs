@@ -323,3 +323,8 @@ mod tests {
         );
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    ShellRules::builtin();
+}

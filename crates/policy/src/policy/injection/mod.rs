@@ -482,3 +482,8 @@ fn may_anchor(pattern: &str) -> bool {
         _ => false,
     })
 }
+
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    words::warm();
+}

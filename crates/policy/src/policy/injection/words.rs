@@ -399,3 +399,8 @@ fn lexicon(listed: &[Listed], g: &GrammarSets) -> Result<Lexicon, VocabularyErro
     }
     Lexicon::new(known, terms, glued).map_err(|e| err("lexicon", e))
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&BUILTIN);
+}

@@ -552,3 +552,9 @@ mod redirect_tests;
 mod steering_tests;
 #[cfg(test)]
 mod tests;
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&STEERING);
+    LazyLock::force(&CONFIDENT_CUES);
+}

@@ -147,3 +147,8 @@ mod tests {
         assert!(split_items(&list).is_empty(), "{:?}", split_items(&list));
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&PIECE);
+}

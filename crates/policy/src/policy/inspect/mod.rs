@@ -619,3 +619,12 @@ impl<'a> Run<'a> {
         }
     }
 }
+
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    content::warm();
+    fragments::warm();
+    prescan::warm();
+    provenance::warm();
+    redirect::warm();
+}

@@ -193,3 +193,8 @@ impl Run<'_> {
         meta.insert(PROVENANCE_KEY.into(), provenance);
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&PORTCULLIS);
+}

@@ -299,3 +299,10 @@ mod tests {
         assert!(!names_a_server("use search_issues instead", "tickets"));
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&WORDS);
+    LazyLock::force(&CALLED);
+    LazyLock::force(&MAY_NAME_TOOL);
+}

@@ -636,3 +636,8 @@ fn clauses_at(raw: &str, offsets: impl Iterator<Item = usize>) -> Vec<u32> {
     }
     out
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&IDENT);
+}

@@ -447,3 +447,10 @@ fn hash_item(item: &[Listed<'_>], h: &mut impl Hasher) {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&BUILTIN);
+    evidence::warm();
+    read::warm();
+}

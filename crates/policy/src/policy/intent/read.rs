@@ -396,3 +396,10 @@ mod tests {
         assert_eq!(all("sha deadbeefdeadbeefdeadbeefdeadbeef").len(), 1);
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&BASE64_RUN);
+    LazyLock::force(&HYPHENATED);
+    LazyLock::force(&CYRILLIC_LOOK_ALIKE);
+}

@@ -541,3 +541,9 @@ mod tests {
         ));
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&TAG);
+    LazyLock::force(&URL_ATTR);
+}

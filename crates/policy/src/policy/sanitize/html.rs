@@ -588,3 +588,11 @@ mod tests {
         }
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&SAFE_HTML);
+    LazyLock::force(&STRIP_HTML);
+    LazyLock::force(&URL_ATTR);
+    LazyLock::force(&HTML_ELEMENTS);
+}

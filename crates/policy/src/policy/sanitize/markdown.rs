@@ -495,3 +495,11 @@ mod tests {
         }
     }
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&AUTOLINK);
+    LazyLock::force(&INLINE_LINK);
+    LazyLock::force(&REF_DEF);
+    LazyLock::force(&LINK_LEFTOVER);
+}

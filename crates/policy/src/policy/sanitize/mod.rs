@@ -875,3 +875,10 @@ mod tests {
         }
     }
 }
+
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    data::warm();
+    html::warm();
+    markdown::warm();
+}

@@ -381,3 +381,8 @@ fn compile_extra(
         .map_err(|e| bad(&patterns.join(" | "), e))?;
     Ok(Some((set, extra.iter().map(|(k, _)| *k).collect())))
 }
+
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    tables::warm();
+}

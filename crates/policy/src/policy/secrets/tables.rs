@@ -289,3 +289,8 @@ fn lexicon(
     }
     Lexicon::new(known, term_words, glued).map_err(|e| data_err("lexicon", e))
 }
+
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&BUILTIN);
+}
