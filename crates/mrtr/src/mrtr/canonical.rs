@@ -8,7 +8,7 @@
 use std::cmp::Ordering;
 use std::io::{self, Write};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// Write the canonical form of `value` to `out`.
 pub(crate) fn write_value<W: Write>(value: &Value, out: &mut W) -> io::Result<()> {
@@ -77,7 +77,7 @@ fn write_string<W: Write>(s: &str, out: &mut W) -> io::Result<()> {
 /// The canonical bytes of an object's members (tests and callers that want
 /// the bytes rather than a hash).
 #[cfg(test)]
-pub(crate) fn object_bytes(members: &Map<String, Value>) -> Vec<u8> {
+pub(crate) fn object_bytes(members: &serde_json::Map<String, Value>) -> Vec<u8> {
     let mut out = Vec::new();
     write_object(members.iter(), &mut out).expect("a Vec takes every write");
     out
@@ -87,6 +87,7 @@ pub(crate) fn object_bytes(members: &Map<String, Value>) -> Vec<u8> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::Map;
 
     fn value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
@@ -105,11 +106,8 @@ mod tests {
         leaf.prop_recursive(4, 48, 6, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::vec(
-                    ("[a-z\u{e000}\u{1f600}\"\\\\\\x01]{0,4}", inner),
-                    0..6
-                )
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
+                prop::collection::vec(("[a-z\u{e000}\u{1f600}\"\\\\\\x01]{0,4}", inner), 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
     }

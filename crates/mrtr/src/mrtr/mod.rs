@@ -4,8 +4,8 @@
 //! who, where, what, when, how often, and that the answers fit the questions.
 
 pub mod answers;
-mod canonical;
 pub mod approval;
+mod canonical;
 pub mod flows;
 pub mod mint;
 pub mod replay;

@@ -298,6 +298,14 @@ fn patterns(text: &str) -> Vec<HostPattern> {
         .collect()
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    network_names();
+    nowhere_names();
+    inside_names();
+    metadata();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,12 +398,4 @@ mod tests {
             assert_eq!(classify_text(text), None, "{text}");
         }
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    network_names();
-    nowhere_names();
-    inside_names();
-    metadata();
 }

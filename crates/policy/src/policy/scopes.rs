@@ -172,6 +172,11 @@ pub fn judge(
     Some(Judged { verdict, refusal })
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&WORDS);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,9 +268,4 @@ mod tests {
             ["calendar.write"]
         );
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&WORDS);
 }

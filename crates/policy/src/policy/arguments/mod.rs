@@ -39,6 +39,14 @@ mod secret_store;
 mod shell;
 mod words;
 
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    flows::warm();
+    paths::warm();
+    secret_store::warm();
+    shell::warm();
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -686,12 +694,4 @@ fn value_fits(kind: SecretKind, value: &str) -> bool {
 /// for, a login to the server's own service.
 fn listing_asks_for(contract: Option<&Contract>, key: &str, at: &str) -> bool {
     at == pointer_join("", key) && contract.is_some_and(|c| c.declares_argument(key))
-}
-
-/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    flows::warm();
-    paths::warm();
-    secret_store::warm();
-    shell::warm();
 }

@@ -313,6 +313,11 @@ fn home(p: &str) -> String {
     p.to_owned()
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    PrivatePaths::builtin();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,9 +442,4 @@ mod tests {
             assert_eq!(class(v), None, "{v}");
         }
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    PrivatePaths::builtin();
 }

@@ -93,6 +93,11 @@ pub fn lists_a_secret_store(item: &Value) -> bool {
     store && reads
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&WORDS);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,9 +130,4 @@ mod tests {
             assert!(!lists_a_secret_store(&item), "{item}");
         }
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&WORDS);
 }

@@ -225,6 +225,11 @@ fn may_hold_shell(value: &str) -> bool {
         || b.windows(2).any(|w| w[0] == b' ' && w[1] == b'-')
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    ShellRules::builtin();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,9 +327,4 @@ mod tests {
             Some("download_to_shell")
         );
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    ShellRules::builtin();
 }

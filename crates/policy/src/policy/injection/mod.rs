@@ -48,6 +48,11 @@ mod words;
 
 #[cfg(test)]
 mod corpus_tests;
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    words::warm();
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -481,9 +486,4 @@ fn may_anchor(pattern: &str) -> bool {
         b'A' | b'z' | b'Z' => i > 0 && b[i - 1] == b'\\',
         _ => false,
     })
-}
-
-/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    words::warm();
 }

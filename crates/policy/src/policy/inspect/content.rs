@@ -550,11 +550,11 @@ mod corpus_tests;
 mod redirect_tests;
 #[cfg(test)]
 mod steering_tests;
-#[cfg(test)]
-mod tests;
-
 /// Build this module's shipped tables now ([`crate::policy::warm`]).
 pub(crate) fn warm() {
     LazyLock::force(&STEERING);
     LazyLock::force(&CONFIDENT_CUES);
 }
+
+#[cfg(test)]
+mod tests;

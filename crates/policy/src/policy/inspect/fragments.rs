@@ -102,6 +102,11 @@ impl Run<'_> {
     }
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&PIECE);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,9 +151,4 @@ mod tests {
         ];
         assert!(split_items(&list).is_empty(), "{:?}", split_items(&list));
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&PIECE);
 }

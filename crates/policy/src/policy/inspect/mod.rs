@@ -30,6 +30,15 @@ mod url;
 mod verdict;
 mod whole;
 
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    content::warm();
+    fragments::warm();
+    prescan::warm();
+    provenance::warm();
+    redirect::warm();
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -618,13 +627,4 @@ impl<'a> Run<'a> {
             _ => self.check_roots(key),
         }
     }
-}
-
-/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    content::warm();
-    fragments::warm();
-    prescan::warm();
-    provenance::warm();
-    redirect::warm();
 }

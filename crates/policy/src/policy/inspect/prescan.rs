@@ -287,6 +287,11 @@ impl Words {
     }
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&WORDS);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,9 +388,4 @@ mod tests {
             assert!(!s.credential_word() && !s.reserved_word(), "{raw}");
         }
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&WORDS);
 }

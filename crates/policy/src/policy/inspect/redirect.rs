@@ -248,6 +248,13 @@ impl Run<'_> {
     }
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&WORDS);
+    LazyLock::force(&CALLED);
+    LazyLock::force(&MAY_NAME_TOOL);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,11 +305,4 @@ mod tests {
         assert!(names_a_server(sentence(text, at), "tickets"));
         assert!(!names_a_server("use search_issues instead", "tickets"));
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&WORDS);
-    LazyLock::force(&CALLED);
-    LazyLock::force(&MAY_NAME_TOOL);
 }

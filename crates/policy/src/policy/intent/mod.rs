@@ -65,6 +65,13 @@ mod corpus_tests;
 mod meaning_tests;
 #[cfg(test)]
 mod shadow_tests;
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&BUILTIN);
+    evidence::warm();
+    read::warm();
+}
+
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -446,11 +453,4 @@ fn hash_item(item: &[Listed<'_>], h: &mut impl Hasher) {
 /// cache.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&BUILTIN);
-    evidence::warm();
-    read::warm();
 }

@@ -346,6 +346,13 @@ fn join_hyphenated(text: &str) -> Option<String> {
     (joined != text).then(|| joined.into_owned())
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&BASE64_RUN);
+    LazyLock::force(&HYPHENATED);
+    LazyLock::force(&CYRILLIC_LOOK_ALIKE);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,11 +402,4 @@ mod tests {
         assert_eq!(all("Use listMailFoldersAndMessages to page").len(), 1);
         assert_eq!(all("sha deadbeefdeadbeefdeadbeefdeadbeef").len(), 1);
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&BASE64_RUN);
-    LazyLock::force(&HYPHENATED);
-    LazyLock::force(&CYRILLIC_LOOK_ALIKE);
 }

@@ -404,6 +404,12 @@ fn elements(html: &str, policy: &DataPolicy<'_>) -> Vec<(Range<usize>, Target)> 
     out
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&TAG);
+    LazyLock::force(&URL_ATTR);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,10 +546,4 @@ mod tests {
             "plain text, code: a[0] = b[1];\n\t{\"k\": 1}"
         ));
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&TAG);
-    LazyLock::force(&URL_ATTR);
 }

@@ -413,6 +413,14 @@ pub(super) fn relax(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&SAFE_HTML);
+    LazyLock::force(&STRIP_HTML);
+    LazyLock::force(&URL_ATTR);
+    LazyLock::force(&HTML_ELEMENTS);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -587,12 +595,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&SAFE_HTML);
-    LazyLock::force(&STRIP_HTML);
-    LazyLock::force(&URL_ATTR);
-    LazyLock::force(&HTML_ELEMENTS);
 }

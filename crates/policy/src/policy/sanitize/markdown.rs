@@ -340,6 +340,14 @@ pub(super) fn apply_outermost(s: &str, mut edits: Vec<(Range<usize>, String)>) -
     out
 }
 
+/// Build this module's shipped tables now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    LazyLock::force(&AUTOLINK);
+    LazyLock::force(&INLINE_LINK);
+    LazyLock::force(&REF_DEF);
+    LazyLock::force(&LINK_LEFTOVER);
+}
+
 #[cfg(test)]
 mod tests {
     use crate::policy::sanitize::test_support::*;
@@ -494,12 +502,4 @@ mod tests {
             assert_stable(p, "see <https://example.com/a?b&c>");
         }
     }
-}
-
-/// Build this module's shipped tables now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    LazyLock::force(&AUTOLINK);
-    LazyLock::force(&INLINE_LINK);
-    LazyLock::force(&REF_DEF);
-    LazyLock::force(&LINK_LEFTOVER);
 }

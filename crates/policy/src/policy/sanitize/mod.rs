@@ -562,6 +562,13 @@ fn safe_prefix(s: &str, keep: usize) -> &str {
     p
 }
 
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    data::warm();
+    html::warm();
+    markdown::warm();
+}
+
 #[cfg(test)]
 mod tests {
     use super::test_support::*;
@@ -874,11 +881,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    data::warm();
-    html::warm();
-    markdown::warm();
 }

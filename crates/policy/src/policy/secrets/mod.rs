@@ -120,6 +120,11 @@ pub mod values;
 
 #[cfg(test)]
 mod corpus_tests;
+/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
+pub(crate) fn warm() {
+    tables::warm();
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -380,9 +385,4 @@ fn compile_extra(
         .build()
         .map_err(|e| bad(&patterns.join(" | "), e))?;
     Ok(Some((set, extra.iter().map(|(k, _)| *k).collect())))
-}
-
-/// Build the shipped tables of this module's parts now ([`crate::policy::warm`]).
-pub(crate) fn warm() {
-    tables::warm();
 }
