@@ -269,7 +269,14 @@ async fn an_approval_remembered_for_the_session_holds_in_that_session_only() {
 /// A 2025-11-25 upstream whose call asks one question of its own (pushed
 /// on the call's stream), then answers.
 async fn asking_rooms() -> ScriptedUpstream {
-    ScriptedUpstream::start(|req| {
+    asking_rooms_writing(false).await
+}
+
+/// [`asking_rooms`]; `one_write`: its question and result leave in one
+/// write (one chunk), so the gateway reads both before it has decided on
+/// the question.
+async fn asking_rooms_writing(one_write: bool) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |req| {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let id = id_of(req);
         match body["method"].as_str() {
@@ -279,6 +286,10 @@ async fn asking_rooms() -> ScriptedUpstream {
                     "params": {"message": "Which reason?", "requestedSchema": {"type": "object",
                         "properties": {"reason": {"type": "string"}}}}});
                 let done = result_json(&id, json!({"content": [{"type": "text", "text": "cancelled"}]}));
+                if one_write {
+                    let both = format!("event: message\ndata: {question}\n\nevent: message\ndata: {done}\n\n");
+                    return vec![sse_head(), Step::Write(chunk(&both)), sse_end()];
+                }
                 vec![sse_head(), sse_event(&question.to_string()), sse_event(&done), sse_end()]
             }
             _ => vec![Step::Write(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec())],
@@ -318,13 +329,55 @@ async fn the_pushed_approval_counts_against_the_calls_rounds() {
         let last = seen.last().expect("the call's result");
         assert_eq!(last["id"], 5, "{last}");
         assert_eq!(last["result"]["content"][0]["text"], "cancelled", "{last}");
-        let refused_upstream = up
-            .requests()
-            .iter()
-            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
-            .filter(|v| v["id"] == "up-q")
-            .any(|v| v["error"]["data"]["reason"] == "round_limit_exceeded");
+        let refused_upstream = told_round_limit(&up, !reaches_client).await;
         assert_eq!(refused_upstream, !reaches_client, "max_rounds {max_rounds}");
         gw.shutdown().await;
     }
+}
+
+/// Whether the upstream was told its question went over the round limit.
+/// The gateway posts that answer from a task of its own, which may still be
+/// on its way when the client's stream has ended: an expected answer is
+/// waited for (a few seconds at most).
+async fn told_round_limit(up: &ScriptedUpstream, expected: bool) -> bool {
+    let told = || {
+        up.requests()
+            .iter()
+            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+            .filter(|v| v["id"] == "up-q")
+            .any(|v| v["error"]["data"]["reason"] == "round_limit_exceeded")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while expected && !told() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    told()
+}
+
+/// The upstream's question and its result in one chunk: the question is
+/// delivered first, the result after it, however the two were read.
+#[tokio::test]
+async fn a_question_and_the_result_in_one_write_reach_the_client_in_order() {
+    let up = asking_rooms_writing(true).await;
+    let extra = format!("[state]\nmax_rounds = 2\n\n{RULE}");
+    let gw = start_gateway(&config_text(&up.url(), "", &extra)).await;
+    let c = client();
+    let g = url(&gw);
+    let session = initialize(&c, &g, json!({"elicitation": {}})).await;
+    let mut stream = open_call(&c, &g, &session).await;
+    let push = stream.next().await.expect("the gateway's question");
+    let approve = answer(
+        &push["id"],
+        json!({"action": "accept", "content": {"approve": true}}),
+    );
+    assert_eq!(send_answer(&c, &g, &session, approve).await.0, 202);
+    let mut seen = Vec::new();
+    while let Some(message) = stream.next().await {
+        seen.push(message);
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0]["method"], "elicitation/create", "{seen:?}");
+    assert_eq!(seen[1]["id"], 5, "{seen:?}");
+    assert_eq!(seen[1]["result"]["content"][0]["text"], "cancelled");
+    gw.shutdown().await;
 }

@@ -216,34 +216,46 @@ async fn twenty_policy_reloads_under_load_dial_no_new_upstream_connection() {
     gw.shutdown_shared().await;
 }
 
+/// Both runtime models, each counting the connections of one pool: under
+/// `per_core` every worker keeps its own idle connections (a client
+/// connection another worker accepts dials anew), so that run has one.
 #[tokio::test]
 async fn a_changed_upstream_or_pool_setting_gets_a_new_pool() {
+    for runtime in [
+        "[runtime]\nmodel = \"shared\"\n",
+        "[runtime]\nmodel = \"per_core\"\nworkers = 1\n",
+    ] {
+        a_new_pool_for_new_settings(runtime).await;
+    }
+}
+
+async fn a_new_pool_for_new_settings(runtime: &str) {
     let (a, b) = (
         ScriptedUpstream::start(ok_result).await,
         ScriptedUpstream::start(ok_result).await,
     );
     let files = Files::new();
-    files.write(&a.url(), "", "");
+    files.write(&a.url(), "", runtime);
     let gw = start_from(&files.config).await;
     let url = url(&gw);
     assert_eq!(call_ok(&url, "1").await, 200);
-    assert_eq!(a.connections(), 1);
+    assert_eq!(a.connections(), 1, "{runtime}");
     // Unchanged connection settings (a policy edit): the same connection.
     files.edit_policy(1);
     gw.reload().await.unwrap();
     assert_eq!(call_ok(&url, "2").await, 200);
-    assert_eq!((a.connections(), a.requests().len()), (1, 2));
+    assert_eq!((a.connections(), a.requests().len()), (1, 2), "{runtime}");
     // A pool setting changed: a new pool, so a new connection.
-    files.write(&a.url(), "pool_max_idle_per_host = 8", "");
+    files.write(&a.url(), "pool_max_idle_per_host = 8", runtime);
     gw.reload().await.unwrap();
     assert_eq!(call_ok(&url, "3").await, 200);
-    assert_eq!((a.connections(), a.requests().len()), (2, 3));
+    assert_eq!((a.connections(), a.requests().len()), (2, 3), "{runtime}");
     // Another URL: the new upstream is dialled, the old one sees nothing more.
-    files.write(&b.url(), "pool_max_idle_per_host = 8", "");
+    files.write(&b.url(), "pool_max_idle_per_host = 8", runtime);
     gw.reload().await.unwrap();
     assert_eq!(call_ok(&url, "4").await, 200);
-    assert_eq!((b.connections(), b.requests().len()), (1, 1));
-    assert_eq!(a.requests().len(), 3);
+    assert_eq!((b.connections(), b.requests().len()), (1, 1), "{runtime}");
+    assert_eq!(a.requests().len(), 3, "{runtime}");
     gw.shutdown_shared().await;
 }
 
