@@ -258,7 +258,13 @@ impl Gateway {
         if resource::is_metadata_path(req.uri().path()) {
             return self.resource_metadata(req, &peer);
         }
-        let endpoint = self.endpoint(req.uri().path())?;
+        // A refusal sent before the body is read leaves the body on the
+        // connection: like nginx, the gateway then says it closes the
+        // connection, so the client does not send its next request behind
+        // bytes nobody read (a keep-alive client would see it cut off).
+        let unread = request::declares_body(req.headers());
+        let closing = |r: Refused| if unread { r.closing() } else { r };
+        let endpoint = self.endpoint(req.uri().path()).map_err(closing)?;
         let front = endpoint.front().clone();
         let name = match endpoint {
             Endpoint::One(route) => {
@@ -276,10 +282,12 @@ impl Gateway {
         let head =
             request::head::check(&parts, &self.head_rules(&peer, generations)).map_err(|r| {
                 let allow = HeaderValue::from_static(request::head::allowed_methods(generations));
-                at(r).with_header(header::ALLOW, allow)
+                closing(at(r).with_header(header::ALLOW, allow))
             })?;
         let transport = head.transport;
-        let principal = access::identify(self, &front, &parts, &head.authority, &peer).await?;
+        let principal = access::identify(self, &front, &parts, &head.authority, &peer)
+            .await
+            .map_err(closing)?;
         let subject = credential::subject_token(&front, &principal, &parts.headers);
         // Before the body is read: one request, one of the caller's tokens
         // (a federated route's limits per upstream are taken by each
@@ -291,11 +299,14 @@ impl Gateway {
             &[&principal.scheme, &principal.name],
         )
         .await
-        .map_err(|r| with_retry_after(at(r)))?;
+        .map_err(|r| closing(with_retry_after(at(r))))?;
         let parsed = match transport {
             Transport::Post => {
                 let limits = &self.config.limits;
-                let bytes = request::read(&parts, body, limits).await.map_err(at)?;
+                // A read that failed left the rest of the body unread.
+                let bytes = request::read(&parts, body, limits)
+                    .await
+                    .map_err(|r| at(r).closing())?;
                 request::parse(&parts, &bytes, generations).map_err(|r| r.within(None, name))?
             }
             other => {

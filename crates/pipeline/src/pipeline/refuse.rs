@@ -57,6 +57,11 @@ impl Refused {
     /// Fill in what the phase that refused did not know.
     /// The refusal as the answer to the client's request `id`, whatever
     /// request of the gateway's own it first answered.
+    /// Tell the client the connection closes after this answer.
+    pub(crate) fn closing(self) -> Refused {
+        self.with_header(http::header::CONNECTION, HeaderValue::from_static("close"))
+    }
+
     pub(crate) fn addressed_to(mut self, id: Option<&str>) -> Refused {
         self.id = id.map(str::to_owned);
         self

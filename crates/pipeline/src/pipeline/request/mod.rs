@@ -153,6 +153,16 @@ impl ParsedRequest {
     }
 }
 
+/// Whether the request says a body follows its head (a length over zero,
+/// or a transfer coding).
+pub(crate) fn declares_body(headers: &http::HeaderMap) -> bool {
+    let length = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    headers.contains_key(http::header::TRANSFER_ENCODING) || length.is_some_and(|n| n > 0)
+}
+
 /// Read the body and check the message.
 pub(crate) async fn read(parts: &Parts, body: Incoming, limits: &Limits) -> Result<Bytes, Refusal> {
     body::read(parts, body, limits).await
