@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::markdown::{url_kind, UrlKind};
+use super::splice::{Edit, Spliced};
 use super::{Findings, TextFinding};
 
 pub(super) const SAFE_TAGS: [&str; 11] = [
@@ -331,86 +332,66 @@ pub(super) fn lt_is_active(rest: &str) -> bool {
 
 /// `Strip`, last step: a space after every `<`/`&` that would start markup.
 pub(super) fn neutralize<'a>(s: &'a str, findings: &mut Findings) -> Cow<'a, str> {
-    let active = |i: usize, c: char| match c {
-        '<' => lt_is_active(&s[i + 1..]),
-        '&' => amp_is_active(&s[i + 1..]),
-        _ => false,
-    };
-    if !s
-        .match_indices(['<', '&'])
-        .any(|(i, m)| active(i, m.chars().next().unwrap_or(' ')))
-    {
+    let edits = neutralize_edits(s);
+    if edits.is_empty() {
         return Cow::Borrowed(s);
     }
     findings.add(TextFinding::Html);
-    let mut out = String::with_capacity(s.len() + 8);
-    let mut last = 0;
-    for (i, m) in s.match_indices(['<', '&']) {
-        if active(i, m.chars().next().unwrap_or(' ')) {
-            out.push_str(&s[last..=i]);
-            out.push(' ');
-            last = i + 1;
-        }
-    }
-    out.push_str(&s[last..]);
-    Cow::Owned(out)
+    Cow::Owned(Spliced::new(s, &edits).text)
+}
+
+/// Where [`neutralize`] inserts its spaces.
+pub(super) fn neutralize_edits(s: &str) -> Vec<Edit> {
+    s.match_indices(['<', '&'])
+        .filter(|&(i, m)| match m {
+            "<" => lt_is_active(&s[i + 1..]),
+            _ => amp_is_active(&s[i + 1..]),
+        })
+        .map(|(i, _)| (i + 1..i + 1, " "))
+        .collect()
 }
 
 /// `SafeSubset`, last step: ammonia's serialization with `&gt;` and `&nbsp;`
 /// as characters and `&lt;`/`&amp;` only where needed. Tags are copied as is.
 pub(super) fn relax(s: &str) -> Cow<'_, str> {
-    if !s.contains('&') {
-        return Cow::Borrowed(s);
-    }
-    let bytes = s.as_bytes();
-    let mut out = String::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        match bytes[i] {
-            b'<' => {
-                let end = tag_end(s, i);
-                out.push_str(&s[i..end]);
-                i = end;
-            }
-            b'&' => {
-                let rest = &s[i..];
-                if rest.starts_with("&gt;") {
-                    out.push('>');
-                    i += 4;
-                } else if rest.starts_with("&nbsp;") {
-                    out.push('\u{a0}');
-                    i += 6;
-                } else if rest.starts_with("&lt;") {
-                    out.push_str(if lt_is_active(&s[i + 4..]) {
-                        "&lt;"
-                    } else {
-                        "<"
-                    });
-                    i += 4;
-                } else if rest.starts_with("&amp;") {
-                    out.push_str(if amp_is_active(&s[i + 5..]) {
-                        "&amp;"
-                    } else {
-                        "&"
-                    });
-                    i += 5;
-                } else {
-                    out.push('&');
-                    i += 1;
-                }
-            }
-            _ => {
-                let end = s[i..].find(['<', '&']).map_or(s.len(), |j| i + j);
-                out.push_str(&s[i..end]);
-                i = end;
-            }
-        }
-    }
-    if out == s {
+    let edits = relax_edits(s);
+    if edits.is_empty() {
         Cow::Borrowed(s)
     } else {
-        Cow::Owned(out)
+        Cow::Owned(Spliced::new(s, &edits).text)
     }
+}
+
+/// The references [`relax`] writes as characters.
+pub(super) fn relax_edits(s: &str) -> Vec<Edit> {
+    let mut edits = Vec::new();
+    if !s.contains('&') {
+        return edits;
+    }
+    let mut i = 0;
+    while let Some(j) = s[i..].find(['<', '&']) {
+        i += j;
+        if s.as_bytes()[i] == b'<' {
+            i = tag_end(s, i);
+            continue;
+        }
+        let rest = &s[i..];
+        let (len, with) = if rest.starts_with("&gt;") {
+            (4, ">")
+        } else if rest.starts_with("&nbsp;") {
+            (6, "\u{a0}")
+        } else if rest.starts_with("&lt;") && !lt_is_active(&s[i + 4..]) {
+            (4, "<")
+        } else if rest.starts_with("&amp;") && !amp_is_active(&s[i + 5..]) {
+            (5, "&")
+        } else {
+            i += 1;
+            continue;
+        };
+        edits.push((i..i + len, with));
+        i += len;
+    }
+    edits
 }
 
 /// Build this module's shipped tables now ([`crate::policy::warm`]).

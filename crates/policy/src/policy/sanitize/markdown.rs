@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use pulldown_cmark::{Event, LinkType, Parser, Tag, TagEnd};
 use regex::{Captures, Regex};
 
+use super::splice::{Edit, Spliced};
 use super::{Findings, HtmlMode, TextFinding};
 
 pub(super) static AUTOLINK: LazyLock<Regex> = LazyLock::new(|| {
@@ -179,8 +180,14 @@ pub(super) fn markdown_pass(s: &str, mode: HtmlMode, findings: &mut Findings) ->
     Some(inline.into_owned())
 }
 
-/// Markdown links and images: see the module documentation.
-pub(super) fn markdown<'a>(s: &'a str, mode: HtmlMode, findings: &mut Findings) -> Cow<'a, str> {
+/// Markdown links and images: see the module documentation. `finish` is
+/// what the mode's last step will rewrite; a renderer reads that form.
+pub(super) fn markdown<'a>(
+    s: &'a str,
+    mode: HtmlMode,
+    findings: &mut Findings,
+    finish: fn(&str) -> Vec<Edit>,
+) -> Cow<'a, str> {
     if !s.contains("](") && !s.contains("]:") {
         return Cow::Borrowed(s);
     }
@@ -213,7 +220,7 @@ pub(super) fn markdown<'a>(s: &'a str, mode: HtmlMode, findings: &mut Findings) 
     }
     for _ in 0..8 {
         let src = owned.as_deref().unwrap_or(s);
-        match commonmark_pass(src, mode, findings) {
+        match commonmark_pass(src, mode, findings, finish) {
             Some(next) => owned = Some(next),
             None => break,
         }
@@ -275,14 +282,24 @@ impl OpenLink {
 /// What a renderer reads, by a CommonMark parser rather than the patterns
 /// above: labels holding brackets (`![a [b]](…)`) and reference-style
 /// images and links (`![a][r]` with `[r]: …`) escape the patterns. The
-/// parser only locates; the text outside each rewritten element is kept
-/// byte for byte, and a label is kept as its source text. Nested elements
-/// are rewritten on the next pass. `None` when nothing changed.
-fn commonmark_pass(s: &str, mode: HtmlMode, findings: &mut Findings) -> Option<String> {
+/// parser reads the text as `finish` will leave it (a definition behind
+/// `&gt;` is inside a block quote once that is written `>`), and only
+/// locates; the text outside each rewritten element is kept byte for byte,
+/// and a label is kept as its source text. Nested elements are rewritten
+/// on the next pass. `None` when nothing changed.
+fn commonmark_pass(
+    s: &str,
+    mode: HtmlMode,
+    findings: &mut Findings,
+    finish: fn(&str) -> Vec<Edit>,
+) -> Option<String> {
+    let view = Spliced::new(s, &finish(s));
     let mut stack: Vec<OpenLink> = Vec::new();
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     let mut kinds = Vec::new();
-    for (event, range) in Parser::new(s).into_offset_iter() {
+    let mut events = Parser::new(&view.text).into_offset_iter();
+    for (event, range) in events.by_ref() {
+        let range = view.source_range(range);
         OpenLink::widen(&mut stack, &event, &range);
         if let Some(open) = OpenLink::opened(&event, &range) {
             stack.push(open);
@@ -291,6 +308,15 @@ fn commonmark_pass(s: &str, mode: HtmlMode, findings: &mut Findings) -> Option<S
             if let Some(edit) = rewrite(s, &open, mode, &mut kinds) {
                 edits.push(edit);
             }
+        }
+    }
+    // Definitions the pattern missed (in a block quote or a list item): the
+    // same rule, as the parser found them.
+    for (_, def) in events.reference_definitions().iter() {
+        let kind = url_kind(&def.dest);
+        if kind != UrlKind::Allowed {
+            kinds.push(kind);
+            edits.push((view.source_range(def.span.clone()), String::new()));
         }
     }
     if edits.is_empty() {
@@ -482,6 +508,110 @@ mod tests {
         );
         let kept = "[docs [v2]](https://example.com)";
         assert!(!SAFE.sanitize(kept).is_changed(), "an allowed link stays");
+    }
+
+    /// Every link a renderer reads in `text` points at http, https, mailto
+    /// or nowhere (relative).
+    fn links_allowed(text: &str) -> bool {
+        use pulldown_cmark::{Event, Parser, Tag};
+        Parser::new(text).all(|event| match event {
+            Event::Start(Tag::Link { dest_url, .. }) => {
+                super::url_kind(&dest_url) != super::UrlKind::Forbidden
+            }
+            _ => true,
+        })
+    }
+
+    /// Found by the `sanitize` fuzz target: the markdown step read the text
+    /// before the mode's last step rewrote it. In `SafeSubset` a `>` came
+    /// back from `&gt;` after the parser had seen a paragraph, so a
+    /// reference definition in a block quote (and the image using it)
+    /// appeared only in the output; in `Strip` a space after `<` undid a
+    /// raw HTML tag that had hidden an image. Containers × what separates
+    /// the marker from the definition × label spellings × image and link
+    /// forms, with a `&` or a tag elsewhere so the HTML path is taken.
+    #[test]
+    fn no_image_survives_a_definition_in_any_container() {
+        let containers = ["", "> ", ">", "> > ", "  >>", "- ", "1. ", "> - ", "* > > "];
+        let separators = ["", "\0", "\u{200B}", "\r", "\t", "\u{1b}[0m"];
+        // (as the image names it, as the definition names it)
+        let labels = [
+            ("r", "r"),
+            ("R", "r"),
+            ("a  b", "A\t B"),
+            ("straße", "STRASSE"),
+            ("a\u{a0}b", "a b"),
+            ("a&b", "A&amp;B"),
+        ];
+        let dests = ["https://t.example/p.gif", "< javascript:alert(1)>"];
+        let prefixes = ["Q&A\n\n", ""];
+        let mut cases = Vec::new();
+        for container in containers {
+            for sep in separators {
+                for (name, def) in labels {
+                    for dest in dests {
+                        let definition = format!("{container}{sep}[{def}]: {dest}");
+                        for prefix in prefixes {
+                            for bang in ["!", ""] {
+                                cases.push(format!("{prefix}{bang}[x][{name}]\n\n{definition}"));
+                                cases.push(format!("{prefix}{definition}\n\n{bang}[{name}]"));
+                                cases.push(format!(
+                                    "{prefix}{definition}\n{container}{bang}[{name}][]"
+                                ));
+                            }
+                        }
+                        let escaped = definition.replace('>', "&gt;").replace('<', "&lt;");
+                        cases.push(format!("![x][{name}]\n\n{escaped}"));
+                    }
+                }
+            }
+        }
+        // A raw tag (spelled as references) hiding an image from the parser.
+        cases.push("![a&lt;b c=\"][r]\"&gt;\n\n[r]: https://t.example/p.gif".into());
+        cases.push("![a&lt;b c=\"](https://t.example/p.gif)\"&gt;".into());
+        let mut failed = Vec::new();
+        for case in &cases {
+            let strip = STRIP.sanitize(case).text;
+            if rendered(&strip) != (0, 0) {
+                failed.push(format!("strip {case:?} → {strip:?}"));
+            }
+            let safe = SAFE.sanitize(case).text;
+            if rendered(&safe).0 != 0 || !links_allowed(&safe) {
+                failed.push(format!("safe {case:?} → {safe:?}"));
+            }
+            assert_stable(STRIP, case);
+            assert_stable(SAFE, case);
+        }
+        assert!(
+            failed.is_empty(),
+            "{} of {} cases:\n{}",
+            failed.len(),
+            cases.len() * 2,
+            failed.join("\n")
+        );
+        assert_eq!(
+            safe("Q&A\n\n![x][r]\n\n> [r]: https://t.example/p.gif"),
+            "Q&A\n\nx\n\n> [r]: https://t.example/p.gif"
+        );
+    }
+
+    /// The pattern finds a definition only at the start of a line; the
+    /// parser finds one in a block quote or a list item too.
+    #[test]
+    fn definitions_in_containers_go_as_at_the_top() {
+        for container in ["> ", "> > ", "- ", "1. ", "> - "] {
+            for dest in ["javascript:alert(1)", "data:x", "x.png"] {
+                let case = format!("{container}[r]: {dest}\n\nmore");
+                for p in [STRIP, SAFE] {
+                    let out = p.sanitize(&case);
+                    assert!(!out.text.contains(dest), "{case:?} → {:?}", out.text);
+                    assert!(out.text.ends_with("more"), "{case:?} → {:?}", out.text);
+                    assert_stable(p, &case);
+                }
+            }
+            let kept = format!("{container}[r]: https://x.example");
+            assert!(!SAFE.sanitize(&kept).is_changed(), "{kept:?}");
+        }
     }
 
     #[test]

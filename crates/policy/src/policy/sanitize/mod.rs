@@ -72,9 +72,13 @@
 //!      kept as written. A leftover `](` whose target is not allowed (a
 //!      destination too odd for the link grammar) is broken up as `] (`.
 //!      Then a CommonMark parser (pulldown-cmark) reads the text as a
-//!      renderer would, and the same rules apply to every image and link it
-//!      finds that the patterns missed (labels holding brackets,
-//!      reference-style `![alt][ref]`).
+//!      renderer would, and the same rules apply to every image, link and
+//!      reference definition it finds that the patterns missed (labels
+//!      holding brackets, reference-style `![alt][ref]`, a definition in a
+//!      block quote or a list item). It reads the text as step 4 will
+//!      write it (`&gt;` as `>`, a space after an active `<`), since that
+//!      is what a renderer gets: `&gt; [r]: …` is prose, `> [r]: …` a
+//!      definition.
 //! 4. **Strip output is inert.** A `<` directly followed by an ASCII letter,
 //!    `/`, `!` or `?`, or a `&` that would start a character reference, gets a
 //!    space inserted after it (`x<y` → `x< y`, `&lt;b&gt;` → `< b>`,
@@ -118,14 +122,15 @@ use serde::{Deserialize, Serialize};
 mod data;
 mod html;
 mod markdown;
+mod splice;
 #[cfg(test)]
 mod test_support;
 mod unicode;
 
 pub(crate) use data::{data_needs_work, DataPolicy};
 use html::{
-    has_forbidden_attr_url, lt_is_active, neutralize, pre_escape, relax, strip_html_to_text,
-    SAFE_HTML,
+    has_forbidden_attr_url, lt_is_active, neutralize, neutralize_edits, pre_escape, relax,
+    relax_edits, strip_html_to_text, SAFE_HTML,
 };
 use markdown::{autolinks, markdown};
 use unicode::{classify_char, clean_invisible, unicode_clean, Keep};
@@ -513,14 +518,14 @@ fn strip_pipeline(s: &str, findings: &mut Findings) -> String {
     let text = unicode_clean(&text, findings);
     // Character references may have spelled an autolink (`&lt;https://…&gt;`).
     let text = autolinks(&text, HtmlMode::Strip, findings);
-    let text = markdown(&text, HtmlMode::Strip, findings);
+    let text = markdown(&text, HtmlMode::Strip, findings, neutralize_edits);
     neutralize(&text, findings).into_owned()
 }
 
 fn safe_pipeline(s: &str, findings: &mut Findings) -> String {
     let linked = autolinks(s, HtmlMode::SafeSubset, findings);
     if !linked.contains(['<', '&']) {
-        return markdown(&linked, HtmlMode::SafeSubset, findings).into_owned();
+        return markdown(&linked, HtmlMode::SafeSubset, findings, relax_edits).into_owned();
     }
     let serialized = SAFE_HTML.clean(&pre_escape(&linked)).to_string();
     let serialized = unicode_clean(&serialized, findings);
@@ -530,7 +535,7 @@ fn safe_pipeline(s: &str, findings: &mut Findings) -> String {
             findings.add(TextFinding::DangerousLink);
         }
     }
-    let text = markdown(&serialized, HtmlMode::SafeSubset, findings);
+    let text = markdown(&serialized, HtmlMode::SafeSubset, findings, relax_edits);
     relax(&text).into_owned()
 }
 
