@@ -306,24 +306,7 @@ async fn asking_rooms_writing(one_write: bool) -> ScriptedUpstream {
 async fn the_pushed_approval_counts_against_the_calls_rounds() {
     for (max_rounds, reaches_client) in [(1, false), (2, true)] {
         let up = asking_rooms().await;
-        let extra = format!("[state]\nmax_rounds = {max_rounds}\n\n{RULE}");
-        let gw = start_gateway(&config_text(&up.url(), "", &extra)).await;
-        let c = client();
-        let g = url(&gw);
-        let session = initialize(&c, &g, json!({"elicitation": {}})).await;
-        let mut stream = open_call(&c, &g, &session).await;
-        let push = stream.next().await.expect("the gateway's question");
-        assert_eq!(push["method"], "elicitation/create", "{push}");
-        let approve = answer(
-            &push["id"],
-            json!({"action": "accept", "content": {"approve": true}}),
-        );
-        let (status, _) = send_answer(&c, &g, &session, approve).await;
-        assert_eq!(status, 202);
-        let mut seen = Vec::new();
-        while let Some(message) = stream.next().await {
-            seen.push(message);
-        }
+        let (gw, seen) = approved_call(&up, max_rounds).await;
         let asked = seen.iter().any(|m| m["method"] == "elicitation/create");
         assert_eq!(asked, reaches_client, "max_rounds {max_rounds}: {seen:?}");
         let last = seen.last().expect("the call's result");
@@ -333,6 +316,32 @@ async fn the_pushed_approval_counts_against_the_calls_rounds() {
         assert_eq!(refused_upstream, !reaches_client, "max_rounds {max_rounds}");
         gw.shutdown().await;
     }
+}
+
+/// A gateway in front of `up` under `max_rounds`, and a call whose pushed
+/// approval the person accepts: what the call's stream delivered after it.
+async fn approved_call(
+    up: &ScriptedUpstream,
+    max_rounds: u32,
+) -> (portcullis::server::RunningGateway, Vec<Value>) {
+    let extra = format!("[state]\nmax_rounds = {max_rounds}\n\n{RULE}");
+    let gw = start_gateway(&config_text(&up.url(), "", &extra)).await;
+    let c = client();
+    let g = url(&gw);
+    let session = initialize(&c, &g, json!({"elicitation": {}})).await;
+    let mut stream = open_call(&c, &g, &session).await;
+    let push = stream.next().await.expect("the gateway's question");
+    assert_eq!(push["method"], "elicitation/create", "{push}");
+    let approve = answer(
+        &push["id"],
+        json!({"action": "accept", "content": {"approve": true}}),
+    );
+    assert_eq!(send_answer(&c, &g, &session, approve).await.0, 202);
+    let mut seen = Vec::new();
+    while let Some(message) = stream.next().await {
+        seen.push(message);
+    }
+    (gw, seen)
 }
 
 /// Whether the upstream was told its question went over the round limit.
@@ -359,22 +368,7 @@ async fn told_round_limit(up: &ScriptedUpstream, expected: bool) -> bool {
 #[tokio::test]
 async fn a_question_and_the_result_in_one_write_reach_the_client_in_order() {
     let up = asking_rooms_writing(true).await;
-    let extra = format!("[state]\nmax_rounds = 2\n\n{RULE}");
-    let gw = start_gateway(&config_text(&up.url(), "", &extra)).await;
-    let c = client();
-    let g = url(&gw);
-    let session = initialize(&c, &g, json!({"elicitation": {}})).await;
-    let mut stream = open_call(&c, &g, &session).await;
-    let push = stream.next().await.expect("the gateway's question");
-    let approve = answer(
-        &push["id"],
-        json!({"action": "accept", "content": {"approve": true}}),
-    );
-    assert_eq!(send_answer(&c, &g, &session, approve).await.0, 202);
-    let mut seen = Vec::new();
-    while let Some(message) = stream.next().await {
-        seen.push(message);
-    }
+    let (gw, seen) = approved_call(&up, 2).await;
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[0]["method"], "elicitation/create", "{seen:?}");
     assert_eq!(seen[1]["id"], 5, "{seen:?}");
