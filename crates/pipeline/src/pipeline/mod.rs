@@ -262,7 +262,8 @@ impl Gateway {
         // connection: like nginx, the gateway then says it closes the
         // connection, so the client does not send its next request behind
         // bytes nobody read (a keep-alive client would see it cut off).
-        let unread = request::declares_body(req.headers());
+        // HTTP/2 ends a stream, not the connection, and has no such header.
+        let unread = req.version() < http::Version::HTTP_2 && request::declares_body(req.headers());
         let closing = |r: Refused| if unread { r.closing() } else { r };
         let endpoint = self.endpoint(req.uri().path()).map_err(closing)?;
         let front = endpoint.front().clone();
