@@ -14,6 +14,8 @@ use crate::policy::detect::{Normalised, Splitting};
 
 /// How far before a verb a negation cancels it.
 const NEGATION_REACH: usize = 3;
+/// How many words back a blocker opens the noun phrase it blocks.
+const BLOCKER_REACH: usize = 4;
 /// Bytes around an identifier searched for a word that makes it a tool.
 const TOOL_CONTEXT: usize = 48;
 
@@ -128,16 +130,17 @@ impl Evidence {
             | vocab.bit("credentials")
             | vocab.bit("host_context")
             | vocab.bit("host_data");
-        // What the item is about, by its name and its parameters' names: a
-        // private thing named there (`ssh_hosts` reading ~/.ssh/config, a
-        // share link's `password`) is the tool's own subject.
+        // What the item is about, by its name, its parameters' names and
+        // the one-word values they take: a private thing named there
+        // (`ssh_hosts` reading ~/.ssh/config, a share link's `password`, a
+        // generator whose `type` is one of `uuid`, `password`) is the tool's
+        // own subject.
         let subject: HashSet<String> = item
             .iter()
-            .filter(|l| {
-                matches!(
-                    l.place,
-                    Place::Name | Place::PropertyName | Place::ArgumentName
-                )
+            .filter(|l| match l.place {
+                Place::Name | Place::PropertyName | Place::ArgumentName => true,
+                Place::SchemaValue => is_one_word(l.text),
+                _ => false,
             })
             .flat_map(|l| name_words(l.text))
             .collect();
@@ -376,6 +379,15 @@ fn name_words(text: &str) -> impl Iterator<Item = String> + '_ {
         .filter(|w| w.chars().count() >= 3)
 }
 
+/// A schema value that is one word (`password`, `api_key`), not a path, an
+/// address or a sentence.
+fn is_one_word(text: &str) -> bool {
+    (3..=40).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}
+
 /// A name folded to lowercase letters and digits.
 fn fold(name: &str) -> String {
     name.chars()
@@ -433,6 +445,9 @@ fn words(
     let absorbed: Vec<bool> = hits.iter().map(in_a_noun).collect();
     for (h, _) in hits.into_iter().zip(absorbed).filter(|(_, a)| !a) {
         let mut concepts = *h.value;
+        if concepts & vocab.nouns != 0 {
+            concepts &= !generic(vocab, &n, h.start);
+        }
         if concepts & vocab.negatable != 0 && negated(vocab, &n, h.start) {
             concepts &= !vocab.negatable;
         }
@@ -452,6 +467,22 @@ fn words(
             clause,
         });
     }
+}
+
+/// The noun concepts a thing starting at `start` is not, by the words that
+/// open its noun phrase: "an optimised code-review system prompt" is a
+/// system prompt, not the host's; "a copy of your system prompt" is.
+fn generic(vocab: &Vocab, n: &Normalised, start: usize) -> Concepts {
+    for i in (start.saturating_sub(BLOCKER_REACH)..start).rev() {
+        let w = n.word(i);
+        if !n.same_phrase(i, start) || vocab.look_back_stops.contains(w) {
+            return 0;
+        }
+        if let Some(&blocked) = vocab.blockers.get(w) {
+            return blocked;
+        }
+    }
+    0
 }
 
 fn negated(vocab: &Vocab, n: &Normalised, start: usize) -> bool {

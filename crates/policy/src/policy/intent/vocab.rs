@@ -149,6 +149,10 @@ struct Grammar {
     /// ("tool", "is called").
     #[serde(default)]
     tool_after: Vec<String>,
+    /// Words a noun phrase's look-back for a blocker stops at: an owner
+    /// ("your", "the") or a word joining two phrases ("of", "and").
+    #[serde(default)]
+    look_back_stops: Vec<String>,
 }
 
 /// Where a tool-context phrase stands: before or after the name.
@@ -162,6 +166,10 @@ struct InjectionLang {
     verbs: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     objects: BTreeMap<String, Vec<String>>,
+    /// Per list, words that make its object not the host's ("a system
+    /// prompt for the new agent").
+    #[serde(default)]
+    blockers: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     grammar: Grammar,
 }
@@ -200,6 +208,11 @@ pub(super) struct Vocab {
     /// Each regex concept: its patterns as one regex.
     pub(crate) patterns: Vec<(Concepts, Regex)>,
     pub(crate) negations: HashSet<Box<str>>,
+    /// Per word, the noun concepts it makes someone else's when it opens
+    /// their noun phrase ("an optimised code-review system prompt").
+    pub(crate) blockers: HashMap<Box<str>, Concepts>,
+    /// Words that end that look-back ([`Grammar`]'s `look_back_stops`).
+    pub(crate) look_back_stops: HashSet<Box<str>>,
     /// The grammar's `tool_before` ([`TOOL_BEFORE`]) and `tool_after`
     /// ([`TOOL_AFTER`]) phrases of every language.
     pub(crate) tool_context: PhraseSet<u8>,
@@ -239,6 +252,8 @@ impl Vocab {
         // Phrases of every language, with the concept each belongs to.
         let mut listed: Vec<(String, Concepts, bool)> = Vec::new();
         let mut negations = HashSet::new();
+        let mut blockers: HashMap<Box<str>, Concepts> = HashMap::new();
+        let mut look_back_stops = HashSet::new();
         let mut words: Vec<String> = Vec::new();
         let mut tool_context: Vec<(String, u8)> = Vec::new();
         for (lang, text) in LANGS {
@@ -250,6 +265,7 @@ impl Vocab {
                 listed.extend(phrases.iter().map(|p| (p.clone(), bit, noun)));
             }
             negations.extend(file.grammar.negations.iter().map(|w| one_word(w)));
+            look_back_stops.extend(file.grammar.look_back_stops.iter().map(|w| one_word(w)));
             words.extend(file.grammar.words.iter().cloned());
             for (list, side) in [
                 (&file.grammar.tool_before, TOOL_BEFORE),
@@ -276,6 +292,9 @@ impl Vocab {
                     .flatten()
                 {
                     listed.extend(phrases.iter().map(|p| (p.clone(), bit, noun)));
+                }
+                for w in file.blockers.get(*list).into_iter().flatten() {
+                    *blockers.entry(one_word(w)).or_insert(0) |= bit;
                 }
             }
             negations.extend(file.grammar.negations.iter().map(|w| one_word(w)));
@@ -370,6 +389,8 @@ impl Vocab {
             phrases,
             patterns,
             negations,
+            blockers,
+            look_back_stops,
             tool_context,
             rules,
             negatable,
