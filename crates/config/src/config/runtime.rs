@@ -14,19 +14,31 @@ pub(super) struct RawRuntime {
 }
 
 /// How connections are spread over threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuntimeModel {
     /// One multi-threaded runtime whose workers steal each other's tasks
     /// (`TOKIO_WORKER_THREADS` of them, default one per CPU).
-    #[default]
     Shared,
-    /// `workers` threads, each with a single-threaded runtime and its own
+    /// The default: `workers` threads (one per CPU unless set), each with a single-threaded runtime and its own
     /// `SO_REUSEPORT` socket on every listener (the kernel spreads new
     /// connections over them), and its own idle upstream connections: a
     /// connection and all its requests stay on one thread (nginx's and
     /// pingora's model). Admin, reloads and background work stay on the
     /// shared runtime.
     PerCore { workers: usize },
+}
+
+impl Default for RuntimeModel {
+    /// `per_core` with one worker per CPU: at two workers it served 1.19×
+    /// the shared runtime's requests at 0.93× its CPU per request
+    /// (docs/src/dev/performance.md).
+    fn default() -> Self {
+        RuntimeModel::PerCore { workers: cpus() }
+    }
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 impl RuntimeModel {
@@ -47,17 +59,16 @@ impl RuntimeModel {
 pub(super) fn runtime(raw: &RawRuntime, loc: &Locator<'_>) -> Result<RuntimeModel, ConfigError> {
     let model = raw.model.as_ref().map(|m| (m.get_ref().as_str(), m.span()));
     match (model, &raw.workers) {
-        (None | Some(("shared", _)), None) => Ok(RuntimeModel::Shared),
-        (None | Some(("shared", _)), Some(w)) => Err(loc.at(
+        (Some(("shared", _)), None) => Ok(RuntimeModel::Shared),
+        (Some(("shared", _)), Some(w)) => Err(loc.at(
             w.span(),
             "runtime.workers",
             "workers applies to model = \"per_core\"; the shared runtime's size is \
              TOKIO_WORKER_THREADS (default: one per CPU)",
         )),
-        (Some(("per_core", _)), workers) => {
-            let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        (None | Some(("per_core", _)), workers) => {
             let workers = match workers {
-                None => cpus,
+                None => cpus(),
                 Some(w) => match usize::try_from(*w.get_ref()) {
                     Ok(n @ 1..=1024) => n,
                     _ => {
@@ -97,7 +108,15 @@ mod tests {
 
     #[test]
     fn the_model_and_its_workers_are_checked() {
-        assert_eq!(parse("").unwrap().runtime, RuntimeModel::Shared);
+        assert_eq!(parse("").unwrap().runtime, RuntimeModel::default());
+        assert!(matches!(
+            parse("").unwrap().runtime,
+            RuntimeModel::PerCore { workers: 1.. }
+        ));
+        assert_eq!(
+            parse("workers = 2").unwrap().runtime,
+            RuntimeModel::PerCore { workers: 2 }
+        );
         assert_eq!(
             parse("model = \"shared\"").unwrap().runtime,
             RuntimeModel::Shared
@@ -119,7 +138,10 @@ mod tests {
                 "model = \"per_core\"\nworkers = 0",
                 "is not between 1 and 1024",
             ),
-            ("workers = 2", "applies to model = \"per_core\""),
+            (
+                "model = \"shared\"\nworkers = 2",
+                "applies to model = \"per_core\"",
+            ),
             ("speed = 3", "speed"),
         ] {
             let err = parse(bad).unwrap_err();
