@@ -12,8 +12,8 @@
 #        ports); fedcall: small through the federated route (bench_get_room).
 # Knobs: BIN=target/release/portcullis (or another build, e.g. a baseline),
 #        DURATION=5 (s of wrk), CONNECTIONS=16, TOP=0 (functions to list),
-#        KEEP=1 (keep the callgrind output), AUDIT=off, RUNTIME=shared
-#        (TOKIO_WORKER_THREADS=1; or per_core: one single-threaded worker),
+#        KEEP=1 (keep the callgrind output), AUDIT=off, RUNTIME=per_core
+#        (one single-threaded worker, the default; or shared: TOKIO_WORKER_THREADS=1),
 #        PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 (try an allocator
 #        without rebuilding: it is preloaded into Portcullis).
 set -euo pipefail
@@ -27,7 +27,7 @@ CONNECTIONS=${CONNECTIONS:-16}
 TOP=${TOP:-0}
 KEEP=${KEEP:-0}
 AUDIT=${AUDIT:-off}
-RUNTIME=${RUNTIME:-shared}
+RUNTIME=${RUNTIME:-per_core}
 SCENARIOS=("${@:-small}")
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null || { echo "valgrind missing" >&2; exit 1; }
 [[ -x $BIN && -x $UP_BIN ]] || { echo "build first: cargo build --release -p portcullis -p portcullis-bench-upstream --bin portcullis --bin bench-upstream" >&2; exit 1; }

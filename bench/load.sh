@@ -44,10 +44,12 @@
 #   PROXY_THREADS=1  TOKIO_WORKER_THREADS for portcullis; nginx worker_processes
 #   UPSTREAM_THREADS=1  TOKIO_WORKER_THREADS for bench-upstream
 #   STDIO_PROCESSES=1   processes of the stdio scenario's program (max_processes; the driver's copies)
-#   RUNTIME=shared   this tree's binary's [runtime] model: shared (TOKIO_WORKER_THREADS
-#                    workers, the default) or per_core (PROXY_THREADS single-threaded workers)
-#   BASELINE_RUNTIME=shared  the same for the baseline binary (BASELINE_BIN may be
-#                    this tree's binary: per_core against shared in one run)
+#   RUNTIME=per_core this tree's binary's [runtime] model: per_core (PROXY_THREADS
+#                    single-threaded workers, the gateway's default) or shared
+#                    (TOKIO_WORKER_THREADS workers)
+#   BASELINE_RUNTIME=per_core  the same for the baseline binary (BASELINE_BIN may be
+#                    this tree's binary: per_core against shared in one run; a binary
+#                    older than per_core needs BASELINE_RUNTIME=shared)
 #   BASELINE_BIN=    a second portcullis binary to measure beside this tree's
 #                    (same config; e.g. a build of an older commit): before/after in one run
 #   SKIP_BUILD=1     use the existing target/release binaries
@@ -64,8 +66,8 @@ DURATION=${DURATION:-10}
 REPS=${REPS:-3}
 WARMUP=${WARMUP:-2}
 WRK_THREADS=${WRK_THREADS:-1}
-RUNTIME=${RUNTIME:-shared}
-BASELINE_RUNTIME=${BASELINE_RUNTIME:-shared}
+RUNTIME=${RUNTIME:-per_core}
+BASELINE_RUNTIME=${BASELINE_RUNTIME:-per_core}
 PROXY_THREADS=${PROXY_THREADS:-1}
 UPSTREAM_THREADS=${UPSTREAM_THREADS:-1}
 STDIO_PROCESSES=${STDIO_PROCESSES:-1}
