@@ -83,13 +83,14 @@ pub(super) fn unsupported(requested: &str, supported: &[ProtocolVersion]) -> Ref
 /// Which generation a message belongs to, as the spec describes for a
 /// server that serves both: `initialize` and a session id mean 2025-11-25,
 /// `_meta`'s version means 2026-07-28, the version header says which.
+/// `header` is the request's `MCP-Protocol-Version` ([`version_header`]).
 pub(super) fn detect(
     parts: &Parts,
+    header: Option<&str>,
     method: McpMethod,
     params: Option<&ParamsView<'_>>,
     supported: &[ProtocolVersion],
 ) -> Result<ProtocolVersion, Refusal> {
-    let header = header_str(parts, &MCP_PROTOCOL_VERSION)?;
     let body = params.and_then(|p| p.meta_version.as_deref());
     let pick = |v: &str| {
         ProtocolVersion::parse(v)
@@ -124,13 +125,18 @@ pub(super) fn detect(
 
 /// `MCP-Protocol-Version`: equal to `params._meta`'s on 2026-07-28 requests
 /// (which must carry both).
+/// The single `MCP-Protocol-Version` of the request, read once for
+/// [`detect`] and [`check_version`].
+pub(super) fn version_header(parts: &Parts) -> Result<Option<&str>, Refusal> {
+    header_str(parts, &MCP_PROTOCOL_VERSION)
+}
+
 pub(super) fn check_version(
-    parts: &Parts,
+    header: Option<&str>,
     kind: MessageKind,
     params: Option<&ParamsView<'_>>,
     version: ProtocolVersion,
 ) -> Result<(), Refusal> {
-    let header = header_str(parts, &MCP_PROTOCOL_VERSION)?;
     let body = params.and_then(|p| p.meta_version.as_deref());
     let mismatch = || {
         Refusal::new(

@@ -68,7 +68,17 @@ pub(super) fn read<'a>(
     )
 }
 
-struct ParamsSeed<'f, 't> {
+/// The seed [`read`] runs, for `method`'s params, to read them in the
+/// envelope's own pass (`json::Message::parse_reading`).
+pub(super) fn seed(failure: &Failure, method: crate::model::McpMethod) -> ParamsSeed<'_, 'static> {
+    ParamsSeed {
+        failure,
+        target: method.target().map(|t| t.member),
+        sent: sent_members(method),
+    }
+}
+
+pub(super) struct ParamsSeed<'f, 't> {
     failure: &'f Failure,
     target: Option<&'t str>,
     /// Members built into values ([`sent_members`]).
