@@ -89,9 +89,7 @@ pub(crate) fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<HeaderV
             .filter(|a| allowed(a))
             .and_then(|a| HeaderValue::from_str(a).ok()),
         // The `Host` header's own value: a shared copy of the same bytes.
-        None => host
-            .filter(|h| h.to_str().is_ok_and(allowed))
-            .cloned(),
+        None => host.filter(|h| h.to_str().is_ok_and(allowed)).cloned(),
     };
     checked.ok_or_else(|| {
         Refusal::new(

@@ -184,10 +184,7 @@ pub(crate) fn copy_head(parts: &Parts) -> Parts {
 /// The message and its `params`, read strictly: in the envelope's own pass
 /// when it can answer, else the envelope and then `params` (which gives
 /// the error, with the request's id and method).
-fn read_message<'a>(
-    body: &'a [u8],
-    failure: &Failure,
-) -> Result<ReadMessage<'a>, Refused> {
+fn read_message<'a>(body: &'a [u8], failure: &Failure) -> Result<ReadMessage<'a>, Refused> {
     let fast = Message::parse_reading(body, failure, "params", |method| {
         Some(params::seed(failure, McpMethod::parse(method?)))
     });
@@ -202,7 +199,11 @@ fn read_message<'a>(
     };
     let method = msg.method.as_deref().map(McpMethod::parse);
     let read = McpMethod::parse(msg.method.as_deref().unwrap_or_default());
-    match params::read(raw, read.target().map(|t| t.member), params::sent_members(read)) {
+    match params::read(
+        raw,
+        read.target().map(|t| t.member),
+        params::sent_members(read),
+    ) {
         Ok(view) => Ok((msg, Some(view), Some(raw.get()))),
         Err(e) => Err(Refused {
             id: msg.id.map(|raw| raw.get().to_owned()),

@@ -328,9 +328,10 @@ impl Exchange {
         // The common case in one pass (the envelope's, or this one): a valid
         // result and its type. On a failure the two steps run apart, so the
         // refusal is the one they give.
-        let checked = read
-            .result_type
-            .map_or_else(|| json::strict::validate_with_member(result, "resultType"), Ok);
+        let checked = read.result_type.map_or_else(
+            || json::strict::validate_with_member(result, "resultType"),
+            Ok,
+        );
         let result_type = match checked {
             Ok(t) => t,
             Err(_) => match checked_in_two_steps(bytes) {

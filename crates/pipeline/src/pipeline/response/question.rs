@@ -19,8 +19,7 @@ impl Exchange {
     pub(super) fn question(&mut self, id: Option<&RawValue>, result: &str) -> Disposition {
         let ctx = &self.ctx;
         let route = &ctx.route.upstream.settings;
-        let (outcome, report) =
-            inspect_result(&route.policy, &self.subject(), result.as_bytes());
+        let (outcome, report) = inspect_result(&route.policy, &self.subject(), result.as_bytes());
         let delivered = outcome.is_ok();
         ctx.gateway.metrics.record_input_required(
             &route.id,
