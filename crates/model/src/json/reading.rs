@@ -88,7 +88,9 @@ fn is_space(b: u8) -> bool {
 }
 
 /// Where a member name borrowed from `text` starts in it (`None` for a name
-/// that was unescaped into a copy: its place is unknown).
+/// that was unescaped into a copy: its place is unknown). Takes the `Cow`
+/// itself: whether it borrows is the answer.
+#[allow(clippy::ptr_arg)]
 fn offset_of(text: &str, key: &Cow<'_, str>) -> Option<usize> {
     let Cow::Borrowed(key) = key else {
         return None;
@@ -99,6 +101,7 @@ fn offset_of(text: &str, key: &Cow<'_, str>) -> Option<usize> {
 
 /// The first byte of the value of the member named `key`: past its closing
 /// quote, white space, the colon, white space.
+#[allow(clippy::ptr_arg)] // the `Cow` itself: see `offset_of`
 fn value_start(text: &str, key: &Cow<'_, str>) -> Option<usize> {
     let bytes = text.as_bytes();
     let mut at = offset_of(text, key)? + key.len();
@@ -117,6 +120,7 @@ fn value_start(text: &str, key: &Cow<'_, str>) -> Option<usize> {
 
 /// The end of the value before the member named `key`: back from its
 /// opening quote over white space, the comma, white space.
+#[allow(clippy::ptr_arg)] // the `Cow` itself: see `offset_of`
 fn end_before(text: &str, key: &Cow<'_, str>) -> Option<usize> {
     let bytes = text.as_bytes();
     let quote = offset_of(text, key)?.checked_sub(1)?;
