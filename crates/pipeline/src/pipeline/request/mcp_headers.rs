@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use http::request::Parts;
 use http::{HeaderName, HeaderValue};
 
-use super::params::ParamsView;
+use super::params::{ParamsView, Target};
 use crate::headers::{
     decode_mcp_header_value, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID,
 };
@@ -174,15 +174,15 @@ pub(super) fn check_name(
         header_required: member.header_required && header_defined,
         ..member
     };
-    let raw = params.and_then(|p| p.target);
-    let body_name: Option<Cow<'_, str>> = match raw {
+    let body_name: Option<Cow<'_, str>> = match params.and_then(|p| p.target.as_ref()) {
         None => None,
-        Some(raw) => Some(serde_json::from_str(raw.get()).map_err(|_| {
-            Refusal::new(
+        Some(Target::Text(text)) => Some(Cow::Borrowed(text.as_ref())),
+        Some(Target::NotText) => {
+            return Err(Refusal::new(
                 Reason::InvalidRequest,
                 format!("params.{} must be a string", member.member),
-            )
-        })?),
+            ))
+        }
     };
     match (single(parts, &MCP_NAME)?, &body_name) {
         (None, None) if member.header_required => Err(Refusal::new(
