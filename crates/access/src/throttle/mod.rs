@@ -254,7 +254,9 @@ impl Throttle {
             return Ok(Ok(()));
         };
         if let Some(redis) = &self.inner.redis {
-            match redis.check(scope, &limiter.rate, parts).await {
+            // Boxed: the shared limiter's round trip is a large future, and
+            // inline every request's phases would carry its size, Redis or not.
+            match Box::pin(redis.check(scope, &limiter.rate, parts)).await {
                 RedisAnswer::Decided(d) => return Ok(d),
                 RedisAnswer::Unavailable => {
                     // A refusal is counted where every request is (its reason).

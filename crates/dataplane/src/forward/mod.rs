@@ -269,8 +269,9 @@ impl UpstreamClient {
                 Transport::Http(pool) => {
                     pool.send(req, url).await.map(|r| r.map(UpstreamBody::Http))
                 }
-                Transport::Stdio(pool, _) => pool
-                    .send(req, url)
+                // Boxed: a program's pipe is its own, larger future; inline,
+                // every HTTP request's forward would carry its size.
+                Transport::Stdio(pool, _) => Box::pin(pool.send(req, url))
                     .await
                     .map(|r| r.map(UpstreamBody::Stdio)),
             }
@@ -286,7 +287,7 @@ impl UpstreamClient {
             Ok(Ok(resp)) => match resp.headers().get(&UNANSWERED) {
                 Some(why) if self.pool.stdio().is_some() => {
                     let why = Unanswered::parse(why.as_bytes());
-                    Err(unanswered(why, resp.into_body()).await)
+                    Err(Box::pin(unanswered(why, resp.into_body())).await)
                 }
                 _ => Ok(resp),
             },

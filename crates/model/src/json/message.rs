@@ -178,26 +178,13 @@ impl<'a> Message<'a> {
                 return Err(MessageError::Invalid("\"params\" must be an object"));
             }
         }
-        // A response may carry `"id": null` when it answers a request that
-        // could not be read (JSON-RPC 2.0 §5); nothing else may.
-        let null_id = env.id.is_some_and(|id| id.get() == "null");
-        if let Some(id) = env.id {
-            let error_with_null = null_id && env.error.is_some() && method.is_none();
-            if !error_with_null && !valid_id(id) {
-                return Err(MessageError::Invalid("\"id\" must be a string or a number"));
-            }
-        }
-        let id = env.id.filter(|_| !null_id);
-        let kind = match (&method, env.id, env.result.is_some(), env.error.is_some()) {
-            (Some(_), Some(_), false, false) => MessageKind::Request,
-            (Some(_), None, false, false) => MessageKind::Notification,
-            (None, Some(_), true, false) | (None, _, false, true) => MessageKind::Response,
-            _ => {
-                return Err(MessageError::Invalid(
-                    "not a JSON-RPC request, notification or response",
-                ))
-            }
+        let shape = Shape {
+            method: method.is_some(),
+            id: env.id,
+            result: env.result.is_some(),
+            error: env.error.is_some(),
         };
+        let (kind, id) = shape.kind()?;
         Ok(Message {
             kind,
             id,
@@ -212,6 +199,40 @@ impl<'a> Message<'a> {
     #[cfg(test)]
     pub(crate) fn id_json(&self) -> &str {
         self.id.map(RawValue::get).unwrap_or("null")
+    }
+}
+
+/// Which envelope members a message has: what its kind is decided by.
+pub(super) struct Shape<'a> {
+    pub(super) method: bool,
+    pub(super) id: Option<&'a RawValue>,
+    pub(super) result: bool,
+    pub(super) error: bool,
+}
+
+impl<'a> Shape<'a> {
+    /// The message's kind and its id (`None` for a response's `null`).
+    pub(super) fn kind(&self) -> Result<(MessageKind, Option<&'a RawValue>), MessageError> {
+        // A response may carry `"id": null` when it answers a request that
+        // could not be read (JSON-RPC 2.0 §5); nothing else may.
+        let null_id = self.id.is_some_and(|id| id.get() == "null");
+        if let Some(id) = self.id {
+            let error_with_null = null_id && self.error && !self.method;
+            if !error_with_null && !valid_id(id) {
+                return Err(MessageError::Invalid("\"id\" must be a string or a number"));
+            }
+        }
+        let kind = match (self.method, self.id, self.result, self.error) {
+            (true, Some(_), false, false) => MessageKind::Request,
+            (true, None, false, false) => MessageKind::Notification,
+            (false, Some(_), true, false) | (false, _, false, true) => MessageKind::Response,
+            _ => {
+                return Err(MessageError::Invalid(
+                    "not a JSON-RPC request, notification or response",
+                ))
+            }
+        };
+        Ok((kind, self.id.filter(|_| !null_id)))
     }
 }
 

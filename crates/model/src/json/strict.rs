@@ -306,9 +306,16 @@ pub fn validate_with_member<'a>(
 }
 
 /// [`Check`] of a value that also takes out one string member of it.
-struct WithMember<'f, 'm> {
+pub struct WithMember<'f, 'm> {
     failure: &'f Failure,
     member: &'m str,
+}
+
+impl<'f, 'm> WithMember<'f, 'm> {
+    /// The seed [`validate_with_member`] runs, for a caller's own pass.
+    pub fn new(failure: &'f Failure, member: &'m str) -> Self {
+        WithMember { failure, member }
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for WithMember<'_, '_> {

@@ -37,6 +37,60 @@ const KINDS: [&str; 3] = ["tool", "prompt", "resource_template"];
 
 type Key = (String, String);
 
+/// A [`Key`] looked up by borrowed names, so a call's look-up allocates
+/// nothing: `(String, String)` hashes as its two strings one after the
+/// other, and so does this.
+trait Names {
+    fn names(&self) -> (&str, &str);
+}
+
+impl Names for Key {
+    fn names(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
+}
+
+impl Names for (&str, &str) {
+    fn names(&self) -> (&str, &str) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn Names + 'a> for Key {
+    fn borrow(&self) -> &(dyn Names + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn Names + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (a, b) = self.names();
+        a.hash(state);
+        b.hash(state);
+    }
+}
+
+impl PartialEq for dyn Names + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.names() == other.names()
+    }
+}
+
+impl Eq for dyn Names + '_ {}
+
+/// `kind:name` (the item's field, [`ItemKind::field`]) built on the stack
+/// for a look-up.
+fn with_field<R>(kind: ItemKind, name: &str, f: impl FnOnce(&str) -> R) -> R {
+    let mut buf: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::new();
+    buf.extend_from_slice(kind.kind.as_bytes());
+    buf.push(b':');
+    buf.extend_from_slice(name.as_bytes());
+    match std::str::from_utf8(&buf) {
+        Ok(field) => f(field),
+        Err(_) => f(&kind.field(name)),
+    }
+}
+
 #[derive(Default)]
 pub struct Delivered {
     catalogues: Mutex<HashMap<Key, Catalogue>>,
@@ -143,12 +197,12 @@ impl Delivered {
         let Ok(mut all) = self.catalogues.lock() else {
             return Found::Unknown { fetch: false };
         };
-        let Some(c) = all.get_mut(&(upstream.to_owned(), caller.to_owned())) else {
+        let Some(c) = all.get_mut(&(upstream, caller) as &dyn Names) else {
             return Found::Unknown { fetch: true };
         };
         c.used = Some(now);
-        if let Some(contract) = c.items.get(&kind.field(name)) {
-            return Found::Listed(contract.clone());
+        if let Some(contract) = with_field(kind, name, |field| c.items.get(field).cloned()) {
+            return Found::Listed(contract);
         }
         // A miss in a whole list is asked of the upstream again (it may have
         // added the item since), at most once per REFETCH_AFTER per caller

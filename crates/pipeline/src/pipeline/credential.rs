@@ -40,10 +40,9 @@ pub(crate) async fn attach_to(
     let Some(credential) = &upstream.credential else {
         return Ok(None);
     };
-    match credential
-        .header(&ctx.principal, ctx.subject.as_ref())
-        .await
-    {
+    // Boxed: fetching a credential is the large future of this phase, and
+    // inline every request's forward would carry its size, credential or not.
+    match Box::pin(credential.header(&ctx.principal, ctx.subject.as_ref())).await {
         Ok(h) => Ok(Some(h)),
         Err(e) => {
             tracing::warn!(upstream = %upstream.id, error = %e, "no credential for the upstream");

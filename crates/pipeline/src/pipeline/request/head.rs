@@ -39,16 +39,6 @@ fn authority(parts: &Parts) -> Option<&str> {
         .or_else(|| parts.headers.get(header::HOST)?.to_str().ok())
 }
 
-/// `authority` (read by [`authority`]) as a header value: the `Host`
-/// header's own when it was read from there (a shared copy of the same
-/// bytes, where building one copies them: every request asks).
-fn authority_value(parts: &Parts, authority: &str) -> Option<HeaderValue> {
-    match parts.headers.get(header::HOST) {
-        Some(host) if parts.uri.authority().is_none() => Some(host.clone()),
-        _ => HeaderValue::from_str(authority).ok(),
-    }
-}
-
 /// The HTTP methods a route serves, for `Allow`.
 pub(crate) fn allowed_methods(generations: &[Generation]) -> &'static str {
     if generations.contains(&Generation::Sessions) {
@@ -89,10 +79,18 @@ pub(crate) fn check(parts: &Parts, rules: &HeadRules<'_>) -> Result<Head, Refusa
 /// this address reaches the gateway with its own name as `Host`. Returns
 /// the authority it checked.
 pub(crate) fn check_host(parts: &Parts, rules: &HeadRules<'_>) -> Result<HeaderValue, Refusal> {
-    let hosts = parts.headers.get_all(header::HOST).iter().count();
-    let checked = authority(parts)
-        .filter(|a| hosts <= 1 && rules.server_names.allows(a, rules.local_port))
-        .and_then(|a| authority_value(parts, a));
+    // One look-up of `Host`: its first value, and whether there is another.
+    let mut hosts = parts.headers.get_all(header::HOST).iter();
+    let host = hosts.next();
+    let single = hosts.next().is_none();
+    let allowed = |a: &str| single && rules.server_names.allows(a, rules.local_port);
+    let checked = match parts.uri.authority() {
+        Some(a) => Some(a.as_str())
+            .filter(|a| allowed(a))
+            .and_then(|a| HeaderValue::from_str(a).ok()),
+        // The `Host` header's own value: a shared copy of the same bytes.
+        None => host.filter(|h| h.to_str().is_ok_and(allowed)).cloned(),
+    };
     checked.ok_or_else(|| {
         Refusal::new(
             Reason::HostNotAllowed,

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use http::request::Parts;
 use http::{HeaderName, HeaderValue};
 
-use super::params::ParamsView;
+use super::params::{ParamsView, Target};
 use crate::headers::{
     decode_mcp_header_value, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID,
 };
@@ -83,13 +83,14 @@ pub(super) fn unsupported(requested: &str, supported: &[ProtocolVersion]) -> Ref
 /// Which generation a message belongs to, as the spec describes for a
 /// server that serves both: `initialize` and a session id mean 2025-11-25,
 /// `_meta`'s version means 2026-07-28, the version header says which.
+/// `header` is the request's `MCP-Protocol-Version` ([`version_header`]).
 pub(super) fn detect(
     parts: &Parts,
+    header: Option<&str>,
     method: McpMethod,
     params: Option<&ParamsView<'_>>,
     supported: &[ProtocolVersion],
 ) -> Result<ProtocolVersion, Refusal> {
-    let header = header_str(parts, &MCP_PROTOCOL_VERSION)?;
     let body = params.and_then(|p| p.meta_version.as_deref());
     let pick = |v: &str| {
         ProtocolVersion::parse(v)
@@ -124,13 +125,18 @@ pub(super) fn detect(
 
 /// `MCP-Protocol-Version`: equal to `params._meta`'s on 2026-07-28 requests
 /// (which must carry both).
+/// The single `MCP-Protocol-Version` of the request, read once for
+/// [`detect`] and [`check_version`].
+pub(super) fn version_header(parts: &Parts) -> Result<Option<&str>, Refusal> {
+    header_str(parts, &MCP_PROTOCOL_VERSION)
+}
+
 pub(super) fn check_version(
-    parts: &Parts,
+    header: Option<&str>,
     kind: MessageKind,
     params: Option<&ParamsView<'_>>,
     version: ProtocolVersion,
 ) -> Result<(), Refusal> {
-    let header = header_str(parts, &MCP_PROTOCOL_VERSION)?;
     let body = params.and_then(|p| p.meta_version.as_deref());
     let mismatch = || {
         Refusal::new(
@@ -168,15 +174,15 @@ pub(super) fn check_name(
         header_required: member.header_required && header_defined,
         ..member
     };
-    let raw = params.and_then(|p| p.target);
-    let body_name: Option<Cow<'_, str>> = match raw {
+    let body_name: Option<Cow<'_, str>> = match params.and_then(|p| p.target.as_ref()) {
         None => None,
-        Some(raw) => Some(serde_json::from_str(raw.get()).map_err(|_| {
-            Refusal::new(
+        Some(Target::Text(text)) => Some(Cow::Borrowed(text.as_ref())),
+        Some(Target::NotText) => {
+            return Err(Refusal::new(
                 Reason::InvalidRequest,
                 format!("params.{} must be a string", member.member),
-            )
-        })?),
+            ))
+        }
     };
     match (single(parts, &MCP_NAME)?, &body_name) {
         (None, None) if member.header_required => Err(Refusal::new(

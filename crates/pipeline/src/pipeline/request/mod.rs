@@ -15,11 +15,11 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use http::request::Parts;
 use hyper::body::Incoming;
-use serde_json::value::RawValue;
 use smallvec::SmallVec;
 
 use super::refuse::Refused;
 use crate::config::Limits;
+use crate::json::strict::Failure;
 use crate::json::{self, span_in, Message, MessageKind};
 use crate::model::{ClientCaps, Generation, McpMethod, ProtocolVersion, Reason, Refusal};
 
@@ -181,13 +181,47 @@ pub(crate) fn copy_head(parts: &Parts) -> Parts {
     copy
 }
 
+/// The message and its `params`, read strictly: in the envelope's own pass
+/// when it can answer, else the envelope and then `params` (which gives
+/// the error, with the request's id and method).
+fn read_message<'a>(body: &'a [u8], failure: &Failure) -> Result<ReadMessage<'a>, Refused> {
+    let fast = Message::parse_reading(body, failure, "params", |method| {
+        Some(params::seed(failure, McpMethod::parse(method?)))
+    });
+    if let Some(read) = fast {
+        let (view, text) = read.member.unzip();
+        return Ok((read.message, view, text));
+    }
+    let msg =
+        Message::parse(body).map_err(|e| Refused::from(Refusal::new(e.reason(), e.to_string())))?;
+    let Some(raw) = msg.params else {
+        return Ok((msg, None, None));
+    };
+    let method = msg.method.as_deref().map(McpMethod::parse);
+    let read = McpMethod::parse(msg.method.as_deref().unwrap_or_default());
+    match params::read(
+        raw,
+        read.target().map(|t| t.member),
+        params::sent_members(read),
+    ) {
+        Ok(view) => Ok((msg, Some(view), Some(raw.get()))),
+        Err(e) => Err(Refused {
+            id: msg.id.map(|raw| raw.get().to_owned()),
+            method,
+            ..Refused::from(Refusal::new(Reason::InvalidJson, format!("params: {e}")))
+        }),
+    }
+}
+
+type ReadMessage<'a> = (Message<'a>, Option<params::ParamsView<'a>>, Option<&'a str>);
+
 pub fn parse(
     parts: &Parts,
     body: &Bytes,
     generations: &[Generation],
 ) -> Result<ParsedRequest, Refused> {
-    let msg =
-        Message::parse(body).map_err(|e| Refused::from(Refusal::new(e.reason(), e.to_string())))?;
+    let failure = Failure::default();
+    let (msg, view, params_text) = read_message(body, &failure)?;
     let id = msg.id.and_then(|raw| span_in(body, raw.get()));
     let method = msg.method.as_deref().map(McpMethod::parse);
     let reject = |refusal: Refusal| Refused {
@@ -198,24 +232,15 @@ pub fn parse(
     let name = msg.method.as_deref().unwrap_or_default();
     let method = McpMethod::parse(name);
     let target_member = method.target();
-    let view = match msg.params {
-        Some(p) => Some(
-            params::read(
-                p,
-                target_member.map(|t| t.member),
-                params::sent_members(method),
-            )
-            .map_err(|e| reject(Refusal::new(Reason::InvalidJson, format!("params: {e}"))))?,
-        ),
-        None => None,
-    };
     // The versions of the route's generations, newest first (on the stack).
     let supported: SmallVec<[ProtocolVersion; 8]> = ProtocolVersion::ALL
         .iter()
         .copied()
         .filter(|v| generations.contains(&v.generation()))
         .collect();
-    let version = mcp_headers::detect(parts, method, view.as_ref(), &supported).map_err(reject)?;
+    let version_header = mcp_headers::version_header(parts).map_err(reject)?;
+    let version = mcp_headers::detect(parts, version_header, method, view.as_ref(), &supported)
+        .map_err(reject)?;
     let stateless = version.generation() == Generation::Stateless;
     if stateless && msg.kind == MessageKind::Response {
         return Err(reject(Refusal::new(
@@ -227,7 +252,8 @@ pub fn parse(
         mcp_headers::check_method(parts, name, stateless).map_err(reject)?;
     }
     if stateless {
-        mcp_headers::check_version(parts, msg.kind, view.as_ref(), version).map_err(reject)?;
+        mcp_headers::check_version(version_header, msg.kind, view.as_ref(), version)
+            .map_err(reject)?;
     }
     let target = match target_member {
         Some(member) => mcp_headers::check_name(parts, member, view.as_ref(), method, stateless)
@@ -252,7 +278,7 @@ pub fn parse(
     let request_state = state.and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
     let request_state_not_string = state.is_some() && request_state.is_none();
     let input_responses = view.as_ref().is_some_and(|p| p.input_responses);
-    let params = msg.params.and_then(|p: &RawValue| span_in(body, p.get()));
+    let params = params_text.and_then(|p| span_in(body, p));
     let kind = msg.kind;
     let (arguments, reference, paged) = match view {
         Some(v) => (v.arguments, v.reference, v.cursor),

@@ -15,8 +15,8 @@ use crate::json::JsonError;
 /// What the checks need of `params`.
 #[derive(Debug, Default)]
 pub(super) struct ParamsView<'a> {
-    /// The method's target member (`name`, `uri`, `taskId`), raw.
-    pub(crate) target: Option<&'a RawValue>,
+    /// The method's target member (`name`, `uri`, `taskId`).
+    pub(crate) target: Option<Target<'a>>,
     /// `_meta["io.modelcontextprotocol/protocolVersion"]`.
     pub(crate) meta_version: Option<Cow<'a, str>>,
     /// `_meta["io.modelcontextprotocol/clientCapabilities"]`, raw.
@@ -36,6 +36,15 @@ pub(super) struct ParamsView<'a> {
     pub(crate) reference: Option<serde_json::Value>,
     /// Whether `cursor` is present (a list's later page).
     pub(crate) cursor: bool,
+}
+
+/// The method's target member: its text when it is a string, decoded in
+/// the one pass (the header check compares it), or that it is not one.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Target<'a> {
+    Text(Cow<'a, str>),
+    /// Another JSON value (checked strictly like the rest).
+    NotText,
 }
 
 /// Which members of `params` carry what a call sends its server (read by
@@ -68,7 +77,17 @@ pub(super) fn read<'a>(
     )
 }
 
-struct ParamsSeed<'f, 't> {
+/// The seed [`read`] runs, for `method`'s params, to read them in the
+/// envelope's own pass (`json::Message::parse_reading`).
+pub(super) fn seed(failure: &Failure, method: crate::model::McpMethod) -> ParamsSeed<'_, 'static> {
+    ParamsSeed {
+        failure,
+        target: method.target().map(|t| t.member),
+        sent: sent_members(method),
+    }
+}
+
+pub(super) struct ParamsSeed<'f, 't> {
     failure: &'f Failure,
     target: Option<&'t str>,
     /// Members built into values ([`sent_members`]).
@@ -96,7 +115,9 @@ impl<'de> Visitor<'de> for ParamsSeed<'_, '_> {
         while let Some(Key(key)) = map.next_key()? {
             seen.note(&key, self.failure)?;
             match key.as_ref() {
-                k if Some(k) == self.target => out.target = Some(raw_checked(&mut map, check)?),
+                k if Some(k) == self.target => {
+                    out.target = Some(map.next_value_seed(TargetSeed(self.failure))?)
+                }
                 "_meta" => {
                     let meta = map.next_value_seed(MetaSeed(self.failure))?;
                     out.meta_version = meta.0;
@@ -138,6 +159,55 @@ fn raw_checked<'de, A: MapAccess<'de>>(
         .deserialize(&mut de)
         .map_err(|_| de::Error::custom("invalid member"))?;
     Ok(raw)
+}
+
+/// The target member read strictly: a string decoded, anything else
+/// walked by [`Check`] and noted as not a string.
+struct TargetSeed<'f>(&'f Failure);
+
+impl<'de> DeserializeSeed<'de> for TargetSeed<'_> {
+    type Value = Target<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Target<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TargetSeed<'_> {
+    type Value = Target<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Target<'de>, E> {
+        Ok(Target::Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Target<'de>, E> {
+        Ok(Target::Text(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Target<'de>, E> {
+        Ok(Target::Text(Cow::Owned(v)))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Target<'de>, E> {
+        Ok(Target::NotText)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Target<'de>, E> {
+        Ok(Target::NotText)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Target<'de>, E> {
+        Ok(Target::NotText)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Target<'de>, E> {
+        Ok(Target::NotText)
+    }
+    fn visit_unit<E>(self) -> Result<Target<'de>, E> {
+        Ok(Target::NotText)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Target<'de>, A::Error> {
+        Check(self.0).visit_seq(seq).map(|()| Target::NotText)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Target<'de>, A::Error> {
+        Check(self.0).visit_map(map).map(|()| Target::NotText)
+    }
 }
 
 /// `_meta`: the two members the transport rules read; the rest checked.
@@ -194,7 +264,7 @@ mod tests {
         );
         let v = read(&p, Some("name"), &["arguments"]).unwrap();
         assert_eq!(v.arguments, Some(serde_json::json!({"a": [1, {"b": 2}]})));
-        assert_eq!(v.target.unwrap().get(), r#""book\u005froom""#);
+        assert_eq!(v.target, Some(Target::Text("book_room".into())));
         assert_eq!(v.meta_version.as_deref(), Some("2026-07-28"));
         assert_eq!(v.meta_capabilities.unwrap().get(), r#"{"elicitation":{}}"#);
         assert_eq!(v.request_state.unwrap().get(), r#""s""#);

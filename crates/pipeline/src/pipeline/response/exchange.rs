@@ -19,7 +19,7 @@ use super::super::ctx::RequestCtx;
 use super::super::request::Transport;
 use super::disposition::Disposition;
 use crate::audit::AuditEvent;
-use crate::json::strict::{Failure, Key};
+use crate::json::strict::{Failure, Key, WithMember};
 use crate::json::{self, same_id, Message, MessageError, MessageKind};
 use crate::model::{Generation, McpMethod, Reason, Refusal};
 use crate::policy::inspect::{inspect_notification, Report, Subject, TaskCarrier};
@@ -82,6 +82,13 @@ pub fn result_route(method: McpMethod, result_type: Option<&str>) -> ResultRoute
     }
 }
 
+/// A result's text, with its `resultType` when the pass that found it
+/// also checked it strictly (`None`: not checked yet).
+struct ResultText<'a> {
+    text: &'a str,
+    result_type: Option<Option<Cow<'a, str>>>,
+}
+
 /// Where the message came: a JSON body or one event of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Carrier {
@@ -142,6 +149,14 @@ impl Exchange {
 
     /// Inspect one JSON-RPC message from the upstream.
     pub fn inspect(&mut self, message: &[u8], carrier: Carrier) -> Disposition {
+        let failure = Failure::default();
+        if let Some(read) = self.read_in_one_pass(message, &failure) {
+            let result = read.member.map(|(result_type, text)| ResultText {
+                text,
+                result_type: Some(result_type),
+            });
+            return self.dispatch(&read.message, result, carrier);
+        }
         let msg = match Message::parse(message) {
             Ok(m) => m,
             Err(MessageError::Batch) => {
@@ -163,17 +178,47 @@ impl Exchange {
                 ))
             }
         };
+        let result = msg.result.map(|r| ResultText {
+            text: r.get(),
+            result_type: None,
+        });
+        self.dispatch(&msg, result, carrier)
+    }
+
+    /// The message read with its result (a response's, to a request that
+    /// is not a list: a list is read whole, once) checked strictly in the
+    /// envelope's own pass; `None` when that pass cannot answer as the
+    /// envelope's and the result's own would (`json::Read`).
+    fn read_in_one_pass<'m>(
+        &self,
+        message: &'m [u8],
+        failure: &'m Failure,
+    ) -> Option<json::Read<'m, Option<Cow<'m, str>>>> {
+        if self.ctx.request.method.catalogue().is_some() || self.listening() {
+            return None;
+        }
+        Message::parse_reading(message, failure, "result", |_| {
+            Some(WithMember::new(failure, "resultType"))
+        })
+    }
+
+    fn dispatch(
+        &mut self,
+        msg: &Message<'_>,
+        result: Option<ResultText<'_>>,
+        carrier: Carrier,
+    ) -> Disposition {
         match msg.kind {
             MessageKind::Request if self.sessions() && carrier == Carrier::Stream => {
-                self.push(&msg)
+                self.push(msg)
             }
             MessageKind::Request => violation(
                 "the upstream sent a server-to-client request; under protocol 2026-07-28 a server asks for input with an input_required result",
                 "request",
             ),
-            MessageKind::Notification => self.notification(&msg, carrier),
-            MessageKind::Response if self.listening() => self.resumed_response(&msg),
-            MessageKind::Response => self.response(&msg),
+            MessageKind::Notification => self.notification(msg, carrier),
+            MessageKind::Response if self.listening() => self.resumed_response(msg),
+            MessageKind::Response => self.response(msg, result),
         }
     }
 
@@ -245,7 +290,7 @@ impl Exchange {
         checked
     }
 
-    fn response(&mut self, msg: &Message<'_>) -> Disposition {
+    fn response(&mut self, msg: &Message<'_>, result: Option<ResultText<'_>>) -> Disposition {
         let ours = match (msg.id, self.ctx.id()) {
             (Some(got), Some(want)) => same_id(got.get(), want),
             // An error with a null id answers the request that could not be read.
@@ -265,7 +310,7 @@ impl Exchange {
             self.operation_ended_with_error();
             return self.content_error(msg.id, error);
         }
-        match msg.result {
+        match result {
             Some(result) => self.result(msg.id, result),
             None => Disposition::Final,
         }
@@ -274,14 +319,20 @@ impl Exchange {
     /// A result: `input_required` goes to the policy; a server's
     /// description of itself and its lists get the text rules (a list is
     /// also filtered by permissions); everything else passes unchanged.
-    fn result(&mut self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
-        let bytes = result.get().as_bytes();
+    fn result(&mut self, id: Option<&RawValue>, read: ResultText<'_>) -> Disposition {
+        let result = read.text;
+        let bytes = result.as_bytes();
         if let Some(listed) = self.complete_listing(id, bytes) {
             return listed;
         }
-        // The common case in one pass: a valid result and its type. On a
-        // failure the two steps run apart, so the refusal is the one they give.
-        let result_type = match json::strict::validate_with_member(result.get(), "resultType") {
+        // The common case in one pass (the envelope's, or this one): a valid
+        // result and its type. On a failure the two steps run apart, so the
+        // refusal is the one they give.
+        let checked = read.result_type.map_or_else(
+            || json::strict::validate_with_member(result, "resultType"),
+            Ok,
+        );
+        let result_type = match checked {
             Ok(t) => t,
             Err(_) => match checked_in_two_steps(bytes) {
                 Ok(t) => t,
@@ -304,7 +355,7 @@ impl Exchange {
         self.operation_completed();
         match route {
             ResultRoute::ServerDescription => self.server_description(id, result),
-            ResultRoute::Listing => match json::parse_value(result.get().as_bytes()) {
+            ResultRoute::Listing => match json::parse_value(result.as_bytes()) {
                 Ok(mut value) => self.listing(id, method, &mut value, Disposition::Final),
                 Err(e) => Disposition::Refuse(read_failure(&e)),
             },
@@ -315,7 +366,7 @@ impl Exchange {
     /// Any other result (a tool's result, a resource's contents, a prompt,
     /// completions, …): the rules for data a server hands back
     /// (`policy::inspect::content`, in `exchange/content.rs`).
-    fn plain_result(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
+    fn plain_result(&self, id: Option<&RawValue>, result: &str) -> Disposition {
         self.content_result(id, result)
     }
 
@@ -361,13 +412,13 @@ impl Exchange {
 
     /// The server's instructions and its name for people go into the
     /// model's context: the text rules apply to them as to a form.
-    fn server_description(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
+    fn server_description(&self, id: Option<&RawValue>, result: &str) -> Disposition {
         let route = &self.ctx.route.upstream.settings;
         let (outcome, report) = inspect_notification(
             &route.policy,
             &self.subject(),
             self.ctx.request.method,
-            result.get().as_bytes(),
+            result.as_bytes(),
         );
         self.record_text(&report);
         match outcome {

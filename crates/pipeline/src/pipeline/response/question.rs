@@ -16,11 +16,10 @@ use crate::mrtr::seal::new_operation_id;
 use crate::policy::inspect::{inspect_result, Report};
 
 impl Exchange {
-    pub(super) fn question(&mut self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
+    pub(super) fn question(&mut self, id: Option<&RawValue>, result: &str) -> Disposition {
         let ctx = &self.ctx;
         let route = &ctx.route.upstream.settings;
-        let (outcome, report) =
-            inspect_result(&route.policy, &self.subject(), result.get().as_bytes());
+        let (outcome, report) = inspect_result(&route.policy, &self.subject(), result.as_bytes());
         let delivered = outcome.is_ok();
         ctx.gateway.metrics.record_input_required(
             &route.id,

@@ -36,7 +36,7 @@ impl Exchange {
     pub(super) fn task_result(
         &self,
         id: Option<&RawValue>,
-        result: &RawValue,
+        result: &str,
         carrier: TaskCarrier,
     ) -> Disposition {
         // A task read by a request about one task (`tasks/get`, an
@@ -47,7 +47,7 @@ impl Exchange {
         };
         let delivered = self
             .task_allowed(carrier)
-            .and_then(|()| self.police_task(result.get().as_bytes(), carrier, asked_about));
+            .and_then(|()| self.police_task(result.as_bytes(), carrier, asked_about));
         match delivered {
             Ok(d) => match response_bytes(id, &d.value) {
                 Some(bytes) if d.new_round => Disposition::Ask(bytes),
@@ -62,8 +62,8 @@ impl Exchange {
     /// `requestState` of its upstream's) is policed and sealed as a
     /// `tasks/get` of it would be; one the policy refuses refuses the list
     /// (its questions never reach the client). The rest passes as data.
-    pub(super) fn task_list(&self, id: Option<&RawValue>, result: &RawValue) -> Disposition {
-        let mut value = match json::parse_value(result.get().as_bytes()) {
+    pub(super) fn task_list(&self, id: Option<&RawValue>, result: &str) -> Disposition {
+        let mut value = match json::parse_value(result.as_bytes()) {
             Ok(v) => v,
             Err(e) => return Disposition::Refuse(read_failure(&e)),
         };
@@ -148,8 +148,8 @@ impl Exchange {
     /// carries no questions: a task asks in `tasks/get` and its status
     /// notifications. A task it shows is policed as one; `None` for a
     /// plain acknowledgement, which goes on as any other result.
-    pub(super) fn task_ack(&self, id: Option<&RawValue>, result: &RawValue) -> Option<Disposition> {
-        let value = match json::parse_value(result.get().as_bytes()) {
+    pub(super) fn task_ack(&self, id: Option<&RawValue>, result: &str) -> Option<Disposition> {
+        let value = match json::parse_value(result.as_bytes()) {
             Ok(v) => v,
             Err(e) => return Some(Disposition::Refuse(read_failure(&e))),
         };

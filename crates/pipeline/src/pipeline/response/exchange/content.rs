@@ -25,16 +25,16 @@ impl Exchange {
     pub(in crate::pipeline::response) fn content_result(
         &self,
         id: Option<&RawValue>,
-        result: &RawValue,
+        result: &str,
     ) -> Disposition {
         let policy = &self.ctx.route.upstream.settings.policy;
-        let scan = scan_raw(policy, &self.ctx.gateway.mrtr.scanner, result.get());
+        let scan = scan_raw(policy, &self.ctx.gateway.mrtr.scanner, result);
         let listing = may_carry_listing(&scan);
         let secrets = self.may_hold_secrets(&scan);
         if !listing && !secrets && !may_need_content(policy, &scan) {
             return Disposition::Final;
         }
-        let mut value = match json::parse_value(result.get().as_bytes()) {
+        let mut value = match json::parse_value(result.as_bytes()) {
             Ok(v) => v,
             Err(e) => return Disposition::Refuse(read_failure(&e)),
         };
